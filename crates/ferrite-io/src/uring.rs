@@ -1,0 +1,110 @@
+//! Batched reads through io_uring.
+//!
+//! Each thread owns one small ring, created on first use, so submission needs
+//! no lock. A batch is pushed as one submission and the call waits for every
+//! completion before returning: the kernel holds raw pointers into the
+//! callers' buffers, so returning early (even on error) would let it write
+//! into memory the caller may have freed. That wait is the soundness
+//! invariant of this module.
+
+use std::cell::RefCell;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+
+use io_uring::{opcode, types, IoUring};
+
+use crate::block_device::ReadReq;
+
+/// Submission-queue depth of each thread's ring; larger batches go in chunks.
+const RING_ENTRIES: u32 = 64;
+
+thread_local! {
+    static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
+}
+
+/// Whether this process may create rings (seccomp filters and old kernels
+/// refuse). Probed once.
+pub fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| match IoUring::new(2) {
+        Ok(_) => true,
+        Err(e) => {
+            log::warn!("io_uring is unavailable ({e}); batched reads fall back to a thread pool");
+            false
+        }
+    })
+}
+
+/// Reads every request from `fd`, writing each request's result (bytes read
+/// or negative errno) into `results`.
+pub fn read_batch(fd: RawFd, reqs: &mut [ReadReq<'_>], results: &mut [i32]) -> std::io::Result<()> {
+    RING.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(IoUring::new(RING_ENTRIES)?);
+        }
+        let Some(ring) = slot.as_mut() else {
+            return Err(std::io::Error::other("io_uring ring missing"));
+        };
+        let mut base = 0usize;
+        for chunk in reqs.chunks_mut(RING_ENTRIES as usize) {
+            submit_chunk(ring, fd, chunk, base, results)?;
+            base += chunk.len();
+        }
+        Ok(())
+    })
+}
+
+fn submit_chunk(
+    ring: &mut IoUring,
+    fd: RawFd,
+    chunk: &mut [ReadReq<'_>],
+    base: usize,
+    results: &mut [i32],
+) -> std::io::Result<()> {
+    {
+        let mut sq = ring.submission();
+        for (i, r) in chunk.iter_mut().enumerate() {
+            let len = u32::try_from(r.buf.len())
+                .map_err(|_| std::io::Error::other("read larger than 4 GiB"))?;
+            let sqe = opcode::Read::new(types::Fd(fd), r.buf.as_mut_ptr(), len)
+                .offset(r.offset)
+                .build()
+                .user_data((base + i) as u64);
+            // SAFETY: the buffer outlives the operation because this function
+            // waits for every completion below before returning.
+            if unsafe { sq.push(&sqe) }.is_err() {
+                return Err(std::io::Error::other("io_uring submission queue full"));
+            }
+        }
+    }
+    let want = chunk.len();
+    let mut completed = 0usize;
+    let mut failures = 0u32;
+    while completed < want {
+        match ring.submit_and_wait(want - completed) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+                ) => {}
+            Err(e) => {
+                failures += 1;
+                if failures > 1000 {
+                    // The kernel owns pointers into live buffers and will not
+                    // report their completion; no return path is sound.
+                    log::error!("io_uring wait failed permanently: {e}");
+                    std::process::abort();
+                }
+            }
+        }
+        for cqe in ring.completion() {
+            if let Some(slot) = results.get_mut(cqe.user_data() as usize) {
+                *slot = cqe.result();
+            }
+            completed += 1;
+        }
+    }
+    Ok(())
+}

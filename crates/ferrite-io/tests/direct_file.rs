@@ -1,0 +1,139 @@
+//! DirectFile: alignment rules, range checks, and batched reads returning
+//! the same bytes whichever way they are carried out.
+
+use ferrite_io::{
+    AlignedBuf, BatchMode, BlockDevice, DeviceError, DirectFile, DirectFileOptions, ReadReq,
+};
+use proptest::prelude::*;
+
+const B: usize = 4096;
+
+fn file_with_pattern(dir: &tempfile::TempDir, blocks: usize, mode: BatchMode) -> DirectFile {
+    let path = dir.path().join("dev");
+    let f = DirectFile::open_with(
+        &path,
+        DirectFileOptions {
+            batch_mode: mode,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    if f.is_empty() {
+        let mut buf = AlignedBuf::zeroed(blocks * B);
+        for (i, chunk) in buf.chunks_mut(8).enumerate() {
+            chunk.copy_from_slice(&(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+        }
+        f.write_at(&buf, 0).unwrap();
+        f.sync().unwrap();
+    }
+    f
+}
+
+#[test]
+fn misaligned_offset_length_and_buffer_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 4, BatchMode::Auto);
+    let mut ok = AlignedBuf::zeroed(B);
+    assert!(matches!(
+        f.read_at(&mut ok, 100),
+        Err(DeviceError::Misaligned { what: "offset", .. })
+    ));
+    let mut short = AlignedBuf::zeroed(100);
+    assert!(matches!(
+        f.read_at(&mut short, 0),
+        Err(DeviceError::Misaligned { what: "length", .. })
+    ));
+    let mut big = AlignedBuf::zeroed(2 * B);
+    assert!(matches!(
+        f.read_at(&mut big[1..B + 1], 0),
+        Err(DeviceError::Misaligned { what: "buffer address", .. })
+    ));
+    assert!(matches!(
+        f.write_at(&big[8..B + 8], 0),
+        Err(DeviceError::Misaligned { .. })
+    ));
+}
+
+#[test]
+fn reads_past_the_end_are_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 4, BatchMode::Auto);
+    let mut b = AlignedBuf::zeroed(2 * B);
+    assert!(matches!(
+        f.read_at(&mut b, 3 * B as u64),
+        Err(DeviceError::OutOfRange { .. })
+    ));
+    let mut reqs = [ReadReq::new(4 * B as u64, &mut b)];
+    assert!(matches!(f.read_batch(&mut reqs), Err(DeviceError::OutOfRange { .. })));
+}
+
+#[test]
+fn writes_extend_and_set_len_truncates() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = DirectFile::open(dir.path().join("d")).unwrap();
+    assert_eq!(f.len(), 0);
+    f.write_at(&AlignedBuf::zeroed(B), 8 * B as u64).unwrap();
+    assert_eq!(f.len(), 9 * B as u64);
+    f.set_len(2 * B as u64).unwrap();
+    assert_eq!(f.len(), 2 * B as u64);
+    let s = f.io_stats();
+    assert_eq!((s.writes, s.write_bytes), (1, B as u64));
+}
+
+#[test]
+fn discard_reads_back_as_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 8, BatchMode::Auto);
+    f.discard(2 * B as u64, 2 * B as u64).unwrap();
+    let mut b = AlignedBuf::zeroed(4 * B);
+    f.read_at(&mut b, B as u64).unwrap();
+    assert!(b[..B].iter().any(|&x| x != 0));
+    assert!(b[B..3 * B].iter().all(|&x| x == 0));
+    assert!(b[3 * B..].iter().any(|&x| x != 0));
+    assert_eq!(f.len(), 8 * B as u64);
+}
+
+fn read_all(f: &DirectFile, offsets: &[(u64, usize)]) -> Vec<AlignedBuf> {
+    let mut bufs: Vec<AlignedBuf> = offsets.iter().map(|&(_, n)| AlignedBuf::zeroed(n * B)).collect();
+    let mut reqs: Vec<ReadReq> = bufs
+        .iter_mut()
+        .zip(offsets)
+        .map(|(b, &(o, _))| ReadReq::new(o * B as u64, b))
+        .collect();
+    f.read_batch(&mut reqs).unwrap();
+    bufs
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// io_uring, the thread pool and sequential preads return identical bytes,
+    /// for batches larger than one ring submission too.
+    #[test]
+    fn batch_modes_agree(offsets in proptest::collection::vec((0u64..255, 1usize..=2), 1..150)) {
+        let dir = tempfile::tempdir().unwrap();
+        let seq = file_with_pattern(&dir, 256, BatchMode::Sequential);
+        let pool = file_with_pattern(&dir, 256, BatchMode::ThreadPool);
+        let expected = read_all(&seq, &offsets);
+        prop_assert_eq!(&read_all(&pool, &offsets), &expected);
+        if ferrite_io::io_uring_available() {
+            let ring = file_with_pattern(&dir, 256, BatchMode::Uring);
+            prop_assert_eq!(ring.batch_mode(), BatchMode::Uring);
+            prop_assert_eq!(&read_all(&ring, &offsets), &expected);
+        }
+        for (buf, &(o, n)) in expected.iter().zip(&offsets) {
+            let mut one = AlignedBuf::zeroed(n * B);
+            seq.read_at(&mut one, o * B as u64).unwrap();
+            prop_assert_eq!(&one, buf);
+        }
+    }
+}
+
+#[test]
+fn batch_counts_every_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 16, BatchMode::Auto);
+    let before = f.io_stats();
+    read_all(&f, &[(0, 1), (5, 1), (9, 2)]);
+    let d = f.io_stats().since(&before);
+    assert_eq!((d.reads, d.read_bytes, d.read_batches), (3, 4 * B as u64, 1));
+}

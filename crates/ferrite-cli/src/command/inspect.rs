@@ -1,0 +1,58 @@
+//! `ferrite inspect --path P`: what a store directory holds.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ferrite::{Error, Options};
+
+fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
+    let mut bytes = 0;
+    let mut files = 0;
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            let (b, f) = dir_size(&entry.path())?;
+            bytes += b;
+            files += f;
+        } else {
+            bytes += meta.len();
+            files += 1;
+        }
+    }
+    Ok((bytes, files))
+}
+
+pub fn run(path: &Path) -> Result<()> {
+    let identity = ferrite::detect(path).with_context(|| format!("inspecting {}", path.display()))?;
+    let (bytes, files) = dir_size(path).with_context(|| format!("listing {}", path.display()))?;
+    println!("store      {}", path.display());
+    println!("engine     {} (format {})", identity.engine, identity.engine_format);
+    println!("created    {} (unix seconds)", identity.created_unix);
+    println!("on disk    {bytes} bytes in {files} files");
+    let opts = Options {
+        create_if_missing: false,
+        ..Options::default()
+    };
+    match ferrite::open_existing(path, &opts) {
+        Ok(db) => {
+            let s = db.stats();
+            println!("memory     {} bytes in engine structures", s.memory_bytes);
+            for (name, value) in &s.extra {
+                println!("{name:<10} {value}");
+            }
+            match db.verify() {
+                Ok(()) => println!("verify     ok"),
+                Err(e) => {
+                    println!("verify     FAILED: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
+        Err(Error::EngineUnavailable(k)) => {
+            println!("verify     skipped: engine {k} is not in this build");
+        }
+        Err(e) => return Err(e).context("opening the store"),
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! Where a measurement came from: commit, date, machine and command line.
+//! Every result file ferrite writes carries this, so a number can be traced
+//! and rerun.
+
+use serde_json::{json, Value};
+
+/// The git commit of the working directory (with `-dirty` if it has
+/// uncommitted changes), or `unknown` outside a checkout.
+pub fn commit() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(c) => {
+            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{c}-dirty")
+            } else {
+                c
+            }
+        }
+        None => "unknown".into(),
+    }
+}
+
+/// Today's date (UTC) as YYYY-MM-DD.
+pub fn date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    // Civil-from-days (proleptic Gregorian), valid for all dates after 1970.
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn first_line_with(path: &str, prefix: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(|l| l.to_string())
+}
+
+/// Cores, memory, kernel and CPU model of this machine.
+pub fn machine() -> Value {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem_kib = first_line_with("/proc/meminfo", "MemTotal:")
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cpu = first_line_with("/proc/cpuinfo", "model name")
+        .and_then(|l| l.split(':').nth(1).map(|s| s.trim().to_string()))
+        .unwrap_or_default();
+    json!({
+        "cores": cores,
+        "memory_gib": (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        "kernel": kernel,
+        "cpu": cpu,
+    })
+}
+
+/// The command line as typed.
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_has_the_iso_shape() {
+        let d = date();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"));
+        assert_eq!(&d[4..5], "-");
+    }
+}

@@ -1,0 +1,90 @@
+//! The error type every engine returns.
+//!
+//! One `#[non_exhaustive]` enum for the whole API, so callers can match on
+//! what they can act on (a key too large, a corrupt page, a poisoned store)
+//! and engines can add detail without breaking them. Device failures keep
+//! their own typed cause ([`ferrite_io::DeviceError`]), which carries the
+//! path and offset.
+
+use std::path::PathBuf;
+
+use ferrite_io::DeviceError;
+
+use crate::engine_kind::EngineKind;
+
+/// Result alias for the key-value API.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from a ferrite store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Keys must hold at least one byte.
+    #[error("empty key: keys must be 1 to {} bytes", crate::MAX_KEY_LEN)]
+    EmptyKey,
+
+    #[error("key of {len} bytes exceeds the maximum of {max}")]
+    KeyTooLarge { len: usize, max: usize },
+
+    #[error("value of {len} bytes exceeds the maximum of {max}")]
+    ValueTooLarge { len: usize, max: usize },
+
+    /// A device or file operation failed; the cause names path and offset.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+
+    /// Stored bytes failed a checksum or an invariant. `location` says where
+    /// (file, page, offset); `reason` says what was wrong.
+    #[error("corruption at {location}: {reason}")]
+    Corruption { location: String, reason: String },
+
+    /// The directory holds a store of another engine or another format version.
+    #[error("{} holds {found}, not {expected}", path.display())]
+    WrongFormat {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+
+    /// The directory holds no ferrite store (and creation was not asked for).
+    #[error("{} is not a ferrite store (no identity file); create it with create_if_missing", path.display())]
+    NotAStore { path: PathBuf },
+
+    /// A store already exists where a new one was demanded.
+    #[error("{} already holds a ferrite store", path.display())]
+    AlreadyExists { path: PathBuf },
+
+    /// A sync failed earlier; the store can no longer promise durability
+    /// and refuses every operation. Reopen it to recover from the log.
+    #[error("store is poisoned after a failed sync ({cause}); reopen it to recover")]
+    Poisoned { cause: String },
+
+    /// Options that cannot work together.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+
+    /// The engine exists in ferrite but is not compiled into this build.
+    #[error("engine {0} is not available in this build")]
+    EngineUnavailable(EngineKind),
+}
+
+impl Error {
+    /// Shorthand for a corruption error.
+    pub fn corruption(location: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            location: location.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// True for errors caused by the caller's input rather than the store.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::EmptyKey
+                | Error::KeyTooLarge { .. }
+                | Error::ValueTooLarge { .. }
+                | Error::InvalidOptions(_)
+        )
+    }
+}

@@ -1,0 +1,94 @@
+//! The [`KvStore`] trait: the one API every ferrite engine implements.
+//!
+//! The trait is object safe, so tools hold a `Box<dyn KvStore>` and never
+//! name an engine type; generic conveniences live in [`KvStoreExt`].
+//!
+//! Contract for every implementation:
+//! - keys and values are checked against [`crate::MAX_KEY_LEN`] and
+//!   [`crate::MAX_VALUE_LEN`] before anything changes; a bad key is an
+//!   error, never a truncation or a panic;
+//! - a call that returns `Ok` is visible to every later call on any thread;
+//!   it is durable according to the store's [`crate::SyncMode`];
+//! - `write_batch` is atomic: after a crash either all of it or none of it
+//!   is present;
+//! - `scan` visits keys in ascending byte order, each at most once, and
+//!   sees every write that completed before it started;
+//! - after a failed sync the store returns [`crate::Error::Poisoned`] from
+//!   every call rather than silently continuing.
+
+use std::ops::{ControlFlow, RangeBounds};
+
+use crate::batch::WriteBatch;
+use crate::error::Result;
+use crate::range::KeyRange;
+use crate::stats::Stats;
+
+/// Receives scanned pairs; return `ControlFlow::Break(())` to stop early.
+pub type ScanVisitor<'v> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'v;
+
+/// A durable, ordered key-value store.
+pub trait KvStore: Send + Sync {
+    /// The value stored under `key`, if any.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Inserts or replaces the value of `key`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Removes `key`; removing an absent key is not an error.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+
+    /// Visits every pair in `range` in ascending key order with a callback
+    /// (a callback rather than an iterator, so engines can hold latches or
+    /// pins across the visit without self-referential iterator types).
+    /// The slices are valid only during the call.
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+
+    /// Applies every operation of `batch` atomically, in order.
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()>;
+
+    /// Writes in-memory state (dirty pages, memtables) to the device, so
+    /// that recovery has less log to replay. Implies nothing about fsync.
+    fn flush(&self) -> Result<()>;
+
+    /// Makes every completed write durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Counters since the store was opened.
+    fn stats(&self) -> Stats;
+
+    /// Checks the store's on-disk and in-memory invariants (order, fences,
+    /// checksums, structure) and reports the first violation as
+    /// [`crate::Error::Corruption`]. Slow; for tests and `ferrite inspect`.
+    fn verify(&self) -> Result<()>;
+}
+
+/// Generic helpers over any [`KvStore`], including `dyn KvStore`.
+pub trait KvStoreExt: KvStore {
+    /// Scans with any Rust range of byte slices.
+    fn scan_range<'a, R: RangeBounds<&'a [u8]>>(
+        &self,
+        range: R,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        self.scan(KeyRange::from_bounds(range), visit)
+    }
+
+    /// Collects up to `limit` pairs of `range`.
+    fn scan_collect(&self, range: KeyRange<'_>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.scan(range, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(out)
+    }
+}
+
+impl<T: KvStore + ?Sized> KvStoreExt for T {}

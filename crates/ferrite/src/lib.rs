@@ -1,0 +1,104 @@
+//! # ferrite: open any engine by name
+//!
+//! The facade that tools, benchmarks and applications use: [`open`] a store
+//! directory with an [`EngineKind`] and [`Options`], get a
+//! `Box<dyn KvStore>`, and never name an engine type. [`detect`] tells which
+//! engine made a directory. The API types are re-exported from
+//! `ferrite-core`, so depending on this crate alone is enough.
+//!
+//! Engines are compiled in by cargo feature; [`available`] lists them. An
+//! engine that exists in ferrite but not in this build is
+//! [`Error::EngineUnavailable`], never a silent substitute.
+
+use std::path::Path;
+
+pub use ferrite_core::*;
+
+/// Engines compiled into this build, in [`EngineKind::ALL`] order.
+pub fn available() -> Vec<EngineKind> {
+    EngineKind::ALL
+        .into_iter()
+        .filter(|&k| registry::opener(k).is_some())
+        .collect()
+}
+
+/// Opens (or, with `create_if_missing`, creates) the store of engine
+/// `kind` in directory `path`.
+pub fn open(path: &Path, kind: EngineKind, options: &Options) -> Result<Box<dyn KvStore>> {
+    options.validate()?;
+    let open = registry::opener(kind).ok_or(Error::EngineUnavailable(kind))?;
+    open(path, options)
+}
+
+/// Opens the existing store in `path` with whichever engine made it.
+pub fn open_existing(path: &Path, options: &Options) -> Result<Box<dyn KvStore>> {
+    let identity = detect(path)?;
+    let options = Options {
+        create_if_missing: false,
+        ..options.clone()
+    };
+    open(path, identity.engine, &options)
+}
+
+/// Reads the identity of the store in `path`.
+pub fn detect(path: &Path) -> Result<StoreIdentity> {
+    StoreIdentity::read(path)?.ok_or_else(|| Error::NotAStore {
+        path: path.to_path_buf(),
+    })
+}
+
+mod registry {
+    //! Which engines this build contains. Each engine issue adds its arm,
+    //! behind the engine's cargo feature.
+
+    use std::path::Path;
+
+    use ferrite_core::{EngineKind, KvStore, Options, Result};
+
+    pub type Opener = fn(&Path, &Options) -> Result<Box<dyn KvStore>>;
+
+    pub fn opener(kind: EngineKind) -> Option<Opener> {
+        #[expect(
+            clippy::match_single_binding,
+            reason = "each engine adds its arm here, behind its cargo feature"
+        )]
+        match kind {
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_engines_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for k in EngineKind::ALL {
+            if !available().contains(&k) {
+                match open(dir.path(), k, &Options::default()) {
+                    Err(Error::EngineUnavailable(e)) => assert_eq!(e, k),
+                    Err(e) => panic!("{k}: unexpected error {e}"),
+                    Ok(_) => panic!("{k}: opened without being available"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn detect_reads_the_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(detect(dir.path()), Err(Error::NotAStore { .. })));
+        StoreIdentity::new(EngineKind::Lsm, 4).write(dir.path()).unwrap();
+        let id = detect(dir.path()).unwrap();
+        assert_eq!((id.engine, id.engine_format), (EngineKind::Lsm, 4));
+    }
+
+    #[test]
+    fn invalid_options_are_refused_before_anything_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = Options { cache_bytes: 1, ..Options::default() };
+        assert!(matches!(open(dir.path(), EngineKind::Btree, &bad), Err(Error::InvalidOptions(_))));
+    }
+}

@@ -12,7 +12,11 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ferrite", version, about = "SSD-native key-value storage engines")]
+#[command(
+    name = "ferrite",
+    version,
+    about = "SSD-native key-value storage engines"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -58,7 +58,9 @@ fn first_line_with(path: &str, prefix: &str) -> Option<String> {
 
 /// Cores, memory, kernel and CPU model of this machine.
 pub fn machine() -> Value {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let mem_kib = first_line_with("/proc/meminfo", "MemTotal:")
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .unwrap_or(0);

@@ -141,7 +141,8 @@ impl WriteBatch {
             let key = take(klen as usize)?.to_vec();
             match tag {
                 TAG_PUT => {
-                    let vlen = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
+                    let vlen =
+                        u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
                     let value = take(vlen as usize)?;
                     batch.put(&key, value).map_err(|e| bad(&e.to_string()))?;
                 }

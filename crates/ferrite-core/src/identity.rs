@@ -93,7 +93,8 @@ impl StoreIdentity {
             return Err(wrong(format!("identity format version {version}")));
         }
         let name_len = *take(1)?.first().ok_or_else(|| bad("truncated"))? as usize;
-        let name = std::str::from_utf8(take(name_len)?).map_err(|_| bad("engine name is not UTF-8"))?;
+        let name =
+            std::str::from_utf8(take(name_len)?).map_err(|_| bad("engine name is not UTF-8"))?;
         let engine = name
             .parse::<EngineKind>()
             .map_err(|_| wrong(format!("a store of an unknown engine {name:?}")))?;
@@ -130,7 +131,12 @@ impl StoreIdentity {
     ///   `opts.create_if_missing`;
     /// - a non-empty directory without an identity file is refused, so a
     ///   store is never created on top of foreign files.
-    pub fn establish(dir: &Path, engine: EngineKind, engine_format: u32, opts: &Options) -> Result<Established> {
+    pub fn establish(
+        dir: &Path,
+        engine: EngineKind,
+        engine_format: u32,
+        opts: &Options,
+    ) -> Result<Established> {
         if let Some(found) = Self::read(dir)? {
             if opts.error_if_exists {
                 return Err(Error::AlreadyExists {
@@ -208,7 +214,10 @@ mod tests {
             StoreIdentity::establish(&dir, EngineKind::Btree, 2, &opts),
             Err(Error::WrongFormat { .. })
         ));
-        let strict = Options { error_if_exists: true, ..Options::default() };
+        let strict = Options {
+            error_if_exists: true,
+            ..Options::default()
+        };
         assert!(matches!(
             StoreIdentity::establish(&dir, EngineKind::Btree, 1, &strict),
             Err(Error::AlreadyExists { .. })
@@ -221,7 +230,10 @@ mod tests {
             StoreIdentity::establish(&foreign, EngineKind::Btree, 1, &opts),
             Err(Error::NotAStore { .. })
         ));
-        let no_create = Options { create_if_missing: false, ..Options::default() };
+        let no_create = Options {
+            create_if_missing: false,
+            ..Options::default()
+        };
         assert!(matches!(
             StoreIdentity::establish(&root.path().join("new"), EngineKind::Btree, 1, &no_create),
             Err(Error::NotAStore { .. })

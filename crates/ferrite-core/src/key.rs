@@ -69,7 +69,10 @@ mod tests {
         assert!(check_key(&[1; MAX_KEY_LEN]).is_ok());
         assert!(matches!(
             check_key(&[1; MAX_KEY_LEN + 1]),
-            Err(Error::KeyTooLarge { len: 1025, max: 1024 })
+            Err(Error::KeyTooLarge {
+                len: 1025,
+                max: 1024
+            })
         ));
         assert!(check_value(b"").is_ok());
         assert!(matches!(

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::accounting::{IoCounters, IoStats};
-use crate::block_device::{check_aligned, check_block_size, check_read_range, BlockDevice, ReadReq};
+use crate::block_device::{
+    check_aligned, check_block_size, check_read_range, BlockDevice, ReadReq,
+};
 use crate::error::{DeviceError, IoOp, Result};
 use crate::{read_pool, uring};
 
@@ -199,7 +201,12 @@ impl BlockDevice for DirectFile {
     fn read_batch(&self, reqs: &mut [ReadReq<'_>]) -> Result<()> {
         let device_len = self.len();
         for r in reqs.iter() {
-            check_aligned(self.block_size, r.offset, r.buf.len(), r.buf.as_ptr() as usize)?;
+            check_aligned(
+                self.block_size,
+                r.offset,
+                r.buf.len(),
+                r.buf.as_ptr() as usize,
+            )?;
             check_read_range(r.offset, r.buf.len(), device_len)?;
         }
         if reqs.is_empty() {
@@ -238,7 +245,8 @@ impl BlockDevice for DirectFile {
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| DeviceError::os(IoOp::Write, &self.path, offset, e))?;
-        self.len.fetch_max(offset + buf.len() as u64, Ordering::AcqRel);
+        self.len
+            .fetch_max(offset + buf.len() as u64, Ordering::AcqRel);
         self.counters.record_write(buf.len() as u64);
         Ok(())
     }

@@ -156,7 +156,9 @@ pub enum ZoneError {
         action: &'static str,
     },
 
-    #[error("read of [{offset}, {end}) in zone {zone} reaches past the write pointer {write_pointer}")]
+    #[error(
+        "read of [{offset}, {end}) in zone {zone} reaches past the write pointer {write_pointer}"
+    )]
     ReadPastWritePointer {
         zone: u32,
         offset: u64,

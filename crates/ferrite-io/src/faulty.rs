@@ -363,8 +363,7 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         }
         let inner_len = self.inner.len();
         if offset < inner_len {
-            self.inner
-                .discard(offset, len.min(inner_len - offset))?;
+            self.inner.discard(offset, len.min(inner_len - offset))?;
         }
         Ok(())
     }
@@ -409,7 +408,10 @@ mod tests {
     fn read(dev: &impl BlockDevice, off: u64) -> u8 {
         let mut b = AlignedBuf::zeroed(4096);
         dev.read_at(&mut b, off).unwrap();
-        assert!(b.iter().all(|&x| x == b[0]), "block at {off} is torn inside");
+        assert!(
+            b.iter().all(|&x| x == b[0]),
+            "block at {off} is torn inside"
+        );
         b[0]
     }
 
@@ -423,8 +425,14 @@ mod tests {
         assert_eq!(read(&dev, 0), 2, "reads see unsynced writes");
         assert_eq!(dev.len(), 8192);
         dev.crash(CrashMode::DropAll).unwrap();
-        assert!(matches!(dev.read_at(&mut block(0), 0), Err(DeviceError::Crashed)));
-        assert!(matches!(dev.write_at(&block(9), 0), Err(DeviceError::Crashed)));
+        assert!(matches!(
+            dev.read_at(&mut block(0), 0),
+            Err(DeviceError::Crashed)
+        ));
+        assert!(matches!(
+            dev.write_at(&block(9), 0),
+            Err(DeviceError::Crashed)
+        ));
         dev.restart();
         assert_eq!(read(&dev, 0), 1);
         assert_eq!(dev.len(), 4096, "the unsynced extension is gone");
@@ -439,7 +447,10 @@ mod tests {
             dev.write_at(&block(7), i * 4096).unwrap();
         }
         let kept = dev
-            .crash(CrashMode::KeepRandom { seed: 42, keep: 0.5 })
+            .crash(CrashMode::KeepRandom {
+                seed: 42,
+                keep: 0.5,
+            })
             .unwrap();
         dev.restart();
         assert!(kept > 0 && kept < 64, "kept {kept}");
@@ -453,7 +464,14 @@ mod tests {
         dev.inject(FaultRule::nth(FaultOp::Write, 2, FaultKind::Eio));
         dev.write_at(&block(1), 0).unwrap();
         let err = dev.write_at(&block(2), 4096).unwrap_err();
-        assert!(matches!(err, DeviceError::Injected { op: IoOp::Write, offset: 4096, .. }));
+        assert!(matches!(
+            err,
+            DeviceError::Injected {
+                op: IoOp::Write,
+                offset: 4096,
+                ..
+            }
+        ));
         dev.write_at(&block(3), 8192).unwrap();
         assert_eq!(read(&dev, 4096), 0);
         assert_eq!(read(&dev, 8192), 3);
@@ -462,7 +480,11 @@ mod tests {
     #[test]
     fn torn_write_lands_a_prefix() {
         let dev = FaultyDevice::new(MemDevice::new());
-        dev.inject(FaultRule::nth(FaultOp::Write, 1, FaultKind::Torn { blocks: 2 }));
+        dev.inject(FaultRule::nth(
+            FaultOp::Write,
+            1,
+            FaultKind::Torn { blocks: 2 },
+        ));
         let mut big = AlignedBuf::zeroed(4 * 4096);
         big.fill(5);
         assert!(dev.write_at(&big, 0).is_err());
@@ -474,7 +496,11 @@ mod tests {
     #[test]
     fn no_space_and_sync_failures_are_typed() {
         let dev = FaultyDevice::new(MemDevice::new());
-        dev.inject(FaultRule::range(FaultOp::Write, 8192..12288, FaultKind::NoSpace));
+        dev.inject(FaultRule::range(
+            FaultOp::Write,
+            8192..12288,
+            FaultKind::NoSpace,
+        ));
         dev.inject(FaultRule::after(FaultOp::Sync, 0, FaultKind::Eio));
         assert!(matches!(
             dev.write_at(&block(1), 8192),

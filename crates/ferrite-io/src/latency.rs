@@ -33,10 +33,16 @@ pub enum Latency {
     Zero,
     Fixed(Duration),
     /// Uniform in `[min, max]`.
-    Uniform { min: Duration, max: Duration },
+    Uniform {
+        min: Duration,
+        max: Duration,
+    },
     /// Log-normal with the given median and shape `sigma` (SSD read
     /// latencies are well described by it: a tight body with a long tail).
-    LogNormal { median: Duration, sigma: f64 },
+    LogNormal {
+        median: Duration,
+        sigma: f64,
+    },
 }
 
 /// Latencies per operation kind.
@@ -265,7 +271,11 @@ mod tests {
             h.join().unwrap();
         }
         // Serialised, four readers would need 200 ms.
-        assert!(t.elapsed() < Duration::from_millis(150), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(150),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

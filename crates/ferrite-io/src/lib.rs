@@ -40,7 +40,9 @@ pub use faulty::{CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, Trigger
 pub use latency::{Latency, LatencyDevice, LatencyProfile};
 pub use mem_device::MemDevice;
 pub use meta_file::{read_meta_file, write_meta_file};
-pub use zoned::{EmulatedZonedDevice, ZoneCondition, ZoneGeometry, ZoneInfo, ZonedDevice};
+pub use zoned::{
+    EmulatedZonedDevice, ZoneCondition, ZoneGeometry, ZoneInfo, ZoneTable, ZonedDevice,
+};
 
 /// Whether io_uring can be used by this process.
 pub fn io_uring_available() -> bool {

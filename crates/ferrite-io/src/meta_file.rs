@@ -17,7 +17,8 @@ pub fn write_meta_file(path: &Path, contents: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let os = |op, p: &Path, e| DeviceError::os(op, p, 0, e);
     let mut f = fs::File::create(&tmp).map_err(|e| os(IoOp::Open, &tmp, e))?;
-    f.write_all(contents).map_err(|e| os(IoOp::Write, &tmp, e))?;
+    f.write_all(contents)
+        .map_err(|e| os(IoOp::Write, &tmp, e))?;
     f.sync_all().map_err(|e| os(IoOp::Sync, &tmp, e))?;
     drop(f);
     fs::rename(&tmp, path).map_err(|e| os(IoOp::Write, path, e))?;

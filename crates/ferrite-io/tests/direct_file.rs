@@ -1,5 +1,6 @@
 //! DirectFile: alignment rules, range checks, and batched reads returning
 //! the same bytes whichever way they are carried out.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use ferrite_io::{
     AlignedBuf, BatchMode, BlockDevice, DeviceError, DirectFile, DirectFileOptions, ReadReq,
@@ -46,7 +47,10 @@ fn misaligned_offset_length_and_buffer_are_typed_errors() {
     let mut big = AlignedBuf::zeroed(2 * B);
     assert!(matches!(
         f.read_at(&mut big[1..B + 1], 0),
-        Err(DeviceError::Misaligned { what: "buffer address", .. })
+        Err(DeviceError::Misaligned {
+            what: "buffer address",
+            ..
+        })
     ));
     assert!(matches!(
         f.write_at(&big[8..B + 8], 0),
@@ -64,7 +68,10 @@ fn reads_past_the_end_are_typed_errors() {
         Err(DeviceError::OutOfRange { .. })
     ));
     let mut reqs = [ReadReq::new(4 * B as u64, &mut b)];
-    assert!(matches!(f.read_batch(&mut reqs), Err(DeviceError::OutOfRange { .. })));
+    assert!(matches!(
+        f.read_batch(&mut reqs),
+        Err(DeviceError::OutOfRange { .. })
+    ));
 }
 
 #[test]
@@ -94,7 +101,10 @@ fn discard_reads_back_as_zeros() {
 }
 
 fn read_all(f: &DirectFile, offsets: &[(u64, usize)]) -> Vec<AlignedBuf> {
-    let mut bufs: Vec<AlignedBuf> = offsets.iter().map(|&(_, n)| AlignedBuf::zeroed(n * B)).collect();
+    let mut bufs: Vec<AlignedBuf> = offsets
+        .iter()
+        .map(|&(_, n)| AlignedBuf::zeroed(n * B))
+        .collect();
     let mut reqs: Vec<ReadReq> = bufs
         .iter_mut()
         .zip(offsets)
@@ -135,5 +145,8 @@ fn batch_counts_every_read_once() {
     let before = f.io_stats();
     read_all(&f, &[(0, 1), (5, 1), (9, 2)]);
     let d = f.io_stats().since(&before);
-    assert_eq!((d.reads, d.read_bytes, d.read_batches), (3, 4 * B as u64, 1));
+    assert_eq!(
+        (d.reads, d.read_bytes, d.read_batches),
+        (3, 4 * B as u64, 1)
+    );
 }

@@ -1,10 +1,11 @@
 //! Zone state survives close and reopen, and crashes keep exactly the synced state.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::sync::Arc;
 
 use ferrite_io::{
-    AlignedBuf, CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice, ZoneCondition,
-    ZoneGeometry, ZonedDevice,
+    AlignedBuf, CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice,
+    MemDevice, ZoneCondition, ZoneGeometry, ZonedDevice,
 };
 
 fn blocks(n: usize, fill: u8) -> AlignedBuf {
@@ -29,10 +30,20 @@ fn zone_state_survives_reopen_of_a_file() {
     let d = EmulatedZonedDevice::open(&path).unwrap();
     assert_eq!(*d.geometry(), geo);
     let z = d.report_zones(0, 6);
-    assert_eq!((z[0].condition, z[0].write_pointer), (ZoneCondition::Closed, 3 * 4096));
-    assert_eq!((z[1].condition, z[1].write_pointer), (ZoneCondition::Closed, geo.zone_size + 4096));
+    assert_eq!(
+        (z[0].condition, z[0].write_pointer),
+        (ZoneCondition::Closed, 3 * 4096)
+    );
+    assert_eq!(
+        (z[1].condition, z[1].write_pointer),
+        (ZoneCondition::Closed, geo.zone_size + 4096)
+    );
     assert_eq!(z[2].condition, ZoneCondition::Full);
-    assert_eq!(z[5].condition, ZoneCondition::Empty, "an open zone with no data comes back empty");
+    assert_eq!(
+        z[5].condition,
+        ZoneCondition::Empty,
+        "an open zone with no data comes back empty"
+    );
     let mut r = AlignedBuf::zeroed(4096);
     d.read_at(&mut r, 2 * 4096).unwrap();
     assert!(r.iter().all(|&x| x == 1));
@@ -54,7 +65,10 @@ fn close_without_sync_still_saves_the_table() {
         d.append(3, &blocks(2, 1)).unwrap();
     }
     let d = EmulatedZonedDevice::open(&path).unwrap();
-    assert_eq!(d.report_zones(3, 1)[0].write_pointer, 3 * geo.zone_size + 8192);
+    assert_eq!(
+        d.report_zones(3, 1)[0].write_pointer,
+        3 * geo.zone_size + 8192
+    );
 }
 
 #[test]
@@ -92,7 +106,9 @@ fn a_crash_inside_sync_leaves_the_old_or_the_new_state() {
         // but unsynced when the power goes.
         faulty.inject(FaultRule::nth(FaultOp::Sync, 2, FaultKind::Eio));
         assert!(d.sync().is_err());
-        faulty.crash(CrashMode::KeepRandom { seed, keep: 0.5 }).unwrap();
+        faulty
+            .crash(CrashMode::KeepRandom { seed, keep: 0.5 })
+            .unwrap();
         drop(d);
         faulty.restart();
         let d = EmulatedZonedDevice::load(faulty).unwrap();
@@ -103,7 +119,10 @@ fn a_crash_inside_sync_leaves_the_old_or_the_new_state() {
             8192 => {
                 outcomes[1] += 1;
                 d.read_at(&mut r, 4096).unwrap();
-                assert!(r.iter().all(|&x| x == 2), "seed {seed}: pointer covers lost data");
+                assert!(
+                    r.iter().all(|&x| x == 2),
+                    "seed {seed}: pointer covers lost data"
+                );
             }
             _ => panic!("seed {seed}: impossible write pointer {wp}"),
         }
@@ -118,5 +137,8 @@ fn corrupt_metadata_is_a_typed_error() {
     junk.fill(0xAB);
     ferrite_io::BlockDevice::write_at(&dev, &junk, 0).unwrap();
     let e = EmulatedZonedDevice::load(dev).unwrap_err();
-    assert!(matches!(e, ferrite_io::DeviceError::CorruptMetadata { .. }), "{e}");
+    assert!(
+        matches!(e, ferrite_io::DeviceError::CorruptMetadata { .. }),
+        "{e}"
+    );
 }

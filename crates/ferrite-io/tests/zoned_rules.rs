@@ -1,5 +1,6 @@
 //! One test per zoned-device rule: each broken rule is a typed error and
 //! leaves the device unchanged.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use ferrite_io::{
     AlignedBuf, DeviceError, EmulatedZonedDevice, MemDevice, ZoneCondition, ZoneError,
@@ -9,8 +10,11 @@ use ferrite_io::{
 const B: usize = 4096;
 
 fn device(max_open: u32, max_active: u32) -> EmulatedZonedDevice<MemDevice> {
-    EmulatedZonedDevice::format(MemDevice::new(), ZoneGeometry::small(8, max_open, max_active))
-        .unwrap()
+    EmulatedZonedDevice::format(
+        MemDevice::new(),
+        ZoneGeometry::small(8, max_open, max_active),
+    )
+    .unwrap()
 }
 
 fn blocks(n: usize, fill: u8) -> AlignedBuf {
@@ -37,10 +41,17 @@ fn write_must_be_at_the_write_pointer() {
     let e = zone_err(d.write_at(&blocks(1, 2), 2 * B as u64));
     assert_eq!(
         e,
-        ZoneError::NotAtWritePointer { zone: 0, offset: 8192, write_pointer: 4096 }
+        ZoneError::NotAtWritePointer {
+            zone: 0,
+            offset: 8192,
+            write_pointer: 4096
+        }
     );
     // Rewriting already-written data is the same violation.
-    assert!(matches!(zone_err(d.write_at(&blocks(1, 2), 0)), ZoneError::NotAtWritePointer { .. }));
+    assert!(matches!(
+        zone_err(d.write_at(&blocks(1, 2), 0)),
+        ZoneError::NotAtWritePointer { .. }
+    ));
     assert_eq!(wp(&d, 0), 4096);
 }
 
@@ -51,7 +62,10 @@ fn write_may_not_pass_the_zone_capacity() {
     let cap_blocks = (g.zone_capacity as usize) / B;
     d.write_at(&blocks(cap_blocks - 1, 1), 0).unwrap();
     let e = zone_err(d.write_at(&blocks(2, 1), g.zone_capacity - B as u64));
-    assert!(matches!(e, ZoneError::PastCapacity { zone: 0, .. }), "{e:?}");
+    assert!(
+        matches!(e, ZoneError::PastCapacity { zone: 0, .. }),
+        "{e:?}"
+    );
     // The gap between capacity and zone size is not addressable either.
     let e = zone_err(d.write_at(&blocks(1, 1), g.zone_capacity + B as u64));
     assert!(matches!(e, ZoneError::NotAtWritePointer { .. }), "{e:?}");
@@ -69,7 +83,10 @@ fn write_may_not_cross_into_the_next_zone() {
 fn write_to_a_full_zone_fails() {
     let d = device(4, 4);
     d.finish_zone(1).unwrap();
-    assert_eq!(zone_err(d.append(1, &blocks(1, 1))), ZoneError::ZoneFull { zone: 1 });
+    assert_eq!(
+        zone_err(d.append(1, &blocks(1, 1))),
+        ZoneError::ZoneFull { zone: 1 }
+    );
     // A zone filled by writes is full too.
     let g = *d.geometry();
     let n = g.zone_capacity as usize / B;
@@ -77,7 +94,10 @@ fn write_to_a_full_zone_fails() {
         d.write_at(&blocks(32, 3), (i * 32 * B) as u64).unwrap();
     }
     assert_eq!(d.report_zones(0, 1)[0].condition, ZoneCondition::Full);
-    assert_eq!(zone_err(d.append(0, &blocks(1, 1))), ZoneError::ZoneFull { zone: 0 });
+    assert_eq!(
+        zone_err(d.append(0, &blocks(1, 1))),
+        ZoneError::ZoneFull { zone: 0 }
+    );
 }
 
 #[test]
@@ -85,10 +105,19 @@ fn too_many_open_zones() {
     let d = device(2, 8);
     d.open_zone(0).unwrap();
     d.open_zone(1).unwrap();
-    assert_eq!(zone_err(d.open_zone(2)), ZoneError::TooManyOpenZones { zone: 2, max_open: 2 });
+    assert_eq!(
+        zone_err(d.open_zone(2)),
+        ZoneError::TooManyOpenZones {
+            zone: 2,
+            max_open: 2
+        }
+    );
     assert_eq!(
         zone_err(d.append(2, &blocks(1, 1))),
-        ZoneError::TooManyOpenZones { zone: 2, max_open: 2 }
+        ZoneError::TooManyOpenZones {
+            zone: 2,
+            max_open: 2
+        }
     );
     d.close_zone(0).unwrap();
     d.append(2, &blocks(1, 1)).unwrap();
@@ -103,7 +132,10 @@ fn too_many_active_zones() {
     d.close_zone(1).unwrap();
     assert_eq!(
         zone_err(d.append(2, &blocks(1, 1))),
-        ZoneError::TooManyActiveZones { zone: 2, max_active: 2 }
+        ZoneError::TooManyActiveZones {
+            zone: 2,
+            max_active: 2
+        }
     );
     d.finish_zone(0).unwrap();
     d.append(2, &blocks(1, 1)).unwrap();
@@ -127,7 +159,13 @@ fn append_larger_than_the_limit_fails() {
     let d = device(4, 4);
     let limit = d.geometry().max_append;
     let e = zone_err(d.append(0, &blocks(limit as usize / B + 1, 1)));
-    assert_eq!(e, ZoneError::AppendTooLarge { len: limit + B as u64, limit });
+    assert_eq!(
+        e,
+        ZoneError::AppendTooLarge {
+            len: limit + B as u64,
+            limit
+        }
+    );
 }
 
 #[test]
@@ -135,7 +173,10 @@ fn read_past_the_write_pointer_fails() {
     let d = device(4, 4);
     d.append(0, &blocks(1, 1)).unwrap();
     let mut r = AlignedBuf::zeroed(2 * B);
-    assert!(matches!(zone_err(d.read_at(&mut r, 0)), ZoneError::ReadPastWritePointer { .. }));
+    assert!(matches!(
+        zone_err(d.read_at(&mut r, 0)),
+        ZoneError::ReadPastWritePointer { .. }
+    ));
 }
 
 #[test]
@@ -158,31 +199,58 @@ fn read_only_and_offline_zones() {
     d.fail_zone(0, ZoneCondition::ReadOnly).unwrap();
     let mut r = AlignedBuf::zeroed(B);
     d.read_at(&mut r, 0).unwrap();
-    assert_eq!(zone_err(d.append(0, &blocks(1, 1))), ZoneError::ZoneReadOnly { zone: 0 });
-    assert_eq!(zone_err(d.reset_zone(0)), ZoneError::ZoneReadOnly { zone: 0 });
+    assert_eq!(
+        zone_err(d.append(0, &blocks(1, 1))),
+        ZoneError::ZoneReadOnly { zone: 0 }
+    );
+    assert_eq!(
+        zone_err(d.reset_zone(0)),
+        ZoneError::ZoneReadOnly { zone: 0 }
+    );
     d.fail_zone(1, ZoneCondition::Offline).unwrap();
-    assert_eq!(zone_err(d.read_at(&mut r, d.geometry().zone_size)), ZoneError::ZoneOffline { zone: 1 });
+    assert_eq!(
+        zone_err(d.read_at(&mut r, d.geometry().zone_size)),
+        ZoneError::ZoneOffline { zone: 1 }
+    );
 }
 
 #[test]
 fn no_such_zone() {
     let d = device(4, 4);
-    assert_eq!(zone_err(d.append(8, &blocks(1, 1))), ZoneError::NoSuchZone { zone: 8, zone_count: 8 });
-    assert!(matches!(zone_err(d.reset_zone(99)), ZoneError::NoSuchZone { .. }));
+    assert_eq!(
+        zone_err(d.append(8, &blocks(1, 1))),
+        ZoneError::NoSuchZone {
+            zone: 8,
+            zone_count: 8
+        }
+    );
+    assert!(matches!(
+        zone_err(d.reset_zone(99)),
+        ZoneError::NoSuchZone { .. }
+    ));
 }
 
 #[test]
 fn invalid_transitions() {
     let d = device(4, 4);
-    assert!(matches!(zone_err(d.close_zone(0)), ZoneError::InvalidTransition { .. }));
+    assert!(matches!(
+        zone_err(d.close_zone(0)),
+        ZoneError::InvalidTransition { .. }
+    ));
     d.finish_zone(0).unwrap();
-    assert!(matches!(zone_err(d.open_zone(0)), ZoneError::ZoneFull { .. }));
+    assert!(matches!(
+        zone_err(d.open_zone(0)),
+        ZoneError::ZoneFull { .. }
+    ));
 }
 
 #[test]
 fn misaligned_io_is_rejected() {
     let d = device(4, 4);
     let b = AlignedBuf::zeroed(100);
-    assert!(matches!(d.append(0, &b), Err(DeviceError::Misaligned { .. })));
+    assert!(matches!(
+        d.append(0, &b),
+        Err(DeviceError::Misaligned { .. })
+    ));
     assert_eq!(wp(&d, 0), 0);
 }

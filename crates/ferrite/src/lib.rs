@@ -90,7 +90,9 @@ mod tests {
     fn detect_reads_the_identity() {
         let dir = tempfile::tempdir().unwrap();
         assert!(matches!(detect(dir.path()), Err(Error::NotAStore { .. })));
-        StoreIdentity::new(EngineKind::Lsm, 4).write(dir.path()).unwrap();
+        StoreIdentity::new(EngineKind::Lsm, 4)
+            .write(dir.path())
+            .unwrap();
         let id = detect(dir.path()).unwrap();
         assert_eq!((id.engine, id.engine_format), (EngineKind::Lsm, 4));
     }
@@ -98,7 +100,13 @@ mod tests {
     #[test]
     fn invalid_options_are_refused_before_anything_is_opened() {
         let dir = tempfile::tempdir().unwrap();
-        let bad = Options { cache_bytes: 1, ..Options::default() };
-        assert!(matches!(open(dir.path(), EngineKind::Btree, &bad), Err(Error::InvalidOptions(_))));
+        let bad = Options {
+            cache_bytes: 1,
+            ..Options::default()
+        };
+        assert!(matches!(
+            open(dir.path(), EngineKind::Btree, &bad),
+            Err(Error::InvalidOptions(_))
+        ));
     }
 }

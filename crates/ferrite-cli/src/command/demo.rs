@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ferrite::{EngineKind, KvStore, KvStoreExt, KeyRange, Options};
+use ferrite::{EngineKind, KeyRange, KvStore, KvStoreExt, Options};
 use ferrite_io::{
     AlignedBuf, BatchMode, BlockDevice, CrashMode, DirectFile, DirectFileOptions,
     EmulatedZonedDevice, FaultyDevice, MemDevice, ReadReq, ZoneGeometry, ZonedDevice,
@@ -53,14 +53,20 @@ fn devices(dir: &std::path::Path) -> Result<()> {
     let mut bufs: Vec<AlignedBuf> = (0..4).map(|_| AlignedBuf::zeroed(4096)).collect();
     let (mut serial, mut batch) = (Vec::new(), Vec::new());
     for _ in 0..400 {
-        let offs: Vec<u64> = (0..4).map(|_| rng.gen_range(0..SIZE / 4096) * 4096).collect();
+        let offs: Vec<u64> = (0..4)
+            .map(|_| rng.gen_range(0..SIZE / 4096) * 4096)
+            .collect();
         let t = Instant::now();
         for (b, &o) in bufs.iter_mut().zip(&offs) {
             dev.read_at(b, o)?;
         }
         serial.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        let mut reqs: Vec<ReadReq> = bufs.iter_mut().zip(&offs).map(|(b, &o)| ReadReq::new(o, b)).collect();
+        let mut reqs: Vec<ReadReq> = bufs
+            .iter_mut()
+            .zip(&offs)
+            .map(|(b, &o)| ReadReq::new(o, b))
+            .collect();
         dev.read_batch(&mut reqs)?;
         batch.push(t.elapsed().as_secs_f64() * 1e6);
     }
@@ -70,7 +76,10 @@ fn devices(dir: &std::path::Path) -> Result<()> {
     };
     let (s, b) = (median(&mut serial), median(&mut batch));
     println!("four dependent 4 KiB reads: median {s:.0} µs");
-    println!("one batch of the same four: median {b:.0} µs  ({:.2}× the time)", b / s);
+    println!(
+        "one batch of the same four: median {b:.0} µs  ({:.2}× the time)",
+        b / s
+    );
     println!("(`ferrite io-probe` measures this properly on a 4 GiB file)");
     let misaligned = dev.read_at(&mut bufs[0][..], 100);
     if let Err(e) = misaligned {
@@ -83,7 +92,10 @@ fn devices(dir: &std::path::Path) -> Result<()> {
 
 /// Zone rules and zone state persistence.
 fn zones(dir: &std::path::Path) -> Result<()> {
-    heading(2, "Zoned storage: every rule enforced, state kept across reopen");
+    heading(
+        2,
+        "Zoned storage: every rule enforced, state kept across reopen",
+    );
     let path = dir.join("zns.img");
     let geo = ZoneGeometry::default();
     let dev = EmulatedZonedDevice::open_or_create(&path, geo)?;
@@ -119,7 +131,10 @@ fn zones(dir: &std::path::Path) -> Result<()> {
         );
     }
     dev.reset_zone(0)?;
-    println!("zone 0 reset: {:?}", dev.report_zones(0, 1).first().map(|z| z.condition.name()));
+    println!(
+        "zone 0 reset: {:?}",
+        dev.report_zones(0, 1).first().map(|z| z.condition.name())
+    );
     drop(dev);
     std::fs::remove_file(&path).ok();
     Ok(())
@@ -127,7 +142,10 @@ fn zones(dir: &std::path::Path) -> Result<()> {
 
 /// A simulated power cut on the fault-injecting device.
 fn crash() -> Result<()> {
-    heading(3, "Crash injection: synced data survives, unsynced does not");
+    heading(
+        3,
+        "Crash injection: synced data survives, unsynced does not",
+    );
     let dev = Arc::new(FaultyDevice::new(MemDevice::new()));
     dev.write_at(&filled(4096, b'A'), 0)?;
     dev.sync()?;
@@ -170,8 +188,12 @@ fn round_trip(kind: EngineKind, db: &dyn KvStore) -> Result<()> {
     }
     db.sync()?;
     let some = db.scan_collect(KeyRange::from_bounds(&b"key00100"[..]..), 3)?;
-    println!("{kind}: 1000 puts, first three from key00100: {:?}",
-        some.iter().map(|(k, _)| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>());
+    println!(
+        "{kind}: 1000 puts, first three from key00100: {:?}",
+        some.iter()
+            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+            .collect::<Vec<_>>()
+    );
     db.verify()?;
     Ok(())
 }
@@ -194,7 +216,11 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     println!("ferrite demo in {}", dir.display());
     println!(
         "io_uring: {}",
-        if ferrite_io::io_uring_available() { "available" } else { "unavailable (thread-pool fallback)" }
+        if ferrite_io::io_uring_available() {
+            "available"
+        } else {
+            "unavailable (thread-pool fallback)"
+        }
     );
     devices(&dir)?;
     zones(&dir)?;

@@ -24,10 +24,14 @@ fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 pub fn run(path: &Path) -> Result<()> {
-    let identity = ferrite::detect(path).with_context(|| format!("inspecting {}", path.display()))?;
+    let identity =
+        ferrite::detect(path).with_context(|| format!("inspecting {}", path.display()))?;
     let (bytes, files) = dir_size(path).with_context(|| format!("listing {}", path.display()))?;
     println!("store      {}", path.display());
-    println!("engine     {} (format {})", identity.engine, identity.engine_format);
+    println!(
+        "engine     {} (format {})",
+        identity.engine, identity.engine_format
+    );
     println!("created    {} (unix seconds)", identity.created_unix);
     println!("on disk    {bytes} bytes in {files} files");
     let opts = Options {

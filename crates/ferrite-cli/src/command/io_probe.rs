@@ -189,8 +189,14 @@ pub fn run(args: IoProbeArgs) -> Result<()> {
         summarize(read1),
     );
     let ratio = b.median / s.median;
-    println!("4 KiB random reads over {} GiB, {} samples each (µs):", args.size_gib, args.samples);
-    println!("{:<28} {:>9} {:>9} {:>9}", "variant", "median", "p95", "p99");
+    println!(
+        "4 KiB random reads over {} GiB, {} samples each (µs):",
+        args.size_gib, args.samples
+    );
+    println!(
+        "{:<28} {:>9} {:>9} {:>9}",
+        "variant", "median", "p95", "p99"
+    );
     for (name, x) in [
         ("one read", &r),
         ("four dependent reads", &s),
@@ -199,7 +205,10 @@ pub fn run(args: IoProbeArgs) -> Result<()> {
     ] {
         println!("{name:<28} {:>9.1} {:>9.1} {:>9.1}", x.median, x.p95, x.p99);
     }
-    println!("batch4 / serial4 = {ratio:.3}  (io_uring batches via {:?})", ring.batch_mode());
+    println!(
+        "batch4 / serial4 = {ratio:.3}  (io_uring batches via {:?})",
+        ring.batch_mode()
+    );
     let report = json!({
         "experiment": "io-probe",
         "commit": provenance::commit(),

@@ -129,12 +129,13 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
         let mut best: Option<codec::TableCopy> = None;
         let mut errors = Vec::new();
         for which in 0..2u8 {
-            let mut buf = AlignedBuf::zeroed(copy_len);
+            // Checked before allocating: the header's numbers are untrusted.
             let off = codec::copy_offset(&geo, which);
             if off + copy_len as u64 > dev.len() {
                 errors.push(format!("table copy {which} lies past the device end"));
                 continue;
             }
+            let mut buf = AlignedBuf::zeroed(copy_len);
             dev.read_at(&mut buf, off)?;
             match codec::decode_table(&buf, &geo) {
                 Ok(copy) if best.as_ref().is_none_or(|b| copy.seq > b.seq) => best = Some(copy),
@@ -189,7 +190,8 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
         let mut buf = AlignedBuf::zeroed(copy_len);
         codec::encode_table(seq, m.table.entries(), self.geo.zone_count, &mut buf);
         let which = (seq % 2) as u8;
-        self.dev.write_at(&buf, codec::copy_offset(&self.geo, which))?;
+        self.dev
+            .write_at(&buf, codec::copy_offset(&self.geo, which))?;
         self.dev.sync()?;
         m.seq = seq;
         m.dirty = false;
@@ -232,21 +234,31 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
             rel
         };
         let addr = self.geo.zone_start(zone) + rel;
-        self.dev.write_at(buf, self.base + addr).map_err(|e| match e {
-            DeviceError::Os { path, offset, source, .. } => DeviceError::Os {
-                op,
-                path,
-                offset,
-                source,
-            },
-            other => other,
-        })?;
+        self.dev
+            .write_at(buf, self.base + addr)
+            .map_err(|e| match e {
+                DeviceError::Os {
+                    path,
+                    offset,
+                    source,
+                    ..
+                } => DeviceError::Os {
+                    op,
+                    path,
+                    offset,
+                    source,
+                },
+                other => other,
+            })?;
         self.counters.record_write(buf.len() as u64);
         Ok(addr)
     }
 
     /// Applies an open or close, which becomes durable at the next sync.
-    fn zone_management(&self, f: impl FnOnce(&mut ZoneTable) -> Result<(), ZoneError>) -> Result<()> {
+    fn zone_management(
+        &self,
+        f: impl FnOnce(&mut ZoneTable) -> Result<(), ZoneError>,
+    ) -> Result<()> {
         let mut m = self.meta.lock();
         f(&mut m.table)?;
         m.dirty = true;
@@ -262,7 +274,10 @@ impl<D: BlockDevice> ZonedDevice for EmulatedZonedDevice<D> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.check_buf(offset, buf)?;
         let (zone, rel) = self.locate(offset, buf.len() as u64)?;
-        self.meta.lock().table.admit_read(zone, rel, buf.len() as u64)?;
+        self.meta
+            .lock()
+            .table
+            .admit_read(zone, rel, buf.len() as u64)?;
         self.dev.read_at(buf, self.base + offset)?;
         self.counters.record_read(buf.len() as u64);
         Ok(())
@@ -292,7 +307,8 @@ impl<D: BlockDevice> ZonedDevice for EmulatedZonedDevice<D> {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.check_buf(offset, buf)?;
         let (zone, rel) = self.locate(offset, buf.len() as u64)?;
-        self.write_reserved(zone, Some(rel), buf, IoOp::Write).map(|_| ())
+        self.write_reserved(zone, Some(rel), buf, IoOp::Write)
+            .map(|_| ())
     }
 
     fn append(&self, zone: u32, buf: &[u8]) -> Result<u64> {

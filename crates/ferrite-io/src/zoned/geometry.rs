@@ -65,9 +65,15 @@ impl ZoneGeometry {
         let bs = u64::from(self.block_size);
         crate::block_device::check_block_size(self.block_size as usize)?;
         if !self.zone_size.is_power_of_two() || self.zone_size < bs {
-            return bad(format!("zone size {} is not a power of two ≥ the block size", self.zone_size));
+            return bad(format!(
+                "zone size {} is not a power of two ≥ the block size",
+                self.zone_size
+            ));
         }
-        if self.zone_capacity == 0 || self.zone_capacity > self.zone_size || self.zone_capacity % bs != 0 {
+        if self.zone_capacity == 0
+            || self.zone_capacity > self.zone_size
+            || self.zone_capacity % bs != 0
+        {
             return bad(format!(
                 "zone capacity {} must be a non-zero multiple of {bs} no larger than the zone size",
                 self.zone_capacity
@@ -76,6 +82,16 @@ impl ZoneGeometry {
         if self.zone_count == 0 {
             return bad("a zoned device needs at least one zone".into());
         }
+        if self
+            .zone_size
+            .checked_mul(u64::from(self.zone_count))
+            .is_none_or(|a| a > 1 << 60)
+        {
+            return bad(format!(
+                "{} zones of {} bytes exceed the 2^60-byte address space limit",
+                self.zone_count, self.zone_size
+            ));
+        }
         if self.max_open == 0 || self.max_active < self.max_open {
             return bad(format!(
                 "limits must satisfy 0 < max_open ({}) ≤ max_active ({})",
@@ -83,7 +99,10 @@ impl ZoneGeometry {
             ));
         }
         if self.max_append < bs || self.max_append % bs != 0 {
-            return bad(format!("max append {} must be a multiple of {bs}", self.max_append));
+            return bad(format!(
+                "max append {} must be a multiple of {bs}",
+                self.max_append
+            ));
         }
         Ok(())
     }
@@ -125,12 +144,33 @@ mod tests {
     fn nonsense_is_rejected() {
         let g = ZoneGeometry::default();
         for bad in [
-            ZoneGeometry { zone_size: 3 << 20, ..g },
-            ZoneGeometry { zone_capacity: g.zone_size + 4096, ..g },
-            ZoneGeometry { zone_capacity: 4095, ..g },
+            ZoneGeometry {
+                zone_size: 3 << 20,
+                ..g
+            },
+            ZoneGeometry {
+                zone_capacity: g.zone_size + 4096,
+                ..g
+            },
+            ZoneGeometry {
+                zone_capacity: 4095,
+                ..g
+            },
             ZoneGeometry { zone_count: 0, ..g },
-            ZoneGeometry { max_open: 15, max_active: 14, ..g },
-            ZoneGeometry { block_size: 1000, ..g },
+            ZoneGeometry {
+                max_open: 15,
+                max_active: 14,
+                ..g
+            },
+            ZoneGeometry {
+                block_size: 1000,
+                ..g
+            },
+            ZoneGeometry {
+                zone_size: 1 << 62,
+                zone_count: 8,
+                ..g
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

@@ -95,7 +95,8 @@ pub fn decode_header(buf: &[u8]) -> Result<ZoneGeometry, String> {
     if crc != crc32c::crc32c(body) {
         return Err("header checksum mismatch".into());
     }
-    geo.validate().map_err(|e| format!("header describes an impossible device: {e}"))?;
+    geo.validate()
+        .map_err(|e| format!("header describes an impossible device: {e}"))?;
     Ok(geo)
 }
 
@@ -137,7 +138,10 @@ pub fn decode_table(buf: &[u8], geo: &ZoneGeometry) -> Result<TableCopy, String>
     let seq = r.u64().ok_or("table copy truncated")?;
     let count = r.u32().ok_or("table copy truncated")?;
     if count != geo.zone_count {
-        return Err(format!("table lists {count} zones, header says {}", geo.zone_count));
+        return Err(format!(
+            "table lists {count} zones, header says {}",
+            geo.zone_count
+        ));
     }
     let mut entries = Vec::with_capacity(n);
     for zone in 0..n {

@@ -47,7 +47,10 @@ impl ZoneCondition {
     }
 
     pub fn is_open(self) -> bool {
-        matches!(self, ZoneCondition::ImplicitOpen | ZoneCondition::ExplicitOpen)
+        matches!(
+            self,
+            ZoneCondition::ImplicitOpen | ZoneCondition::ExplicitOpen
+        )
     }
 
     pub fn is_active(self) -> bool {
@@ -429,7 +432,10 @@ mod tests {
         t.open(1).unwrap();
         assert_eq!(
             t.admit_write(2, None, B),
-            Err(ZoneError::TooManyOpenZones { zone: 2, max_open: 2 })
+            Err(ZoneError::TooManyOpenZones {
+                zone: 2,
+                max_open: 2
+            })
         );
         counts_match(&t);
     }
@@ -442,7 +448,10 @@ mod tests {
         t.close(0).unwrap();
         assert_eq!(
             t.admit_write(2, None, B),
-            Err(ZoneError::TooManyActiveZones { zone: 2, max_active: 2 })
+            Err(ZoneError::TooManyActiveZones {
+                zone: 2,
+                max_active: 2
+            })
         );
         t.reset(0).unwrap();
         t.admit_write(2, None, B).unwrap();
@@ -460,7 +469,10 @@ mod tests {
         }
         assert_eq!(t.zone(0).unwrap().0, ZoneCondition::Full);
         assert_eq!((t.open_count(), t.active_count()), (0, 0));
-        assert_eq!(t.admit_write(0, None, B), Err(ZoneError::ZoneFull { zone: 0 }));
+        assert_eq!(
+            t.admit_write(0, None, B),
+            Err(ZoneError::ZoneFull { zone: 0 })
+        );
         t.admit_write(1, None, B).unwrap();
     }
 
@@ -487,7 +499,10 @@ mod tests {
         t.open(3).unwrap();
         t.close(3).unwrap();
         assert_eq!(t.zone(3).unwrap().0, ZoneCondition::Empty);
-        assert!(matches!(t.close(3), Err(ZoneError::InvalidTransition { .. })));
+        assert!(matches!(
+            t.close(3),
+            Err(ZoneError::InvalidTransition { .. })
+        ));
         counts_match(&t);
     }
 }

@@ -11,6 +11,7 @@
 //! carries no checksum of its own; the log record around it does.
 //! [`WriteBatch::decode`] never panics and rejects trailing bytes.
 
+use crate::byte_reader::ByteReader;
 use crate::error::{Error, Result};
 use crate::key::{check_key, check_value};
 
@@ -124,35 +125,26 @@ impl WriteBatch {
     /// Decodes an encoded batch, validating every key and value.
     pub fn decode(bytes: &[u8]) -> Result<Self> {
         let bad = |why: &str| Error::corruption("write batch", why);
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let s = bytes.get(at..at + n).ok_or_else(|| bad("truncated"))?;
-            at += n;
-            Ok(s)
-        };
-        let count = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
+        let mut r = ByteReader::new(bytes);
+        let count = r.u32().ok_or_else(|| bad("truncated"))?;
         let mut batch = WriteBatch::new();
         for _ in 0..count {
-            let [tag] = take(1)? else {
-                return Err(bad("truncated"));
-            };
-            let tag = *tag;
-            let klen = u16::from_le_bytes(take(2)?.try_into().map_err(|_| bad("truncated"))?);
-            let key = take(klen as usize)?.to_vec();
+            let tag = r.u8().ok_or_else(|| bad("truncated"))?;
+            let klen = r.u16().ok_or_else(|| bad("truncated"))?;
+            let key = r.bytes(klen as usize).ok_or_else(|| bad("truncated"))?;
             match tag {
                 TAG_PUT => {
-                    let vlen =
-                        u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
-                    let value = take(vlen as usize)?;
-                    batch.put(&key, value).map_err(|e| bad(&e.to_string()))?;
+                    let vlen = r.u32().ok_or_else(|| bad("truncated"))?;
+                    let value = r.bytes(vlen as usize).ok_or_else(|| bad("truncated"))?;
+                    batch.put(key, value).map_err(|e| bad(&e.to_string()))?;
                 }
                 TAG_DELETE => {
-                    batch.delete(&key).map_err(|e| bad(&e.to_string()))?;
+                    batch.delete(key).map_err(|e| bad(&e.to_string()))?;
                 }
                 t => return Err(bad(&format!("unknown operation tag {t}"))),
             }
         }
-        if at != bytes.len() {
+        if r.remaining() != 0 {
             return Err(bad("trailing bytes after the last operation"));
         }
         Ok(batch)

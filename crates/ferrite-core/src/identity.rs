@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferrite_io::{read_meta_file, write_meta_file};
 
+use crate::byte_reader::ByteReader;
 use crate::engine_kind::EngineKind;
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -82,25 +83,22 @@ impl StoreIdentity {
         if crc32c::crc32c(body) != u32::from_le_bytes(crc) {
             return Err(bad("identity checksum mismatch"));
         }
-        let mut at = 8usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let s = body.get(at..at + n).ok_or_else(|| bad("truncated"))?;
-            at += n;
-            Ok(s)
-        };
-        let version = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
+        let mut r = ByteReader::new(body);
+        let truncated = || bad("truncated");
+        r.bytes(MAGIC.len()).ok_or_else(truncated)?;
+        let version = r.u32().ok_or_else(truncated)?;
         if version != VERSION {
             return Err(wrong(format!("identity format version {version}")));
         }
-        let name_len = *take(1)?.first().ok_or_else(|| bad("truncated"))? as usize;
-        let name =
-            std::str::from_utf8(take(name_len)?).map_err(|_| bad("engine name is not UTF-8"))?;
+        let name_len = r.u8().ok_or_else(truncated)? as usize;
+        let name = r.bytes(name_len).ok_or_else(truncated)?;
+        let name = std::str::from_utf8(name).map_err(|_| bad("engine name is not UTF-8"))?;
         let engine = name
             .parse::<EngineKind>()
             .map_err(|_| wrong(format!("a store of an unknown engine {name:?}")))?;
-        let engine_format = u32::from_le_bytes(take(4)?.try_into().map_err(|_| bad("truncated"))?);
-        let created_unix = u64::from_le_bytes(take(8)?.try_into().map_err(|_| bad("truncated"))?);
-        if at != body.len() {
+        let engine_format = r.u32().ok_or_else(truncated)?;
+        let created_unix = r.u64().ok_or_else(truncated)?;
+        if r.remaining() != 0 {
             return Err(bad("trailing bytes"));
         }
         Ok(Self {

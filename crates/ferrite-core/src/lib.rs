@@ -18,6 +18,7 @@
 //! on an engine.
 
 mod batch;
+mod byte_reader;
 mod engine_kind;
 mod error;
 mod identity;
@@ -28,6 +29,7 @@ mod stats;
 mod store;
 
 pub use batch::{BatchOp, WriteBatch};
+pub use byte_reader::ByteReader;
 pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
 pub use identity::{Established, StoreIdentity, IDENTITY_FILE};

@@ -5,7 +5,6 @@
 //! `ferrite` facade only, never by type.
 
 mod command;
-mod provenance;
 
 use std::path::PathBuf;
 
@@ -44,7 +43,16 @@ enum Command {
     Engines,
     /// Measure dependent versus batched 4 KiB O_DIRECT random reads.
     IoProbe(command::io_probe::IoProbeArgs),
+    /// Compare stores side by side on YCSB or custom workloads.
+    Bench(Box<command::bench::BenchArgs>),
+    /// Run a paper experiment and judge its claims (`ferrite repro list`).
+    Repro(command::repro::ReproArgs),
 }
+
+#[cfg(feature = "counting-alloc")]
+#[global_allocator]
+static ALLOC: ferrite_bench::counting_alloc::CountingAlloc =
+    ferrite_bench::counting_alloc::CountingAlloc::new();
 
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -58,5 +66,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::IoProbe(args) => command::io_probe::run(args),
+        Command::Bench(args) => command::bench::run(*args),
+        Command::Repro(args) => command::repro::run(args),
     }
 }

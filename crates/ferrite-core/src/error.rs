@@ -63,6 +63,14 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
 
+    /// A store implemented outside ferrite (a benchmark baseline such as
+    /// RocksDB) failed; `store` names it and `message` is its own error text.
+    #[error("{store}: {message}")]
+    Foreign {
+        store: &'static str,
+        message: String,
+    },
+
     /// The engine exists in ferrite but is not compiled into this build.
     #[error("engine {0} is not available in this build")]
     EngineUnavailable(EngineKind),

@@ -79,21 +79,21 @@ pub trait BlockDevice: Send + Sync {
 /// Checks the alignment rule shared by every device.
 pub fn check_aligned(block_size: usize, offset: u64, len: usize, addr: usize) -> Result<()> {
     let bs = block_size as u64;
-    if offset % bs != 0 {
+    if !offset.is_multiple_of(bs) {
         return Err(DeviceError::Misaligned {
             what: "offset",
             value: offset,
             align: block_size,
         });
     }
-    if len as u64 % bs != 0 {
+    if !(len as u64).is_multiple_of(bs) {
         return Err(DeviceError::Misaligned {
             what: "length",
             value: len as u64,
             align: block_size,
         });
     }
-    if addr % block_size != 0 {
+    if !addr.is_multiple_of(block_size) {
         return Err(DeviceError::Misaligned {
             what: "buffer address",
             value: addr as u64,

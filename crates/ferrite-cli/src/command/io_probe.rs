@@ -25,7 +25,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::provenance;
+use ferrite_bench::provenance;
 
 const BLOCK: usize = 4096;
 

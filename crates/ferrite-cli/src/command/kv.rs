@@ -68,7 +68,7 @@ fn decode(s: &str, hex: bool) -> Result<Vec<u8>> {
     if !hex {
         return Ok(s.as_bytes().to_vec());
     }
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         anyhow::bail!("hex string {s:?} has an odd number of digits");
     }
     (0..s.len())

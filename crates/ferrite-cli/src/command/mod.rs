@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod demo;
 pub mod engines;
 pub mod inspect;
 pub mod io_probe;
 pub mod kv;
+pub mod repro;

@@ -72,7 +72,7 @@ impl ZoneGeometry {
         }
         if self.zone_capacity == 0
             || self.zone_capacity > self.zone_size
-            || self.zone_capacity % bs != 0
+            || !self.zone_capacity.is_multiple_of(bs)
         {
             return bad(format!(
                 "zone capacity {} must be a non-zero multiple of {bs} no larger than the zone size",
@@ -98,7 +98,7 @@ impl ZoneGeometry {
                 self.max_open, self.max_active
             ));
         }
-        if self.max_append < bs || self.max_append % bs != 0 {
+        if self.max_append < bs || !self.max_append.is_multiple_of(bs) {
             return bad(format!(
                 "max append {} must be a multiple of {bs}",
                 self.max_append

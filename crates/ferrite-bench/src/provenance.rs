@@ -1,8 +1,49 @@
-//! Where a measurement came from: commit, date, machine and command line.
-//! Every result file ferrite writes carries this, so a number can be traced
-//! and rerun.
+//! Where a measurement came from: commit, date, machine, build profile and
+//! command line. Every result file ferrite writes carries this, so a number
+//! can be traced and rerun.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+
+/// The machine a result was measured on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub cpu: String,
+}
+
+/// Commit, date, build, machine and command of a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub commit: String,
+    pub date: String,
+    /// `release` or `debug`.
+    pub profile: String,
+    pub command: String,
+    pub machine: Machine,
+}
+
+impl Provenance {
+    pub fn capture() -> Self {
+        Self {
+            commit: commit(),
+            date: date(),
+            profile: profile().into(),
+            command: command_line(),
+            machine: machine(),
+        }
+    }
+}
+
+/// The build profile of this binary.
+pub fn profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    }
+}
 
 /// The git commit of the working directory (with `-dirty` if it has
 /// uncommitted changes), or `unknown` outside a checkout.
@@ -57,7 +98,7 @@ fn first_line_with(path: &str, prefix: &str) -> Option<String> {
 }
 
 /// Cores, memory, kernel and CPU model of this machine.
-pub fn machine() -> Value {
+pub fn machine() -> Machine {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(0);
@@ -70,12 +111,12 @@ pub fn machine() -> Value {
     let cpu = first_line_with("/proc/cpuinfo", "model name")
         .and_then(|l| l.split(':').nth(1).map(|s| s.trim().to_string()))
         .unwrap_or_default();
-    json!({
-        "cores": cores,
-        "memory_gib": (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
-        "kernel": kernel,
-        "cpu": cpu,
-    })
+    Machine {
+        cores,
+        memory_gib: (mem_kib as f64 / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        kernel,
+        cpu,
+    }
 }
 
 /// The command line as typed.

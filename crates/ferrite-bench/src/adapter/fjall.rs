@@ -1,0 +1,150 @@
+//! fjall: a Rust LSM-tree.
+//!
+//! Its block cache is set to the byte budget; it reads through the OS page
+//! cache (no O_DIRECT option). Writes go to its journal buffered
+//! (`SyncMode::Never`), or persisted with `SyncAll` after each write
+//! (`Always`) or on a timer (`Batched`).
+
+use std::ops::{Bound, ControlFlow};
+use std::path::Path;
+
+use ferrite::{
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    WriteBatch,
+};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use super::op_counter::OpCounter;
+use super::sync_ticker::SyncTicker;
+use super::{foreign, StoreConfig, TargetInfo};
+
+struct Fjall {
+    db: Database,
+    ks: Keyspace,
+    always: bool,
+    ops: OpCounter,
+    _ticker: Option<SyncTicker>,
+}
+
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+    let err = foreign("fjall");
+    let db = Database::builder(dir)
+        .cache_size(cfg.cache_bytes)
+        .open()
+        .map_err(|e| err(&e))?;
+    let ks = db
+        .keyspace("kv", KeyspaceCreateOptions::default)
+        .map_err(|e| err(&e))?;
+    let ticker = match cfg.sync {
+        SyncMode::Batched(every) => {
+            let db2 = db.clone();
+            Some(SyncTicker::start(every, move || {
+                let _ = db2.persist(PersistMode::SyncAll);
+            }))
+        }
+        _ => None,
+    };
+    let info = TargetInfo {
+        name: "fjall".into(),
+        cache_bytes: cfg.cache_bytes,
+        o_direct: false,
+        durability: cfg.sync.to_string(),
+        notes: "block cache set to the budget; reads go through the OS page cache (no O_DIRECT)"
+            .into(),
+    };
+    Ok((
+        Box::new(Fjall {
+            db,
+            ks,
+            always: cfg.sync == SyncMode::Always,
+            ops: OpCounter::default(),
+            _ticker: ticker,
+        }),
+        info,
+    ))
+}
+
+impl Fjall {
+    fn persist_if_always(&self) -> Result<()> {
+        if self.always {
+            self.sync()?;
+        }
+        Ok(())
+    }
+}
+
+impl KvStore for Fjall {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.ops.get();
+        Ok(self
+            .ks
+            .get(key)
+            .map_err(|e| foreign("fjall")(&e))?
+            .map(|v| v.to_vec()))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        self.ops.put();
+        self.ks
+            .insert(key, value)
+            .map_err(|e| foreign("fjall")(&e))?;
+        self.persist_if_always()
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.ops.delete();
+        self.ks.remove(key).map_err(|e| foreign("fjall")(&e))?;
+        self.persist_if_always()
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.ops.scan();
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
+        for guard in self.ks.range::<&[u8], _>(bounds) {
+            let (k, v) = guard.into_inner().map_err(|e| foreign("fjall")(&e))?;
+            if visit(&k, &v) == ControlFlow::Break(()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.ops.batch();
+        let mut b = self.db.batch();
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put { key, value } => b.insert(&self.ks, key.as_slice(), value.as_slice()),
+                BatchOp::Delete { key } => b.remove(&self.ks, key.as_slice()),
+            }
+        }
+        b.commit().map_err(|e| foreign("fjall")(&e))?;
+        self.persist_if_always()
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| foreign("fjall")(&e))
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            ops: self.ops.snapshot(),
+            memory_bytes: self.db.cache_size() + self.db.write_buffer_size(),
+            ..Stats::default()
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        super::verify_by_scan(self, "fjall")
+    }
+}

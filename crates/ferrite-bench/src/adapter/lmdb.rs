@@ -1,0 +1,167 @@
+//! LMDB through `heed`.
+//!
+//! Known unfairness: LMDB reads through a memory map and has no cache of
+//! its own, so its memory is bounded only by the OS page cache, not by the
+//! byte budget the other stores get, and it cannot use O_DIRECT. The report
+//! says so. `NO_READ_AHEAD` keeps the kernel from reading neighbouring pages
+//! on random lookups, as LMDB's authors recommend when data exceeds RAM.
+
+use std::ops::{Bound, ControlFlow};
+use std::path::Path;
+
+use ferrite::{
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    WriteBatch,
+};
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
+
+use super::op_counter::OpCounter;
+use super::sync_ticker::SyncTicker;
+use super::{foreign, StoreConfig, TargetInfo};
+
+/// Address space reserved for the map; the file grows only as data is written.
+const MAP_SIZE: usize = 256 << 30;
+
+struct Lmdb {
+    env: Env<WithoutTls>,
+    db: Database<'static, Bytes, Bytes>,
+    ops: OpCounter,
+    _ticker: Option<SyncTicker>,
+}
+
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+    let err = foreign("lmdb");
+    let mut flags = EnvFlags::NO_READ_AHEAD;
+    if cfg.sync != SyncMode::Always {
+        flags |= EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC;
+    }
+    let mut opts = EnvOpenOptions::new().read_txn_without_tls();
+    opts.map_size(MAP_SIZE).max_dbs(1);
+    // SAFETY: the directory is private to this benchmark and opened once.
+    let env = unsafe {
+        opts.flags(flags);
+        opts.open(dir)
+    }
+    .map_err(|e| err(&e))?;
+    let wtxn = env.write_txn().map_err(|e| err(&e))?;
+    let db: Database<'static, Bytes, Bytes> = env
+        .create_databases_and_commit(wtxn, |opener, wtxn| {
+            opener
+                .create_database::<Bytes, Bytes>(wtxn, None)
+                .map(CommitOrAbort::<_, ()>::Commit)
+        })
+        .map_err(|e: heed::Error| err(&e))?
+        .unwrap_commit();
+    let ticker = match cfg.sync {
+        SyncMode::Batched(every) => {
+            let env2 = env.clone();
+            Some(SyncTicker::start(every, move || {
+                let _ = env2.force_sync();
+            }))
+        }
+        _ => None,
+    };
+    let info = TargetInfo {
+        name: "lmdb".into(),
+        cache_bytes: cfg.cache_bytes,
+        o_direct: false,
+        durability: cfg.sync.to_string(),
+        notes: "memory-mapped: no cache of its own, so the byte budget does not bind it; cached by the OS page cache; no O_DIRECT".into(),
+    };
+    Ok((
+        Box::new(Lmdb {
+            env,
+            db,
+            ops: OpCounter::default(),
+            _ticker: ticker,
+        }),
+        info,
+    ))
+}
+
+impl Lmdb {
+    fn write(&self, ops: &[BatchOp]) -> Result<()> {
+        let err = foreign("lmdb");
+        let mut w = self.env.write_txn().map_err(|e| err(&e))?;
+        for op in ops {
+            match op {
+                BatchOp::Put { key, value } => {
+                    self.db.put(&mut w, key, value).map_err(|e| err(&e))?
+                }
+                BatchOp::Delete { key } => {
+                    self.db.delete(&mut w, key).map_err(|e| err(&e))?;
+                }
+            }
+        }
+        w.commit().map_err(|e| err(&e))
+    }
+}
+
+impl KvStore for Lmdb {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.ops.get();
+        let err = foreign("lmdb");
+        let r = self.env.read_txn().map_err(|e| err(&e))?;
+        Ok(self
+            .db
+            .get(&r, key)
+            .map_err(|e| err(&e))?
+            .map(<[u8]>::to_vec))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        self.ops.put();
+        self.write(&[BatchOp::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+        }])
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.ops.delete();
+        self.write(&[BatchOp::Delete { key: key.to_vec() }])
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.ops.scan();
+        let err = foreign("lmdb");
+        let r = self.env.read_txn().map_err(|e| err(&e))?;
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
+        for item in self.db.range(&r, &bounds).map_err(|e| err(&e))? {
+            let (k, v) = item.map_err(|e| err(&e))?;
+            if visit(k, v) == ControlFlow::Break(()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.ops.batch();
+        self.write(batch.ops())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.env.force_sync().map_err(|e| foreign("lmdb")(&e))
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            ops: self.ops.snapshot(),
+            ..Stats::default()
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        super::verify_by_scan(self, "lmdb")
+    }
+}

@@ -1,0 +1,163 @@
+//! RocksDB (Debian's librocksdb 7.8 through the `rocksdb` crate).
+//!
+//! Configured for memory parity: one LRU block cache of the byte budget,
+//! with index and filter blocks charged to it (so they cannot grow outside
+//! the budget), a 10-bit bloom filter, and O_DIRECT for reads, flushes and
+//! compactions when asked. Memtables (64 MiB write buffer by default) are
+//! outside the block cache, as in every RocksDB deployment; the report
+//! states their size. Writes always go to the WAL; `SyncMode::Always`
+//! syncs it on every write, `Batched` on a timer, `Never` only at `sync`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ferrite::{
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    WriteBatch,
+};
+use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
+
+use super::op_counter::OpCounter;
+use super::sync_ticker::SyncTicker;
+use super::{foreign, StoreConfig, TargetInfo};
+
+struct Rocks {
+    db: Arc<DB>,
+    write_opts: WriteOptions,
+    ops: OpCounter,
+    _cache: Cache,
+    _ticker: Option<SyncTicker>,
+}
+
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+    let err = foreign("rocksdb");
+    let cache = Cache::new_lru_cache(cfg.cache_bytes as usize).map_err(|e| err(&e))?;
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&cache);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_bloom_filter(10.0, false);
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_block_based_table_factory(&table);
+    opts.set_use_direct_reads(cfg.direct_io);
+    opts.set_use_direct_io_for_flush_and_compaction(cfg.direct_io);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as i32;
+    opts.increase_parallelism(cores);
+    let db = Arc::new(DB::open(&opts, dir).map_err(|e| err(&e))?);
+    let mut write_opts = WriteOptions::default();
+    write_opts.set_sync(cfg.sync == SyncMode::Always);
+    let ticker = match cfg.sync {
+        SyncMode::Batched(every) => {
+            let db2 = db.clone();
+            Some(SyncTicker::start(every, move || {
+                let _ = db2.flush_wal(true);
+            }))
+        }
+        _ => None,
+    };
+    let info = TargetInfo {
+        name: "rocksdb".into(),
+        cache_bytes: cfg.cache_bytes,
+        o_direct: cfg.direct_io,
+        durability: cfg.sync.to_string(),
+        notes: "LRU block cache = budget, index and filter blocks charged to it; memtables (64 MiB) outside the budget".into(),
+    };
+    Ok((
+        Box::new(Rocks {
+            db,
+            write_opts,
+            ops: OpCounter::default(),
+            _cache: cache,
+            _ticker: ticker,
+        }),
+        info,
+    ))
+}
+
+impl KvStore for Rocks {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.ops.get();
+        Ok(self
+            .db
+            .get_pinned(key)
+            .map_err(|e| foreign("rocksdb")(&e))?
+            .map(|v| v.to_vec()))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        self.ops.put();
+        self.db
+            .put_opt(key, value, &self.write_opts)
+            .map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        self.ops.delete();
+        self.db
+            .delete_opt(key, &self.write_opts)
+            .map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.ops.scan();
+        let mut it = self.db.raw_iterator();
+        match range.start {
+            std::ops::Bound::Included(s) | std::ops::Bound::Excluded(s) => it.seek(s),
+            std::ops::Bound::Unbounded => it.seek_to_first(),
+        }
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if !range.before_end(k) {
+                break;
+            }
+            if range.after_start(k) && visit(k, v).is_break() {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.ops.batch();
+        let mut b = rocksdb::WriteBatch::default();
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put { key, value } => b.put(key, value),
+                BatchOp::Delete { key } => b.delete(key),
+            }
+        }
+        self.db
+            .write_opt(b, &self.write_opts)
+            .map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn stats(&self) -> Stats {
+        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        Stats {
+            ops: self.ops.snapshot(),
+            memory_bytes: prop("rocksdb.block-cache-usage")
+                + prop("rocksdb.cur-size-all-mem-tables"),
+            ..Stats::default()
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        super::verify_by_scan(self, "rocksdb")
+    }
+}

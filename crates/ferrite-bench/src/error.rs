@@ -1,0 +1,44 @@
+//! Errors of the benchmark harness.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// A store under test failed.
+    #[error("{target}: {source}")]
+    Store {
+        target: String,
+        #[source]
+        source: ferrite::Error,
+    },
+
+    /// An input file (keys, trace) is missing or malformed.
+    #[error("{}: {reason}", path.display())]
+    Data { path: PathBuf, reason: String },
+
+    /// A trace line could not be parsed.
+    #[error("{}:{line}: {reason}", path.display())]
+    TraceLine {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+
+    /// The benchmark was configured with values that cannot work.
+    #[error("invalid benchmark configuration: {0}")]
+    Config(String),
+
+    /// The target is not compiled into this build (enable its cargo feature).
+    #[error("target {0} is not available in this build; {1}")]
+    Unavailable(String, &'static str),
+
+    #[error("writing {}: {source}", path.display())]
+    Output {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,33 @@
+//! # ferrite-bench: the benchmark harness
+//!
+//! Every performance number ferrite claims comes out of this crate.
+//!
+//! - [`workload`], [`distribution`], [`keyset`]: YCSB A–F and custom mixes,
+//!   uniform / zipfian / latest / hotspot requests, generated and real keys.
+//! - [`trace`]: block I/O traces (CloudPhysics, Tectonic, fio iolog v2) as
+//!   one stream of 4 KiB block requests.
+//! - [`adapter`]: ferrite engines and the baselines (RocksDB, LMDB, redb,
+//!   fjall, BTreeMap) behind the same `KvStore` API.
+//! - [`runner`]: load and run phases with latency histograms.
+//! - [`plan`]: a side-by-side comparison of several stores, alternating
+//!   between them so machine drift cancels out.
+//! - [`report`]: JSON (stable schema), Markdown, console tables, SVG plots.
+//! - [`repro`]: the registry of paper experiments behind `ferrite repro`.
+//! - [`provenance`]: commit, date, machine and command of every result.
+
+pub mod adapter;
+#[cfg(feature = "counting-alloc")]
+pub mod counting_alloc;
+pub mod distribution;
+pub mod error;
+pub mod keyset;
+pub mod plan;
+pub mod process;
+pub mod provenance;
+pub mod report;
+pub mod repro;
+pub mod runner;
+pub mod trace;
+pub mod workload;
+
+pub use error::{BenchError, Result};

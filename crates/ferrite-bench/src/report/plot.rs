@@ -1,0 +1,213 @@
+//! SVG plots of a report, drawn with `plotters`.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::BenchReport;
+use crate::error::{BenchError, Result};
+use crate::workload::OpKind;
+
+fn plot_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BenchError + '_ {
+    move |e| BenchError::Output {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+fn ensure_dir(path: &Path) -> Result<()> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|source| BenchError::Output {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+fn stores(r: &BenchReport) -> Vec<String> {
+    r.stores.iter().map(|t| t.name.clone()).collect()
+}
+
+/// Grouped bars: throughput per workload, one bar per store.
+pub fn plot_throughput(r: &BenchReport, title: &str, path: &Path) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let workloads = r.workloads();
+    let stores = stores(r);
+    let max = r
+        .results
+        .iter()
+        .map(|x| x.ops_per_sec / 1000.0)
+        .fold(1.0, f64::max)
+        * 1.35;
+    let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..workloads.len() as f64, 0f64..max)
+        .map_err(|e| err(&e))?;
+    let names = workloads.clone();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(workloads.len() * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.01 {
+                names.get(i).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("throughput (kops/s)")
+        .draw()
+        .map_err(|e| err(&e))?;
+    let width = 0.8 / stores.len().max(1) as f64;
+    for (si, store) in stores.iter().enumerate() {
+        let color = Palette99::pick(si).mix(0.9);
+        let bars: Vec<_> = workloads
+            .iter()
+            .enumerate()
+            .filter_map(|(wi, w)| {
+                let y = r.row(store, w)?.ops_per_sec / 1000.0;
+                let x0 = wi as f64 + 0.1 + si as f64 * width;
+                Some(Rectangle::new([(x0, 0.0), (x0 + width, y)], color.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|e| err(&e))?
+            .label(store.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// Latency CDF of one operation kind on one workload, one line per store.
+pub fn plot_latency_cdf(r: &BenchReport, workload: &str, op: OpKind, path: &Path) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let rows: Vec<_> = r
+        .results
+        .iter()
+        .filter(|x| x.workload == workload)
+        .filter_map(|x| Some((x.store.clone(), x.latency_of(op)?.cdf.clone())))
+        .collect();
+    let lo = rows
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.0))
+        .fold(f64::MAX, f64::min)
+        .max(0.01);
+    let hi = rows
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .max(lo * 10.0);
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{} latency CDF, workload {workload}", op.name()),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d((lo..hi).log_scale(), 0f64..1f64)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs, log scale)")
+        .y_desc("fraction of operations")
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (store, cdf)) in rows.into_iter().enumerate() {
+        let color = Palette99::pick(i);
+        chart
+            .draw_series(LineSeries::new(
+                cdf.into_iter().map(|(x, q)| (x.max(lo), q)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?
+            .label(store)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+/// Throughput over time during one workload, one line per store.
+pub fn plot_timeline(r: &BenchReport, workload: &str, path: &Path) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let rows: Vec<_> = r
+        .results
+        .iter()
+        .filter(|x| x.workload == workload)
+        .collect();
+    let tmax = rows
+        .iter()
+        .flat_map(|x| x.timeline.iter().map(|p| p.0))
+        .fold(0.1, f64::max);
+    let ymax = rows
+        .iter()
+        .flat_map(|x| x.timeline.iter().map(|p| p.1 / 1000.0))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("throughput over time, workload {workload}"),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..tmax, 0f64..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("kops/s")
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, row) in rows.into_iter().enumerate() {
+        let color = Palette99::pick(i);
+        chart
+            .draw_series(LineSeries::new(
+                row.timeline.iter().map(|&(t, v)| (t, v / 1000.0)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?
+            .label(row.store.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

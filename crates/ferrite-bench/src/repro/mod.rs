@@ -1,0 +1,213 @@
+//! Paper reproductions: the registry behind `ferrite repro`.
+//!
+//! Each [`Experiment`] runs at a [`Scale`] and returns metrics; the paper's
+//! claims are stated as targets on those metrics (`"<= 0.65"`) and judged
+//! here, never by the experiment itself. At smoke scale (what CI runs, to
+//! keep every experiment building and running) no claim is judged.
+
+mod baselines;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{BenchError, Result};
+use crate::provenance::{Machine, Provenance};
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Seconds; for CI. Claims are not judged.
+    Smoke,
+    /// At most about ten minutes here; where claims are judged.
+    Default,
+    /// As large as this machine allows.
+    Full,
+}
+
+impl Scale {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "smoke" => Ok(Scale::Smoke),
+            "default" => Ok(Scale::Default),
+            "full" => Ok(Scale::Full),
+            _ => Err(BenchError::Config(format!(
+                "scale {s:?}: expected smoke, default or full"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Smoke => "smoke",
+            Scale::Default => "default",
+            Scale::Full => "full",
+        }
+    }
+}
+
+/// A claim as an experiment states it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimSpec {
+    /// The metric the claim is about.
+    pub metric: &'static str,
+    /// What the paper reports.
+    pub paper: &'static str,
+    /// A comparison such as `<= 0.65` or `>= 1.0`.
+    pub target: &'static str,
+}
+
+/// A claim with its measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub name: String,
+    pub paper: String,
+    pub target: String,
+    pub measured: Option<f64>,
+    /// `None` when not judged (smoke scale, or the metric is missing).
+    pub holds: Option<bool>,
+}
+
+/// Judges `value` against a target such as `<= 0.65`.
+pub fn judge(target: &str, value: f64) -> Option<bool> {
+    let t = target.trim();
+    let (op, rest) = ["<=", ">=", "==", "<", ">"]
+        .iter()
+        .find_map(|op| t.strip_prefix(op).map(|r| (*op, r)))?;
+    let bound: f64 = rest.trim().parse().ok()?;
+    if !value.is_finite() {
+        return Some(false);
+    }
+    Some(match op {
+        "<=" => value <= bound,
+        ">=" => value >= bound,
+        "<" => value < bound,
+        ">" => value > bound,
+        _ => (value - bound).abs() < 1e-9,
+    })
+}
+
+/// Where and how an experiment runs.
+#[derive(Debug, Clone)]
+pub struct ReproContext {
+    pub scale: Scale,
+    /// Where Markdown and plots go (`docs/results` for published results).
+    pub out_dir: Option<PathBuf>,
+    /// Scratch space for stores.
+    pub work_dir: PathBuf,
+    /// The shared real data (`../shared/data`).
+    pub data_dir: PathBuf,
+    pub show_progress: bool,
+}
+
+/// What an experiment measured.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub params: serde_json::Value,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// A reproducible experiment.
+pub trait Experiment: Sync {
+    fn name(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn claims(&self) -> Vec<ClaimSpec>;
+    fn run(&self, ctx: &ReproContext) -> Result<Outcome>;
+}
+
+/// Every registered experiment.
+pub fn registry() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(baselines::Baselines)]
+}
+
+/// Looks an experiment up by name.
+pub fn find(name: &str) -> Result<Box<dyn Experiment>> {
+    registry()
+        .into_iter()
+        .find(|e| e.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = registry().iter().map(|e| e.name()).collect();
+            BenchError::Config(format!(
+                "no experiment {name:?}; experiments: {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// The JSON every reproduction writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReproReport {
+    pub experiment: String,
+    pub scale: Scale,
+    pub commit: String,
+    pub date: String,
+    pub profile: String,
+    pub command: String,
+    pub machine: Machine,
+    pub params: serde_json::Value,
+    pub metrics: BTreeMap<String, f64>,
+    pub claims: Vec<Claim>,
+}
+
+/// Runs an experiment and judges its claims.
+pub fn run(exp: &dyn Experiment, ctx: &ReproContext) -> Result<ReproReport> {
+    let outcome = exp.run(ctx)?;
+    let claims = exp
+        .claims()
+        .into_iter()
+        .map(|c| {
+            let measured = outcome.metrics.get(c.metric).copied();
+            let holds = match (ctx.scale, measured) {
+                (Scale::Smoke, _) | (_, None) => None,
+                (_, Some(v)) => judge(c.target, v),
+            };
+            Claim {
+                name: c.metric.into(),
+                paper: c.paper.into(),
+                target: c.target.into(),
+                measured,
+                holds,
+            }
+        })
+        .collect();
+    let p = Provenance::capture();
+    Ok(ReproReport {
+        experiment: exp.name().into(),
+        scale: ctx.scale,
+        commit: p.commit,
+        date: p.date,
+        profile: p.profile,
+        command: p.command,
+        machine: p.machine,
+        params: outcome.params,
+        metrics: outcome.metrics,
+        claims,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_judged() {
+        assert_eq!(judge("<= 0.65", 0.6), Some(true));
+        assert_eq!(judge("<= 0.65", 0.7), Some(false));
+        assert_eq!(judge(">= 1.0", 1.0), Some(true));
+        assert_eq!(judge("> 1", 1.0), Some(false));
+        assert_eq!(judge(">= 1", f64::NAN), Some(false));
+        assert_eq!(judge("about 3", 3.0), None);
+    }
+
+    #[test]
+    fn registry_names_are_unique() {
+        let names: Vec<_> = registry().iter().map(|e| e.name()).collect();
+        let mut dedup = names.clone();
+        dedup.dedup();
+        assert_eq!(names, dedup);
+        assert!(find("baselines").is_ok());
+        assert!(find("nope").is_err());
+    }
+}

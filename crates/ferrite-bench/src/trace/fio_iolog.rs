@@ -1,0 +1,79 @@
+//! fio's iolog version 2: a `fio version 2 iolog` header, then lines
+//! `FILE add|open|close` or `FILE read|write|sync|trim|wait OFFSET LENGTH`.
+//! Reads and writes become requests (in order, one microsecond apart,
+//! since iolog v2 carries no times); other actions are skipped. Requests
+//! to different files share one block address space.
+
+use std::path::Path;
+
+use super::{BlockOp, BlockRequest};
+use crate::error::{BenchError, Result};
+
+pub fn parse_fio_iolog(path: &Path) -> Result<Vec<BlockRequest>> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Data {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    parse_text(&text, path)
+}
+
+fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
+    let mut lines = text.lines().enumerate();
+    let header_ok = lines
+        .next()
+        .is_some_and(|(_, l)| l.trim() == "fio version 2 iolog");
+    if !header_ok {
+        return Err(BenchError::Data {
+            path: path.to_path_buf(),
+            reason: "missing the `fio version 2 iolog` header".into(),
+        });
+    }
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let bad = |reason: &str| BenchError::TraceLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason: reason.into(),
+        };
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            [] => {}
+            [_, "add" | "open" | "close"] => {}
+            [_, action, offset, len] => {
+                let op = match *action {
+                    "read" => BlockOp::Read,
+                    "write" => BlockOp::Write,
+                    "sync" | "datasync" | "trim" | "wait" => continue,
+                    other => return Err(bad(&format!("unknown action {other:?}"))),
+                };
+                let offset: u64 = offset.parse().map_err(|_| bad("offset is not a number"))?;
+                let len: u64 = len.parse().map_err(|_| bad("length is not a number"))?;
+                if let Some(r) = BlockRequest::from_bytes(out.len() as u64, op, offset, len) {
+                    out.push(r);
+                }
+            }
+            _ => return Err(bad("expected FILE ACTION [OFFSET LENGTH]")),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_reads_and_writes() {
+        let t = "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x write 0 8192\n/dev/x read 4096 4096\n/dev/x sync 0 0\n/dev/x close\n";
+        let r = parse_text(t, Path::new("t")).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].op, r[0].start, r[0].blocks), (BlockOp::Write, 0, 2));
+        assert_eq!((r[1].op, r[1].start, r[1].blocks), (BlockOp::Read, 1, 1));
+        assert!(parse_text("not a log\n", Path::new("t")).is_err());
+        assert!(parse_text(
+            "fio version 2 iolog\n/dev/x frobnicate 1 2\n",
+            Path::new("t")
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! `ferrite repro`: paper experiments with their claims, measured.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use ferrite_bench::repro::{self, ReproContext, Scale};
+
+#[derive(Args)]
+pub struct ReproArgs {
+    /// Experiment name, or `list`.
+    experiment: String,
+    /// smoke (seconds, for CI), default (≤ ~10 minutes, claims judged) or full.
+    #[arg(long, default_value = "default")]
+    scale: String,
+    /// Write the result JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write Markdown and plots into this directory (e.g. docs/results).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Scratch directory for the stores.
+    #[arg(long, default_value = ".")]
+    work_dir: PathBuf,
+    #[arg(long, default_value = "../shared/data")]
+    data_dir: PathBuf,
+    /// Allow a debug build (only sensible at smoke scale).
+    #[arg(long)]
+    allow_debug: bool,
+}
+
+pub fn run(a: ReproArgs) -> Result<()> {
+    if a.experiment == "list" {
+        for e in repro::registry() {
+            println!("{:<12} {}", e.name(), e.summary());
+            for c in e.claims() {
+                println!(
+                    "{:<12}   {} {}  (paper: {})",
+                    "", c.metric, c.target, c.paper
+                );
+            }
+        }
+        return Ok(());
+    }
+    let scale = Scale::parse(&a.scale)?;
+    if cfg!(debug_assertions) && !a.allow_debug && scale != Scale::Smoke {
+        bail!("experiments need a release build: cargo run --release -- repro ...");
+    }
+    let exp = repro::find(&a.experiment)?;
+    let ctx = ReproContext {
+        scale,
+        out_dir: a.out.clone(),
+        work_dir: a.work_dir.clone(),
+        data_dir: a.data_dir.clone(),
+        show_progress: true,
+    };
+    let report = repro::run(exp.as_ref(), &ctx)?;
+    println!(
+        "experiment {} at {} scale (commit {})",
+        report.experiment,
+        scale.name(),
+        report.commit
+    );
+    for c in &report.claims {
+        let verdict = match c.holds {
+            Some(true) => "holds",
+            Some(false) => "DOES NOT HOLD",
+            None => "not judged",
+        };
+        let measured = c.measured.map_or("–".into(), |m| format!("{m:.3}"));
+        println!(
+            "  {:<32} paper: {:<28} target {:<8} measured {:<10} {verdict}",
+            c.name, c.paper, c.target, measured
+        );
+    }
+    println!("  {} metrics", report.metrics.len());
+    if let Some(p) = &a.json {
+        ferrite_bench::report::write_file(p, &(serde_json::to_string_pretty(&report)? + "\n"))?;
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}

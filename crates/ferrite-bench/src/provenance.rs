@@ -25,14 +25,19 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// The provenance of this process, taken on the first call and reused,
+    /// so a long run reports the commit it started from even if the working
+    /// tree changes while it runs.
     pub fn capture() -> Self {
-        Self {
+        static ONCE: std::sync::OnceLock<Provenance> = std::sync::OnceLock::new();
+        ONCE.get_or_init(|| Self {
             commit: commit(),
             date: date(),
             profile: profile().into(),
             command: command_line(),
             machine: machine(),
-        }
+        })
+        .clone()
     }
 }
 

@@ -57,6 +57,8 @@ static ALLOC: ferrite_bench::counting_alloc::CountingAlloc =
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
+    // Record commit and machine now, before any long run starts.
+    let _ = ferrite_bench::provenance::Provenance::capture();
     match cli.command {
         Command::Demo { dir } => command::demo::run(dir),
         Command::Kv { op } => command::kv::run(op),

@@ -209,12 +209,13 @@ pub fn run(args: IoProbeArgs) -> Result<()> {
         "batch4 / serial4 = {ratio:.3}  (io_uring batches via {:?})",
         ring.batch_mode()
     );
+    let prov = provenance::Provenance::capture();
     let report = json!({
         "experiment": "io-probe",
-        "commit": provenance::commit(),
-        "date": provenance::date(),
-        "command": provenance::command_line(),
-        "machine": provenance::machine(),
+        "commit": prov.commit,
+        "date": prov.date,
+        "command": prov.command,
+        "machine": prov.machine,
         "params": {
             "file_bytes": size,
             "block_bytes": BLOCK,

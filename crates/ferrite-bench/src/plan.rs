@@ -38,6 +38,8 @@ pub struct BenchPlan {
     pub records: u64,
     pub workloads: Vec<Workload>,
     pub ops: u64,
+    /// Measure each run for this long instead of counting `ops`.
+    pub duration: Option<std::time::Duration>,
     pub warmup_ops: u64,
     pub threads: usize,
     pub repeats: usize,
@@ -167,6 +169,7 @@ impl BenchPlan {
                     let spec = RunSpec {
                         workload: w,
                         ops: self.ops,
+                        duration: self.duration,
                         warmup_ops: if rep == 0 { self.warmup_ops } else { 0 },
                         threads: self.threads,
                         seed: self.seed ^ ((wi as u64) << 48) ^ ((rep as u64) << 40),

@@ -135,6 +135,8 @@ pub struct RunSpec<'a> {
     pub workload: &'a Workload,
     /// Measured operations, over all threads.
     pub ops: u64,
+    /// If set, each thread measures for this long instead of counting `ops`.
+    pub duration: Option<Duration>,
     /// Unmeasured operations before them, over all threads.
     pub warmup_ops: u64,
     pub threads: usize,
@@ -229,7 +231,17 @@ pub fn run(
                     let warm = spec.warmup_ops / threads;
                     let measured = spec.ops / threads + u64::from(t < spec.ops % threads);
                     let mut window: Option<(Instant, Instant)> = None;
-                    for n in 0..warm + measured {
+                    let limit = if spec.duration.is_some() {
+                        u64::MAX
+                    } else {
+                        warm + measured
+                    };
+                    for n in 0..limit {
+                        if let (Some(d), Some((first, _))) = (spec.duration, window) {
+                            if first.elapsed() >= d {
+                                break;
+                            }
+                        }
                         let Some(op) = stream.next() else { break };
                         let version = spec.seed.wrapping_add(n);
                         let t0 = Instant::now();
@@ -369,6 +381,7 @@ mod tests {
         let spec = RunSpec {
             workload: &w,
             ops: 20_000,
+            duration: None,
             warmup_ops: 1000,
             threads: 2,
             seed: 5,
@@ -379,5 +392,16 @@ mod tests {
         assert_eq!(recorded, 20_000);
         assert_eq!(r.missing_reads, 0, "every loaded record must be found");
         assert!(r.latency.contains_key(&OpKind::Read) && r.latency.contains_key(&OpKind::Update));
+        let timed = RunSpec {
+            duration: Some(Duration::from_millis(300)),
+            ..spec
+        };
+        let r = run(db.as_ref(), data, &counter, &timed, &|_| {}).unwrap();
+        assert!(
+            r.ops > 0 && r.seconds >= 0.29,
+            "{} ops in {} s",
+            r.ops,
+            r.seconds
+        );
     }
 }

@@ -47,6 +47,8 @@ enum Command {
     Bench(Box<command::bench::BenchArgs>),
     /// Run a paper experiment and judge its claims (`ferrite repro list`).
     Repro(command::repro::ReproArgs),
+    /// Summarise a block I/O trace as the replayer sees it.
+    Trace(command::trace::TraceArgs),
 }
 
 #[cfg(feature = "counting-alloc")]
@@ -70,5 +72,6 @@ fn main() -> anyhow::Result<()> {
         Command::IoProbe(args) => command::io_probe::run(args),
         Command::Bench(args) => command::bench::run(*args),
         Command::Repro(args) => command::repro::run(args),
+        Command::Trace(args) => command::trace::run(args),
     }
 }

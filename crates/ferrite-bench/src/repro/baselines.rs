@@ -12,13 +12,62 @@ use serde_json::json;
 
 use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
 use crate::adapter::Target;
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::keyset::{KeySpec, ValueSpec};
 use crate::plan::{BenchPlan, CacheBudget};
 use crate::report::{self, BenchReport};
 use crate::workload::{OpKind, Workload};
 
 pub struct Baselines;
+
+/// The two data shapes, as they name files and metrics.
+const LABELS: [&str; 2] = ["u64-8", "ycsb-100"];
+
+/// Writes `baselines.md` and the plots under `out` from measured reports.
+fn render(reports: &[(&str, BenchReport)], out: &std::path::Path) -> Result<()> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Baselines\n\nThe peers every ferrite engine is measured against: YCSB A, B, C, F, D, E \\
+         (standard mixes and distributions, run in that order on one load) on two data shapes, \\
+         cache = 10% of the data for every store, durability `never` for every store (data is \\
+         synced only by an explicit sync), one client thread. Reproduce with \\
+         `cargo run --release --features rocksdb -- repro baselines --out docs/results` \\
+         (without `--features rocksdb` RocksDB is left out).\n"
+    );
+    let base = out.join("baselines");
+    for (label, r) in reports {
+        md.push_str(&report::to_markdown(
+            r,
+            &format!("{label}: keys {}, values {}", r.setup.keys, r.setup.values),
+        ));
+        report::plot_throughput(
+            r,
+            &format!("YCSB throughput, {label}"),
+            &base.join(format!("{label}-throughput.svg")),
+        )?;
+        report::plot_latency_cdf(
+            r,
+            "C",
+            OpKind::Read,
+            &base.join(format!("{label}-cdf-C-read.svg")),
+        )?;
+        report::plot_latency_cdf(
+            r,
+            "A",
+            OpKind::Update,
+            &base.join(format!("{label}-cdf-A-update.svg")),
+        )?;
+        report::plot_timeline(r, "A", &base.join(format!("{label}-timeline-A.svg")))?;
+        let _ = writeln!(
+            md,
+            "\n![throughput](baselines/{label}-throughput.svg)\n![read latency CDF, C](baselines/{label}-cdf-C-read.svg)\n\\
+             ![update latency CDF, A](baselines/{label}-cdf-A-update.svg)\n![timeline, A](baselines/{label}-timeline-A.svg)\n"
+        );
+    }
+    md.push_str(UNFAIRNESS);
+    report::write_file(&out.join("baselines.md"), &md)
+}
 
 struct Sizes {
     records: u64,
@@ -63,6 +112,23 @@ impl Experiment for Baselines {
         Vec::new()
     }
 
+    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
+        let Some(out) = &ctx.out_dir else {
+            return Ok(false);
+        };
+        let mut reports = Vec::new();
+        for label in LABELS {
+            let path = out.join("baselines").join(format!("{label}.json"));
+            let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            reports.push((label, BenchReport::from_json(&text)?));
+        }
+        render(&reports, out)?;
+        Ok(true)
+    }
+
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
         let s = sizes(ctx.scale);
         let targets: Vec<Target> = Target::BASELINES
@@ -79,16 +145,6 @@ impl Experiment for Baselines {
             ),
         ];
         let mut metrics = std::collections::BTreeMap::new();
-        let mut md = String::new();
-        let _ = writeln!(
-            md,
-            "# Baselines\n\nThe peers every ferrite engine is measured against: YCSB A, B, C, F, D, E \
-             (standard mixes and distributions, run in that order on one load) on two data shapes, \
-             cache = 10% of the data for every store, durability `never` for every store (data is \
-             synced only by an explicit sync), one client thread. Reproduce with \
-             `cargo run --release --features rocksdb -- repro baselines --out docs/results` \
-             (without `--features rocksdb` RocksDB is left out).\n"
-        );
         let mut reports = Vec::new();
         for (label, keys, values) in configs {
             let plan = BenchPlan {
@@ -98,6 +154,7 @@ impl Experiment for Baselines {
                 records: s.records,
                 workloads: workloads.clone(),
                 ops: s.ops,
+                duration: None,
                 warmup_ops: s.warmup,
                 threads: 1,
                 repeats: s.repeats,
@@ -124,44 +181,15 @@ impl Experiment for Baselines {
                     );
                 }
             }
-            md.push_str(&report::to_markdown(
-                &r,
-                &format!("{label}: keys {}, values {}", r.setup.keys, r.setup.values),
-            ));
             if let Some(out) = &ctx.out_dir {
-                let base = out.join("baselines");
-                r.write_json(&base.join(format!("{label}.json")))?;
-                report::plot_throughput(
-                    &r,
-                    &format!("YCSB throughput, {label}"),
-                    &base.join(format!("{label}-throughput.svg")),
-                )?;
-                report::plot_latency_cdf(
-                    &r,
-                    "C",
-                    OpKind::Read,
-                    &base.join(format!("{label}-cdf-C-read.svg")),
-                )?;
-                report::plot_latency_cdf(
-                    &r,
-                    "A",
-                    OpKind::Update,
-                    &base.join(format!("{label}-cdf-A-update.svg")),
-                )?;
-                report::plot_timeline(&r, "A", &base.join(format!("{label}-timeline-A.svg")))?;
-                let _ = writeln!(
-                    md,
-                    "\n![throughput](baselines/{label}-throughput.svg)\n![read latency CDF, C](baselines/{label}-cdf-C-read.svg)\n\
-                     ![update latency CDF, A](baselines/{label}-cdf-A-update.svg)\n![timeline, A](baselines/{label}-timeline-A.svg)\n"
-                );
+                r.write_json(&out.join("baselines").join(format!("{label}.json")))?;
             }
-            reports.push(r);
+            reports.push((label, r));
         }
-        md.push_str(UNFAIRNESS);
         if let Some(out) = &ctx.out_dir {
-            report::write_file(&out.join("baselines.md"), &md)?;
+            render(&reports, out)?;
         }
-        let first: Option<&BenchReport> = reports.first();
+        let first: Option<&BenchReport> = reports.first().map(|(_, r)| r);
         Ok(Outcome {
             params: json!({
                 "records": s.records,

@@ -115,6 +115,12 @@ pub trait Experiment: Sync {
     fn summary(&self) -> &'static str;
     fn claims(&self) -> Vec<ClaimSpec>;
     fn run(&self, ctx: &ReproContext) -> Result<Outcome>;
+    /// Rebuilds the Markdown and plots in `ctx.out_dir` from the JSON a
+    /// previous run saved there, without measuring again. Returns false if
+    /// the experiment cannot.
+    fn rerender(&self, _ctx: &ReproContext) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// Every registered experiment.

@@ -1,6 +1,8 @@
-//! The CloudPhysics vSCSI trace (CSV: `version,time,op,size,lbn`): time in
-//! microseconds, op `2a` (SCSI WRITE(10)) or `28` (READ(10)), size in
-//! bytes, lbn in 512-byte sectors.
+//! The CloudPhysics vSCSI trace (CSV: `version,time,op,size,lbn`): op `2a`
+//! (SCSI WRITE(10)) or `28` (READ(10)), size in bytes, lbn in 512-byte
+//! sectors. The time column is read as seconds: the shared copy's times
+//! span exactly 7,200 units over a trace described as two hours long, which
+//! only fits seconds (its README says microseconds).
 
 use std::path::Path;
 
@@ -42,7 +44,8 @@ fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         };
         let t0 = *first_time.get_or_insert(time);
         let offset = lbn.checked_mul(512).ok_or_else(|| bad("lbn overflows"))?;
-        if let Some(r) = BlockRequest::from_bytes(time.saturating_sub(t0), op, offset, size) {
+        let time_us = time.saturating_sub(t0).saturating_mul(1_000_000);
+        if let Some(r) = BlockRequest::from_bytes(time_us, op, offset, size) {
             out.push(r);
         }
     }
@@ -70,7 +73,7 @@ mod tests {
         assert_eq!(
             r[1],
             BlockRequest {
-                time_us: 50,
+                time_us: 50_000_000,
                 op: BlockOp::Read,
                 start: 2,
                 blocks: 2
@@ -91,5 +94,7 @@ mod tests {
         let reqs = parse_cloudphysics(&path).unwrap();
         let s = TraceSummary::of(&reqs);
         assert_eq!((s.writes, s.reads), (66_898, 46_974));
+        let span = reqs.iter().map(|r| r.time_us).max().unwrap();
+        assert_eq!(span, 7_200_000_000, "two hours");
     }
 }

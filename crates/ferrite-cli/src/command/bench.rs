@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// Measured operations per run.
     #[arg(long, default_value_t = 100_000)]
     ops: u64,
+    /// Measure each run for this many seconds instead of counting --ops
+    /// (faster stores then do more inserts in D and E).
+    #[arg(long)]
+    duration: Option<f64>,
     /// Unmeasured operations before the first run of each workload.
     #[arg(long, default_value_t = 10_000)]
     warmup: u64,
@@ -97,6 +101,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         records: a.records,
         workloads,
         ops: a.ops,
+        duration: a.duration.map(std::time::Duration::from_secs_f64),
         warmup_ops: a.warmup,
         threads: a.threads,
         repeats: a.repeats,

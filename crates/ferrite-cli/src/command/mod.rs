@@ -7,3 +7,4 @@ pub mod inspect;
 pub mod io_probe;
 pub mod kv;
 pub mod repro;
+pub mod trace;

@@ -27,6 +27,10 @@ pub struct ReproArgs {
     /// Allow a debug build (only sensible at smoke scale).
     #[arg(long)]
     allow_debug: bool,
+    /// Rebuild the Markdown and plots in --out from the JSON of an earlier
+    /// run, without measuring again.
+    #[arg(long)]
+    rerender: bool,
 }
 
 pub fn run(a: ReproArgs) -> Result<()> {
@@ -54,6 +58,16 @@ pub fn run(a: ReproArgs) -> Result<()> {
         data_dir: a.data_dir.clone(),
         show_progress: true,
     };
+    if a.rerender {
+        if exp.rerender(&ctx)? {
+            println!("re-rendered {} from its saved JSON", exp.name());
+            return Ok(());
+        }
+        bail!(
+            "{} cannot re-render (give --out with the directory of a previous run)",
+            exp.name()
+        );
+    }
     let report = repro::run(exp.as_ref(), &ctx)?;
     println!(
         "experiment {} at {} scale (commit {})",

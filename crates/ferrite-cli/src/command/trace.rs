@@ -1,0 +1,67 @@
+//! `ferrite trace`: parse a block trace and summarise it, as the replayer
+//! will see it (4 KiB blocks, the rounding rule of `ferrite_bench::trace`).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use ferrite_bench::trace::{self, BlockOp, BlockRequest, TraceSummary};
+
+#[derive(Args)]
+pub struct TraceArgs {
+    /// cloudphysics, tectonic or fio.
+    #[arg(long)]
+    format: String,
+    path: PathBuf,
+    /// Print the first N requests too.
+    #[arg(long, default_value_t = 0)]
+    head: usize,
+}
+
+pub fn run(a: TraceArgs) -> Result<()> {
+    let reqs: Vec<BlockRequest> = match a.format.as_str() {
+        "cloudphysics" => trace::parse_cloudphysics(&a.path)?,
+        "tectonic" => trace::parse_tectonic(&a.path)?,
+        "fio" => trace::parse_fio_iolog(&a.path)?,
+        other => bail!("unknown trace format {other:?}: expected cloudphysics, tectonic or fio"),
+    };
+    let s = TraceSummary::of(&reqs);
+    let distinct: HashSet<u64> = reqs.iter().flat_map(|r| r.start..=r.last()).collect();
+    let span = reqs.iter().map(|r| r.time_us).max().unwrap_or(0);
+    println!(
+        "{}: {} requests over {:.1} s",
+        a.path.display(),
+        reqs.len(),
+        span as f64 / 1e6
+    );
+    println!(
+        "  reads  {:>9} requests, {:>10} blocks",
+        s.reads, s.read_blocks
+    );
+    println!(
+        "  writes {:>9} requests, {:>10} blocks",
+        s.writes, s.write_blocks
+    );
+    println!("  distinct 4 KiB blocks touched: {}", distinct.len());
+    let multi = reqs.iter().filter(|r| r.blocks > 1).count();
+    println!(
+        "  requests longer than one block: {:.1}%",
+        100.0 * multi as f64 / reqs.len().max(1) as f64
+    );
+    for r in reqs.iter().take(a.head) {
+        let op = if r.op == BlockOp::Read {
+            "read"
+        } else {
+            "write"
+        };
+        println!(
+            "  {:>12} µs {:<5} blocks {}..={}",
+            r.time_us,
+            op,
+            r.start,
+            r.last()
+        );
+    }
+    Ok(())
+}

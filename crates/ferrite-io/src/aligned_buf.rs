@@ -97,6 +97,13 @@ impl DerefMut for AlignedBuf {
     }
 }
 
+impl Default for AlignedBuf {
+    /// An empty buffer.
+    fn default() -> Self {
+        Self::zeroed(0)
+    }
+}
+
 impl Clone for AlignedBuf {
     fn clone(&self) -> Self {
         Self::from_slice(self)

@@ -26,7 +26,8 @@ use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::{Condvar, Mutex};
 
-/// Log sequence number: the byte offset just past a record.
+/// Log sequence number: the position just past a record, counted over the
+/// log's whole life (it keeps growing across [`Wal::reset`]).
 pub type Lsn = u64;
 
 struct Tail {
@@ -44,6 +45,8 @@ struct Tail {
     leader_active: bool,
     poisoned: Option<String>,
     epoch: u64,
+    /// LSN of device offset 0 (the log's total length before the last reset).
+    base: u64,
 }
 
 /// An append-only, checksummed, group-committed log.
@@ -97,6 +100,7 @@ impl Wal {
                 leader_active: false,
                 poisoned: None,
                 epoch,
+                base: 0,
             }),
             synced: Condvar::new(),
         })
@@ -111,7 +115,7 @@ impl Wal {
         let epoch = t.epoch;
         encode_record(epoch, payload, &mut t.pending);
         t.end += (HEADER_LEN + payload.len()) as u64;
-        Ok(t.end)
+        Ok(t.base + t.end)
     }
 
     /// Writes and, if `sync`, makes durable everything up to `lsn`. Concurrent
@@ -140,6 +144,7 @@ impl Wal {
         let pending = std::mem::take(&mut t.pending);
         let start = t.pending_at;
         let target = t.end;
+        let base = t.base;
         let mut image = std::mem::take(&mut t.partial);
         drop(t);
         let block_start = start - start % self.bs as u64;
@@ -157,7 +162,7 @@ impl Wal {
                 }
                 self.synced.notify_all();
                 drop(t);
-                if !sync || lsn <= target {
+                if lsn <= base + target {
                     return Ok(());
                 }
                 self.commit(lsn, sync)
@@ -187,8 +192,24 @@ impl Wal {
 
     /// Syncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
-        let end = self.tail.lock().end;
-        self.commit(end, true)
+        let lsn = {
+            let t = self.tail.lock();
+            t.base + t.end
+        };
+        self.commit(lsn, true)
+    }
+
+    /// Writes (without syncing) once more than `threshold` bytes are
+    /// waiting, so an unsynced log does not grow without bound in memory.
+    pub fn write_if_over(&self, threshold: usize) -> Result<()> {
+        let lsn = {
+            let t = self.tail.lock();
+            if t.pending.len() <= threshold {
+                return Ok(());
+            }
+            t.base + t.end
+        };
+        self.commit(lsn, false)
     }
 
     /// Empties the log and starts `epoch`: called after a checkpoint made
@@ -206,6 +227,7 @@ impl Wal {
             t.poisoned = Some(e.to_string());
             return Err(e.into());
         }
+        let base = t.base + t.end;
         *t = Tail {
             pending: Vec::new(),
             pending_at: 0,
@@ -215,6 +237,7 @@ impl Wal {
             leader_active: false,
             poisoned: None,
             epoch,
+            base,
         };
         Ok(())
     }
@@ -334,8 +357,11 @@ mod tests {
         let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
         let wal = Wal::open(dev.clone(), 0, &mut |_| Ok(())).unwrap();
         let lsn = wal.append(b"old").unwrap();
+        let unsynced = wal.append(b"covered by a checkpoint").unwrap();
         wal.commit(lsn, true).unwrap();
         wal.reset(1).unwrap();
+        // A record made redundant by the reset commits at once.
+        wal.commit(unsynced, true).unwrap();
         let lsn = wal.append(b"new").unwrap();
         wal.commit(lsn, true).unwrap();
         assert_eq!(replay_all(dev, 1), vec![b"new".to_vec()]);

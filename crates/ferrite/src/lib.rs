@@ -58,11 +58,9 @@ mod registry {
     pub type Opener = fn(&Path, &Options) -> Result<Box<dyn KvStore>>;
 
     pub fn opener(kind: EngineKind) -> Option<Opener> {
-        #[expect(
-            clippy::match_single_binding,
-            reason = "each engine adds its arm here, behind its cargo feature"
-        )]
         match kind {
+            #[cfg(feature = "btree")]
+            EngineKind::Btree => Some(ferrite_btree::open_store),
             _ => None,
         }
     }
@@ -95,6 +93,25 @@ mod tests {
             .unwrap();
         let id = detect(dir.path()).unwrap();
         assert_eq!((id.engine, id.engine_format), (EngineKind::Lsm, 4));
+    }
+
+    #[cfg(feature = "btree")]
+    #[test]
+    fn opens_the_btree_by_name_and_detects_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            let db = open(&path, EngineKind::Btree, &Options::default()).unwrap();
+            db.put(b"k", b"v").unwrap();
+        }
+        assert_eq!(detect(&path).unwrap().engine, EngineKind::Btree);
+        let db = open_existing(&path, &Options::default()).unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+        drop(db);
+        assert!(matches!(
+            open(&path, EngineKind::Lsm, &Options::default()),
+            Err(Error::EngineUnavailable(_)) | Err(Error::WrongFormat { .. })
+        ));
     }
 
     #[test]

@@ -1,0 +1,41 @@
+//! # ferrite-btree: the disk B+tree engine
+//!
+//! A B+tree of slotted pages (4 KiB by default) on an O_DIRECT page file,
+//! cached in a buffer pool that never exceeds its byte budget, made durable
+//! by a write-ahead log and atomic checkpoints. It is the base that
+//! SHORTCUT, TurboIndex and ZKV extend.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `page` | the page layout and in-page operations (no I/O) |
+//! | `clock` | buffer-pool victim choice, a pure policy |
+//! | `buffer_pool` | frames, page table, pins, the no-steal rule |
+//! | `tree` | search, insert with splits, delete, scan, overflow values, verify |
+//! | `bulk_load` | bottom-up construction from sorted input |
+//! | `meta` | the two meta pages naming the durable root |
+//! | `checkpoint` | installing a checkpoint through the double-write file; its recovery |
+//! | `store` | [`BTreeStore`]: WAL, group commit, sync modes, poisoning, `KvStore` |
+
+mod buffer_pool;
+mod bulk_load;
+mod checkpoint;
+mod clock;
+mod meta;
+mod page;
+mod store;
+mod tree;
+
+pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
+pub use tree::max_key_len;
+
+/// Opens the engine for the `ferrite` facade.
+pub fn open_store(
+    dir: &std::path::Path,
+    options: &ferrite_core::Options,
+) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
+    Ok(Box::new(BTreeStore::open(
+        dir,
+        options,
+        BTreeOptions::default(),
+    )?))
+}

@@ -1,0 +1,488 @@
+//! The slotted page: layout, search, insertion, deletion and splitting of
+//! cells, with no I/O (spec: `docs/format/btree-page.md`).
+//!
+//! A page is a header, a slot array growing up from the header, and cells
+//! growing down from the page end. Slots hold cell offsets in key order.
+//! Leaf cells hold a key and a value (inline, or a pointer to an overflow
+//! chain); inner cells hold a separator key and the child for keys at or
+//! above it, with the child for keys below the first separator in the
+//! header's `link`. Invariants: slots are sorted by key with no duplicates;
+//! every slot points to a cell inside `[cell_start, page_size)`;
+//! `HEADER + 2n ≤ cell_start`; `garbage` counts dead bytes in the cell area.
+//! [`check`] verifies all of this on every page read from disk, so the
+//! accessors below can trust the layout; they still never index out of
+//! bounds on a page that was not checked.
+
+use ferrite_core::{Error, Result};
+
+pub const HEADER: usize = 32;
+pub const KIND_LEAF: u8 = 1;
+pub const KIND_INNER: u8 = 2;
+pub const KIND_OVERFLOW: u8 = 3;
+/// Marks an out-of-line value in a leaf cell's length field.
+const OVERFLOW_FLAG: u32 = 0x8000_0000;
+/// Bytes of an out-of-line value reference: first page (u64), length (u32).
+pub const OVERFLOW_REF: usize = 12;
+
+/// A page id; 0 and 1 are the meta pages, so 0 also means "none".
+pub type PageId = u64;
+
+fn rd16(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u16::from_le_bytes)
+}
+fn rd32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+fn rd64(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+fn wr(b: &mut [u8], at: usize, v: &[u8]) {
+    if let Some(d) = b.get_mut(at..at + v.len()) {
+        d.copy_from_slice(v);
+    }
+}
+
+/// A leaf value as stored in a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredValue<'a> {
+    Inline(&'a [u8]),
+    Overflow { first: PageId, len: u32 },
+}
+
+/// Formats `b` as an empty page of `kind` at `level`.
+pub fn init(b: &mut [u8], id: PageId, kind: u8, level: u8) {
+    b.fill(0);
+    let n = b.len() as u16;
+    if let Some(x) = b.get_mut(4) {
+        *x = kind;
+    }
+    if let Some(x) = b.get_mut(5) {
+        *x = level;
+    }
+    wr(b, 8, &n.to_le_bytes());
+    wr(b, 24, &id.to_le_bytes());
+}
+
+pub fn kind(b: &[u8]) -> u8 {
+    b.get(4).copied().unwrap_or(0)
+}
+pub fn level(b: &[u8]) -> u8 {
+    b.get(5).copied().unwrap_or(0)
+}
+pub fn count(b: &[u8]) -> usize {
+    rd16(b, 6) as usize
+}
+fn cell_start(b: &[u8]) -> usize {
+    let v = rd16(b, 8) as usize;
+    if v == 0 {
+        b.len()
+    } else {
+        v
+    }
+}
+fn garbage(b: &[u8]) -> usize {
+    rd16(b, 10) as usize
+}
+/// Leaf: right sibling. Inner: child for keys below the first separator.
+pub fn link(b: &[u8]) -> PageId {
+    rd64(b, 16)
+}
+pub fn set_link(b: &mut [u8], id: PageId) {
+    wr(b, 16, &id.to_le_bytes());
+}
+pub fn page_id(b: &[u8]) -> PageId {
+    rd64(b, 24)
+}
+fn set_count(b: &mut [u8], n: usize) {
+    wr(b, 6, &(n as u16).to_le_bytes());
+}
+fn set_cell_start(b: &mut [u8], v: usize) {
+    // A full page_size of 65536 does not fit u16; pages are at most 16 KiB.
+    wr(b, 8, &(v as u16).to_le_bytes());
+}
+fn set_garbage(b: &mut [u8], v: usize) {
+    wr(b, 10, &(v as u16).to_le_bytes());
+}
+fn slot(b: &[u8], i: usize) -> usize {
+    rd16(b, HEADER + 2 * i) as usize
+}
+
+/// Seals the page: writes its checksum.
+pub fn seal(b: &mut [u8]) {
+    let crc = crc32c::crc32c(b.get(4..).unwrap_or_default());
+    wr(b, 0, &crc.to_le_bytes());
+}
+
+/// Bytes a cell takes in the cell area.
+fn cell_len(b: &[u8], off: usize) -> usize {
+    let klen = rd16(b, off) as usize;
+    match kind(b) {
+        KIND_INNER => 2 + 8 + klen,
+        _ => {
+            let v = rd32(b, off + 2);
+            let vlen = if v & OVERFLOW_FLAG != 0 {
+                OVERFLOW_REF
+            } else {
+                v as usize
+            };
+            2 + 4 + klen + vlen
+        }
+    }
+}
+
+/// The key of slot `i`.
+pub fn key(b: &[u8], i: usize) -> &[u8] {
+    let off = slot(b, i);
+    let klen = rd16(b, off) as usize;
+    let kstart = if kind(b) == KIND_INNER {
+        off + 10
+    } else {
+        off + 6
+    };
+    b.get(kstart..kstart + klen).unwrap_or_default()
+}
+
+/// The value of leaf slot `i`.
+pub fn value(b: &[u8], i: usize) -> StoredValue<'_> {
+    let off = slot(b, i);
+    let klen = rd16(b, off) as usize;
+    let v = rd32(b, off + 2);
+    let vstart = off + 6 + klen;
+    if v & OVERFLOW_FLAG != 0 {
+        StoredValue::Overflow {
+            first: rd64(b, vstart),
+            len: rd32(b, vstart + 8),
+        }
+    } else {
+        StoredValue::Inline(b.get(vstart..vstart + v as usize).unwrap_or_default())
+    }
+}
+
+/// The child of inner slot `i`.
+pub fn child(b: &[u8], i: usize) -> PageId {
+    rd64(b, slot(b, i) + 2)
+}
+
+/// Binary search: `Ok(i)` if slot `i` holds `k`, else `Err(i)` where it would go.
+pub fn search(b: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0usize, count(b));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match key(b, mid).cmp(k) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(mid),
+        }
+    }
+    Err(lo)
+}
+
+/// The child of an inner page to follow for `k`.
+pub fn child_for(b: &[u8], k: &[u8]) -> PageId {
+    match search(b, k) {
+        Ok(i) => child(b, i),
+        Err(0) => link(b),
+        Err(i) => child(b, i - 1),
+    }
+}
+
+/// Free bytes if the page were compacted.
+pub fn free_space(b: &[u8]) -> usize {
+    (cell_start(b) + garbage(b)).saturating_sub(HEADER + 2 * count(b))
+}
+
+/// Bytes a new leaf cell needs, slot included.
+pub fn leaf_cell_size(klen: usize, v: &StoredValue<'_>) -> usize {
+    let vlen = match v {
+        StoredValue::Inline(x) => x.len(),
+        StoredValue::Overflow { .. } => OVERFLOW_REF,
+    };
+    2 + 2 + 4 + klen + vlen
+}
+
+/// Bytes a new inner cell needs, slot included.
+pub fn inner_cell_size(klen: usize) -> usize {
+    2 + 2 + 8 + klen
+}
+
+/// Rewrites the cell area without dead bytes.
+fn compact(b: &mut [u8]) {
+    let n = count(b);
+    let cells: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let off = slot(b, i);
+            b.get(off..off + cell_len(b, off))
+                .unwrap_or_default()
+                .to_vec()
+        })
+        .collect();
+    let mut at = b.len();
+    for (i, c) in cells.iter().enumerate() {
+        at -= c.len();
+        wr(b, at, c);
+        wr(b, HEADER + 2 * i, &(at as u16).to_le_bytes());
+    }
+    set_cell_start(b, at);
+    set_garbage(b, 0);
+}
+
+/// Places raw cell bytes at slot position `i`. The caller checked space.
+fn place(b: &mut [u8], i: usize, cell: &[u8]) {
+    let n = count(b);
+    if cell_start(b) < HEADER + 2 * (n + 1) + cell.len() {
+        compact(b);
+    }
+    let at = cell_start(b) - cell.len();
+    wr(b, at, cell);
+    // Shift slots i.. right by one.
+    let from = HEADER + 2 * i;
+    let to = HEADER + 2 * n;
+    b.copy_within(from..to, from + 2);
+    wr(b, from, &(at as u16).to_le_bytes());
+    set_cell_start(b, at);
+    set_count(b, n + 1);
+}
+
+pub fn encode_leaf_cell(k: &[u8], v: &StoredValue<'_>) -> Vec<u8> {
+    let mut c = Vec::with_capacity(6 + k.len() + 12);
+    c.extend_from_slice(&(k.len() as u16).to_le_bytes());
+    match v {
+        StoredValue::Inline(x) => {
+            c.extend_from_slice(&(x.len() as u32).to_le_bytes());
+            c.extend_from_slice(k);
+            c.extend_from_slice(x);
+        }
+        StoredValue::Overflow { first, len } => {
+            c.extend_from_slice(&OVERFLOW_FLAG.to_le_bytes());
+            c.extend_from_slice(k);
+            c.extend_from_slice(&first.to_le_bytes());
+            c.extend_from_slice(&len.to_le_bytes());
+        }
+    }
+    c
+}
+
+pub fn encode_inner_cell(k: &[u8], child: PageId) -> Vec<u8> {
+    let mut c = Vec::with_capacity(10 + k.len());
+    c.extend_from_slice(&(k.len() as u16).to_le_bytes());
+    c.extend_from_slice(&child.to_le_bytes());
+    c.extend_from_slice(k);
+    c
+}
+
+/// Inserts a leaf cell at slot `i` if it fits; returns false if it does not.
+pub fn leaf_insert(b: &mut [u8], i: usize, k: &[u8], v: &StoredValue<'_>) -> bool {
+    if free_space(b) < leaf_cell_size(k.len(), v) {
+        return false;
+    }
+    place(b, i, &encode_leaf_cell(k, v));
+    true
+}
+
+/// Inserts an inner cell at slot `i` if it fits.
+pub fn inner_insert(b: &mut [u8], i: usize, k: &[u8], child: PageId) -> bool {
+    if free_space(b) < inner_cell_size(k.len()) {
+        return false;
+    }
+    place(b, i, &encode_inner_cell(k, child));
+    true
+}
+
+/// Removes slot `i`.
+pub fn remove(b: &mut [u8], i: usize) {
+    let n = count(b);
+    if i >= n {
+        return;
+    }
+    let off = slot(b, i);
+    let len = cell_len(b, off);
+    let from = HEADER + 2 * (i + 1);
+    let to = HEADER + 2 * n;
+    b.copy_within(from..to, from - 2);
+    set_count(b, n - 1);
+    if off == cell_start(b) {
+        set_cell_start(b, off + len);
+    } else {
+        set_garbage(b, garbage(b) + len);
+    }
+}
+
+/// Every cell of the page as raw bytes, in key order.
+pub fn raw_cells(b: &[u8]) -> Vec<Vec<u8>> {
+    (0..count(b))
+        .map(|i| {
+            let off = slot(b, i);
+            b.get(off..off + cell_len(b, off))
+                .unwrap_or_default()
+                .to_vec()
+        })
+        .collect()
+}
+
+/// Bytes a raw cell needs in a page, slot included.
+pub fn raw_cell_size(cell: &[u8]) -> usize {
+    cell.len() + 2
+}
+
+/// The key of a raw cell of a page of `kind`.
+pub fn raw_cell_key(cell: &[u8], kind: u8) -> &[u8] {
+    let klen = rd16(cell, 0) as usize;
+    let start = if kind == KIND_INNER { 10 } else { 6 };
+    cell.get(start..start + klen).unwrap_or_default()
+}
+
+/// The child of a raw inner cell.
+pub fn raw_cell_child(cell: &[u8]) -> PageId {
+    rd64(cell, 2)
+}
+
+/// Replaces the page's cells with `cells` (which must fit), keeping the header.
+pub fn rebuild(b: &mut [u8], cells: &[Vec<u8>]) {
+    set_count(b, 0);
+    set_cell_start(b, b.len());
+    set_garbage(b, 0);
+    for (i, c) in cells.iter().enumerate() {
+        place(b, i, c);
+    }
+}
+
+/// Usable bytes of a page of `page_size`.
+pub fn usable(page_size: usize) -> usize {
+    page_size - HEADER
+}
+
+/// Checks a page read from disk: checksum, id, kind and layout.
+pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Result<()> {
+    let bad = |why: String| Err(Error::corruption(location(), why));
+    let crc = rd32(b, 0);
+    if crc != crc32c::crc32c(b.get(4..).unwrap_or_default()) {
+        return bad("page checksum mismatch".into());
+    }
+    if page_id(b) != expect_id {
+        return bad(format!(
+            "page claims id {} (misdirected write?)",
+            page_id(b)
+        ));
+    }
+    match kind(b) {
+        KIND_LEAF | KIND_INNER => {}
+        KIND_OVERFLOW => return Ok(()),
+        k => return bad(format!("unknown page kind {k}")),
+    }
+    let n = count(b);
+    let cs = cell_start(b);
+    if HEADER + 2 * n > cs || cs > b.len() {
+        return bad(format!("{n} slots overlap the cell area at {cs}"));
+    }
+    for i in 0..n {
+        let off = slot(b, i);
+        if off < cs || off + 6 > b.len() {
+            return bad(format!("slot {i} points outside the cell area"));
+        }
+        if off + cell_len(b, off) > b.len() {
+            return bad(format!("cell {i} runs past the page end"));
+        }
+        if i > 0 && key(b, i - 1) >= key(b, i) {
+            return bad(format!("keys out of order at slot {i}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn leaf(size: usize) -> Vec<u8> {
+        let mut b = vec![0u8; size];
+        init(&mut b, 7, KIND_LEAF, 0);
+        b
+    }
+
+    fn contents(b: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        (0..count(b))
+            .map(|i| match value(b, i) {
+                StoredValue::Inline(v) => (key(b, i).to_vec(), v.to_vec()),
+                StoredValue::Overflow { .. } => panic!("unexpected overflow"),
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Inserts and removes against a BTreeMap; the page stays sorted,
+        /// checkable, and equal to the model; splits preserve every cell.
+        #[test]
+        fn page_matches_a_map(ops in proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(1u8..8, 1..12), proptest::collection::vec(any::<u8>(), 0..60)), 1..300)) {
+            let mut b = leaf(4096);
+            let mut model = BTreeMap::new();
+            for (ins, k, v) in ops {
+                match search(&b, &k) {
+                    Ok(i) => {
+                        remove(&mut b, i);
+                        model.remove(&k);
+                        if ins && leaf_insert(&mut b, i, &k, &StoredValue::Inline(&v)) {
+                            model.insert(k, v);
+                        }
+                    }
+                    Err(i) => {
+                        if ins && leaf_insert(&mut b, i, &k, &StoredValue::Inline(&v)) {
+                            model.insert(k, v);
+                        }
+                    }
+                }
+                seal(&mut b);
+                check(&b, 7, &|| "test".into()).unwrap();
+            }
+            let want: Vec<_> = model.into_iter().collect();
+            prop_assert_eq!(contents(&b), want.clone());
+            if count(&b) >= 2 {
+                let mut cells = raw_cells(&b);
+                let upper = cells.split_off(cells.len() / 2);
+                let mut right = leaf(4096);
+                rebuild(&mut b, &cells);
+                rebuild(&mut right, &upper);
+                let mut both = contents(&b);
+                both.extend(contents(&right));
+                prop_assert_eq!(both, want);
+            }
+        }
+
+        #[test]
+        fn check_never_panics(bytes in proptest::collection::vec(any::<u8>(), 4096)) {
+            let _ = check(&bytes, 0, &|| "fuzz".into());
+        }
+    }
+
+    #[test]
+    fn inner_pages_route_keys() {
+        let mut b = vec![0u8; 4096];
+        init(&mut b, 3, KIND_INNER, 1);
+        set_link(&mut b, 10);
+        assert!(inner_insert(&mut b, 0, b"m", 11));
+        assert!(inner_insert(&mut b, 1, b"t", 12));
+        assert_eq!(child_for(&b, b"a"), 10);
+        assert_eq!(child_for(&b, b"m"), 11);
+        assert_eq!(child_for(&b, b"n"), 11);
+        assert_eq!(child_for(&b, b"zz"), 12);
+    }
+
+    #[test]
+    fn damage_is_detected() {
+        let mut b = leaf(4096);
+        assert!(leaf_insert(&mut b, 0, b"k", &StoredValue::Inline(b"v")));
+        seal(&mut b);
+        check(&b, 7, &|| "p".into()).unwrap();
+        assert!(check(&b, 8, &|| "p".into()).is_err(), "wrong id");
+        b[100] ^= 1;
+        assert!(check(&b, 7, &|| "p".into()).is_err(), "bit flip");
+    }
+}

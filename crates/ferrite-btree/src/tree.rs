@@ -1,0 +1,580 @@
+//! The B+tree over the buffer pool: lookups, inserts with splits, deletes,
+//! ordered scans, and values stored out of line.
+//!
+//! The tree's shape (root, height, page allocation) is [`Shape`], guarded
+//! by the store's lock: shared for lookups and scans, exclusive for
+//! changes. Invariants: every leaf is at level 0 and every inner page at
+//! its distance from the leaves; keys within a page are sorted; the keys of
+//! the subtree under inner cell `i` lie in `[sep_i, sep_{i+1})`; leaves are
+//! linked left to right. Deletes never merge pages (a lazy policy: an
+//! emptied leaf stays linked and is refilled by later inserts), so the tree
+//! never shrinks in height. Values whose cell would exceed a quarter of the
+//! page go to a chain of overflow pages; split points are chosen with the
+//! new cell included, so any cell up to a third of a page always fits.
+
+use std::collections::HashSet;
+use std::ops::{Bound, ControlFlow};
+
+use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
+
+use crate::buffer_pool::BufferPool;
+use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF, KIND_OVERFLOW};
+
+/// The mutable shape of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub root: PageId,
+    pub height: u32,
+    pub page_count: u64,
+    /// Pages that can be reused (freed overflow pages).
+    pub free: Vec<PageId>,
+}
+
+/// A child page and the key bounds its subtree must respect.
+type ChildBounds = (PageId, Option<Vec<u8>>, Option<Vec<u8>>);
+
+pub struct Tree {
+    pub pool: BufferPool,
+    pub page_size: usize,
+}
+
+/// The largest key a tree with `page_size` pages accepts: its cell (with an
+/// overflow reference) must fit in a third of the usable page.
+pub fn max_key_len(page_size: usize) -> usize {
+    (page::usable(page_size) / 3 - 20).min(ferrite_core::MAX_KEY_LEN)
+}
+
+/// Shortest key `s` with `left < s <= right`, to keep separators small.
+fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right
+        .get(..(common + 1).min(right.len()))
+        .unwrap_or(right)
+        .to_vec()
+}
+
+/// Chooses where to cut `cells` so both halves fit in `cap` bytes,
+/// closest to an even split by bytes.
+fn split_point(cells: &[Vec<u8>], cap: usize) -> Option<usize> {
+    let sizes: Vec<usize> = cells.iter().map(|c| page::raw_cell_size(c)).collect();
+    let total: usize = sizes.iter().sum();
+    let mut best: Option<(usize, usize)> = None;
+    let mut left = 0;
+    for m in 1..cells.len() {
+        left += sizes[m - 1];
+        let right = total - left;
+        if left <= cap && right <= cap {
+            let skew = left.abs_diff(right);
+            if best.is_none_or(|(_, s)| skew < s) {
+                best = Some((m, skew));
+            }
+        }
+    }
+    best.map(|(m, _)| m)
+}
+
+impl Tree {
+    fn alloc(&self, shape: &mut Shape) -> PageId {
+        shape.free.pop().unwrap_or_else(|| {
+            let id = shape.page_count;
+            shape.page_count += 1;
+            id
+        })
+    }
+
+    /// The largest key plus value kept inline in a leaf cell.
+    pub(crate) fn inline_max(&self) -> usize {
+        page::usable(self.page_size) / 4 - 8
+    }
+
+    /// Descends to the leaf for `key`, recording the pages passed.
+    fn find_leaf(&self, shape: &Shape, key: &[u8], path: &mut Vec<PageId>) -> Result<PageId> {
+        let mut id = shape.root;
+        for _ in 0..shape.height {
+            path.push(id);
+            let p = self.pool.fetch(id)?;
+            let b = p.read();
+            if page::kind(&b) != KIND_INNER {
+                return Err(Error::corruption(
+                    format!("page {id}"),
+                    "expected an inner page",
+                ));
+            }
+            id = page::child_for(&b, key);
+        }
+        path.push(id);
+        Ok(id)
+    }
+
+    /// Descends to the leaf for `key` without recording the path.
+    fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
+        let mut id = shape.root;
+        for _ in 0..shape.height {
+            let p = self.pool.fetch(id)?;
+            let b = p.read();
+            if page::kind(&b) != KIND_INNER {
+                return Err(Error::corruption(
+                    format!("page {id}"),
+                    "expected an inner page",
+                ));
+            }
+            id = page::child_for(&b, key);
+        }
+        Ok(id)
+    }
+
+    pub fn get(&self, shape: &Shape, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let leaf = self.leaf_for(shape, key)?;
+        let p = self.pool.fetch(leaf)?;
+        let b = p.read();
+        match page::search(&b, key) {
+            Ok(i) => match page::value(&b, i) {
+                StoredValue::Inline(v) => Ok(Some(v.to_vec())),
+                StoredValue::Overflow { first, len } => {
+                    drop(b);
+                    self.read_overflow(first, len).map(Some)
+                }
+            },
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len as usize);
+        let mut id = first;
+        while out.len() < len as usize {
+            if id < 2 {
+                return Err(Error::corruption(
+                    format!("overflow chain at page {first}"),
+                    "chain ends early",
+                ));
+            }
+            let p = self.pool.fetch(id)?;
+            let b = p.read();
+            if page::kind(&b) != KIND_OVERFLOW {
+                return Err(Error::corruption(
+                    format!("page {id}"),
+                    "expected an overflow page",
+                ));
+            }
+            let n = page::count(&b).min(page::usable(self.page_size));
+            out.extend_from_slice(b.get(page::HEADER..page::HEADER + n).unwrap_or_default());
+            id = page::link(&b);
+        }
+        out.truncate(len as usize);
+        Ok(out)
+    }
+
+    /// Writes a value's overflow chain straight to the page file, at fresh
+    /// page ids no checkpoint references yet, so it neither fills the pool
+    /// nor endangers the durable checkpoint; the next checkpoint's sync
+    /// makes it durable before any meta page points to it.
+    pub(crate) fn write_overflow(&self, shape: &mut Shape, value: &[u8]) -> Result<PageId> {
+        let per = page::usable(self.page_size);
+        let chunks: Vec<&[u8]> = value.chunks(per).collect();
+        let first = shape.page_count;
+        shape.page_count += chunks.len() as u64;
+        let mut run = ferrite_io::AlignedBuf::zeroed(chunks.len() * self.page_size);
+        for (i, chunk) in chunks.iter().enumerate() {
+            let id = first + i as u64;
+            let b = &mut run[i * self.page_size..(i + 1) * self.page_size];
+            page::init(b, id, KIND_OVERFLOW, 0);
+            page::set_link(b, if i + 1 < chunks.len() { id + 1 } else { 0 });
+            b[6..8].copy_from_slice(&(chunk.len() as u16).to_le_bytes());
+            b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
+            page::seal(b);
+        }
+        self.pool
+            .device()
+            .write_at(&run, first * self.page_size as u64)?;
+        Ok(first)
+    }
+
+    /// Returns an overflow chain's pages to the free list; they are reused
+    /// only for tree pages, which reach the page file through checkpoints.
+    fn free_overflow(&self, shape: &mut Shape, first: PageId) -> Result<()> {
+        let mut id = first;
+        let mut seen = 0u64;
+        while id >= 2 && seen <= shape.page_count {
+            let next = {
+                let p = self.pool.fetch(id)?;
+                let b = p.read();
+                page::link(&b)
+            };
+            shape.free.push(id);
+            id = next;
+            seen += 1;
+        }
+        Ok(())
+    }
+
+    /// Inserts or replaces `key`.
+    pub fn put(&self, shape: &mut Shape, key: &[u8], value: &[u8]) -> Result<()> {
+        let stored = if key.len() + value.len() <= self.inline_max() {
+            StoredValue::Inline(value)
+        } else {
+            StoredValue::Overflow {
+                first: self.write_overflow(shape, value)?,
+                len: value.len() as u32,
+            }
+        };
+        let mut path = Vec::with_capacity(8);
+        let leaf = self.find_leaf(shape, key, &mut path)?;
+        let mut old_overflow = None;
+        let fitted = {
+            let p = self.pool.fetch(leaf)?;
+            let mut b = p.write();
+            let pos = match page::search(&b, key) {
+                Ok(i) => {
+                    if let StoredValue::Overflow { first, .. } = page::value(&b, i) {
+                        old_overflow = Some(first);
+                    }
+                    page::remove(&mut b, i);
+                    i
+                }
+                Err(i) => i,
+            };
+            if page::leaf_insert(&mut b, pos, key, &stored) {
+                true
+            } else {
+                drop(b);
+                let cell = page::encode_leaf_cell(key, &stored);
+                self.split(shape, &path, leaf, pos, cell)?;
+                true
+            }
+        };
+        debug_assert!(fitted);
+        if let Some(first) = old_overflow {
+            self.free_overflow(shape, first)?;
+        }
+        Ok(())
+    }
+
+    /// Splits page `id` (the last of `path`) while inserting `cell` at
+    /// slot `pos`, and posts the new separator to the parent.
+    fn split(
+        &self,
+        shape: &mut Shape,
+        path: &[PageId],
+        id: PageId,
+        pos: usize,
+        cell: Vec<u8>,
+    ) -> Result<()> {
+        let right_id = self.alloc(shape);
+        let p = self.pool.fetch(id)?;
+        let r = self.pool.create(right_id)?;
+        let mut lb = p.write();
+        let mut rb = r.write();
+        let kind = page::kind(&lb);
+        let level = page::level(&lb);
+        let mut cells = page::raw_cells(&lb);
+        cells.insert(pos.min(cells.len()), cell);
+        let m = split_point(&cells, page::usable(self.page_size)).ok_or_else(|| {
+            Error::corruption(format!("page {id}"), "no split point fits both halves")
+        })?;
+        let right_cells = cells.split_off(m);
+        page::init(&mut rb, right_id, kind, level);
+        let up_key;
+        if kind == KIND_LEAF {
+            let left_last = cells
+                .last()
+                .map(|c| page::raw_cell_key(c, kind).to_vec())
+                .unwrap_or_default();
+            let right_first = right_cells
+                .first()
+                .map(|c| page::raw_cell_key(c, kind))
+                .unwrap_or_default();
+            up_key = separator(&left_last, right_first);
+            page::rebuild(&mut rb, &right_cells);
+            page::set_link(&mut rb, page::link(&lb));
+            page::set_link(&mut lb, right_id);
+        } else {
+            // The first right cell moves up; its child becomes the right
+            // page's leftmost child.
+            let (first, rest) = right_cells
+                .split_first()
+                .ok_or_else(|| Error::corruption(format!("page {id}"), "empty right half"))?;
+            up_key = page::raw_cell_key(first, kind).to_vec();
+            page::set_link(&mut rb, page::raw_cell_child(first));
+            page::rebuild(&mut rb, rest);
+        }
+        page::rebuild(&mut lb, &cells);
+        drop(lb);
+        drop(rb);
+        drop(p);
+        drop(r);
+        self.insert_into_parent(
+            shape,
+            &path[..path.len().saturating_sub(1)],
+            up_key,
+            right_id,
+            level + 1,
+        )
+    }
+
+    fn insert_into_parent(
+        &self,
+        shape: &mut Shape,
+        ancestors: &[PageId],
+        key: Vec<u8>,
+        child: PageId,
+        level: u8,
+    ) -> Result<()> {
+        let Some(&parent) = ancestors.last() else {
+            // The root split: grow the tree by one level.
+            let id = self.alloc(shape);
+            let p = self.pool.create(id)?;
+            let mut b = p.write();
+            page::init(&mut b, id, KIND_INNER, level);
+            page::set_link(&mut b, shape.root);
+            if !page::inner_insert(&mut b, 0, &key, child) {
+                return Err(Error::corruption(
+                    format!("page {id}"),
+                    "separator does not fit a new root",
+                ));
+            }
+            shape.root = id;
+            shape.height += 1;
+            return Ok(());
+        };
+        let p = self.pool.fetch(parent)?;
+        let mut b = p.write();
+        let pos = match page::search(&b, &key) {
+            Ok(i) | Err(i) => i,
+        };
+        if page::inner_insert(&mut b, pos, &key, child) {
+            return Ok(());
+        }
+        drop(b);
+        drop(p);
+        let cell = page::encode_inner_cell(&key, child);
+        self.split(shape, ancestors, parent, pos, cell)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    pub fn delete(&self, shape: &mut Shape, key: &[u8]) -> Result<bool> {
+        let leaf = self.leaf_for(shape, key)?;
+        let overflow = {
+            let p = self.pool.fetch(leaf)?;
+            let mut b = p.write();
+            match page::search(&b, key) {
+                Ok(i) => {
+                    let of = match page::value(&b, i) {
+                        StoredValue::Overflow { first, .. } => Some(first),
+                        StoredValue::Inline(_) => None,
+                    };
+                    page::remove(&mut b, i);
+                    Some(of)
+                }
+                Err(_) => None,
+            }
+        };
+        match overflow {
+            None => Ok(false),
+            Some(of) => {
+                if let Some(first) = of {
+                    self.free_overflow(shape, first)?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Visits the pairs of `range` in key order.
+    pub fn scan(
+        &self,
+        shape: &Shape,
+        range: KeyRange<'_>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<u64> {
+        let start: &[u8] = match range.start {
+            Bound::Included(s) | Bound::Excluded(s) => s,
+            Bound::Unbounded => &[],
+        };
+        let mut id = self.leaf_for(shape, start)?;
+        let mut bytes = 0u64;
+        let mut hops = 0u64;
+        while id >= 2 && hops <= shape.page_count {
+            hops += 1;
+            let p = self.pool.fetch(id)?;
+            let b = p.read();
+            let from = match page::search(&b, start) {
+                Ok(i) | Err(i) => i,
+            };
+            for i in from..page::count(&b) {
+                let k = page::key(&b, i);
+                if !range.after_start(k) {
+                    continue;
+                }
+                if !range.before_end(k) {
+                    return Ok(bytes);
+                }
+                let flow = match page::value(&b, i) {
+                    StoredValue::Inline(v) => {
+                        bytes += (k.len() + v.len()) as u64;
+                        visit(k, v)
+                    }
+                    StoredValue::Overflow { first, len } => {
+                        let v = self.read_overflow(first, len)?;
+                        bytes += (k.len() + v.len()) as u64;
+                        visit(k, &v)
+                    }
+                };
+                if flow == ControlFlow::Break(()) {
+                    return Ok(bytes);
+                }
+            }
+            id = page::link(&b);
+        }
+        Ok(bytes)
+    }
+
+    /// Checks every structural invariant; returns the set of reachable pages.
+    pub fn verify(&self, shape: &Shape) -> Result<HashSet<PageId>> {
+        let mut seen = HashSet::new();
+        let mut leaves = Vec::new();
+        self.verify_node(shape.root, shape.height, None, None, &mut seen, &mut leaves)?;
+        // Leaves must be linked left to right in key order.
+        for w in leaves.windows(2) {
+            let p = self.pool.fetch(w[0])?;
+            let link = page::link(&p.read());
+            if link != w[1] {
+                return Err(Error::corruption(
+                    format!("leaf {}", w[0]),
+                    format!("links to {link}, next leaf is {}", w[1]),
+                ));
+            }
+        }
+        if let Some(&last) = leaves.last() {
+            let p = self.pool.fetch(last)?;
+            if page::link(&p.read()) != 0 {
+                return Err(Error::corruption(
+                    format!("leaf {last}"),
+                    "last leaf has a right sibling",
+                ));
+            }
+        }
+        Ok(seen)
+    }
+
+    fn verify_node(
+        &self,
+        id: PageId,
+        level: u32,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        seen: &mut HashSet<PageId>,
+        leaves: &mut Vec<PageId>,
+    ) -> Result<()> {
+        let loc = || format!("page {id}");
+        if !(2..u64::MAX / 2).contains(&id) || !seen.insert(id) {
+            return Err(Error::corruption(loc(), "page reached twice or invalid id"));
+        }
+        let p = self.pool.fetch(id)?;
+        let b = p.read();
+        if u32::from(page::level(&b)) != level {
+            return Err(Error::corruption(
+                loc(),
+                format!("level {} where {level} expected", page::level(&b)),
+            ));
+        }
+        let n = page::count(&b);
+        for i in 0..n {
+            let k = page::key(&b, i);
+            if i > 0 && page::key(&b, i - 1) >= k {
+                return Err(Error::corruption(
+                    loc(),
+                    format!("keys out of order at slot {i}"),
+                ));
+            }
+            if low.is_some_and(|l| k < l) || high.is_some_and(|h| k >= h) {
+                return Err(Error::corruption(
+                    loc(),
+                    format!("key at slot {i} outside its parent's bounds"),
+                ));
+            }
+        }
+        if level == 0 {
+            if page::kind(&b) != KIND_LEAF {
+                return Err(Error::corruption(loc(), "expected a leaf"));
+            }
+            for i in 0..n {
+                if let StoredValue::Overflow { first, len } = page::value(&b, i) {
+                    let per = page::usable(self.page_size) as u64;
+                    let mut of = first;
+                    for _ in 0..u64::from(len).div_ceil(per) {
+                        if !seen.insert(of) {
+                            return Err(Error::corruption(
+                                loc(),
+                                format!("overflow page {of} shared"),
+                            ));
+                        }
+                        let op = self.pool.fetch(of)?;
+                        of = page::link(&op.read());
+                    }
+                }
+            }
+            leaves.push(id);
+            return Ok(());
+        }
+        if page::kind(&b) != KIND_INNER {
+            return Err(Error::corruption(loc(), "expected an inner page"));
+        }
+        let children: Vec<ChildBounds> = (0..=n)
+            .map(|i| {
+                let child = if i == 0 {
+                    page::link(&b)
+                } else {
+                    page::child(&b, i - 1)
+                };
+                let lo = if i == 0 {
+                    low.map(<[u8]>::to_vec)
+                } else {
+                    Some(page::key(&b, i - 1).to_vec())
+                };
+                let hi = if i == n {
+                    high.map(<[u8]>::to_vec)
+                } else {
+                    Some(page::key(&b, i).to_vec())
+                };
+                (child, lo, hi)
+            })
+            .collect();
+        drop(b);
+        drop(p);
+        for (child, lo, hi) in children {
+            self.verify_node(child, level - 1, lo.as_deref(), hi.as_deref(), seen, leaves)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators_are_short_and_between() {
+        assert_eq!(separator(b"apple", b"banana"), b"b");
+        assert_eq!(separator(b"abc", b"abd"), b"abd");
+        assert_eq!(separator(b"ab", b"abc"), b"abc");
+        let (l, r) = (b"user123".as_slice(), b"user2".as_slice());
+        let s = separator(l, r);
+        assert!(l < s.as_slice() && s.as_slice() <= r);
+    }
+
+    #[test]
+    fn split_points_fit_both_halves() {
+        let cells: Vec<Vec<u8>> = vec![
+            vec![0; 1000],
+            vec![0; 1000],
+            vec![0; 1000],
+            vec![0; 1000],
+            vec![0; 1000],
+        ];
+        let m = split_point(&cells, 4064).unwrap();
+        assert!(m == 2 || m == 3);
+        assert_eq!(split_point(&[vec![0; 3000], vec![0; 3000]], 4064), Some(1));
+        assert_eq!(split_point(&[vec![0; 5000]], 4064), None);
+    }
+}

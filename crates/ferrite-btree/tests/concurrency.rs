@@ -1,0 +1,119 @@
+//! Readers and writers at once: writers own disjoint key ranges and record
+//! what they acknowledged; readers check every value they see is one a
+//! writer wrote; at the end the store equals the union of the writers'
+//! final states and passes `verify`.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
+use ferrite_io::{BlockDevice, MemDevice};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+fn value(writer: u8, key: u32, version: u32) -> Vec<u8> {
+    let mut v = vec![writer, 0xAB];
+    v.extend_from_slice(&key.to_le_bytes());
+    v.extend_from_slice(&version.to_le_bytes());
+    v.resize(16 + (version % 50) as usize, writer);
+    v
+}
+
+fn plausible(k: &[u8], v: &[u8]) -> bool {
+    let key = u32::from_be_bytes(
+        k.get(1..5)
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or_default(),
+    );
+    v.len() >= 10 && v[0] == k[0] && v[1] == 0xAB && v[2..6] == key.to_le_bytes()
+}
+
+#[test]
+fn readers_and_writers_against_an_oracle() {
+    let devs = Devices {
+        pages: Arc::new(MemDevice::new()) as Arc<dyn BlockDevice>,
+        dwb: Arc::new(MemDevice::new()),
+        wal: Arc::new(MemDevice::new()),
+    };
+    let opts = Options {
+        cache_bytes: 256 << 10,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    let db = Arc::new(BTreeStore::open_on(devs, &opts, BTreeOptions::default()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3u8)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(u64::from(w));
+                let mut mine = BTreeMap::new();
+                for version in 0..4000u32 {
+                    let key = rng.gen_range(0..1500u32);
+                    let mut k = vec![w];
+                    k.extend_from_slice(&key.to_be_bytes());
+                    if rng.gen_bool(0.15) {
+                        db.delete(&k).unwrap();
+                        mine.remove(&k);
+                    } else {
+                        let v = value(w, key, version);
+                        db.put(&k, &v).unwrap();
+                        mine.insert(k, v);
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + r);
+                let mut checked = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let mut k = vec![rng.gen_range(0..3u8)];
+                    k.extend_from_slice(&rng.gen_range(0..1500u32).to_be_bytes());
+                    if let Some(v) = db.get(&k).unwrap() {
+                        assert!(plausible(&k, &v), "torn or foreign value for {k:?}");
+                        checked += 1;
+                    }
+                    let mut prev: Option<Vec<u8>> = None;
+                    db.scan(KeyRange::from_bounds(&k[..]..), &mut |k, v| {
+                        assert!(plausible(k, v));
+                        assert!(prev.as_deref().is_none_or(|p| p < k), "scan out of order");
+                        prev = Some(k.to_vec());
+                        if prev.as_ref().is_some_and(|p| p[0] != k[0]) {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    })
+                    .unwrap();
+                }
+                checked
+            })
+        })
+        .collect();
+    let mut expected = BTreeMap::new();
+    for w in writers {
+        expected.extend(w.join().unwrap());
+    }
+    stop.store(true, Ordering::Release);
+    let seen: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    assert!(seen > 0, "readers ran");
+    db.verify().unwrap();
+    let all: BTreeMap<_, _> = db
+        .scan_collect(KeyRange::all(), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert!(
+        all == expected,
+        "final state differs from the writers' acknowledged writes"
+    );
+}

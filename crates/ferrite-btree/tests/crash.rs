@@ -1,0 +1,194 @@
+//! Crash tests: faults at random points, a power cut that keeps a random
+//! subset of unsynced blocks, then recovery. Every write acknowledged under
+//! `SyncMode::Always` must be present, the one that failed must be all or
+//! nothing, and the tree must pass `verify`.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
+use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Dev = Arc<FaultyDevice<MemDevice>>;
+/// The writes of one batch: key and new value (`None` for a delete).
+type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn open(d: &[Dev; 3]) -> ferrite_core::Result<BTreeStore> {
+    let devs = Devices {
+        pages: d[0].clone() as Arc<dyn BlockDevice>,
+        dwb: d[1].clone(),
+        wal: d[2].clone(),
+    };
+    let opts = Options {
+        cache_bytes: 64 << 10,
+        sync: SyncMode::Always,
+        ..Options::default()
+    };
+    BTreeStore::open_on(
+        devs,
+        &opts,
+        BTreeOptions {
+            page_size: 4096,
+            checkpoint_wal_bytes: 64 << 10,
+        },
+    )
+}
+
+fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.scan_collect(KeyRange::all(), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn acknowledged_writes_survive_crashes() {
+    for seed in 0..40u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+        let db = open(&d).unwrap();
+        let mut acked: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let fail_at = rng.gen_range(0..400);
+        let mut failed: Option<Effect> = None;
+        for i in 0..400 {
+            if i == fail_at {
+                let dev = &d[rng.gen_range(0..3)];
+                let op = if rng.gen_bool(0.5) {
+                    FaultOp::Write
+                } else {
+                    FaultOp::Sync
+                };
+                let kind = if rng.gen_bool(0.5) {
+                    FaultKind::Eio
+                } else {
+                    FaultKind::Torn { blocks: 1 }
+                };
+                let kind = if op == FaultOp::Sync {
+                    FaultKind::Eio
+                } else {
+                    kind
+                };
+                dev.inject(FaultRule::nth(op, rng.gen_range(1..4), kind));
+            }
+            // A batch of 1-8 puts and deletes over a small key space, with
+            // some values large enough to need overflow pages.
+            let mut b = WriteBatch::new();
+            let mut effect = Vec::new();
+            for _ in 0..rng.gen_range(1..9) {
+                let k = format!("key{:04}", rng.gen_range(0..600)).into_bytes();
+                if rng.gen_bool(0.2) {
+                    b.delete(&k).unwrap();
+                    effect.push((k, None));
+                } else {
+                    let n = if rng.gen_bool(0.05) {
+                        6000
+                    } else {
+                        rng.gen_range(1..200)
+                    };
+                    let v = vec![(i % 251) as u8; n];
+                    b.put(&k, &v).unwrap();
+                    effect.push((k, Some(v)));
+                }
+            }
+            match db.write_batch(&b) {
+                Ok(()) => {
+                    for (k, v) in effect {
+                        match v {
+                            Some(v) => acked.insert(k, v),
+                            None => acked.remove(&k),
+                        };
+                    }
+                }
+                Err(_) => {
+                    failed = Some(effect);
+                    break;
+                }
+            }
+        }
+        let mode = if rng.gen_bool(0.5) {
+            CrashMode::DropAll
+        } else {
+            CrashMode::KeepRandom { seed, keep: 0.5 }
+        };
+        for dev in &d {
+            dev.crash(mode).unwrap();
+        }
+        drop(db);
+        for dev in &d {
+            dev.restart();
+        }
+        let db = open(&d).unwrap_or_else(|e| {
+            panic!("seed {seed} (failed at op {fail_at}, {mode:?}): reopen: {e}")
+        });
+        db.verify()
+            .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+        let got = contents(&db);
+        let mut with_failed = acked.clone();
+        if let Some(effect) = &failed {
+            for (k, v) in effect {
+                match v {
+                    Some(v) => with_failed.insert(k.clone(), v.clone()),
+                    None => with_failed.remove(k),
+                };
+            }
+        }
+        assert!(
+            got == acked || got == with_failed,
+            "seed {seed}: recovered state is neither the acknowledged state nor it plus the failed batch \
+             ({} keys recovered, {} acknowledged)",
+            got.len(),
+            acked.len()
+        );
+        // The recovered store keeps working.
+        db.put(b"after", b"crash").unwrap();
+        assert_eq!(db.get(b"after").unwrap(), Some(b"crash".to_vec()));
+    }
+}
+
+#[test]
+fn a_failed_sync_poisons_the_store() {
+    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    let db = open(&d).unwrap();
+    db.put(b"a", b"1").unwrap();
+    d[2].inject(FaultRule::nth(FaultOp::Sync, 1, FaultKind::Eio));
+    assert!(db.put(b"b", b"2").is_err());
+    assert!(matches!(
+        db.get(b"a"),
+        Err(ferrite_core::Error::Poisoned { .. })
+    ));
+    assert!(matches!(
+        db.put(b"c", b"3"),
+        Err(ferrite_core::Error::Poisoned { .. })
+    ));
+    drop(db);
+    d[2].clear_faults();
+    let db = open(&d).unwrap();
+    assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
+}
+
+#[test]
+fn a_corrupt_page_is_a_typed_error() {
+    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    {
+        let db = open(&d).unwrap();
+        for i in 0..2000u32 {
+            db.put(&i.to_be_bytes(), &[7; 50]).unwrap();
+        }
+    }
+    // Flip a byte in every tree page on the device.
+    let pages = d[0].inner();
+    let len = pages.len();
+    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
+    for off in (2 * 4096..len).step_by(4096) {
+        pages.read_at(&mut b, off).unwrap();
+        b[200] ^= 0xff;
+        pages.write_at(&b, off).unwrap();
+    }
+    let db = open(&d).unwrap();
+    let e = db.get(&5u32.to_be_bytes()).unwrap_err();
+    assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}");
+}

@@ -1,0 +1,201 @@
+//! The B+tree against a BTreeMap, with tiny pages and a tiny pool so every
+//! path runs: splits at every level, overflow values, checkpoints in the
+//! middle of batches, eviction, and reopening from disk.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
+use ferrite_io::{BlockDevice, MemDevice};
+use proptest::prelude::*;
+
+fn devices_for(page_size: usize) -> (Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>) {
+    let dev = || Arc::new(MemDevice::with_block_size(page_size.min(4096)).unwrap());
+    (dev(), dev(), Arc::new(MemDevice::new()))
+}
+
+fn devices() -> (Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>) {
+    devices_for(4096)
+}
+
+fn open(d: &(Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>), page_size: usize) -> BTreeStore {
+    let devs = Devices {
+        pages: d.0.clone() as Arc<dyn BlockDevice>,
+        dwb: d.1.clone(),
+        wal: d.2.clone(),
+    };
+    let opts = Options {
+        cache_bytes: 64 << 10,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    BTreeStore::open_on(
+        devs,
+        &opts,
+        BTreeOptions {
+            page_size,
+            checkpoint_wal_bytes: 256 << 10,
+        },
+    )
+    .unwrap()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, usize),
+    Delete(Vec<u8>),
+    Batch(Vec<(Vec<u8>, usize)>),
+    Reopen,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 1..6),
+        (0u16..400).prop_map(|i| format!("k{i:05}").into_bytes()),
+        proptest::collection::vec(any::<u8>(), 100..300),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let vlen = prop_oneof![0usize..40, 200usize..400, 2000usize..5000];
+    prop_oneof![
+        6 => (key(), vlen.clone()).prop_map(|(k, n)| Op::Put(k, n)),
+        2 => key().prop_map(Op::Delete),
+        1 => proptest::collection::vec((key(), vlen), 1..40).prop_map(Op::Batch),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn value_of(k: &[u8], n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| k.first().copied().unwrap_or(0).wrapping_add(i as u8))
+        .collect()
+}
+
+fn check(db: &BTreeStore, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    db.verify().unwrap();
+    for (k, v) in model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+    }
+    let all = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(all.len(), want.len());
+    assert!(all == want, "full scan differs from the model");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn behaves_like_a_map(ops in proptest::collection::vec(op(), 1..250), small in any::<bool>()) {
+        let page_size = if small { 1024 } else { 4096 };
+        let d = devices_for(page_size);
+        let mut db = open(&d, page_size);
+        let mut model = BTreeMap::new();
+        let max = ferrite_btree::max_key_len(page_size);
+        for op in ops {
+            match op {
+                Op::Put(k, n) => {
+                    let v = value_of(&k, n);
+                    let r = db.put(&k, &v);
+                    if k.len() > max {
+                        prop_assert!(r.is_err());
+                    } else {
+                        r.unwrap();
+                        model.insert(k, v);
+                    }
+                }
+                Op::Delete(k) => {
+                    if k.len() <= max {
+                        db.delete(&k).unwrap();
+                        model.remove(&k);
+                    }
+                }
+                Op::Batch(items) => {
+                    let mut b = WriteBatch::new();
+                    let mut staged = Vec::new();
+                    for (k, n) in items.into_iter().filter(|(k, _)| k.len() <= max) {
+                        let v = value_of(&k, n);
+                        b.put(&k, &v).unwrap();
+                        staged.push((k, v));
+                    }
+                    db.write_batch(&b).unwrap();
+                    model.extend(staged);
+                }
+                Op::Reopen => {
+                    drop(db);
+                    db = open(&d, page_size);
+                }
+            }
+        }
+        check(&db, &model);
+        drop(db);
+        let db = open(&d, page_size);
+        check(&db, &model);
+    }
+}
+
+#[test]
+fn range_scans_respect_bounds() {
+    let d = devices();
+    let db = open(&d, 4096);
+    for i in 0..3000u32 {
+        db.put(&i.to_be_bytes(), &i.to_le_bytes()).unwrap();
+    }
+    let from = 1000u32.to_be_bytes();
+    let to = 1010u32.to_be_bytes();
+    let got = db
+        .scan_collect(KeyRange::from_bounds(&from[..]..&to[..]), 100)
+        .unwrap();
+    assert_eq!(got.len(), 10);
+    assert_eq!(got[0].0, from.to_vec());
+    let got = db
+        .scan_collect(KeyRange::from_bounds(&from[..]..=&to[..]), 100)
+        .unwrap();
+    assert_eq!(got.len(), 11);
+    assert!(db.stats().extra("height").unwrap() >= 2.0);
+}
+
+#[test]
+fn bulk_load_builds_a_valid_tree() {
+    let d = devices();
+    let db = open(&d, 4096);
+    let mut it = (0..50_000u64).map(|i| (i.to_be_bytes().to_vec(), (i * 3).to_le_bytes().to_vec()));
+    assert_eq!(db.bulk_load(&mut it, 0.9).unwrap(), 50_000);
+    db.verify().unwrap();
+    for i in (0..50_000u64).step_by(997) {
+        assert_eq!(
+            db.get(&i.to_be_bytes()).unwrap(),
+            Some((i * 3).to_le_bytes().to_vec())
+        );
+    }
+    db.put(&7u64.to_be_bytes(), b"new").unwrap();
+    drop(db);
+    let db = open(&d, 4096);
+    assert_eq!(db.get(&7u64.to_be_bytes()).unwrap(), Some(b"new".to_vec()));
+    assert_eq!(
+        db.get(&49_999u64.to_be_bytes()).unwrap(),
+        Some((49_999u64 * 3).to_le_bytes().to_vec())
+    );
+    db.verify().unwrap();
+    // Unsorted input and non-empty stores are refused.
+    let mut bad = vec![(b"b".to_vec(), vec![]), (b"a".to_vec(), vec![])].into_iter();
+    assert!(db.bulk_load(&mut bad, 0.9).is_err());
+}
+
+#[test]
+fn oversized_keys_are_typed_errors() {
+    let d = devices();
+    let db = open(&d, 4096);
+    assert!(matches!(
+        db.put(&[1; 2000], b"v"),
+        Err(ferrite_core::Error::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        db.put(b"", b"v"),
+        Err(ferrite_core::Error::EmptyKey)
+    ));
+    db.put(&[1; 1024], &vec![2; 100_000]).unwrap();
+    assert_eq!(db.get(&[1; 1024]).unwrap().map(|v| v.len()), Some(100_000));
+}

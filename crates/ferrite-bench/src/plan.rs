@@ -50,6 +50,8 @@ pub struct BenchPlan {
     pub dir: PathBuf,
     pub seed: u64,
     pub show_progress: bool,
+    /// Load in key order through `KvStore::bulk_load` instead of random-order batches.
+    pub bulk_load: bool,
 }
 
 struct Loaded {
@@ -136,8 +138,12 @@ impl BenchPlan {
                 batch: 1000,
                 seed: self.seed,
             };
-            let l = runner::load(db.as_ref(), data, spec, &|n| pb.inc(n))
-                .map_err(|e| relabel(e, &target))?;
+            let l = if self.bulk_load {
+                runner::bulk_load(db.as_ref(), data, self.records, self.seed)
+            } else {
+                runner::load(db.as_ref(), data, spec, &|n| pb.inc(n))
+            }
+            .map_err(|e| relabel(e, &target))?;
             pb.finish_and_clear();
             loads.push(LoadRow {
                 store: target.name(),
@@ -197,6 +203,7 @@ impl BenchPlan {
             }
             for (row, l) in rows.iter_mut().zip(&loaded) {
                 row.disk_bytes = process::disk_bytes(&l.dir);
+                row.engine_extra = l.db.stats().extra;
                 row.finish();
             }
             results.extend(rows);

@@ -240,7 +240,7 @@ impl BTreeStore {
     /// left to right at `fill` (0.5..=1.0 of each page) and the inner
     /// levels above them with large sequential writes, then checkpoints.
     /// Returns the number of pairs loaded.
-    pub fn bulk_load(
+    pub fn bulk_load_with_fill(
         &self,
         pairs: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
         fill: f64,
@@ -496,14 +496,30 @@ impl KvStore for BTreeStore {
                 evictions: pool.counters.evictions.load(Relaxed),
             },
             memory_bytes: pool.memory_bytes(),
-            extra: vec![
-                ("height".into(), f64::from(st.shape.height + 1)),
-                ("pages".into(), st.shape.page_count as f64),
-                ("dirty_pages".into(), pool.dirty_count() as f64),
-                ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
-                ("wal_bytes".into(), s.wal.len() as f64),
-            ],
+            extra: {
+                let mut extra = vec![
+                    ("height".into(), f64::from(st.shape.height + 1)),
+                    ("pool_frames".into(), pool.capacity() as f64),
+                    ("pages".into(), st.shape.page_count as f64),
+                    ("dirty_pages".into(), pool.dirty_count() as f64),
+                    ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
+                    ("wal_bytes".into(), s.wal.len() as f64),
+                ];
+                // Pages per level (0 = leaves), found by walking the inner
+                // pages only; skipped if a page cannot be read.
+                if let Ok(levels) = s.tree.level_pages(&st.shape) {
+                    for (i, n) in levels.iter().enumerate() {
+                        extra.push((format!("pages_level_{i}"), *n as f64));
+                    }
+                }
+                extra
+            },
         }
+    }
+
+    /// Builds the tree bottom-up at 90% fill; the store must be empty.
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
+        self.bulk_load_with_fill(sorted, 0.9)
     }
 
     fn verify(&self) -> Result<()> {

@@ -429,6 +429,29 @@ impl Tree {
         Ok(bytes)
     }
 
+    /// Pages per level, leaves first, counted by reading inner pages only.
+    pub fn level_pages(&self, shape: &Shape) -> Result<Vec<u64>> {
+        let mut levels = vec![0u64; shape.height as usize + 1];
+        let mut frontier = vec![shape.root];
+        for depth in 0..shape.height as usize {
+            if let Some(slot) = levels.get_mut(shape.height as usize - depth) {
+                *slot = frontier.len() as u64;
+            }
+            let mut next = Vec::new();
+            for id in frontier {
+                let p = self.pool.fetch(id)?;
+                let b = p.read();
+                next.push(page::link(&b));
+                next.extend((0..page::count(&b)).map(|i| page::child(&b, i)));
+            }
+            frontier = next;
+        }
+        if let Some(slot) = levels.first_mut() {
+            *slot = frontier.len() as u64;
+        }
+        Ok(levels)
+    }
+
     /// Checks every structural invariant; returns the set of reachable pages.
     pub fn verify(&self, shape: &Shape) -> Result<HashSet<PageId>> {
         let mut seen = HashSet::new();

@@ -162,7 +162,7 @@ fn bulk_load_builds_a_valid_tree() {
     let d = devices();
     let db = open(&d, 4096);
     let mut it = (0..50_000u64).map(|i| (i.to_be_bytes().to_vec(), (i * 3).to_le_bytes().to_vec()));
-    assert_eq!(db.bulk_load(&mut it, 0.9).unwrap(), 50_000);
+    assert_eq!(db.bulk_load_with_fill(&mut it, 0.9).unwrap(), 50_000);
     db.verify().unwrap();
     for i in (0..50_000u64).step_by(997) {
         assert_eq!(
@@ -181,7 +181,7 @@ fn bulk_load_builds_a_valid_tree() {
     db.verify().unwrap();
     // Unsorted input and non-empty stores are refused.
     let mut bad = vec![(b"b".to_vec(), vec![]), (b"a".to_vec(), vec![])].into_iter();
-    assert!(db.bulk_load(&mut bad, 0.9).is_err());
+    assert!(db.bulk_load_with_fill(&mut bad, 0.9).is_err());
 }
 
 #[test]

@@ -89,6 +89,9 @@ pub struct ResultRow {
     pub missing_reads: u64,
     /// Throughput samples of the last repeat: (seconds, ops/s).
     pub timeline: Vec<(f64, f64)>,
+    /// The store's own counters after the workload (ferrite engines).
+    #[serde(default)]
+    pub engine_extra: Vec<(String, f64)>,
     #[serde(skip)]
     hist: BTreeMap<OpKind, Histogram<u64>>,
     #[serde(skip)]
@@ -111,6 +114,7 @@ impl ResultRow {
             disk_bytes: 0,
             missing_reads: 0,
             timeline: Vec::new(),
+            engine_extra: Vec::new(),
             hist: BTreeMap::new(),
             totals: (0, 0, 0),
         }
@@ -167,6 +171,13 @@ impl ResultRow {
                 }
             })
             .collect();
+    }
+
+    pub fn extra(&self, name: &str) -> Option<f64> {
+        self.engine_extra
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, v)| v)
     }
 
     pub fn latency_of(&self, op: OpKind) -> Option<&OpLatency> {

@@ -164,6 +164,7 @@ impl Experiment for Baselines {
                 dir: ctx.work_dir.clone(),
                 seed: 42,
                 show_progress: ctx.show_progress,
+                bulk_load: false,
             };
             let r = plan.execute()?;
             for row in &r.results {

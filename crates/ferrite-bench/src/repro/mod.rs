@@ -6,6 +6,7 @@
 //! keep every experiment building and running) no claim is judged.
 
 mod baselines;
+mod btree;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -125,7 +126,7 @@ pub trait Experiment: Sync {
 
 /// Every registered experiment.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(baselines::Baselines)]
+    vec![Box::new(baselines::Baselines), Box::new(btree::BtreeRepro)]
 }
 
 /// Looks an experiment up by name.

@@ -77,6 +77,10 @@ pub struct BenchArgs {
     /// Allow a debug build (its numbers are not comparable).
     #[arg(long)]
     allow_debug: bool,
+    /// Load in key order through each store's bulk loader instead of
+    /// random-order batches.
+    #[arg(long)]
+    bulk_load: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -114,6 +118,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         dir: a.dir.clone(),
         seed: a.seed,
         show_progress: true,
+        bulk_load: a.bulk_load,
     };
     let r = plan.execute().context("running the benchmark")?;
     report::print_console(&r);

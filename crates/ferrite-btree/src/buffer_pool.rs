@@ -100,6 +100,28 @@ impl PageRef<'_> {
     }
 }
 
+/// A page held for reading: pinned (so the clock never picks its frame,
+/// which would make a claimer wait on the latch this reader holds) and
+/// latched shared, with the frame verified to hold the page.
+pub struct PageRead<'p> {
+    guard: Option<RwLockReadGuard<'p, AlignedBuf>>,
+    pins: &'p AtomicU32,
+}
+
+impl std::ops::Deref for PageRead<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.guard.as_deref().map_or(&[], |b| b)
+    }
+}
+
+impl Drop for PageRead<'_> {
+    fn drop(&mut self) {
+        self.guard = None;
+        self.pins.fetch_sub(1, AcqRel);
+    }
+}
+
 impl Drop for PageRef<'_> {
     fn drop(&mut self) {
         self.pool.frame(self.frame).pins.fetch_sub(1, AcqRel);
@@ -185,6 +207,34 @@ impl BufferPool {
         f.referenced.store(true, Release);
         table.insert(id, victim);
         Ok(victim)
+    }
+
+    /// Latches page `id` for reading, loading it on a miss. The fast path
+    /// for lookups and scans: one shared table lookup and one shared latch.
+    pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        loop {
+            let hit = self.table.read().get(&id).copied();
+            if let Some(i) = hit {
+                let f = self.frame(i);
+                f.pins.fetch_add(1, AcqRel);
+                let guard = f.data.read();
+                if f.id.load(Acquire) == id {
+                    if !f.referenced.load(Relaxed) {
+                        f.referenced.store(true, Relaxed);
+                    }
+                    self.counters.hits.fetch_add(1, Relaxed);
+                    return Ok(PageRead {
+                        guard: Some(guard),
+                        pins: &f.pins,
+                    });
+                }
+                drop(guard);
+                f.pins.fetch_sub(1, AcqRel);
+                continue;
+            }
+            // Load through the pinning path, then take the hit path.
+            drop(self.fetch(id)?);
+        }
     }
 
     /// Pins page `id`, reading it from the device on a miss.

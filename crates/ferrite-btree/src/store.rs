@@ -87,6 +87,8 @@ struct Shared {
     opts: BTreeOptions,
     sync: SyncMode,
     poisoned: Mutex<Option<String>>,
+    /// Set with `poisoned`, so the check on every call needs no lock.
+    is_poisoned: AtomicBool,
     counters: Counters,
     stop: AtomicBool,
 }
@@ -207,6 +209,7 @@ impl BTreeStore {
             opts: bt,
             sync: options.sync,
             poisoned: Mutex::new(None),
+            is_poisoned: AtomicBool::new(false),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
         });
@@ -268,6 +271,9 @@ impl BTreeStore {
 
 impl Shared {
     fn check_poison(&self) -> Result<()> {
+        if !self.is_poisoned.load(Acquire) {
+            return Ok(());
+        }
         match &*self.poisoned.lock() {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
@@ -281,6 +287,7 @@ impl Shared {
         if p.is_none() {
             log::error!("btree store poisoned: {e}");
             *p = Some(e.to_string());
+            self.is_poisoned.store(true, Release);
         }
     }
 

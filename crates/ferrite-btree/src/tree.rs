@@ -110,8 +110,7 @@ impl Tree {
     fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
         let mut id = shape.root;
         for _ in 0..shape.height {
-            let p = self.pool.fetch(id)?;
-            let b = p.read();
+            let b = self.pool.read(id)?;
             if page::kind(&b) != KIND_INNER {
                 return Err(Error::corruption(
                     format!("page {id}"),
@@ -125,8 +124,7 @@ impl Tree {
 
     pub fn get(&self, shape: &Shape, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let leaf = self.leaf_for(shape, key)?;
-        let p = self.pool.fetch(leaf)?;
-        let b = p.read();
+        let b = self.pool.read(leaf)?;
         match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {
                 StoredValue::Inline(v) => Ok(Some(v.to_vec())),
@@ -149,8 +147,7 @@ impl Tree {
                     "chain ends early",
                 ));
             }
-            let p = self.pool.fetch(id)?;
-            let b = p.read();
+            let b = self.pool.read(id)?;
             if page::kind(&b) != KIND_OVERFLOW {
                 return Err(Error::corruption(
                     format!("page {id}"),
@@ -396,8 +393,7 @@ impl Tree {
         let mut hops = 0u64;
         while id >= 2 && hops <= shape.page_count {
             hops += 1;
-            let p = self.pool.fetch(id)?;
-            let b = p.read();
+            let b = self.pool.read(id)?;
             let from = match page::search(&b, start) {
                 Ok(i) | Err(i) => i,
             };

@@ -71,7 +71,10 @@ fn sizes(scale: Scale) -> Sizes {
     }
 }
 
-const SHAPES: [(&str, fn() -> KeySpec, ValueSpec); 2] = [
+/// A data shape: its label, how its keys are made, its values.
+type Shape = (&'static str, fn() -> KeySpec, ValueSpec);
+
+const SHAPES: [Shape; 2] = [
     (
         "u64-8",
         || KeySpec::UniformU64,

@@ -88,9 +88,40 @@ pub fn run(a: ReproArgs) -> Result<()> {
         );
     }
     println!("  {} metrics", report.metrics.len());
+    if let Some(out) = &a.out {
+        let md = out.join(format!("{}.md", report.experiment));
+        if md.exists() {
+            let mut text = std::fs::read_to_string(&md)?;
+            text.push_str(&claims_section(&report));
+            std::fs::write(&md, text)?;
+        }
+    }
     if let Some(p) = &a.json {
         ferrite_bench::report::write_file(p, &(serde_json::to_string_pretty(&report)? + "\n"))?;
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// The claims table appended to an experiment's Markdown report.
+fn claims_section(r: &repro::ReproReport) -> String {
+    let mut s = format!(
+        "\n## Claims ({} scale, commit `{}`, {})\n\n| metric | target | measured | verdict |\n|---|---|---|---|\n",
+        r.scale.name(),
+        r.commit,
+        r.date
+    );
+    for c in &r.claims {
+        let measured = c.measured.map_or("–".into(), |m| format!("{m:.3}"));
+        let verdict = match c.holds {
+            Some(true) => "holds",
+            Some(false) => "**does not hold**",
+            None => "not judged",
+        };
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            c.name, c.target, measured, verdict
+        ));
+    }
+    s
 }

@@ -9,15 +9,12 @@
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
-use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
-    WriteBatch,
-};
+use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 
-use super::op_counter::OpCounter;
 use super::sync_ticker::SyncTicker;
+use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
 /// Address space reserved for the map; the file grows only as data is written.
@@ -26,7 +23,6 @@ const MAP_SIZE: usize = 256 << 30;
 struct Lmdb {
     env: Env<WithoutTls>,
     db: Database<'static, Bytes, Bytes>,
-    ops: OpCounter,
     _ticker: Option<SyncTicker>,
 }
 
@@ -70,18 +66,29 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         notes: "memory-mapped: no cache of its own, so the byte budget does not bind it; cached by the OS page cache; no O_DIRECT".into(),
     };
     Ok((
-        Box::new(Lmdb {
+        Box::new(TxStore::new(Lmdb {
             env,
             db,
-            ops: OpCounter::default(),
             _ticker: ticker,
-        }),
+        })),
         info,
     ))
 }
 
-impl Lmdb {
-    fn write(&self, ops: &[BatchOp]) -> Result<()> {
+impl TxBackend for Lmdb {
+    const NAME: &'static str = "lmdb";
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let err = foreign("lmdb");
+        let r = self.env.read_txn().map_err(|e| err(&e))?;
+        Ok(self
+            .db
+            .get(&r, key)
+            .map_err(|e| err(&e))?
+            .map(<[u8]>::to_vec))
+    }
+
+    fn apply(&self, ops: &[BatchOp]) -> Result<()> {
         let err = foreign("lmdb");
         let mut w = self.env.write_txn().map_err(|e| err(&e))?;
         for op in ops {
@@ -96,39 +103,8 @@ impl Lmdb {
         }
         w.commit().map_err(|e| err(&e))
     }
-}
-
-impl KvStore for Lmdb {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        self.ops.get();
-        let err = foreign("lmdb");
-        let r = self.env.read_txn().map_err(|e| err(&e))?;
-        Ok(self
-            .db
-            .get(&r, key)
-            .map_err(|e| err(&e))?
-            .map(<[u8]>::to_vec))
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_value(value)?;
-        self.ops.put();
-        self.write(&[BatchOp::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-        }])
-    }
-
-    fn delete(&self, key: &[u8]) -> Result<()> {
-        check_key(key)?;
-        self.ops.delete();
-        self.write(&[BatchOp::Delete { key: key.to_vec() }])
-    }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.scan();
         let err = foreign("lmdb");
         let r = self.env.read_txn().map_err(|e| err(&e))?;
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
@@ -141,27 +117,7 @@ impl KvStore for Lmdb {
         Ok(())
     }
 
-    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.batch();
-        self.write(batch.ops())
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.sync()
-    }
-
     fn sync(&self) -> Result<()> {
         self.env.force_sync().map_err(|e| foreign("lmdb")(&e))
-    }
-
-    fn stats(&self) -> Stats {
-        Stats {
-            ops: self.ops.snapshot(),
-            ..Stats::default()
-        }
-    }
-
-    fn verify(&self) -> Result<()> {
-        super::verify_by_scan(self, "lmdb")
     }
 }

@@ -18,6 +18,8 @@ mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 mod sync_ticker;
+#[cfg(any(feature = "lmdb", feature = "redb"))]
+mod tx_store;
 
 use std::path::Path;
 

@@ -9,14 +9,11 @@
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
-use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
-    WriteBatch,
-};
+use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::op_counter::OpCounter;
 use super::sync_ticker::SyncTicker;
+use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
@@ -24,7 +21,6 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 struct Redb {
     db: std::sync::Arc<Database>,
     durability: SyncMode,
-    ops: OpCounter,
     _ticker: Option<SyncTicker>,
 }
 
@@ -66,18 +62,26 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
             .into(),
     };
     Ok((
-        Box::new(Redb {
+        Box::new(TxStore::new(Redb {
             db,
             durability: cfg.sync,
-            ops: OpCounter::default(),
             _ticker: ticker,
-        }),
+        })),
         info,
     ))
 }
 
-impl Redb {
-    fn write(&self, ops: &[BatchOp]) -> Result<()> {
+impl TxBackend for Redb {
+    const NAME: &'static str = "redb";
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let err = foreign("redb");
+        let r = self.db.begin_read().map_err(|e| err(&e))?;
+        let t = r.open_table(TABLE).map_err(|e| err(&e))?;
+        Ok(t.get(key).map_err(|e| err(&e))?.map(|g| g.value().to_vec()))
+    }
+
+    fn apply(&self, ops: &[BatchOp]) -> Result<()> {
         let err = foreign("redb");
         let mut w = self.db.begin_write().map_err(|e| err(&e))?;
         let d = match self.durability {
@@ -101,36 +105,8 @@ impl Redb {
         }
         w.commit().map_err(|e| err(&e))
     }
-}
-
-impl KvStore for Redb {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        self.ops.get();
-        let err = foreign("redb");
-        let r = self.db.begin_read().map_err(|e| err(&e))?;
-        let t = r.open_table(TABLE).map_err(|e| err(&e))?;
-        Ok(t.get(key).map_err(|e| err(&e))?.map(|g| g.value().to_vec()))
-    }
-
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        check_key(key)?;
-        check_value(value)?;
-        self.ops.put();
-        self.write(&[BatchOp::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-        }])
-    }
-
-    fn delete(&self, key: &[u8]) -> Result<()> {
-        check_key(key)?;
-        self.ops.delete();
-        self.write(&[BatchOp::Delete { key: key.to_vec() }])
-    }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.scan();
         let err = foreign("redb");
         let r = self.db.begin_read().map_err(|e| err(&e))?;
         let t = r.open_table(TABLE).map_err(|e| err(&e))?;
@@ -144,27 +120,7 @@ impl KvStore for Redb {
         Ok(())
     }
 
-    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.batch();
-        self.write(batch.ops())
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.sync()
-    }
-
     fn sync(&self) -> Result<()> {
         commit_empty(&self.db)
-    }
-
-    fn stats(&self) -> Stats {
-        Stats {
-            ops: self.ops.snapshot(),
-            ..Stats::default()
-        }
-    }
-
-    fn verify(&self) -> Result<()> {
-        super::verify_by_scan(self, "redb")
     }
 }

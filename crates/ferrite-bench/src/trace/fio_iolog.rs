@@ -10,11 +10,7 @@ use super::{BlockOp, BlockRequest};
 use crate::error::{BenchError, Result};
 
 pub fn parse_fio_iolog(path: &Path) -> Result<Vec<BlockRequest>> {
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::Data {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    parse_text(&text, path)
+    parse_text(&super::read_text(path)?, path)
 }
 
 fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {

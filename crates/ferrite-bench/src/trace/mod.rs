@@ -14,6 +14,14 @@ pub use cloudphysics::parse_cloudphysics;
 pub use fio_iolog::parse_fio_iolog;
 pub use tectonic::{parse_tectonic, TECTONIC_CHUNK_BLOCKS};
 
+/// Reads a trace file as text.
+pub(crate) fn read_text(path: &std::path::Path) -> crate::error::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| crate::error::BenchError::Data {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
 /// Bytes per block in every trace stream.
 pub const BLOCK_BYTES: u64 = 4096;
 

@@ -17,6 +17,12 @@ mod op_counter;
 mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
+#[cfg(any(
+    feature = "lmdb",
+    feature = "redb",
+    feature = "fjall",
+    feature = "rocksdb"
+))]
 mod sync_ticker;
 #[cfg(any(feature = "lmdb", feature = "redb"))]
 mod tx_store;
@@ -179,6 +185,12 @@ pub fn open(
 }
 
 /// Converts a baseline's error into the API's error type.
+#[cfg(any(
+    feature = "lmdb",
+    feature = "redb",
+    feature = "fjall",
+    feature = "rocksdb"
+))]
 pub(crate) fn foreign(store: &'static str) -> impl Fn(&dyn std::fmt::Display) -> ferrite::Error {
     move |e| ferrite::Error::Foreign {
         store,

@@ -24,6 +24,7 @@ pub mod keyset;
 pub mod plan;
 pub mod process;
 pub mod provenance;
+pub mod range_index;
 pub mod report;
 pub mod repro;
 pub mod runner;

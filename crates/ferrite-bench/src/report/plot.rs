@@ -211,3 +211,96 @@ pub fn plot_timeline(r: &BenchReport, workload: &str, path: &Path) -> Result<()>
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
 }
+
+/// Grouped bars from plain numbers: one group per `groups` entry, one bar
+/// per series (a missing value leaves a hole). With `log_y` the axis is
+/// logarithmic, for quantities that span orders of magnitude.
+pub fn plot_grouped_bars(
+    title: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[(String, Vec<Option<f64>>)],
+    log_y: bool,
+    path: &Path,
+) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let values = series.iter().flat_map(|(_, v)| v.iter().flatten().copied());
+    let max = values.clone().fold(1e-9, f64::max) * if log_y { 4.0 } else { 1.35 };
+    let min_pos = values.filter(|v| *v > 0.0).fold(f64::MAX, f64::min);
+    let floor = if log_y {
+        (min_pos / 2.0).min(max / 10.0)
+    } else {
+        0.0
+    };
+    let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let names = groups.to_vec();
+    let label = move |x: &f64| {
+        let i = x.floor() as usize;
+        if (x - i as f64 - 0.5).abs() < 0.01 {
+            names.get(i).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let width = 0.8 / series.len().max(1) as f64;
+    let n = groups.len();
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n * 2 + 1)
+                .x_label_formatter(&label)
+                .y_desc(y_desc)
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (si, (name, vals)) in series.iter().enumerate() {
+                let color = Palette99::pick(si).mix(0.9);
+                let bars: Vec<_> = vals
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(gi, v)| {
+                        let y = (*v)?;
+                        let x0 = gi as f64 + 0.1 + si as f64 * width;
+                        Some(Rectangle::new(
+                            [(x0, floor), (x0 + width, y.max(floor))],
+                            color.filled(),
+                        ))
+                    })
+                    .collect();
+                chart
+                    .draw_series(bars)
+                    .map_err(|e| err(&e))?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| err(&e))?;
+        }};
+    }
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(72);
+    if log_y {
+        draw!(builder
+            .build_cartesian_2d(0f64..n as f64, (floor..max).log_scale())
+            .map_err(|e| err(&e))?);
+    } else {
+        draw!(builder
+            .build_cartesian_2d(0f64..n as f64, floor..max)
+            .map_err(|e| err(&e))?);
+    }
+    root.present().map_err(|e| err(&e))
+}

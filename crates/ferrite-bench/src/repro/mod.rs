@@ -7,6 +7,7 @@
 
 mod baselines;
 mod btree;
+mod rask;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -126,7 +127,11 @@ pub trait Experiment: Sync {
 
 /// Every registered experiment.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(baselines::Baselines), Box::new(btree::BtreeRepro)]
+    vec![
+        Box::new(baselines::Baselines),
+        Box::new(btree::BtreeRepro),
+        Box::new(rask::RaskRepro),
+    ]
 }
 
 /// Looks an experiment up by name.

@@ -1,0 +1,265 @@
+//! Operation streams for range indexes (from block traces, through the
+//! I/O compaction window, or synthetic), the timed replay, and the oracle
+//! check.
+//!
+//! Values are assigned as a log-structured backend would: every write gets
+//! the next free run of physical blocks, so two writes never share a
+//! location and a divided or merged run is checkable block by block.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Segment, SegmentCache};
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+
+use super::RangeIndex;
+use crate::trace::{BlockOp, BlockRequest};
+
+/// One operation of a replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RangeOp {
+    Put(BlockRange, PhysicalRun),
+    Delete(BlockRange),
+    Get(BlockRange),
+}
+
+/// Hands out consecutive physical runs in data file 0.
+#[derive(Default)]
+struct Allocator {
+    next: u64,
+}
+
+impl Allocator {
+    fn run(&mut self, len: u64) -> PhysicalRun {
+        if self.next + len >= PhysicalRun::BLOCK_SPACE {
+            self.next = 0;
+        }
+        let v = PhysicalRun::new(0, self.next).unwrap_or(PhysicalRun::TOMBSTONE);
+        self.next += len;
+        v
+    }
+}
+
+/// Writes become puts of fresh runs, reads become gets.
+pub fn ops_from_trace(reqs: &[BlockRequest]) -> Vec<RangeOp> {
+    let mut alloc = Allocator::default();
+    reqs.iter()
+        .filter_map(|q| {
+            let r = BlockRange::with_len(q.start, q.blocks).ok()?;
+            Some(match q.op {
+                BlockOp::Write => RangeOp::Put(r, alloc.run(r.len())),
+                BlockOp::Read => RangeOp::Get(r),
+            })
+        })
+        .collect()
+}
+
+/// The stream after I/O compaction: writes pass through a segment cache of
+/// `window` blocks and reach the index as consecutive writes, each stored
+/// as one fresh run; reads and deletes keep their place.
+pub fn compact_writes(ops: &[RangeOp], window: u64) -> Vec<RangeOp> {
+    let mut cache = SegmentCache::new(window);
+    let mut alloc = Allocator::default();
+    let mut out = Vec::with_capacity(ops.len());
+    let mut emit = |out: &mut Vec<RangeOp>, cws: Vec<ferrite_rask::CompactedWrite>| {
+        for cw in cws {
+            out.push(RangeOp::Put(cw.range, alloc.run(cw.range.len())));
+        }
+    };
+    for op in ops {
+        match *op {
+            RangeOp::Put(r, _) => {
+                let cws = cache.write(r);
+                emit(&mut out, cws);
+            }
+            RangeOp::Delete(_) => {
+                let cws = cache.flush();
+                emit(&mut out, cws);
+                out.push(*op);
+            }
+            RangeOp::Get(_) => out.push(*op),
+        }
+    }
+    let cws = cache.flush();
+    emit(&mut out, cws);
+    out
+}
+
+/// `n` operations on a disk of `disk_blocks` blocks: ranges of 4 to 64
+/// blocks (uniform) at uniform starts; `write_fraction` puts,
+/// `delete_fraction` deletes, the rest gets.
+pub fn synthetic_ops(
+    n: u64,
+    seed: u64,
+    disk_blocks: u64,
+    write_fraction: f64,
+    delete_fraction: f64,
+) -> Vec<RangeOp> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut alloc = Allocator::default();
+    (0..n)
+        .filter_map(|_| {
+            let len = rng.gen_range(4..=64u64);
+            let start = rng.gen_range(0..disk_blocks.saturating_sub(len).max(1));
+            let r = BlockRange::with_len(start, len).ok()?;
+            let x: f64 = rng.gen();
+            Some(if x < write_fraction {
+                RangeOp::Put(r, alloc.run(len))
+            } else if x < write_fraction + delete_fraction {
+                RangeOp::Delete(r)
+            } else {
+                RangeOp::Get(r)
+            })
+        })
+        .collect()
+}
+
+/// Replays `ops` on `ix` and checks every get, block by block, against a
+/// per-block oracle. Returns how many gets were checked.
+pub fn verify(ix: &dyn RangeIndex, ops: &[RangeOp]) -> Result<u64, String> {
+    let mut oracle: HashMap<u64, u64> = HashMap::new();
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for (i, op) in ops.iter().enumerate() {
+        match *op {
+            RangeOp::Put(r, v) => {
+                ix.put(r, v);
+                for b in r.l()..=r.r() {
+                    oracle.insert(b, v.offset(b - r.l()).to_bits());
+                }
+            }
+            RangeOp::Delete(r) => {
+                ix.delete(r);
+                for b in r.l()..=r.r() {
+                    oracle.remove(&b);
+                }
+            }
+            RangeOp::Get(r) => {
+                out.clear();
+                ix.get(r, &mut out);
+                check_answer(&out, r, &oracle).map_err(|e| format!("op {i} get {r}: {e}"))?;
+                checked += 1;
+            }
+        }
+    }
+    Ok(checked)
+}
+
+fn check_answer(
+    out: &[Segment<PhysicalRun>],
+    r: BlockRange,
+    oracle: &HashMap<u64, u64>,
+) -> Result<(), String> {
+    let mut at = Some(r.l());
+    for s in out {
+        if Some(s.range.l()) != at {
+            return Err(format!("segment {} does not continue at {at:?}", s.range));
+        }
+        for b in s.range.l()..=s.range.r() {
+            let got = s.value.map(|v| v.offset(b - s.range.l()).to_bits());
+            let want = oracle.get(&b).copied();
+            if got != want {
+                return Err(format!("block {b}: got {got:?}, expected {want:?}"));
+            }
+        }
+        at = s.range.r().checked_add(1);
+    }
+    if at != r.r().checked_add(1) {
+        return Err(format!("answer ends before {}", r.r()));
+    }
+    Ok(())
+}
+
+/// What one replay measured.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ReplayResult {
+    pub index: String,
+    pub ops: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    /// Heap bytes the index holds after the replay (counting allocator).
+    pub memory_bytes: Option<u64>,
+    /// Latency percentiles over the sampled operations, nanoseconds.
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub p9999_ns: u64,
+    pub extra: Vec<(String, f64)>,
+}
+
+/// Times replays.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Replayer {
+    /// Every n-th operation is timed on its own for the latency
+    /// percentiles; 0 times none (a throughput run: timer calls would
+    /// otherwise count against the fastest index the most).
+    pub sample_every: u64,
+}
+
+fn live_heap() -> Option<u64> {
+    #[cfg(feature = "counting-alloc")]
+    {
+        let n = crate::counting_alloc::live_bytes();
+        if n > 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+impl Replayer {
+    /// Builds index `name` from empty and replays `ops` on it.
+    pub fn run(&self, name: &str, ops: &[RangeOp]) -> Option<ReplayResult> {
+        let mut out: Vec<Segment<PhysicalRun>> = Vec::with_capacity(4096);
+        let mut hist = Histogram::<u64>::new(3).ok()?;
+        let before = live_heap();
+        let ix = super::make(name)?;
+        let mut writes = 0u64;
+        let every = self.sample_every;
+        let started = Instant::now();
+        for (i, op) in ops.iter().enumerate() {
+            let timed = every > 0 && (i as u64).is_multiple_of(every);
+            let t = timed.then(Instant::now);
+            match *op {
+                RangeOp::Put(r, v) => {
+                    ix.put(r, v);
+                    writes += 1;
+                }
+                RangeOp::Delete(r) => {
+                    ix.delete(r);
+                    writes += 1;
+                }
+                RangeOp::Get(r) => {
+                    out.clear();
+                    ix.get(r, &mut out);
+                }
+            }
+            if let Some(t) = t {
+                let _ = hist.record(t.elapsed().as_nanos() as u64);
+            }
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let extra = ix.extra(writes);
+        let after = live_heap();
+        let memory_bytes = match (before, after) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+            _ => None,
+        };
+        drop(ix);
+        Some(ReplayResult {
+            index: name.to_string(),
+            ops: ops.len() as u64,
+            seconds,
+            ops_per_sec: ops.len() as f64 / seconds.max(1e-9),
+            memory_bytes,
+            mean_ns: hist.mean(),
+            p50_ns: hist.value_at_quantile(0.5),
+            p99_ns: hist.value_at_quantile(0.99),
+            p999_ns: hist.value_at_quantile(0.999),
+            p9999_ns: hist.value_at_quantile(0.9999),
+            extra,
+        })
+    }
+}

@@ -1,0 +1,753 @@
+//! `rask`: the range-as-a-key index against per-block and range-keyed
+//! baselines on real block traces and the paper's synthetic set.
+//!
+//! Streams: the CloudPhysics and Tectonic traces (writes as puts of fresh
+//! physical runs, reads as gets), both after I/O compaction through a
+//! 128-block segment cache (the paper's setting) and without it; and the
+//! synthetic set (ranges of 4–64 blocks, uniform starts on a 16 GiB disk,
+//! 80% puts / 20% gets). Single-threaded as in the paper; every index is
+//! built from empty for each run, runs alternate between indexes, and the
+//! median of the repeats is reported. Memory is the counting allocator's
+//! live heap growth over the replay. Every index's answers are checked
+//! against a per-block oracle on every trace stream (RASK's also on the
+//! first million synthetic operations).
+//!
+//! Also measured: RASK with 1 and 2 threads on the synthetic stream, and
+//! the recovery time of the durable index (snapshot + redo log).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferrite_rask::{DurableOptions, DurableRask, PhysicalRun};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use crate::error::{BenchError, Result};
+use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES};
+use crate::report;
+use crate::trace;
+
+pub struct RaskRepro;
+
+struct Sizes {
+    synthetic_ops: u64,
+    disk_blocks: u64,
+    trace_repeats: usize,
+    tiny_repeats: usize,
+    synthetic_repeats: usize,
+    verify_synthetic_ops: usize,
+    scaling_ops: usize,
+}
+
+fn sizes(scale: Scale) -> Sizes {
+    match scale {
+        Scale::Smoke => Sizes {
+            synthetic_ops: 50_000,
+            disk_blocks: 1 << 18,
+            trace_repeats: 1,
+            tiny_repeats: 3,
+            synthetic_repeats: 1,
+            verify_synthetic_ops: 50_000,
+            scaling_ops: 50_000,
+        },
+        Scale::Default | Scale::Full => Sizes {
+            synthetic_ops: 10_000_000,
+            disk_blocks: 1 << 22,
+            trace_repeats: 5,
+            tiny_repeats: 101,
+            synthetic_repeats: 1,
+            verify_synthetic_ops: 1_000_000,
+            scaling_ops: 4_000_000,
+        },
+    }
+}
+
+/// The I/O compaction window (the paper's segment cache, in blocks).
+const WINDOW: u64 = 128;
+
+/// One measured (dataset, stream, index).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    dataset: String,
+    compaction: bool,
+    result: ReplayResult,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Results {
+    params: serde_json::Value,
+    rows: Vec<Row>,
+    /// (dataset, index, gets checked or the error)
+    verified: Vec<(String, String, std::result::Result<u64, String>)>,
+    scaling: BTreeMap<String, f64>,
+    recovery: BTreeMap<String, f64>,
+}
+
+fn median_by(mut v: Vec<ReplayResult>) -> Option<ReplayResult> {
+    v.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+    v.get(v.len() / 2).cloned()
+}
+
+/// Runs every index `repeats` times on `ops` untimed per operation,
+/// alternating between indexes, and keeps the median throughput; then one
+/// more run per index with every operation timed gives the latencies.
+fn measure(ops: &[RangeOp], repeats: usize, show: bool, label: &str) -> Vec<ReplayResult> {
+    let throughput = Replayer { sample_every: 0 };
+    let latency = Replayer { sample_every: 1 };
+    let mut runs: BTreeMap<&str, Vec<ReplayResult>> = BTreeMap::new();
+    for rep in 0..repeats.max(1) {
+        for i in 0..INDEXES.len() {
+            let name = INDEXES[(i + rep) % INDEXES.len()];
+            if let Some(r) = throughput.run(name, ops) {
+                if show && repeats <= 5 {
+                    eprintln!(
+                        "  {label} {name}: {:.0} ops/s, {} KiB",
+                        r.ops_per_sec,
+                        r.memory_bytes.unwrap_or(0) / 1024
+                    );
+                }
+                runs.entry(name).or_default().push(r);
+            }
+        }
+    }
+    INDEXES
+        .iter()
+        .filter_map(|n| {
+            let mut m = median_by(runs.remove(n)?)?;
+            let lat = latency.run(n, ops)?;
+            m.mean_ns = lat.mean_ns;
+            m.p50_ns = lat.p50_ns;
+            m.p99_ns = lat.p99_ns;
+            m.p999_ns = lat.p999_ns;
+            m.p9999_ns = lat.p9999_ns;
+            Some(m)
+        })
+        .collect()
+}
+
+fn load_trace(ctx: &ReproContext, name: &str) -> Result<Option<Vec<RangeOp>>> {
+    let path = ctx.data_dir.join("traces").join(name);
+    if !path.exists() {
+        eprintln!("rask: {} not found; the trace is skipped", path.display());
+        return Ok(None);
+    }
+    let reqs = if name.starts_with("cloudphysics") {
+        trace::parse_cloudphysics(&path)?
+    } else {
+        trace::parse_tectonic(&path)?
+    };
+    Ok(Some(range_index::ops_from_trace(&reqs)))
+}
+
+/// Throughput of index `name` with `threads` threads splitting `ops`
+/// round-robin (each thread keeps its share in trace order).
+fn scaling(name: &str, ops: &[RangeOp], threads: usize) -> Option<f64> {
+    let index: Arc<dyn range_index::RangeIndex> = Arc::from(range_index::make(name)?);
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let index = index.clone();
+            s.spawn(move || {
+                let mut out = Vec::new();
+                for op in ops.iter().skip(t).step_by(threads) {
+                    match *op {
+                        RangeOp::Put(r, v) => index.put(r, v),
+                        RangeOp::Delete(r) => index.delete(r),
+                        RangeOp::Get(r) => {
+                            out.clear();
+                            index.get(r, &mut out);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Some(ops.len() as f64 / started.elapsed().as_secs_f64())
+}
+
+fn recovery(ctx: &ReproContext, ops: &[RangeOp]) -> Result<BTreeMap<String, f64>> {
+    let dir = ctx.work_dir.join("rask-recovery");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Data {
+        path: dir.clone(),
+        reason: e.to_string(),
+    })?;
+    let mut opts = DurableOptions {
+        checkpoint_log_bytes: u64::MAX,
+        ..DurableOptions::default()
+    };
+    opts.store.sync = ferrite::SyncMode::Never;
+    let err = |e: ferrite_rask::RaskError| BenchError::Config(format!("durable rask: {e}"));
+    let writes: Vec<_> = ops
+        .iter()
+        .filter(|o| !matches!(o, RangeOp::Get(_)))
+        .collect();
+    let half = writes.len() / 2;
+    let started = Instant::now();
+    let runs_before;
+    {
+        let db = DurableRask::<PhysicalRun>::open(&dir, opts.clone()).map_err(err)?;
+        for (i, op) in writes.iter().enumerate() {
+            match **op {
+                RangeOp::Put(r, v) => db.put(r, v).map_err(err)?,
+                RangeOp::Delete(r) => db.delete(r).map_err(err)?,
+                RangeOp::Get(_) => {}
+            }
+            if i + 1 == half {
+                db.snapshot().map_err(err)?;
+            }
+        }
+        db.sync().map_err(err)?;
+        let mut n = 0u64;
+        db.index().for_each_mapped(|_, _| n += 1);
+        runs_before = n;
+    }
+    let load_seconds = started.elapsed().as_secs_f64();
+    let db = DurableRask::<PhysicalRun>::open(&dir, opts).map_err(err)?;
+    let rep = db.recovery();
+    let mut runs_after = 0u64;
+    db.index().for_each_mapped(|_, _| runs_after += 1);
+    drop(db);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut m = BTreeMap::new();
+    m.insert("writes".into(), writes.len() as f64);
+    m.insert("load_seconds".into(), load_seconds);
+    m.insert("recovery_seconds".into(), rep.seconds);
+    m.insert("snapshot_runs".into(), rep.snapshot_runs as f64);
+    m.insert("replayed_records".into(), rep.replayed_records as f64);
+    m.insert(
+        "runs_match".into(),
+        f64::from(u8::from(runs_before == runs_after)),
+    );
+    Ok(m)
+}
+
+impl Experiment for RaskRepro {
+    fn name(&self) -> &'static str {
+        "rask"
+    }
+
+    fn summary(&self) -> &'static str {
+        "the range-as-a-key index vs per-block and range-keyed baselines on block traces: memory, throughput, tail latency"
+    }
+
+    fn claims(&self) -> Vec<ClaimSpec> {
+        vec![
+            ClaimSpec {
+                metric: "memory_ratio_vs_btreemap_perblock",
+                paper: "RASK uses 1.15–54.7% of the baselines' memory",
+                target: "<= 0.25",
+            },
+            ClaimSpec {
+                metric: "memory_ratio_vs_best_range",
+                paper: "5.31–20.5% of segment/interval trees",
+                target: "<= 0.60",
+            },
+            ClaimSpec {
+                metric: "throughput_ratio_vs_best",
+                paper: "2.76–37.8× over ordered indexes",
+                target: ">= 2.0",
+            },
+            ClaimSpec {
+                metric: "throughput_ratio_vs_origin",
+                paper: "1.15–1.82× Origin",
+                target: ">= 1.15",
+            },
+            ClaimSpec {
+                metric: "p99_ratio_vs_best",
+                paper: "P99 23.9–97.6% lower",
+                target: "<= 1.0",
+            },
+            ClaimSpec {
+                metric: "p999_ratio_vs_best",
+                paper: "tail latency lower at every percentile",
+                target: "<= 1.0",
+            },
+            ClaimSpec {
+                metric: "split_no_divide_fraction",
+                paper: "84.3% of splits divide no range",
+                target: ">= 0.80",
+            },
+            ClaimSpec {
+                metric: "gc_fraction_of_writes",
+                paper: "GC on 5.08% of writes",
+                target: "<= 0.10",
+            },
+            ClaimSpec {
+                metric: "oracle_mismatches",
+                paper: "(correctness)",
+                target: "== 0",
+            },
+        ]
+    }
+
+    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+        #[cfg(not(feature = "counting-alloc"))]
+        eprintln!("rask: built without the counting allocator; memory is not measured");
+        let s = sizes(ctx.scale);
+        let mut results = Results::default();
+        let mut datasets: Vec<(String, Vec<RangeOp>, usize)> = Vec::new();
+        for (name, file) in [
+            ("cloudphysics", "cloudphysics.csv"),
+            ("tectonic", "tectonic_chunks_1.csv"),
+        ] {
+            if let Some(ops) = load_trace(ctx, file)? {
+                let reps = if ops.len() < 10_000 {
+                    s.tiny_repeats
+                } else {
+                    s.trace_repeats
+                };
+                datasets.push((name.to_string(), ops, reps));
+            }
+        }
+        let synthetic = range_index::synthetic_ops(s.synthetic_ops, 42, s.disk_blocks, 0.8, 0.0);
+        for (name, raw, reps) in &datasets {
+            let compacted = range_index::compact_writes(raw, WINDOW);
+            for (compaction, ops) in [(true, &compacted), (false, raw)] {
+                for ix in INDEXES {
+                    if let Some(i) = range_index::make(ix) {
+                        let v = range_index::verify(i.as_ref(), ops);
+                        let tag = if compaction {
+                            name.clone()
+                        } else {
+                            format!("{name}-raw")
+                        };
+                        results.verified.push((tag, ix.to_string(), v));
+                    }
+                }
+                if ctx.show_progress {
+                    eprintln!("rask: {name} (compaction {compaction}), {} ops", ops.len());
+                }
+                for result in measure(ops, *reps, ctx.show_progress, name) {
+                    results.rows.push(Row {
+                        dataset: name.clone(),
+                        compaction,
+                        result,
+                    });
+                }
+            }
+        }
+        {
+            let n = s.verify_synthetic_ops.min(synthetic.len());
+            if let Some(i) = range_index::make("rask") {
+                let v = range_index::verify(i.as_ref(), &synthetic[..n]);
+                results
+                    .verified
+                    .push(("synthetic".into(), "rask".into(), v));
+            }
+            if ctx.show_progress {
+                eprintln!("rask: synthetic, {} ops", synthetic.len());
+            }
+            for result in measure(
+                &synthetic,
+                s.synthetic_repeats,
+                ctx.show_progress,
+                "synthetic",
+            ) {
+                results.rows.push(Row {
+                    dataset: "synthetic".into(),
+                    compaction: false,
+                    result,
+                });
+            }
+        }
+        let scale_ops = &synthetic[..s.scaling_ops.min(synthetic.len())];
+        for name in ["rask", "btree-lazy", "btree-eager"] {
+            let mut one = Vec::new();
+            let mut two = Vec::new();
+            for _ in 0..3 {
+                one.extend(scaling(name, scale_ops, 1));
+                two.extend(scaling(name, scale_ops, 2));
+            }
+            let (one, two) = (report::median(&one), report::median(&two));
+            results
+                .scaling
+                .insert(format!("{name}_threads_1_ops_per_sec"), one);
+            results
+                .scaling
+                .insert(format!("{name}_threads_2_ops_per_sec"), two);
+            results
+                .scaling
+                .insert(format!("{name}_speedup_2_threads"), two / one);
+        }
+        let rec_ops = &synthetic[..s.verify_synthetic_ops.min(synthetic.len())];
+        results.recovery = recovery(ctx, rec_ops)?;
+        results.params = json!({
+            "window_blocks": WINDOW,
+            "synthetic_ops": s.synthetic_ops,
+            "synthetic_disk_blocks": s.disk_blocks,
+            "synthetic_mix": "80% put / 20% get, lengths uniform 4..=64, uniform starts",
+            "repeats": {"cloudphysics": s.trace_repeats, "tectonic": s.tiny_repeats, "synthetic": s.synthetic_repeats},
+            "latency": "one extra run per index with every operation timed",
+            "leaf_capacity": 16,
+            "threads": 1,
+            "counting_allocator": cfg!(feature = "counting-alloc"),
+        });
+        let metrics = metrics_of(&results);
+        if let Some(out) = &ctx.out_dir {
+            let path = out.join("rask").join("results.json");
+            let text = serde_json::to_string_pretty(&results)
+                .map_err(|e| BenchError::Config(e.to_string()))?;
+            report::write_file(&path, &text)?;
+            render(&results, &metrics, out)?;
+        }
+        Ok(Outcome {
+            params: results.params.clone(),
+            metrics,
+        })
+    }
+
+    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
+        let Some(out) = &ctx.out_dir else {
+            return Ok(false);
+        };
+        let path = out.join("rask").join("results.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let results: Results = serde_json::from_str(&text).map_err(|e| BenchError::Data {
+            path,
+            reason: e.to_string(),
+        })?;
+        render(&results, &metrics_of(&results), out)?;
+        Ok(true)
+    }
+}
+
+/// The claim metrics: ratios take the worst dataset (compacted streams
+/// for the traces, as in the paper).
+fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let main: Vec<&Row> = results
+        .rows
+        .iter()
+        .filter(|r| r.compaction || r.dataset == "synthetic")
+        .collect();
+    let datasets: Vec<String> = {
+        let mut d: Vec<String> = main.iter().map(|r| r.dataset.clone()).collect();
+        d.dedup();
+        d
+    };
+    let mut worst = |name: &str, v: Option<f64>, ds: &str, higher_is_better: bool| {
+        let Some(v) = v.filter(|v| v.is_finite()) else {
+            return;
+        };
+        m.insert(format!("{name}_{ds}"), v);
+        let e = m.entry(name.to_string()).or_insert(v);
+        *e = if higher_is_better { e.min(v) } else { e.max(v) };
+    };
+    for ds in &datasets {
+        let rows: Vec<&ReplayResult> = main
+            .iter()
+            .filter(|r| &r.dataset == ds)
+            .map(|r| &r.result)
+            .collect();
+        let get = |n: &str| rows.iter().find(|r| r.index == n).copied();
+        let Some(rask) = get("rask") else {
+            continue;
+        };
+        let baselines: Vec<&&ReplayResult> = rows.iter().filter(|r| r.index != "rask").collect();
+        let mem = |r: &ReplayResult| r.memory_bytes.map(|b| b as f64);
+        worst(
+            "memory_ratio_vs_btreemap_perblock",
+            mem(rask)
+                .zip(get("btreemap-block").and_then(mem))
+                .map(|(a, b)| a / b),
+            ds,
+            false,
+        );
+        let best_range_mem = baselines
+            .iter()
+            .filter(|r| range_index::is_range_baseline(&r.index))
+            .filter_map(|r| mem(r))
+            .fold(f64::INFINITY, f64::min);
+        worst(
+            "memory_ratio_vs_best_range",
+            mem(rask).map(|a| a / best_range_mem),
+            ds,
+            false,
+        );
+        let best_tput = baselines.iter().map(|r| r.ops_per_sec).fold(0.0, f64::max);
+        worst(
+            "throughput_ratio_vs_best",
+            Some(rask.ops_per_sec / best_tput),
+            ds,
+            true,
+        );
+        worst(
+            "throughput_ratio_vs_origin",
+            get("origin").map(|o| rask.ops_per_sec / o.ops_per_sec),
+            ds,
+            true,
+        );
+        let best_p99 = baselines.iter().map(|r| r.p99_ns).min().unwrap_or(0).max(1);
+        let best_p999 = baselines
+            .iter()
+            .map(|r| r.p999_ns)
+            .min()
+            .unwrap_or(0)
+            .max(1);
+        worst(
+            "p99_ratio_vs_best",
+            Some(rask.p99_ns as f64 / best_p99 as f64),
+            ds,
+            false,
+        );
+        worst(
+            "p999_ratio_vs_best",
+            Some(rask.p999_ns as f64 / best_p999 as f64),
+            ds,
+            false,
+        );
+        let extra = |k: &str| rask.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        worst(
+            "split_no_divide_fraction",
+            extra("split_no_divide_fraction").filter(|_| extra("cuts").unwrap_or(0.0) > 0.0),
+            ds,
+            true,
+        );
+        worst(
+            "gc_fraction_of_writes",
+            extra("gc_fraction_of_writes"),
+            ds,
+            false,
+        );
+    }
+    for r in results
+        .rows
+        .iter()
+        .filter(|r| r.result.index == "rask" && !r.compaction && r.dataset != "synthetic")
+    {
+        if let Some(on) = results
+            .rows
+            .iter()
+            .find(|x| x.compaction && x.dataset == r.dataset && x.result.index == "rask")
+        {
+            if let (Some(a), Some(b)) = (on.result.memory_bytes, r.result.memory_bytes) {
+                m.insert(
+                    format!("compaction_memory_ratio_{}", r.dataset),
+                    a as f64 / b.max(1) as f64,
+                );
+            }
+        }
+    }
+    let mismatches = results
+        .verified
+        .iter()
+        .filter(|(_, _, v)| v.is_err())
+        .count();
+    m.insert("oracle_mismatches".into(), mismatches as f64);
+    m.insert(
+        "oracle_gets_checked".into(),
+        results
+            .verified
+            .iter()
+            .filter_map(|(_, _, v)| v.as_ref().ok())
+            .sum::<u64>() as f64,
+    );
+    for (k, v) in &results.scaling {
+        m.insert(format!("scaling_{k}"), *v);
+    }
+    for (k, v) in &results.recovery {
+        m.insert(format!("recovery_{k}"), *v);
+    }
+    m
+}
+
+fn mib(b: Option<u64>) -> String {
+    b.map_or("–".into(), |b| {
+        format!("{:.2}", b as f64 / (1 << 20) as f64)
+    })
+}
+
+fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# RASK: range-as-a-key index\n\n\
+         RASK against the per-block and range-keyed baselines of `ferrite_bench::range_index`, \
+         single-threaded, every index built from empty per run with the same value type (an \
+         8-byte physical run), the same operation stream and nothing else in the process's heap \
+         growth. Traces: writes → puts of fresh runs, reads → gets; the main streams pass \
+         through a {WINDOW}-block I/O compaction window (the paper's setting; without it below). \
+         Synthetic: ranges of 4–64 blocks at uniform starts, 80% puts / 20% gets. Throughput is \
+         the median over repeats (runs alternate between indexes, no per-operation timers); \
+         latency percentiles come from one more run per index that times every operation. \
+         Every index is shareable between threads: RASK synchronises itself, each baseline sits \
+         behind one mutex. Memory: live heap growth over the replay (counting \
+         allocator). Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\
+         Parameters: `{}`\n",
+        results.params
+    );
+    for compaction in [true, false] {
+        let rows: Vec<&Row> = results
+            .rows
+            .iter()
+            .filter(|r| {
+                if compaction {
+                    r.compaction || r.dataset == "synthetic"
+                } else {
+                    !r.compaction && r.dataset != "synthetic"
+                }
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            md,
+            "\n## {}\n\n| dataset | index | ops | Mops/s | memory MiB | mean ns | p50 ns | p99 ns | p99.9 ns | p99.99 ns |\n|---|---|---|---|---|---|---|---|---|---|",
+            if compaction {
+                "Main comparison (traces after I/O compaction; synthetic as generated)"
+            } else {
+                "Traces without I/O compaction"
+            }
+        );
+        for r in &rows {
+            let x = &r.result;
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.3} | {} | {:.0} | {} | {} | {} | {} |",
+                r.dataset,
+                x.index,
+                x.ops,
+                x.ops_per_sec / 1e6,
+                mib(x.memory_bytes),
+                x.mean_ns,
+                x.p50_ns,
+                x.p99_ns,
+                x.p999_ns,
+                x.p9999_ns
+            );
+        }
+    }
+    let _ = writeln!(md, "\n## RASK internals (main streams)\n");
+    for r in results.rows.iter().filter(|r| r.result.index == "rask") {
+        let fields: Vec<String> = r
+            .result
+            .extra
+            .iter()
+            .map(|(k, v)| {
+                if v.fract() == 0.0 {
+                    format!("{k} {v:.0}")
+                } else {
+                    format!("{k} {v:.4}")
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            md,
+            "- {} ({}): {}",
+            r.dataset,
+            if r.compaction { "compacted" } else { "raw" },
+            fields.join(", ")
+        );
+    }
+    let _ = writeln!(md, "\n## Correctness against a per-block oracle\n");
+    for (ds, ix, v) in &results.verified {
+        let _ = writeln!(
+            md,
+            "- {ds} / {ix}: {}",
+            match v {
+                Ok(n) => format!("{n} gets, all exact"),
+                Err(e) => format!("MISMATCH: {e}"),
+            }
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n## Scaling (RASK, synthetic stream split round-robin over threads)\n"
+    );
+    for (k, v) in &results.scaling {
+        let _ = writeln!(md, "- {k}: {v:.3}");
+    }
+    let _ = writeln!(
+        md,
+        "\n## Recovery (durable RASK: snapshot at half the writes, redo log for the rest, O_DIRECT)\n"
+    );
+    for (k, v) in &results.recovery {
+        let _ = writeln!(md, "- {k}: {v:.4}");
+    }
+    let _ = writeln!(md, "\n## Claim metrics\n");
+    for (k, v) in metrics {
+        let _ = writeln!(md, "- {k}: {v:.4}");
+    }
+    let _ = writeln!(
+        md,
+        "\nPlots: `rask/throughput.svg`, `rask/memory.svg`, `rask/latency-<dataset>.svg`.\n"
+    );
+    report::write_file(&out.join("rask.md"), &md)?;
+    let main: Vec<&Row> = results
+        .rows
+        .iter()
+        .filter(|r| r.compaction || r.dataset == "synthetic")
+        .collect();
+    let mut groups: Vec<String> = main.iter().map(|r| r.dataset.clone()).collect();
+    groups.dedup();
+    let series = |f: &dyn Fn(&ReplayResult) -> Option<f64>| -> Vec<(String, Vec<Option<f64>>)> {
+        INDEXES
+            .iter()
+            .map(|ix| {
+                let vals = groups
+                    .iter()
+                    .map(|g| {
+                        main.iter()
+                            .find(|r| &r.dataset == g && r.result.index == *ix)
+                            .and_then(|r| f(&r.result))
+                    })
+                    .collect();
+                (ix.to_string(), vals)
+            })
+            .collect()
+    };
+    let dir = out.join("rask");
+    report::plot_grouped_bars(
+        "Throughput (single thread)",
+        "Mops/s",
+        &groups,
+        &series(&|r| Some(r.ops_per_sec / 1e6)),
+        true,
+        &dir.join("throughput.svg"),
+    )?;
+    report::plot_grouped_bars(
+        "Index memory after the replay",
+        "MiB",
+        &groups,
+        &series(&|r| r.memory_bytes.map(|b| b as f64 / (1 << 20) as f64)),
+        true,
+        &dir.join("memory.svg"),
+    )?;
+    let pcts = ["p50", "p99", "p99.9", "p99.99"].map(String::from).to_vec();
+    for g in &groups {
+        let s: Vec<(String, Vec<Option<f64>>)> = INDEXES
+            .iter()
+            .filter_map(|ix| {
+                let r = &main
+                    .iter()
+                    .find(|r| &r.dataset == g && r.result.index == *ix)?
+                    .result;
+                Some((
+                    ix.to_string(),
+                    [r.p50_ns, r.p99_ns, r.p999_ns, r.p9999_ns]
+                        .iter()
+                        .map(|v| Some(*v as f64 / 1000.0))
+                        .collect(),
+                ))
+            })
+            .collect();
+        report::plot_grouped_bars(
+            &format!("Latency percentiles, {g}"),
+            "µs",
+            &pcts,
+            &s,
+            true,
+            &dir.join(format!("latency-{g}.svg")),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Ablation-based search (paper §5.1): a leaf's log is read newest first
+//! and each entry "ablates" the still-unfound parts of the target range.
+//!
+//! The Unfound List is an ordered list of disjoint subranges; finding the
+//! first subrange an entry touches is a binary search, and the touched
+//! subranges are contiguous, so each entry costs O(log u + touched). The
+//! list never holds more than one subrange per processed entry plus one.
+
+use crate::entry::{Entry, Segment};
+use crate::range::BlockRange;
+use crate::value::RangeValue;
+
+/// The unfound parts of a target range, ordered and disjoint.
+#[derive(Debug, Default, Clone)]
+pub struct UnfoundList {
+    parts: Vec<BlockRange>,
+}
+
+impl UnfoundList {
+    pub fn reset(&mut self, target: BlockRange) {
+        self.parts.clear();
+        self.parts.push(target);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    pub fn parts(&self) -> &[BlockRange] {
+        &self.parts
+    }
+
+    /// Removes everything `r` covers, calling `found` with each removed
+    /// piece (in ascending order).
+    pub fn ablate(&mut self, r: BlockRange, mut found: impl FnMut(BlockRange)) {
+        let first = self.parts.partition_point(|u| u.r() < r.l());
+        let mut last = first;
+        while last < self.parts.len() && self.parts[last].l() <= r.r() {
+            last += 1;
+        }
+        if first == last {
+            return;
+        }
+        let head = self.parts[first];
+        let tail = self.parts[last - 1];
+        for u in &self.parts[first..last] {
+            if let Some(hit) = u.intersect(&r) {
+                found(hit);
+            }
+        }
+        let left = (head.l() < r.l()).then(|| BlockRange::ordered(head.l(), r.l() - 1));
+        let right = (tail.r() > r.r()).then(|| BlockRange::ordered(r.r() + 1, tail.r()));
+        // Replace parts[first..last] with the 0–2 remnants, in place.
+        let mut w = first;
+        for k in [left, right].into_iter().flatten() {
+            if w < last {
+                self.parts[w] = k;
+            } else {
+                self.parts.insert(w, k);
+            }
+            w += 1;
+        }
+        if w < last {
+            self.parts.drain(w..last);
+        }
+    }
+}
+
+/// Appends to `out` the latest value of every block of `target` that
+/// `entries` (oldest first) hold, as segments in ascending order; blocks
+/// no entry holds, or whose newest entry is a tombstone, become gaps
+/// (adjacent gaps are not joined here; see [`coalesce_gaps`]).
+pub fn search<V: RangeValue>(
+    entries: &[Entry<V>],
+    target: BlockRange,
+    unfound: &mut UnfoundList,
+    out: &mut Vec<Segment<V>>,
+) {
+    unfound.reset(target);
+    let start = out.len();
+    for e in entries.iter().rev() {
+        if !e.range.overlaps(&target) {
+            continue;
+        }
+        unfound.ablate(e.range, |hit| {
+            let value = (!e.value.is_tombstone()).then(|| e.part(hit).value);
+            out.push(Segment { range: hit, value });
+        });
+        if unfound.is_empty() {
+            break;
+        }
+    }
+    for gap in unfound.parts() {
+        out.push(Segment {
+            range: *gap,
+            value: None,
+        });
+    }
+    if out.len() - start > 1 {
+        out[start..].sort_unstable_by_key(|s| s.range.l());
+    }
+}
+
+/// Joins adjacent gaps from `start` on, so a gap's shape does not depend on
+/// how entries happened to be laid out.
+pub fn coalesce_gaps<V>(out: &mut Vec<Segment<V>>, start: usize) {
+    let mut w = start;
+    for i in start..out.len() {
+        if w > start {
+            let prev = &out[w - 1];
+            let cur = &out[i];
+            if prev.value.is_none() && cur.value.is_none() && prev.range.r() + 1 == cur.range.l() {
+                out[w - 1].range = BlockRange::ordered(prev.range.l(), cur.range.r());
+                continue;
+            }
+        }
+        out.swap(w, i);
+        w += 1;
+    }
+    out.truncate(w);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::PhysicalRun;
+
+    fn r(l: u64, h: u64) -> BlockRange {
+        BlockRange::new(l, h).unwrap()
+    }
+
+    fn e(l: u64, h: u64, block: u64) -> Entry<PhysicalRun> {
+        Entry::new(r(l, h), PhysicalRun::new(0, block).unwrap())
+    }
+
+    #[test]
+    fn the_papers_example() {
+        // Fig. 9: searching [3, 15]; newer entries win.
+        let entries = [e(1, 6, 100), e(6, 13, 200), e(9, 10, 300)];
+        let mut out = Vec::new();
+        search(&entries, r(3, 15), &mut UnfoundList::default(), &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|s| (s.range.l(), s.range.r(), s.value.map(|v| v.block())))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (3, 5, Some(102)),
+                (6, 8, Some(200)),
+                (9, 10, Some(300)),
+                (11, 13, Some(205)),
+                (14, 15, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn tombstones_become_gaps() {
+        let entries = [
+            e(0, 9, 0),
+            Entry::new(r(2, 3), PhysicalRun::TOMBSTONE),
+            e(3, 3, 50),
+        ];
+        let mut out = Vec::new();
+        search(&entries, r(0, 9), &mut UnfoundList::default(), &mut out);
+        let got: Vec<_> = out
+            .iter()
+            .map(|s| (s.range.l(), s.range.r(), s.value.map(|v| v.block())))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 1, Some(0)),
+                (2, 2, None),
+                (3, 3, Some(50)),
+                (4, 9, Some(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn unfound_list_splits_and_drains() {
+        let mut u = UnfoundList::default();
+        u.reset(r(0, 100));
+        let mut hits = Vec::new();
+        u.ablate(r(10, 20), |h| hits.push(h));
+        u.ablate(r(50, 60), |h| hits.push(h));
+        assert_eq!(u.parts(), &[r(0, 9), r(21, 49), r(61, 100)]);
+        u.ablate(r(5, 70), |h| hits.push(h));
+        assert_eq!(u.parts(), &[r(0, 4), r(71, 100)]);
+        assert_eq!(hits[2..], [r(5, 9), r(21, 49), r(61, 70)]);
+        u.ablate(r(0, 200), |_| {});
+        assert!(u.is_empty());
+    }
+}

@@ -1,0 +1,453 @@
+//! Persistence for the index (beyond the paper, which leaves it to the
+//! block store): a checksummed snapshot plus an append-only redo log.
+//!
+//! Files (each a `BlockDevice`, so tests run them on `FaultyDevice`):
+//! `snapshot-0`, `snapshot-1` and `log`. Snapshot `e` (an epoch) goes to
+//! slot `e % 2` and holds every mapped run, disjoint and ascending; the
+//! log holds the puts and deletes since snapshot `e`, as records of epoch
+//! `e` (format: `docs/format/rask-snapshot.md`, log: `docs/format/wal.md`).
+//!
+//! Invariants:
+//! - the newest valid snapshot plus the log records of its epoch is the
+//!   index as of the last acknowledged write (with `SyncMode::Always`);
+//! - a snapshot is written and synced before the log moves to its epoch,
+//!   so a crash at any point leaves either the old snapshot with the whole
+//!   old log, or the new snapshot (which includes that log);
+//! - log records are appended and applied to the index in one order, under
+//!   the writer lock, so replay rebuilds exactly the live index;
+//! - after a failed log write or sync the store is poisoned: every later
+//!   write fails (the log reports it) until the store is reopened.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrite_core::{EngineKind, Options, StoreIdentity, SyncMode};
+use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_wal::Wal;
+use parking_lot::Mutex;
+
+use crate::entry::Segment;
+use crate::error::{RaskError, Result};
+use crate::index::{Rask, RaskOptions, RaskStats};
+use crate::range::BlockRange;
+use crate::value::RangeValue;
+
+const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"FRRASKSN";
+const HEADER_LEN: usize = 48;
+const OP_PUT: u8 = 1;
+const OP_DELETE: u8 = 2;
+/// Snapshot payload is written in pieces of this size.
+const WRITE_CHUNK: usize = 4 << 20;
+
+/// The devices a durable index lives on.
+pub struct RaskDevices {
+    pub snapshots: [Arc<dyn BlockDevice>; 2],
+    pub log: Arc<dyn BlockDevice>,
+}
+
+/// How a durable index is opened.
+#[derive(Debug, Clone)]
+pub struct DurableOptions {
+    /// Durability mode, creation flags and O_DIRECT (its `cache_bytes` is
+    /// unused: the index is wholly in memory).
+    pub store: Options,
+    pub index: RaskOptions,
+    /// A snapshot is taken once the log passes this many bytes.
+    pub checkpoint_log_bytes: u64,
+}
+
+impl Default for DurableOptions {
+    fn default() -> Self {
+        Self {
+            store: Options::default(),
+            index: RaskOptions::default(),
+            checkpoint_log_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What recovery found and how long it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Epoch of the snapshot loaded (0 and no runs for a new store).
+    pub snapshot_epoch: u64,
+    pub snapshot_runs: u64,
+    pub replayed_records: u64,
+    pub seconds: f64,
+}
+
+struct WriterState {
+    epoch: u64,
+    last_sync: Instant,
+    /// Set when a snapshot failed after its header may have reached the
+    /// device: the log can no longer be trusted to follow it.
+    poisoned: Option<String>,
+}
+
+/// A [`Rask`] index that survives restarts and crashes.
+pub struct DurableRask<V: RangeValue> {
+    index: Rask<V>,
+    wal: Wal,
+    devices: RaskDevices,
+    writer: Mutex<WriterState>,
+    opts: DurableOptions,
+    recovery: RecoveryReport,
+}
+
+fn open_file(dir: &Path, name: &str, direct: bool) -> Result<Arc<dyn BlockDevice>> {
+    let opts = DirectFileOptions {
+        direct,
+        ..DirectFileOptions::default()
+    };
+    Ok(Arc::new(DirectFile::open_with(dir.join(name), opts)?))
+}
+
+impl<V: RangeValue> DurableRask<V> {
+    /// Opens or creates the index in directory `dir`.
+    pub fn open(dir: &Path, opts: DurableOptions) -> Result<Self> {
+        opts.store.validate()?;
+        StoreIdentity::establish(dir, EngineKind::Rask, FORMAT_VERSION, &opts.store)?;
+        let d = opts.store.direct_io;
+        let devices = RaskDevices {
+            snapshots: [
+                open_file(dir, "snapshot-0", d)?,
+                open_file(dir, "snapshot-1", d)?,
+            ],
+            log: open_file(dir, "log", d)?,
+        };
+        Self::open_on(devices, opts)
+    }
+
+    /// Opens or creates the index on the given devices.
+    pub fn open_on(devices: RaskDevices, opts: DurableOptions) -> Result<Self> {
+        let started = Instant::now();
+        let index = Rask::with_options(opts.index)?;
+        let mut best: Option<(u64, usize)> = None;
+        for (slot, dev) in devices.snapshots.iter().enumerate() {
+            if let Some(h) = read_header(dev.as_ref(), V::ENCODED_LEN)? {
+                if best.is_none_or(|(e, _)| h.epoch > e) {
+                    best = Some((h.epoch, slot));
+                }
+            }
+        }
+        let mut report = RecoveryReport::default();
+        let epoch = match best {
+            Some((epoch, slot)) => {
+                report.snapshot_runs = load_snapshot(devices.snapshots[slot].as_ref(), &index)?;
+                report.snapshot_epoch = epoch;
+                epoch
+            }
+            None => 0,
+        };
+        let mut replayed = 0u64;
+        let wal = Wal::open(devices.log.clone(), epoch, &mut |payload| {
+            apply_record(&index, payload).map_err(ferrite_core::Error::from)?;
+            replayed += 1;
+            Ok(())
+        })?;
+        report.replayed_records = replayed;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(Self {
+            index,
+            wal,
+            devices,
+            writer: Mutex::new(WriterState {
+                epoch,
+                last_sync: Instant::now(),
+                poisoned: None,
+            }),
+            opts,
+            recovery: report,
+        })
+    }
+
+    /// What the last open recovered.
+    pub fn recovery(&self) -> RecoveryReport {
+        self.recovery
+    }
+
+    /// The in-memory index (reads go straight to it).
+    pub fn index(&self) -> &Rask<V> {
+        &self.index
+    }
+
+    pub fn get(&self, range: BlockRange) -> Vec<Segment<V>> {
+        self.index.get(range)
+    }
+
+    pub fn put(&self, range: BlockRange, value: V) -> Result<()> {
+        if let Some(reason) = value.check(range) {
+            return Err(RaskError::InvalidValue {
+                range,
+                value: format!("{value:?}"),
+                reason,
+            });
+        }
+        let mut rec = Vec::with_capacity(17 + V::ENCODED_LEN);
+        encode_head(&mut rec, OP_PUT, range);
+        value.encode(&mut rec);
+        self.logged(&rec, |ix| ix.put(range, value))
+    }
+
+    pub fn delete(&self, range: BlockRange) -> Result<()> {
+        let mut rec = Vec::with_capacity(17);
+        encode_head(&mut rec, OP_DELETE, range);
+        self.logged(&rec, |ix| {
+            ix.delete(range);
+            Ok(())
+        })
+    }
+
+    fn logged(&self, rec: &[u8], apply: impl FnOnce(&Rask<V>) -> Result<()>) -> Result<()> {
+        let (lsn, sync_now) = {
+            let mut w = self.writer.lock();
+            if let Some(cause) = &w.poisoned {
+                return Err(ferrite_core::Error::Poisoned {
+                    cause: cause.clone(),
+                }
+                .into());
+            }
+            let lsn = self.wal.append(rec)?;
+            apply(&self.index)?;
+            let sync_now = match self.opts.store.sync {
+                SyncMode::Always => true,
+                SyncMode::Batched(every) => {
+                    let due = w.last_sync.elapsed() >= every;
+                    if due {
+                        w.last_sync = Instant::now();
+                    }
+                    due
+                }
+                SyncMode::Never => false,
+            };
+            (lsn, sync_now)
+        };
+        if sync_now {
+            self.wal.commit(lsn, true)?;
+        } else {
+            self.wal.write_if_over(1 << 20)?;
+        }
+        if self.wal.len() > self.opts.checkpoint_log_bytes {
+            self.snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write so far durable.
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.wal.sync()?)
+    }
+
+    /// Writes a snapshot of the whole index and empties the log. Writers
+    /// wait while it runs; readers do not.
+    pub fn snapshot(&self) -> Result<()> {
+        let mut w = self.writer.lock();
+        if let Some(cause) = &w.poisoned {
+            return Err(ferrite_core::Error::Poisoned {
+                cause: cause.clone(),
+            }
+            .into());
+        }
+        let epoch = w.epoch + 1;
+        let dev = self.devices.snapshots[(epoch % 2) as usize].as_ref();
+        if let Err(e) =
+            write_snapshot(dev, &self.index, epoch).and_then(|()| Ok(self.wal.reset(epoch)?))
+        {
+            w.poisoned = Some(format!("snapshot {epoch} failed: {e}"));
+            return Err(e);
+        }
+        w.epoch = epoch;
+        w.last_sync = Instant::now();
+        Ok(())
+    }
+
+    pub fn stats(&self) -> RaskStats {
+        self.index.stats()
+    }
+
+    /// Bytes in the redo log now.
+    pub fn log_bytes(&self) -> u64 {
+        self.wal.len()
+    }
+
+    /// The interval `SyncMode::Batched` syncs at, if it is the mode.
+    pub fn sync_interval(&self) -> Option<Duration> {
+        match self.opts.store.sync {
+            SyncMode::Batched(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+fn encode_head(out: &mut Vec<u8>, op: u8, r: BlockRange) {
+    out.push(op);
+    out.extend_from_slice(&r.l().to_le_bytes());
+    out.extend_from_slice(&r.r().to_le_bytes());
+}
+
+fn corrupt(what: &'static str, reason: impl Into<String>) -> RaskError {
+    RaskError::Corruption {
+        what,
+        reason: reason.into(),
+    }
+}
+
+fn read_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+fn read_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
+}
+
+/// Decodes one log record and applies it.
+fn apply_record<V: RangeValue>(index: &Rask<V>, p: &[u8]) -> Result<()> {
+    let (&op, rest) = p
+        .split_first()
+        .ok_or_else(|| corrupt("rask log record", "empty record"))?;
+    if rest.len() < 16 {
+        return Err(corrupt(
+            "rask log record",
+            format!("{} bytes is too short", p.len()),
+        ));
+    }
+    let range = BlockRange::new(read_u64(rest, 0), read_u64(rest, 8))
+        .map_err(|e| corrupt("rask log record", e.to_string()))?;
+    let body = &rest[16..];
+    match op {
+        OP_PUT if body.len() == V::ENCODED_LEN => {
+            let v =
+                V::decode(body).ok_or_else(|| corrupt("rask log record", "undecodable value"))?;
+            index
+                .put(range, v)
+                .map_err(|e| corrupt("rask log record", e.to_string()))
+        }
+        OP_DELETE if body.is_empty() => {
+            index.delete(range);
+            Ok(())
+        }
+        _ => Err(corrupt(
+            "rask log record",
+            format!("op {op} with a {}-byte body", body.len()),
+        )),
+    }
+}
+
+struct Header {
+    epoch: u64,
+    runs: u64,
+    payload_len: u64,
+    payload_crc: u32,
+}
+
+/// The header of the snapshot in `dev`, or `None` if there is no valid one.
+fn read_header(dev: &dyn BlockDevice, value_len: usize) -> Result<Option<Header>> {
+    let bs = dev.block_size();
+    if dev.len() < bs as u64 {
+        return Ok(None);
+    }
+    let mut b = AlignedBuf::zeroed(bs);
+    dev.read_at(&mut b, 0)?;
+    if &b[..8] != MAGIC || crc32c::crc32c(&b[..HEADER_LEN - 4]) != read_u32(&b, HEADER_LEN - 4) {
+        return Ok(None);
+    }
+    if read_u32(&b, 8) != FORMAT_VERSION || read_u32(&b, 12) as usize != value_len {
+        return Err(corrupt(
+            "rask snapshot",
+            format!(
+                "format {} with {}-byte values; expected format {FORMAT_VERSION} with {value_len}",
+                read_u32(&b, 8),
+                read_u32(&b, 12)
+            ),
+        ));
+    }
+    let h = Header {
+        epoch: read_u64(&b, 16),
+        runs: read_u64(&b, 24),
+        payload_len: read_u64(&b, 32),
+        payload_crc: read_u32(&b, 40),
+    };
+    let run_len = 16 + value_len as u64;
+    if h.runs.checked_mul(run_len) != Some(h.payload_len) || bs as u64 + h.payload_len > dev.len() {
+        // A header whose payload never fully reached the device.
+        return Ok(None);
+    }
+    Ok(Some(h))
+}
+
+fn load_snapshot<V: RangeValue>(dev: &dyn BlockDevice, index: &Rask<V>) -> Result<u64> {
+    let Some(h) = read_header(dev, V::ENCODED_LEN)? else {
+        return Ok(0);
+    };
+    let bs = dev.block_size();
+    let padded = (h.payload_len as usize).div_ceil(bs) * bs;
+    let mut buf = AlignedBuf::zeroed(padded.max(bs));
+    if padded > 0 {
+        dev.read_at(&mut buf[..padded], bs as u64)?;
+    }
+    let payload = &buf[..h.payload_len as usize];
+    if crc32c::crc32c(payload) != h.payload_crc {
+        return Err(corrupt("rask snapshot", "payload checksum mismatch"));
+    }
+    let run_len = 16 + V::ENCODED_LEN;
+    let mut prev_end: Option<u64> = None;
+    for run in payload.chunks_exact(run_len) {
+        let range = BlockRange::new(read_u64(run, 0), read_u64(run, 8))
+            .map_err(|e| corrupt("rask snapshot", e.to_string()))?;
+        if prev_end.is_some_and(|e| range.l() <= e) {
+            return Err(corrupt(
+                "rask snapshot",
+                format!("run {range} is out of order"),
+            ));
+        }
+        prev_end = Some(range.r());
+        let v =
+            V::decode(&run[16..]).ok_or_else(|| corrupt("rask snapshot", "undecodable value"))?;
+        index
+            .put(range, v)
+            .map_err(|e| corrupt("rask snapshot", e.to_string()))?;
+    }
+    Ok(h.runs)
+}
+
+fn write_snapshot<V: RangeValue>(dev: &dyn BlockDevice, index: &Rask<V>, epoch: u64) -> Result<()> {
+    let mut payload = Vec::new();
+    let mut runs = 0u64;
+    index.for_each_mapped(|r, v| {
+        payload.extend_from_slice(&r.l().to_le_bytes());
+        payload.extend_from_slice(&r.r().to_le_bytes());
+        v.encode(&mut payload);
+        runs += 1;
+    });
+    let bs = dev.block_size();
+    // Payload first, header last: a header is only valid with its payload.
+    for (i, chunk) in payload.chunks(WRITE_CHUNK).enumerate() {
+        let mut buf = AlignedBuf::zeroed(chunk.len().div_ceil(bs) * bs);
+        buf[..chunk.len()].copy_from_slice(chunk);
+        dev.write_at(&buf, (bs + i * WRITE_CHUNK) as u64)?;
+    }
+    dev.sync()?;
+    let mut h = AlignedBuf::zeroed(bs);
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&(V::ENCODED_LEN as u32).to_le_bytes());
+    h[16..24].copy_from_slice(&epoch.to_le_bytes());
+    h[24..32].copy_from_slice(&runs.to_le_bytes());
+    h[32..40].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    h[40..44].copy_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    let crc = crc32c::crc32c(&h[..HEADER_LEN - 4]);
+    h[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    dev.write_at(&h, 0)?;
+    dev.sync()?;
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! Two-stage garbage collection of a log-structured leaf (paper §5.2).
+//!
+//! Both stages are pure functions over a leaf's entries (oldest first) and
+//! keep the survivors' relative order, which is what gives newer entries
+//! precedence. Invariant after either stage: every block's newest entry is
+//! unchanged, so lookups answer the same before and after.
+//!
+//! - *Lightweight*: one backward pass with the LT map (left bound → largest
+//!   right bound seen among newer entries); an entry is dropped if a newer
+//!   one with the same left bound reaches at least as far. O(n).
+//! - *Normal*: one backward pass keeping the NonOverlap list (the union of
+//!   newer ranges, disjoint and ordered); an entry inside one of its
+//!   segments is covered by newer data and dropped. Tombstones are removed
+//!   here: their ranges go to the deleted list, older entries are trimmed by
+//!   it (a trimmed entry may become several, values divided), and then the
+//!   tombstone has nothing left to hide.
+
+use crate::entry::Entry;
+use crate::range::BlockRange;
+use crate::value::RangeValue;
+
+/// Reusable buffers for the collectors, so a collection allocates only
+/// the entry vectors it returns.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    lt_keys: Vec<u64>,
+    lt_vals: Vec<u64>,
+    lt_used: Vec<bool>,
+    keep: Vec<bool>,
+    cover: NonOverlap,
+    dead: NonOverlap,
+    order: Vec<(u64, usize)>,
+    pieces: Vec<BlockRange>,
+}
+
+/// Lightweight GC; returns how many entries it removed.
+#[cfg(test)]
+pub fn lightweight<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> usize {
+    lightweight_with(entries, &mut Scratch::default())
+}
+
+/// [`lightweight`] with caller-provided buffers.
+pub fn lightweight_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> usize {
+    let n = entries.len();
+    let size = (2 * n.max(4)).next_power_of_two();
+    let mask = size - 1;
+    sc.lt_keys.clear();
+    sc.lt_keys.resize(size, 0);
+    sc.lt_vals.clear();
+    sc.lt_vals.resize(size, 0);
+    sc.lt_used.clear();
+    sc.lt_used.resize(size, false);
+    sc.keep.clear();
+    sc.keep.resize(n, true);
+    for (i, e) in entries.iter().enumerate().rev() {
+        let key = e.range.l();
+        // Open addressing with linear probing: the O(1) LT map.
+        let mut slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
+        while sc.lt_used[slot] && sc.lt_keys[slot] != key {
+            slot = (slot + 1) & mask;
+        }
+        if sc.lt_used[slot] && e.range.r() <= sc.lt_vals[slot] {
+            sc.keep[i] = false;
+        } else {
+            sc.lt_used[slot] = true;
+            sc.lt_keys[slot] = key;
+            sc.lt_vals[slot] = sc.lt_vals[slot].max(e.range.r());
+        }
+    }
+    let mut i = 0;
+    entries.retain(|_| {
+        i += 1;
+        sc.keep[i - 1]
+    });
+    n - entries.len()
+}
+
+/// Normal GC, then joining of continuous neighbours; returns how many
+/// entries it removed (trimmed pieces count as added, so the result can be
+/// negative if a tombstone punched holes).
+#[cfg(test)]
+pub fn normal<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> isize {
+    normal_with(entries, &mut Scratch::default())
+}
+
+/// [`normal`] with caller-provided buffers.
+pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> isize {
+    let before = entries.len() as isize;
+    let cover = &mut sc.cover;
+    let dead = &mut sc.dead;
+    cover.segs.clear();
+    dead.segs.clear();
+    let mut kept_rev: Vec<(Entry<V>, bool)> = Vec::with_capacity(entries.len());
+    for e in entries.iter().rev() {
+        if cover.covers(&e.range) {
+            continue;
+        }
+        let visible = !cover.overlaps(&e.range);
+        cover.add(e.range);
+        if e.value.is_tombstone() {
+            dead.add(e.range);
+            continue;
+        }
+        // Newer tombstones hide parts of this entry: keep only the rest.
+        if visible {
+            kept_rev.push((*e, true));
+            continue;
+        }
+        dead.subtract_into(e.range, &mut sc.pieces);
+        for piece in sc.pieces.iter().rev() {
+            kept_rev.push((e.part(*piece), false));
+        }
+    }
+    kept_rev.reverse();
+    join_continuous(&mut kept_rev, &mut sc.order);
+    entries.clear();
+    entries.extend(kept_rev.into_iter().map(|(e, _)| e));
+    before - entries.len() as isize
+}
+
+/// Cuts every entry down to the parts no newer entry covers, so the
+/// entries become disjoint (and then joins continuous neighbours). Used
+/// before a leaf is cut in two: with disjoint entries every boundary
+/// between them is a cut point that divides no visible run. Expects no
+/// tombstones (run [`normal_with`] first).
+pub fn trim_hidden<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) {
+    sc.cover.segs.clear();
+    let mut kept_rev: Vec<(Entry<V>, bool)> = Vec::with_capacity(entries.len() + 4);
+    for e in entries.iter().rev() {
+        sc.cover.subtract_into(e.range, &mut sc.pieces);
+        sc.cover.add(e.range);
+        for piece in sc.pieces.iter().rev() {
+            kept_rev.push((e.part(*piece), true));
+        }
+    }
+    kept_rev.reverse();
+    join_continuous(&mut kept_rev, &mut sc.order);
+    entries.clear();
+    entries.extend(kept_rev.into_iter().map(|(e, _)| e));
+}
+
+/// Joins pairs of entries that are adjacent in block space and continuous
+/// in value (`RangeValue::merge`), when the older of the two is *fully
+/// visible* (no newer entry overlaps it). The joined entry takes the newer
+/// one's place in the log, which changes no block's newest entry: the
+/// older part had nothing newer over it, and everything that was newer or
+/// older than the newer part still is. A sequential writer's runs thus
+/// collapse into one entry per run instead of one per write (beyond the
+/// paper, which joins only at leaf merges).
+fn join_continuous<V: RangeValue>(
+    entries: &mut Vec<(Entry<V>, bool)>,
+    order: &mut Vec<(u64, usize)>,
+) {
+    if entries.len() < 2 {
+        return;
+    }
+    loop {
+        order.clear();
+        order.extend(entries.iter().enumerate().map(|(i, e)| (e.0.range.l(), i)));
+        order.sort_unstable();
+        let mut join = None;
+        'search: for &(_, i) in order.iter() {
+            let Some(next) = entries[i].0.range.r().checked_add(1) else {
+                continue;
+            };
+            let from = order.partition_point(|&(l, _)| l < next);
+            for &(_, j) in order[from..].iter().take_while(|&&(l, _)| l == next) {
+                let (older, newer) = if i < j { (i, j) } else { (j, i) };
+                if !entries[older].1 {
+                    continue;
+                }
+                let (a, b) = (entries[i].0, entries[j].0);
+                if let Some(v) = V::merge(a.range, &a.value, b.range, &b.value) {
+                    join = Some((
+                        older,
+                        newer,
+                        Entry::new(BlockRange::ordered(a.range.l(), b.range.r()), v),
+                    ));
+                    break 'search;
+                }
+            }
+        }
+        let Some((older, newer, joined)) = join else {
+            return;
+        };
+        entries[newer].0 = joined;
+        entries.remove(older);
+    }
+}
+
+/// The union of a set of ranges as disjoint, ordered segments; adjacent
+/// segments are joined (`[1, 3]` and `[4, 6]` cover `[1, 6]`).
+#[derive(Debug, Default, Clone)]
+pub struct NonOverlap {
+    segs: Vec<BlockRange>,
+}
+
+impl NonOverlap {
+    #[cfg(test)]
+    pub fn segments(&self) -> &[BlockRange] {
+        &self.segs
+    }
+
+    pub fn overlaps(&self, r: &BlockRange) -> bool {
+        let i = self.segs.partition_point(|s| s.r() < r.l());
+        self.segs.get(i).is_some_and(|s| s.l() <= r.r())
+    }
+
+    pub fn covers(&self, r: &BlockRange) -> bool {
+        let i = self.segs.partition_point(|s| s.r() < r.l());
+        self.segs.get(i).is_some_and(|s| s.covers(r))
+    }
+
+    pub fn add(&mut self, r: BlockRange) {
+        // Segments touching or adjacent to r.
+        let first = self
+            .segs
+            .partition_point(|s| s.r().saturating_add(1) < r.l());
+        let mut last = first;
+        while last < self.segs.len() && self.segs[last].l() <= r.r().saturating_add(1) {
+            last += 1;
+        }
+        if first == last {
+            self.segs.insert(first, r);
+            return;
+        }
+        let l = r.l().min(self.segs[first].l());
+        let h = r.r().max(self.segs[last - 1].r());
+        self.segs[first] = BlockRange::ordered(l, h);
+        self.segs.drain(first + 1..last);
+    }
+
+    /// The parts of `r` outside every segment, ascending.
+    #[cfg(test)]
+    pub fn subtract(&self, r: BlockRange) -> Vec<BlockRange> {
+        let mut out = Vec::new();
+        self.subtract_into(r, &mut out);
+        out
+    }
+
+    /// [`NonOverlap::subtract`] into a caller's buffer (cleared first).
+    pub fn subtract_into(&self, r: BlockRange, out: &mut Vec<BlockRange>) {
+        out.clear();
+        let mut at = r.l();
+        let mut i = self.segs.partition_point(|s| s.r() < r.l());
+        while let Some(s) = self.segs.get(i) {
+            if s.l() > r.r() {
+                break;
+            }
+            if s.l() > at {
+                out.push(BlockRange::ordered(at, s.l() - 1));
+            }
+            if s.r() >= r.r() {
+                return;
+            }
+            at = s.r() + 1;
+            i += 1;
+        }
+        out.push(BlockRange::ordered(at, r.r()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::PhysicalRun;
+
+    fn r(l: u64, h: u64) -> BlockRange {
+        BlockRange::new(l, h).unwrap()
+    }
+
+    fn e(l: u64, h: u64) -> Entry<PhysicalRun> {
+        Entry::new(r(l, h), PhysicalRun::new(0, l * 10).unwrap())
+    }
+
+    fn ranges(v: &[Entry<PhysicalRun>]) -> Vec<(u64, u64)> {
+        v.iter().map(|e| (e.range.l(), e.range.r())).collect()
+    }
+
+    #[test]
+    fn lightweight_drops_same_left_bound_covers() {
+        // Fig. 10(b): [4, 7] is covered by the newer [4, 9].
+        let mut v = vec![e(4, 7), e(1, 2), e(4, 9), e(9, 10), e(4, 5)];
+        assert_eq!(lightweight(&mut v), 1);
+        assert_eq!(ranges(&v), vec![(1, 2), (4, 9), (9, 10), (4, 5)]);
+    }
+
+    #[test]
+    fn normal_drops_ranges_covered_by_a_union() {
+        // Fig. 10(a): [5, 7] is covered by [4, 9] ∪ [9, 10]; [1, 6] by
+        // [1, 3] ∪ [4, 10].
+        let mut v = vec![e(1, 6), e(5, 7), e(4, 9), e(9, 10), e(1, 3)];
+        assert_eq!(normal(&mut v), 2);
+        assert_eq!(ranges(&v), vec![(4, 9), (9, 10), (1, 3)]);
+    }
+
+    #[test]
+    fn normal_trims_by_tombstones_and_drops_them() {
+        let t = Entry::new(r(3, 4), PhysicalRun::TOMBSTONE);
+        let mut v = vec![e(0, 9), t, e(4, 4)];
+        normal(&mut v);
+        assert_eq!(ranges(&v), vec![(0, 2), (5, 9), (4, 4)]);
+        assert_eq!(v[1].value.block(), 5);
+    }
+
+    #[test]
+    fn normal_joins_continuous_runs_of_a_sequential_writer() {
+        // Three writes of one sequential stream, stored contiguously, and
+        // an unrelated write in between.
+        let run =
+            |l: u64, h: u64, block: u64| Entry::new(r(l, h), PhysicalRun::new(1, block).unwrap());
+        let mut v = vec![
+            run(0, 3, 100),
+            run(50, 51, 7),
+            run(4, 7, 104),
+            run(8, 9, 108),
+        ];
+        normal(&mut v);
+        assert_eq!(ranges(&v), vec![(50, 51), (0, 9)]);
+        assert_eq!(v[1].value.block(), 100);
+        // A run overwritten in part by a newer entry is not the older side
+        // of a join (its hidden part would resurface).
+        let mut v = vec![run(0, 3, 100), run(2, 2, 900), run(4, 7, 104)];
+        normal(&mut v);
+        assert_eq!(ranges(&v), vec![(0, 3), (2, 2), (4, 7)]);
+        // But it can be the newer side: the join takes its place.
+        let mut v = vec![run(4, 7, 104), run(0, 3, 100), run(9, 9, 5)];
+        normal(&mut v);
+        assert_eq!(ranges(&v), vec![(0, 7), (9, 9)]);
+    }
+
+    #[test]
+    fn trim_hidden_leaves_disjoint_visible_parts() {
+        // [0, 9] under a newer [3, 5]; [4, 12] newest over both.
+        let mut v = vec![e(0, 9), e(3, 5), e(4, 12)];
+        trim_hidden(&mut v, &mut Scratch::default());
+        assert_eq!(ranges(&v), vec![(0, 2), (3, 3), (4, 12)]);
+        assert_eq!(v[0].value.block(), 0);
+        assert_eq!(v[1].value.block(), 30);
+    }
+
+    #[test]
+    fn nonoverlap_joins_adjacent_and_subtracts() {
+        let mut n = NonOverlap::default();
+        n.add(r(10, 20));
+        n.add(r(30, 40));
+        n.add(r(21, 25));
+        assert_eq!(n.segments(), &[r(10, 25), r(30, 40)]);
+        assert!(n.covers(&r(12, 25)));
+        assert!(!n.covers(&r(24, 30)));
+        assert_eq!(n.subtract(r(0, 50)), vec![r(0, 9), r(26, 29), r(41, 50)]);
+        assert_eq!(n.subtract(r(12, 14)), vec![]);
+        n.add(r(0, u64::MAX));
+        assert_eq!(n.segments(), &[r(0, u64::MAX)]);
+    }
+}

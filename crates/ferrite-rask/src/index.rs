@@ -1,0 +1,746 @@
+//! The RASK index: ART inner nodes over leaf anchors, and a doubly linked
+//! list of log-structured leaves that partition the block space.
+//!
+//! Invariants:
+//! - the live (not deleted) leaves, in list order, have increasing anchors
+//!   and their spaces `[anchor, last]` tile `[0, u64::MAX]`; the first leaf
+//!   (anchor 0) is never deleted;
+//! - every entry of a leaf lies inside the leaf's space (a write that spans
+//!   leaves is divided, the value through `RangeValue::divide`);
+//! - within a leaf, a newer entry wins over an older one;
+//! - the ART maps every live leaf's anchor to it, and is updated under the
+//!   locks of the leaves concerned, so it never points at a freed leaf;
+//! - a deleted leaf's `prev` points at a leaf that held its space when it
+//!   was deleted, so following `prev` from a deleted leaf ends at a live one.
+//!
+//! Concurrency (paper §6.2): readers take no lock; they read immutable leaf
+//! snapshots (see `leaf`) and walk right along `next`, re-locating when
+//! they meet a deleted leaf. Writers lock one leaf at a time and hand the
+//! lock over left to right when a write spans leaves; merging with the left
+//! neighbour only *tries* its lock, so locks are always waited for in
+//! left-to-right order and writers cannot deadlock. Retired logs and leaves
+//! are freed by epoch-based reclamation (crossbeam-epoch).
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use parking_lot::RwLock;
+
+use crate::ablation::{self, UnfoundList};
+use crate::art::Art;
+use crate::entry::{Entry, Segment};
+use crate::error::{RaskError, Result};
+use crate::gc;
+use crate::leaf::{Leaf, Log};
+use crate::range::BlockRange;
+use crate::split::{self, Piece};
+use crate::value::RangeValue;
+
+/// Tuning of the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaskOptions {
+    /// Entries per leaf (the paper's default is 16).
+    pub leaf_capacity: usize,
+    /// Fragmented insertions into a leaf before it is merged with its left
+    /// neighbour (or the two are resplit); `None` means capacity / 4.
+    pub merge_threshold: Option<usize>,
+}
+
+impl Default for RaskOptions {
+    fn default() -> Self {
+        Self {
+            leaf_capacity: 16,
+            merge_threshold: None,
+        }
+    }
+}
+
+/// Counters and sizes of an index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RaskStats {
+    /// Leaf insertions that found the leaf full and garbage collected it.
+    pub gc_writes: u64,
+    pub lightweight_gcs: u64,
+    pub normal_gcs: u64,
+    /// Leaf splits (one overflowing insertion each).
+    pub splits: u64,
+    /// Cut points chosen by those splits and by resplits (a split that had
+    /// to cut a side again counts two).
+    pub cuts: u64,
+    /// Cuts that divided at least one range.
+    pub dividing_cuts: u64,
+    pub merges: u64,
+    pub resplits: u64,
+    /// Merges skipped because the left neighbour was busy.
+    pub merge_skips: u64,
+    /// Range pieces stored in a leaf other than the write's first.
+    pub fragments: u64,
+    pub leaves: u64,
+    pub entries: u64,
+    /// Bytes of leaves, logs and ART nodes (the counting allocator's view
+    /// also includes allocator rounding).
+    pub index_bytes: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    gc_writes: AtomicU64,
+    lightweight_gcs: AtomicU64,
+    normal_gcs: AtomicU64,
+    splits: AtomicU64,
+    cuts: AtomicU64,
+    dividing_cuts: AtomicU64,
+    merges: AtomicU64,
+    resplits: AtomicU64,
+    merge_skips: AtomicU64,
+    fragments: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+thread_local! {
+    static UNFOUND: RefCell<UnfoundList> = RefCell::new(UnfoundList::default());
+    static SCRATCH: RefCell<gc::Scratch> = RefCell::new(gc::Scratch::default());
+}
+
+/// Runs `f` with this thread's collector buffers.
+fn with_scratch<R>(f: impl FnOnce(&mut gc::Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut sc) => f(&mut sc),
+        Err(_) => f(&mut gc::Scratch::default()),
+    })
+}
+
+/// A concurrent, in-memory range-as-a-key index.
+pub struct Rask<V: RangeValue> {
+    head: Atomic<Leaf<V>>,
+    art: RwLock<Art<usize>>,
+    cap: usize,
+    merge_threshold: u32,
+    c: Counters,
+}
+
+// SAFETY: all shared state is reached through atomics, locks and the epoch
+// scheme described in the module docs; values are `Send + Sync`.
+unsafe impl<V: RangeValue> Send for Rask<V> {}
+// SAFETY: as above.
+unsafe impl<V: RangeValue> Sync for Rask<V> {}
+
+impl<V: RangeValue> Default for Rask<V> {
+    fn default() -> Self {
+        Self::build(16, 4)
+    }
+}
+
+impl<V: RangeValue> Rask<V> {
+    /// An empty index with the paper's defaults (16 entries per leaf).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_options(o: RaskOptions) -> Result<Self> {
+        if !(4..=128).contains(&o.leaf_capacity) {
+            return Err(RaskError::BadCapacity(o.leaf_capacity));
+        }
+        let thr = o.merge_threshold.unwrap_or(o.leaf_capacity / 4).max(1);
+        Ok(Self::build(
+            o.leaf_capacity,
+            thr.min(u32::MAX as usize) as u32,
+        ))
+    }
+
+    fn build(cap: usize, merge_threshold: u32) -> Self {
+        let head = Owned::new(Leaf::new(0, Log::new(u64::MAX, cap.min(4), &[])));
+        // SAFETY: nothing else can see the index while it is built.
+        let guard = unsafe { epoch::unprotected() };
+        let head = head.into_shared(guard);
+        let mut art = Art::new();
+        art.insert(0, head.as_raw() as usize);
+        Self {
+            head: Atomic::from(head),
+            art: RwLock::new(art),
+            cap,
+            merge_threshold,
+            c: Counters::default(),
+        }
+    }
+
+    pub fn leaf_capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Maps every block of `range` to `value` (divided per block run).
+    pub fn put(&self, range: BlockRange, value: V) -> Result<()> {
+        if let Some(reason) = value.check(range) {
+            return Err(RaskError::InvalidValue {
+                range,
+                value: format!("{value:?}"),
+                reason,
+            });
+        }
+        self.write(range, value);
+        Ok(())
+    }
+
+    /// Unmaps every block of `range`.
+    pub fn delete(&self, range: BlockRange) {
+        self.write(range, V::TOMBSTONE);
+    }
+
+    /// The latest value of every block of `range`: ascending segments that
+    /// tile it exactly, `None` for blocks not mapped.
+    pub fn get(&self, range: BlockRange) -> Vec<Segment<V>> {
+        let mut out = Vec::new();
+        self.get_into(range, &mut out);
+        out
+    }
+
+    /// [`Rask::get`] appending to `out` (which it does not clear).
+    pub fn get_into(&self, target: BlockRange, out: &mut Vec<Segment<V>>) {
+        let guard = epoch::pin();
+        let start = out.len();
+        let mut pos = target.l();
+        let mut leaf = self.locate(pos, &guard);
+        UNFOUND.with(|u| {
+            let mut unfound = u.borrow_mut();
+            loop {
+                let log = leaf.current(&guard);
+                if leaf.is_deleted() || leaf.anchor > pos {
+                    leaf = self.locate(pos, &guard);
+                    continue;
+                }
+                if log.last < pos {
+                    leaf = match leaf.next_leaf(&guard) {
+                        Some(n) => n,
+                        None => self.locate(pos, &guard),
+                    };
+                    continue;
+                }
+                let hi = target.r().min(log.last);
+                ablation::search(
+                    log.entries(),
+                    BlockRange::ordered(pos, hi),
+                    &mut unfound,
+                    out,
+                );
+                if hi == target.r() {
+                    break;
+                }
+                pos = hi + 1;
+                leaf = match leaf.next_leaf(&guard) {
+                    Some(n) => n,
+                    None => self.locate(pos, &guard),
+                };
+            }
+        });
+        ablation::coalesce_gaps(out, start);
+    }
+
+    fn head<'g>(&self, guard: &'g Guard) -> &'g Leaf<V> {
+        // SAFETY: the head leaf is never deleted and lives as long as the index.
+        unsafe { self.head.load(Ordering::Relaxed, guard).deref() }
+    }
+
+    fn leaf_at<'g>(&self, ptr: usize, _guard: &'g Guard) -> &'g Leaf<V> {
+        // SAFETY: the ART only holds pointers to leaves not yet retired
+        // (it is updated before a leaf is retired, under the leaf's lock),
+        // and the caller's guard keeps a retired leaf alive.
+        unsafe { &*(ptr as *const Leaf<V>) }
+    }
+
+    /// A live leaf whose current space holds `pos` (no lock taken).
+    fn locate<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
+        let start = self.art.read().predecessor(pos).map(|(_, p)| p);
+        let mut leaf = match start {
+            Some(p) => self.leaf_at(p, guard),
+            None => self.head(guard),
+        };
+        loop {
+            if leaf.is_deleted() || leaf.anchor > pos {
+                // A structural change is in flight: step back towards the
+                // leaf that absorbed this space.
+                std::hint::spin_loop();
+                leaf = leaf.prev_leaf(guard).unwrap_or_else(|| self.head(guard));
+                continue;
+            }
+            if leaf.current(guard).last >= pos {
+                return leaf;
+            }
+            leaf = leaf.next_leaf(guard).unwrap_or_else(|| self.head(guard));
+        }
+    }
+
+    /// Locks the leaf holding `pos` (the caller holds no leaf lock).
+    fn lock_for<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
+        loop {
+            let leaf = self.locate(pos, guard);
+            leaf.lock();
+            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last >= pos {
+                return leaf;
+            }
+            // SAFETY: locked just above.
+            unsafe { leaf.unlock() };
+        }
+    }
+
+    /// Locks the leaf holding `pos`, which lies right of `held` (locked by
+    /// the caller). Only leaves right of `held` are waited for.
+    fn lock_right_of<'g>(&self, held: &'g Leaf<V>, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
+        loop {
+            let mut leaf = held.next_leaf(guard).unwrap_or_else(|| self.head(guard));
+            while !leaf.is_deleted() && leaf.current(guard).last < pos {
+                leaf = leaf.next_leaf(guard).unwrap_or_else(|| self.head(guard));
+            }
+            if leaf.is_deleted() || leaf.anchor > pos || leaf.anchor <= held.anchor {
+                std::hint::spin_loop();
+                continue;
+            }
+            leaf.lock();
+            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last >= pos {
+                return leaf;
+            }
+            // SAFETY: locked just above.
+            unsafe { leaf.unlock() };
+        }
+    }
+
+    fn write(&self, range: BlockRange, value: V) {
+        let guard = epoch::pin();
+        let whole = Entry::new(range, value);
+        let mut pos = range.l();
+        let mut leaf = self.lock_for(pos, &guard);
+        loop {
+            let last = leaf.current(&guard).last;
+            let seg_end = range.r().min(last);
+            let fragment = pos > range.l();
+            if fragment {
+                bump(&self.c.fragments, 1);
+            }
+            let frag = if fragment || value.is_tombstone() {
+                leaf.bump_frag()
+            } else {
+                leaf.frag()
+            };
+            let split = self.append(leaf, whole.part(BlockRange::ordered(pos, seg_end)), &guard);
+            let mut cur = leaf;
+            if !split && frag > self.merge_threshold {
+                cur = self.merge_with_left(leaf, &guard);
+            }
+            if seg_end == range.r() {
+                // SAFETY: `cur` is the leaf this thread holds.
+                unsafe { cur.unlock() };
+                return;
+            }
+            pos = seg_end + 1;
+            let next = self.lock_right_of(cur, pos, &guard);
+            // SAFETY: hand-over: the next leaf is locked, release this one.
+            unsafe { cur.unlock() };
+            leaf = next;
+        }
+    }
+
+    /// Appends `e` to the locked `leaf`, collecting or splitting it when
+    /// full. Returns true if the leaf was split.
+    fn append(&self, leaf: &Leaf<V>, e: Entry<V>, guard: &Guard) -> bool {
+        let log = leaf.current(guard);
+        // SAFETY: the caller holds `leaf`'s lock and `log` is its current log.
+        if unsafe { log.push(e) } {
+            return false;
+        }
+        let mut entries = Vec::with_capacity(self.cap + 1);
+        entries.extend_from_slice(log.entries());
+        if entries.len() < self.cap {
+            // The log was allocated smaller than the leaf's capacity: grow it.
+            entries.push(e);
+            let slots = self.slots_for(entries.len() * 2);
+            self.swap_log(leaf, Log::new(log.last, slots, &entries), guard);
+            return false;
+        }
+        bump(&self.c.gc_writes, 1);
+        bump(&self.c.lightweight_gcs, 1);
+        let settled = with_scratch(|sc| {
+            // Normal GC runs when the lightweight stage frees (almost)
+            // nothing: a single freed slot would only defer the next GC by
+            // one write.
+            if gc::lightweight_with(&mut entries, sc) <= self.cap / 16 {
+                bump(&self.c.normal_gcs, 1);
+                gc::normal_with(&mut entries, sc);
+            }
+            entries.push(e);
+            if entries.len() <= self.cap {
+                return None;
+            }
+            Some(split::settle(
+                std::mem::take(&mut entries),
+                leaf.anchor,
+                self.cap,
+                false,
+                sc,
+            ))
+        });
+        let Some(settled) = settled else {
+            self.swap_log(leaf, self.log_for(log.last, &entries), guard);
+            return false;
+        };
+        if settled.pieces.len() == 1 {
+            self.swap_log(
+                leaf,
+                self.log_for(log.last, &settled.pieces[0].entries),
+                guard,
+            );
+            return false;
+        }
+        bump(&self.c.splits, 1);
+        bump(&self.c.cuts, settled.cuts as u64);
+        bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
+        let after = leaf.next.load(Ordering::Acquire, guard);
+        self.install(leaf, log.last, &settled.pieces, after, guard);
+        true
+    }
+
+    /// Slots to allocate for a log meant to hold `n` entries: logs start
+    /// small and grow by doubling up to the leaf capacity, so a leaf's
+    /// memory follows its entries rather than its capacity.
+    fn slots_for(&self, n: usize) -> usize {
+        n.clamp(4, self.cap)
+    }
+
+    /// A log for `entries` with room to grow by half again.
+    fn log_for(&self, last: u64, entries: &[Entry<V>]) -> Owned<Log<V>> {
+        let n = entries.len();
+        Log::new(last, self.slots_for(n + n / 2 + 1), entries)
+    }
+
+    fn swap_log(&self, leaf: &Leaf<V>, log: Owned<Log<V>>, guard: &Guard) {
+        let old = leaf.log.swap(log, Ordering::AcqRel, guard);
+        // SAFETY: the old log is unreachable from the leaf now; readers that
+        // loaded it are pinned, so the epoch frees it only after them.
+        unsafe { guard.defer_destroy(old) };
+    }
+
+    /// Makes the locked `leaf` hold `pieces[0]`, links fresh leaves for the
+    /// other pieces between it and `after`, and registers them in the ART.
+    /// `last` is the upper end of the space the pieces tile.
+    fn install<'g>(
+        &self,
+        leaf: &'g Leaf<V>,
+        last: u64,
+        pieces: &[Piece<V>],
+        after: Shared<'g, Leaf<V>>,
+        guard: &'g Guard,
+    ) {
+        let mut next = after;
+        let mut upper = last;
+        let mut created = Vec::with_capacity(pieces.len().saturating_sub(1));
+        for p in pieces[1..].iter().rev() {
+            let fresh = Owned::new(Leaf::new(p.anchor, self.log_for(upper, &p.entries)));
+            fresh.next.store(next, Ordering::Relaxed);
+            let fresh = fresh.into_shared(guard);
+            // SAFETY: `next` is a live leaf (or null) under `guard`; its
+            // prev pointer is protected by the lock of its left neighbour,
+            // which the caller holds.
+            if let Some(n) = unsafe { next.as_ref() } {
+                n.prev.store(fresh, Ordering::Release);
+            }
+            next = fresh;
+            upper = p.anchor - 1;
+            created.push(fresh);
+        }
+        let me = Shared::from(leaf as *const Leaf<V>);
+        // SAFETY: as above.
+        if let Some(n) = unsafe { next.as_ref() } {
+            n.prev.store(me, Ordering::Release);
+        }
+        // Link before publishing the shrunk log: a reader that sees the new
+        // `last` must also see the leaves that took the rest.
+        leaf.next.store(next, Ordering::Release);
+        self.swap_log(leaf, self.log_for(upper, &pieces[0].entries), guard);
+        if !created.is_empty() {
+            let mut art = self.art.write();
+            for s in &created {
+                // SAFETY: just created and linked; alive under `guard`.
+                let anchor = unsafe { s.deref() }.anchor;
+                art.insert(anchor, s.as_raw() as usize);
+            }
+        }
+    }
+
+    /// Merges the locked `leaf` into its left neighbour, or resplits the
+    /// two, if that neighbour's lock is free. Returns the leftmost leaf the
+    /// caller now holds (the neighbour after a merge or resplit, else `leaf`).
+    fn merge_with_left<'g>(&self, leaf: &'g Leaf<V>, guard: &'g Guard) -> &'g Leaf<V> {
+        let Some(p) = leaf.prev_leaf(guard) else {
+            leaf.reset_frag();
+            return leaf;
+        };
+        if !p.try_lock() {
+            bump(&self.c.merge_skips, 1);
+            return leaf;
+        }
+        let me = leaf as *const Leaf<V>;
+        if p.is_deleted() || p.next.load(Ordering::Acquire, guard).as_raw() != me {
+            // SAFETY: locked just above.
+            unsafe { p.unlock() };
+            return leaf;
+        }
+        let plog = p.current(guard);
+        let llog = leaf.current(guard);
+        let settled = with_scratch(|sc| {
+            let mut left = plog.entries().to_vec();
+            gc::normal_with(&mut left, sc);
+            let mut right = llog.entries().to_vec();
+            gc::normal_with(&mut right, sc);
+            let merged = join_boundary(left, right, leaf.anchor);
+            split::settle(merged, p.anchor, self.cap, true, sc)
+        });
+        let pieces = &settled.pieces;
+        if pieces.len() == 2 && pieces[1].anchor == leaf.anchor {
+            // The collected leaves keep their boundary.
+            self.swap_log(p, self.log_for(leaf.anchor - 1, &pieces[0].entries), guard);
+            self.swap_log(leaf, self.log_for(llog.last, &pieces[1].entries), guard);
+            bump(&self.c.resplits, 1);
+            leaf.reset_frag();
+            p.reset_frag();
+            // SAFETY: this thread holds `leaf`; `p` stays locked for the caller.
+            unsafe { leaf.unlock() };
+            return p;
+        }
+        let after = leaf.next.load(Ordering::Acquire, guard);
+        // Out of the ART before any new leaf (possibly with the same anchor)
+        // goes in; until the new state is published, lookups through `p`
+        // still reach `leaf` by its `next` pointer.
+        self.art.write().remove(leaf.anchor);
+        if pieces.len() == 1 {
+            // Publish the merged log first: a reader with the old `p` log
+            // still finds `leaf` (and its frozen snapshot) through `next`.
+            self.swap_log(p, self.log_for(llog.last, &pieces[0].entries), guard);
+            leaf.mark_deleted();
+            p.next.store(after, Ordering::Release);
+            // SAFETY: `after` is live under `guard`; its prev pointer is
+            // protected by `leaf`'s lock, held here.
+            if let Some(n) = unsafe { after.as_ref() } {
+                n.prev
+                    .store(Shared::from(p as *const Leaf<V>), Ordering::Release);
+            }
+            bump(&self.c.merges, 1);
+        } else {
+            bump(&self.c.resplits, 1);
+            bump(&self.c.cuts, settled.cuts as u64);
+            bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
+            self.install(p, llog.last, pieces, after, guard);
+            leaf.mark_deleted();
+        }
+        p.reset_frag();
+        // SAFETY: `leaf` is unlinked from the list and the ART; threads that
+        // still see it are pinned. Its log goes with it.
+        unsafe {
+            guard.defer_destroy(leaf.log.load(Ordering::Acquire, guard));
+            leaf.unlock();
+            guard.defer_destroy(Shared::from(me));
+        }
+        p
+    }
+
+    /// Counters plus a walk of the leaves for sizes.
+    pub fn stats(&self) -> RaskStats {
+        let guard = epoch::pin();
+        let (mut leaves, mut entries, mut bytes) = (0u64, 0u64, 0u64);
+        let mut leaf = Some(self.head(&guard));
+        while let Some(l) = leaf {
+            let log = l.current(&guard);
+            leaves += 1;
+            entries += log.entries().len() as u64;
+            bytes += (std::mem::size_of::<Leaf<V>>() + log.heap_bytes()) as u64;
+            leaf = l.next_leaf(&guard);
+        }
+        bytes += self.art.read().heap_bytes() as u64;
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RaskStats {
+            gc_writes: g(&self.c.gc_writes),
+            lightweight_gcs: g(&self.c.lightweight_gcs),
+            normal_gcs: g(&self.c.normal_gcs),
+            splits: g(&self.c.splits),
+            cuts: g(&self.c.cuts),
+            dividing_cuts: g(&self.c.dividing_cuts),
+            merges: g(&self.c.merges),
+            resplits: g(&self.c.resplits),
+            merge_skips: g(&self.c.merge_skips),
+            fragments: g(&self.c.fragments),
+            leaves,
+            entries,
+            index_bytes: bytes,
+        }
+    }
+
+    /// Calls `f` with every mapped run in ascending order, each with its
+    /// latest value (no overlaps, no tombstones). Each leaf is read as one
+    /// snapshot; hold writers off for a snapshot of the whole index.
+    pub fn for_each_mapped(&self, mut f: impl FnMut(BlockRange, V)) {
+        let guard = epoch::pin();
+        let mut pos = 0u64;
+        let mut out = Vec::new();
+        let mut unfound = UnfoundList::default();
+        let mut leaf = self.head(&guard);
+        loop {
+            let log = leaf.current(&guard);
+            if leaf.is_deleted() || leaf.anchor > pos {
+                leaf = self.locate(pos, &guard);
+                continue;
+            }
+            if log.last >= pos {
+                out.clear();
+                ablation::search(
+                    log.entries(),
+                    BlockRange::ordered(pos, log.last),
+                    &mut unfound,
+                    &mut out,
+                );
+                for s in &out {
+                    if let Some(v) = s.value {
+                        f(s.range, v);
+                    }
+                }
+                if log.last == u64::MAX {
+                    return;
+                }
+                pos = log.last + 1;
+            }
+            leaf = match leaf.next_leaf(&guard) {
+                Some(n) => n,
+                None => self.locate(pos, &guard),
+            };
+        }
+    }
+
+    /// Lets retired leaves and logs be freed now (for memory measurements).
+    pub fn reclaim(&self) {
+        for _ in 0..4 {
+            epoch::pin().flush();
+        }
+    }
+
+    /// Checks the structural invariants; returns what is wrong.
+    pub fn verify(&self) -> std::result::Result<(), String> {
+        let guard = epoch::pin();
+        let art = self.art.read();
+        let mut expect_anchor = 0u64;
+        let mut leaf = Some(self.head(&guard));
+        let mut count = 0usize;
+        let mut prev: *const Leaf<V> = std::ptr::null();
+        while let Some(l) = leaf {
+            if l.is_deleted() {
+                return Err(format!("deleted leaf {} is linked", l.anchor));
+            }
+            if l.anchor != expect_anchor {
+                return Err(format!(
+                    "leaf anchored at {} where {} was expected",
+                    l.anchor, expect_anchor
+                ));
+            }
+            if l.prev.load(Ordering::Acquire, &guard).as_raw() != prev {
+                return Err(format!("leaf {} has a wrong prev pointer", l.anchor));
+            }
+            if art.get(l.anchor) != Some(l as *const Leaf<V> as usize) {
+                return Err(format!(
+                    "the ART does not map anchor {} to its leaf",
+                    l.anchor
+                ));
+            }
+            let log = l.current(&guard);
+            if log.entries().len() > self.cap || log.slots() > self.cap {
+                return Err(format!("leaf {} holds more than its capacity", l.anchor));
+            }
+            for e in log.entries() {
+                if e.range.l() < l.anchor || e.range.r() > log.last {
+                    return Err(format!(
+                        "entry {} lies outside leaf [{}, {}]",
+                        e.range, l.anchor, log.last
+                    ));
+                }
+            }
+            count += 1;
+            prev = l;
+            leaf = l.next_leaf(&guard);
+            if log.last == u64::MAX {
+                if leaf.is_some() {
+                    return Err("a leaf follows the one ending at u64::MAX".into());
+                }
+                break;
+            }
+            expect_anchor = log.last + 1;
+            if leaf.is_none() {
+                return Err(format!("the list ends at {} before u64::MAX", log.last));
+            }
+        }
+        if art.len() != count {
+            return Err(format!(
+                "the ART holds {} anchors for {} leaves",
+                art.len(),
+                count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Concatenates two adjacent leaves' collected entries, joining the runs
+/// that meet at `boundary` into one entry when `RangeValue::merge` says
+/// they are one run. The joined entry is placed after every entry that was
+/// older than either part and before every entry newer than either, so no
+/// block's newest entry changes.
+fn join_boundary<V: RangeValue>(
+    left: Vec<Entry<V>>,
+    right: Vec<Entry<V>>,
+    boundary: u64,
+) -> Vec<Entry<V>> {
+    let li = left.iter().rposition(|e| e.range.r() + 1 == boundary);
+    let ri = right.iter().rposition(|e| e.range.l() == boundary);
+    let joined = match (li, ri) {
+        (Some(a), Some(b)) => {
+            let (x, y) = (left[a], right[b]);
+            V::merge(x.range, &x.value, y.range, &y.value).map(|v| {
+                (
+                    a,
+                    b,
+                    Entry::new(BlockRange::ordered(x.range.l(), y.range.r()), v),
+                )
+            })
+        }
+        _ => None,
+    };
+    let Some((a, b, m)) = joined else {
+        let mut all = left;
+        all.extend(right);
+        return all;
+    };
+    let mut all = Vec::with_capacity(left.len() + right.len() - 1);
+    all.extend_from_slice(&left[..a]);
+    all.extend_from_slice(&right[..b]);
+    all.push(m);
+    all.extend_from_slice(&left[a + 1..]);
+    all.extend_from_slice(&right[b + 1..]);
+    all
+}
+
+impl<V: RangeValue> Drop for Rask<V> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no other thread can reach the index; retired
+        // leaves and logs are owned by the epoch collector, not the list.
+        unsafe {
+            let guard = epoch::unprotected();
+            let mut cur = self.head.load(Ordering::Relaxed, guard);
+            while !cur.is_null() {
+                let next = cur.deref().next.load(Ordering::Relaxed, guard);
+                let log = cur.deref().log.load(Ordering::Relaxed, guard);
+                if !log.is_null() {
+                    drop(log.into_owned());
+                }
+                drop(cur.into_owned());
+                cur = next;
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+//! Writers and lock-free readers at once. Each writer owns every T-th
+//! stripe of the block space and checks its own stripes against a private
+//! oracle while the others write next door (so leaves are shared, split
+//! and merged under contention); readers check that every answer tiles
+//! its target and that each block's value came from the stripe's owner.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use ferrite_rask::{BlockRange, PhysicalRun, Rask, RaskOptions};
+use rand::{Rng, SeedableRng};
+
+const STRIPE: u64 = 256;
+const STRIPES: u64 = 64;
+
+#[test]
+fn writers_and_readers_agree_with_per_stripe_oracles() {
+    let writers = 3u64;
+    let ops = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
+    let index = Arc::new(
+        Rask::<PhysicalRun>::with_options(RaskOptions {
+            leaf_capacity: 8,
+            merge_threshold: None,
+        })
+        .unwrap(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for t in 0..writers {
+        let index = index.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(t);
+            let mut oracle: BTreeMap<u64, u64> = BTreeMap::new();
+            for _ in 0..ops {
+                let stripe = rng.gen_range(0..STRIPES / writers) * writers + t;
+                let base = stripe * STRIPE;
+                let l = base + rng.gen_range(0..STRIPE);
+                let r = (l + rng.gen_range(0..40)).min(base + STRIPE - 1);
+                let range = BlockRange::new(l, r).unwrap();
+                match rng.gen_range(0..8) {
+                    0 => {
+                        index.delete(range);
+                        for b in l..=r {
+                            oracle.remove(&b);
+                        }
+                    }
+                    1..=5 => {
+                        let v = PhysicalRun::new(t as u16, rng.gen_range(0..1 << 40)).unwrap();
+                        index.put(range, v).unwrap();
+                        for b in l..=r {
+                            oracle.insert(b, v.offset(b - l).to_bits());
+                        }
+                    }
+                    _ => {
+                        for s in index.get(range) {
+                            for b in s.range.l()..=s.range.r() {
+                                let got = s.value.map(|v| v.offset(b - s.range.l()).to_bits());
+                                assert_eq!(got, oracle.get(&b).copied(), "writer {t}, block {b}");
+                            }
+                        }
+                    }
+                }
+            }
+            oracle
+        }));
+    }
+    let mut readers = Vec::new();
+    for t in 0..2u64 {
+        let index = index.clone();
+        let stop = stop.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(100 + t);
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let l = rng.gen_range(0..STRIPE * STRIPES);
+                let range = BlockRange::with_len(l, rng.gen_range(1..600)).unwrap();
+                let segs = index.get(range);
+                let mut at = range.l();
+                for s in &segs {
+                    assert_eq!(s.range.l(), at);
+                    if let Some(v) = s.value {
+                        for b in [s.range.l(), s.range.r()] {
+                            assert_eq!(
+                                u64::from(v.file()),
+                                (b / STRIPE) % writers,
+                                "block {b} written by a non-owner"
+                            );
+                        }
+                    }
+                    at = s.range.r() + 1;
+                }
+                assert_eq!(at, range.r() + 1);
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    let mut all = BTreeMap::new();
+    for h in handles {
+        all.extend(h.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    index.verify().unwrap();
+    let mut seen = BTreeMap::new();
+    index.for_each_mapped(|r, v| {
+        for b in r.l()..=r.r() {
+            seen.insert(b, v.offset(b - r.l()).to_bits());
+        }
+    });
+    assert_eq!(seen, all);
+    let s = index.stats();
+    assert!(s.splits > 0 && s.merges + s.resplits > 0, "{s:?}");
+}

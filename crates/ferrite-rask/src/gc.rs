@@ -75,8 +75,7 @@ pub fn lightweight_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scr
     n - entries.len()
 }
 
-/// Normal GC, then joining of continuous neighbours; returns how many
-/// entries it removed (trimmed pieces count as added, so the result can be
+/// Normal GC; returns how many entries it removed (trimmed pieces count as added, so the result can be
 /// negative if a tombstone punched holes).
 #[cfg(test)]
 pub fn normal<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> isize {
@@ -85,12 +84,16 @@ pub fn normal<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> isize {
 
 /// [`normal`] with caller-provided buffers.
 pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> isize {
+    if disjoint_values(entries, &mut sc.order) {
+        // Nothing covers anything and nothing is deleted (a growing leaf).
+        return 0;
+    }
     let before = entries.len() as isize;
     let cover = &mut sc.cover;
     let dead = &mut sc.dead;
     cover.segs.clear();
     dead.segs.clear();
-    let mut kept_rev: Vec<(Entry<V>, bool)> = Vec::with_capacity(entries.len());
+    let mut kept_rev: Vec<Entry<V>> = Vec::with_capacity(entries.len());
     for e in entries.iter().rev() {
         if cover.covers(&e.range) {
             continue;
@@ -103,18 +106,16 @@ pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch)
         }
         // Newer tombstones hide parts of this entry: keep only the rest.
         if visible {
-            kept_rev.push((*e, true));
+            kept_rev.push(*e);
             continue;
         }
         dead.subtract_into(e.range, &mut sc.pieces);
         for piece in sc.pieces.iter().rev() {
-            kept_rev.push((e.part(*piece), false));
+            kept_rev.push(e.part(*piece));
         }
     }
     kept_rev.reverse();
-    join_continuous(&mut kept_rev, &mut sc.order);
-    entries.clear();
-    entries.extend(kept_rev.into_iter().map(|(e, _)| e));
+    *entries = kept_rev;
     before - entries.len() as isize
 }
 
@@ -124,67 +125,81 @@ pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch)
 /// between them is a cut point that divides no visible run. Expects no
 /// tombstones (run [`normal_with`] first).
 pub fn trim_hidden<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) {
+    if disjoint_values(entries, &mut sc.order) {
+        join_continuous(entries, &mut sc.order);
+        return;
+    }
     sc.cover.segs.clear();
-    let mut kept_rev: Vec<(Entry<V>, bool)> = Vec::with_capacity(entries.len() + 4);
+    let mut kept_rev: Vec<Entry<V>> = Vec::with_capacity(entries.len() + 4);
     for e in entries.iter().rev() {
         sc.cover.subtract_into(e.range, &mut sc.pieces);
         sc.cover.add(e.range);
         for piece in sc.pieces.iter().rev() {
-            kept_rev.push((e.part(*piece), true));
+            kept_rev.push(e.part(*piece));
         }
     }
     kept_rev.reverse();
-    join_continuous(&mut kept_rev, &mut sc.order);
-    entries.clear();
-    entries.extend(kept_rev.into_iter().map(|(e, _)| e));
+    *entries = kept_rev;
+    join_continuous(entries, &mut sc.order);
 }
 
-/// Joins pairs of entries that are adjacent in block space and continuous
-/// in value (`RangeValue::merge`), when the older of the two is *fully
-/// visible* (no newer entry overlaps it). The joined entry takes the newer
-/// one's place in the log, which changes no block's newest entry: the
-/// older part had nothing newer over it, and everything that was newer or
-/// older than the newer part still is. A sequential writer's runs thus
-/// collapse into one entry per run instead of one per write (beyond the
-/// paper, which joins only at leaf merges).
-fn join_continuous<V: RangeValue>(
-    entries: &mut Vec<(Entry<V>, bool)>,
-    order: &mut Vec<(u64, usize)>,
-) {
-    if entries.len() < 2 {
+/// True if no two entries overlap and none is a tombstone: then there is
+/// nothing for either collector to do. Leaves `order` sorted by left bound.
+fn disjoint_values<V: RangeValue>(entries: &[Entry<V>], order: &mut Vec<(u64, usize)>) -> bool {
+    if entries.iter().any(|e| e.value.is_tombstone()) {
+        return false;
+    }
+    order.clear();
+    order.extend(entries.iter().enumerate().map(|(i, e)| (e.range.l(), i)));
+    order.sort_unstable();
+    order
+        .windows(2)
+        .all(|w| entries[w[0].1].range.r() < entries[w[1].1].range.l())
+}
+
+/// Joins entries that are adjacent in block space and continuous in value
+/// (`RangeValue::merge`) into one. The entries must be disjoint (as
+/// [`trim_hidden`] leaves them), so their order in the log carries no
+/// meaning between them and the joined entry may sit anywhere. A
+/// sequential writer's runs thus collapse into one entry per run instead of
+/// one per write (beyond the paper, which joins only at leaf merges).
+fn join_continuous<V: RangeValue>(entries: &mut Vec<Entry<V>>, order: &mut Vec<(u64, usize)>) {
+    let n = entries.len();
+    let mut alive = [true; 256];
+    if n < 2 || n > alive.len() {
         return;
     }
-    loop {
-        order.clear();
-        order.extend(entries.iter().enumerate().map(|(i, e)| (e.0.range.l(), i)));
-        order.sort_unstable();
-        let mut join = None;
-        'search: for &(_, i) in order.iter() {
-            let Some(next) = entries[i].0.range.r().checked_add(1) else {
-                continue;
-            };
-            let from = order.partition_point(|&(l, _)| l < next);
-            for &(_, j) in order[from..].iter().take_while(|&&(l, _)| l == next) {
-                let (older, newer) = if i < j { (i, j) } else { (j, i) };
-                if !entries[older].1 {
-                    continue;
-                }
-                let (a, b) = (entries[i].0, entries[j].0);
-                if let Some(v) = V::merge(a.range, &a.value, b.range, &b.value) {
-                    join = Some((
-                        older,
-                        newer,
-                        Entry::new(BlockRange::ordered(a.range.l(), b.range.r()), v),
-                    ));
-                    break 'search;
-                }
-            }
+    order.clear();
+    order.extend(entries.iter().enumerate().map(|(i, e)| (e.range.l(), i)));
+    order.sort_unstable();
+    let mut joined_any = false;
+    // Ascending by left bound, each entry absorbs the run that continues it.
+    for pos in 0..n {
+        let i = order[pos].1;
+        if !alive[i] {
+            continue;
         }
-        let Some((older, newer, joined)) = join else {
-            return;
-        };
-        entries[newer].0 = joined;
-        entries.remove(older);
+        let mut next_pos = pos + 1;
+        while let Some(&(l, j)) = order.get(next_pos) {
+            let e = entries[i];
+            if e.range.r().checked_add(1) != Some(l) {
+                break;
+            }
+            let Some(v) = V::merge(e.range, &e.value, entries[j].range, &entries[j].value) else {
+                break;
+            };
+            entries[i] = Entry::new(BlockRange::ordered(e.range.l(), entries[j].range.r()), v);
+            alive[j] = false;
+            joined_any = true;
+            next_pos += 1;
+        }
+    }
+    if joined_any {
+        let mut k = 0;
+        entries.retain(|_| {
+            k += 1;
+            alive[k - 1]
+        });
     }
 }
 
@@ -304,9 +319,10 @@ mod tests {
     }
 
     #[test]
-    fn normal_joins_continuous_runs_of_a_sequential_writer() {
-        // Three writes of one sequential stream, stored contiguously, and
-        // an unrelated write in between.
+    fn trimming_joins_continuous_runs_of_a_sequential_writer() {
+        // Three writes of one sequential stream, stored contiguously, an
+        // unrelated write in between, and a newer write over the middle of
+        // the first run (which splits it; only continuous pieces rejoin).
         let run =
             |l: u64, h: u64, block: u64| Entry::new(r(l, h), PhysicalRun::new(1, block).unwrap());
         let mut v = vec![
@@ -315,18 +331,14 @@ mod tests {
             run(4, 7, 104),
             run(8, 9, 108),
         ];
-        normal(&mut v);
-        assert_eq!(ranges(&v), vec![(50, 51), (0, 9)]);
-        assert_eq!(v[1].value.block(), 100);
-        // A run overwritten in part by a newer entry is not the older side
-        // of a join (its hidden part would resurface).
+        trim_hidden(&mut v, &mut Scratch::default());
+        assert_eq!(ranges(&v), vec![(0, 9), (50, 51)]);
+        assert_eq!(v[0].value.block(), 100);
         let mut v = vec![run(0, 3, 100), run(2, 2, 900), run(4, 7, 104)];
-        normal(&mut v);
-        assert_eq!(ranges(&v), vec![(0, 3), (2, 2), (4, 7)]);
-        // But it can be the newer side: the join takes its place.
-        let mut v = vec![run(4, 7, 104), run(0, 3, 100), run(9, 9, 5)];
-        normal(&mut v);
-        assert_eq!(ranges(&v), vec![(0, 7), (9, 9)]);
+        trim_hidden(&mut v, &mut Scratch::default());
+        // Disjoint entries: their order no longer matters.
+        assert_eq!(ranges(&v), vec![(0, 1), (3, 7), (2, 2)]);
+        assert_eq!(v[1].value.block(), 103);
     }
 
     #[test]

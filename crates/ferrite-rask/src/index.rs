@@ -370,14 +370,16 @@ impl<V: RangeValue> Rask<V> {
                 gc::normal_with(&mut entries, sc);
             }
             entries.push(e);
-            if entries.len() <= self.cap {
+            // A collection that leaves the leaf more than three quarters
+            // full would be repeated within a few writes: split instead,
+            // into pieces with room to grow.
+            if entries.len() <= self.fill_limit() {
                 return None;
             }
             Some(split::settle(
                 std::mem::take(&mut entries),
                 leaf.anchor,
-                self.cap,
-                false,
+                self.fill_limit(),
                 sc,
             ))
         });
@@ -399,6 +401,11 @@ impl<V: RangeValue> Rask<V> {
         let after = leaf.next.load(Ordering::Acquire, guard);
         self.install(leaf, log.last, &settled.pieces, after, guard);
         true
+    }
+
+    /// Most entries a leaf keeps after a collection or a split.
+    fn fill_limit(&self) -> usize {
+        (self.cap * 5 / 8).max(2)
     }
 
     /// Slots to allocate for a log meant to hold `n` entries: logs start
@@ -494,7 +501,7 @@ impl<V: RangeValue> Rask<V> {
             let mut right = llog.entries().to_vec();
             gc::normal_with(&mut right, sc);
             let merged = join_boundary(left, right, leaf.anchor);
-            split::settle(merged, p.anchor, self.cap, true, sc)
+            split::settle(merged, p.anchor, self.cap, sc)
         });
         let pieces = &settled.pieces;
         if pieces.len() == 2 && pieces[1].anchor == leaf.anchor {
@@ -544,6 +551,24 @@ impl<V: RangeValue> Rask<V> {
         p
     }
 
+    /// The event counters alone (no walk of the leaves; sizes are zero).
+    pub fn counters(&self) -> RaskStats {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RaskStats {
+            gc_writes: g(&self.c.gc_writes),
+            lightweight_gcs: g(&self.c.lightweight_gcs),
+            normal_gcs: g(&self.c.normal_gcs),
+            splits: g(&self.c.splits),
+            cuts: g(&self.c.cuts),
+            dividing_cuts: g(&self.c.dividing_cuts),
+            merges: g(&self.c.merges),
+            resplits: g(&self.c.resplits),
+            merge_skips: g(&self.c.merge_skips),
+            fragments: g(&self.c.fragments),
+            ..RaskStats::default()
+        }
+    }
+
     /// Counters plus a walk of the leaves for sizes.
     pub fn stats(&self) -> RaskStats {
         let guard = epoch::pin();
@@ -557,21 +582,11 @@ impl<V: RangeValue> Rask<V> {
             leaf = l.next_leaf(&guard);
         }
         bytes += self.art.read().heap_bytes() as u64;
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RaskStats {
-            gc_writes: g(&self.c.gc_writes),
-            lightweight_gcs: g(&self.c.lightweight_gcs),
-            normal_gcs: g(&self.c.normal_gcs),
-            splits: g(&self.c.splits),
-            cuts: g(&self.c.cuts),
-            dividing_cuts: g(&self.c.dividing_cuts),
-            merges: g(&self.c.merges),
-            resplits: g(&self.c.resplits),
-            merge_skips: g(&self.c.merge_skips),
-            fragments: g(&self.c.fragments),
             leaves,
             entries,
             index_bytes: bytes,
+            ..self.counters()
         }
     }
 

@@ -9,8 +9,8 @@
 //! counts wins. If the union is a single segment, the cut is one of the
 //! two medians of all range boundaries that is neither the smallest nor
 //! the largest (the smaller if both qualify); ranges crossing it are
-//! divided. A side that still overflows is collected and cut again, which
-//! always terminates because every cut strictly shrinks a side's span.
+//! divided. A side that still overflows is cut again, which always
+//! terminates because every cut strictly shrinks a side's span.
 
 use crate::entry::Entry;
 use crate::gc;
@@ -89,13 +89,13 @@ pub fn choose_cut<V: RangeValue>(entries: &[Entry<V>]) -> Option<(u64, bool)> {
 }
 
 /// Collects `entries` (oldest first) of a leaf anchored at `anchor` with
-/// normal GC, and cuts until every piece holds at most `cap` entries.
-/// `collected` says the caller already ran normal GC on them.
+/// normal GC and, if they still do not fit, trims hidden parts and cuts
+/// until every piece holds at most `cap` entries. Pieces of collected,
+/// trimmed entries need no further collection, so cutting again is cheap.
 pub fn settle<V: RangeValue>(
     mut entries: Vec<Entry<V>>,
     anchor: u64,
     cap: usize,
-    collected: bool,
     sc: &mut gc::Scratch,
 ) -> Settled<V> {
     let mut out = Settled {
@@ -103,28 +103,17 @@ pub fn settle<V: RangeValue>(
         cuts: 0,
         dividing_cuts: 0,
     };
-    if collected && entries.len() > cap {
+    gc::normal_with(&mut entries, sc);
+    if entries.len() > cap {
+        // The leaf is reorganised anyway: drop the hidden parts of partly
+        // overwritten entries so cut points between runs appear.
         gc::trim_hidden(&mut entries, sc);
     }
-    settle_into(entries, anchor, cap, &mut out, sc);
+    cut_into(entries, anchor, cap, &mut out);
     out
 }
 
-fn settle_into<V: RangeValue>(
-    mut entries: Vec<Entry<V>>,
-    anchor: u64,
-    cap: usize,
-    out: &mut Settled<V>,
-    sc: &mut gc::Scratch,
-) {
-    gc::normal_with(&mut entries, sc);
-    if entries.len() <= cap {
-        out.pieces.push(Piece { anchor, entries });
-        return;
-    }
-    // The leaf is reorganised anyway: drop the hidden parts of partly
-    // overwritten entries so cut points between runs appear.
-    gc::trim_hidden(&mut entries, sc);
+fn cut_into<V: RangeValue>(entries: Vec<Entry<V>>, anchor: u64, cap: usize, out: &mut Settled<V>) {
     if entries.len() <= cap {
         out.pieces.push(Piece { anchor, entries });
         return;
@@ -150,8 +139,8 @@ fn settle_into<V: RangeValue>(
             right.push(e.part(BlockRange::ordered(p, r)));
         }
     }
-    settle_into(left, anchor, cap, out, sc);
-    settle_into(right, p, cap, out, sc);
+    cut_into(left, anchor, cap, out);
+    cut_into(right, p, cap, out);
 }
 
 #[cfg(test)]
@@ -192,7 +181,7 @@ mod tests {
                 )
             })
             .collect();
-        let s = settle(v.clone(), 0, 8, false, &mut gc::Scratch::default());
+        let s = settle(v.clone(), 0, 8, &mut gc::Scratch::default());
         assert!(s.pieces.len() >= 2);
         assert!(s.pieces.iter().all(|p| p.entries.len() <= 8));
         for w in s.pieces.windows(2) {

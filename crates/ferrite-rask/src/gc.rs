@@ -84,7 +84,7 @@ pub fn normal<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> isize {
 
 /// [`normal`] with caller-provided buffers.
 pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> isize {
-    if disjoint_values(entries, &mut sc.order) {
+    if disjoint_in(entries, &mut sc.order) {
         // Nothing covers anything and nothing is deleted (a growing leaf).
         return 0;
     }
@@ -125,7 +125,7 @@ pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch)
 /// between them is a cut point that divides no visible run. Expects no
 /// tombstones (run [`normal_with`] first).
 pub fn trim_hidden<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) {
-    if disjoint_values(entries, &mut sc.order) {
+    if disjoint_in(entries, &mut sc.order) {
         join_continuous(entries, &mut sc.order);
         return;
     }
@@ -144,8 +144,13 @@ pub fn trim_hidden<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch)
 }
 
 /// True if no two entries overlap and none is a tombstone: then there is
-/// nothing for either collector to do. Leaves `order` sorted by left bound.
-fn disjoint_values<V: RangeValue>(entries: &[Entry<V>], order: &mut Vec<(u64, usize)>) -> bool {
+/// nothing for either collector to do.
+pub fn disjoint_values<V: RangeValue>(entries: &[Entry<V>], sc: &mut Scratch) -> bool {
+    disjoint_in(entries, &mut sc.order)
+}
+
+/// [`disjoint_values`]; leaves `order` sorted by left bound.
+fn disjoint_in<V: RangeValue>(entries: &[Entry<V>], order: &mut Vec<(u64, usize)>) -> bool {
     if entries.iter().any(|e| e.value.is_tombstone()) {
         return false;
     }

@@ -362,15 +362,18 @@ impl<V: RangeValue> Rask<V> {
         bump(&self.c.gc_writes, 1);
         bump(&self.c.lightweight_gcs, 1);
         let settled = with_scratch(|sc| {
-            // Normal GC runs when the lightweight stage frees (almost)
-            // nothing: a single freed slot would only defer the next GC by
-            // one write.
-            if gc::lightweight_with(&mut entries, sc) <= self.cap / 16 {
+            // Disjoint entries without tombstones (a growing leaf) hold
+            // nothing to collect. Otherwise normal GC runs when the
+            // lightweight stage frees (almost) nothing: a single freed slot
+            // would only defer the next GC by one write.
+            if !gc::disjoint_values(&entries, sc)
+                && gc::lightweight_with(&mut entries, sc) <= self.cap / 16
+            {
                 bump(&self.c.normal_gcs, 1);
                 gc::normal_with(&mut entries, sc);
             }
             entries.push(e);
-            // A collection that leaves the leaf more than three quarters
+            // A collection that leaves the leaf more than five eighths
             // full would be repeated within a few writes: split instead,
             // into pieces with room to grow.
             if entries.len() <= self.fill_limit() {
@@ -418,7 +421,7 @@ impl<V: RangeValue> Rask<V> {
     /// A log for `entries` with room to grow by half again.
     fn log_for(&self, last: u64, entries: &[Entry<V>]) -> Owned<Log<V>> {
         let n = entries.len();
-        Log::new(last, self.slots_for(n + n / 2 + 1), entries)
+        Log::new(last, self.slots_for(n + (n / 4).max(2)), entries)
     }
 
     fn swap_log(&self, leaf: &Leaf<V>, log: Owned<Log<V>>, guard: &Guard) {

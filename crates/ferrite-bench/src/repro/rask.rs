@@ -601,7 +601,15 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          Every index is shareable between threads: RASK synchronises itself, each baseline sits \
          behind one mutex. Memory: live heap growth over the replay (counting \
          allocator). Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\
-         Parameters: `{}`\n",
+         Parameters: `{}`\n\n\
+         The baselines (`ferrite_bench::range_index`): `btreemap-block` and `art-block` keep one \
+         entry per block (the ART is the same one RASK uses for its inner nodes); `btree-lazy` keys \
+         ranges by left bound and sequence number, drops only fully covered ranges on write and \
+         resolves overlaps on read; `btree-eager` keeps ranges disjoint by trimming on write; \
+         `rangemap` is the `rangemap` crate (eager, coalescing); `interval-tree` is the `iset` \
+         crate's interval tree keeping every written range; `origin` is an EBS-index-like LSM: a \
+         page table of 64-block pages frozen into sorted run arrays at 128K blocks, merged when \
+         more than eight pile up. RASK runs with 16-entry leaves and a merge threshold of 4.\n",
         results.params
     );
     for compaction in [true, false] {
@@ -688,7 +696,10 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
     }
     let _ = writeln!(
         md,
-        "\n## Recovery (durable RASK: snapshot at half the writes, redo log for the rest, O_DIRECT)\n"
+        "\n## Recovery (durable RASK: snapshot at half the writes, redo log for the rest, O_DIRECT)\n\n\
+         The first million synthetic operations' writes go to a `DurableRask` (durability `never`, \
+         one sync at the end); it is closed and reopened. `runs_match` is 1 when the reopened \
+         index maps every block exactly as before (runs compared after joining continuous pieces).\n"
     );
     for (k, v) in &results.recovery {
         let _ = writeln!(md, "- {k}: {v:.4}");

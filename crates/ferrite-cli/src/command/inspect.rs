@@ -34,6 +34,9 @@ pub fn run(path: &Path) -> Result<()> {
     );
     println!("created    {} (unix seconds)", identity.created_unix);
     println!("on disk    {bytes} bytes in {files} files");
+    if identity.engine == ferrite::EngineKind::Rask {
+        return inspect_rask(path);
+    }
     let opts = Options {
         create_if_missing: false,
         ..Options::default()
@@ -57,6 +60,40 @@ pub fn run(path: &Path) -> Result<()> {
             println!("verify     skipped: engine {k} is not in this build");
         }
         Err(e) => return Err(e).context("opening the store"),
+    }
+    Ok(())
+}
+
+/// A durable RASK index (block ranges mapped to physical runs).
+fn inspect_rask(path: &Path) -> Result<()> {
+    use ferrite_rask::{DurableOptions, DurableRask, PhysicalRun};
+    let mut opts = DurableOptions::default();
+    opts.store.create_if_missing = false;
+    let db = DurableRask::<PhysicalRun>::open(path, opts).context("opening the index")?;
+    let r = db.recovery();
+    println!(
+        "recovery   snapshot {} ({} runs) + {} log records in {:.3} s",
+        r.snapshot_epoch, r.snapshot_runs, r.replayed_records, r.seconds
+    );
+    let s = db.stats();
+    let mut runs = 0u64;
+    let mut blocks = 0u64;
+    db.index().for_each_mapped(|range, _| {
+        runs += 1;
+        blocks += range.len();
+    });
+    println!("mapped     {blocks} blocks in {runs} runs");
+    println!(
+        "index      {} leaves, {} entries, {} bytes",
+        s.leaves, s.entries, s.index_bytes
+    );
+    println!("log        {} bytes", db.log_bytes());
+    match db.index().verify() {
+        Ok(()) => println!("verify     ok"),
+        Err(e) => {
+            println!("verify     FAILED: {e}");
+            std::process::exit(2);
+        }
     }
     Ok(())
 }

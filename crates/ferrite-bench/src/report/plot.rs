@@ -226,15 +226,27 @@ pub fn plot_grouped_bars(
     ensure_dir(path)?;
     let err = plot_err(path);
     let values = series.iter().flat_map(|(_, v)| v.iter().flatten().copied());
-    let max = values.clone().fold(1e-9, f64::max) * if log_y { 4.0 } else { 1.35 };
+    let max = values.clone().fold(1e-9, f64::max) * if log_y { 3.0 } else { 1.15 };
     let min_pos = values.filter(|v| *v > 0.0).fold(f64::MAX, f64::min);
     let floor = if log_y {
         (min_pos / 2.0).min(max / 10.0)
     } else {
         0.0
     };
-    let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
+    let root = SVGBackend::new(path, (1060, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
+    // The legend gets its own column so it never hides a bar.
+    let (root, legend) = root.split_horizontally(900);
+    for (si, (name, _)) in series.iter().enumerate() {
+        let color = Palette99::pick(si).mix(0.9);
+        let y = 60 + si as i32 * 22;
+        legend
+            .draw(&Rectangle::new([(8, y - 6), (20, y + 6)], color.filled()))
+            .map_err(|e| err(&e))?;
+        legend
+            .draw(&Text::new(name.clone(), (26, y - 8), ("sans-serif", 14)))
+            .map_err(|e| err(&e))?;
+    }
     let names = groups.to_vec();
     let label = move |x: &f64| {
         let i = x.floor() as usize;
@@ -257,7 +269,7 @@ pub fn plot_grouped_bars(
                 .y_desc(y_desc)
                 .draw()
                 .map_err(|e| err(&e))?;
-            for (si, (name, vals)) in series.iter().enumerate() {
+            for (si, (_, vals)) in series.iter().enumerate() {
                 let color = Palette99::pick(si).mix(0.9);
                 let bars: Vec<_> = vals
                     .iter()
@@ -271,20 +283,8 @@ pub fn plot_grouped_bars(
                         ))
                     })
                     .collect();
-                chart
-                    .draw_series(bars)
-                    .map_err(|e| err(&e))?
-                    .label(name.as_str())
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                    });
+                chart.draw_series(bars).map_err(|e| err(&e))?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| err(&e))?;
         }};
     }
     let mut builder = ChartBuilder::on(&root);

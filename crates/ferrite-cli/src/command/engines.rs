@@ -4,7 +4,7 @@ use ferrite::EngineKind;
 
 pub fn print() {
     let built = ferrite::available();
-    println!("{:<11} {:<10} what it is", "engine", "in build");
+    println!("{:<11} {:<12} what it is", "engine", "in build");
     for k in EngineKind::ALL {
         let here = if built.contains(&k) {
             "yes"
@@ -15,6 +15,6 @@ pub fn print() {
         } else {
             "no"
         };
-        println!("{:<11} {:<10} {}", k.name(), here, k.summary());
+        println!("{:<11} {:<12} {}", k.name(), here, k.summary());
     }
 }

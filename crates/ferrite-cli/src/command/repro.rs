@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use ferrite_bench::repro::{self, ReproContext, Scale};
 
@@ -60,6 +60,19 @@ pub fn run(a: ReproArgs) -> Result<()> {
     };
     if a.rerender {
         if exp.rerender(&ctx)? {
+            // The claims of the run the JSON came from, if it was saved
+            // next to the plots as `<out>/<experiment>/repro.json`.
+            if let Some(out) = &a.out {
+                let saved = out.join(exp.name()).join("repro.json");
+                let md = out.join(format!("{}.md", exp.name()));
+                if let (Ok(json), true) = (std::fs::read_to_string(&saved), md.exists()) {
+                    let report: repro::ReproReport = serde_json::from_str(&json)
+                        .with_context(|| format!("reading {}", saved.display()))?;
+                    let mut text = std::fs::read_to_string(&md)?;
+                    text.push_str(&claims_section(&report));
+                    std::fs::write(&md, text)?;
+                }
+            }
             println!("re-rendered {} from its saved JSON", exp.name());
             return Ok(());
         }

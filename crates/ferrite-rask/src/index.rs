@@ -59,7 +59,11 @@ impl Default for RaskOptions {
 /// Counters and sizes of an index.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RaskStats {
-    /// Leaf insertions that found the leaf full and garbage collected it.
+    /// Leaf insertions that found the leaf full (collected, split, or both).
+    pub full_leaf_writes: u64,
+    /// Leaf insertions during which a collection ran (a full leaf whose
+    /// entries are disjoint and tombstone-free has nothing to collect and
+    /// goes straight to a split).
     pub gc_writes: u64,
     pub lightweight_gcs: u64,
     pub normal_gcs: u64,
@@ -85,6 +89,7 @@ pub struct RaskStats {
 
 #[derive(Default)]
 struct Counters {
+    full_leaf_writes: AtomicU64,
     gc_writes: AtomicU64,
     lightweight_gcs: AtomicU64,
     normal_gcs: AtomicU64,
@@ -359,18 +364,20 @@ impl<V: RangeValue> Rask<V> {
             self.swap_log(leaf, Log::new(log.last, slots, &entries), guard);
             return false;
         }
-        bump(&self.c.gc_writes, 1);
-        bump(&self.c.lightweight_gcs, 1);
+        bump(&self.c.full_leaf_writes, 1);
         let settled = with_scratch(|sc| {
             // Disjoint entries without tombstones (a growing leaf) hold
             // nothing to collect. Otherwise normal GC runs when the
             // lightweight stage frees (almost) nothing: a single freed slot
             // would only defer the next GC by one write.
-            if !gc::disjoint_values(&entries, sc)
-                && gc::lightweight_with(&mut entries, sc) <= self.cap / 16
-            {
-                bump(&self.c.normal_gcs, 1);
-                gc::normal_with(&mut entries, sc);
+            let disjoint = gc::disjoint_values(&entries, sc);
+            if !disjoint {
+                bump(&self.c.gc_writes, 1);
+                bump(&self.c.lightweight_gcs, 1);
+                if gc::lightweight_with(&mut entries, sc) <= self.cap / 16 {
+                    bump(&self.c.normal_gcs, 1);
+                    gc::normal_with(&mut entries, sc);
+                }
             }
             entries.push(e);
             // A collection that leaves the leaf more than five eighths
@@ -378,6 +385,11 @@ impl<V: RangeValue> Rask<V> {
             // into pieces with room to grow.
             if entries.len() <= self.fill_limit() {
                 return None;
+            }
+            if disjoint && !gc::disjoint_values(&entries, sc) {
+                // The new entry overlaps: the split's normal GC collects.
+                bump(&self.c.gc_writes, 1);
+                bump(&self.c.normal_gcs, 1);
             }
             Some(split::settle(
                 std::mem::take(&mut entries),
@@ -558,6 +570,7 @@ impl<V: RangeValue> Rask<V> {
     pub fn counters(&self) -> RaskStats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RaskStats {
+            full_leaf_writes: g(&self.c.full_leaf_writes),
             gc_writes: g(&self.c.gc_writes),
             lightweight_gcs: g(&self.c.lightweight_gcs),
             normal_gcs: g(&self.c.normal_gcs),

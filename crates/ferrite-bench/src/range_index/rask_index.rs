@@ -43,8 +43,12 @@ impl RangeIndex for RaskIndex {
             ),
             ("gc_fraction_of_writes".into(), s.gc_writes as f64 / writes),
             (
+                "full_leaf_fraction_of_writes".into(),
+                s.full_leaf_writes as f64 / writes,
+            ),
+            (
                 "normal_gc_fraction_of_gcs".into(),
-                s.normal_gcs as f64 / s.lightweight_gcs.max(1) as f64,
+                s.normal_gcs as f64 / s.gc_writes.max(1) as f64,
             ),
             ("merges".into(), s.merges as f64),
             ("resplits".into(), s.resplits as f64),

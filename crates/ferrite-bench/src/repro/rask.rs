@@ -616,8 +616,10 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          overwritten entries until the next collection, so it holds more entries than the eager \
          map, which trims on every write; and its tail latency is set by leaf collections and \
          splits (a few percent of writes, each copying a leaf into a new log), where a `BTreeMap` \
-         insert splits a node in place. The claims table at the end judges every claim on the \
-         worst dataset, synthetic included.\n",
+         insert splits a node in place. `gc_fraction_of_writes` counts writes during which a \
+         collection ran; `full_leaf_fraction_of_writes` also counts full leaves whose entries \
+         were disjoint (nothing to collect: they are split at once). The claims table at the \
+         end judges every claim on the worst dataset, synthetic included.\n",
         results.params
     );
     for compaction in [true, false] {

@@ -133,16 +133,20 @@ mod tests {
         Entry::new(r(l, h), PhysicalRun::new(0, block).unwrap())
     }
 
+    /// (first, last, physical block or gap) of each segment.
+    fn shape(out: &[Segment<PhysicalRun>]) -> Vec<(u64, u64, Option<u64>)> {
+        out.iter()
+            .map(|s| (s.range.l(), s.range.r(), s.value.map(|v| v.block())))
+            .collect()
+    }
+
     #[test]
     fn the_papers_example() {
         // Fig. 9: searching [3, 15]; newer entries win.
         let entries = [e(1, 6, 100), e(6, 13, 200), e(9, 10, 300)];
         let mut out = Vec::new();
         search(&entries, r(3, 15), &mut UnfoundList::default(), &mut out);
-        let got: Vec<_> = out
-            .iter()
-            .map(|s| (s.range.l(), s.range.r(), s.value.map(|v| v.block())))
-            .collect();
+        let got = shape(&out);
         assert_eq!(
             got,
             vec![
@@ -164,10 +168,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         search(&entries, r(0, 9), &mut UnfoundList::default(), &mut out);
-        let got: Vec<_> = out
-            .iter()
-            .map(|s| (s.range.l(), s.range.r(), s.value.map(|v| v.block())))
-            .collect();
+        let got = shape(&out);
         assert_eq!(
             got,
             vec![

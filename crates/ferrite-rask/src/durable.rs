@@ -178,13 +178,7 @@ impl<V: RangeValue> DurableRask<V> {
     }
 
     pub fn put(&self, range: BlockRange, value: V) -> Result<()> {
-        if let Some(reason) = value.check(range) {
-            return Err(RaskError::InvalidValue {
-                range,
-                value: format!("{value:?}"),
-                reason,
-            });
-        }
+        crate::value::validate(range, &value)?;
         let mut rec = Vec::with_capacity(17 + V::ENCODED_LEN);
         encode_head(&mut rec, OP_PUT, range);
         value.encode(&mut rec);

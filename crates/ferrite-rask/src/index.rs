@@ -179,13 +179,7 @@ impl<V: RangeValue> Rask<V> {
 
     /// Maps every block of `range` to `value` (divided per block run).
     pub fn put(&self, range: BlockRange, value: V) -> Result<()> {
-        if let Some(reason) = value.check(range) {
-            return Err(RaskError::InvalidValue {
-                range,
-                value: format!("{value:?}"),
-                reason,
-            });
-        }
+        crate::value::validate(range, &value)?;
         self.write(range, value);
         Ok(())
     }
@@ -386,8 +380,12 @@ impl<V: RangeValue> Rask<V> {
             if entries.len() <= self.fill_limit() {
                 return None;
             }
-            if disjoint && !gc::disjoint_values(&entries, sc) {
-                // The new entry overlaps: the split's normal GC collects.
+            let collects = e.value.is_tombstone()
+                || entries[..entries.len() - 1]
+                    .iter()
+                    .any(|x| x.range.overlaps(&e.range));
+            if disjoint && collects {
+                // The new entry overlaps or deletes: the split's normal GC collects.
                 bump(&self.c.gc_writes, 1);
                 bump(&self.c.normal_gcs, 1);
             }

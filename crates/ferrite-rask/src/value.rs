@@ -5,6 +5,7 @@
 //! Values are small `Copy` records (a location, not data). One value is
 //! reserved as the tombstone a delete writes; `put` refuses it.
 
+use crate::error::{RaskError, Result};
 use crate::range::BlockRange;
 
 /// What the index stores for a range.
@@ -38,6 +39,18 @@ pub trait RangeValue: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static
     /// Decodes exactly [`RangeValue::ENCODED_LEN`] bytes; `None` if they
     /// cannot be a value.
     fn decode(bytes: &[u8]) -> Option<Self>;
+}
+
+/// `Ok` if `value` may be stored for `range`, else the typed refusal.
+pub(crate) fn validate<V: RangeValue>(range: BlockRange, value: &V) -> Result<()> {
+    match value.check(range) {
+        None => Ok(()),
+        Some(reason) => Err(RaskError::InvalidValue {
+            range,
+            value: format!("{value:?}"),
+            reason,
+        }),
+    }
 }
 
 /// Where a run of blocks lives: a data file and the first physical block

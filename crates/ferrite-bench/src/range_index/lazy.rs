@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Segment, UnfoundList};
 
-use super::segments::tile;
+use super::segments::newest_wins;
 use super::SerialIndex;
 
 #[derive(Default)]
@@ -57,20 +57,6 @@ impl SerialIndex for LazyBTree {
                     .push((seq, BlockRange::new(l, right).unwrap_or(r), bits));
             }
         }
-        self.hits.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
-        self.unfound.reset(r);
-        self.found.clear();
-        for &(_, range, bits) in &self.hits {
-            let v = PhysicalRun::from_bits(bits);
-            let found = &mut self.found;
-            self.unfound.ablate(range, |hit| {
-                let value = (!v.is_tombstone()).then(|| v.divide(range, hit));
-                found.push((hit, value));
-            });
-            if self.unfound.is_empty() {
-                break;
-            }
-        }
-        tile(out, r, &mut self.found);
+        newest_wins(out, r, &mut self.hits, &mut self.unfound, &mut self.found);
     }
 }

@@ -1,6 +1,6 @@
 //! Building a lookup's answer: segments in ascending order, gaps joined.
 
-use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Segment};
+use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Segment, UnfoundList};
 
 /// Appends `range -> value` to `out`, joining it to the last segment when
 /// both are gaps or the value continues the last run.
@@ -47,4 +47,32 @@ pub fn tile(
     if let Some(a) = at.filter(|&a| a <= target.r()) {
         gap(out, a, target.r());
     }
+}
+
+/// Resolves overlapping stored ranges newest first: `hits` are
+/// `(sequence number, range, value bits)` of every range intersecting
+/// `target` (any order); each block takes the value of the newest range
+/// holding it, tombstones and unheld blocks become gaps. `unfound` and
+/// `found` are the caller's reusable buffers.
+pub fn newest_wins(
+    out: &mut Vec<Segment<PhysicalRun>>,
+    target: BlockRange,
+    hits: &mut [(u64, BlockRange, u64)],
+    unfound: &mut UnfoundList,
+    found: &mut Vec<(BlockRange, Option<PhysicalRun>)>,
+) {
+    hits.sort_unstable_by_key(|h| std::cmp::Reverse(h.0));
+    unfound.reset(target);
+    found.clear();
+    for &(_, range, bits) in hits.iter() {
+        let v = PhysicalRun::from_bits(bits);
+        unfound.ablate(range, |hit| {
+            let value = (!v.is_tombstone()).then(|| v.divide(range, hit));
+            found.push((hit, value));
+        });
+        if unfound.is_empty() {
+            break;
+        }
+    }
+    tile(out, target, found);
 }

@@ -14,8 +14,6 @@
 //! held only to find or claim a frame; a frame being loaded is write-latched
 //! until its bytes arrive, and a failed load leaves it empty.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
@@ -25,29 +23,11 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::clock::{pick_victim, FrameState};
 use crate::page::{self, PageId};
+use crate::page_map::PageMap;
 
 const EMPTY: u64 = u64::MAX;
 
-/// Page ids are dense integers, so one multiply spreads them well enough;
-/// the default SipHash costs more than the rest of a cached lookup.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type PageTable = HashMap<PageId, usize, BuildHasherDefault<IdHasher>>;
+type PageTable = PageMap<usize>;
 
 /// Bytes of bookkeeping per frame beyond the page itself: the frame's
 /// atomics and lock, its buffer header, and a page-table entry with load.
@@ -235,6 +215,11 @@ impl BufferPool {
             // Load through the pinning path, then take the hit path.
             drop(self.fetch(id)?);
         }
+    }
+
+    /// Whether page `id` is in the pool (no I/O, no effect on the clock).
+    pub fn is_resident(&self, id: PageId) -> bool {
+        self.table.read().contains_key(&id)
     }
 
     /// Pins page `id`, reading it from the device on a miss.

@@ -14,17 +14,24 @@
 //! | `bulk_load` | bottom-up construction from sorted input |
 //! | `meta` | the two meta pages naming the durable root |
 //! | `checkpoint` | installing a checkpoint through the double-write file; its recovery |
-//! | `store` | [`BTreeStore`]: WAL, group commit, sync modes, poisoning, `KvStore` |
+//! | `store` | [`BTreeStore`]: WAL, group commit, sync modes, poisoning, the write-miss hook, `KvStore` |
+//! | `insert_buffer` | TurboIndex: buffered records of non-resident leaves, the LIRS-style hot-page detector |
+//! | `carry_over` | what a checkpoint carries over: buffered records, a batch in flight |
+//! | `page_map` | hash maps keyed by page id |
 
 mod buffer_pool;
 mod bulk_load;
+mod carry_over;
 mod checkpoint;
 mod clock;
+pub mod insert_buffer;
 mod meta;
 mod page;
+mod page_map;
 mod store;
 mod tree;
 
+pub use insert_buffer::InsertBufferOptions;
 pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;
 
@@ -37,5 +44,18 @@ pub fn open_store(
         dir,
         options,
         BTreeOptions::default(),
+    )?))
+}
+
+/// Opens the TurboIndex engine (the B+tree with its insert buffer on) for
+/// the `ferrite` facade.
+pub fn open_turbo_store(
+    dir: &std::path::Path,
+    options: &ferrite_core::Options,
+) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
+    Ok(Box::new(BTreeStore::open(
+        dir,
+        options,
+        BTreeOptions::turbo(),
     )?))
 }

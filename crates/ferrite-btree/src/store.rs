@@ -1,7 +1,7 @@
 //! The store: a [`Tree`] made durable and shared.
 //!
-//! Owns the page file, the double-write file and the WAL, and keeps the
-//! promise of [`ferrite_core::KvStore`]:
+//! Owns the page file, the double-write file, the WAL and the carry-over
+//! slots, and keeps the promise of [`ferrite_core::KvStore`]:
 //! - a write is logged (one WAL record per batch) and applied under the
 //!   exclusive lock, then committed outside it, so concurrent writers share
 //!   syncs (group commit) while readers proceed under the shared lock;
@@ -10,8 +10,12 @@
 //!   `flush` and close;
 //! - when dirty pages pass the pool's high-water mark, or the WAL passes
 //!   [`BTreeOptions::checkpoint_wal_bytes`], a checkpoint installs the tree
-//!   (see `checkpoint`) and resets the WAL; a batch in flight is re-logged
-//!   into the new epoch, so it stays all-or-nothing;
+//!   (see `checkpoint`) and resets the WAL; a batch in flight and the
+//!   insert buffer's records are carried over (see `carry_over`), so a
+//!   batch stays all-or-nothing and no buffered write is lost;
+//! - with the insert buffer on (TurboIndex), a write whose leaf is not in
+//!   the pool is buffered instead of loading the leaf (the write-miss
+//!   hook, `apply_op`); lookups and scans consult the buffer first;
 //! - any failed device write or sync poisons the store: every later call
 //!   returns [`Error::Poisoned`]; reopening recovers from disk.
 
@@ -29,21 +33,26 @@ use ferrite_wal::Wal;
 use parking_lot::{Mutex, RwLock};
 
 use crate::buffer_pool::BufferPool;
+use crate::carry_over;
 use crate::checkpoint;
+use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, Offer};
 use crate::meta::Meta;
-use crate::page::{self, KIND_LEAF};
+use crate::page::{self, PageId, KIND_LEAF};
 use crate::tree::{max_key_len, Shape, Tree};
 
 /// On-disk format version recorded in the store identity.
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Options specific to the B+tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BTreeOptions {
     /// Page size in bytes: a power of two from 1 KiB to 16 KiB.
     pub page_size: usize,
     /// Checkpoint when the WAL grows past this many bytes (bounds recovery time).
     pub checkpoint_wal_bytes: u64,
+    /// The TurboIndex insert buffer, or `None` for the plain B+tree. Its
+    /// share of `Options::cache_bytes` is taken out of the buffer pool's.
+    pub insert_buffer: Option<InsertBufferOptions>,
 }
 
 impl Default for BTreeOptions {
@@ -51,20 +60,35 @@ impl Default for BTreeOptions {
         Self {
             page_size: 4096,
             checkpoint_wal_bytes: 64 << 20,
+            insert_buffer: None,
         }
     }
 }
 
-/// The three devices a store lives on.
+impl BTreeOptions {
+    /// The TurboIndex configuration: the default insert buffer on.
+    pub fn turbo() -> Self {
+        Self {
+            insert_buffer: Some(InsertBufferOptions::default()),
+            ..Self::default()
+        }
+    }
+}
+
+/// The devices a store lives on.
 pub struct Devices {
     pub pages: Arc<dyn BlockDevice>,
     pub dwb: Arc<dyn BlockDevice>,
     pub wal: Arc<dyn BlockDevice>,
+    /// The two carry-over slots (see `carry_over`): the insert buffer's
+    /// records and a batch in flight, replayed on top of a checkpoint.
+    pub carry: [Arc<dyn BlockDevice>; 2],
 }
 
 struct State {
     shape: Shape,
     epoch: u64,
+    ib: Option<InsertBuffer>,
 }
 
 #[derive(Default)]
@@ -77,6 +101,14 @@ struct Counters {
     user_written: AtomicU64,
     user_read: AtomicU64,
     checkpoints: AtomicU64,
+    /// Writes whose leaf was in the pool / was not.
+    write_hits: AtomicU64,
+    write_misses: AtomicU64,
+    /// Lookups whose leaf was in the pool / was not / answered by the
+    /// insert buffer without reaching the pool.
+    read_hits: AtomicU64,
+    read_misses: AtomicU64,
+    buffer_reads: AtomicU64,
 }
 
 struct Shared {
@@ -109,13 +141,23 @@ fn open_file(dir: &Path, name: &str, direct: bool) -> Result<Arc<dyn BlockDevice
 
 impl BTreeStore {
     /// Opens or creates the store in directory `dir`.
+    /// With the insert buffer on, the directory is a TurboIndex store.
     pub fn open(dir: &Path, options: &Options, bt: BTreeOptions) -> Result<Self> {
         options.validate()?;
-        StoreIdentity::establish(dir, EngineKind::Btree, FORMAT_VERSION, options)?;
+        let kind = if bt.insert_buffer.is_some() {
+            EngineKind::TurboIndex
+        } else {
+            EngineKind::Btree
+        };
+        StoreIdentity::establish(dir, kind, FORMAT_VERSION, options)?;
         let devices = Devices {
             pages: open_file(dir, "pages", options.direct_io)?,
             dwb: open_file(dir, "dwb", options.direct_io)?,
             wal: open_file(dir, "wal", options.direct_io)?,
+            carry: [
+                open_file(dir, "carry-0", options.direct_io)?,
+                open_file(dir, "carry-1", options.direct_io)?,
+            ],
         };
         Self::open_on(devices, options, bt)
     }
@@ -136,7 +178,18 @@ impl BTreeStore {
                 devices.pages.block_size()
             )));
         }
-        let pool = BufferPool::new(devices.pages.clone(), ps, options.cache_bytes);
+        let pool_budget = match &bt.insert_buffer {
+            Some(ib) => {
+                ib.validate().map_err(Error::InvalidOptions)?;
+                (options.cache_bytes as f64 * (1.0 - ib.share)) as u64
+            }
+            None => options.cache_bytes,
+        };
+        let pool = BufferPool::new(devices.pages.clone(), ps, pool_budget);
+        let ib = bt.insert_buffer.map(|o| {
+            let budget = options.cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
+            InsertBuffer::new(&o, budget, pool.capacity(), ps)
+        });
         let tree = Tree {
             pool,
             page_size: ps,
@@ -197,13 +250,17 @@ impl BTreeStore {
             }
         };
         let mut replayed = Vec::new();
+        if !fresh {
+            let slot = &devices.carry[(epoch % 2) as usize];
+            replayed.extend(carry_over::read(slot.as_ref(), epoch)?);
+        }
         let wal = Wal::open(devices.wal.clone(), epoch, &mut |payload| {
             replayed.push(WriteBatch::decode(payload)?);
             Ok(())
         })?;
         let shared = Arc::new(Shared {
             tree,
-            state: RwLock::new(State { shape, epoch }),
+            state: RwLock::new(State { shape, epoch, ib }),
             devices,
             wal,
             opts: bt,
@@ -216,7 +273,11 @@ impl BTreeStore {
         {
             let mut st = shared.state.write();
             for batch in &replayed {
-                shared.apply(&mut st, batch, None)?;
+                // Carried as in flight, so a checkpoint halfway through
+                // replaying it keeps it all or nothing.
+                let mut payload = Vec::with_capacity(batch.encoded_len());
+                batch.encode(&mut payload);
+                shared.apply(&mut st, batch, Some(&payload))?;
             }
             if fresh || !replayed.is_empty() {
                 shared.checkpoint(&mut st, None)?;
@@ -303,21 +364,190 @@ impl Shared {
             || self.wal.len() >= self.opts.checkpoint_wal_bytes
     }
 
-    /// Applies a logged batch; `logged` is its WAL payload, re-logged if a
-    /// checkpoint happens halfway through.
+    /// Applies a logged batch; `logged` is its WAL payload, carried over if
+    /// a checkpoint happens halfway through.
     fn apply(&self, st: &mut State, batch: &WriteBatch, logged: Option<&[u8]>) -> Result<()> {
         for op in batch.ops() {
-            if self.needs_checkpoint(st) {
-                self.checkpoint(st, logged)?;
-            }
             match op {
-                BatchOp::Put { key, value } => self.tree.put(&mut st.shape, key, value)?,
-                BatchOp::Delete { key } => {
-                    self.tree.delete(&mut st.shape, key)?;
-                }
+                BatchOp::Put { key, value } => self.apply_op(st, key, Some(value), logged)?,
+                BatchOp::Delete { key } => self.apply_op(st, key, None, logged)?,
             }
         }
         Ok(())
+    }
+
+    /// Makes room for one operation's dirty pages.
+    fn make_room(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
+        if self.needs_checkpoint(st) {
+            self.checkpoint(st, logged)?;
+        }
+        Ok(())
+    }
+
+    /// A put (`Some`) or delete (`None`) applied to the tree directly.
+    fn write_tree(&self, st: &mut State, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        match value {
+            Some(v) => self.tree.put(&mut st.shape, key, v),
+            None => self.tree.delete(&mut st.shape, key).map(drop),
+        }
+    }
+
+    /// One write, through the write-miss hook: with the insert buffer on, a
+    /// write whose leaf is not resident is buffered instead of loading it.
+    fn apply_op(
+        &self,
+        st: &mut State,
+        key: &[u8],
+        value: Option<&[u8]>,
+        logged: Option<&[u8]>,
+    ) -> Result<()> {
+        self.make_room(st, logged)?;
+        let mut path = Vec::with_capacity(8);
+        let leaf = self.tree.find_leaf(&st.shape, key, &mut path)?;
+        let resident = self.tree.pool.is_resident(leaf);
+        let c = &self.counters;
+        if resident {
+            c.write_hits.fetch_add(1, Relaxed);
+        } else {
+            c.write_misses.fetch_add(1, Relaxed);
+        }
+        let inline_max = self.tree.inline_max();
+        let Some(ib) = st.ib.as_mut() else {
+            return match value {
+                Some(v) => self.tree.put_at(&mut st.shape, &path, leaf, key, v),
+                None => self.tree.delete(&mut st.shape, key).map(drop),
+            };
+        };
+        if resident && !ib.has(leaf) {
+            ib.note_hit(leaf);
+            return match value {
+                Some(v) => self.tree.put_at(&mut st.shape, &path, leaf, key, v),
+                None => self.tree.delete(&mut st.shape, key).map(drop),
+            };
+        }
+        if resident || !InsertBuffer::fits(key, value, inline_max) {
+            // The leaf is in the pool with records a reader left buffered,
+            // or the record is too large to buffer: the page's records go
+            // first, then this write.
+            self.apply_buffered(st, leaf, logged)?;
+            return self.write_tree(st, key, value);
+        }
+        ib.replay_hits();
+        if ib.needs_room(leaf) || ib.over_budget() {
+            self.relieve(st, logged, Some(leaf))?;
+        }
+        let Some(ib) = st.ib.as_mut() else {
+            return Ok(());
+        };
+        match ib.offer(leaf, key, value) {
+            Offer::Kept => self.relieve(st, logged, None),
+            Offer::Load(_) => self.apply_buffered(st, leaf, logged),
+            Offer::NoRoom => {
+                if ib.has(leaf) {
+                    self.apply_buffered(st, leaf, logged)?;
+                }
+                self.write_tree(st, key, value)
+            }
+        }
+    }
+
+    /// Applies `page`'s buffered records (postponed inserts), loading the
+    /// page. The records leave the buffer only once all are applied, so a
+    /// checkpoint in between snapshots them.
+    fn apply_buffered(&self, st: &mut State, page: PageId, logged: Option<&[u8]>) -> Result<()> {
+        let records: Vec<(Vec<u8>, Option<Vec<u8>>)> = match &st.ib {
+            Some(ib) => ib
+                .sorted(page)
+                .into_iter()
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect(),
+            None => return Ok(()),
+        };
+        for (k, v) in &records {
+            self.make_room(st, logged)?;
+            self.write_tree(st, k, v.as_deref())?;
+        }
+        if let Some(ib) = st.ib.as_mut() {
+            ib.take(page);
+        }
+        Ok(())
+    }
+
+    /// Keeps the insert buffer within its budget, and with `slot_for`
+    /// makes a stack node free for that page: drops cold record-less
+    /// nodes, then applies the coldest pages' records in page-id order.
+    fn relieve(
+        &self,
+        st: &mut State,
+        logged: Option<&[u8]>,
+        slot_for: Option<PageId>,
+    ) -> Result<()> {
+        for _round in 0..4 {
+            let batch = match st.ib.as_mut() {
+                Some(ib) => {
+                    let full = slot_for.is_some_and(|p| ib.needs_room(p));
+                    if !full && !ib.over_budget() {
+                        return Ok(());
+                    }
+                    ib.prune(full);
+                    let full = slot_for.is_some_and(|p| ib.needs_room(p));
+                    if !full && !ib.over_budget() {
+                        return Ok(());
+                    }
+                    ib.coldest_batch(ib.budget() / 16)
+                }
+                None => return Ok(()),
+            };
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for page in batch {
+                self.apply_buffered(st, page, logged)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what checkpoint `epoch` carries over — the insert buffer's
+    /// records, then the batch in flight — to its slot.
+    fn carry_over(&self, st: &State, epoch: u64, inflight: Option<&[u8]>) -> Result<()> {
+        let buffered = match &st.ib {
+            Some(ib) if !ib.is_empty() => Some(Self::buffered_batch(ib)?),
+            _ => None,
+        };
+        let mut parts: Vec<&[u8]> = Vec::new();
+        if let Some(b) = &buffered {
+            parts.push(b);
+        }
+        if let Some(p) = inflight {
+            parts.push(p);
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let slot = &self.devices.carry[(epoch % 2) as usize];
+        carry_over::write(slot.as_ref(), epoch, &parts)
+    }
+
+    /// The insert buffer's records as one encoded batch.
+    fn buffered_batch(ib: &InsertBuffer) -> Result<Vec<u8>> {
+        let mut batch = WriteBatch::new();
+        let mut failed = None;
+        ib.for_each(&mut |_, (k, v)| {
+            let r = match v {
+                Some(v) => batch.put(k, v).map(drop),
+                None => batch.delete(k).map(drop),
+            };
+            if let Err(e) = r {
+                failed.get_or_insert(e);
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut out = Vec::with_capacity(batch.encoded_len());
+        batch.encode(&mut out);
+        Ok(out)
     }
 
     /// Installs the in-memory tree as a new checkpoint and resets the WAL.
@@ -330,24 +560,21 @@ impl Shared {
             height: st.shape.height,
             page_count: st.shape.page_count,
         };
-        let result = checkpoint::install(
-            self.devices.pages.as_ref(),
-            self.devices.dwb.as_ref(),
-            &dirty,
-            &meta,
-        )
-        .and_then(|_| {
-            self.tree.pool.mark_all_clean();
-            st.epoch = meta.epoch;
-            self.wal.reset(meta.epoch)
-        })
-        .and_then(|_| match inflight {
-            Some(payload) => {
-                let lsn = self.wal.append(payload)?;
-                self.wal.commit(lsn, true)
-            }
-            None => Ok(()),
-        });
+        let result = self
+            .carry_over(st, meta.epoch, inflight)
+            .and_then(|_| {
+                checkpoint::install(
+                    self.devices.pages.as_ref(),
+                    self.devices.dwb.as_ref(),
+                    &dirty,
+                    &meta,
+                )
+            })
+            .and_then(|_| {
+                self.tree.pool.mark_all_clean();
+                st.epoch = meta.epoch;
+                self.wal.reset(meta.epoch)
+            });
         if let Err(e) = &result {
             self.poison(e);
         }
@@ -421,7 +648,22 @@ impl KvStore for BTreeStore {
         s.check_key_len(key)?;
         s.counters.gets.fetch_add(1, Relaxed);
         let st = s.state.read();
-        let v = s.tree.get(&st.shape, key)?;
+        let leaf = s.tree.leaf_for(&st.shape, key)?;
+        let buffered = st.ib.as_ref().and_then(|ib| ib.lookup(leaf, key));
+        let v = match buffered {
+            Some(b) => {
+                s.counters.buffer_reads.fetch_add(1, Relaxed);
+                b.map(<[u8]>::to_vec)
+            }
+            None => {
+                if s.tree.pool.is_resident(leaf) {
+                    s.counters.read_hits.fetch_add(1, Relaxed);
+                } else {
+                    s.counters.read_misses.fetch_add(1, Relaxed);
+                }
+                s.tree.get_in(leaf, key)?
+            }
+        };
         if let Some(v) = &v {
             s.counters
                 .user_read
@@ -452,7 +694,13 @@ impl KvStore for BTreeStore {
         s.check_poison()?;
         s.counters.scans.fetch_add(1, Relaxed);
         let st = s.state.read();
-        let bytes = s.tree.scan(&st.shape, range, visit)?;
+        let bytes = match &st.ib {
+            Some(ib) if !ib.is_empty() => {
+                s.tree
+                    .scan_with(&st.shape, range, &|leaf| ib.sorted(leaf), visit)?
+            }
+            _ => s.tree.scan(&st.shape, range, visit)?,
+        };
         s.counters.user_read.fetch_add(bytes, Relaxed);
         Ok(())
     }
@@ -484,7 +732,9 @@ impl KvStore for BTreeStore {
         let pool = &s.tree.pool;
         let dev = DeviceCounts::from(s.devices.pages.io_stats())
             + DeviceCounts::from(s.devices.wal.io_stats())
-            + DeviceCounts::from(s.devices.dwb.io_stats());
+            + DeviceCounts::from(s.devices.dwb.io_stats())
+            + DeviceCounts::from(s.devices.carry[0].io_stats())
+            + DeviceCounts::from(s.devices.carry[1].io_stats());
         let st = s.state.read();
         Stats {
             ops: OpCounts {
@@ -502,7 +752,8 @@ impl KvStore for BTreeStore {
                 misses: pool.counters.misses.load(Relaxed),
                 evictions: pool.counters.evictions.load(Relaxed),
             },
-            memory_bytes: pool.memory_bytes(),
+            memory_bytes: pool.memory_bytes()
+                + st.ib.as_ref().map_or(0, |ib| ib.memory_bytes() as u64),
             extra: {
                 let mut extra = vec![
                     ("height".into(), f64::from(st.shape.height + 1)),
@@ -511,7 +762,31 @@ impl KvStore for BTreeStore {
                     ("dirty_pages".into(), pool.dirty_count() as f64),
                     ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
                     ("wal_bytes".into(), s.wal.len() as f64),
+                    ("write_hits".into(), c.write_hits.load(Relaxed) as f64),
+                    ("write_misses".into(), c.write_misses.load(Relaxed) as f64),
+                    ("read_hits".into(), c.read_hits.load(Relaxed) as f64),
+                    ("read_misses".into(), c.read_misses.load(Relaxed) as f64),
+                    ("buffer_reads".into(), c.buffer_reads.load(Relaxed) as f64),
                 ];
+                if let Some(ib) = &st.ib {
+                    let k = ib.counters;
+                    let d = ib.detector();
+                    extra.extend([
+                        ("ib_refused_writes".into(), k.refused as f64),
+                        ("ib_bytes".into(), ib.memory_bytes() as f64),
+                        ("ib_budget_bytes".into(), ib.budget() as f64),
+                        ("ib_records".into(), ib.records() as f64),
+                        ("ib_pages".into(), ib.pages() as f64),
+                        ("ib_stack_nodes".into(), d.len() as f64),
+                        ("ib_l_nodes".into(), d.l_count() as f64),
+                        ("ib_promotions".into(), d.counters.promotions as f64),
+                        ("ib_buffered_writes".into(), k.buffered as f64),
+                        ("ib_hot_loads".into(), k.promoted_loads as f64),
+                        ("ib_full_loads".into(), k.full_loads as f64),
+                        ("ib_pressure_loads".into(), k.pressure_loads as f64),
+                        ("ib_applied_records".into(), k.applied_records as f64),
+                    ]);
+                }
                 // Pages per level (0 = leaves), found by walking the inner
                 // pages only; skipped if a page cannot be read.
                 if let Ok(levels) = s.tree.level_pages(&st.shape) {
@@ -533,7 +808,31 @@ impl KvStore for BTreeStore {
         let s = &self.shared;
         s.check_poison()?;
         let st = s.state.read();
-        s.tree.verify(&st.shape).map(|_| ())
+        s.tree.verify(&st.shape)?;
+        if let Some(ib) = &st.ib {
+            ib.check()
+                .map_err(|m| Error::corruption("insert buffer", m))?;
+            // Every buffered record sits under the leaf its key maps to.
+            let mut wrong = None;
+            ib.for_each(&mut |page, (key, _)| {
+                if wrong.is_none() {
+                    match s.tree.leaf_for(&st.shape, key) {
+                        Ok(leaf) if leaf == page => {}
+                        Ok(leaf) => {
+                            wrong = Some(Error::corruption(
+                                "insert buffer",
+                                format!("a record buffered for page {page} maps to leaf {leaf}"),
+                            ))
+                        }
+                        Err(e) => wrong = Some(e),
+                    }
+                }
+            });
+            if let Some(e) = wrong {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 

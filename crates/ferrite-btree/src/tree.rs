@@ -18,6 +18,7 @@ use std::ops::{Bound, ControlFlow};
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
 use crate::buffer_pool::BufferPool;
+use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF, KIND_OVERFLOW};
 
 /// The mutable shape of the tree.
@@ -88,7 +89,12 @@ impl Tree {
     }
 
     /// Descends to the leaf for `key`, recording the pages passed.
-    fn find_leaf(&self, shape: &Shape, key: &[u8], path: &mut Vec<PageId>) -> Result<PageId> {
+    pub(crate) fn find_leaf(
+        &self,
+        shape: &Shape,
+        key: &[u8],
+        path: &mut Vec<PageId>,
+    ) -> Result<PageId> {
         let mut id = shape.root;
         for _ in 0..shape.height {
             path.push(id);
@@ -107,7 +113,7 @@ impl Tree {
     }
 
     /// Descends to the leaf for `key` without recording the path.
-    fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
+    pub(crate) fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
         let mut id = shape.root;
         for _ in 0..shape.height {
             let b = self.pool.read(id)?;
@@ -122,8 +128,8 @@ impl Tree {
         Ok(id)
     }
 
-    pub fn get(&self, shape: &Shape, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let leaf = self.leaf_for(shape, key)?;
+    /// Looks `key` up in `leaf`, the leaf it maps to.
+    pub(crate) fn get_in(&self, leaf: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let b = self.pool.read(leaf)?;
         match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {
@@ -207,6 +213,21 @@ impl Tree {
 
     /// Inserts or replaces `key`.
     pub fn put(&self, shape: &mut Shape, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut path = Vec::with_capacity(8);
+        let leaf = self.find_leaf(shape, key, &mut path)?;
+        self.put_at(shape, &path, leaf, key, value)
+    }
+
+    /// Inserts or replaces `key` in `leaf`, reached through `path` (as
+    /// [`Tree::find_leaf`] found them, with no change to the tree since).
+    pub(crate) fn put_at(
+        &self,
+        shape: &mut Shape,
+        path: &[PageId],
+        leaf: PageId,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
         let stored = if key.len() + value.len() <= self.inline_max() {
             StoredValue::Inline(value)
         } else {
@@ -215,8 +236,6 @@ impl Tree {
                 len: value.len() as u32,
             }
         };
-        let mut path = Vec::with_capacity(8);
-        let leaf = self.find_leaf(shape, key, &mut path)?;
         let mut old_overflow = None;
         let fitted = {
             let p = self.pool.fetch(leaf)?;
@@ -236,7 +255,7 @@ impl Tree {
             } else {
                 drop(b);
                 let cell = page::encode_leaf_cell(key, &stored);
-                self.split(shape, &path, leaf, pos, cell)?;
+                self.split(shape, path, leaf, pos, cell)?;
                 true
             }
         };
@@ -384,6 +403,19 @@ impl Tree {
         range: KeyRange<'_>,
         visit: &mut ScanVisitor<'_>,
     ) -> Result<u64> {
+        self.scan_with(shape, range, &|_| Vec::new(), visit)
+    }
+
+    /// Visits the pairs of `range` in key order, with `overlay(leaf)`
+    /// (newer versions of keys of that leaf, sorted; `None` is a delete)
+    /// taking precedence over the leaf's cells.
+    pub(crate) fn scan_with<'o>(
+        &self,
+        shape: &Shape,
+        range: KeyRange<'_>,
+        overlay: &dyn Fn(PageId) -> Vec<Record<'o>>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<u64> {
         let start: &[u8] = match range.start {
             Bound::Included(s) | Bound::Excluded(s) => s,
             Bound::Unbounded => &[],
@@ -397,24 +429,56 @@ impl Tree {
             let from = match page::search(&b, start) {
                 Ok(i) | Err(i) => i,
             };
-            for i in from..page::count(&b) {
-                let k = page::key(&b, i);
+            let extra = overlay(id);
+            let mut e = extra.partition_point(|(k, _)| *k < start);
+            let mut i = from;
+            let n = page::count(&b);
+            loop {
+                // The next pair in key order from the page or the overlay;
+                // on equal keys the overlay's version wins.
+                let pk = (i < n).then(|| page::key(&b, i));
+                let ek = extra.get(e).map(|(k, _)| *k);
+                let (k, newer) = match (pk, ek) {
+                    (None, None) => break,
+                    (Some(p), Some(x)) if x <= p => {
+                        if x == p {
+                            i += 1;
+                        }
+                        e += 1;
+                        (x, extra.get(e - 1).map(|(_, v)| *v))
+                    }
+                    (Some(p), _) => {
+                        i += 1;
+                        (p, None)
+                    }
+                    (None, Some(x)) => {
+                        e += 1;
+                        (x, extra.get(e - 1).map(|(_, v)| *v))
+                    }
+                };
                 if !range.after_start(k) {
                     continue;
                 }
                 if !range.before_end(k) {
                     return Ok(bytes);
                 }
-                let flow = match page::value(&b, i) {
-                    StoredValue::Inline(v) => {
+                let flow = match newer {
+                    Some(None) => continue,
+                    Some(Some(v)) => {
                         bytes += (k.len() + v.len()) as u64;
                         visit(k, v)
                     }
-                    StoredValue::Overflow { first, len } => {
-                        let v = self.read_overflow(first, len)?;
-                        bytes += (k.len() + v.len()) as u64;
-                        visit(k, &v)
-                    }
+                    None => match page::value(&b, i - 1) {
+                        StoredValue::Inline(v) => {
+                            bytes += (k.len() + v.len()) as u64;
+                            visit(k, v)
+                        }
+                        StoredValue::Overflow { first, len } => {
+                            let v = self.read_overflow(first, len)?;
+                            bytes += (k.len() + v.len()) as u64;
+                            visit(k, &v)
+                        }
+                    },
                 };
                 if flow == ControlFlow::Break(()) {
                     return Ok(bytes);

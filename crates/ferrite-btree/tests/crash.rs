@@ -17,25 +17,58 @@ type Dev = Arc<FaultyDevice<MemDevice>>;
 /// The writes of one batch: key and new value (`None` for a delete).
 type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
-fn open(d: &[Dev; 3]) -> ferrite_core::Result<BTreeStore> {
+/// Devices: pages, double-write file, WAL, then the two insert-buffer
+/// snapshot slots.
+type Devs = [Dev; 5];
+
+fn fresh() -> Devs {
+    // The page and double-write devices take 1 KiB blocks, for 1 KiB pages.
+    std::array::from_fn(|i| {
+        let dev = if i < 2 {
+            MemDevice::with_block_size(1024).unwrap()
+        } else {
+            MemDevice::new()
+        };
+        Arc::new(FaultyDevice::new(dev))
+    })
+}
+
+/// Opens the plain B+tree, or with `turbo` the B+tree with its insert
+/// buffer on, small pages and a pool far smaller than the data, so most
+/// writes are buffered and snapshots carry records across checkpoints.
+fn open_as(d: &Devs, turbo: bool) -> ferrite_core::Result<BTreeStore> {
     let devs = Devices {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
         wal: d[2].clone(),
+        carry: [d[3].clone(), d[4].clone()],
     };
     let opts = Options {
-        cache_bytes: 64 << 10,
+        cache_bytes: if turbo { 100 << 10 } else { 64 << 10 },
         sync: SyncMode::Always,
         ..Options::default()
     };
-    BTreeStore::open_on(
-        devs,
-        &opts,
+    let bt = if turbo {
+        BTreeOptions {
+            page_size: 1024,
+            checkpoint_wal_bytes: 64 << 10,
+            insert_buffer: Some(ferrite_btree::InsertBufferOptions {
+                share: 0.3,
+                ..Default::default()
+            }),
+        }
+    } else {
         BTreeOptions {
             page_size: 4096,
             checkpoint_wal_bytes: 64 << 10,
-        },
-    )
+            insert_buffer: None,
+        }
+    };
+    BTreeStore::open_on(devs, &opts, bt)
+}
+
+fn open(d: &Devs) -> ferrite_core::Result<BTreeStore> {
+    open_as(d, false)
 }
 
 fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -47,16 +80,39 @@ fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
+    crash_loop(false);
+}
+
+#[test]
+fn acknowledged_writes_survive_crashes_with_records_buffered() {
+    crash_loop(true);
+}
+
+fn crash_loop(turbo: bool) {
+    let keys = if turbo { 5000 } else { 600 };
+    let mut buffered = 0.0;
     for seed in 0..40u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
-        let db = open(&d).unwrap();
+        let d = fresh();
+        let db = open_as(&d, turbo).unwrap();
         let mut acked: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        if turbo {
+            // Data several times the pool, so most leaves are not resident.
+            for chunk in 0..keys / 100 {
+                let mut b = WriteBatch::new();
+                for k in chunk * 100..(chunk + 1) * 100 {
+                    let k = format!("key{k:04}").into_bytes();
+                    b.put(&k, &[9; 24]).unwrap();
+                    acked.insert(k, vec![9; 24]);
+                }
+                db.write_batch(&b).unwrap();
+            }
+        }
         let fail_at = rng.gen_range(0..400);
         let mut failed: Option<Effect> = None;
         for i in 0..400 {
             if i == fail_at {
-                let dev = &d[rng.gen_range(0..3)];
+                let dev = &d[rng.gen_range(0..if turbo { 5 } else { 3 })];
                 let op = if rng.gen_bool(0.5) {
                     FaultOp::Write
                 } else {
@@ -79,13 +135,15 @@ fn acknowledged_writes_survive_crashes() {
             let mut b = WriteBatch::new();
             let mut effect = Vec::new();
             for _ in 0..rng.gen_range(1..9) {
-                let k = format!("key{:04}", rng.gen_range(0..600)).into_bytes();
+                let k = format!("key{:04}", rng.gen_range(0..keys)).into_bytes();
                 if rng.gen_bool(0.2) {
                     b.delete(&k).unwrap();
                     effect.push((k, None));
                 } else {
                     let n = if rng.gen_bool(0.05) {
                         6000
+                    } else if turbo {
+                        rng.gen_range(1..40)
                     } else {
                         rng.gen_range(1..200)
                     };
@@ -93,6 +151,9 @@ fn acknowledged_writes_survive_crashes() {
                     b.put(&k, &v).unwrap();
                     effect.push((k, Some(v)));
                 }
+            }
+            if turbo && i == 200 {
+                buffered += db.stats().extra("ib_buffered_writes").unwrap_or(0.0);
             }
             match db.write_batch(&b) {
                 Ok(()) => {
@@ -121,7 +182,7 @@ fn acknowledged_writes_survive_crashes() {
         for dev in &d {
             dev.restart();
         }
-        let db = open(&d).unwrap_or_else(|e| {
+        let db = open_as(&d, turbo).unwrap_or_else(|e| {
             panic!("seed {seed} (failed at op {fail_at}, {mode:?}): reopen: {e}")
         });
         db.verify()
@@ -136,6 +197,30 @@ fn acknowledged_writes_survive_crashes() {
                 };
             }
         }
+        if !(got == acked || got == with_failed) {
+            for (k, v) in &got {
+                if acked.get(k) != Some(v) {
+                    eprintln!(
+                        "extra/different {:?} len {} acked {:?} failedhas {}",
+                        String::from_utf8_lossy(k),
+                        v.len(),
+                        acked.get(k).map(|v| v.len()),
+                        failed
+                            .as_ref()
+                            .is_some_and(|f| f.iter().any(|(fk, _)| fk == k))
+                    );
+                }
+            }
+            for k in acked.keys() {
+                if !got.contains_key(k) {
+                    eprintln!("missing {:?}", String::from_utf8_lossy(k));
+                }
+            }
+            eprintln!(
+                "fail_at {fail_at} failed {:?}",
+                failed.as_ref().map(|f| f.len())
+            );
+        }
         assert!(
             got == acked || got == with_failed,
             "seed {seed}: recovered state is neither the acknowledged state nor it plus the failed batch \
@@ -147,11 +232,15 @@ fn acknowledged_writes_survive_crashes() {
         db.put(b"after", b"crash").unwrap();
         assert_eq!(db.get(b"after").unwrap(), Some(b"crash".to_vec()));
     }
+    if turbo {
+        // The runs must actually have buffered writes (not just loaded pages).
+        assert!(buffered > 1000.0, "only {buffered} writes were buffered");
+    }
 }
 
 #[test]
 fn a_failed_sync_poisons_the_store() {
-    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    let d = fresh();
     let db = open(&d).unwrap();
     db.put(b"a", b"1").unwrap();
     d[2].inject(FaultRule::nth(FaultOp::Sync, 1, FaultKind::Eio));
@@ -172,7 +261,7 @@ fn a_failed_sync_poisons_the_store() {
 
 #[test]
 fn a_corrupt_page_is_a_typed_error() {
-    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    let d = fresh();
     {
         let db = open(&d).unwrap();
         for i in 0..2000u32 {

@@ -11,20 +11,26 @@ use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch}
 use ferrite_io::{BlockDevice, MemDevice};
 use proptest::prelude::*;
 
-fn devices_for(page_size: usize) -> (Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>) {
-    let dev = || Arc::new(MemDevice::with_block_size(page_size.min(4096)).unwrap());
-    (dev(), dev(), Arc::new(MemDevice::new()))
+/// Pages, double-write file, WAL, and the two carry-over slots.
+type Devs = [Arc<MemDevice>; 5];
+
+fn devices_for(page_size: usize) -> Devs {
+    std::array::from_fn(|i| {
+        let bs = if i < 2 { page_size.min(4096) } else { 4096 };
+        Arc::new(MemDevice::with_block_size(bs).unwrap())
+    })
 }
 
-fn devices() -> (Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>) {
+fn devices() -> Devs {
     devices_for(4096)
 }
 
-fn open(d: &(Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>), page_size: usize) -> BTreeStore {
+fn open(d: &Devs, page_size: usize) -> BTreeStore {
     let devs = Devices {
-        pages: d.0.clone() as Arc<dyn BlockDevice>,
-        dwb: d.1.clone(),
-        wal: d.2.clone(),
+        pages: d[0].clone() as Arc<dyn BlockDevice>,
+        dwb: d[1].clone(),
+        wal: d[2].clone(),
+        carry: [d[3].clone(), d[4].clone()],
     };
     let opts = Options {
         cache_bytes: 64 << 10,
@@ -37,6 +43,7 @@ fn open(d: &(Arc<MemDevice>, Arc<MemDevice>, Arc<MemDevice>), page_size: usize) 
         BTreeOptions {
             page_size,
             checkpoint_wal_bytes: 256 << 10,
+            insert_buffer: None,
         },
     )
     .unwrap()

@@ -304,3 +304,66 @@ pub fn plot_grouped_bars(
     }
     root.present().map_err(|e| err(&e))
 }
+
+/// Lines from plain numbers: one line per series over the points' index
+/// (1-based), for per-interval measurements such as timelines.
+pub fn plot_lines(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<f64>)],
+    path: &Path,
+) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let n = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(1)
+        .max(2);
+    let ymax = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(1e-9, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(1f64..n as f64, 0f64..ymax)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (i, (name, vals)) in series.iter().enumerate() {
+        let color = Palette99::pick(i);
+        chart
+            .draw_series(LineSeries::new(
+                vals.iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|(x, &v)| (x as f64 + 1.0, v)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}

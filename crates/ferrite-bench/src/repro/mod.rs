@@ -8,6 +8,7 @@
 mod baselines;
 mod btree;
 mod rask;
+mod turboindex;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -131,6 +132,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(baselines::Baselines),
         Box::new(btree::BtreeRepro),
         Box::new(rask::RaskRepro),
+        Box::new(turboindex::TurboRepro),
     ]
 }
 

@@ -1,0 +1,562 @@
+//! `turboindex`: the B+tree with its insert buffer (TurboIndex) against the
+//! same engine with the buffer off.
+//!
+//! Setup as the paper (§IV-A, §VI): 8-byte keys (record numbers, big
+//! endian, so a key range is a page range) and 8-byte values, bulk-loaded
+//! at 90% fill; the memory budget is half the tree's size in bytes (data =
+//! 2× the pool), the same for both variants (TurboIndex's insert buffer is
+//! carved out of it); 4 KiB pages; durability `never` for both; one client
+//! thread. Both stores are loaded with identical data, and each workload
+//! runs on both in alternating chunks (same operation sequence), after a
+//! warm-up of the same workload, so machine noise hits both alike.
+//!
+//! Workloads (updates overwrite existing keys, reads are lookups):
+//! - `write_uniform`: updates, uniform keys;
+//! - `lru_anomaly1`: a hot set of 45% of the keys written uniformly, with
+//!   every cycle's last fifth spent on uniform writes to the other 55%;
+//! - `lru_anomaly2`: every leaf written in turn, in a loop (consecutive
+//!   operations hit consecutive leaves);
+//! - `workload3`: three equal key ranges written with probabilities
+//!   0.8 / 0.19 / 0.01;
+//! - `ycsb_a` / `ycsb_b`: 50% / 95% lookups, the rest updates, uniform.
+//!
+//! Buffer-pool hit ratio: leaf accesses (lookups and writes) that found
+//! the leaf in the pool, over all leaf accesses; a write TurboIndex
+//! buffered counts as a miss, a lookup its buffer answered is not counted.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use ferrite::{EngineKind, KvStore, Options, Stats, SyncMode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use crate::error::{BenchError, Result};
+use crate::report;
+
+pub struct TurboRepro;
+
+struct Sizes {
+    records: u64,
+    warmup: u64,
+    ops: u64,
+    chunks: u64,
+}
+
+fn sizes(scale: Scale) -> Sizes {
+    match scale {
+        Scale::Smoke => Sizes {
+            records: 200_000,
+            warmup: 10_000,
+            ops: 40_000,
+            chunks: 4,
+        },
+        Scale::Default => Sizes {
+            records: 3_000_000,
+            warmup: 150_000,
+            ops: 600_000,
+            chunks: 12,
+        },
+        Scale::Full => Sizes {
+            records: 20_000_000,
+            warmup: 1_000_000,
+            ops: 4_000_000,
+            chunks: 20,
+        },
+    }
+}
+
+/// The workloads, in report order.
+const WORKLOADS: [&str; 6] = [
+    "write_uniform",
+    "lru_anomaly1",
+    "lru_anomaly2",
+    "workload3",
+    "ycsb_a",
+    "ycsb_b",
+];
+
+/// One client's operation stream: `(is_read, record number)`.
+struct Stream {
+    workload: &'static str,
+    records: u64,
+    /// Records per leaf, so the loop of `lru_anomaly2` steps leaf by leaf.
+    per_leaf: u64,
+    i: u64,
+    rng: SmallRng,
+}
+
+impl Stream {
+    fn new(workload: &'static str, records: u64, per_leaf: u64, seed: u64) -> Self {
+        Self {
+            workload,
+            records,
+            per_leaf: per_leaf.max(1),
+            i: 0,
+            rng: SmallRng::seed_from_u64(seed),
+        }
+    }
+
+    fn next(&mut self) -> (bool, u64) {
+        let n = self.records;
+        let i = self.i;
+        self.i += 1;
+        match self.workload {
+            "lru_anomaly1" => {
+                let hot = n * 45 / 100;
+                let cycle = (n / 15).max(100);
+                if i % cycle < cycle * 4 / 5 {
+                    (false, self.rng.gen_range(0..hot))
+                } else {
+                    (false, self.rng.gen_range(hot..n))
+                }
+            }
+            "lru_anomaly2" => {
+                let leaves = (n / self.per_leaf).max(1);
+                let leaf = i % leaves;
+                let slot = (i / leaves) % self.per_leaf;
+                (false, (leaf * self.per_leaf + slot).min(n - 1))
+            }
+            "workload3" => {
+                let third = n / 3;
+                let r: f64 = self.rng.gen();
+                let base = if r < 0.8 {
+                    0
+                } else if r < 0.99 {
+                    third
+                } else {
+                    2 * third
+                };
+                (false, base + self.rng.gen_range(0..third))
+            }
+            "ycsb_a" => (self.rng.gen_bool(0.5), self.rng.gen_range(0..n)),
+            "ycsb_b" => (self.rng.gen_bool(0.95), self.rng.gen_range(0..n)),
+            _ => (false, self.rng.gen_range(0..n)),
+        }
+    }
+}
+
+/// One variant's measurements over a workload's measured phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct VariantRun {
+    ops: u64,
+    secs: f64,
+    hit_ratio: f64,
+    read_bytes_per_op: f64,
+    write_bytes_per_op: f64,
+    /// Insert-buffer bytes at the end, as a fraction of the total budget.
+    buffer_share: f64,
+    /// (seconds since the phase began, ops/s, hit ratio) per chunk.
+    timeline: Vec<(f64, f64, f64)>,
+}
+
+impl VariantRun {
+    fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.secs.max(1e-9)
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Results {
+    records: u64,
+    leaf_pages: u64,
+    tree_pages: u64,
+    budget_bytes: u64,
+    pool_frames_baseline: u64,
+    pool_frames_turbo: u64,
+    /// workload -> (baseline, turboindex)
+    runs: BTreeMap<String, (VariantRun, VariantRun)>,
+}
+
+/// Leaf accesses that hit the pool, and all leaf accesses.
+fn leaf_accesses(s: &Stats) -> (f64, f64) {
+    let e = |n: &str| s.extra(n).unwrap_or(0.0);
+    let hits = e("write_hits") + e("read_hits");
+    (hits, hits + e("write_misses") + e("read_misses"))
+}
+
+fn value_of(k: u64, round: u64) -> [u8; 8] {
+    (k ^ round.rotate_left(32)).to_le_bytes()
+}
+
+fn open(dir: &Path, kind: EngineKind, budget: u64) -> Result<Box<dyn KvStore>> {
+    let opts = Options {
+        cache_bytes: budget,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    ferrite::open(dir, kind, &opts).map_err(|e| BenchError::Store {
+        target: kind.name().to_string(),
+        source: e,
+    })
+}
+
+fn store_err(kind: EngineKind) -> impl Fn(ferrite::Error) -> BenchError {
+    move |e| BenchError::Store {
+        target: kind.name().to_string(),
+        source: e,
+    }
+}
+
+/// Runs `ops` operations of `stream` on `db`.
+fn drive(db: &dyn KvStore, kind: EngineKind, stream: &mut Stream, ops: u64) -> Result<()> {
+    let err = store_err(kind);
+    for _ in 0..ops {
+        let (read, k) = stream.next();
+        let key = k.to_be_bytes();
+        if read {
+            std::hint::black_box(db.get(&key).map_err(&err)?);
+        } else {
+            db.put(&key, &value_of(k, stream.i)).map_err(&err)?;
+        }
+    }
+    Ok(())
+}
+
+const KINDS: [EngineKind; 2] = [EngineKind::Btree, EngineKind::TurboIndex];
+
+impl Experiment for TurboRepro {
+    fn name(&self) -> &'static str {
+        "turboindex"
+    }
+
+    fn summary(&self) -> &'static str {
+        "TurboIndex's insert buffer vs the same B+tree without it: uniform writes, LRU anomalies, skew, YCSB A/B"
+    }
+
+    fn claims(&self) -> Vec<ClaimSpec> {
+        vec![
+            ClaimSpec {
+                metric: "speedup_write_uniform",
+                paper: "up to 4.5x (reuse threshold 2)",
+                target: ">= 4.0",
+            },
+            ClaimSpec {
+                metric: "speedup_lru_anomaly1",
+                paper: "9.98x",
+                target: ">= 5.0",
+            },
+            ClaimSpec {
+                metric: "speedup_lru_anomaly2",
+                paper: "69.86x",
+                target: ">= 10.0",
+            },
+            ClaimSpec {
+                metric: "speedup_workload3",
+                paper: "2.25-3.53x",
+                target: ">= 2.0",
+            },
+            ClaimSpec {
+                metric: "speedup_ycsb_a",
+                paper: "1.5-1.7x",
+                target: ">= 1.5",
+            },
+            ClaimSpec {
+                metric: "speedup_ycsb_b",
+                paper: "no degradation",
+                target: ">= 0.97",
+            },
+            ClaimSpec {
+                metric: "min_hit_ratio_delta",
+                paper: "hit ratio at or above LeanStore's in every workload",
+                target: ">= 0.0",
+            },
+        ]
+    }
+
+    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+        let s = sizes(ctx.scale);
+        let root = ctx.work_dir.join("turboindex");
+        let _ = std::fs::remove_dir_all(&root);
+        let dirs: Vec<_> = KINDS.iter().map(|k| root.join(k.name())).collect();
+        // Load both stores identically, then size the budget from the tree.
+        let mut results = Results {
+            records: s.records,
+            ..Results::default()
+        };
+        for (kind, dir) in KINDS.iter().zip(&dirs) {
+            let db = open(dir, *kind, 64 << 20)?;
+            let mut pairs =
+                (0..s.records).map(|k| (k.to_be_bytes().to_vec(), value_of(k, 0).to_vec()));
+            db.bulk_load(&mut pairs).map_err(store_err(*kind))?;
+            let st = db.stats();
+            results.leaf_pages = st.extra("pages_level_0").unwrap_or(0.0) as u64;
+            results.tree_pages = st.extra("pages").unwrap_or(0.0) as u64;
+        }
+        let page_cost = 4096 + 128;
+        results.budget_bytes = (results.tree_pages * page_cost / 2).max(1 << 20);
+        let per_leaf = s.records / results.leaf_pages.max(1);
+        let stores: Vec<Box<dyn KvStore>> = KINDS
+            .iter()
+            .zip(&dirs)
+            .map(|(k, d)| open(d, *k, results.budget_bytes))
+            .collect::<Result<_>>()?;
+        results.pool_frames_baseline = stores[0].stats().extra("pool_frames").unwrap_or(0.0) as u64;
+        results.pool_frames_turbo = stores[1].stats().extra("pool_frames").unwrap_or(0.0) as u64;
+        for (wi, &w) in WORKLOADS.iter().enumerate() {
+            if ctx.show_progress {
+                eprintln!("turboindex: {w}");
+            }
+            let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
+            let mut streams: Vec<Stream> = (0..2)
+                .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
+                .collect();
+            for (i, db) in stores.iter().enumerate() {
+                drive(db.as_ref(), KINDS[i], &mut streams[i], s.warmup)?;
+            }
+            let before: Vec<Stats> = stores.iter().map(|d| d.stats()).collect();
+            let chunk = s.ops / s.chunks;
+            for c in 0..s.chunks {
+                // Alternate which variant goes first, so neither always
+                // follows the other's cache-polluting chunk.
+                let order = if c % 2 == 0 { [0, 1] } else { [1, 0] };
+                for i in order {
+                    let a = stores[i].stats();
+                    let t = Instant::now();
+                    drive(stores[i].as_ref(), KINDS[i], &mut streams[i], chunk)?;
+                    let secs = t.elapsed().as_secs_f64();
+                    let b = stores[i].stats();
+                    let (h0, n0) = leaf_accesses(&a);
+                    let (h1, n1) = leaf_accesses(&b);
+                    let r = &mut runs[i];
+                    r.secs += secs;
+                    r.ops += chunk;
+                    r.timeline
+                        .push((r.secs, chunk as f64 / secs, (h1 - h0) / (n1 - n0).max(1.0)));
+                }
+            }
+            for (i, db) in stores.iter().enumerate() {
+                let after = db.stats();
+                let (h0, n0) = leaf_accesses(&before[i]);
+                let (h1, n1) = leaf_accesses(&after);
+                let r = &mut runs[i];
+                let ops = r.ops.max(1) as f64;
+                r.hit_ratio = (h1 - h0) / (n1 - n0).max(1.0);
+                r.read_bytes_per_op =
+                    (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
+                r.write_bytes_per_op =
+                    (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
+                r.buffer_share =
+                    after.extra("ib_bytes").unwrap_or(0.0) / results.budget_bytes as f64;
+            }
+            let turbo = runs.pop().unwrap_or_default();
+            let base = runs.pop().unwrap_or_default();
+            results.runs.insert(w.to_string(), (base, turbo));
+        }
+        for (db, kind) in stores.iter().zip(KINDS) {
+            db.verify().map_err(store_err(kind))?;
+        }
+        drop(stores);
+        let _ = std::fs::remove_dir_all(&root);
+        let metrics = metrics_of(&results);
+        if let Some(out) = &ctx.out_dir {
+            render(&results, &metrics, out)?;
+        }
+        Ok(Outcome {
+            params: json!({
+                "records": s.records,
+                "key_bytes": 8,
+                "value_bytes": 8,
+                "page_bytes": 4096,
+                "budget_bytes": results.budget_bytes,
+                "data_over_budget": results.tree_pages as f64 * page_cost as f64 / results.budget_bytes as f64,
+                "warmup_ops": s.warmup,
+                "measured_ops": s.ops,
+                "chunks": s.chunks,
+                "insert_buffer_share": 0.1,
+                "reuse_threshold": 2,
+                "l_quota": 0.9,
+                "sync": "never",
+                "threads": 1,
+            }),
+            metrics,
+        })
+    }
+
+    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
+        let Some(out) = &ctx.out_dir else {
+            return Ok(false);
+        };
+        let path = out.join("turboindex").join("results.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let results: Results = serde_json::from_str(&text).map_err(|e| BenchError::Data {
+            path,
+            reason: e.to_string(),
+        })?;
+        render(&results, &metrics_of(&results), out)?;
+        Ok(true)
+    }
+}
+
+fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    let mut min_delta = f64::MAX;
+    for (w, (base, turbo)) in &r.runs {
+        m.insert(
+            format!("speedup_{w}"),
+            turbo.ops_per_sec() / base.ops_per_sec(),
+        );
+        let delta = turbo.hit_ratio - base.hit_ratio;
+        m.insert(format!("hit_ratio_delta_{w}"), delta);
+        min_delta = min_delta.min(delta);
+        m.insert(format!("buffer_share_{w}"), turbo.buffer_share);
+    }
+    if min_delta < f64::MAX {
+        m.insert("min_hit_ratio_delta".into(), min_delta);
+    }
+    m
+}
+
+fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
+    let base_dir = out.join("turboindex");
+    std::fs::create_dir_all(&base_dir).map_err(|e| BenchError::Data {
+        path: base_dir.clone(),
+        reason: e.to_string(),
+    })?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
+    report::write_file(&base_dir.join("results.json"), &(json + "\n"))?;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# TurboIndex: the insert buffer beside the B+tree's buffer pool (`turboindex`)\n\n\
+         The B+tree engine with its insert buffer on (`turboindex`) against the same engine with it off (`btree`): \
+         {} records of 8-byte keys and 8-byte values bulk-loaded into {} leaves ({} pages), a memory budget of {:.1} MiB \
+         for both (data = {:.2}× the budget; the baseline's pool has {} frames, TurboIndex's {} plus its insert buffer), \
+         4 KiB pages, O_DIRECT, durability `never`, one thread, reuse threshold 2, L quota 90% of the pool's frames. \
+         Each workload runs on both stores in alternating chunks after a warm-up. Reproduce with \
+         `cargo run --release -- repro turboindex --out docs/results`.\n",
+        r.records,
+        r.leaf_pages,
+        r.tree_pages,
+        r.budget_bytes as f64 / (1 << 20) as f64,
+        r.tree_pages as f64 * 4224.0 / r.budget_bytes as f64,
+        r.pool_frames_baseline,
+        r.pool_frames_turbo,
+    );
+    let _ = writeln!(
+        md,
+        "| workload | btree kops/s | turboindex kops/s | speedup | hit ratio btree | hit ratio turboindex | \
+         device KiB read / op (btree, turbo) | device KiB written / op (btree, turbo) | insert buffer % of budget |\n\
+         |---|---|---|---|---|---|---|---|---|"
+    );
+    for w in WORKLOADS {
+        let Some((b, t)) = r.runs.get(w) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "| {w} | {:.1} | {:.1} | {:.2}× | {:.3} | {:.3} | {:.2}, {:.2} | {:.2}, {:.2} | {:.1}% |",
+            b.ops_per_sec() / 1e3,
+            t.ops_per_sec() / 1e3,
+            metrics.get(&format!("speedup_{w}")).copied().unwrap_or(f64::NAN),
+            b.hit_ratio,
+            t.hit_ratio,
+            b.read_bytes_per_op / 1024.0,
+            t.read_bytes_per_op / 1024.0,
+            b.write_bytes_per_op / 1024.0,
+            t.write_bytes_per_op / 1024.0,
+            t.buffer_share * 100.0,
+        );
+    }
+    let groups: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+    let series = |f: &dyn Fn(&VariantRun) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
+        ["btree", "turboindex"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let vals = WORKLOADS
+                    .iter()
+                    .map(|w| r.runs.get(*w).map(|(b, t)| f(if i == 0 { b } else { t })))
+                    .collect();
+                (name.to_string(), vals)
+            })
+            .collect()
+    };
+    report::plot_grouped_bars(
+        "throughput (paper Figures 3 and 7)",
+        "kops/s",
+        &groups,
+        &series(&|v| v.ops_per_sec() / 1e3),
+        true,
+        &base_dir.join("throughput.svg"),
+    )?;
+    report::plot_grouped_bars(
+        "buffer-pool hit ratio (paper Figure 6)",
+        "hit ratio",
+        &groups,
+        &series(&|v| v.hit_ratio),
+        false,
+        &base_dir.join("hit-ratio.svg"),
+    )?;
+    let _ = writeln!(
+        md,
+        "\n![throughput](turboindex/throughput.svg)\n![hit ratio](turboindex/hit-ratio.svg)\n\n\
+         ## Timelines (paper Figures 4 and 5)\n\nThroughput and hit ratio per chunk of the measured phase.\n"
+    );
+    for w in ["lru_anomaly1", "lru_anomaly2", "workload3"] {
+        let Some((b, t)) = r.runs.get(w) else {
+            continue;
+        };
+        let lines = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
+            vec![
+                (
+                    "btree".to_string(),
+                    b.timeline.iter().map(f).collect::<Vec<_>>(),
+                ),
+                ("turboindex".to_string(), t.timeline.iter().map(f).collect()),
+            ]
+        };
+        report::plot_lines(
+            &format!("{w}: throughput per chunk"),
+            "chunk",
+            "kops/s",
+            &lines(&|p| p.1 / 1e3),
+            &base_dir.join(format!("{w}-throughput.svg")),
+        )?;
+        report::plot_lines(
+            &format!("{w}: buffer-pool hit ratio per chunk"),
+            "chunk",
+            "hit ratio",
+            &lines(&|p| p.2),
+            &base_dir.join(format!("{w}-hit-ratio.svg")),
+        )?;
+        let _ = writeln!(
+            md,
+            "![{w} throughput](turboindex/{w}-throughput.svg)\n![{w} hit ratio](turboindex/{w}-hit-ratio.svg)\n"
+        );
+    }
+    report::write_file(&out.join("turboindex.md"), &md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_follow_their_definitions() {
+        let n = 10_000;
+        let mut s = Stream::new("lru_anomaly2", n, 100, 1);
+        let first: Vec<u64> = (0..4).map(|_| s.next().1).collect();
+        assert_eq!(first, vec![0, 100, 200, 300], "one write per leaf in turn");
+        let mut s = Stream::new("lru_anomaly1", n, 100, 1);
+        let cycle = n / 15;
+        let keys: Vec<u64> = (0..cycle).map(|_| s.next().1).collect();
+        let hot = n * 45 / 100;
+        assert!(keys[..(cycle * 4 / 5) as usize].iter().all(|&k| k < hot));
+        assert!(keys[(cycle * 4 / 5) as usize..].iter().all(|&k| k >= hot));
+        let mut s = Stream::new("workload3", n, 100, 1);
+        let in_a = (0..10_000).filter(|_| s.next().1 < n / 3).count();
+        assert!((7_500..8_500).contains(&in_a), "{in_a}");
+        let mut s = Stream::new("ycsb_b", n, 100, 1);
+        let reads = (0..10_000).filter(|_| s.next().0).count();
+        assert!((9_300..9_700).contains(&reads), "{reads}");
+    }
+}

@@ -1,0 +1,134 @@
+//! What a checkpoint carries over: writes that are in neither the pages
+//! it installs nor the WAL it starts, replayed on top of it at recovery.
+//!
+//! Two kinds: the insert buffer's records (the WAL that logged them is
+//! reset, and they are in no page), and the batch in flight when a
+//! checkpoint happens halfway through it (its first operations are in the
+//! installed pages, so the whole batch must be replayed to keep it all or
+//! nothing). A checkpoint of epoch `E` writes them to slot `E % 2` and
+//! syncs it before the meta page of `E` is written; recovery replays the
+//! slot whose epoch is the meta page's, then the WAL. The other slot keeps
+//! the previous epoch's copy, so a crash while writing a slot (before its
+//! meta page) loses nothing: the old meta page, the old slot and the old
+//! WAL still describe the store. A checkpoint with nothing to carry writes
+//! nothing; the slot's stale epoch then keeps recovery from reading it.
+//!
+//! Layout (spec: `docs/format/btree-page.md`, "Carry-over slots"): one
+//! header block — magic `FBTCRY01`, epoch u64, payload length u64, payload
+//! crc32c u32, header crc32c u32 (over the preceding 28 bytes) — then the
+//! payload, padded to the block size: a batch count u32, then per batch
+//! its length u32 and its `WriteBatch` encoding, applied in order.
+
+use ferrite_core::{ByteReader, Error, Result, WriteBatch};
+use ferrite_io::{AlignedBuf, BlockDevice};
+
+const MAGIC: &[u8; 8] = b"FBTCRY01";
+const HEADER: usize = 32;
+
+/// Writes `batches` (encoded) as the carry-over of epoch `epoch` and syncs it.
+pub fn write(dev: &dyn BlockDevice, epoch: u64, batches: &[&[u8]]) -> Result<()> {
+    let bs = dev.block_size();
+    let mut payload = Vec::with_capacity(4 + batches.iter().map(|b| b.len() + 4).sum::<usize>());
+    payload.extend_from_slice(&(batches.len() as u32).to_le_bytes());
+    for b in batches {
+        payload.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        payload.extend_from_slice(b);
+    }
+    let total = (bs + payload.len()).div_ceil(bs) * bs;
+    let mut image = AlignedBuf::zeroed(total);
+    let mut head = Vec::with_capacity(HEADER);
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&epoch.to_le_bytes());
+    head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    head.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    let hcrc = crc32c::crc32c(&head);
+    head.extend_from_slice(&hcrc.to_le_bytes());
+    image[..HEADER].copy_from_slice(&head);
+    image[bs..bs + payload.len()].copy_from_slice(&payload);
+    dev.set_len(0)?;
+    dev.write_at(&image, 0)?;
+    dev.sync()?;
+    Ok(())
+}
+
+/// Reads the carry-over of `epoch`: empty if the slot holds none of that
+/// epoch (another epoch, torn, or never written); a payload that passes its
+/// checksum but does not decode is corruption.
+pub fn read(dev: &dyn BlockDevice, epoch: u64) -> Result<Vec<WriteBatch>> {
+    let bs = dev.block_size();
+    if dev.len() < bs as u64 {
+        return Ok(Vec::new());
+    }
+    let mut head = AlignedBuf::zeroed(bs);
+    dev.read_at(&mut head, 0)?;
+    let mut r = ByteReader::new(&head);
+    let parsed = (|| {
+        let magic = r.bytes(8)?;
+        let e = r.u64()?;
+        let len = r.u64()?;
+        let crc = r.u32()?;
+        let hcrc = r.u32()?;
+        Some((magic == MAGIC, e, len, crc, hcrc))
+    })();
+    let Some((true, e, len, crc, hcrc)) = parsed else {
+        return Ok(Vec::new());
+    };
+    if crc32c::crc32c(head.get(..HEADER - 4).unwrap_or_default()) != hcrc || e != epoch {
+        return Ok(Vec::new());
+    }
+    let total = (bs as u64).saturating_add(len).div_ceil(bs as u64) * bs as u64;
+    if total > dev.len() {
+        return Ok(Vec::new());
+    }
+    let mut all = AlignedBuf::zeroed(total as usize);
+    dev.read_at(&mut all, 0)?;
+    let payload = all.get(bs..bs + len as usize).unwrap_or_default();
+    if crc32c::crc32c(payload) != crc {
+        return Ok(Vec::new());
+    }
+    let bad = |what: String| Error::corruption("carry-over slot", what);
+    let mut r = ByteReader::new(payload);
+    let count = r.u32().ok_or_else(|| bad("no batch count".into()))?;
+    let mut out = Vec::new();
+    for i in 0..count {
+        let len = r
+            .u32()
+            .ok_or_else(|| bad(format!("batch {i} has no length")))?;
+        let bytes = r
+            .bytes(len as usize)
+            .ok_or_else(|| bad(format!("batch {i} is cut short")))?;
+        out.push(WriteBatch::decode(bytes).map_err(|e| bad(format!("batch {i}: {e}")))?);
+    }
+    if r.remaining() != 0 {
+        return Err(bad("trailing bytes after the last batch".into()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_io::MemDevice;
+
+    #[test]
+    fn round_trips_and_rejects_other_epochs_and_damage() {
+        let dev = MemDevice::new();
+        assert!(read(&dev, 1).unwrap().is_empty());
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1").unwrap();
+        b.delete(b"b").unwrap();
+        let mut enc = Vec::new();
+        b.encode(&mut enc);
+        write(&dev, 7, &[&enc, &enc]).unwrap();
+        assert_eq!(read(&dev, 7).unwrap(), vec![b.clone(), b.clone()]);
+        assert!(read(&dev, 8).unwrap().is_empty());
+        // Flip a payload byte: the checksum catches it.
+        let mut all = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut all, 0).unwrap();
+        all[dev.block_size() + 3] ^= 1;
+        dev.write_at(&all, 0).unwrap();
+        assert!(read(&dev, 7).unwrap().is_empty());
+        write(&dev, 9, &[]).unwrap();
+        assert!(read(&dev, 9).unwrap().is_empty());
+    }
+}

@@ -3,16 +3,27 @@
 //! Owns every page in memory. Invariants:
 //! - at most one frame holds a page, found through the page table;
 //! - a pinned frame is never evicted; guards pin and unpin;
-//! - **no steal**: a dirty frame is never written back or evicted outside a
-//!   checkpoint, so the page file always holds exactly the last checkpoint
-//!   (checkpoints write through a double-write file; see `checkpoint`).
-//!   When dirty frames pass the high-water mark the tree checkpoints;
+//! - the page file always holds exactly the last checkpoint (checkpoints
+//!   write through a double-write file; see `checkpoint`). A dirty frame
+//!   chosen as a victim is therefore *spilled*: written to the spill file
+//!   (a sparse mirror of the page file: page `p` at `p × page size`), its
+//!   id set in the spill set, and read back from there on its next miss. The spill file is scratch space — recovery never
+//!   reads it, since the WAL redoes everything since the checkpoint — and
+//!   is emptied by the next checkpoint, which installs every dirty frame
+//!   and every spilled page;
+//! - at most [`SPILL_PER_FRAME`] × frames pages are spilled between
+//!   checkpoints (the tree checkpoints before that, which bounds a
+//!   checkpoint's size); with that many spilled, dirty frames are not
+//!   evicted;
 //! - the memory it holds (frames, their metadata, the page table) stays
-//!   within the budget given at creation.
+//!   within the budget given at creation; the spill set adds one bit per
+//!   page of the tree, counted in [`BufferPool::memory_bytes`].
 //!
-//! Readers of the tree fetch concurrently: the page table is behind a mutex
-//! held only to find or claim a frame; a frame being loaded is write-latched
-//! until its bytes arrive, and a failed load leaves it empty.
+//! Readers of the tree fetch concurrently: the page table is behind a lock
+//! held exclusively only to claim a frame (and, for a dirty victim, while
+//! it is spilled, so a miss on that page finds it in the spill set); a
+//! frame being loaded is write-latched until its bytes arrive, and a failed
+//! load leaves it empty.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -30,8 +41,67 @@ const EMPTY: u64 = u64::MAX;
 type PageTable = PageMap<usize>;
 
 /// Bytes of bookkeeping per frame beyond the page itself: the frame's
-/// atomics and lock, its buffer header, and a page-table entry with load.
+/// atomics and lock, its buffer header, its free-list slot, and a
+/// page-table entry with load.
 pub const FRAME_OVERHEAD: usize = 128;
+
+/// Pages that may be spilled between checkpoints, per frame.
+pub const SPILL_PER_FRAME: usize = 4;
+
+/// The clock hand and the frames known to be empty (taken before the
+/// clock runs, so an emptied frame is reused before any page is evicted).
+struct Hand {
+    at: usize,
+    free: Vec<usize>,
+}
+
+/// Which pages are in the spill file: one bit per page id.
+struct SpillSet {
+    bits: Vec<u64>,
+    count: usize,
+    cap: usize,
+}
+
+impl SpillSet {
+    fn contains(&self, id: PageId) -> bool {
+        self.bits
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    fn insert(&mut self, id: PageId) {
+        let w = (id / 64) as usize;
+        if w >= self.bits.len() {
+            self.bits.resize(w + 1, 0);
+        }
+        if self.bits[w] & (1 << (id % 64)) == 0 {
+            self.bits[w] |= 1 << (id % 64);
+            self.count += 1;
+        }
+    }
+
+    fn remove(&mut self, id: PageId) {
+        let w = (id / 64) as usize;
+        if let Some(word) = self.bits.get_mut(w) {
+            if *word & (1 << (id % 64)) != 0 {
+                *word &= !(1 << (id % 64));
+                self.count -= 1;
+            }
+        }
+    }
+
+    fn ids(&self) -> impl Iterator<Item = PageId> + '_ {
+        self.bits.iter().enumerate().flat_map(|(w, &word)| {
+            (0..64)
+                .filter(move |b| word & (1 << b) != 0)
+                .map(move |b| w as u64 * 64 + b)
+        })
+    }
+
+    fn has_room(&self) -> bool {
+        self.count < self.cap
+    }
+}
 
 struct Frame {
     id: AtomicU64,
@@ -47,14 +117,18 @@ pub struct PoolCounters {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub evictions: AtomicU64,
+    /// Dirty victims written to the spill file.
+    pub spills: AtomicU64,
 }
 
 pub struct BufferPool {
     dev: Arc<dyn BlockDevice>,
+    spill_dev: Arc<dyn BlockDevice>,
+    spill: Mutex<SpillSet>,
     page_size: usize,
     frames: Vec<Frame>,
     table: RwLock<PageTable>,
-    hand: Mutex<usize>,
+    hand: Mutex<Hand>,
     dirty: AtomicUsize,
     pub counters: PoolCounters,
 }
@@ -109,8 +183,14 @@ impl Drop for PageRef<'_> {
 }
 
 impl BufferPool {
-    /// A pool using at most `budget` bytes (at least 64 frames).
-    pub fn new(dev: Arc<dyn BlockDevice>, page_size: usize, budget: u64) -> Self {
+    /// A pool using at most `budget` bytes (at least 64 frames), spilling
+    /// dirty victims to `spill_dev`.
+    pub fn new(
+        dev: Arc<dyn BlockDevice>,
+        spill_dev: Arc<dyn BlockDevice>,
+        page_size: usize,
+        budget: u64,
+    ) -> Self {
         let per = (page_size + FRAME_OVERHEAD) as u64;
         let n = (budget / per).max(64) as usize;
         let frames = (0..n)
@@ -124,10 +204,19 @@ impl BufferPool {
             .collect();
         Self {
             dev,
+            spill_dev,
+            spill: Mutex::new(SpillSet {
+                bits: Vec::new(),
+                count: 0,
+                cap: n * SPILL_PER_FRAME,
+            }),
             page_size,
             frames,
             table: RwLock::new(PageTable::with_capacity_and_hasher(n, Default::default())),
-            hand: Mutex::new(0),
+            hand: Mutex::new(Hand {
+                at: 0,
+                free: (0..n).rev().collect(),
+            }),
             dirty: AtomicUsize::new(0),
             counters: PoolCounters::default(),
         }
@@ -153,13 +242,36 @@ impl BufferPool {
 
     /// Bytes the pool holds.
     pub fn memory_bytes(&self) -> u64 {
-        (self.frames.len() * (self.page_size + FRAME_OVERHEAD)) as u64
+        let spill = self.spill.lock().bits.capacity() * 8;
+        (self.frames.len() * (self.page_size + FRAME_OVERHEAD) + spill) as u64
     }
 
-    /// Claims a frame for `id` under the table lock. Errors if every frame
-    /// is pinned or dirty.
+    /// Pages in the spill file.
+    pub fn spilled(&self) -> usize {
+        self.spill.lock().count
+    }
+
+    /// How many pages may be spilled between checkpoints.
+    pub fn spill_capacity(&self) -> usize {
+        self.spill.lock().cap
+    }
+
+    /// Claims a frame for `id` under the table lock, spilling a dirty
+    /// victim first. Errors if every frame is pinned (or dirty, with the
+    /// spill index full), or if the spill write fails.
     fn claim(&self, table: &mut PageTable, id: PageId) -> Result<usize> {
+        let steal = self.spill.lock().has_room();
         let mut hand = self.hand.lock();
+        while let Some(i) = hand.free.pop() {
+            let f = self.frame(i);
+            if f.id.load(Acquire) == EMPTY && f.pins.load(Acquire) == 0 {
+                f.id.store(id, Release);
+                f.pins.store(1, Release);
+                f.referenced.store(true, Release);
+                table.insert(id, i);
+                return Ok(i);
+            }
+        }
         let state = |i: usize| {
             let f = self.frame(i);
             FrameState {
@@ -170,14 +282,19 @@ impl BufferPool {
             }
         };
         let mut clear = |i: usize| self.frame(i).referenced.store(false, Release);
-        let Some((victim, next)) = pick_victim(self.frames.len(), *hand, &state, &mut clear) else {
+        let Some((victim, next)) =
+            pick_victim(self.frames.len(), hand.at, steal, &state, &mut clear)
+        else {
             return Err(Error::corruption(
                 "buffer pool",
                 "every frame is pinned or dirty; the pool is too small for this operation",
             ));
         };
-        *hand = next;
+        hand.at = next;
         let f = self.frame(victim);
+        if f.dirty.load(Acquire) {
+            self.spill_frame(f)?;
+        }
         let old = f.id.swap(id, AcqRel);
         if old != EMPTY {
             table.remove(&old);
@@ -187,6 +304,64 @@ impl BufferPool {
         f.referenced.store(true, Release);
         table.insert(id, victim);
         Ok(victim)
+    }
+
+    /// Writes dirty frame `f` to the spill file and marks it clean.
+    fn spill_frame(&self, f: &Frame) -> Result<()> {
+        let mut data = f.data.write();
+        let id = f.id.load(Acquire);
+        page::seal(&mut data);
+        let mut sp = self.spill.lock();
+        let had = sp.contains(id);
+        sp.insert(id);
+        // The set names the page before the write lands, but no one can
+        // miss on this page until the table lock (held by our caller) is
+        // released, and then the write is done.
+        if let Err(e) = self.spill_dev.write_at(&data, id * self.page_size as u64) {
+            if !had {
+                sp.remove(id);
+            }
+            return Err(e.into());
+        }
+        drop(sp);
+        if f.dirty.swap(false, AcqRel) {
+            self.dirty.fetch_sub(1, AcqRel);
+        }
+        self.counters.spills.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Drops page `id` from the pool if it is resident and unpinned,
+    /// spilling it first if dirty (if the spill file is full, the page
+    /// stays, with its reference bit cleared). For pages loaded only to
+    /// take buffered records: their frame goes back to the free end of the
+    /// clock instead of displacing a page in use.
+    pub fn evict(&self, id: PageId) -> Result<()> {
+        let mut table = self.table.write();
+        let Some(&i) = table.get(&id) else {
+            return Ok(());
+        };
+        let f = self.frame(i);
+        if f.pins.load(Acquire) > 0 {
+            return Ok(());
+        }
+        if f.dirty.load(Acquire) {
+            let room = {
+                let sp = self.spill.lock();
+                sp.has_room() || sp.contains(id)
+            };
+            if !room {
+                f.referenced.store(false, Relaxed);
+                return Ok(());
+            }
+            self.spill_frame(f)?;
+        }
+        table.remove(&id);
+        f.id.store(EMPTY, Release);
+        f.referenced.store(false, Relaxed);
+        self.hand.lock().free.push(i);
+        self.counters.evictions.fetch_add(1, Relaxed);
+        Ok(())
     }
 
     /// Latches page `id` for reading, loading it on a miss. The fast path
@@ -259,19 +434,29 @@ impl BufferPool {
             let i = self.claim(&mut table, id)?;
             let f = self.frame(i);
             let mut data = f.data.write();
+            let spilled = self.spill.lock().contains(id);
             drop(table);
             self.counters.misses.fetch_add(1, Relaxed);
             let off = id * self.page_size as u64;
-            let loaded = self
-                .dev
+            let (dev, file) = if spilled {
+                (&self.spill_dev, "spill file")
+            } else {
+                (&self.dev, "page file")
+            };
+            let loaded = dev
                 .read_at(&mut data, off)
                 .map_err(Error::from)
-                .and_then(|_| page::check(&data, id, &|| format!("page {id} at offset {off}")));
+                .and_then(|_| {
+                    page::check(&data, id, &|| {
+                        format!("page {id} at offset {off} of the {file}")
+                    })
+                });
             if let Err(e) = loaded {
                 let mut table = self.table.write();
                 table.remove(&id);
                 f.id.store(EMPTY, Release);
                 f.pins.fetch_sub(1, AcqRel);
+                self.hand.lock().free.push(i);
                 return Err(e);
             }
             drop(data);
@@ -305,32 +490,61 @@ impl BufferPool {
         Ok(r)
     }
 
-    /// Copies of every dirty page, sealed, in page-id order.
-    pub fn dirty_pages(&self) -> Vec<(PageId, AlignedBuf)> {
-        let mut out: Vec<(PageId, AlignedBuf)> = self
+    /// The pages a checkpoint must install, ascending: every dirty frame's
+    /// and every spilled page. Callers exclude all other pool users.
+    pub fn checkpoint_ids(&self) -> Vec<PageId> {
+        let mut ids: Vec<PageId> = self
             .frames
             .iter()
             .filter(|f| f.dirty.load(Acquire))
-            .filter_map(|f| {
-                let mut d = f.data.write();
-                let id = f.id.load(Acquire);
-                if id == EMPTY {
-                    return None;
-                }
-                page::seal(&mut d);
-                Some((id, d.clone()))
-            })
+            .map(|f| f.id.load(Acquire))
+            .filter(|&id| id != EMPTY)
             .collect();
-        out.sort_by_key(|(id, _)| *id);
-        out
+        ids.extend(self.spill.lock().ids());
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
-    /// Marks every page clean after a checkpoint made them durable.
-    pub fn mark_all_clean(&self) {
+    /// Fills `dst` with the current, sealed image of page `id`: from its
+    /// frame if resident, else from the spill file.
+    pub fn copy_page(&self, id: PageId, dst: &mut [u8]) -> Result<()> {
+        if let Some(&i) = self.table.read().get(&id) {
+            let f = self.frame(i);
+            let mut d = f.data.write();
+            if f.id.load(Acquire) == id {
+                page::seal(&mut d);
+                dst.copy_from_slice(&d);
+                return Ok(());
+            }
+        }
+        if !self.spill.lock().contains(id) {
+            return Err(Error::corruption(
+                format!("page {id}"),
+                "neither resident nor spilled at checkpoint",
+            ));
+        }
+        let off = id * self.page_size as u64;
+        self.spill_dev.read_at(dst, off)?;
+        page::check(dst, id, &|| {
+            format!("page {id} at offset {off} of the spill file")
+        })
+    }
+
+    /// After a checkpoint installed every dirty and spilled page: all
+    /// frames are clean and the spill file is empty.
+    pub fn checkpoint_done(&self) -> Result<()> {
         for f in &self.frames {
             if f.dirty.swap(false, AcqRel) {
                 self.dirty.fetch_sub(1, AcqRel);
             }
         }
+        let mut sp = self.spill.lock();
+        if sp.count > 0 {
+            sp.bits.fill(0);
+            sp.count = 0;
+            self.spill_dev.set_len(0)?;
+        }
+        Ok(())
     }
 }

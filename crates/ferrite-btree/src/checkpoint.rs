@@ -18,8 +18,13 @@
 //! an invalid double-write file and an intact page file; the WAL (still in
 //! the old epoch) then replays everything since the old checkpoint.
 //! Recovery is idempotent: it may itself crash and run again.
+//!
+//! Both directions stream in chunks of [`CHUNK`] pages, so a checkpoint of
+//! any size holds one chunk in memory: the pages are gathered through a
+//! callback (from the pool's frames or its spill file), and written in
+//! place by reading the double-write file back.
 
-use ferrite_core::{ByteReader, Result};
+use ferrite_core::{ByteReader, Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 use crate::meta::Meta;
@@ -27,76 +32,92 @@ use crate::page::PageId;
 
 const MAGIC: &[u8; 8] = b"FBTDWB01";
 
-/// Writes a checkpoint's pages and meta through the double-write file.
+/// Pages moved per write or read.
+pub const CHUNK: usize = 256;
+
+/// Writes a checkpoint of the pages `ids` (ascending), whose images
+/// `fill(id, buf)` provides sealed, and the meta page, through the
+/// double-write file.
 pub fn install(
     pages: &dyn BlockDevice,
     dwb: &dyn BlockDevice,
-    dirty: &[(PageId, AlignedBuf)],
+    ids: &[PageId],
+    fill: &mut dyn FnMut(PageId, &mut [u8]) -> Result<()>,
     meta: &Meta,
 ) -> Result<()> {
     let ps = meta.page_size as usize;
     pages.sync()?;
     let mut meta_page = AlignedBuf::zeroed(ps);
     meta.encode(&mut meta_page);
-    // Step 1: header block, then the directory of ids, then the images.
-    let dir_len = (dirty.len() * 8).div_ceil(ps) * ps;
-    let mut image = AlignedBuf::zeroed(ps + dir_len + (dirty.len() + 1) * ps);
-    let mut crc = crc32c::crc32c(&meta_page);
-    for (i, (id, page)) in dirty.iter().enumerate() {
-        let at = ps + i * 8;
-        if let Some(d) = image.get_mut(at..at + 8) {
-            d.copy_from_slice(&id.to_le_bytes());
-        }
-        let at = ps + dir_len + i * ps;
-        if let Some(d) = image.get_mut(at..at + ps) {
-            d.copy_from_slice(page);
-        }
-        crc = crc32c::crc32c_append(crc, &id.to_le_bytes());
-        crc = crc32c::crc32c_append(crc, page);
-    }
-    let at = ps + dir_len + dirty.len() * ps;
-    if let Some(d) = image.get_mut(at..at + ps) {
-        d.copy_from_slice(&meta_page);
-    }
-    let mut header = Vec::new();
-    header.extend_from_slice(MAGIC);
-    header.extend_from_slice(&meta.epoch.to_le_bytes());
-    header.extend_from_slice(&(dirty.len() as u64).to_le_bytes());
-    header.extend_from_slice(&crc.to_le_bytes());
-    let hcrc = crc32c::crc32c(&header);
-    header.extend_from_slice(&hcrc.to_le_bytes());
-    if let Some(d) = image.get_mut(..header.len()) {
-        d.copy_from_slice(&header);
-    }
+    // Step 1: header block, then the directory of ids, then the images,
+    // then the meta page; the header goes last, and one sync covers all.
+    let dir_len = (ids.len() * 8).div_ceil(ps) * ps;
     dwb.set_len(0)?;
-    dwb.write_at(&image, 0)?;
+    if dir_len > 0 {
+        let mut dir = AlignedBuf::zeroed(dir_len);
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(d) = dir.get_mut(i * 8..i * 8 + 8) {
+                d.copy_from_slice(&id.to_le_bytes());
+            }
+        }
+        dwb.write_at(&dir, ps as u64)?;
+    }
+    let images_at = (ps + dir_len) as u64;
+    let mut crc = crc32c::crc32c(&meta_page);
+    let mut chunk = AlignedBuf::zeroed(CHUNK.min(ids.len().max(1)) * ps);
+    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+        for (k, &id) in group.iter().enumerate() {
+            let page = chunk
+                .get_mut(k * ps..(k + 1) * ps)
+                .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
+            fill(id, page)?;
+            crc = crc32c::crc32c_append(crc, &id.to_le_bytes());
+            crc = crc32c::crc32c_append(crc, page);
+        }
+        let n = group.len() * ps;
+        dwb.write_at(&chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+    }
+    dwb.write_at(&meta_page, images_at + (ids.len() * ps) as u64)?;
+    let mut header = AlignedBuf::zeroed(ps);
+    let mut h = Vec::new();
+    h.extend_from_slice(MAGIC);
+    h.extend_from_slice(&meta.epoch.to_le_bytes());
+    h.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    h.extend_from_slice(&crc.to_le_bytes());
+    let hcrc = crc32c::crc32c(&h);
+    h.extend_from_slice(&hcrc.to_le_bytes());
+    header[..h.len()].copy_from_slice(&h);
+    dwb.write_at(&header, 0)?;
     dwb.sync()?;
     // Steps 2 and 3.
-    write_in_place(pages, dirty, &meta_page, meta, ps)
+    write_in_place(pages, dwb, ids, images_at, &meta_page, meta, ps)
 }
 
+/// Copies the images of `ids` from the double-write file (at `images_at`)
+/// to their places in the page file, then the meta page.
 fn write_in_place(
     pages: &dyn BlockDevice,
-    dirty: &[(PageId, AlignedBuf)],
+    dwb: &dyn BlockDevice,
+    ids: &[PageId],
+    images_at: u64,
     meta_page: &[u8],
     meta: &Meta,
     ps: usize,
 ) -> Result<()> {
-    // Coalesce runs of consecutive page ids into single writes.
-    let mut i = 0;
-    while i < dirty.len() {
-        let mut j = i + 1;
-        while j < dirty.len() && dirty[j].0 == dirty[j - 1].0 + 1 && j - i < 256 {
-            j += 1;
-        }
-        let mut run = AlignedBuf::zeroed((j - i) * ps);
-        for (k, (_, p)) in dirty[i..j].iter().enumerate() {
-            if let Some(d) = run.get_mut(k * ps..(k + 1) * ps) {
-                d.copy_from_slice(p);
+    let mut chunk = AlignedBuf::zeroed(CHUNK.min(ids.len().max(1)) * ps);
+    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+        let n = group.len() * ps;
+        dwb.read_at(&mut chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+        // Coalesce runs of consecutive page ids into single writes.
+        let mut i = 0;
+        while i < group.len() {
+            let mut j = i + 1;
+            while j < group.len() && group[j] == group[j - 1] + 1 {
+                j += 1;
             }
+            pages.write_at(&chunk[i * ps..j * ps], group[i] * ps as u64)?;
+            i = j;
         }
-        pages.write_at(&run, dirty[i].0 * ps as u64)?;
-        i = j;
     }
     pages.sync()?;
     let mp = AlignedBuf::from_slice(meta_page);
@@ -106,7 +127,8 @@ fn write_in_place(
 }
 
 /// Reads the double-write file; if it holds a complete checkpoint newer
-/// than `current`, redoes it in the page file and returns its meta.
+/// than `current`, redoes it in the page file and returns its meta. The
+/// images are checked (one streaming pass) before any is written.
 pub fn recover(
     pages: &dyn BlockDevice,
     dwb: &dyn BlockDevice,
@@ -117,9 +139,9 @@ pub fn recover(
     if len < 2 * ps as u64 {
         return Ok(None);
     }
-    let mut all = AlignedBuf::zeroed(len as usize);
-    dwb.read_at(&mut all, 0)?;
-    let mut r = ByteReader::new(&all);
+    let mut head = AlignedBuf::zeroed(ps);
+    dwb.read_at(&mut head, 0)?;
+    let mut r = ByteReader::new(&head);
     let parsed = (|| {
         let magic = r.bytes(8)?;
         let epoch = r.u64()?;
@@ -131,41 +153,52 @@ pub fn recover(
     let Some((true, epoch, count, crc, hcrc)) = parsed else {
         return Ok(None);
     };
-    if crc32c::crc32c(all.get(..28).unwrap_or_default()) != hcrc {
+    if crc32c::crc32c(head.get(..28).unwrap_or_default()) != hcrc {
         return Ok(None);
     }
     if current.is_some_and(|m| m.epoch >= epoch) {
         return Ok(None);
     }
-    let count = count as usize;
-    let dir_len = (count.saturating_mul(8)).div_ceil(ps) * ps;
-    let need = ps + dir_len + (count + 1) * ps;
-    if all.len() < need {
+    let Ok(count) = usize::try_from(count) else {
+        return Ok(None);
+    };
+    let dir_len = count.saturating_mul(8).div_ceil(ps).saturating_mul(ps);
+    let need = ps as u64 + dir_len as u64 + (count as u64 + 1) * ps as u64;
+    if len < need {
         return Ok(None);
     }
-    let meta_at = ps + dir_len + count * ps;
-    let meta_page = all.get(meta_at..meta_at + ps).unwrap_or_default();
-    let mut check = crc32c::crc32c(meta_page);
-    let mut dirty = Vec::with_capacity(count);
-    for i in 0..count {
-        let id_bytes = all.get(ps + i * 8..ps + i * 8 + 8).unwrap_or_default();
-        let page = all
-            .get(ps + dir_len + i * ps..ps + dir_len + (i + 1) * ps)
-            .unwrap_or_default();
-        check = crc32c::crc32c_append(check, id_bytes);
-        check = crc32c::crc32c_append(check, page);
-        let id = u64::from_le_bytes(id_bytes.try_into().unwrap_or_default());
-        dirty.push((id, AlignedBuf::from_slice(page)));
+    let mut dir = AlignedBuf::zeroed(dir_len);
+    if dir_len > 0 {
+        dwb.read_at(&mut dir, ps as u64)?;
+    }
+    let ids: Vec<PageId> = (0..count)
+        .map(|i| {
+            let b = dir.get(i * 8..i * 8 + 8).unwrap_or_default();
+            u64::from_le_bytes(b.try_into().unwrap_or_default())
+        })
+        .collect();
+    let images_at = (ps + dir_len) as u64;
+    let mut meta_page = AlignedBuf::zeroed(ps);
+    dwb.read_at(&mut meta_page, images_at + (count * ps) as u64)?;
+    let mut check = crc32c::crc32c(&meta_page);
+    let mut chunk = AlignedBuf::zeroed(CHUNK.min(count.max(1)) * ps);
+    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+        let n = group.len() * ps;
+        dwb.read_at(&mut chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+        for (k, id) in group.iter().enumerate() {
+            check = crc32c::crc32c_append(check, &id.to_le_bytes());
+            check = crc32c::crc32c_append(check, &chunk[k * ps..(k + 1) * ps]);
+        }
     }
     if check != crc {
         return Ok(None);
     }
-    let Some(meta) = Meta::decode(meta_page) else {
+    let Some(meta) = Meta::decode(&meta_page) else {
         return Ok(None);
     };
-    if meta.epoch != epoch {
+    if meta.epoch != epoch || ids.windows(2).any(|w| w[0] >= w[1]) {
         return Ok(None);
     }
-    write_in_place(pages, &dirty, meta_page, &meta, ps)?;
+    write_in_place(pages, dwb, &ids, images_at, &meta_page, &meta, ps)?;
     Ok(Some(meta))
 }

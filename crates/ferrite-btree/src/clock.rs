@@ -1,10 +1,10 @@
 //! Victim selection for the buffer pool: the clock (second-chance) policy
 //! as a pure function of frame states, so it is tested without I/O.
 //!
-//! A frame may be chosen only if it is unpinned and clean (the pool never
-//! writes a dirty page outside a checkpoint; see `buffer_pool`). A
-//! referenced frame gets a second chance: its bit is cleared and the hand
-//! moves on. Empty frames are taken first.
+//! A frame may be chosen only if it is unpinned, and clean unless `steal`
+//! allows a dirty one (the pool then writes it to its spill file first;
+//! see `buffer_pool`). A referenced frame gets a second chance: its bit is
+//! cleared and the hand moves on. Empty frames are taken first.
 
 /// What the policy needs to know about one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,7 @@ pub struct FrameState {
 pub fn pick_victim(
     n: usize,
     hand: usize,
+    steal: bool,
     state: &dyn Fn(usize) -> FrameState,
     clear: &mut dyn FnMut(usize),
 ) -> Option<(usize, usize)> {
@@ -33,7 +34,7 @@ pub fn pick_victim(
         if s.empty && !s.pinned {
             return Some((i, (i + 1) % n));
         }
-        if s.pinned || s.dirty {
+        if s.pinned || (s.dirty && !steal) {
             continue;
         }
         if s.referenced {
@@ -51,9 +52,17 @@ mod tests {
     use std::cell::RefCell;
 
     fn run(states: Vec<FrameState>, hand: usize) -> (Option<(usize, usize)>, Vec<FrameState>) {
+        run_with(states, hand, false)
+    }
+
+    fn run_with(
+        states: Vec<FrameState>,
+        hand: usize,
+        steal: bool,
+    ) -> (Option<(usize, usize)>, Vec<FrameState>) {
         let cell = RefCell::new(states);
         let n = cell.borrow().len();
-        let r = pick_victim(n, hand, &|i| cell.borrow()[i], &mut |i| {
+        let r = pick_victim(n, hand, steal, &|i| cell.borrow()[i], &mut |i| {
             cell.borrow_mut()[i].referenced = false
         });
         (r, cell.into_inner())
@@ -89,6 +98,13 @@ mod tests {
         };
         assert_eq!(run(vec![pinned, dirty, pinned], 0).0, None);
         assert_eq!(run(vec![pinned, dirty, CLEAN], 1).0, Some((2, 0)));
+        // With stealing allowed a dirty frame is a victim like a clean one,
+        // and a pinned one still never is.
+        assert_eq!(
+            run_with(vec![pinned, dirty, pinned], 0, true).0,
+            Some((1, 2))
+        );
+        assert_eq!(run_with(vec![pinned, pinned], 0, true).0, None);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::buffer_pool::BufferPool;
 use crate::carry_over;
 use crate::checkpoint;
-use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, Offer};
+use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, LoadReason, Offer};
 use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
 use crate::tree::{max_key_len, Shape, Tree};
@@ -80,6 +80,9 @@ pub struct Devices {
     pub pages: Arc<dyn BlockDevice>,
     pub dwb: Arc<dyn BlockDevice>,
     pub wal: Arc<dyn BlockDevice>,
+    /// Scratch space for dirty pages evicted between checkpoints (never
+    /// synced, never read by recovery; see `buffer_pool`).
+    pub spill: Arc<dyn BlockDevice>,
     /// The two carry-over slots (see `carry_over`): the insert buffer's
     /// records and a batch in flight, replayed on top of a checkpoint.
     pub carry: [Arc<dyn BlockDevice>; 2],
@@ -154,6 +157,7 @@ impl BTreeStore {
             pages: open_file(dir, "pages", options.direct_io)?,
             dwb: open_file(dir, "dwb", options.direct_io)?,
             wal: open_file(dir, "wal", options.direct_io)?,
+            spill: open_file(dir, "spill", options.direct_io)?,
             carry: [
                 open_file(dir, "carry-0", options.direct_io)?,
                 open_file(dir, "carry-1", options.direct_io)?,
@@ -185,7 +189,12 @@ impl BTreeStore {
             }
             None => options.cache_bytes,
         };
-        let pool = BufferPool::new(devices.pages.clone(), ps, pool_budget);
+        let pool = BufferPool::new(
+            devices.pages.clone(),
+            devices.spill.clone(),
+            ps,
+            pool_budget,
+        );
         let ib = bt.insert_buffer.map(|o| {
             let budget = options.cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
             InsertBuffer::new(&o, budget, pool.capacity(), ps)
@@ -358,9 +367,11 @@ impl Shared {
         4 * (st.shape.height as usize + 2) + 8
     }
 
+    /// A checkpoint is due when the spill file nears its capacity (then
+    /// dirty frames could no longer be evicted) or the WAL its size bound.
     fn needs_checkpoint(&self, st: &State) -> bool {
         let pool = &self.tree.pool;
-        pool.dirty_count() + self.headroom(st) >= pool.capacity()
+        pool.spilled() + self.headroom(st) >= pool.spill_capacity()
             || self.wal.len() >= self.opts.checkpoint_wal_bytes
     }
 
@@ -441,7 +452,13 @@ impl Shared {
         };
         match ib.offer(leaf, key, value) {
             Offer::Kept => self.relieve(st, logged, None),
-            Offer::Load(_) => self.apply_buffered(st, leaf, logged),
+            Offer::Load(LoadReason::Hot) => self.apply_buffered(st, leaf, logged),
+            Offer::Load(LoadReason::Full) => {
+                // Many writes but no reuse inside the locality: apply them
+                // and let the page go, as under memory pressure.
+                self.apply_buffered(st, leaf, logged)?;
+                self.tree.pool.evict(leaf)
+            }
             Offer::NoRoom => {
                 if ib.has(leaf) {
                     self.apply_buffered(st, leaf, logged)?;
@@ -503,6 +520,13 @@ impl Shared {
             }
             for page in batch {
                 self.apply_buffered(st, page, logged)?;
+                // An H page was loaded only to take its records: it leaves
+                // at once rather than displace a page in use. An L page
+                // stays, as after a postponed insert.
+                let hot = st.ib.as_ref().is_some_and(|ib| ib.is_hot(page));
+                if !hot {
+                    self.tree.pool.evict(page)?;
+                }
             }
         }
         Ok(())
@@ -552,7 +576,8 @@ impl Shared {
 
     /// Installs the in-memory tree as a new checkpoint and resets the WAL.
     fn checkpoint(&self, st: &mut State, inflight: Option<&[u8]>) -> Result<()> {
-        let dirty = self.tree.pool.dirty_pages();
+        let pool = &self.tree.pool;
+        let ids = pool.checkpoint_ids();
         let meta = Meta {
             page_size: self.tree.page_size as u32,
             epoch: st.epoch + 1,
@@ -566,12 +591,13 @@ impl Shared {
                 checkpoint::install(
                     self.devices.pages.as_ref(),
                     self.devices.dwb.as_ref(),
-                    &dirty,
+                    &ids,
+                    &mut |id, buf| pool.copy_page(id, buf),
                     &meta,
                 )
             })
             .and_then(|_| {
-                self.tree.pool.mark_all_clean();
+                pool.checkpoint_done()?;
                 st.epoch = meta.epoch;
                 self.wal.reset(meta.epoch)
             });
@@ -733,6 +759,7 @@ impl KvStore for BTreeStore {
         let dev = DeviceCounts::from(s.devices.pages.io_stats())
             + DeviceCounts::from(s.devices.wal.io_stats())
             + DeviceCounts::from(s.devices.dwb.io_stats())
+            + DeviceCounts::from(s.devices.spill.io_stats())
             + DeviceCounts::from(s.devices.carry[0].io_stats())
             + DeviceCounts::from(s.devices.carry[1].io_stats());
         let st = s.state.read();
@@ -760,6 +787,8 @@ impl KvStore for BTreeStore {
                     ("pool_frames".into(), pool.capacity() as f64),
                     ("pages".into(), st.shape.page_count as f64),
                     ("dirty_pages".into(), pool.dirty_count() as f64),
+                    ("spilled_pages".into(), pool.spilled() as f64),
+                    ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
                     ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
                     ("wal_bytes".into(), s.wal.len() as f64),
                     ("write_hits".into(), c.write_hits.load(Relaxed) as f64),

@@ -38,6 +38,7 @@ fn readers_and_writers_against_an_oracle() {
         pages: Arc::new(MemDevice::new()) as Arc<dyn BlockDevice>,
         dwb: Arc::new(MemDevice::new()),
         wal: Arc::new(MemDevice::new()),
+        spill: Arc::new(MemDevice::new()),
         carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
     };
     let opts = Options {

@@ -17,14 +17,14 @@ type Dev = Arc<FaultyDevice<MemDevice>>;
 /// The writes of one batch: key and new value (`None` for a delete).
 type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
-/// Devices: pages, double-write file, WAL, then the two insert-buffer
-/// snapshot slots.
-type Devs = [Dev; 5];
+/// Devices: pages, double-write file, WAL, spill file, then the two
+/// carry-over slots.
+type Devs = [Dev; 6];
 
 fn fresh() -> Devs {
-    // The page and double-write devices take 1 KiB blocks, for 1 KiB pages.
+    // Page, double-write and spill devices take 1 KiB blocks, for 1 KiB pages.
     std::array::from_fn(|i| {
-        let dev = if i < 2 {
+        let dev = if i < 2 || i == 3 {
             MemDevice::with_block_size(1024).unwrap()
         } else {
             MemDevice::new()
@@ -41,7 +41,8 @@ fn open_as(d: &Devs, turbo: bool) -> ferrite_core::Result<BTreeStore> {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
         wal: d[2].clone(),
-        carry: [d[3].clone(), d[4].clone()],
+        spill: d[3].clone(),
+        carry: [d[4].clone(), d[5].clone()],
     };
     let opts = Options {
         cache_bytes: if turbo { 100 << 10 } else { 64 << 10 },
@@ -91,6 +92,7 @@ fn acknowledged_writes_survive_crashes_with_records_buffered() {
 fn crash_loop(turbo: bool) {
     let keys = if turbo { 5000 } else { 600 };
     let mut buffered = 0.0;
+    let mut spills = 0.0;
     for seed in 0..40u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let d = fresh();
@@ -112,7 +114,7 @@ fn crash_loop(turbo: bool) {
         let mut failed: Option<Effect> = None;
         for i in 0..400 {
             if i == fail_at {
-                let dev = &d[rng.gen_range(0..if turbo { 5 } else { 3 })];
+                let dev = &d[rng.gen_range(0..6)];
                 let op = if rng.gen_bool(0.5) {
                     FaultOp::Write
                 } else {
@@ -153,7 +155,9 @@ fn crash_loop(turbo: bool) {
                 }
             }
             if turbo && i == 200 {
-                buffered += db.stats().extra("ib_buffered_writes").unwrap_or(0.0);
+                let st = db.stats();
+                buffered += st.extra("ib_buffered_writes").unwrap_or(0.0);
+                spills += st.extra("spills").unwrap_or(0.0);
             }
             match db.write_batch(&b) {
                 Ok(()) => {
@@ -235,6 +239,9 @@ fn crash_loop(turbo: bool) {
     if turbo {
         // The runs must actually have buffered writes (not just loaded pages).
         assert!(buffered > 1000.0, "only {buffered} writes were buffered");
+        // ... and dirty pages were evicted to the spill file between
+        // checkpoints, so recovery ran past stolen pages.
+        assert!(spills > 100.0, "only {spills} pages were spilled");
     }
 }
 

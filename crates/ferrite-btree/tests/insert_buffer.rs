@@ -13,11 +13,11 @@ use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch}
 use ferrite_io::{BlockDevice, MemDevice};
 use proptest::prelude::*;
 
-type Devs = [Arc<MemDevice>; 5];
+type Devs = [Arc<MemDevice>; 6];
 
 fn devices() -> Devs {
     std::array::from_fn(|i| {
-        let bs = if i < 2 { 1024 } else { 4096 };
+        let bs = if i < 2 || i == 3 { 1024 } else { 4096 };
         Arc::new(MemDevice::with_block_size(bs).unwrap())
     })
 }
@@ -27,7 +27,8 @@ fn open(d: &Devs, threshold: u8) -> BTreeStore {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
         wal: d[2].clone(),
-        carry: [d[3].clone(), d[4].clone()],
+        spill: d[3].clone(),
+        carry: [d[4].clone(), d[5].clone()],
     };
     let opts = Options {
         cache_bytes: 100 << 10,
@@ -214,6 +215,7 @@ fn every_mechanism_runs_and_the_answers_stay_right() {
     );
     assert!(e("ib_pressure_loads") > 0.0, "the buffer never ran full");
     assert!(e("ib_promotions") > 0.0);
+    assert!(e("spills") > 0.0, "no dirty page was evicted");
     eprintln!(
         "ib {} budget {} nodes {} pages {} records {}",
         e("ib_bytes"),

@@ -11,12 +11,16 @@ use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch}
 use ferrite_io::{BlockDevice, MemDevice};
 use proptest::prelude::*;
 
-/// Pages, double-write file, WAL, and the two carry-over slots.
-type Devs = [Arc<MemDevice>; 5];
+/// Pages, double-write file, WAL, spill file, and the two carry-over slots.
+type Devs = [Arc<MemDevice>; 6];
 
 fn devices_for(page_size: usize) -> Devs {
     std::array::from_fn(|i| {
-        let bs = if i < 2 { page_size.min(4096) } else { 4096 };
+        let bs = if i < 2 || i == 3 {
+            page_size.min(4096)
+        } else {
+            4096
+        };
         Arc::new(MemDevice::with_block_size(bs).unwrap())
     })
 }
@@ -30,7 +34,8 @@ fn open(d: &Devs, page_size: usize) -> BTreeStore {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
         wal: d[2].clone(),
-        carry: [d[3].clone(), d[4].clone()],
+        spill: d[3].clone(),
+        carry: [d[4].clone(), d[5].clone()],
     };
     let opts = Options {
         cache_bytes: 64 << 10,
@@ -205,4 +210,42 @@ fn oversized_keys_are_typed_errors() {
     ));
     db.put(&[1; 1024], &vec![2; 100_000]).unwrap();
     assert_eq!(db.get(&[1; 1024]).unwrap().map(|v| v.len()), Some(100_000));
+}
+
+#[test]
+fn dirty_pages_spill_and_come_back_between_checkpoints() {
+    // 1 KiB pages, a 64-frame pool and data many times its size: most
+    // writes evict a dirty page to the spill file and many reads bring one
+    // back from there, with checkpoints only when the spill file fills.
+    let d = devices_for(1024);
+    let db = open(&d, 1024);
+    let mut model = BTreeMap::new();
+    let mut x = 3u64;
+    for i in 0..30_000u32 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = ((x >> 33) % 8_000) as u32;
+        let v = value_of(&k.to_be_bytes(), (i % 40) as usize);
+        db.put(&k.to_be_bytes(), &v).unwrap();
+        model.insert(k.to_be_bytes().to_vec(), v);
+        if i % 1000 == 0 {
+            let probe = ((x >> 13) % 8_000) as u32;
+            assert_eq!(
+                db.get(&probe.to_be_bytes()).unwrap().as_ref(),
+                model.get(&probe.to_be_bytes()[..])
+            );
+        }
+    }
+    let s = db.stats();
+    assert!(
+        s.extra("spills").unwrap() > 1000.0,
+        "{:?}",
+        s.extra("spills")
+    );
+    assert!(s.extra("checkpoints").unwrap() > 1.0);
+    check(&db, &model);
+    drop(db);
+    let db = open(&d, 1024);
+    check(&db, &model);
 }

@@ -13,7 +13,8 @@
 //! Workloads (updates overwrite existing keys, reads are lookups):
 //! - `write_uniform`: updates, uniform keys;
 //! - `lru_anomaly1`: a hot set of 45% of the keys written uniformly, with
-//!   every cycle's last fifth spent on uniform writes to the other 55%;
+//!   periodic sweeps of the other 55%: after eight writes per hot leaf,
+//!   one write to each cold leaf in key order;
 //! - `lru_anomaly2`: every leaf written in turn, in a loop (consecutive
 //!   operations hit consecutive leaves);
 //! - `workload3`: three equal key ranges written with probabilities
@@ -109,11 +110,19 @@ impl Stream {
         match self.workload {
             "lru_anomaly1" => {
                 let hot = n * 45 / 100;
-                let cycle = (n / 15).max(100);
-                if i % cycle < cycle * 4 / 5 {
+                let hot_phase = 8 * (hot / self.per_leaf).max(1);
+                let sweep = ((n - hot) / self.per_leaf).max(1);
+                let cycle = hot_phase + sweep;
+                let j = i % cycle;
+                if j < hot_phase {
                     (false, self.rng.gen_range(0..hot))
                 } else {
-                    (false, self.rng.gen_range(hot..n))
+                    // One write per cold leaf; each sweep a different slot.
+                    let slot = (i / cycle) % self.per_leaf;
+                    (
+                        false,
+                        (hot + (j - hot_phase) * self.per_leaf + slot).min(n - 1),
+                    )
                 }
             }
             "lru_anomaly2" => {
@@ -368,7 +377,7 @@ impl Experiment for TurboRepro {
                 "warmup_ops": s.warmup,
                 "measured_ops": s.ops,
                 "chunks": s.chunks,
-                "insert_buffer_share": 0.1,
+                "insert_buffer_share": 0.05,
                 "reuse_threshold": 2,
                 "l_quota": 0.9,
                 "sync": "never",
@@ -547,11 +556,16 @@ mod tests {
         let first: Vec<u64> = (0..4).map(|_| s.next().1).collect();
         assert_eq!(first, vec![0, 100, 200, 300], "one write per leaf in turn");
         let mut s = Stream::new("lru_anomaly1", n, 100, 1);
-        let cycle = n / 15;
-        let keys: Vec<u64> = (0..cycle).map(|_| s.next().1).collect();
         let hot = n * 45 / 100;
-        assert!(keys[..(cycle * 4 / 5) as usize].iter().all(|&k| k < hot));
-        assert!(keys[(cycle * 4 / 5) as usize..].iter().all(|&k| k >= hot));
+        let hot_phase = 8 * hot / 100;
+        let keys: Vec<u64> = (0..hot_phase + 55).map(|_| s.next().1).collect();
+        assert!(keys[..hot_phase as usize].iter().all(|&k| k < hot));
+        let sweep: Vec<u64> = keys[hot_phase as usize..].to_vec();
+        assert_eq!(
+            sweep[..3],
+            [hot, hot + 100, hot + 200],
+            "a sweep, leaf by leaf"
+        );
         let mut s = Stream::new("workload3", n, 100, 1);
         let in_a = (0..10_000).filter(|_| s.next().1 < n / 3).count();
         assert!((7_500..8_500).contains(&in_a), "{in_a}");

@@ -23,10 +23,15 @@
 //! - the stack never holds more than `max_nodes` nodes; the L quota is at
 //!   most three quarters of that, so H nodes can always be made room for.
 
+use hashbrown::HashTable;
+
 use crate::page::PageId;
-use crate::page_map::{table_bytes, PageMap};
 
 const NIL: u32 = u32::MAX;
+
+fn hash(page: PageId) -> u64 {
+    page.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
 
 /// A page's inter-reference recency class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,8 @@ pub enum Recency {
     H,
 }
 
+/// A stack node: 40 bytes with a 16-byte payload. Free slots are chained
+/// through `down`.
 #[derive(Debug, Clone)]
 struct Node<T> {
     page: PageId,
@@ -44,7 +51,7 @@ struct Node<T> {
     up: u32,
     /// Toward the bottom (less recent).
     down: u32,
-    stamp: u64,
+    stamp: u32,
     kind: Recency,
     reuse: u8,
     payload: T,
@@ -58,18 +65,19 @@ pub struct DetectorCounters {
     pub pruned: u64,
 }
 
-#[derive(Debug)]
+/// The stack. Nodes live in one vector allocated up front; the index is a
+/// table of node numbers (4 bytes a bucket) hashed by their page id.
 pub struct HotPageDetector<T> {
     nodes: Vec<Node<T>>,
-    free: Vec<u32>,
-    index: PageMap<u32>,
+    free: u32,
+    index: HashTable<u32>,
     top: u32,
     bottom: u32,
     last_l: u32,
     l_count: usize,
     l_quota: usize,
     max_nodes: usize,
-    clock: u64,
+    clock: u32,
     pub counters: DetectorCounters,
 }
 
@@ -77,13 +85,11 @@ impl<T: Default> HotPageDetector<T> {
     /// A detector of at most `max_nodes` (at least 4) nodes keeping at
     /// most `l_quota` L nodes (at least one, at most 3/4 of `max_nodes`).
     pub fn new(l_quota: usize, max_nodes: usize) -> Self {
-        let max_nodes = max_nodes.max(4);
-        let mut index = PageMap::default();
-        index.reserve(max_nodes);
+        let max_nodes = max_nodes.clamp(4, NIL as usize - 1);
         Self {
             nodes: Vec::with_capacity(max_nodes),
-            free: Vec::with_capacity(max_nodes),
-            index,
+            free: NIL,
+            index: HashTable::with_capacity(max_nodes),
             top: NIL,
             bottom: NIL,
             last_l: NIL,
@@ -103,6 +109,13 @@ impl<T: Default> HotPageDetector<T> {
         self.index.is_empty()
     }
 
+    fn find(&self, page: PageId) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.index
+            .find(hash(page), |&i| nodes[i as usize].page == page)
+            .copied()
+    }
+
     pub fn l_count(&self) -> usize {
         self.l_count
     }
@@ -117,17 +130,15 @@ impl<T: Default> HotPageDetector<T> {
     }
 
     /// Heap bytes held by the stack itself (node slots and the page index,
-    /// by capacity; payloads' own heap memory is the owner's to count).
+    /// by allocation size; payloads' own heap memory is the owner's).
     pub fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Node<T>>()
-            + self.free.capacity() * 4
-            + table_bytes(self.index.capacity(), std::mem::size_of::<(PageId, u32)>())
+        self.nodes.capacity() * std::mem::size_of::<Node<T>>() + self.index.allocation_size()
     }
 
     /// Heap bytes a detector of `max_nodes` nodes holds.
     pub fn bytes_for(max_nodes: usize) -> usize {
-        max_nodes * (std::mem::size_of::<Node<T>>() + 4)
-            + table_bytes(max_nodes, std::mem::size_of::<(PageId, u32)>())
+        max_nodes * std::mem::size_of::<Node<T>>()
+            + HashTable::<u32>::with_capacity(max_nodes).allocation_size()
     }
 
     fn node(&self, i: u32) -> &Node<T> {
@@ -138,27 +149,35 @@ impl<T: Default> HotPageDetector<T> {
         &mut self.nodes[i as usize]
     }
 
+    /// Starts `page`'s reuse score over (its records were just applied:
+    /// the page must earn another load).
+    pub fn reset_reuse(&mut self, page: PageId) {
+        if let Some(i) = self.find(page) {
+            self.node_mut(i).reuse = 0;
+        }
+    }
+
     pub fn payload(&self, page: PageId) -> Option<&T> {
-        self.index.get(&page).map(|&i| &self.node(i).payload)
+        self.find(page).map(|i| &self.node(i).payload)
     }
 
     pub fn payload_mut(&mut self, page: PageId) -> Option<&mut T> {
-        let i = *self.index.get(&page)?;
+        let i = self.find(page)?;
         Some(&mut self.node_mut(i).payload)
     }
 
     pub fn reuse(&self, page: PageId) -> Option<u8> {
-        self.index.get(&page).map(|&i| self.node(i).reuse)
+        self.find(page).map(|i| self.node(i).reuse)
     }
 
     pub fn recency(&self, page: PageId) -> Option<Recency> {
-        self.index.get(&page).map(|&i| self.node(i).kind)
+        self.find(page).map(|i| self.node(i).kind)
     }
 
     /// Whether `page` lies in the DB-buffer locality (at or above the
     /// bottom-most L node).
     pub fn in_locality(&self, page: PageId) -> bool {
-        self.index.get(&page).is_some_and(|&i| self.within(i))
+        self.find(page).is_some_and(|i| self.within(i))
     }
 
     fn within(&self, i: u32) -> bool {
@@ -181,6 +200,9 @@ impl<T: Default> HotPageDetector<T> {
     }
 
     fn push_top(&mut self, i: u32) {
+        if self.clock == u32::MAX {
+            self.renumber();
+        }
         self.clock += 1;
         let (top, clock) = (self.top, self.clock);
         let n = self.node_mut(i);
@@ -193,6 +215,19 @@ impl<T: Default> HotPageDetector<T> {
             self.node_mut(top).up = i;
         }
         self.top = i;
+    }
+
+    /// Gives the stack stamps 1..=len from the bottom up, once the clock
+    /// would wrap (every four billion accesses), keeping their order.
+    fn renumber(&mut self) {
+        let mut i = self.bottom;
+        let mut stamp = 0;
+        while i != NIL {
+            stamp += 1;
+            self.node_mut(i).stamp = stamp;
+            i = self.node(i).up;
+        }
+        self.clock = stamp;
     }
 
     /// The nearest L node above `i`, or `NIL`.
@@ -209,7 +244,7 @@ impl<T: Default> HotPageDetector<T> {
     /// room first; see [`HotPageDetector::is_full`]) and scores 0.
     pub fn access(&mut self, page: PageId) -> u8 {
         self.counters.accesses += 1;
-        let Some(&i) = self.index.get(&page) else {
+        let Some(i) = self.find(page) else {
             if self.is_full() {
                 return 0;
             }
@@ -228,17 +263,18 @@ impl<T: Default> HotPageDetector<T> {
                 reuse: 0,
                 payload: T::default(),
             };
-            let i = match self.free.pop() {
-                Some(i) => {
-                    self.nodes[i as usize] = node;
-                    i
-                }
-                None => {
-                    self.nodes.push(node);
-                    (self.nodes.len() - 1) as u32
-                }
+            let i = if self.free != NIL {
+                let i = self.free;
+                self.free = self.node(i).down;
+                self.nodes[i as usize] = node;
+                i
+            } else {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
             };
-            self.index.insert(page, i);
+            let nodes = &self.nodes;
+            self.index
+                .insert_unique(hash(page), i, |&j| hash(nodes[j as usize].page));
             self.push_top(i);
             if kind == Recency::L && self.last_l == NIL {
                 self.last_l = i;
@@ -287,7 +323,7 @@ impl<T: Default> HotPageDetector<T> {
     pub fn prune(&mut self, keep: &dyn Fn(&T) -> bool, max_nodes: usize, scan: usize) {
         let mut i = self.bottom;
         let last_stamp = if self.last_l == NIL {
-            u64::MAX
+            u32::MAX
         } else {
             self.node(self.last_l).stamp
         };
@@ -302,8 +338,16 @@ impl<T: Default> HotPageDetector<T> {
             {
                 let page = n.page;
                 self.unlink(i);
-                self.index.remove(&page);
-                self.free.push(i);
+                let nodes = &self.nodes;
+                if let Ok(e) = self
+                    .index
+                    .find_entry(hash(page), |&j| nodes[j as usize].page == page)
+                {
+                    e.remove();
+                }
+                self.node_mut(i).payload = T::default();
+                self.node_mut(i).down = self.free;
+                self.free = i;
                 self.counters.pruned += 1;
             } else if !below && self.index.len() <= max_nodes {
                 break;
@@ -327,8 +371,9 @@ impl<T: Default> HotPageDetector<T> {
 
     /// Every node's page and payload, in no particular order.
     pub fn for_each(&self, f: &mut dyn FnMut(PageId, &T)) {
-        for (&page, &i) in &self.index {
-            f(page, &self.node(i).payload);
+        for &i in &self.index {
+            let n = self.node(i);
+            f(n.page, &n.payload);
         }
     }
 
@@ -339,7 +384,7 @@ impl<T: Default> HotPageDetector<T> {
         let mut i = self.top;
         let mut prev = NIL;
         let mut bottom_l = NIL;
-        let mut last_stamp = u64::MAX;
+        let mut last_stamp = u32::MAX;
         while i != NIL {
             let n = self.node(i);
             if n.up != prev {
@@ -349,7 +394,7 @@ impl<T: Default> HotPageDetector<T> {
                 return Err("stamps do not decrease toward the bottom".into());
             }
             last_stamp = n.stamp;
-            if self.index.get(&n.page) != Some(&i) {
+            if self.find(n.page) != Some(i) {
                 return Err(format!("page {} is not indexed at its node", n.page));
             }
             if n.kind == Recency::L {

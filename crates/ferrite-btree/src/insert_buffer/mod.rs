@@ -50,7 +50,7 @@ pub struct InsertBufferOptions {
 impl Default for InsertBufferOptions {
     fn default() -> Self {
         Self {
-            share: 0.1,
+            share: 0.05,
             reuse_threshold: 2,
             l_quota: 0.9,
         }
@@ -114,6 +114,10 @@ pub enum Offer {
     NoRoom,
 }
 
+/// Stack nodes per buffer-pool frame the stack is sized for: enough to
+/// follow pages across a data set a few times the pool.
+pub const NODES_PER_FRAME: usize = 3;
+
 pub struct InsertBuffer {
     /// The LRU stack; each node's payload is its page's records.
     stack: HotPageDetector<RecordSet>,
@@ -134,13 +138,17 @@ pub struct InsertBuffer {
 
 impl InsertBuffer {
     /// A buffer of `budget` bytes beside a pool of `frames` frames of
-    /// `page_size` bytes. Half the budget at most goes to the stack's
-    /// fixed structures (nodes, index, hit log), the rest to records.
+    /// `page_size` bytes. The stack's fixed structures (nodes, index, hit
+    /// log) get room for [`NODES_PER_FRAME`] nodes per pool frame, but at
+    /// most 60% of the budget; the rest holds records. The stack must reach
+    /// well past the pool to tell hot pages from a loop over more pages
+    /// than the pool holds.
     pub fn new(opts: &InsertBufferOptions, budget: usize, frames: usize, page_size: usize) -> Self {
-        let log_cap = frames.max(1);
+        // A full log is replayed at once, so it need not hold every frame.
+        let log_cap = (frames / 4).max(16);
         let log_bytes = log_cap * 8 + table_bytes(log_cap, 8);
-        let room = (budget / 2).saturating_sub(log_bytes);
-        let mut max_nodes = room / (std::mem::size_of::<RecordSet>() + 48);
+        let room = (budget * 3 / 5).saturating_sub(log_bytes);
+        let mut max_nodes = (room / 46).min(frames * NODES_PER_FRAME);
         while max_nodes > 4 && HotPageDetector::<RecordSet>::bytes_for(max_nodes) > room {
             max_nodes = max_nodes * 15 / 16;
         }
@@ -204,6 +212,11 @@ impl InsertBuffer {
         &self.stack
     }
 
+    /// Whether `page` is of type L (low inter-reference recency).
+    pub fn is_hot(&self, page: PageId) -> bool {
+        self.stack.recency(page) == Some(Recency::L)
+    }
+
     pub fn has(&self, page: PageId) -> bool {
         self.records > 0 && self.stack.payload(page).is_some_and(|s| !s.is_empty())
     }
@@ -260,13 +273,13 @@ impl InsertBuffer {
             self.counters.refused += 1;
             return Offer::NoRoom;
         };
-        let (before, n) = (set.heap_bytes(), set.len());
-        set.put(key, value);
-        let (after, m) = (set.heap_bytes(), set.len());
+        let (before, was_empty) = (set.heap_bytes(), set.is_empty());
+        let added = set.put(key, value);
+        let after = set.heap_bytes();
         let full = after > self.page_cap;
         self.record_bytes = self.record_bytes + after - before;
-        self.records = self.records + m - n;
-        if n == 0 {
+        self.records += added;
+        if was_empty {
             self.pages += 1;
         }
         self.counters.buffered += 1;
@@ -281,9 +294,13 @@ impl InsertBuffer {
         }
     }
 
-    /// Removes `page`'s records (its node stays in the stack), once they
-    /// have been applied to the page.
+    /// Removes `page`'s records once they have been applied to the page.
+    /// Its node stays in the stack with its reuse score reset: the score
+    /// counts reuse since the page last left the buffer, so a page that
+    /// was loaded and evicted accumulates records again before its next
+    /// load instead of being loaded on every miss.
     pub fn take(&mut self, page: PageId) {
+        self.stack.reset_reuse(page);
         let Some(set) = self.stack.payload_mut(page) else {
             return;
         };
@@ -316,7 +333,7 @@ impl InsertBuffer {
         self.stack.coldest(&mut |p, set| {
             if !set.is_empty() {
                 out.push(p);
-                got += set.heap_bytes() + std::mem::size_of::<RecordSet>();
+                got += set.heap_bytes();
             }
             got < bytes
         });
@@ -431,7 +448,7 @@ mod tests {
         }
         assert!(ib.memory_bytes() > empty);
         // The three oldest pages are 50, 40, 30.
-        let batch = ib.coldest_batch(3 * (16 + std::mem::size_of::<RecordSet>()));
+        let batch = ib.coldest_batch(3 * 12);
         assert!(batch.windows(2).all(|w| w[0] < w[1]));
         assert!(batch.contains(&50) && !batch.contains(&10));
         for p in batch {

@@ -239,10 +239,21 @@ impl<T: Default> HotPageDetector<T> {
         j
     }
 
-    /// Records a write to `page` (Algorithm 1) and returns its reuse
+    /// Records a write miss on `page` (Algorithm 1) and returns its reuse
     /// score. A page new to a full stack is not added (the caller makes
     /// room first; see [`HotPageDetector::is_full`]) and scores 0.
     pub fn access(&mut self, page: PageId) -> u8 {
+        self.touch(page, true)
+    }
+
+    /// Records a logged write hit on `page`: recency and type change as
+    /// for a miss, the reuse score does not — it counts reuse while the
+    /// page is out of the pool, which decides when to load it.
+    pub fn access_hit(&mut self, page: PageId) {
+        self.touch(page, false);
+    }
+
+    fn touch(&mut self, page: PageId, score: bool) -> u8 {
         self.counters.accesses += 1;
         let Some(i) = self.find(page) else {
             if self.is_full() {
@@ -284,7 +295,9 @@ impl<T: Default> HotPageDetector<T> {
         let mut last_l = self.last_l;
         if self.within(i) {
             let n = self.node_mut(i);
-            n.reuse = n.reuse.saturating_add(1);
+            if score {
+                n.reuse = n.reuse.saturating_add(1);
+            }
             if n.kind == Recency::H {
                 n.kind = Recency::L;
                 self.l_count += 1;
@@ -298,7 +311,7 @@ impl<T: Default> HotPageDetector<T> {
                     last_l = self.l_above(last_l);
                 }
             }
-        } else {
+        } else if score {
             let n = self.node_mut(i);
             n.reuse = n.reuse.saturating_sub(1);
         }
@@ -526,6 +539,22 @@ mod tests {
         }
         d.prune(&|_| false, 3, 100);
         assert!(d.len() <= 3);
+        d.check().unwrap();
+    }
+
+    #[test]
+    fn logged_hits_move_pages_but_leave_the_score() {
+        let mut d = HotPageDetector::<()>::new(2, 64);
+        d.access(1);
+        d.access(2);
+        d.access_hit(1);
+        d.access_hit(1);
+        assert_eq!(d.reuse(1), Some(0), "hits while resident do not score");
+        d.access(3); // H, on top
+        d.access_hit(3); // inside the locality: promoted all the same
+        assert_eq!(d.recency(3), Some(Recency::L));
+        assert_eq!(d.reuse(3), Some(0));
+        assert_eq!(d.access(1), 1, "a miss inside the locality scores");
         d.check().unwrap();
     }
 

@@ -114,9 +114,9 @@ pub enum Offer {
     NoRoom,
 }
 
-/// Stack nodes per buffer-pool frame the stack is sized for: enough to
-/// follow pages across a data set a few times the pool.
-pub const NODES_PER_FRAME: usize = 3;
+/// Stack nodes per ten buffer-pool frames the stack is sized for: enough
+/// to follow every page of a data set twice the pool, with room to spare.
+pub const NODES_PER_TEN_FRAMES: usize = 25;
 
 pub struct InsertBuffer {
     /// The LRU stack; each node's payload is its page's records.
@@ -139,7 +139,7 @@ pub struct InsertBuffer {
 impl InsertBuffer {
     /// A buffer of `budget` bytes beside a pool of `frames` frames of
     /// `page_size` bytes. The stack's fixed structures (nodes, index, hit
-    /// log) get room for [`NODES_PER_FRAME`] nodes per pool frame, but at
+    /// log) get room for [`NODES_PER_TEN_FRAMES`] nodes per ten frames, but at
     /// most 60% of the budget; the rest holds records. The stack must reach
     /// well past the pool to tell hot pages from a loop over more pages
     /// than the pool holds.
@@ -148,7 +148,7 @@ impl InsertBuffer {
         let log_cap = (frames / 4).max(16);
         let log_bytes = log_cap * 8 + table_bytes(log_cap, 8);
         let room = (budget * 3 / 5).saturating_sub(log_bytes);
-        let mut max_nodes = (room / 46).min(frames * NODES_PER_FRAME);
+        let mut max_nodes = (room / 46).min(frames * NODES_PER_TEN_FRAMES / 10);
         while max_nodes > 4 && HotPageDetector::<RecordSet>::bytes_for(max_nodes) > room {
             max_nodes = max_nodes * 15 / 16;
         }
@@ -253,7 +253,7 @@ impl InsertBuffer {
     /// Applies the logged write hits to the stack, in the order they came.
     pub fn replay_hits(&mut self) {
         for &page in &self.hit_log {
-            self.stack.access(page);
+            self.stack.access_hit(page);
         }
         self.hit_log.clear();
         self.logged.clear();

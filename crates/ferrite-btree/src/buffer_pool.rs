@@ -9,7 +9,7 @@
 //!   (a sparse mirror of the page file: page `p` at `p × page size`), its
 //!   id set in the spill set, and read back from there on its next miss. The spill file is scratch space — recovery never
 //!   reads it, since the WAL redoes everything since the checkpoint — and
-//!   is emptied by the next checkpoint, which installs every dirty frame
+//!   is forgotten by the next checkpoint, which installs every dirty frame
 //!   and every spilled page;
 //! - at most [`SPILL_PER_FRAME`] × frames pages are spilled between
 //!   checkpoints (the tree checkpoints before that, which bounds a
@@ -539,11 +539,13 @@ impl BufferPool {
                 self.dirty.fetch_sub(1, AcqRel);
             }
         }
+        // The spill file keeps its blocks: stale images are never read
+        // (the set says what is there), and rewriting allocated blocks
+        // costs less than allocating them again after every checkpoint.
         let mut sp = self.spill.lock();
         if sp.count > 0 {
             sp.bits.fill(0);
             sp.count = 0;
-            self.spill_dev.set_len(0)?;
         }
         Ok(())
     }

@@ -34,19 +34,44 @@ fn plausible(k: &[u8], v: &[u8]) -> bool {
 
 #[test]
 fn readers_and_writers_against_an_oracle() {
+    stress(false);
+}
+
+/// The same with the insert buffer on and a pool far smaller than the
+/// data: readers see buffered records, scans merge them, writers buffer,
+/// load and spill pages underneath them.
+#[test]
+fn readers_and_writers_against_an_oracle_with_records_buffered() {
+    stress(true);
+}
+
+fn stress(turbo: bool) {
+    let page_dev = || Arc::new(MemDevice::with_block_size(1024).unwrap());
     let devs = Devices {
-        pages: Arc::new(MemDevice::new()) as Arc<dyn BlockDevice>,
-        dwb: Arc::new(MemDevice::new()),
+        pages: page_dev() as Arc<dyn BlockDevice>,
+        dwb: page_dev(),
         wal: Arc::new(MemDevice::new()),
-        spill: Arc::new(MemDevice::new()),
+        spill: page_dev(),
         carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
     };
     let opts = Options {
-        cache_bytes: 256 << 10,
+        cache_bytes: if turbo { 100 << 10 } else { 256 << 10 },
         sync: SyncMode::Never,
         ..Options::default()
     };
-    let db = Arc::new(BTreeStore::open_on(devs, &opts, BTreeOptions::default()).unwrap());
+    let bt = if turbo {
+        BTreeOptions {
+            page_size: 1024,
+            insert_buffer: Some(ferrite_btree::InsertBufferOptions {
+                share: 0.3,
+                ..Default::default()
+            }),
+            ..BTreeOptions::default()
+        }
+    } else {
+        BTreeOptions::default()
+    };
+    let db = Arc::new(BTreeStore::open_on(devs, &opts, bt).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..3u8)
         .map(|w| {
@@ -118,4 +143,12 @@ fn readers_and_writers_against_an_oracle() {
         all == expected,
         "final state differs from the writers' acknowledged writes"
     );
+    if turbo {
+        let s = db.stats();
+        assert!(s.extra("ib_buffered_writes").unwrap() > 500.0);
+        assert!(
+            s.extra("buffer_reads").unwrap() > 0.0,
+            "no lookup was answered from the buffer"
+        );
+    }
 }

@@ -86,6 +86,12 @@ pub fn read(dev: &dyn BlockDevice, epoch: u64) -> Result<Vec<WriteBatch>> {
     if crc32c::crc32c(payload) != crc {
         return Ok(Vec::new());
     }
+    decode(payload)
+}
+
+/// Decodes a carry-over payload (the batches, in order). Never panics: a
+/// payload that does not decode is a corruption error.
+pub fn decode(payload: &[u8]) -> Result<Vec<WriteBatch>> {
     let bad = |what: String| Error::corruption("carry-over slot", what);
     let mut r = ByteReader::new(payload);
     let count = r.u32().ok_or_else(|| bad("no batch count".into()))?;
@@ -130,5 +136,33 @@ mod tests {
         assert!(read(&dev, 7).unwrap().is_empty());
         write(&dev, 9, &[]).unwrap();
         assert!(read(&dev, 9).unwrap().is_empty());
+    }
+
+    #[test]
+    fn decoding_arbitrary_bytes_never_panics() {
+        let mut x = 11u64;
+        for len in 0..600usize {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Small values make plausible counts and lengths.
+                    if x >> 62 == 0 {
+                        (x >> 40) as u8
+                    } else {
+                        (x >> 40) as u8 & 3
+                    }
+                })
+                .collect();
+            let _ = decode(&bytes);
+        }
+        let mut ok = Vec::new();
+        ok.extend_from_slice(&1u32.to_le_bytes());
+        ok.extend_from_slice(&4u32.to_le_bytes());
+        ok.extend_from_slice(&0u32.to_le_bytes());
+        assert_eq!(decode(&ok).unwrap(), vec![WriteBatch::new()]);
+        ok.push(0);
+        assert!(decode(&ok).is_err(), "trailing bytes are refused");
     }
 }

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `page` | the page layout and in-page operations (no I/O) |
 //! | `clock` | buffer-pool victim choice, a pure policy |
-//! | `buffer_pool` | frames, page table, pins, the no-steal rule |
+//! | `buffer_pool` | frames, page table, pins, free list, spilling dirty victims |
 //! | `tree` | search, insert with splits, delete, scan, overflow values, verify |
 //! | `bulk_load` | bottom-up construction from sorted input |
 //! | `meta` | the two meta pages naming the durable root |
@@ -31,6 +31,7 @@ mod page_map;
 mod store;
 mod tree;
 
+pub use carry_over::decode as decode_carry_over;
 pub use insert_buffer::InsertBufferOptions;
 pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;

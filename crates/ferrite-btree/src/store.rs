@@ -8,8 +8,8 @@
 //! - `SyncMode::Always` returns after the record is durable; `Batched(d)`
 //!   syncs from a background thread every `d`; `Never` only at `sync`,
 //!   `flush` and close;
-//! - when dirty pages pass the pool's high-water mark, or the WAL passes
-//!   [`BTreeOptions::checkpoint_wal_bytes`], a checkpoint installs the tree
+//! - when the spill file nears its capacity (see `buffer_pool`), or the WAL
+//!   passes [`BTreeOptions::checkpoint_wal_bytes`], a checkpoint installs the tree
 //!   (see `checkpoint`) and resets the WAL; a batch in flight and the
 //!   insert buffer's records are carried over (see `carry_over`), so a
 //!   batch stays all-or-nothing and no buffered write is lost;

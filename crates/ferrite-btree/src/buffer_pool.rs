@@ -193,10 +193,13 @@ impl BufferPool {
     ) -> Self {
         let per = (page_size + FRAME_OVERHEAD) as u64;
         let n = (budget / per).max(64) as usize;
-        let frames = (0..n)
-            .map(|_| Frame {
+        // One slab for all frames: page-aligned allocations made one by one
+        // would each cost a second page.
+        let frames = AlignedBuf::slab(n, page_size)
+            .into_iter()
+            .map(|buf| Frame {
                 id: AtomicU64::new(EMPTY),
-                data: RwLock::new(AlignedBuf::zeroed(page_size)),
+                data: RwLock::new(buf),
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
                 dirty: AtomicBool::new(false),

@@ -19,8 +19,8 @@
 //! the old epoch) then replays everything since the old checkpoint.
 //! Recovery is idempotent: it may itself crash and run again.
 //!
-//! Both directions stream in chunks of [`CHUNK`] pages, so a checkpoint of
-//! any size holds one chunk in memory: the pages are gathered through a
+//! Both directions stream in chunks of pages (see [`chunk_pages`]), so a
+//! checkpoint of any size holds one chunk in memory: the pages are gathered through a
 //! callback (from the pool's frames or its spill file), and written in
 //! place by reading the double-write file back.
 
@@ -32,8 +32,14 @@ use crate::page::PageId;
 
 const MAGIC: &[u8; 8] = b"FBTDWB01";
 
-/// Pages moved per write or read.
-pub const CHUNK: usize = 256;
+/// Most pages moved per write or read.
+pub const MAX_CHUNK: usize = 256;
+
+/// Pages per chunk for a pool of `frames` frames: a sixty-fourth of the
+/// pool, from 16 to [`MAX_CHUNK`], so the buffer stays small beside it.
+pub fn chunk_pages(frames: usize) -> usize {
+    (frames / 64).clamp(16, MAX_CHUNK)
+}
 
 /// Writes a checkpoint of the pages `ids` (ascending), whose images
 /// `fill(id, buf)` provides sealed, and the meta page, through the
@@ -44,6 +50,7 @@ pub fn install(
     ids: &[PageId],
     fill: &mut dyn FnMut(PageId, &mut [u8]) -> Result<()>,
     meta: &Meta,
+    chunk_pages: usize,
 ) -> Result<()> {
     let ps = meta.page_size as usize;
     pages.sync()?;
@@ -64,8 +71,8 @@ pub fn install(
     }
     let images_at = (ps + dir_len) as u64;
     let mut crc = crc32c::crc32c(&meta_page);
-    let mut chunk = AlignedBuf::zeroed(CHUNK.min(ids.len().max(1)) * ps);
-    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+    for (ci, group) in ids.chunks(chunk_pages).enumerate() {
         for (k, &id) in group.iter().enumerate() {
             let page = chunk
                 .get_mut(k * ps..(k + 1) * ps)
@@ -75,7 +82,7 @@ pub fn install(
             crc = crc32c::crc32c_append(crc, page);
         }
         let n = group.len() * ps;
-        dwb.write_at(&chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+        dwb.write_at(&chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
     }
     dwb.write_at(&meta_page, images_at + (ids.len() * ps) as u64)?;
     let mut header = AlignedBuf::zeroed(ps);
@@ -90,7 +97,7 @@ pub fn install(
     dwb.write_at(&header, 0)?;
     dwb.sync()?;
     // Steps 2 and 3.
-    write_in_place(pages, dwb, ids, images_at, &meta_page, meta, ps)
+    write_in_place(pages, dwb, ids, images_at, &meta_page, meta, chunk_pages)
 }
 
 /// Copies the images of `ids` from the double-write file (at `images_at`)
@@ -102,12 +109,13 @@ fn write_in_place(
     images_at: u64,
     meta_page: &[u8],
     meta: &Meta,
-    ps: usize,
+    chunk_pages: usize,
 ) -> Result<()> {
-    let mut chunk = AlignedBuf::zeroed(CHUNK.min(ids.len().max(1)) * ps);
-    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+    let ps = meta.page_size as usize;
+    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+    for (ci, group) in ids.chunks(chunk_pages).enumerate() {
         let n = group.len() * ps;
-        dwb.read_at(&mut chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+        dwb.read_at(&mut chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
         // Coalesce runs of consecutive page ids into single writes.
         let mut i = 0;
         while i < group.len() {
@@ -134,6 +142,7 @@ pub fn recover(
     dwb: &dyn BlockDevice,
     current: Option<&Meta>,
     ps: usize,
+    chunk_pages: usize,
 ) -> Result<Option<Meta>> {
     let len = dwb.len() - dwb.len() % ps as u64;
     if len < 2 * ps as u64 {
@@ -181,10 +190,10 @@ pub fn recover(
     let mut meta_page = AlignedBuf::zeroed(ps);
     dwb.read_at(&mut meta_page, images_at + (count * ps) as u64)?;
     let mut check = crc32c::crc32c(&meta_page);
-    let mut chunk = AlignedBuf::zeroed(CHUNK.min(count.max(1)) * ps);
-    for (ci, group) in ids.chunks(CHUNK).enumerate() {
+    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(count.max(1)) * ps);
+    for (ci, group) in ids.chunks(chunk_pages).enumerate() {
         let n = group.len() * ps;
-        dwb.read_at(&mut chunk[..n], images_at + (ci * CHUNK * ps) as u64)?;
+        dwb.read_at(&mut chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
         for (k, id) in group.iter().enumerate() {
             check = crc32c::crc32c_append(check, &id.to_le_bytes());
             check = crc32c::crc32c_append(check, &chunk[k * ps..(k + 1) * ps]);
@@ -196,9 +205,10 @@ pub fn recover(
     let Some(meta) = Meta::decode(&meta_page) else {
         return Ok(None);
     };
-    if meta.epoch != epoch || ids.windows(2).any(|w| w[0] >= w[1]) {
+    if meta.epoch != epoch || meta.page_size as usize != ps || ids.windows(2).any(|w| w[0] >= w[1])
+    {
         return Ok(None);
     }
-    write_in_place(pages, dwb, &ids, images_at, &meta_page, &meta, ps)?;
+    write_in_place(pages, dwb, &ids, images_at, &meta_page, &meta, chunk_pages)?;
     Ok(Some(meta))
 }

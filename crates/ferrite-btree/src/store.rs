@@ -126,6 +126,24 @@ struct Shared {
     is_poisoned: AtomicBool,
     counters: Counters,
     stop: AtomicBool,
+    /// Bytes of WAL written at a time when writes do not sync.
+    wal_buffer: usize,
+    /// Pages per checkpoint chunk.
+    chunk_pages: usize,
+    /// Working buffers charged to the budget besides the caches.
+    reserve: u64,
+}
+
+/// Working memory outside the caches, for a budget of `cache_bytes` with
+/// `ps`-byte pages: the WAL's pending bytes and the image written from
+/// them, and one checkpoint chunk. Taken out of the budget before the pool
+/// is sized, so the engine as a whole stays within it.
+fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
+    let wal_buffer = ((cache_bytes / 128) as usize).clamp(64 << 10, 1 << 20);
+    let frames = cache_bytes as usize / (ps + crate::buffer_pool::FRAME_OVERHEAD);
+    let chunk_pages = checkpoint::chunk_pages(frames);
+    let reserve = (2 * wal_buffer + chunk_pages * ps) as u64;
+    (wal_buffer, chunk_pages, reserve)
 }
 
 /// The B+tree engine.
@@ -182,12 +200,17 @@ impl BTreeStore {
                 devices.pages.block_size()
             )));
         }
+        let (wal_buffer, chunk_pages, reserve) = working_memory(options.cache_bytes, ps);
+        // Below about 600 KiB the buffers' minimum sizes would eat most of
+        // the budget; there the caches keep three quarters of it and the
+        // engine's reported memory exceeds the budget.
+        let cache_bytes = options.cache_bytes - reserve.min(options.cache_bytes / 4);
         let pool_budget = match &bt.insert_buffer {
             Some(ib) => {
                 ib.validate().map_err(Error::InvalidOptions)?;
-                (options.cache_bytes as f64 * (1.0 - ib.share)) as u64
+                (cache_bytes as f64 * (1.0 - ib.share)) as u64
             }
-            None => options.cache_bytes,
+            None => cache_bytes,
         };
         let pool = BufferPool::new(
             devices.pages.clone(),
@@ -196,7 +219,7 @@ impl BTreeStore {
             pool_budget,
         );
         let ib = bt.insert_buffer.map(|o| {
-            let budget = options.cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
+            let budget = cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
             InsertBuffer::new(&o, budget, pool.capacity(), ps)
         });
         let tree = Tree {
@@ -222,6 +245,7 @@ impl BTreeStore {
             devices.dwb.as_ref(),
             meta.as_ref(),
             ps,
+            chunk_pages,
         )? {
             meta = Some(m);
         }
@@ -278,6 +302,9 @@ impl BTreeStore {
             is_poisoned: AtomicBool::new(false),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
+            wal_buffer,
+            chunk_pages,
+            reserve,
         });
         {
             let mut st = shared.state.write();
@@ -594,6 +621,7 @@ impl Shared {
                     &ids,
                     &mut |id, buf| pool.copy_page(id, buf),
                     &meta,
+                    self.chunk_pages,
                 )
             })
             .and_then(|_| {
@@ -635,7 +663,7 @@ impl Shared {
             .fetch_add(batch.payload_bytes() as u64, Relaxed);
         let r = match self.sync {
             SyncMode::Always => self.wal.commit(lsn, true),
-            _ => self.wal.write_if_over(1 << 20),
+            _ => self.wal.write_if_over(self.wal_buffer),
         };
         if let Err(e) = &r {
             self.poison(e);
@@ -780,6 +808,7 @@ impl KvStore for BTreeStore {
                 evictions: pool.counters.evictions.load(Relaxed),
             },
             memory_bytes: pool.memory_bytes()
+                + s.reserve
                 + st.ib.as_ref().map_or(0, |ib| ib.memory_bytes() as u64),
             extra: {
                 let mut extra = vec![
@@ -788,6 +817,7 @@ impl KvStore for BTreeStore {
                     ("pages".into(), st.shape.page_count as f64),
                     ("dirty_pages".into(), pool.dirty_count() as f64),
                     ("spilled_pages".into(), pool.spilled() as f64),
+                    ("working_bytes".into(), s.reserve as f64),
                     ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
                     ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
                     ("wal_bytes".into(), s.wal.len() as f64),

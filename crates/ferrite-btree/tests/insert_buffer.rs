@@ -225,7 +225,10 @@ fn every_mechanism_runs_and_the_answers_stay_right() {
         e("ib_records")
     );
     assert!(e("ib_bytes") <= e("ib_budget_bytes") * 1.05 + 4096.0);
-    assert!(s.memory_bytes <= (100 << 10) + 8192);
+    // The caches stay within the budget; the WAL and checkpoint buffers'
+    // minimum sizes are reported on top at a budget this small.
+    let caches = s.memory_bytes as f64 - e("working_bytes");
+    assert!(caches <= f64::from(100 << 10) + 8192.0, "caches hold {caches} B");
     check(&db, &model);
     drop(db);
     let db = open(&d, 2);

@@ -5,10 +5,16 @@
 //! [`BUF_ALIGN`] (4 KiB, the largest logical block size ferrite supports), so
 //! any of them can be handed to any device; the length is the caller's choice
 //! and is checked by the device.
+//!
+//! Many equal buffers (a buffer pool's frames) come from [`AlignedBuf::slab`]:
+//! one allocation cut into disjoint buffers. Allocating them one by one would
+//! cost each a second page of memory, since an aligned allocation's header
+//! sits in the page before it.
 
 use std::alloc::{self, Layout};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Alignment of every [`AlignedBuf`].
 pub const BUF_ALIGN: usize = 4096;
@@ -17,9 +23,31 @@ pub const BUF_ALIGN: usize = 4096;
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// For a buffer cut from a slab: the slab, freed with its last buffer.
+    slab: Option<Arc<Slab>>,
 }
 
-// SAFETY: AlignedBuf owns its allocation exclusively, like Box<[u8]>.
+/// One allocation shared by the buffers cut from it.
+struct Slab {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the slab is only an allocation to free; its bytes are reached
+// through the disjoint buffers cut from it, each owned by one AlignedBuf.
+unsafe impl Send for Slab {}
+// SAFETY: as above; a Slab itself is never read or written.
+unsafe impl Sync for Slab {}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `AlignedBuf::slab` with this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: AlignedBuf owns its bytes exclusively, like Box<[u8]> (a slab's
+// buffers own disjoint parts of it).
 unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only hands out &[u8].
 unsafe impl Sync for AlignedBuf {}
@@ -31,6 +59,7 @@ impl AlignedBuf {
             return Self {
                 ptr: aligned_dangling(),
                 len: 0,
+                slab: None,
             };
         }
         let layout = Self::layout(len);
@@ -39,7 +68,43 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        Self { ptr, len }
+        Self {
+            ptr,
+            len,
+            slab: None,
+        }
+    }
+
+    /// `count` zeroed buffers of `len` bytes cut from one allocation (each
+    /// starting on a [`BUF_ALIGN`] boundary), freed when the last of them
+    /// is dropped.
+    pub fn slab(count: usize, len: usize) -> Vec<AlignedBuf> {
+        let stride = len.div_ceil(BUF_ALIGN).max(1) * BUF_ALIGN;
+        if count == 0 || len == 0 {
+            return (0..count).map(|_| Self::zeroed(0)).collect();
+        }
+        let total = stride
+            .checked_mul(count)
+            .unwrap_or_else(|| alloc::handle_alloc_error(Layout::new::<u8>()));
+        let layout = Self::layout(total);
+        // SAFETY: layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(base) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let slab = Arc::new(Slab { ptr: base, layout });
+        (0..count)
+            .map(|i| {
+                // SAFETY: i * stride + len <= total, inside the allocation,
+                // and the regions of different i do not overlap.
+                let p = unsafe { base.as_ptr().add(i * stride) };
+                Self {
+                    ptr: NonNull::new(p).unwrap_or(base),
+                    len,
+                    slab: Some(slab.clone()),
+                }
+            })
+            .collect()
     }
 
     /// A buffer holding a copy of `data`.
@@ -75,7 +140,8 @@ fn aligned_dangling() -> NonNull<u8> {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        if self.len != 0 {
+        // A slab's buffer frees nothing itself: the slab goes with its last one.
+        if self.len != 0 && self.slab.is_none() {
             // SAFETY: allocated in `zeroed` with this exact layout.
             unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
         }
@@ -127,6 +193,34 @@ impl PartialEq for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slab_buffers_are_aligned_disjoint_and_outlive_each_other() {
+        let mut bufs = AlignedBuf::slab(5, 4096);
+        for (i, b) in bufs.iter_mut().enumerate() {
+            assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
+            assert!(b.iter().all(|&x| x == 0));
+            b.fill(i as u8 + 1);
+        }
+        for (i, b) in bufs.iter().enumerate() {
+            assert!(
+                b.iter().all(|&x| x == i as u8 + 1),
+                "buffer {i} was overwritten"
+            );
+        }
+        let last = bufs.pop().unwrap();
+        drop(bufs);
+        assert!(
+            last.iter().all(|&x| x == 5),
+            "the slab lives while a buffer does"
+        );
+        let odd = AlignedBuf::slab(3, 100);
+        assert_eq!(
+            odd[1].as_ptr() as usize - odd[0].as_ptr() as usize,
+            BUF_ALIGN
+        );
+        assert!(AlignedBuf::slab(0, 4096).is_empty());
+    }
 
     #[test]
     fn alignment_and_zeroing() {

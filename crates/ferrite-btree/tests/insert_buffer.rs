@@ -228,7 +228,10 @@ fn every_mechanism_runs_and_the_answers_stay_right() {
     // The caches stay within the budget; the WAL and checkpoint buffers'
     // minimum sizes are reported on top at a budget this small.
     let caches = s.memory_bytes as f64 - e("working_bytes");
-    assert!(caches <= f64::from(100 << 10) + 8192.0, "caches hold {caches} B");
+    assert!(
+        caches <= f64::from(100 << 10) + 8192.0,
+        "caches hold {caches} B"
+    );
     check(&db, &model);
     drop(db);
     let db = open(&d, 2);

@@ -301,6 +301,12 @@ impl Experiment for BtreeRepro {
                     .join(format!("load-{}-{}", t.name(), std::process::id()));
                 let _ = std::fs::remove_dir_all(&dir);
                 let rss_before = process::rss_bytes();
+                // With the counting allocator installed, the peak of live
+                // heap bytes over the load: RSS cannot see memory that an
+                // earlier store freed and this one reuses.
+                let counting = crate::counting_alloc::live_bytes() > 0;
+                crate::counting_alloc::reset_peak();
+                let heap_before = crate::counting_alloc::live_bytes();
                 let cfg = StoreConfig {
                     cache_bytes,
                     sync: SyncMode::Never,
@@ -333,10 +339,14 @@ impl Experiment for BtreeRepro {
                 })?;
                 let secs = started.elapsed().as_secs_f64();
                 let rate = l.records as f64 / secs;
-                // Resident growth over the budget, on random-order loads only:
+                // Memory growth over the budget, on random-order loads only:
                 // the bulk path holds the harness's sorted input in memory.
                 if t == btree && !bulk {
-                    let grew = process::rss_bytes().saturating_sub(rss_before) as f64;
+                    let grew = if counting {
+                        crate::counting_alloc::peak_bytes().saturating_sub(heap_before)
+                    } else {
+                        process::rss_bytes().saturating_sub(rss_before)
+                    } as f64;
                     peak_over = peak_over.max(grew / cache_bytes as f64 - 1.0);
                 }
                 rates.insert(t.name(), rate);

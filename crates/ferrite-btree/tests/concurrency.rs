@@ -146,9 +146,5 @@ fn stress(turbo: bool) {
     if turbo {
         let s = db.stats();
         assert!(s.extra("ib_buffered_writes").unwrap() > 500.0);
-        assert!(
-            s.extra("buffer_reads").unwrap() > 0.0,
-            "no lookup was answered from the buffer"
-        );
     }
 }

@@ -125,6 +125,32 @@ fn levels_not_cached(row: &crate::report::ResultRow) -> Option<f64> {
     Some((levels.len() - cached) as f64)
 }
 
+/// Live heap bytes, with the peak restarted from here, if the counting
+/// allocator is installed.
+fn heap_live_reset_peak() -> Option<u64> {
+    #[cfg(feature = "counting-alloc")]
+    {
+        let n = crate::counting_alloc::live_bytes();
+        if n > 0 {
+            crate::counting_alloc::reset_peak();
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// The peak of live heap bytes since [`heap_live_reset_peak`], if counted.
+fn heap_peak() -> Option<u64> {
+    #[cfg(feature = "counting-alloc")]
+    {
+        let n = crate::counting_alloc::peak_bytes();
+        if n > 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
 impl Experiment for BtreeRepro {
     fn name(&self) -> &'static str {
         "btree"
@@ -304,9 +330,7 @@ impl Experiment for BtreeRepro {
                 // With the counting allocator installed, the peak of live
                 // heap bytes over the load: RSS cannot see memory that an
                 // earlier store freed and this one reuses.
-                let counting = crate::counting_alloc::live_bytes() > 0;
-                crate::counting_alloc::reset_peak();
-                let heap_before = crate::counting_alloc::live_bytes();
+                let heap_before = heap_live_reset_peak();
                 let cfg = StoreConfig {
                     cache_bytes,
                     sync: SyncMode::Never,
@@ -342,10 +366,9 @@ impl Experiment for BtreeRepro {
                 // Memory growth over the budget, on random-order loads only:
                 // the bulk path holds the harness's sorted input in memory.
                 if t == btree && !bulk {
-                    let grew = if counting {
-                        crate::counting_alloc::peak_bytes().saturating_sub(heap_before)
-                    } else {
-                        process::rss_bytes().saturating_sub(rss_before)
+                    let grew = match (heap_before, heap_peak()) {
+                        (Some(before), Some(peak)) => peak.saturating_sub(before),
+                        _ => process::rss_bytes().saturating_sub(rss_before),
                     } as f64;
                     peak_over = peak_over.max(grew / cache_bytes as f64 - 1.0);
                 }

@@ -367,6 +367,28 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Drops page `id` from the pool and the spill set without writing it
+    /// anywhere: for a page whose contents moved to another id and whose
+    /// old id is free. A pinned frame is left alone (callers exclude all
+    /// other users, so none is).
+    pub fn forget(&self, id: PageId) {
+        let mut table = self.table.write();
+        if let Some(&i) = table.get(&id) {
+            let f = self.frame(i);
+            if f.pins.load(Acquire) == 0 {
+                table.remove(&id);
+                let _latch = f.data.write();
+                f.id.store(EMPTY, Release);
+                if f.dirty.swap(false, AcqRel) {
+                    self.dirty.fetch_sub(1, AcqRel);
+                }
+                f.referenced.store(false, Relaxed);
+                self.hand.lock().free.push(i);
+            }
+        }
+        self.spill.lock().remove(id);
+    }
+
     /// Latches page `id` for reading, loading it on a miss. The fast path
     /// for lookups and scans: one shared table lookup and one shared latch.
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
@@ -468,6 +490,60 @@ impl BufferPool {
                 frame: i,
             });
         }
+    }
+
+    /// Admits page `id` from `image`, a copy read from the page file by a
+    /// prefetch, without reading the device. Returns false (admitting
+    /// nothing) if the page is already resident, if the page file's copy
+    /// may be stale (the page is in the spill file), or if the image fails
+    /// its checks; the caller then reads the page normally. Callers exclude
+    /// writers, so a page neither resident nor spilled has its current
+    /// version in the page file.
+    pub fn admit(&self, id: PageId, image: &[u8]) -> Result<bool> {
+        if image.len() != self.page_size {
+            return Ok(false);
+        }
+        let mut table = self.table.write();
+        if table.contains_key(&id) || self.spill.lock().contains(id) {
+            return Ok(false);
+        }
+        if page::check(image, id, &String::new).is_err() {
+            return Ok(false);
+        }
+        let i = self.claim(&mut table, id)?;
+        let f = self.frame(i);
+        let mut data = f.data.write();
+        drop(table);
+        data.copy_from_slice(image);
+        drop(data);
+        f.pins.fetch_sub(1, AcqRel);
+        self.counters.misses.fetch_add(1, Relaxed);
+        Ok(true)
+    }
+
+    /// Copies the current image of page `id` into `dst` without entering
+    /// it into the pool: from its frame if resident, else from the spill
+    /// file or the page file. For walks that must not disturb the cache.
+    pub fn peek(&self, id: PageId, dst: &mut [u8]) -> Result<()> {
+        if let Some(&i) = self.table.read().get(&id) {
+            let f = self.frame(i);
+            let d = f.data.read();
+            if f.id.load(Acquire) == id && d.len() == dst.len() {
+                dst.copy_from_slice(&d);
+                return Ok(());
+            }
+        }
+        let spilled = self.spill.lock().contains(id);
+        let off = id * self.page_size as u64;
+        let (dev, file) = if spilled {
+            (&self.spill_dev, "spill file")
+        } else {
+            (&self.dev, "page file")
+        };
+        dev.read_at(dst, off)?;
+        page::check(dst, id, &|| {
+            format!("page {id} at offset {off} of the {file}")
+        })
     }
 
     /// Pins a new page `id` (zeroed, dirty) without reading the device.

@@ -18,6 +18,7 @@
 //! | `insert_buffer` | TurboIndex: buffered records of non-resident leaves, the LIRS-style hot-page detector |
 //! | `carry_over` | what a checkpoint carries over: buffered records, a batch in flight |
 //! | `page_map` | hash maps keyed by page id |
+//! | `shortcut` | SHORTCUT: per-level keyless models, phantom maps, one-shot prefetching descent, stash and rebuilds |
 
 mod buffer_pool;
 mod bulk_load;
@@ -28,11 +29,13 @@ pub mod insert_buffer;
 mod meta;
 mod page;
 mod page_map;
+pub mod shortcut;
 mod store;
 mod tree;
 
 pub use carry_over::decode as decode_carry_over;
 pub use insert_buffer::InsertBufferOptions;
+pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
 pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;
 
@@ -45,6 +48,19 @@ pub fn open_store(
         dir,
         options,
         BTreeOptions::default(),
+    )?))
+}
+
+/// Opens the SHORTCUT engine (the B+tree with its one-shot companion on)
+/// for the `ferrite` facade.
+pub fn open_shortcut_store(
+    dir: &std::path::Path,
+    options: &ferrite_core::Options,
+) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
+    Ok(Box::new(BTreeStore::open(
+        dir,
+        options,
+        BTreeOptions::shortcut(ShortcutOptions::default()),
     )?))
 }
 

@@ -192,6 +192,26 @@ pub fn child_for(b: &[u8], k: &[u8]) -> PageId {
     }
 }
 
+/// Points the child that [`child_for`] follows for `k` at `id`.
+pub fn set_child_for(b: &mut [u8], k: &[u8], id: PageId) {
+    match search(b, k) {
+        Ok(i) => {
+            let at = slot(b, i) + 2;
+            wr(b, at, &id.to_le_bytes());
+        }
+        Err(0) => set_link(b, id),
+        Err(i) => {
+            let at = slot(b, i - 1) + 2;
+            wr(b, at, &id.to_le_bytes());
+        }
+    }
+}
+
+/// Renumbers the page (its header's id), for a page moved to `id`.
+pub fn set_page_id(b: &mut [u8], id: PageId) {
+    wr(b, 24, &id.to_le_bytes());
+}
+
 /// Free bytes if the page were compacted.
 pub fn free_space(b: &[u8]) -> usize {
     (cell_start(b) + garbage(b)).saturating_sub(HEADER + 2 * count(b))

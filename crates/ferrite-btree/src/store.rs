@@ -38,6 +38,8 @@ use crate::checkpoint;
 use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, LoadReason, Offer};
 use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
+use crate::shortcut::relayout::{self, LevelMove};
+use crate::shortcut::{Progress, Shortcut, ShortcutOptions, ShortcutReport, Variant};
 use crate::tree::{max_key_len, Shape, Tree};
 
 /// On-disk format version recorded in the store identity.
@@ -53,6 +55,10 @@ pub struct BTreeOptions {
     /// The TurboIndex insert buffer, or `None` for the plain B+tree. Its
     /// share of `Options::cache_bytes` is taken out of the buffer pool's.
     pub insert_buffer: Option<InsertBufferOptions>,
+    /// SHORTCUT's one-shot traversal, or `None` for dependent descents.
+    /// Its companion is reported beside the pool, not taken out of it, so
+    /// every variant runs with the same pool.
+    pub shortcut: Option<ShortcutOptions>,
 }
 
 impl Default for BTreeOptions {
@@ -61,11 +67,20 @@ impl Default for BTreeOptions {
             page_size: 4096,
             checkpoint_wal_bytes: 64 << 20,
             insert_buffer: None,
+            shortcut: None,
         }
     }
 }
 
 impl BTreeOptions {
+    /// The SHORTCUT configuration with options `o`.
+    pub fn shortcut(o: ShortcutOptions) -> Self {
+        Self {
+            shortcut: Some(o),
+            ..Self::default()
+        }
+    }
+
     /// The TurboIndex configuration: the default insert buffer on.
     pub fn turbo() -> Self {
         Self {
@@ -150,14 +165,35 @@ fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
 pub struct BTreeStore {
     shared: Arc<Shared>,
     ticker: Option<std::thread::JoinHandle<()>>,
+    rebuilder: Option<std::thread::JoinHandle<()>>,
 }
 
-fn open_file(dir: &Path, name: &str, direct: bool) -> Result<Arc<dyn BlockDevice>> {
+fn open_file(dir: &Path, name: &str, direct: bool, block: usize) -> Result<Arc<dyn BlockDevice>> {
     let opts = DirectFileOptions {
         direct,
+        block_size: block,
         ..DirectFileOptions::default()
     };
     Ok(Arc::new(DirectFile::open_with(dir.join(name), opts)?))
+}
+
+impl Devices {
+    /// The store's files in `dir`, with O_DIRECT if `direct`. Page-sized
+    /// files use blocks of the page size (at most 4 KiB), so pages smaller
+    /// than 4 KiB work where the disk's logical block is smaller too.
+    pub fn open_dir(dir: &Path, direct: bool, page_size: usize) -> Result<Self> {
+        let pb = page_size.min(4096);
+        Ok(Self {
+            pages: open_file(dir, "pages", direct, pb)?,
+            dwb: open_file(dir, "dwb", direct, pb)?,
+            wal: open_file(dir, "wal", direct, 4096)?,
+            spill: open_file(dir, "spill", direct, pb)?,
+            carry: [
+                open_file(dir, "carry-0", direct, 4096)?,
+                open_file(dir, "carry-1", direct, 4096)?,
+            ],
+        })
+    }
 }
 
 impl BTreeStore {
@@ -165,22 +201,18 @@ impl BTreeStore {
     /// With the insert buffer on, the directory is a TurboIndex store.
     pub fn open(dir: &Path, options: &Options, bt: BTreeOptions) -> Result<Self> {
         options.validate()?;
-        let kind = if bt.insert_buffer.is_some() {
-            EngineKind::TurboIndex
-        } else {
-            EngineKind::Btree
+        let kind = match (&bt.insert_buffer, &bt.shortcut) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidOptions(
+                    "the insert buffer and SHORTCUT cannot both be on".into(),
+                ))
+            }
+            (Some(_), None) => EngineKind::TurboIndex,
+            (None, Some(_)) => EngineKind::Shortcut,
+            (None, None) => EngineKind::Btree,
         };
         StoreIdentity::establish(dir, kind, FORMAT_VERSION, options)?;
-        let devices = Devices {
-            pages: open_file(dir, "pages", options.direct_io)?,
-            dwb: open_file(dir, "dwb", options.direct_io)?,
-            wal: open_file(dir, "wal", options.direct_io)?,
-            spill: open_file(dir, "spill", options.direct_io)?,
-            carry: [
-                open_file(dir, "carry-0", options.direct_io)?,
-                open_file(dir, "carry-1", options.direct_io)?,
-            ],
-        };
+        let devices = Devices::open_dir(dir, options.direct_io, bt.page_size)?;
         Self::open_on(devices, options, bt)
     }
 
@@ -222,9 +254,18 @@ impl BTreeStore {
             let budget = cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
             InsertBuffer::new(&o, budget, pool.capacity(), ps)
         });
+        let shortcut = match &bt.shortcut {
+            Some(o) => {
+                o.validate().map_err(Error::InvalidOptions)?;
+                Some(Arc::new(Shortcut::new(*o, ps)))
+            }
+            None => None,
+        };
         let tree = Tree {
             pool,
             page_size: ps,
+            shortcut,
+            level_counts: parking_lot::Mutex::new(None),
         };
         // The newest valid meta page, then any newer checkpoint left in the
         // double-write file.
@@ -265,6 +306,8 @@ impl BTreeStore {
                     height: m.height,
                     page_count: m.page_count,
                     free: Vec::new(),
+                    spare: Vec::new(),
+                    level_runs: Vec::new(),
                 },
                 m.epoch,
             ),
@@ -277,6 +320,8 @@ impl BTreeStore {
                         height: 0,
                         page_count: 3,
                         free: Vec::new(),
+                        spare: Vec::new(),
+                        level_runs: Vec::new(),
                     },
                     0,
                 )
@@ -318,7 +363,30 @@ impl BTreeStore {
             if fresh || !replayed.is_empty() {
                 shared.checkpoint(&mut st, None)?;
             }
+            if let Some(sc) = &shared.tree.shortcut {
+                // Best effort: a tree whose inner pages cannot be read now
+                // is served by dependent descents until a rebuild works.
+                if let Err(e) = sc.rebuild_locked(&shared.tree, &st.shape) {
+                    log::warn!("shortcut: initial training failed: {e}");
+                }
+            }
         }
+        let rebuilder = match &shared.tree.shortcut {
+            Some(sc) if sc.options().variant != Variant::Sync => {
+                let s = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("btree-shortcut".into())
+                        .spawn(move || s.rebuild_loop())
+                        .map_err(|e| {
+                            Error::InvalidOptions(format!(
+                                "cannot start the shortcut rebuild thread: {e}"
+                            ))
+                        })?,
+                )
+            }
+            _ => None,
+        };
         let ticker = match options.sync {
             SyncMode::Batched(every) => {
                 let s = shared.clone();
@@ -333,7 +401,11 @@ impl BTreeStore {
             }
             _ => None,
         };
-        Ok(Self { shared, ticker })
+        Ok(Self {
+            shared,
+            ticker,
+            rebuilder,
+        })
     }
 
     /// Loads sorted, distinct pairs into an empty store, building leaves
@@ -360,13 +432,179 @@ impl BTreeStore {
         }
         let max_key = max_key_len(s.tree.page_size);
         let n = crate::bulk_load::load(&s.tree, &mut st.shape, pairs, fill, max_key)?;
+        *s.tree.level_counts.lock() = None;
         s.checkpoint(&mut st, None)?;
+        if let Some(sc) = &s.tree.shortcut {
+            sc.stash.take();
+            sc.rebuild_locked(&s.tree, &st.shape)?;
+        }
         s.counters.puts.fetch_add(n, Relaxed);
         Ok(n)
+    }
+
+    /// SHORTCUT's counters and companion statistics, if it is on.
+    pub fn shortcut_report(&self) -> Option<ShortcutReport> {
+        self.shared.tree.shortcut.as_ref().map(|sc| sc.report())
+    }
+
+    /// Zeroes SHORTCUT's runtime counters (not its companion), so a
+    /// measurement phase starts from zero.
+    pub fn reset_shortcut_counters(&self) {
+        if let Some(sc) = &self.shared.tree.shortcut {
+            sc.reset_counters();
+        }
+    }
+
+    /// Rebuilds SHORTCUT's companion and physically re-lays out every
+    /// level the policy picks, now, holding the tree's write lock.
+    pub fn relayout_shortcut(&self) -> Result<()> {
+        let s = &self.shared;
+        s.check_poison()?;
+        let mut st = s.state.write();
+        let Some(sc) = &s.tree.shortcut else {
+            return Ok(());
+        };
+        sc.rebuild_locked(&s.tree, &st.shape)?;
+        if sc.levels_to_relocate().is_empty() {
+            return Ok(());
+        }
+        s.relayout_locked(&mut st, sc).inspect_err(|e| s.poison(e))
+    }
+
+    /// Rebuilds SHORTCUT's companion now, holding the tree's write lock.
+    pub fn rebuild_shortcut(&self) -> Result<()> {
+        let s = &self.shared;
+        s.check_poison()?;
+        let st = s.state.write();
+        match &s.tree.shortcut {
+            Some(sc) => sc.rebuild_locked(&s.tree, &st.shape),
+            None => Ok(()),
+        }
     }
 }
 
 impl Shared {
+    /// The background rebuilder of SHORTCUT's companion: waits for a
+    /// poke (or checks every 100 ms), then walks the inner levels a few
+    /// pages per hold of the shared lock, so writers are delayed by one
+    /// chunk at most, and swaps the new companion in.
+    fn rebuild_loop(&self) {
+        let Some(sc) = self.tree.shortcut.as_ref() else {
+            return;
+        };
+        while !self.stop.load(Acquire) {
+            sc.wait(Duration::from_millis(100));
+            if self.stop.load(Acquire) || self.is_poisoned.load(Acquire) {
+                continue;
+            }
+            if !sc.needs_rebuild(&self.state.read().shape) {
+                continue;
+            }
+            let r = sc.rebuild_in_steps(&self.tree, &|step| {
+                if self.stop.load(Acquire) {
+                    return Ok(Progress::Stale);
+                }
+                let st = self.state.read();
+                step(&st.shape)
+            });
+            match r {
+                Ok(true) => {
+                    if !sc.levels_to_relocate().is_empty() {
+                        if let Err(e) = self.relayout_in_steps(sc) {
+                            log::warn!("shortcut: background re-layout failed: {e}");
+                        }
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => log::warn!("shortcut: background rebuild failed: {e}"),
+            }
+        }
+    }
+
+    /// One walk step of a background rebuild or re-layout, under the
+    /// shared lock.
+    fn walk_step(&self, step: &mut crate::shortcut::WalkStep<'_>) -> Result<Progress> {
+        if self.stop.load(Acquire) {
+            return Ok(Progress::Stale);
+        }
+        let st = self.state.read();
+        step(&st.shape)
+    }
+
+    /// Re-lays out, in the background, every level the policy picks: a
+    /// fresh walk lists the level's nodes, which then move into their run
+    /// a chunk at a time under the write lock (each chunk's pages read in
+    /// beforehand under the shared lock); a last rebuild fits the
+    /// companion to the new placement.
+    fn relayout_in_steps(&self, sc: &Shortcut) -> Result<()> {
+        for level in sc.levels_to_relocate() {
+            let started = std::time::Instant::now();
+            let Some((_, levels)) = sc.walk_in_steps(&self.tree, &|step| self.walk_step(step))?
+            else {
+                return Ok(());
+            };
+            let Some(nodes) = levels.into_iter().nth(level) else {
+                continue;
+            };
+            let mut mv = {
+                let mut st = self.state.write();
+                LevelMove::plan(&self.tree, &mut st.shape, level, nodes)
+            };
+            while !mv.is_done() {
+                if self.stop.load(Acquire) || self.is_poisoned.load(Acquire) {
+                    break;
+                }
+                {
+                    let _st = self.state.read();
+                    for id in mv.upcoming(relayout::CHUNK) {
+                        drop(self.tree.pool.read(id));
+                    }
+                }
+                let mut st = self.state.write();
+                self.move_nodes(&mut st, &mut mv, relayout::CHUNK)
+                    .inspect_err(|e| self.poison(e))?;
+            }
+            let (moved, skipped) = {
+                let mut st = self.state.write();
+                mv.finish(&self.tree, &mut st.shape)
+            };
+            sc.note_relayout(moved, skipped, started.elapsed());
+        }
+        sc.rebuild_in_steps(&self.tree, &|step| self.walk_step(step))
+            .map(drop)
+    }
+
+    /// SHORTCUT-SYNC's re-layout: the same, all under the writer's lock.
+    fn relayout_locked(&self, st: &mut State, sc: &Shortcut) -> Result<()> {
+        for level in sc.levels_to_relocate() {
+            let started = std::time::Instant::now();
+            let levels = Shortcut::walk_locked(&self.tree, &st.shape)?;
+            let Some(nodes) = levels.into_iter().nth(level) else {
+                continue;
+            };
+            let mut mv = LevelMove::plan(&self.tree, &mut st.shape, level, nodes);
+            self.move_nodes(st, &mut mv, usize::MAX)?;
+            let (moved, skipped) = mv.finish(&self.tree, &mut st.shape);
+            sc.note_relayout(moved, skipped, started.elapsed());
+        }
+        sc.rebuild_locked(&self.tree, &st.shape)
+    }
+
+    /// Moves up to `count` nodes of `mv`, checkpointing whenever the pool
+    /// needs room.
+    fn move_nodes(&self, st: &mut State, mv: &mut LevelMove, count: usize) -> Result<()> {
+        for _ in 0..count {
+            if mv.is_done() {
+                break;
+            }
+            if self.needs_checkpoint(st) {
+                self.checkpoint(st, None)?;
+            }
+            mv.step(&self.tree, &mut st.shape)?;
+        }
+        Ok(())
+    }
+
     fn check_poison(&self) -> Result<()> {
         if !self.is_poisoned.load(Acquire) {
             return Ok(());
@@ -650,11 +888,32 @@ impl Shared {
                     return Err(e);
                 }
             };
+            let splits_before = self.tree.shortcut.as_ref().map(|sc| sc.stash.len());
             if let Err(e) = self.apply(&mut st, batch, Some(&payload)) {
                 // The tree may be half-changed in memory: only recovery
                 // from disk can restore a consistent state.
                 self.poison(&e);
                 return Err(e);
+            }
+            if let Some(sc) = &self.tree.shortcut {
+                if splits_before != Some(sc.stash.len()) {
+                    if sc.options().variant == Variant::Sync {
+                        // SHORTCUT-SYNC: the rebuild runs here, on the
+                        // critical path, with every other operation waiting.
+                        if sc.needs_rebuild(&st.shape) {
+                            if let Err(e) = sc.rebuild_locked(&self.tree, &st.shape) {
+                                log::warn!("shortcut: inline rebuild failed: {e}");
+                            } else if !sc.levels_to_relocate().is_empty() {
+                                if let Err(e) = self.relayout_locked(&mut st, sc) {
+                                    self.poison(&e);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    } else {
+                        sc.poke(&st.shape);
+                    }
+                }
             }
             lsn
         };
@@ -702,7 +961,10 @@ impl KvStore for BTreeStore {
         s.check_key_len(key)?;
         s.counters.gets.fetch_add(1, Relaxed);
         let st = s.state.read();
-        let leaf = s.tree.leaf_for(&st.shape, key)?;
+        let leaf = match &s.tree.shortcut {
+            Some(sc) => sc.leaf_for(&s.tree, &st.shape, key)?,
+            None => s.tree.leaf_for(&st.shape, key)?,
+        };
         let buffered = st.ib.as_ref().and_then(|ib| ib.lookup(leaf, key));
         let v = match buffered {
             Some(b) => {
@@ -809,7 +1071,8 @@ impl KvStore for BTreeStore {
             },
             memory_bytes: pool.memory_bytes()
                 + s.reserve
-                + st.ib.as_ref().map_or(0, |ib| ib.memory_bytes() as u64),
+                + st.ib.as_ref().map_or(0, |ib| ib.memory_bytes() as u64)
+                + s.tree.shortcut.as_ref().map_or(0, |sc| sc.memory_bytes()),
             extra: {
                 let mut extra = vec![
                     ("height".into(), f64::from(st.shape.height + 1)),
@@ -844,6 +1107,33 @@ impl KvStore for BTreeStore {
                         ("ib_full_loads".into(), k.full_loads as f64),
                         ("ib_pressure_loads".into(), k.pressure_loads as f64),
                         ("ib_applied_records".into(), k.applied_records as f64),
+                    ]);
+                }
+                if let Some(sc) = &s.tree.shortcut {
+                    let r = sc.report();
+                    let (mut p, mut h) = (0u64, 0u64);
+                    for (l, (&n, &k)) in r.level_predictions.iter().zip(&r.level_hits).enumerate() {
+                        p += n;
+                        h += k;
+                        if n > 0 {
+                            extra.push((format!("sc_accuracy_level_{l}"), k as f64 / n as f64));
+                        }
+                    }
+                    extra.extend([
+                        ("sc_predictions".into(), p as f64),
+                        ("sc_hits".into(), h as f64),
+                        ("sc_prefetched".into(), r.prefetched as f64),
+                        ("sc_prefetch_used".into(), r.prefetch_used as f64),
+                        ("sc_prefetch_wasted".into(), r.prefetch_wasted as f64),
+                        ("sc_rebuilds".into(), r.rebuilds as f64),
+                        ("sc_rebuild_seconds".into(), r.rebuild_seconds_total),
+                        ("sc_relayouts".into(), r.relayouts as f64),
+                        ("sc_relocated".into(), r.relocated as f64),
+                        ("sc_relayout_seconds".into(), r.relayout_seconds_total),
+                        ("sc_companion_bytes".into(), r.companion_bytes as f64),
+                        ("sc_segments".into(), r.segments as f64),
+                        ("sc_discontinuities".into(), r.discontinuities as f64),
+                        ("sc_stash_entries".into(), r.stash_entries as f64),
                     ]);
                 }
                 // Pages per level (0 = leaves), found by walking the inner
@@ -899,6 +1189,12 @@ impl Drop for BTreeStore {
     fn drop(&mut self) {
         self.shared.stop.store(true, Release);
         if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        if let Some(sc) = &self.shared.tree.shortcut {
+            sc.poke_stop();
+        }
+        if let Some(t) = self.rebuilder.take() {
             let _ = t.join();
         }
         if self.shared.poisoned.lock().is_none() {

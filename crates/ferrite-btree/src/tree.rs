@@ -14,12 +14,14 @@
 
 use std::collections::HashSet;
 use std::ops::{Bound, ControlFlow};
+use std::sync::Arc;
 
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
 use crate::buffer_pool::BufferPool;
 use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF, KIND_OVERFLOW};
+use crate::shortcut::Shortcut;
 
 /// The mutable shape of the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +29,17 @@ pub struct Shape {
     pub root: PageId,
     pub height: u32,
     pub page_count: u64,
-    /// Pages that can be reused (freed overflow pages).
+    /// Pages that can be reused (freed overflow pages, scattered pages a
+    /// re-layout left).
     pub free: Vec<PageId>,
+    /// Runs of free page ids `(first, len)` kept whole for re-layouts
+    /// (see `shortcut::relayout`), so a level can move back and forth
+    /// between two runs instead of growing the file each time.
+    pub spare: Vec<(PageId, u64)>,
+    /// Per level (0 = leaves), the run of page ids `(first, capacity)` a
+    /// re-layout placed it in, if any: the next re-layout shifts the level
+    /// within it while it fits.
+    pub level_runs: Vec<Option<(PageId, u64)>>,
 }
 
 /// A child page and the key bounds its subtree must respect.
@@ -37,6 +48,12 @@ type ChildBounds = (PageId, Option<Vec<u8>>, Option<Vec<u8>>);
 pub struct Tree {
     pub pool: BufferPool,
     pub page_size: usize,
+    /// SHORTCUT's companion, if on: every split is logged in its stash.
+    pub shortcut: Option<Arc<Shortcut>>,
+    /// Pages per level (0 = leaves) once counted, kept current by splits
+    /// and root growth (deletes never merge), so statistics need not walk
+    /// the tree again.
+    pub level_counts: parking_lot::Mutex<Option<Vec<u64>>>,
 }
 
 /// The largest key a tree with `page_size` pages accepts: its cell (with an
@@ -319,6 +336,14 @@ impl Tree {
         drop(rb);
         drop(p);
         drop(r);
+        if let Some(sc) = &self.shortcut {
+            sc.stash.record(level, id, right_id);
+        }
+        if let Some(c) = self.level_counts.lock().as_mut() {
+            if let Some(n) = c.get_mut(usize::from(level)) {
+                *n += 1;
+            }
+        }
         self.insert_into_parent(
             shape,
             &path[..path.len().saturating_sub(1)],
@@ -349,6 +374,12 @@ impl Tree {
                     "separator does not fit a new root",
                 ));
             }
+            if let Some(sc) = &self.shortcut {
+                sc.stash.record(level, shape.root, id);
+            }
+            if let Some(c) = self.level_counts.lock().as_mut() {
+                c.push(1);
+            }
             shape.root = id;
             shape.height += 1;
             return Ok(());
@@ -365,6 +396,140 @@ impl Tree {
         drop(p);
         let cell = page::encode_inner_cell(&key, child);
         self.split(shape, ancestors, parent, pos, cell)
+    }
+
+    /// Moves the node at `level` (below the root) that `low`, its
+    /// subtree's lower bound, leads to, and that is expected at page
+    /// `old`, to the unused page id `new`: copies it, points its parent
+    /// at `new` and, for a leaf, its left sibling `left` too (`None` only
+    /// for the leftmost leaf, whose bound is empty). Returns false and
+    /// changes nothing if the tree no longer matches those expectations.
+    /// The caller frees `old` (see [`Tree::release_ids`]). Callers hold
+    /// the tree's write lock.
+    pub(crate) fn relocate(
+        &self,
+        shape: &mut Shape,
+        level: u32,
+        low: &[u8],
+        old: PageId,
+        new: PageId,
+        left: Option<PageId>,
+    ) -> Result<bool> {
+        if level >= shape.height || old == new {
+            return Ok(false);
+        }
+        let mut parent = shape.root;
+        for _ in 0..shape.height - level - 1 {
+            let b = self.pool.read(parent)?;
+            if page::kind(&b) != KIND_INNER {
+                return Err(Error::corruption(
+                    format!("page {parent}"),
+                    "expected an inner page",
+                ));
+            }
+            parent = page::child_for(&b, low);
+        }
+        if page::child_for(&self.pool.read(parent)?, low) != old {
+            return Ok(false);
+        }
+        // A leaf's left sibling: `left`, or a leaf a few links right of it
+        // (splits since the caller listed the level put new leaves there).
+        let mut pred = None;
+        if level == 0 {
+            match left {
+                Some(l) => {
+                    let mut p = l;
+                    for _ in 0..8 {
+                        let b = self.pool.read(p)?;
+                        if page::kind(&b) != KIND_LEAF {
+                            break;
+                        }
+                        let next = page::link(&b);
+                        if next == old {
+                            pred = Some(p);
+                            break;
+                        }
+                        if next < 2 {
+                            break;
+                        }
+                        p = next;
+                    }
+                    if pred.is_none() {
+                        return Ok(false);
+                    }
+                }
+                None if !low.is_empty() => return Ok(false),
+                None => {}
+            }
+        }
+        {
+            let src = self.pool.fetch(old)?;
+            let dst = self.pool.create(new)?;
+            let s = src.read();
+            let mut d = dst.write();
+            d.copy_from_slice(&s);
+            page::set_page_id(&mut d, new);
+        }
+        page::set_child_for(&mut self.pool.fetch(parent)?.write(), low, new);
+        if let Some(p) = pred {
+            page::set_link(&mut self.pool.fetch(p)?.write(), new);
+        }
+        self.pool.forget(old);
+        Ok(true)
+    }
+
+    /// Takes `n` consecutive unused page ids for a re-layout: the smallest
+    /// spare run that holds them, else fresh ids at the end of the file.
+    pub(crate) fn reserve_run(&self, shape: &mut Shape, n: u64) -> PageId {
+        let best = shape
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, len))| len >= n)
+            .min_by_key(|(_, &(_, len))| len)
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            let (first, len) = shape.spare.swap_remove(i);
+            if len > n {
+                shape.spare.push((first + n, len - n));
+            }
+            return first;
+        }
+        let first = shape.page_count;
+        shape.page_count += n;
+        first
+    }
+
+    /// Frees page ids a re-layout no longer uses: runs of at least
+    /// `min_run` consecutive ids (merged with adjacent spare runs) stay
+    /// whole for later re-layouts; the rest go to the free list.
+    pub(crate) fn release_ids(&self, shape: &mut Shape, mut ids: Vec<PageId>, min_run: u64) {
+        ids.sort_unstable();
+        ids.dedup();
+        let mut runs: Vec<(PageId, u64)> = Vec::new();
+        for id in ids {
+            match runs.last_mut() {
+                Some((first, len)) if *first + *len == id => *len += 1,
+                _ => runs.push((id, 1)),
+            }
+        }
+        for (first, len) in runs {
+            if len >= min_run {
+                shape.spare.push((first, len));
+            } else {
+                shape.free.extend(first..first + len);
+            }
+        }
+        // Merge adjacent spare runs.
+        shape.spare.sort_unstable();
+        let mut merged: Vec<(PageId, u64)> = Vec::with_capacity(shape.spare.len());
+        for (first, len) in shape.spare.drain(..) {
+            match merged.last_mut() {
+                Some((f, l)) if *f + *l == first => *l += len,
+                _ => merged.push((first, len)),
+            }
+        }
+        shape.spare = merged;
     }
 
     /// Removes `key`; returns whether it was present.
@@ -489,8 +654,22 @@ impl Tree {
         Ok(bytes)
     }
 
-    /// Pages per level, leaves first, counted by reading inner pages only.
+    /// Pages per level, leaves first: counted once by reading the inner
+    /// pages (outside the pool, so the count disturbs no cache), then kept
+    /// current by splits.
     pub fn level_pages(&self, shape: &Shape) -> Result<Vec<u64>> {
+        if let Some(c) = self.level_counts.lock().as_ref() {
+            if c.len() == shape.height as usize + 1 {
+                return Ok(c.clone());
+            }
+        }
+        let counted = self.count_level_pages(shape)?;
+        *self.level_counts.lock() = Some(counted.clone());
+        Ok(counted)
+    }
+
+    fn count_level_pages(&self, shape: &Shape) -> Result<Vec<u64>> {
+        let mut buf = ferrite_io::AlignedBuf::zeroed(self.page_size);
         let mut levels = vec![0u64; shape.height as usize + 1];
         let mut frontier = vec![shape.root];
         for depth in 0..shape.height as usize {
@@ -499,10 +678,10 @@ impl Tree {
             }
             let mut next = Vec::new();
             for id in frontier {
-                let p = self.pool.fetch(id)?;
-                let b = p.read();
-                next.push(page::link(&b));
-                next.extend((0..page::count(&b)).map(|i| page::child(&b, i)));
+                self.pool.peek(id, &mut buf)?;
+                let b = &buf[..];
+                next.push(page::link(b));
+                next.extend((0..page::count(b)).map(|i| page::child(b, i)));
             }
             frontier = next;
         }

@@ -32,9 +32,25 @@ fn plausible(k: &[u8], v: &[u8]) -> bool {
     v.len() >= 10 && v[0] == k[0] && v[1] == 0xAB && v[2..6] == key.to_le_bytes()
 }
 
+/// Which engine configuration the stress test runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    Turbo,
+    Shortcut,
+}
+
 #[test]
 fn readers_and_writers_against_an_oracle() {
-    stress(false);
+    stress(Mode::Plain);
+}
+
+/// The same with SHORTCUT on, a small pool and a low rebuild threshold:
+/// lookups take the one-shot path while companions are rebuilt in the
+/// background between writers' splits.
+#[test]
+fn readers_and_writers_against_an_oracle_during_shortcut_rebuilds() {
+    stress(Mode::Shortcut);
 }
 
 /// The same with the insert buffer on and a pool far smaller than the
@@ -42,10 +58,11 @@ fn readers_and_writers_against_an_oracle() {
 /// load and spill pages underneath them.
 #[test]
 fn readers_and_writers_against_an_oracle_with_records_buffered() {
-    stress(true);
+    stress(Mode::Turbo);
 }
 
-fn stress(turbo: bool) {
+fn stress(mode: Mode) {
+    let turbo = mode == Mode::Turbo;
     let page_dev = || Arc::new(MemDevice::with_block_size(1024).unwrap());
     let devs = Devices {
         pages: page_dev() as Arc<dyn BlockDevice>,
@@ -55,11 +72,25 @@ fn stress(turbo: bool) {
         carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
     };
     let opts = Options {
-        cache_bytes: if turbo { 100 << 10 } else { 256 << 10 },
+        cache_bytes: match mode {
+            Mode::Plain => 256 << 10,
+            Mode::Turbo => 100 << 10,
+            Mode::Shortcut => 96 << 10,
+        },
         sync: SyncMode::Never,
         ..Options::default()
     };
-    let bt = if turbo {
+    let bt = if mode == Mode::Shortcut {
+        BTreeOptions {
+            page_size: 1024,
+            ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
+                stash_threshold: 0.02,
+                relocate_threshold: 0.02,
+                walk_chunk: 2,
+                ..Default::default()
+            })
+        }
+    } else if turbo {
         BTreeOptions {
             page_size: 1024,
             insert_buffer: Some(ferrite_btree::InsertBufferOptions {
@@ -143,8 +174,27 @@ fn stress(turbo: bool) {
         all == expected,
         "final state differs from the writers' acknowledged writes"
     );
+    // Every key looked up once more, after the last rebuild request.
+    for (k, v) in &expected {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
     if turbo {
         let s = db.stats();
         assert!(s.extra("ib_buffered_writes").unwrap() > 500.0);
+    }
+    if mode == Mode::Shortcut {
+        let s = db.stats();
+        let rebuilds = s.extra("sc_rebuilds").unwrap();
+        // A tree grown by splits alone is fragmented: the rebuilder moves
+        // its levels back into key order while readers and writers run.
+        let t = std::time::Instant::now();
+        while db.stats().extra("sc_relocated").unwrap() == 0.0 && t.elapsed().as_secs() < 30 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(db.stats().extra("sc_relocated").unwrap() > 0.0);
+        db.verify().unwrap();
+        assert!(rebuilds >= 3.0, "only {rebuilds} rebuilds");
+        assert!(s.extra("sc_predictions").unwrap() > 1000.0);
+        assert!(s.extra("sc_prefetch_used").unwrap() > 0.0);
     }
 }

@@ -33,10 +33,21 @@ fn fresh() -> Devs {
     })
 }
 
-/// Opens the plain B+tree, or with `turbo` the B+tree with its insert
-/// buffer on, small pages and a pool far smaller than the data, so most
-/// writes are buffered and snapshots carry records across checkpoints.
-fn open_as(d: &Devs, turbo: bool) -> ferrite_core::Result<BTreeStore> {
+/// Which engine configuration a crash loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Plain,
+    /// The insert buffer on, small pages and a pool far smaller than the
+    /// data, so most writes are buffered and snapshots carry records
+    /// across checkpoints.
+    Turbo,
+    /// SHORTCUT on, small pages and a low rebuild threshold, so companions
+    /// are rebuilt in the background while writes (and crashes) happen.
+    Shortcut,
+}
+
+fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
+    let turbo = mode == Mode::Turbo;
     let devs = Devices {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
@@ -49,7 +60,18 @@ fn open_as(d: &Devs, turbo: bool) -> ferrite_core::Result<BTreeStore> {
         sync: SyncMode::Always,
         ..Options::default()
     };
-    let bt = if turbo {
+    let bt = if mode == Mode::Shortcut {
+        BTreeOptions {
+            page_size: 1024,
+            checkpoint_wal_bytes: 64 << 10,
+            ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
+                stash_threshold: 0.02,
+                relocate_threshold: 0.02,
+                walk_chunk: 2,
+                ..Default::default()
+            })
+        }
+    } else if turbo {
         BTreeOptions {
             page_size: 1024,
             checkpoint_wal_bytes: 64 << 10,
@@ -57,19 +79,21 @@ fn open_as(d: &Devs, turbo: bool) -> ferrite_core::Result<BTreeStore> {
                 share: 0.3,
                 ..Default::default()
             }),
+            shortcut: None,
         }
     } else {
         BTreeOptions {
             page_size: 4096,
             checkpoint_wal_bytes: 64 << 10,
             insert_buffer: None,
+            shortcut: None,
         }
     };
     BTreeStore::open_on(devs, &opts, bt)
 }
 
 fn open(d: &Devs) -> ferrite_core::Result<BTreeStore> {
-    open_as(d, false)
+    open_as(d, Mode::Plain)
 }
 
 fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -81,24 +105,34 @@ fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
-    crash_loop(false);
+    crash_loop(Mode::Plain);
 }
 
 #[test]
 fn acknowledged_writes_survive_crashes_with_records_buffered() {
-    crash_loop(true);
+    crash_loop(Mode::Turbo);
 }
 
-fn crash_loop(turbo: bool) {
-    let keys = if turbo { 5000 } else { 600 };
+#[test]
+fn acknowledged_writes_survive_crashes_during_shortcut_rebuilds() {
+    crash_loop(Mode::Shortcut);
+}
+
+fn crash_loop(mode: Mode) {
+    let turbo = mode == Mode::Turbo;
+    let shortcut = mode == Mode::Shortcut;
+    let keys = if turbo || shortcut { 5000 } else { 600 };
     let mut buffered = 0.0;
     let mut spills = 0.0;
+    let mut rebuilds = 0.0;
+    let mut prefetch_used = 0.0;
+    let mut relocated = 0.0;
     for seed in 0..40u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let d = fresh();
-        let db = open_as(&d, turbo).unwrap();
+        let db = open_as(&d, mode).unwrap();
         let mut acked: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        if turbo {
+        if turbo || shortcut {
             // Data several times the pool, so most leaves are not resident.
             for chunk in 0..keys / 100 {
                 let mut b = WriteBatch::new();
@@ -167,6 +201,12 @@ fn crash_loop(turbo: bool) {
                             None => acked.remove(&k),
                         };
                     }
+                    // A lookup between writes (through the one-shot path
+                    // when SHORTCUT is on) sees the acknowledged state.
+                    let k = format!("key{:04}", rng.gen_range(0..keys)).into_bytes();
+                    if let Ok(got) = db.get(&k) {
+                        assert_eq!(got.as_ref(), acked.get(&k), "seed {seed}: lookup at op {i}");
+                    }
                 }
                 Err(_) => {
                     failed = Some(effect);
@@ -174,20 +214,26 @@ fn crash_loop(turbo: bool) {
                 }
             }
         }
-        let mode = if rng.gen_bool(0.5) {
+        let crash = if rng.gen_bool(0.5) {
             CrashMode::DropAll
         } else {
             CrashMode::KeepRandom { seed, keep: 0.5 }
         };
+        if shortcut {
+            let st = db.stats();
+            rebuilds += st.extra("sc_rebuilds").unwrap_or(0.0);
+            relocated += st.extra("sc_relocated").unwrap_or(0.0);
+            prefetch_used += st.extra("sc_prefetch_used").unwrap_or(0.0);
+        }
         for dev in &d {
-            dev.crash(mode).unwrap();
+            dev.crash(crash).unwrap();
         }
         drop(db);
         for dev in &d {
             dev.restart();
         }
-        let db = open_as(&d, turbo).unwrap_or_else(|e| {
-            panic!("seed {seed} (failed at op {fail_at}, {mode:?}): reopen: {e}")
+        let db = open_as(&d, mode).unwrap_or_else(|e| {
+            panic!("seed {seed} (failed at op {fail_at}, {crash:?}): reopen: {e}")
         });
         db.verify()
             .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
@@ -242,6 +288,17 @@ fn crash_loop(turbo: bool) {
         // ... and dirty pages were evicted to the spill file between
         // checkpoints, so recovery ran past stolen pages.
         assert!(spills > 100.0, "only {spills} pages were spilled");
+    }
+    if shortcut {
+        // Companions were rebuilt while writes ran (beyond the one built
+        // at open), and lookups used prefetched pages.
+        assert!(rebuilds > 80.0, "only {rebuilds} companion rebuilds");
+        assert!(
+            prefetch_used > 100.0,
+            "only {prefetch_used} prefetched pages used"
+        );
+        // ... and nodes were physically moved, so crashes met re-layouts.
+        assert!(relocated > 1000.0, "only {relocated} nodes relocated");
     }
 }
 

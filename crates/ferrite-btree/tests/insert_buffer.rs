@@ -43,6 +43,7 @@ fn open(d: &Devs, threshold: u8) -> BTreeStore {
             reuse_threshold: threshold,
             ..InsertBufferOptions::default()
         }),
+        shortcut: None,
     };
     BTreeStore::open_on(devs, &opts, bt).unwrap()
 }

@@ -49,6 +49,7 @@ fn open(d: &Devs, page_size: usize) -> BTreeStore {
             page_size,
             checkpoint_wal_bytes: 256 << 10,
             insert_buffer: None,
+            shortcut: None,
         },
     )
     .unwrap()

@@ -132,6 +132,48 @@ impl DirectFile {
         })
     }
 
+    /// Inserts `len` bytes of hole at `offset`, shifting the data from
+    /// `offset` on up by `len` (`fallocate` `FALLOC_FL_INSERT_RANGE`): the
+    /// file system changes its extent map and moves no data. Both values
+    /// must be multiples of the file system's block size, and `offset`
+    /// must lie inside the file. File systems without it (tmpfs, most
+    /// network file systems) answer with an error.
+    pub fn insert_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.shift_range(libc::FALLOC_FL_INSERT_RANGE, offset, len)?;
+        self.len.fetch_add(len, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Removes `len` bytes at `offset`, shifting the data after them down
+    /// (`FALLOC_FL_COLLAPSE_RANGE`), the inverse of [`Self::insert_range`].
+    pub fn collapse_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.shift_range(libc::FALLOC_FL_COLLAPSE_RANGE, offset, len)?;
+        self.len.fetch_sub(len, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn shift_range(&self, mode: libc::c_int, offset: u64, len: u64) -> Result<()> {
+        check_aligned(self.block_size, offset, len as usize, 0)?;
+        // SAFETY: plain syscall on an owned fd.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                mode,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            return Err(DeviceError::os(
+                IoOp::SetLen,
+                &self.path,
+                offset,
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the file really is open with O_DIRECT.
     pub fn is_direct(&self) -> bool {
         self.direct

@@ -100,6 +100,43 @@ fn discard_reads_back_as_zeros() {
     assert_eq!(f.len(), 8 * B as u64);
 }
 
+#[test]
+fn insert_range_shifts_data_and_collapse_range_undoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 8, BatchMode::Auto);
+    let mut before = AlignedBuf::zeroed(8 * B);
+    f.read_at(&mut before, 0).unwrap();
+    match f.insert_range(3 * B as u64, B as u64) {
+        Ok(()) => {}
+        // A file system without the operation (tmpfs) says so with a typed
+        // error; there is nothing more to check here.
+        Err(DeviceError::Os { .. }) => return,
+        Err(e) => panic!("unexpected error {e}"),
+    }
+    assert_eq!(f.len(), 9 * B as u64);
+    let mut after = AlignedBuf::zeroed(9 * B);
+    f.read_at(&mut after, 0).unwrap();
+    assert_eq!(after[..3 * B], before[..3 * B]);
+    assert!(
+        after[3 * B..4 * B].iter().all(|&x| x == 0),
+        "the hole reads as zeros"
+    );
+    assert_eq!(
+        after[4 * B..],
+        before[3 * B..],
+        "the rest moved up one block"
+    );
+    f.collapse_range(3 * B as u64, B as u64).unwrap();
+    assert_eq!(f.len(), 8 * B as u64);
+    let mut back = AlignedBuf::zeroed(8 * B);
+    f.read_at(&mut back, 0).unwrap();
+    assert_eq!(back[..], before[..]);
+    assert!(matches!(
+        f.insert_range(100, B as u64),
+        Err(DeviceError::Misaligned { .. })
+    ));
+}
+
 fn read_all(f: &DirectFile, offsets: &[(u64, usize)]) -> Vec<AlignedBuf> {
     let mut bufs: Vec<AlignedBuf> = offsets
         .iter()

@@ -61,6 +61,8 @@ mod registry {
         match kind {
             #[cfg(feature = "btree")]
             EngineKind::Btree => Some(ferrite_btree::open_store),
+            #[cfg(feature = "shortcut")]
+            EngineKind::Shortcut => Some(ferrite_btree::open_shortcut_store),
             #[cfg(feature = "turboindex")]
             EngineKind::TurboIndex => Some(ferrite_btree::open_turbo_store),
             _ => None,

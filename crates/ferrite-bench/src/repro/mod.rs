@@ -8,6 +8,7 @@
 mod baselines;
 mod btree;
 mod rask;
+mod shortcut;
 mod turboindex;
 
 use std::collections::BTreeMap;
@@ -126,12 +127,30 @@ pub trait Experiment: Sync {
     }
 }
 
+/// Reads `<out>/<experiment>/results.json`, the data an experiment saved
+/// next to its plots, for re-rendering them.
+fn saved_results<T: serde::de::DeserializeOwned>(
+    out: &std::path::Path,
+    experiment: &str,
+) -> Result<T> {
+    let path = out.join(experiment).join("results.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| BenchError::Data {
+        path,
+        reason: e.to_string(),
+    })
+}
+
 /// Every registered experiment.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(baselines::Baselines),
         Box::new(btree::BtreeRepro),
         Box::new(rask::RaskRepro),
+        Box::new(shortcut::ShortcutRepro),
         Box::new(turboindex::TurboRepro),
     ]
 }

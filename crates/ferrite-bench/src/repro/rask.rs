@@ -425,15 +425,7 @@ impl Experiment for RaskRepro {
         let Some(out) = &ctx.out_dir else {
             return Ok(false);
         };
-        let path = out.join("rask").join("results.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let results: Results = serde_json::from_str(&text).map_err(|e| BenchError::Data {
-            path,
-            reason: e.to_string(),
-        })?;
+        let results: Results = super::saved_results(out, "rask")?;
         render(&results, &metrics_of(&results), out)?;
         Ok(true)
     }

@@ -415,15 +415,7 @@ impl Experiment for TurboRepro {
         let Some(out) = &ctx.out_dir else {
             return Ok(false);
         };
-        let path = out.join("turboindex").join("results.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let results: Results = serde_json::from_str(&text).map_err(|e| BenchError::Data {
-            path,
-            reason: e.to_string(),
-        })?;
+        let results: Results = super::saved_results(out, "turboindex")?;
         render(&results, &metrics_of(&results), out)?;
         Ok(true)
     }

@@ -539,15 +539,15 @@ impl Shared {
     fn relayout_in_steps(&self, sc: &Shortcut) -> Result<()> {
         for level in sc.levels_to_relocate() {
             let started = std::time::Instant::now();
-            let Some((_, levels)) = sc.walk_in_steps(&self.tree, &|step| self.walk_step(step))?
-            else {
-                return Ok(());
-            };
-            let Some(nodes) = levels.into_iter().nth(level) else {
-                continue;
-            };
+            // The list is taken under the write lock: a stepwise walk could
+            // miss nodes that splits moved, and a re-layout must know every
+            // node that holds an id in its run. Only the levels above are
+            // read, mostly from the pool.
             let mut mv = {
                 let mut st = self.state.write();
+                let Some(nodes) = Shortcut::list_level_locked(&self.tree, &st.shape, level)? else {
+                    continue;
+                };
                 LevelMove::plan(&self.tree, &mut st.shape, level, nodes)
             };
             while !mv.is_done() {
@@ -578,8 +578,7 @@ impl Shared {
     fn relayout_locked(&self, st: &mut State, sc: &Shortcut) -> Result<()> {
         for level in sc.levels_to_relocate() {
             let started = std::time::Instant::now();
-            let levels = Shortcut::walk_locked(&self.tree, &st.shape)?;
-            let Some(nodes) = levels.into_iter().nth(level) else {
+            let Some(nodes) = Shortcut::list_level_locked(&self.tree, &st.shape, level)? else {
                 continue;
             };
             let mut mv = LevelMove::plan(&self.tree, &mut st.shape, level, nodes);

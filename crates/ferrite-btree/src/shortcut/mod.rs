@@ -311,6 +311,24 @@ impl Shortcut {
         std::mem::replace(&mut *w, false)
     }
 
+    /// Lists the nodes of `level` from a walk of the levels above it in
+    /// one go, under the caller's write lock, so the list is exactly the
+    /// level (a re-layout must know every node that occupies its run).
+    pub fn list_level_locked(
+        tree: &Tree,
+        shape: &Shape,
+        level: usize,
+    ) -> Result<Option<LevelNodes>> {
+        let mut w = Walker::down_to(shape, tree.page_size, level as u32);
+        match w.step(tree, shape, usize::MAX)? {
+            Progress::Done => Ok(w.finish().into_iter().nth(level)),
+            _ => Err(Error::corruption(
+                "shortcut",
+                "the inner levels changed during a locked walk",
+            )),
+        }
+    }
+
     /// Walks the inner levels of `shape` in one go (the caller holds the
     /// tree's lock).
     pub fn walk_locked(tree: &Tree, shape: &Shape) -> Result<Vec<LevelNodes>> {

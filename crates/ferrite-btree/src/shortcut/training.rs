@@ -81,12 +81,19 @@ pub struct Walker {
     levels: Vec<LevelNodes>,
     /// The level whose nodes are being expanded.
     cur: u32,
+    /// The walk ends once the level below `floor + 1` is listed.
+    floor: u32,
     pos: usize,
     buf: AlignedBuf,
 }
 
 impl Walker {
     pub fn new(shape: &Shape, page_size: usize) -> Self {
+        Self::down_to(shape, page_size, 0)
+    }
+
+    /// A walk that stops once level `level` is listed (its parents read).
+    pub fn down_to(shape: &Shape, page_size: usize, level: u32) -> Self {
         let mut levels = vec![LevelNodes::default(); shape.height as usize + 1];
         if let Some(top) = levels.last_mut() {
             top.push(&[], shape.root);
@@ -96,6 +103,7 @@ impl Walker {
             height: shape.height,
             levels,
             cur: shape.height,
+            floor: level,
             pos: 0,
             buf: AlignedBuf::zeroed(page_size),
         }
@@ -107,7 +115,7 @@ impl Walker {
             return Ok(Progress::Stale);
         }
         let mut read = 0;
-        while self.cur > 0 {
+        while self.cur > self.floor {
             let cur = self.cur as usize;
             let Some(level) = self.levels.get(cur) else {
                 return Ok(Progress::Stale);

@@ -39,40 +39,29 @@ pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
 pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;
 
+type Opened = ferrite_core::Result<Box<dyn ferrite_core::KvStore>>;
+
+fn open_boxed(dir: &std::path::Path, options: &ferrite_core::Options, bt: BTreeOptions) -> Opened {
+    Ok(Box::new(BTreeStore::open(dir, options, bt)?))
+}
+
 /// Opens the engine for the `ferrite` facade.
-pub fn open_store(
-    dir: &std::path::Path,
-    options: &ferrite_core::Options,
-) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
-    Ok(Box::new(BTreeStore::open(
-        dir,
-        options,
-        BTreeOptions::default(),
-    )?))
+pub fn open_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
+    open_boxed(dir, options, BTreeOptions::default())
 }
 
 /// Opens the SHORTCUT engine (the B+tree with its one-shot companion on)
 /// for the `ferrite` facade.
-pub fn open_shortcut_store(
-    dir: &std::path::Path,
-    options: &ferrite_core::Options,
-) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
-    Ok(Box::new(BTreeStore::open(
+pub fn open_shortcut_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
+    open_boxed(
         dir,
         options,
         BTreeOptions::shortcut(ShortcutOptions::default()),
-    )?))
+    )
 }
 
 /// Opens the TurboIndex engine (the B+tree with its insert buffer on) for
 /// the `ferrite` facade.
-pub fn open_turbo_store(
-    dir: &std::path::Path,
-    options: &ferrite_core::Options,
-) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
-    Ok(Box::new(BTreeStore::open(
-        dir,
-        options,
-        BTreeOptions::turbo(),
-    )?))
+pub fn open_turbo_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
+    open_boxed(dir, options, BTreeOptions::turbo())
 }

@@ -92,12 +92,31 @@ fn split_point(cells: &[Vec<u8>], cap: usize) -> Option<usize> {
 }
 
 impl Tree {
+    /// A page id for a new node: a freed one, else one from the smallest
+    /// spare run (so re-layouts' leftovers are reused before the file
+    /// grows), else a fresh one.
     fn alloc(&self, shape: &mut Shape) -> PageId {
-        shape.free.pop().unwrap_or_else(|| {
-            let id = shape.page_count;
-            shape.page_count += 1;
-            id
-        })
+        if let Some(id) = shape.free.pop() {
+            return id;
+        }
+        let smallest = shape
+            .spare
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, &(_, len))| len)
+            .map(|(i, _)| i);
+        if let Some(i) = smallest {
+            let (first, len) = shape.spare[i];
+            if len <= 1 {
+                shape.spare.swap_remove(i);
+            } else {
+                shape.spare[i] = (first + 1, len - 1);
+            }
+            return first;
+        }
+        let id = shape.page_count;
+        shape.page_count += 1;
+        id
     }
 
     /// The largest key plus value kept inline in a leaf cell.

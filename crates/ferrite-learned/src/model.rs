@@ -50,13 +50,16 @@ struct Line {
 pub const SEGMENT_BYTES: usize = std::mem::size_of::<u64>() + std::mem::size_of::<Line>();
 
 /// Which segment answered and what it predicted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Prediction {
     pub segment: usize,
     pub position: u64,
     /// The neighbour of `position` on the side the line leans to (the
     /// second most likely position), if it lies in the segment.
     pub runner_up: Option<u64>,
+    /// How far the line's value lies from the boundary with the runner-up,
+    /// in positions (0 to 0.5): the smaller, the likelier the runner-up.
+    pub margin: f64,
 }
 
 /// Added before rounding a prediction down, in positions.
@@ -118,29 +121,33 @@ impl PiecewiseModel {
         let v = s.intercept + s.slope * dx + BOUNDARY_BIAS;
         let p = v.floor();
         let (first, last) = (f64::from(s.first_pos), f64::from(s.last_pos));
-        let (pos, runner_up) = if p.is_nan() || p < first {
+        let (pos, runner_up, margin) = if p.is_nan() || p < first {
             (
                 s.first_pos,
                 (s.last_pos > s.first_pos).then_some(s.first_pos + 1),
+                0.5,
             )
         } else if p > last {
             (
                 s.last_pos,
                 (s.last_pos > s.first_pos).then(|| s.last_pos - 1),
+                0.5,
             )
         } else {
             let pos = p as u32;
-            let other = if v - p < 0.5 {
-                pos.checked_sub(1).filter(|&o| o >= s.first_pos)
+            let frac = v - p;
+            let (other, margin) = if frac < 0.5 {
+                (pos.checked_sub(1).filter(|&o| o >= s.first_pos), frac)
             } else {
-                Some(pos + 1).filter(|&o| o <= s.last_pos)
+                (Some(pos + 1).filter(|&o| o <= s.last_pos), 1.0 - frac)
             };
-            (pos, other)
+            (pos, other, margin)
         };
         Some(Prediction {
             segment: idx,
             position: u64::from(pos),
             runner_up: runner_up.map(u64::from),
+            margin,
         })
     }
 

@@ -260,7 +260,12 @@ fn inserts_during_background_relayouts_lose_nothing() {
             "record {i}"
         );
     }
+    let t = std::time::Instant::now();
+    while extra(&db, "sc_relocated") == 0.0 && t.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(extra(&db, "sc_relocated") > 0.0, "no node was moved");
+    db.verify().unwrap();
 }
 
 #[derive(Debug, Clone)]

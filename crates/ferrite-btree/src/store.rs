@@ -444,7 +444,7 @@ impl BTreeStore {
 
     /// SHORTCUT's counters and companion statistics, if it is on.
     pub fn shortcut_report(&self) -> Option<ShortcutReport> {
-        self.shared.tree.shortcut.as_ref().map(|sc| sc.report())
+        self.shared.tree.shortcut.as_ref().map(|sc| sc.report(true))
     }
 
     /// Zeroes SHORTCUT's runtime counters (not its companion), so a
@@ -1109,7 +1109,7 @@ impl KvStore for BTreeStore {
                     ]);
                 }
                 if let Some(sc) = &s.tree.shortcut {
-                    let r = sc.report();
+                    let r = sc.report(false);
                     let (mut p, mut h) = (0u64, 0u64);
                     for (l, (&n, &k)) in r.level_predictions.iter().zip(&r.level_hits).enumerate() {
                         p += n;
@@ -1128,6 +1128,11 @@ impl KvStore for BTreeStore {
                         ("sc_rebuild_seconds".into(), r.rebuild_seconds_total),
                         ("sc_relayouts".into(), r.relayouts as f64),
                         ("sc_relocated".into(), r.relocated as f64),
+                        ("sc_relocation_skips".into(), r.relocation_skips as f64),
+                        ("sc_lookups".into(), r.lookups as f64),
+                        ("sc_prefetch_failed".into(), r.prefetch_failed as f64),
+                        ("sc_stale_walks".into(), r.stale_walks as f64),
+                        ("sc_disabled_levels".into(), r.disabled_levels as f64),
                         ("sc_relayout_seconds".into(), r.relayout_seconds_total),
                         ("sc_companion_bytes".into(), r.companion_bytes as f64),
                         ("sc_segments".into(), r.segments as f64),

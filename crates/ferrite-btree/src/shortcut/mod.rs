@@ -226,6 +226,16 @@ pub struct ShortcutReport {
     pub discontinuities: u64,
     pub stash_entries: u64,
     pub segment_accuracy: Vec<SegmentAccuracy>,
+    /// Lookups that took the one-shot path.
+    pub lookups: u64,
+    /// Prefetch batches the device refused (their lookups read normally).
+    pub prefetch_failed: u64,
+    /// Background walks restarted because the tree changed under them.
+    pub stale_walks: u64,
+    /// Times a level stopped predicting for low accuracy.
+    pub disabled_levels: u64,
+    /// Nodes a re-layout left in place because they changed since listed.
+    pub relocation_skips: u64,
 }
 
 /// SHORTCUT's state beside the tree.
@@ -319,20 +329,20 @@ impl Shortcut {
         shape: &Shape,
         level: usize,
     ) -> Result<Option<LevelNodes>> {
-        let mut w = Walker::down_to(shape, tree.page_size, level as u32);
-        match w.step(tree, shape, usize::MAX)? {
-            Progress::Done => Ok(w.finish().into_iter().nth(level)),
-            _ => Err(Error::corruption(
-                "shortcut",
-                "the inner levels changed during a locked walk",
-            )),
-        }
+        Ok(Self::walk_down_to_locked(tree, shape, level)?
+            .into_iter()
+            .nth(level))
     }
 
     /// Walks the inner levels of `shape` in one go (the caller holds the
     /// tree's lock).
     pub fn walk_locked(tree: &Tree, shape: &Shape) -> Result<Vec<LevelNodes>> {
-        let mut w = Walker::new(shape, tree.page_size);
+        Self::walk_down_to_locked(tree, shape, 0)
+    }
+
+    /// A walk in one go that stops once level `floor` is listed.
+    fn walk_down_to_locked(tree: &Tree, shape: &Shape, floor: usize) -> Result<Vec<LevelNodes>> {
+        let mut w = Walker::down_to(shape, tree.page_size, floor as u32);
         match w.step(tree, shape, usize::MAX)? {
             Progress::Done => Ok(w.finish()),
             _ => Err(Error::corruption(
@@ -593,12 +603,10 @@ impl Shortcut {
         (c + self.stash.memory_bytes() + self.prefetch.memory_bytes()) as u64
     }
 
-    /// Bytes of the companion alone (models, maps, counters).
-    pub fn companion_bytes(&self) -> u64 {
-        self.current().map_or(0, |c| c.memory_bytes() as u64)
-    }
-
-    pub fn report(&self) -> ShortcutReport {
+    /// The counters and companion statistics; with `segments`, the
+    /// accuracy of every segment too (one entry per segment, so statistics
+    /// calls leave it out).
+    pub fn report(&self, segments: bool) -> ShortcutReport {
         let c = self.current();
         let height = c.as_ref().map_or(0, |c| c.height as usize);
         let k = &self.counters;
@@ -632,7 +640,15 @@ impl Shortcut {
             segments: c.as_ref().map_or(0, |c| c.segments() as u64),
             discontinuities: c.as_ref().map_or(0, |c| c.discontinuities() as u64),
             stash_entries: self.stash.len() as u64,
-            segment_accuracy: c.as_ref().map_or_else(Vec::new, |c| c.segment_accuracy()),
+            segment_accuracy: match (&c, segments) {
+                (Some(c), true) => c.segment_accuracy(),
+                _ => Vec::new(),
+            },
+            lookups: k.lookups.load(Relaxed),
+            prefetch_failed: k.prefetch_failed.load(Relaxed),
+            stale_walks: k.stale_walks.load(Relaxed),
+            disabled_levels: k.disabled_levels.load(Relaxed),
+            relocation_skips: k.relocation_skips.load(Relaxed),
         }
     }
 

@@ -839,7 +839,12 @@ impl Shared {
     }
 
     /// Installs the in-memory tree as a new checkpoint and resets the WAL.
+    /// Refused once the store is poisoned: the tree in memory may then be
+    /// half-changed (a batch that failed while being applied), and only
+    /// recovery from disk may follow. Background work (SHORTCUT's
+    /// re-layouts) checkpoints too, and must never persist such a state.
     fn checkpoint(&self, st: &mut State, inflight: Option<&[u8]>) -> Result<()> {
+        self.check_poison()?;
         let pool = &self.tree.pool;
         let ids = pool.checkpoint_ids();
         let meta = Meta {

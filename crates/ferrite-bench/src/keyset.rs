@@ -21,6 +21,9 @@ pub enum KeySpec {
     Sequential,
     /// Record `i` has a distinct pseudo-random u64 key (8 big-endian bytes).
     UniformU64,
+    /// Record `i` has a 16-byte key: its [`KeySpec::UniformU64`] key, then
+    /// `i` (8 big-endian bytes each).
+    Uniform16,
     /// YCSB's keys: `"user"` followed by the decimal FNV-64 hash of `i`.
     YcsbString,
     /// Keys from a SOSD-format file (u64 count, then u64 keys, little
@@ -29,12 +32,13 @@ pub enum KeySpec {
 }
 
 impl KeySpec {
-    /// Parses `sequential`, `uniform`, `ycsb`, `geolite2` (the shared real
+    /// Parses `sequential`, `uniform`, `uniform16`, `ycsb`, `geolite2` (the shared real
     /// key set) or `sosd:<path>`.
     pub fn parse(s: &str, data_dir: &Path) -> Result<Self> {
         Ok(match s {
             "sequential" => KeySpec::Sequential,
             "uniform" => KeySpec::UniformU64,
+            "uniform16" => KeySpec::Uniform16,
             "ycsb" => KeySpec::YcsbString,
             "geolite2" => KeySpec::Sosd {
                 path: data_dir.join("keys/geolite2_ipv4_starts.u64"),
@@ -43,7 +47,7 @@ impl KeySpec {
                 Some(p) => KeySpec::Sosd { path: p.into() },
                 None => {
                     return Err(BenchError::Config(format!(
-                        "key set {s:?}: expected sequential, uniform, ycsb, geolite2 or sosd:<path>"
+                        "key set {s:?}: expected sequential, uniform, uniform16, ycsb, geolite2 or sosd:<path>"
                     )))
                 }
             },
@@ -54,6 +58,7 @@ impl KeySpec {
         match self {
             KeySpec::Sequential => "sequential u64".into(),
             KeySpec::UniformU64 => "uniform u64".into(),
+            KeySpec::Uniform16 => "uniform 16-byte".into(),
             KeySpec::YcsbString => "ycsb string".into(),
             KeySpec::Sosd { path } => format!(
                 "sosd {}",
@@ -141,6 +146,10 @@ impl KeySet {
         match self.spec {
             KeySpec::Sequential => out.extend_from_slice(&i.to_be_bytes()),
             KeySpec::UniformU64 => out.extend_from_slice(&mix64(i).to_be_bytes()),
+            KeySpec::Uniform16 => {
+                out.extend_from_slice(&mix64(i).to_be_bytes());
+                out.extend_from_slice(&i.to_be_bytes());
+            }
             KeySpec::YcsbString => {
                 use std::io::Write;
                 out.extend_from_slice(b"user");

@@ -52,10 +52,16 @@ impl EngineKind {
     pub fn summary(self) -> &'static str {
         match self {
             EngineKind::Btree => "disk B+tree: slotted 4 KiB pages, buffer pool, WAL",
-            EngineKind::Shortcut => "B+tree whose learned models fetch the whole path in one parallel I/O round",
-            EngineKind::TurboIndex => "B+tree with a record-level insert buffer and a LIRS-style page-load detector",
-            EngineKind::Zkv => "B+tree for zoned storage: merged filter, adaptive delta buffers, zone flusher",
-            EngineKind::Lsm => "LSM-tree with learned SSTable index blocks and shared-memtable partitions (SwiftKV)",
+            EngineKind::Shortcut => {
+                "B+tree whose learned models fetch the whole path in one parallel I/O round"
+            }
+            EngineKind::TurboIndex => {
+                "B+tree with a record-level insert buffer and a LIRS-style page-load detector"
+            }
+            EngineKind::Zkv => {
+                "B+tree for zoned storage: merged filter, adaptive delta buffers, zone flusher"
+            }
+            EngineKind::Lsm => "LSM-tree with learned SSTable index blocks (SwiftKV)",
             EngineKind::Rask => "in-memory range-as-a-key index for block-store address mapping",
         }
     }

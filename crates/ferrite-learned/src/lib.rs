@@ -18,11 +18,17 @@
 //!    discrete objective, Eq. 2 of the SHORTCUT paper).
 //!
 //! [`PiecewiseModel`] holds the result and answers `predict(key)`.
+//!
+//! [`BoundedModel`] (`bounded`) is the other kind: every segment stores
+//! its error bounds, so a lookup searches a guaranteed window. SSTable
+//! index blocks use it, where a position must be found, not guessed.
 
+pub mod bounded;
 pub mod model;
 pub mod projection;
 pub mod refinement;
 pub mod segmentation;
 
+pub use bounded::{BoundedModel, FitKind, Window, BOUNDED_SEGMENT_BYTES};
 pub use model::{FitOptions, PiecewiseModel, Prediction, Segment, SEGMENT_BYTES};
 pub use projection::KeyProjection;

@@ -33,6 +33,16 @@ impl KeyProjection {
         }
     }
 
+    /// The projection that drops `prefix` (as stored by an index).
+    pub fn from_prefix(prefix: Vec<u8>) -> Self {
+        Self { prefix }
+    }
+
+    /// The dropped prefix.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
     /// Projects `key`.
     pub fn project(&self, key: &[u8]) -> u64 {
         let p = self.prefix.len();

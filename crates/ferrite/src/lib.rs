@@ -65,6 +65,8 @@ mod registry {
             EngineKind::Shortcut => Some(ferrite_btree::open_shortcut_store),
             #[cfg(feature = "turboindex")]
             EngineKind::TurboIndex => Some(ferrite_btree::open_turbo_store),
+            #[cfg(feature = "lsm")]
+            EngineKind::Lsm => Some(ferrite_lsm::open_store),
             _ => None,
         }
     }
@@ -116,6 +118,24 @@ mod tests {
             open(&path, EngineKind::Lsm, &Options::default()),
             Err(Error::EngineUnavailable(_)) | Err(Error::WrongFormat { .. })
         ));
+    }
+
+    #[cfg(feature = "lsm")]
+    #[test]
+    fn opens_the_lsm_engine_by_name_and_reopens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            let db = open(&path, EngineKind::Lsm, &Options::default()).unwrap();
+            db.put(b"k", b"v").unwrap();
+            db.flush().unwrap();
+            db.put(b"k2", b"v2").unwrap();
+        }
+        assert_eq!(detect(&path).unwrap().engine, EngineKind::Lsm);
+        let db = open_existing(&path, &Options::default()).unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(db.get(b"k2").unwrap(), Some(b"v2".to_vec()));
+        db.verify().unwrap();
     }
 
     #[test]

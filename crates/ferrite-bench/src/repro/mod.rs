@@ -9,6 +9,7 @@ mod baselines;
 mod btree;
 mod rask;
 mod shortcut;
+mod swiftkv;
 mod turboindex;
 
 use std::collections::BTreeMap;
@@ -151,6 +152,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(btree::BtreeRepro),
         Box::new(rask::RaskRepro),
         Box::new(shortcut::ShortcutRepro),
+        Box::new(swiftkv::SwiftRepro),
         Box::new(turboindex::TurboRepro),
     ]
 }

@@ -1,0 +1,527 @@
+//! A piecewise linear model with a *guaranteed* search window per segment,
+//! for sorted arrays on disk (SSTable index blocks).
+//!
+//! Unlike [`crate::PiecewiseModel`], which aims at exact hits and may be
+//! wrong by any amount, a [`BoundedModel`] stores for each segment how far
+//! its line over- and undershoots on the points it was fitted to, so a
+//! lookup of a fitted key searches only `[p - below, p + above]`.
+//!
+//! Points are `(x, pos)` with strictly increasing `x` and strictly
+//! increasing `pos`: the first position of each distinct projected key, so
+//! a run of entries sharing a projection is one point and a lookup finds
+//! the run's start in the window and walks on from there.
+//!
+//! Three fits, for the comparison the SwiftKV paper makes (§4.4):
+//! - [`FitKind::Linear`]: one least-squares line over everything;
+//! - [`FitKind::Piecewise`]: Greedy-PLR segments (shrinking cone, every
+//!   point within ±ε of its segment's line), each keeping its cone line;
+//! - [`FitKind::TwoLevel`]: the same segments, each refitted by least
+//!   squares (the paper's second-level LR); a segment keeps whichever of
+//!   the two lines has the narrower window on its own points.
+//!
+//! Invariants: segments are ordered by `first_x`; line parameters are
+//! `f32` values (what the encoding stores) *before* the bounds are
+//! measured, so every fitted point lies inside its window in the decoded
+//! model too; [`BoundedModel::decode`] never panics and rejects trailing
+//! bytes.
+
+/// Most bytes one segment takes in the encoded form (varint key delta,
+/// two `f32`s, two varint bounds); typical segments take 12 to 16.
+pub const BOUNDED_SEGMENT_BYTES: usize = 10 + 4 + 4 + 3 + 3;
+
+/// Which model to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FitKind {
+    Linear,
+    Piecewise,
+    TwoLevel,
+}
+
+impl FitKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FitKind::Linear => "linear",
+            FitKind::Piecewise => "piecewise",
+            FitKind::TwoLevel => "two-level",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Line {
+    slope: f64,
+    /// Position predicted at the segment's `first_x`.
+    intercept: f64,
+    below: u16,
+    above: u16,
+}
+
+/// The window a lookup searches: positions `lo..=hi`, and the predicted
+/// position `at` inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub lo: u64,
+    pub hi: u64,
+    pub at: u64,
+}
+
+/// A fitted model; see the module docs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoundedModel {
+    first_x: Vec<u64>,
+    lines: Vec<Line>,
+    /// One past the last position the model may answer.
+    len: u64,
+}
+
+impl BoundedModel {
+    /// Fits `(xs[i], pos[i])`; `len` bounds every answer (`pos < len`).
+    /// `xs` and `pos` must be strictly increasing and of equal length.
+    /// Windows wider than `u16::MAX` on either side are clamped by
+    /// splitting: a segment whose bound would not fit is cut in two.
+    pub fn fit(xs: &[u64], pos: &[u64], len: u64, kind: FitKind, eps: f64) -> Self {
+        let n = xs.len().min(pos.len());
+        let mut m = Self {
+            first_x: Vec::new(),
+            lines: Vec::new(),
+            len,
+        };
+        let mut start = 0;
+        while start < n {
+            let (end, slope) = match kind {
+                FitKind::Linear => (n, 0.0),
+                FitKind::Piecewise | FitKind::TwoLevel => cone(xs, pos, start, n, eps),
+            };
+            m.push_segment(xs, pos, start, end, kind, slope);
+            start = end;
+        }
+        m
+    }
+
+    /// Fits `[start, end)` as one or more segments (more only when a
+    /// window would overflow the stored bound).
+    fn push_segment(
+        &mut self,
+        xs: &[u64],
+        pos: &[u64],
+        start: usize,
+        end: usize,
+        kind: FitKind,
+        cone_slope: f64,
+    ) {
+        let (xs_s, pos_s) = (&xs[start..end], &pos[start..end]);
+        let cone = Line {
+            slope: cone_slope,
+            intercept: pos_s[0] as f64,
+            below: 0,
+            above: 0,
+        };
+        let line = match kind {
+            FitKind::Piecewise => cone,
+            FitKind::Linear => least_squares(xs_s, pos_s),
+            FitKind::TwoLevel => {
+                let ls = least_squares(xs_s, pos_s);
+                if window_width(xs_s, pos_s, quantized(ls))
+                    <= window_width(xs_s, pos_s, quantized(cone))
+                {
+                    ls
+                } else {
+                    cone
+                }
+            }
+        };
+        // Bounds are measured on the parameters the encoding keeps.
+        let line = Line {
+            slope: line.slope as f32 as f64,
+            intercept: line.intercept as f32 as f64,
+            ..line
+        };
+        match bounds(xs_s, pos_s, line) {
+            Some((below, above)) => {
+                self.first_x.push(xs_s[0]);
+                self.lines.push(Line {
+                    below,
+                    above,
+                    ..line
+                });
+            }
+            None if end - start > 1 => {
+                let mid = start + (end - start) / 2;
+                self.push_segment(xs, pos, start, mid, kind, cone_slope);
+                self.push_segment(xs, pos, mid, end, kind, cone_slope);
+            }
+            None => {
+                // One point: its own line hits it exactly.
+                self.first_x.push(xs_s[0]);
+                self.lines.push(Line {
+                    slope: 0.0,
+                    intercept: pos_s[0] as f64,
+                    below: 0,
+                    above: 0,
+                });
+            }
+        }
+    }
+
+    /// Fits the points in `pieces` contiguous pieces on as many threads
+    /// and joins the pieces' segments (SwiftKV's parallel training, §3.5).
+    /// A piece boundary always starts a segment, so more pieces can only
+    /// add segments; the windows stay guaranteed.
+    pub fn fit_parallel(
+        xs: &[u64],
+        pos: &[u64],
+        len: u64,
+        kind: FitKind,
+        eps: f64,
+        pieces: usize,
+    ) -> Self {
+        let n = xs.len().min(pos.len());
+        let pieces = pieces.clamp(1, n.max(1));
+        if pieces == 1 {
+            return Self::fit(xs, pos, len, kind, eps);
+        }
+        let step = n.div_ceil(pieces);
+        let parts: Vec<Self> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .step_by(step)
+                .map(|start| {
+                    let end = (start + step).min(n);
+                    let (x, p) = (&xs[start..end], &pos[start..end]);
+                    s.spawn(move || Self::fit(x, p, len, kind, eps))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut m = Self {
+            first_x: Vec::new(),
+            lines: Vec::new(),
+            len,
+        };
+        for part in parts {
+            m.first_x.extend(part.first_x);
+            m.lines.extend(part.lines);
+        }
+        m
+    }
+
+    /// The positions to search for `x`. For a fitted `x` the window holds
+    /// its position; for any other `x` it is a hint (callers search on
+    /// past its ends when the answer is not inside).
+    pub fn window(&self, x: u64) -> Option<Window> {
+        if self.len == 0 {
+            return None;
+        }
+        let Some(i) = self.first_x.partition_point(|&f| f <= x).checked_sub(1) else {
+            // Below every fitted key: the answer is the first position.
+            return Some(Window {
+                lo: 0,
+                hi: 0,
+                at: 0,
+            });
+        };
+        let (first, line) = (*self.first_x.get(i)?, *self.lines.get(i)?);
+        let p = line.intercept + line.slope * (x - first) as f64;
+        let last = (self.len - 1) as f64;
+        let lo = (p - line.above as f64).floor().clamp(0.0, last) as u64;
+        let hi = ((p + line.below as f64).ceil().clamp(0.0, last) as u64).max(lo);
+        let at = (p.round().clamp(0.0, last) as u64).clamp(lo, hi);
+        Some(Window { lo, hi, at })
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.first_x.len()
+    }
+
+    /// Mean window width (positions) over segments, for reports.
+    pub fn mean_window(&self) -> f64 {
+        if self.lines.is_empty() {
+            return 0.0;
+        }
+        let sum: f64 = self
+            .lines
+            .iter()
+            .map(|l| (l.below as f64) + (l.above as f64) + 1.0)
+            .sum();
+        sum / self.lines.len() as f64
+    }
+
+    /// Bytes the model takes in memory.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.first_x.capacity() * std::mem::size_of::<u64>()
+            + self.lines.capacity() * std::mem::size_of::<Line>()
+    }
+
+    /// Bytes [`BoundedModel::encode`] writes.
+    pub fn encoded_len(&self) -> usize {
+        let mut v = Vec::new();
+        self.encode(&mut v);
+        v.len()
+    }
+
+    /// `len: u64 | count: u64 | per segment: varint(first_x − previous
+    /// first_x) | slope f32 | intercept f32 | varint(above) |
+    /// varint(below)`, little-endian; the first segment's delta is from 0.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&(self.first_x.len() as u64).to_le_bytes());
+        let mut prev = 0u64;
+        for (&x, l) in self.first_x.iter().zip(&self.lines) {
+            put_varint(out, x - prev);
+            prev = x;
+            out.extend_from_slice(&(l.slope as f32).to_le_bytes());
+            out.extend_from_slice(&(l.intercept as f32).to_le_bytes());
+            put_varint(out, l.above as u64);
+            put_varint(out, l.below as u64);
+        }
+    }
+
+    /// Decodes what [`BoundedModel::encode`] wrote; `None` on any damage
+    /// (wrong length, unordered segments, non-finite parameters).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let s = bytes.get(at..at.checked_add(n)?)?;
+            at += n;
+            Some(s)
+        };
+        let len = u64::from_le_bytes(take(8)?.try_into().ok()?);
+        let count = usize::try_from(u64::from_le_bytes(take(8)?.try_into().ok()?)).ok()?;
+        // Every segment takes at least 11 bytes.
+        if count > bytes.len() / 11 {
+            return None;
+        }
+        let mut m = Self {
+            first_x: Vec::with_capacity(count),
+            lines: Vec::with_capacity(count),
+            len,
+        };
+        let mut rest = bytes.get(16..)?;
+        let mut prev = 0u64;
+        for i in 0..count {
+            let delta = get_varint(&mut rest)?;
+            if i > 0 && delta == 0 {
+                return None;
+            }
+            let x = prev.checked_add(delta)?;
+            prev = x;
+            let (f, tail) = rest.split_first_chunk::<8>()?;
+            rest = tail;
+            let slope = f32::from_le_bytes([f[0], f[1], f[2], f[3]]) as f64;
+            let intercept = f32::from_le_bytes([f[4], f[5], f[6], f[7]]) as f64;
+            let above = u16::try_from(get_varint(&mut rest)?).ok()?;
+            let below = u16::try_from(get_varint(&mut rest)?).ok()?;
+            if !slope.is_finite() || !intercept.is_finite() {
+                return None;
+            }
+            m.first_x.push(x);
+            m.lines.push(Line {
+                slope,
+                intercept,
+                below,
+                above,
+            });
+        }
+        rest.is_empty().then_some(m)
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(b: &mut &[u8]) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = b.split_first()?;
+        *b = rest;
+        v |= ((byte & 0x7f) as u64).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The longest run from `start` that one line through the first point
+/// covers within ±`eps` (the shrinking cone): its end (exclusive) and the
+/// middle slope of the cone that remains.
+fn cone(xs: &[u64], pos: &[u64], start: usize, n: usize, eps: f64) -> (usize, f64) {
+    let (x0, y0) = (xs[start], pos[start]);
+    let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+    let mut end = n;
+    for j in start + 1..n {
+        let dx = xs[j].saturating_sub(x0) as f64;
+        let dy = pos[j].saturating_sub(y0) as f64;
+        let (nlo, nhi) = (lo.max((dy - eps) / dx), hi.min((dy + eps) / dx));
+        if dx <= 0.0 || nlo > nhi {
+            end = j;
+            break;
+        }
+        lo = nlo;
+        hi = nhi;
+    }
+    let slope = match (lo.is_finite(), hi.is_finite()) {
+        (true, true) => (lo + hi) / 2.0,
+        (true, false) => lo,
+        _ => 0.0,
+    };
+    (end, slope.max(0.0))
+}
+
+/// Ordinary least squares of `pos` on `x - first_x`.
+fn least_squares(xs: &[u64], pos: &[u64]) -> Line {
+    let x0 = xs[0];
+    let n = xs.len() as f64;
+    let (mut sx, mut sy) = (0.0, 0.0);
+    for (&x, &p) in xs.iter().zip(pos) {
+        sx += (x - x0) as f64;
+        sy += p as f64;
+    }
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxx, mut sxy) = (0.0, 0.0);
+    for (&x, &p) in xs.iter().zip(pos) {
+        let dx = (x - x0) as f64 - mx;
+        sxx += dx * dx;
+        sxy += dx * (p as f64 - my);
+    }
+    let slope = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
+    Line {
+        slope,
+        intercept: my - slope * mx,
+        below: 0,
+        above: 0,
+    }
+}
+
+/// `(below, above)`: how far the line's predictions fall short of / pass
+/// the true positions, rounded up; `None` if either exceeds `u16::MAX`.
+fn bounds(xs: &[u64], pos: &[u64], line: Line) -> Option<(u16, u16)> {
+    let x0 = xs[0];
+    let (mut below, mut above) = (0.0f64, 0.0f64);
+    for (&x, &p) in xs.iter().zip(pos) {
+        let pred = line.intercept + line.slope * (x - x0) as f64;
+        let err = p as f64 - pred;
+        below = below.max(err);
+        above = above.max(-err);
+    }
+    // One extra position absorbs floating-point rounding at lookup time.
+    let b = below.ceil() + 1.0;
+    let a = above.ceil() + 1.0;
+    (b <= u16::MAX as f64 && a <= u16::MAX as f64).then_some((b as u16, a as u16))
+}
+
+fn quantized(l: Line) -> Line {
+    Line {
+        slope: l.slope as f32 as f64,
+        intercept: l.intercept as f32 as f64,
+        ..l
+    }
+}
+
+fn window_width(xs: &[u64], pos: &[u64], line: Line) -> f64 {
+    bounds(xs, pos, line).map_or(f64::INFINITY, |(b, a)| b as f64 + a as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn check_all_inside(xs: &[u64], pos: &[u64], m: &BoundedModel) {
+        for (&x, &p) in xs.iter().zip(pos) {
+            let w = m.window(x).unwrap();
+            assert!(w.lo <= p && p <= w.hi, "x {x} pos {p} window {w:?}");
+        }
+    }
+
+    #[test]
+    fn sequential_keys_need_one_segment() {
+        let xs: Vec<u64> = (0..10_000).map(|i| 1000 + 3 * i).collect();
+        let pos: Vec<u64> = (0..10_000).collect();
+        for kind in [FitKind::Linear, FitKind::Piecewise, FitKind::TwoLevel] {
+            let m = BoundedModel::fit(&xs, &pos, 10_000, kind, 8.0);
+            assert_eq!(m.segment_count(), 1, "{kind:?}");
+            check_all_inside(&xs, &pos, &m);
+            assert!(m.mean_window() <= 5.0);
+        }
+    }
+
+    #[test]
+    fn piecewise_windows_respect_eps() {
+        let mut x = 0u64;
+        let xs: Vec<u64> = (0..5000u64)
+            .map(|i| {
+                x += 1 + (i * 7919 % 97) * (i % 13);
+                x
+            })
+            .collect();
+        let pos: Vec<u64> = (0..5000).map(|i| i * 2).collect();
+        let m = BoundedModel::fit(&xs, &pos, 10_000, FitKind::Piecewise, 8.0);
+        check_all_inside(&xs, &pos, &m);
+        // Cone lines keep every point within ε (+1 for rounding) on each side.
+        for l in &m.lines {
+            assert!(l.below <= 10 && l.above <= 10, "{l:?}");
+        }
+        let two = BoundedModel::fit(&xs, &pos, 10_000, FitKind::TwoLevel, 8.0);
+        assert_eq!(two.segment_count(), m.segment_count());
+        assert!(two.mean_window() <= m.mean_window());
+    }
+
+    #[test]
+    fn encode_round_trips_and_rejects_damage() {
+        let xs: Vec<u64> = (0..300u64).map(|i| i * i).collect();
+        let pos: Vec<u64> = (0..300).collect();
+        let m = BoundedModel::fit(&xs, &pos, 300, FitKind::TwoLevel, 2.0);
+        let mut b = Vec::new();
+        m.encode(&mut b);
+        assert_eq!(b.len(), m.encoded_len());
+        assert_eq!(BoundedModel::decode(&b).unwrap(), m);
+        assert!(BoundedModel::decode(&b[..b.len() - 1]).is_none());
+        let mut extra = b.clone();
+        extra.push(0);
+        assert!(BoundedModel::decode(&extra).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn every_fitted_point_is_inside_its_window(
+            mut xs in proptest::collection::vec(any::<u64>(), 1..400),
+            gaps in proptest::collection::vec(1u64..50, 400),
+            eps in 0.0f64..32.0,
+        ) {
+            xs.sort_unstable();
+            xs.dedup();
+            let mut p = 0u64;
+            let pos: Vec<u64> = xs.iter().zip(&gaps).map(|(_, g)| { p += g; p }).collect();
+            for kind in [FitKind::Linear, FitKind::Piecewise, FitKind::TwoLevel] {
+                let m = BoundedModel::fit(&xs, &pos, p + 1, kind, eps);
+                check_all_inside(&xs, &pos, &m);
+            }
+        }
+
+        #[test]
+        fn parallel_fits_keep_every_point_inside(
+            mut xs in proptest::collection::vec(any::<u64>(), 1..400),
+            pieces in 1usize..6,
+        ) {
+            xs.sort_unstable();
+            xs.dedup();
+            let pos: Vec<u64> = (0..xs.len() as u64).collect();
+            let m = BoundedModel::fit_parallel(&xs, &pos, xs.len() as u64, FitKind::TwoLevel, 4.0, pieces);
+            check_all_inside(&xs, &pos, &m);
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = BoundedModel::decode(&bytes);
+        }
+    }
+}

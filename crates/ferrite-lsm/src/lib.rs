@@ -1,0 +1,53 @@
+//! # ferrite-lsm: the LSM-tree engine (SwiftKV)
+//!
+//! Writes go to a WAL and a memtable; full memtables are flushed to L0
+//! tables by a background thread, and a second thread compacts levels
+//! (leveled, ten times per level). Tables are immutable, checksummed, and
+//! carry either a classic sparse index block or a learned one: a bounded
+//! piecewise linear model that predicts an entry's position within ε, so a
+//! lookup reads the block the prediction falls in and searches a few
+//! slots instead of binary-searching an index and then a block.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `options` | [`LsmOptions`], [`IndexKind`] |
+//! | `memtable` | the skip-list memtable, versions by sequence number |
+//! | `table` | SSTables: `block`, `bloom`, `index` (sparse / learned), `footer`, `builder`, `reader`, `iter` |
+//! | `table_space` | the one device holding all tables as page extents; the extent allocator |
+//! | `block_cache` | parsed blocks under the byte budget, sharded CLOCK |
+//! | `manifest` | the durable table list, two slots written in turn |
+//! | `version` | an immutable set of live tables by level; point lookups through it |
+//! | `merge` | sources (memtable, table, level) merged newest-first |
+//! | `compaction` | the leveled policy (pure) and the merge that rewrites tables |
+//! | `build_policy` | load-aware construction: whether new tables get a model (pure) |
+//! | `store` | [`LsmStore`]: write path, stalls, flush and compaction threads, recovery, `KvStore` |
+
+pub mod block_cache;
+pub mod build_policy;
+mod compaction;
+mod manifest;
+mod memtable;
+mod merge;
+mod options;
+mod store;
+pub mod table;
+pub mod table_space;
+mod version;
+
+pub use block_cache::clock_victim;
+pub use compaction::{pick_level, LevelShape};
+pub use manifest::{ManifestState, TableRecord};
+pub use options::{IndexKind, LoadAware, LsmOptions};
+pub use store::{Devices, LevelReport, LsmReport, LsmStore, FORMAT_VERSION, WAL_DEVICES};
+
+/// Opens the engine for the `ferrite` facade.
+pub fn open_store(
+    dir: &std::path::Path,
+    options: &ferrite_core::Options,
+) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
+    Ok(Box::new(LsmStore::open(
+        dir,
+        options,
+        LsmOptions::default(),
+    )?))
+}

@@ -1,0 +1,143 @@
+//! The memtable: recent writes in a lock-free skip list, ordered by user
+//! key and, within a key, newest sequence number first.
+//!
+//! Invariants: an entry is never changed or removed once inserted (a newer
+//! write is a new entry with a higher sequence number); readers at
+//! sequence `s` see exactly the entries with `seq <= s`; `bytes` only
+//! grows and approximates the memory held (keys, values, node overhead).
+
+use std::cmp::Reverse;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_skiplist::SkipMap;
+
+/// `(user key, newest first)`.
+pub type MemKey = (Vec<u8>, Reverse<u64>);
+
+/// Approximate bytes of one skip-list node beyond its key and value.
+const NODE_OVERHEAD: usize = 80;
+
+/// One memtable; `id` numbers memtables (and their WAL epochs) in order.
+pub struct Memtable {
+    id: u64,
+    map: SkipMap<MemKey, Option<Vec<u8>>>,
+    bytes: AtomicUsize,
+    max_seq: AtomicU64,
+}
+
+impl Memtable {
+    pub fn new(id: u64) -> Self {
+        Self {
+            id,
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            max_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Adds a put (`Some`) or a delete (`None`) at `seq`.
+    pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
+        let size = key.len() + value.map_or(0, <[u8]>::len) + NODE_OVERHEAD;
+        self.map
+            .insert((key.to_vec(), Reverse(seq)), value.map(<[u8]>::to_vec));
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// The newest version of `key` visible at `seq`: `Some(Some(v))` for a
+    /// value, `Some(None)` for a delete, `None` if the key is not here.
+    pub fn get(&self, key: &[u8], seq: u64) -> Option<Option<Vec<u8>>> {
+        let from = (key.to_vec(), Reverse(seq));
+        let e = self.map.range(from..).next()?;
+        (e.key().0 == key).then(|| e.value().clone())
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Relaxed)
+    }
+
+    /// Appends to `out` the newest version (at `seq`) of up to `limit`
+    /// keys from `start` on, in key order; deletes are `None`.
+    pub fn collect_from(
+        &self,
+        start: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) {
+        let lower = match start {
+            Bound::Included(k) => Bound::Included((k.to_vec(), Reverse(u64::MAX))),
+            Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(0))),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let mut taken = 0;
+        for e in self.map.range((lower, Bound::Unbounded)) {
+            let (k, Reverse(s)) = e.key();
+            if *s > seq || out.last().is_some_and(|(last, _)| last == k) {
+                continue;
+            }
+            if taken == limit {
+                return;
+            }
+            out.push((k.clone(), e.value().clone()));
+            taken += 1;
+        }
+    }
+
+    /// Every key's newest version, in order (for a flush; the memtable is
+    /// immutable by then, so `seq` is unlimited).
+    pub fn newest_versions(&self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> + '_ {
+        let mut last: Option<Vec<u8>> = None;
+        self.map.iter().filter_map(move |e| {
+            let k = &e.key().0;
+            if last.as_ref() == Some(k) {
+                return None;
+            }
+            last = Some(k.clone());
+            Some((k.clone(), e.value().clone()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_seen_by_sequence() {
+        let m = Memtable::new(1);
+        m.insert(b"a", 1, Some(b"1"));
+        m.insert(b"a", 3, Some(b"3"));
+        m.insert(b"b", 2, None);
+        assert_eq!(m.get(b"a", 2), Some(Some(b"1".to_vec())));
+        assert_eq!(m.get(b"a", 5), Some(Some(b"3".to_vec())));
+        assert_eq!(m.get(b"a", 0), None);
+        assert_eq!(m.get(b"b", 2), Some(None));
+        assert_eq!(m.get(b"c", 9), None);
+        let mut out = Vec::new();
+        m.collect_from(Bound::Unbounded, 9, 10, &mut out);
+        assert_eq!(
+            out,
+            vec![(b"a".to_vec(), Some(b"3".to_vec())), (b"b".to_vec(), None)]
+        );
+        out.clear();
+        m.collect_from(Bound::Excluded(b"a"), 9, 10, &mut out);
+        assert_eq!(out, vec![(b"b".to_vec(), None)]);
+        let all: Vec<_> = m.newest_versions().collect();
+        assert_eq!(all.len(), 2);
+        assert_eq!(m.max_seq(), 3);
+    }
+}

@@ -1,0 +1,179 @@
+//! The LSM engine's own options (what `ferrite_core::Options` does not
+//! cover): memtable and table sizes, level shape, stall thresholds, and
+//! which index block new tables get.
+
+use ferrite_learned::FitKind;
+
+/// The index block a table is written with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum IndexKind {
+    /// One (last key, block position) pair per data block, searched by
+    /// binary search (LevelDB / RocksDB).
+    Sparse,
+    /// A model predicting an entry's position within `eps` entries
+    /// (SwiftKV's learned index block); a table caps `eps` at a quarter of
+    /// its mean entries per block, so most predictions land in the right
+    /// block.
+    Learned { fit: FitKind, eps: f64 },
+}
+
+impl IndexKind {
+    /// SwiftKV's default: two-level Greedy-PLR + LR with ε = 32 entries
+    /// (capped per table at a quarter block).
+    pub const LEARNED: IndexKind = IndexKind::Learned {
+        fit: FitKind::TwoLevel,
+        eps: 32.0,
+    };
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Sparse => "sparse",
+            IndexKind::Learned { fit, .. } => match fit {
+                FitKind::TwoLevel => "learned",
+                FitKind::Piecewise => "learned-plr",
+                FitKind::Linear => "learned-lr",
+            },
+        }
+    }
+
+    /// Parses `sparse`, `learned`, `learned-plr` or `learned-lr`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let learned = |fit| Some(IndexKind::Learned { fit, eps: 32.0 });
+        match s {
+            "sparse" => Some(IndexKind::Sparse),
+            "learned" => learned(FitKind::TwoLevel),
+            "learned-plr" => learned(FitKind::Piecewise),
+            "learned-lr" => learned(FitKind::Linear),
+            _ => None,
+        }
+    }
+}
+
+/// Load-aware construction (SwiftKV §3.4, `build_policy`): L0 tables get
+/// sparse indexes, and a compaction's outputs get `index` only when the
+/// lookups they can expect pay for fitting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadAware {
+    /// Nanoseconds a learned lookup saves over a sparse one (this
+    /// machine's in-cache measurement in `docs/results/swiftkv.md` is the
+    /// default's source).
+    pub saving_ns: f64,
+}
+
+impl Default for LoadAware {
+    fn default() -> Self {
+        Self { saving_ns: 100.0 }
+    }
+}
+
+/// Options of the LSM engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LsmOptions {
+    /// A memtable becomes immutable at this many bytes (keys, values and
+    /// per-entry overhead). Memtables are not part of `cache_bytes`, as in
+    /// RocksDB (`write_buffer_size`).
+    pub memtable_bytes: usize,
+    /// Immutable memtables waiting for flush before writers stall.
+    pub max_immutable: usize,
+    /// Target size of one table.
+    pub table_bytes: usize,
+    /// L0 tables that trigger an L0 → L1 compaction.
+    pub l0_compaction_trigger: usize,
+    /// L0 tables at which each write is delayed by a millisecond.
+    pub l0_slowdown: usize,
+    /// L0 tables at which writers wait for compaction.
+    pub l0_stop: usize,
+    /// Target bytes of L1; each deeper level is `level_multiplier` times larger.
+    pub l1_bytes: u64,
+    pub level_multiplier: u64,
+    /// Levels, L0 included.
+    pub levels: usize,
+    /// Bloom filter bits per key (0: no filter).
+    pub bloom_bits_per_key: usize,
+    /// Index block of tables written from now on.
+    pub index: IndexKind,
+    /// With `Some`, `index` (if learned) is built only where it pays.
+    pub load_aware: Option<LoadAware>,
+    /// Threads fitting one table's model (the table's points are split
+    /// into this many pieces, SwiftKV §3.5).
+    pub training_threads: usize,
+}
+
+/// RocksDB's defaults where RocksDB has the same knob (64 MiB memtables,
+/// two in memory at most, L0 triggers 4 / 20 / 36, 256 MiB L1, ×10 per
+/// level, 10 bloom bits per key), so comparisons start from parity.
+impl Default for LsmOptions {
+    fn default() -> Self {
+        Self {
+            memtable_bytes: 64 << 20,
+            max_immutable: 1,
+            table_bytes: 8 << 20,
+            l0_compaction_trigger: 4,
+            l0_slowdown: 20,
+            l0_stop: 36,
+            l1_bytes: 256 << 20,
+            level_multiplier: 10,
+            levels: 7,
+            bloom_bits_per_key: 10,
+            index: IndexKind::LEARNED,
+            load_aware: None,
+            training_threads: 1,
+        }
+    }
+}
+
+impl LsmOptions {
+    /// Checks that the options can work together.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.memtable_bytes < 4096 {
+            return Err(format!(
+                "memtable_bytes {} is below 4 KiB",
+                self.memtable_bytes
+            ));
+        }
+        if self.table_bytes < 4096 {
+            return Err(format!("table_bytes {} is below 4 KiB", self.table_bytes));
+        }
+        if !(2..=16).contains(&self.levels) {
+            return Err(format!("levels {} is not in 2..=16", self.levels));
+        }
+        if self.max_immutable == 0 || self.max_immutable > 8 {
+            return Err(format!(
+                "max_immutable {} is not in 1..=8",
+                self.max_immutable
+            ));
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_slowdown < self.l0_compaction_trigger
+            || self.l0_stop < self.l0_slowdown
+        {
+            return Err("L0 thresholds must satisfy 0 < trigger <= slowdown <= stop".into());
+        }
+        if self.level_multiplier < 2 || self.l1_bytes == 0 {
+            return Err("level_multiplier must be >= 2 and l1_bytes > 0".into());
+        }
+        if self.training_threads == 0 {
+            return Err("training_threads must be >= 1".into());
+        }
+        if let IndexKind::Learned { eps, .. } = self.index {
+            if !(eps.is_finite() && (0.0..=4096.0).contains(&eps)) {
+                return Err(format!("learned index eps {eps} is not in 0..=4096"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Target bytes of level `level` (≥ 1).
+    pub fn level_target(&self, level: usize) -> u64 {
+        let mut t = self.l1_bytes;
+        for _ in 1..level {
+            t = t.saturating_mul(self.level_multiplier);
+        }
+        t
+    }
+
+    /// WAL devices: one per memtable that may be unflushed at once.
+    pub fn wal_devices(&self) -> usize {
+        self.max_immutable + 1
+    }
+}

@@ -1,0 +1,1170 @@
+//! [`LsmStore`]: the write path, reads through memtables and levels, the
+//! flush and compaction threads, recovery, and the `KvStore` contract.
+//!
+//! Invariants:
+//! - writes are sequenced under one writer lock: WAL append, memtable
+//!   insert, then the visible sequence number moves; a write is durable per
+//!   the sync mode before its call returns;
+//! - memtable `m` logs to WAL device `m % WAL_DEVICES` with epoch `m`; a
+//!   device is reset for a new memtable only after the memtable that used
+//!   it before is in a table listed by a durable manifest;
+//! - the manifest is written before a new version is installed, and a
+//!   table's extent is freed only after a durable manifest dropped it;
+//! - readers take the current [`SuperVersion`] (memtable, immutable
+//!   memtables, version) as one `Arc`, so a scan sees one consistent state;
+//! - after any failed write or sync, foreground or background, every call
+//!   returns `Error::Poisoned`.
+
+use std::ops::{Bound, ControlFlow};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ferrite_core::{
+    check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts, Options,
+    Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+};
+use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_wal::Wal;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::block_cache::BlockCache;
+use crate::build_policy::{self, Candidate, LevelHistory};
+use crate::compaction::{self, LevelShape};
+use crate::manifest::{Manifest, ManifestState};
+use crate::memtable::Memtable;
+use crate::merge::{LevelIter, MemSource, Merge, Source};
+use crate::options::LsmOptions;
+use crate::table::bloom::Bloom;
+use crate::table::{BuiltTable, Found, Table, TableBuilder, TableIter};
+use crate::table_space::TableSpace;
+use crate::version::Version;
+
+/// On-disk format version of an LSM store directory.
+pub const FORMAT_VERSION: u32 = 1;
+/// WAL devices, used in turn by successive memtables.
+pub const WAL_DEVICES: usize = 4;
+
+/// The devices a store runs on.
+pub struct Devices {
+    pub tables: Arc<dyn BlockDevice>,
+    pub manifest: [Arc<dyn BlockDevice>; 2],
+    pub wal: [Arc<dyn BlockDevice>; WAL_DEVICES],
+}
+
+impl Devices {
+    /// The store's files in `dir`, with O_DIRECT if `direct`.
+    pub fn open_dir(dir: &Path, direct: bool) -> Result<Self> {
+        let open = |name: &str| -> Result<Arc<dyn BlockDevice>> {
+            let opts = DirectFileOptions {
+                direct,
+                block_size: 4096,
+                ..DirectFileOptions::default()
+            };
+            Ok(Arc::new(DirectFile::open_with(dir.join(name), opts)?))
+        };
+        Ok(Self {
+            tables: open("tables")?,
+            manifest: [open("manifest-0")?, open("manifest-1")?],
+            wal: [
+                open("wal-0")?,
+                open("wal-1")?,
+                open("wal-2")?,
+                open("wal-3")?,
+            ],
+        })
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Arc<dyn BlockDevice>> {
+        std::iter::once(&self.tables)
+            .chain(self.manifest.iter())
+            .chain(self.wal.iter())
+    }
+}
+
+/// What readers see: one consistent state.
+struct SuperVersion {
+    mem: Arc<Memtable>,
+    /// Newest first.
+    imms: Vec<Arc<Memtable>>,
+    version: Arc<Version>,
+}
+
+struct Writer {
+    mem: Arc<Memtable>,
+    wal: Arc<Wal>,
+    next_seq: u64,
+    last_sync: Instant,
+    /// The WAL of each device's last memtable, so a reset waits for
+    /// stragglers still committing to it.
+    wal_slots: [Option<Arc<Wal>>; WAL_DEVICES],
+}
+
+struct Meta {
+    state: ManifestState,
+    /// Per level, the key its last compaction ended at.
+    cursors: Vec<Option<Vec<u8>>>,
+    /// Per level, lookups and lifetimes of its tables (load-aware builds).
+    history: Vec<LevelHistory>,
+    /// Smoothed fitting cost, nanoseconds per entry.
+    train_ns_per_entry: f64,
+}
+
+#[derive(Default)]
+struct Counters {
+    gets: AtomicU64,
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    scans: AtomicU64,
+    batches: AtomicU64,
+    user_written: AtomicU64,
+    user_read: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+    moves: AtomicU64,
+    compaction_read: AtomicU64,
+    compaction_written: AtomicU64,
+    stalls: AtomicU64,
+    stall_micros: AtomicU64,
+    max_stall_micros: AtomicU64,
+    slowdowns: AtomicU64,
+    training_micros: AtomicU64,
+    /// Load-aware decisions for compaction outputs.
+    learned_builds: AtomicU64,
+    sparse_builds: AtomicU64,
+}
+
+struct Inner {
+    opts: LsmOptions,
+    sync: SyncMode,
+    devices: Devices,
+    space: Arc<TableSpace>,
+    cache: Arc<BlockCache>,
+    manifest: Manifest,
+    writer: Mutex<Writer>,
+    /// Writers waiting for room (memtable slots, L0) wait here.
+    room: Condvar,
+    current: RwLock<Arc<SuperVersion>>,
+    visible: AtomicU64,
+    meta: Mutex<Meta>,
+    /// Background threads sleep here; `shutdown` wakes them for good.
+    bg: Mutex<bool>,
+    bg_wake: Condvar,
+    poisoned: AtomicBool,
+    poison_cause: Mutex<String>,
+    counters: Counters,
+}
+
+/// The LSM-tree engine (SwiftKV's base).
+pub struct LsmStore {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl LsmStore {
+    /// Opens or creates the store in directory `dir`.
+    pub fn open(dir: &Path, options: &Options, lsm: LsmOptions) -> Result<Self> {
+        options.validate()?;
+        StoreIdentity::establish(dir, EngineKind::Lsm, FORMAT_VERSION, options)?;
+        Self::open_on(Devices::open_dir(dir, options.direct_io)?, options, lsm)
+    }
+
+    /// Opens or creates a store on the given devices (tests use
+    /// fault-injecting ones).
+    pub fn open_on(devices: Devices, options: &Options, lsm: LsmOptions) -> Result<Self> {
+        options.validate()?;
+        lsm.validate().map_err(Error::InvalidOptions)?;
+        if lsm.max_immutable >= WAL_DEVICES {
+            return Err(Error::InvalidOptions(format!(
+                "max_immutable {} needs more than {WAL_DEVICES} WAL devices",
+                lsm.max_immutable
+            )));
+        }
+        let manifest = Manifest::new(devices.manifest.clone());
+        let mut state = match manifest.load()? {
+            Some(s) => s,
+            None => {
+                let s = ManifestState {
+                    generation: 1,
+                    next_table: 1,
+                    log_number: 1,
+                    last_seq: 0,
+                    tables: Vec::new(),
+                };
+                manifest.store(&s)?;
+                s
+            }
+        };
+        let extents: Vec<_> = state
+            .tables
+            .iter()
+            .map(|r| crate::table_space::Extent {
+                start: r.start,
+                pages: r.pages,
+            })
+            .collect();
+        let space = Arc::new(TableSpace::open(devices.tables.clone(), &extents));
+        let cache = Arc::new(BlockCache::new(options.cache_bytes));
+        let mut tables = Vec::new();
+        for r in &state.tables {
+            if r.level as usize >= lsm.levels {
+                return Err(Error::corruption(
+                    "manifest",
+                    format!("table {} on level {} of {}", r.id, r.level, lsm.levels),
+                ));
+            }
+            let extent = crate::table_space::Extent {
+                start: r.start,
+                pages: r.pages,
+            };
+            let t = Table::open(r.id, extent, space.clone(), cache.clone())?;
+            tables.push((r.level, Arc::new(t)));
+        }
+        let mut version = Version::from_tables(lsm.levels, tables);
+
+        // Replay the WALs of memtables not yet in tables.
+        let recovered = Memtable::new(state.log_number);
+        let mut max_seq = state.last_seq;
+        let mut next_mem = state.log_number;
+        for m in state.log_number..state.log_number + WAL_DEVICES as u64 {
+            let dev = devices.wal[(m % WAL_DEVICES as u64) as usize].clone();
+            let mut records = 0u64;
+            Wal::open(dev, m, &mut |payload| {
+                let (seq, batch) = decode_record(payload)?;
+                for (i, op) in batch.ops().iter().enumerate() {
+                    let s = seq + i as u64;
+                    match op {
+                        BatchOp::Put { key, value } => recovered.insert(key, s, Some(value)),
+                        BatchOp::Delete { key } => recovered.insert(key, s, None),
+                    }
+                    max_seq = max_seq.max(s);
+                }
+                records += 1;
+                Ok(())
+            })?;
+            if records == 0 {
+                break;
+            }
+            next_mem = m + 1;
+        }
+        let counters = Counters::default();
+        if !recovered.is_empty() {
+            // Make the replayed writes a table, so the WAL devices can be
+            // reused from a clean slate.
+            let built = build_from_memtable(&recovered, &lsm);
+            if let Some(built) = built {
+                let id = state.next_table;
+                state.next_table += 1;
+                let t = write_table(&space, &cache, id, built)?;
+                space.sync()?;
+                version = version.edit(&[], &[(0, t)]);
+            }
+        }
+        if next_mem != state.log_number || max_seq != state.last_seq {
+            state.log_number = next_mem;
+            state.last_seq = max_seq;
+            state.tables = version.records();
+            state.generation += 1;
+            manifest.store(&state)?;
+        }
+        let mem_id = next_mem;
+        let wal = Arc::new(fresh_wal(&devices, mem_id)?);
+        let mem = Arc::new(Memtable::new(mem_id));
+        let mut wal_slots: [Option<Arc<Wal>>; WAL_DEVICES] = Default::default();
+        wal_slots[(mem_id % WAL_DEVICES as u64) as usize] = Some(wal.clone());
+        let levels = lsm.levels;
+        let inner = Arc::new(Inner {
+            sync: options.sync,
+            devices,
+            space,
+            cache,
+            manifest,
+            writer: Mutex::new(Writer {
+                mem: mem.clone(),
+                wal,
+                next_seq: max_seq + 1,
+                last_sync: Instant::now(),
+                wal_slots,
+            }),
+            room: Condvar::new(),
+            current: RwLock::new(Arc::new(SuperVersion {
+                mem,
+                imms: Vec::new(),
+                version: Arc::new(version),
+            })),
+            visible: AtomicU64::new(max_seq),
+            meta: Mutex::new(Meta {
+                state,
+                cursors: vec![None; levels],
+                history: vec![LevelHistory::default(); levels],
+                train_ns_per_entry: 200.0,
+            }),
+            bg: Mutex::new(false),
+            bg_wake: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+            poison_cause: Mutex::new(String::new()),
+            counters,
+            opts: lsm,
+        });
+        let spawn = |name: &str, f: fn(&Inner)| -> Result<JoinHandle<()>> {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || f(&inner))
+                .map_err(|e| Error::InvalidOptions(format!("cannot start {name}: {e}")))
+        };
+        let threads = vec![
+            spawn("lsm-flush", Inner::flush_loop)?,
+            spawn("lsm-compact", Inner::compaction_loop)?,
+        ];
+        Ok(Self { inner, threads })
+    }
+
+    /// Waits until no compaction is due (for benchmarks that measure a
+    /// settled tree, and for tests).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        loop {
+            self.inner.check()?;
+            let sv = self.inner.current.read().clone();
+            if sv.imms.is_empty() && self.inner.due_compaction(&sv.version).is_none() {
+                return Ok(());
+            }
+            self.inner.wake();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Levels, tables and index blocks, for `ferrite inspect` and reports.
+    pub fn report(&self) -> LsmReport {
+        let sv = self.inner.current.read().clone();
+        let levels = sv
+            .version
+            .levels
+            .iter()
+            .map(|ts| LevelReport {
+                tables: ts.len(),
+                bytes: ts.iter().map(|t| t.bytes()).sum(),
+                entries: ts.iter().map(|t| t.footer.entries).sum(),
+                learned_tables: ts.iter().filter(|t| t.index.is_learned()).count(),
+                index_bytes: ts.iter().map(|t| t.footer.index_len as u64).sum(),
+                model_segments: ts
+                    .iter()
+                    .map(|t| match &t.index {
+                        crate::table::index::Index::Learned(l) => l.model.segment_count() as u64,
+                        crate::table::index::Index::Sparse(_) => 0,
+                    })
+                    .sum(),
+                index_memory: ts.iter().map(|t| t.memory_bytes() as u64).sum(),
+            })
+            .collect();
+        LsmReport {
+            levels,
+            memtable_bytes: sv.mem.bytes() as u64
+                + sv.imms.iter().map(|m| m.bytes() as u64).sum::<u64>(),
+            cache_bytes: self.inner.cache.bytes() as u64,
+        }
+    }
+}
+
+/// One level in an [`LsmReport`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LevelReport {
+    pub tables: usize,
+    pub bytes: u64,
+    pub entries: u64,
+    pub learned_tables: usize,
+    /// Encoded index-block bytes of the level's tables.
+    pub index_bytes: u64,
+    pub model_segments: u64,
+    /// Filters, indexes and table handles in memory.
+    pub index_memory: u64,
+}
+
+/// The shape of the tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LsmReport {
+    pub levels: Vec<LevelReport>,
+    pub memtable_bytes: u64,
+    pub cache_bytes: u64,
+}
+
+impl LsmReport {
+    pub fn index_bytes(&self) -> u64 {
+        self.levels.iter().map(|l| l.index_bytes).sum()
+    }
+}
+
+fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
+    let dev = devices.wal[(mem_id % WAL_DEVICES as u64) as usize].clone();
+    dev.set_len(0)?;
+    dev.sync()?;
+    Wal::open(dev, mem_id, &mut |_| Ok(()))
+}
+
+/// A WAL record: `seq: u64 LE` then the batch's encoding.
+fn encode_record(seq: u64, ops: &WriteBatch) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + ops.encoded_len());
+    out.extend_from_slice(&seq.to_le_bytes());
+    ops.encode(&mut out);
+    out
+}
+
+fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
+    let (seq, rest) = payload
+        .split_first_chunk::<8>()
+        .ok_or_else(|| Error::corruption("lsm wal", "record shorter than its sequence number"))?;
+    Ok((u64::from_le_bytes(*seq), WriteBatch::decode(rest)?))
+}
+
+fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Option<BuiltTable> {
+    let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
+    for (k, v) in mem.newest_versions() {
+        b.add(&k, v.as_deref());
+    }
+    b.finish()
+}
+
+fn write_table(
+    space: &Arc<TableSpace>,
+    cache: &Arc<BlockCache>,
+    id: u64,
+    built: BuiltTable,
+) -> Result<Arc<Table>> {
+    let extent = space.allocate(built.pages());
+    if let Err(e) = space.write(extent, &built.bytes) {
+        space.release(extent);
+        return Err(e);
+    }
+    Ok(Arc::new(Table::open(
+        id,
+        extent,
+        space.clone(),
+        cache.clone(),
+    )?))
+}
+
+impl Inner {
+    fn check(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned {
+                cause: self.poison_cause.lock().clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, e: &Error) {
+        let mut c = self.poison_cause.lock();
+        if c.is_empty() {
+            *c = e.to_string();
+        }
+        self.poisoned.store(true, Ordering::Release);
+        drop(c);
+        self.room.notify_all();
+        self.wake();
+    }
+
+    fn wake(&self) {
+        let _g = self.bg.lock();
+        self.bg_wake.notify_all();
+    }
+
+    fn shutting_down(&self) -> bool {
+        *self.bg.lock()
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.check()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let payload_bytes = batch.payload_bytes() as u64;
+        let (wal, lsn, sync_now) = {
+            let mut w = self.writer.lock();
+            self.make_room(&mut w)?;
+            let seq = w.next_seq;
+            let n = batch.len() as u64;
+            let lsn = w
+                .wal
+                .append(&encode_record(seq, batch))
+                .inspect_err(|e| self.poison(e))?;
+            for (i, op) in batch.ops().iter().enumerate() {
+                let s = seq + i as u64;
+                match op {
+                    BatchOp::Put { key, value } => w.mem.insert(key, s, Some(value)),
+                    BatchOp::Delete { key } => w.mem.insert(key, s, None),
+                }
+            }
+            w.next_seq += n;
+            self.visible.store(seq + n - 1, Ordering::Release);
+            let sync_now = match self.sync {
+                SyncMode::Always => true,
+                SyncMode::Batched(d) if w.last_sync.elapsed() >= d => {
+                    w.last_sync = Instant::now();
+                    true
+                }
+                _ => false,
+            };
+            (w.wal.clone(), lsn, sync_now)
+        };
+        self.counters
+            .user_written
+            .fetch_add(payload_bytes, Ordering::Relaxed);
+        let r = if sync_now {
+            wal.commit(lsn, true)
+        } else {
+            wal.write_if_over(1 << 20)
+        };
+        r.inspect_err(|e| self.poison(e))
+    }
+
+    /// Makes room for a write: rotates a full memtable and waits while
+    /// too many memtables or L0 tables are waiting for the background.
+    fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+        let mut stalled: Option<Instant> = None;
+        let mut slowed = false;
+        loop {
+            self.check()?;
+            let (imms, l0) = {
+                let sv = self.current.read();
+                (sv.imms.len(), sv.version.levels.first().map_or(0, Vec::len))
+            };
+            let full = w.mem.bytes() >= self.opts.memtable_bytes;
+            if l0 >= self.opts.l0_stop || (full && imms >= self.opts.max_immutable) {
+                stalled.get_or_insert_with(Instant::now);
+                self.wake();
+                self.room.wait_for(w, Duration::from_millis(20));
+                continue;
+            }
+            if l0 >= self.opts.l0_slowdown && !slowed {
+                // Delay the write, once, to let compaction catch up before
+                // writers must stop.
+                slowed = true;
+                self.counters.slowdowns.fetch_add(1, Ordering::Relaxed);
+                self.room.wait_for(w, Duration::from_millis(1));
+                continue;
+            }
+            if full {
+                self.rotate(w)?;
+            }
+            break;
+        }
+        if let Some(t) = stalled {
+            let us = t.elapsed().as_micros() as u64;
+            self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+            self.counters.stall_micros.fetch_add(us, Ordering::Relaxed);
+            self.counters
+                .max_stall_micros
+                .fetch_max(us, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Makes the memtable immutable and starts the next one on its own WAL
+    /// device.
+    fn rotate(&self, w: &mut Writer) -> Result<()> {
+        let id = w.mem.id() + 1;
+        let slot = (id % WAL_DEVICES as u64) as usize;
+        // The device's previous memtable is flushed (at most
+        // `max_immutable` wait); a writer that appended to its WAL may
+        // still be committing, so wait until none holds it.
+        if let Some(old) = w.wal_slots[slot].take() {
+            while Arc::strong_count(&old) > 1 {
+                std::thread::yield_now();
+            }
+        }
+        // The old memtable's WAL is made durable before the next one
+        // starts: recovery replays WALs in order and stops at the first
+        // empty one, so a later WAL must never outlive an earlier one.
+        w.wal.sync().inspect_err(|e| self.poison(e))?;
+        let wal = Arc::new(fresh_wal(&self.devices, id).inspect_err(|e| self.poison(e))?);
+        w.wal_slots[slot] = Some(wal.clone());
+        let mem = Arc::new(Memtable::new(id));
+        let old = std::mem::replace(&mut w.mem, mem.clone());
+        w.wal = wal;
+        {
+            let mut cur = self.current.write();
+            let mut imms = Vec::with_capacity(cur.imms.len() + 1);
+            imms.push(old);
+            imms.extend(cur.imms.iter().cloned());
+            *cur = Arc::new(SuperVersion {
+                mem,
+                imms,
+                version: cur.version.clone(),
+            });
+        }
+        self.wake();
+        Ok(())
+    }
+
+    fn next_table_id(&self) -> u64 {
+        let mut m = self.meta.lock();
+        let id = m.state.next_table;
+        m.state.next_table += 1;
+        id
+    }
+
+    /// Writes a new version: manifest first, then the in-memory switch,
+    /// then the removed tables may go.
+    fn install(
+        &self,
+        removed: &[Arc<Table>],
+        added: &[(usize, Arc<Table>)],
+        flushed: Option<&Memtable>,
+    ) -> Result<()> {
+        let mut meta = self.meta.lock();
+        let cur = self.current.read().clone();
+        let ids: Vec<u64> = removed.iter().map(|t| t.id).collect();
+        let v = cur.version.edit(&ids, added);
+        let mut state = meta.state.clone();
+        state.tables = v.records();
+        if let Some(m) = flushed {
+            state.log_number = m.id() + 1;
+            state.last_seq = state.last_seq.max(m.max_seq());
+        }
+        self.store_manifest(&mut meta, state)?;
+        {
+            let mut c = self.current.write();
+            let imms = c
+                .imms
+                .iter()
+                .filter(|m| flushed.is_none_or(|f| f.id() != m.id()))
+                .cloned()
+                .collect();
+            *c = Arc::new(SuperVersion {
+                mem: c.mem.clone(),
+                imms,
+                version: Arc::new(v),
+            });
+        }
+        for t in removed {
+            t.mark_obsolete();
+        }
+        drop(meta);
+        self.room.notify_all();
+        Ok(())
+    }
+
+    /// Writes `state` as the next generation and adopts it. The in-memory
+    /// state changes only once the write is durable, and a poisoned store
+    /// writes nothing: a manifest written after a failure could pair the
+    /// failed step's counters with a table list that lacks its tables.
+    fn store_manifest(&self, meta: &mut Meta, mut state: ManifestState) -> Result<()> {
+        self.check()?;
+        state.generation = meta.state.generation + 1;
+        if let Err(e) = self.manifest.store(&state) {
+            self.poison(&e);
+            return Err(e);
+        }
+        // Table ids handed out meanwhile stay reserved.
+        state.next_table = state.next_table.max(meta.state.next_table);
+        meta.state = state;
+        Ok(())
+    }
+
+    fn flush_loop(&self) {
+        loop {
+            let imm = {
+                let mut stop = self.bg.lock();
+                loop {
+                    if *stop || self.poisoned.load(Ordering::Acquire) {
+                        return;
+                    }
+                    if let Some(m) = self.current.read().imms.last().cloned() {
+                        break m;
+                    }
+                    self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
+                }
+            };
+            if let Err(e) = self.flush_one(&imm) {
+                log::error!("flush of memtable {} failed: {e}", imm.id());
+                self.poison(&e);
+                return;
+            }
+        }
+    }
+
+    fn flush_one(&self, imm: &Arc<Memtable>) -> Result<()> {
+        let mut opts = self.opts.clone();
+        if opts.load_aware.is_some() {
+            // L0 tables live briefly (SwiftKV builds models from L1 on).
+            opts.index = crate::options::IndexKind::Sparse;
+        }
+        let added = match build_from_memtable(imm, &opts) {
+            Some(built) => {
+                self.counters
+                    .training_micros
+                    .fetch_add(built.training_micros, Ordering::Relaxed);
+                let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+                self.space.sync()?;
+                vec![(0, t)]
+            }
+            None => Vec::new(),
+        };
+        self.install(&[], &added, Some(imm))?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.wake();
+        Ok(())
+    }
+
+    fn due_compaction(&self, v: &Version) -> Option<(usize, f64)> {
+        let shape: Vec<LevelShape> = v
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(l, ts)| LevelShape {
+                tables: ts.len(),
+                bytes: v.level_bytes(l),
+            })
+            .collect();
+        compaction::pick_level(&shape, &self.opts)
+    }
+
+    fn compaction_loop(&self) {
+        loop {
+            if self.shutting_down() || self.poisoned.load(Ordering::Acquire) {
+                return;
+            }
+            let v = self.current.read().version.clone();
+            let Some((level, _)) = self.due_compaction(&v) else {
+                let mut stop = self.bg.lock();
+                if !*stop {
+                    self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
+                }
+                continue;
+            };
+            if let Err(e) = self.compact(&v, level) {
+                log::error!("compaction of level {level} failed: {e}");
+                self.poison(&e);
+                return;
+            }
+        }
+    }
+
+    fn compact(&self, v: &Version, level: usize) -> Result<()> {
+        let cursor = self.meta.lock().cursors.get(level).cloned().flatten();
+        let Some(job) = compaction::plan(v, level, cursor.as_deref()) else {
+            return Ok(());
+        };
+        if let Some(last) = job.upper.iter().map(|t| t.largest()).max() {
+            if let Some(c) = self.meta.lock().cursors.get_mut(level) {
+                *c = Some(last.to_vec());
+            }
+        }
+        if job.is_move() {
+            let t = job.upper[0].clone();
+            // Same table, one level down: no bytes move.
+            self.install_move(&t, level + 1)?;
+            self.counters.moves.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let opts = self.output_options(&job);
+        let mut outputs = Vec::new();
+        let mut written = 0u64;
+        compaction::merge(&job, v, &opts, &mut |built| {
+            if self.shutting_down() {
+                return Err(Error::InvalidOptions("store is closing".into()));
+            }
+            written += built.bytes.len() as u64;
+            self.counters
+                .training_micros
+                .fetch_add(built.training_micros, Ordering::Relaxed);
+            if built.training_micros > 0 && built.entries > 0 {
+                let ns = built.training_micros as f64 * 1e3 / built.entries as f64;
+                let mut m = self.meta.lock();
+                m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
+            }
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            outputs.push((level + 1, t));
+            Ok(())
+        })
+        .or_else(|e| match e {
+            // Closing abandons the job; its outputs are not in any manifest.
+            Error::InvalidOptions(_) if self.shutting_down() => Ok(()),
+            e => Err(e),
+        })?;
+        if self.shutting_down() {
+            for (_, t) in &outputs {
+                t.mark_obsolete();
+            }
+            return Ok(());
+        }
+        self.space.sync()?;
+        let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
+        self.install(&inputs, &outputs, None)?;
+        {
+            // The consumed tables' lookups and lifetimes feed their levels.
+            let mut m = self.meta.lock();
+            for (lvl, tables) in [(level, &job.upper), (level + 1, &job.lower)] {
+                if tables.is_empty() {
+                    continue;
+                }
+                let (c, t) = mean_use(tables);
+                if let Some(h) = m.history.get_mut(lvl) {
+                    h.observe(c, t);
+                }
+            }
+        }
+        let c = &self.counters;
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+        c.compaction_read
+            .fetch_add(job.input_bytes(), Ordering::Relaxed);
+        c.compaction_written.fetch_add(written, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The options a compaction writes its outputs with: the configured
+    /// index, or under load-aware construction the policy's choice.
+    fn output_options(&self, job: &compaction::Job) -> LsmOptions {
+        let mut opts = self.opts.clone();
+        let (Some(la), crate::options::IndexKind::Learned { .. }) = (opts.load_aware, opts.index)
+        else {
+            return opts;
+        };
+        let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
+        let (c, t) = mean_use(&inputs);
+        let entries: u64 = inputs.iter().map(|x| x.footer.entries).sum();
+        let m = self.meta.lock();
+        let cand = Candidate {
+            lookups: c,
+            lifetime_secs: t,
+            saving_secs: la.saving_ns * 1e-9,
+            training_secs: m.train_ns_per_entry * 1e-9 * entries as f64
+                / inputs.len().max(1) as f64,
+        };
+        let level = m.history.get(job.level + 1).copied().unwrap_or_default();
+        drop(m);
+        if build_policy::should_learn(&cand, &level) {
+            self.counters.learned_builds.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counters.sparse_builds.fetch_add(1, Ordering::Relaxed);
+            opts.index = crate::options::IndexKind::Sparse;
+        }
+        opts
+    }
+
+    fn install_move(&self, t: &Arc<Table>, to: usize) -> Result<()> {
+        let mut meta = self.meta.lock();
+        let cur = self.current.read().clone();
+        let v = cur.version.edit(&[t.id], &[(to, t.clone())]);
+        let mut state = meta.state.clone();
+        state.tables = v.records();
+        self.store_manifest(&mut meta, state)?;
+        let mut c = self.current.write();
+        *c = Arc::new(SuperVersion {
+            mem: c.mem.clone(),
+            imms: c.imms.clone(),
+            version: Arc::new(v),
+        });
+        drop(c);
+        drop(meta);
+        self.room.notify_all();
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let seq = self.visible.load(Ordering::Acquire);
+        let sv = self.current.read().clone();
+        if let Some(v) = sv.mem.get(key, seq) {
+            return Ok(v);
+        }
+        for m in &sv.imms {
+            if let Some(v) = m.get(key, seq) {
+                return Ok(v);
+            }
+        }
+        Ok(match sv.version.get(key, Bloom::hash(key))? {
+            Some(Found::Value(v)) => Some(v),
+            Some(Found::Deleted) | None => None,
+        })
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
+        let seq = self.visible.load(Ordering::Acquire);
+        let sv = self.current.read().clone();
+        let start = match range.start {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        sources.push(Box::new(MemSource::new(sv.mem.clone(), seq, range.start)));
+        for m in &sv.imms {
+            sources.push(Box::new(MemSource::new(m.clone(), seq, range.start)));
+        }
+        for (level, tables) in sv.version.levels.iter().enumerate() {
+            if level == 0 {
+                for t in tables {
+                    sources.push(Box::new(TableIter::new(t.clone(), start)?));
+                }
+            } else if !tables.is_empty() {
+                sources.push(Box::new(LevelIter::new(tables.clone(), start)?));
+            }
+        }
+        let mut merged = Merge::new(sources);
+        let mut read = 0u64;
+        while let Some((k, v)) = merged.next_entry()? {
+            if !range.before_end(&k) {
+                break;
+            }
+            if !range.after_start(&k) {
+                continue;
+            }
+            if let Some(v) = v {
+                read += (k.len() + v.len()) as u64;
+                if visit(&k, &v) == ControlFlow::Break(()) {
+                    break;
+                }
+            }
+        }
+        Ok(read)
+    }
+
+    /// Checks every table: blocks' checksums, key order, the recorded key
+    /// range, every learned window, and the levels' order.
+    fn verify(&self) -> Result<()> {
+        let sv = self.current.read().clone();
+        for (level, tables) in sv.version.levels.iter().enumerate() {
+            if level > 0 {
+                for pair in tables.windows(2) {
+                    if let [a, b] = pair {
+                        if a.largest() >= b.smallest() {
+                            return Err(Error::corruption(
+                                format!("level {level}"),
+                                format!("tables {} and {} overlap or are out of order", a.id, b.id),
+                            ));
+                        }
+                    }
+                }
+            }
+            for t in tables {
+                verify_table(t)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Mean lookups and lifetime (seconds) of `tables`.
+fn mean_use(tables: &[Arc<Table>]) -> (f64, f64) {
+    let n = tables.len().max(1) as f64;
+    let c = tables
+        .iter()
+        .map(|t| t.lookups.load(Ordering::Relaxed) as f64)
+        .sum::<f64>()
+        / n;
+    let t = tables
+        .iter()
+        .map(|t| t.created.elapsed().as_secs_f64())
+        .sum::<f64>()
+        / n;
+    (c, t)
+}
+
+fn verify_table(t: &Arc<Table>) -> Result<()> {
+    let bad = |why: String| Error::corruption(format!("table {}", t.id), why);
+    let mut it = TableIter::new(t.clone(), None)?;
+    let mut prev: Option<Vec<u8>> = None;
+    let mut n = 0u64;
+    while let Some((k, _)) = it.peek() {
+        if prev.as_deref().is_some_and(|p| p >= k) {
+            return Err(bad("keys out of order".into()));
+        }
+        if n == 0 && k != t.smallest() {
+            return Err(bad("first key differs from the recorded smallest".into()));
+        }
+        // Every key must be found where the index sends a lookup.
+        let found = t.seek(k, false)?;
+        if found
+            .as_ref()
+            .and_then(|(_, b, s)| b.entry(*s))
+            .map(|(fk, _)| fk)
+            != Some(k)
+        {
+            return Err(bad(format!("index does not find entry {n}")));
+        }
+        prev = Some(k.to_vec());
+        n += 1;
+        it.advance()?;
+    }
+    if n != t.footer.entries {
+        return Err(bad(format!(
+            "{n} entries, footer says {}",
+            t.footer.entries
+        )));
+    }
+    if prev.as_deref() != Some(t.largest()) {
+        return Err(bad("last key differs from the recorded largest".into()));
+    }
+    Ok(())
+}
+
+impl KvStore for LsmStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.inner.check()?;
+        let v = self.inner.get(key)?;
+        let c = &self.inner.counters;
+        c.gets.fetch_add(1, Ordering::Relaxed);
+        if let Some(v) = &v {
+            c.user_read
+                .fetch_add((key.len() + v.len()) as u64, Ordering::Relaxed);
+        }
+        Ok(v)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        check_key(key)?;
+        check_value(value)?;
+        let mut b = WriteBatch::new();
+        b.put(key, value)?;
+        self.inner.write(&b)?;
+        self.inner.counters.puts.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        check_key(key)?;
+        let mut b = WriteBatch::new();
+        b.delete(key)?;
+        self.inner.write(&b)?;
+        self.inner.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.inner.check()?;
+        let read = self.inner.scan(range, visit)?;
+        let c = &self.inner.counters;
+        c.scans.fetch_add(1, Ordering::Relaxed);
+        c.user_read.fetch_add(read, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        self.inner.write(batch)?;
+        self.inner.counters.batches.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        let inner = &self.inner;
+        {
+            let mut w = inner.writer.lock();
+            inner.check()?;
+            if !w.mem.is_empty() {
+                loop {
+                    inner.check()?;
+                    if inner.current.read().imms.len() < inner.opts.max_immutable {
+                        break;
+                    }
+                    inner.wake();
+                    inner.room.wait_for(&mut w, Duration::from_millis(20));
+                }
+                inner.rotate(&mut w)?;
+            }
+        }
+        loop {
+            inner.check()?;
+            if inner.current.read().imms.is_empty() {
+                return Ok(());
+            }
+            inner.wake();
+            let mut w = inner.writer.lock();
+            inner.room.wait_for(&mut w, Duration::from_millis(20));
+        }
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.check()?;
+        let wal = self.inner.writer.lock().wal.clone();
+        wal.sync().inspect_err(|e| self.inner.poison(e))
+    }
+
+    fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let c = &inner.counters;
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let device = inner
+            .devices
+            .all()
+            .map(|d| ferrite_core::DeviceCounts::from(d.io_stats()))
+            .fold(Default::default(), |a, b| a + b);
+        let report = self.report();
+        let table_memory: u64 = report.levels.iter().map(|l| l.index_memory).sum();
+        let mut extra = vec![
+            ("flushes".to_string(), ld(&c.flushes) as f64),
+            ("compactions".to_string(), ld(&c.compactions) as f64),
+            ("trivial_moves".to_string(), ld(&c.moves) as f64),
+            (
+                "compaction_bytes_read".to_string(),
+                ld(&c.compaction_read) as f64,
+            ),
+            (
+                "compaction_bytes_written".to_string(),
+                ld(&c.compaction_written) as f64,
+            ),
+            ("write_stalls".to_string(), ld(&c.stalls) as f64),
+            ("write_stall_micros".to_string(), ld(&c.stall_micros) as f64),
+            (
+                "max_write_stall_micros".to_string(),
+                ld(&c.max_stall_micros) as f64,
+            ),
+            ("write_slowdowns".to_string(), ld(&c.slowdowns) as f64),
+            ("training_micros".to_string(), ld(&c.training_micros) as f64),
+            (
+                "load_aware_learned".to_string(),
+                ld(&c.learned_builds) as f64,
+            ),
+            ("load_aware_sparse".to_string(), ld(&c.sparse_builds) as f64),
+            ("index_bytes".to_string(), report.index_bytes() as f64),
+            ("table_memory_bytes".to_string(), table_memory as f64),
+            ("memtable_bytes".to_string(), report.memtable_bytes as f64),
+        ];
+        for (l, lr) in report.levels.iter().enumerate() {
+            extra.push((format!("l{l}_tables"), lr.tables as f64));
+            extra.push((format!("l{l}_bytes"), lr.bytes as f64));
+            extra.push((format!("l{l}_learned_tables"), lr.learned_tables as f64));
+            extra.push((format!("l{l}_index_bytes"), lr.index_bytes as f64));
+            extra.push((format!("l{l}_model_segments"), lr.model_segments as f64));
+        }
+        Stats {
+            ops: OpCounts {
+                gets: ld(&c.gets),
+                puts: ld(&c.puts),
+                deletes: ld(&c.deletes),
+                scans: ld(&c.scans),
+                batches: ld(&c.batches),
+            },
+            user_bytes_written: ld(&c.user_written),
+            user_bytes_read: ld(&c.user_read),
+            device,
+            cache: inner.cache.counts(),
+            memory_bytes: report.cache_bytes + report.memtable_bytes + table_memory,
+            extra,
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        self.inner.check()?;
+        self.inner.verify()
+    }
+}
+
+impl Drop for LsmStore {
+    fn drop(&mut self) {
+        *self.inner.bg.lock() = true;
+        self.inner.bg_wake.notify_all();
+        self.inner.room.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if !self.inner.poisoned.load(Ordering::Acquire) {
+            let wal = self.inner.writer.lock().wal.clone();
+            if let Err(e) = wal.sync() {
+                log::error!("closing sync of the WAL failed: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Writes one table into memory: data blocks, then the meta region.
+//!
+//! Entries must come in strictly ascending key order (one version per key;
+//! the memtable and compaction keep only the newest). The finished table is
+//! whole pages, written to its extent in one sequential write by the
+//! caller.
+
+use std::time::Instant;
+
+use ferrite_learned::{BoundedModel, KeyProjection};
+
+use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
+use super::bloom::Bloom;
+use super::footer::{Footer, Properties, FOOTER_LEN};
+use super::index::{shortest_separator, BlockMap, Index, LearnedIndex, SparseIndex};
+use crate::options::IndexKind;
+
+/// A finished table, ready to be written.
+pub struct BuiltTable {
+    pub bytes: Vec<u8>,
+    pub entries: u64,
+    pub index_bytes: usize,
+    pub training_micros: u64,
+}
+
+impl BuiltTable {
+    pub fn pages(&self) -> u64 {
+        (self.bytes.len() / PAGE) as u64
+    }
+}
+
+pub struct TableBuilder {
+    kind: IndexKind,
+    bloom_bits: usize,
+    training_threads: usize,
+    data: Vec<u8>,
+    block: BlockBuilder,
+    /// Per finished block: its first ordinal, first page, last key.
+    block_first: Vec<u32>,
+    block_page: Vec<u32>,
+    separators: Vec<Vec<u8>>,
+    last_key: Vec<u8>,
+    first_key: Vec<u8>,
+    /// Every key, back to back, for the model (fitted at `finish`, when
+    /// the table's common prefix is known).
+    keys: Vec<u8>,
+    key_ends: Vec<u32>,
+    hashes: Vec<u64>,
+    entries: u64,
+    deletes: u32,
+    /// The size every entry so far has had, while they all had one.
+    uniform: Option<usize>,
+    mixed: bool,
+}
+
+impl TableBuilder {
+    pub fn new(kind: IndexKind, bloom_bits: usize, training_threads: usize) -> Self {
+        Self {
+            kind,
+            bloom_bits,
+            training_threads,
+            data: Vec::new(),
+            block: BlockBuilder::default(),
+            block_first: Vec::new(),
+            block_page: Vec::new(),
+            separators: Vec::new(),
+            last_key: Vec::new(),
+            first_key: Vec::new(),
+            keys: Vec::new(),
+            key_ends: Vec::new(),
+            hashes: Vec::new(),
+            entries: 0,
+            deletes: 0,
+            uniform: None,
+            mixed: false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// Bytes of data written so far (for splitting compaction output).
+    pub fn estimated_bytes(&self) -> usize {
+        self.data.len() + PAGE
+    }
+
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Adds the next entry; `key` must be greater than every earlier key.
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(self.entries == 0 || key > self.last_key.as_slice());
+        let len = entry_len(key, value);
+        if !self.block.is_empty() && !self.block.fits(len) {
+            self.finish_block(Some(key));
+        }
+        if self.block.is_empty() {
+            self.block_first.push(self.entries as u32);
+            self.block_page.push((self.data.len() / PAGE) as u32);
+        }
+        self.block.add(key, value);
+        match self.uniform {
+            None if self.entries == 0 => self.uniform = Some(len),
+            Some(u) if u != len => self.mixed = true,
+            _ => {}
+        }
+        if self.entries == 0 {
+            self.first_key = key.to_vec();
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        if self.kind != IndexKind::Sparse {
+            self.keys.extend_from_slice(key);
+            self.key_ends.push(self.keys.len() as u32);
+        }
+        self.hashes.push(Bloom::hash(key));
+        self.entries += 1;
+        if value.is_none() {
+            self.deletes += 1;
+        }
+    }
+
+    fn finish_block(&mut self, next: Option<&[u8]>) {
+        self.separators.push(match next {
+            Some(n) => shortest_separator(&self.last_key, n),
+            None => self.last_key.clone(),
+        });
+        self.block.finish_into(&mut self.data);
+    }
+
+    /// Finishes the table. Panics never; an empty builder makes no table.
+    pub fn finish(mut self) -> Option<BuiltTable> {
+        if self.entries == 0 {
+            return None;
+        }
+        self.finish_block(None);
+        let data_pages = (self.data.len() / PAGE) as u32;
+        let started = Instant::now();
+        let index = match self.kind {
+            IndexKind::Sparse => Index::Sparse(SparseIndex {
+                separators: std::mem::take(&mut self.separators),
+                page: std::mem::take(&mut self.block_page),
+            }),
+            IndexKind::Learned { fit, eps } => {
+                let projection =
+                    KeyProjection::for_keys([self.first_key.as_slice(), self.last_key.as_slice()]);
+                // One point per distinct projection: its first ordinal.
+                let (mut xs, mut pos) = (Vec::new(), Vec::new());
+                let mut start = 0usize;
+                for (i, &end) in self.key_ends.iter().enumerate() {
+                    let key = self.keys.get(start..end as usize).unwrap_or_default();
+                    start = end as usize;
+                    let x = projection.project(key);
+                    if xs.last().is_none_or(|&l| l < x) {
+                        xs.push(x);
+                        pos.push(i as u64);
+                    }
+                }
+                // A window wider than a quarter of a block would send many
+                // lookups to a neighbouring block; ε is capped there.
+                let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;
+                let eps = eps.min((per_block / 4.0).max(1.0));
+                let model = BoundedModel::fit_parallel(
+                    &xs,
+                    &pos,
+                    self.entries,
+                    fit,
+                    eps,
+                    self.training_threads,
+                );
+                let fixed = self.uniform.filter(|_| !self.mixed).and_then(|len| {
+                    let per = entries_per_page(len) as u32;
+                    let all_full = self.block_first.iter().enumerate().all(|(b, &f)| {
+                        f == b as u32 * per && self.block_page.get(b) == Some(&(b as u32))
+                    });
+                    (per > 0 && all_full).then_some(per)
+                });
+                let map = match fixed {
+                    Some(per_page) => BlockMap::Fixed {
+                        per_page,
+                        entries: self.entries,
+                    },
+                    None => BlockMap::Variable {
+                        first: std::mem::take(&mut self.block_first),
+                        page: std::mem::take(&mut self.block_page),
+                    },
+                };
+                Index::Learned(LearnedIndex {
+                    map,
+                    projection,
+                    model,
+                })
+            }
+        };
+        let training_micros = if index.is_learned() {
+            started.elapsed().as_micros() as u64
+        } else {
+            0
+        };
+        let bloom = Bloom::build(&self.hashes, self.bloom_bits);
+        let props = Properties {
+            smallest: self.first_key,
+            largest: self.last_key,
+            training_micros,
+        };
+        let mut region = Vec::new();
+        bloom.encode(&mut region);
+        let filter_len = region.len() as u32;
+        index.encode(&mut region);
+        let index_len = region.len() as u32 - filter_len;
+        props.encode(&mut region);
+        let props_len = region.len() as u32 - filter_len - index_len;
+        let meta_pages = (region.len() + FOOTER_LEN).div_ceil(PAGE);
+        region.resize(meta_pages * PAGE - FOOTER_LEN, 0);
+        Footer {
+            data_pages,
+            meta_pages: meta_pages as u32,
+            entries: self.entries,
+            filter_len,
+            index_len,
+            props_len,
+            index_kind: index.kind_byte(),
+            deletes: self.deletes,
+        }
+        .encode_into(&mut region);
+        let mut bytes = self.data;
+        bytes.extend_from_slice(&region);
+        Some(BuiltTable {
+            bytes,
+            entries: self.entries,
+            index_bytes: index_len as usize,
+            training_micros,
+        })
+    }
+}

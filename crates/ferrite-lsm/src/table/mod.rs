@@ -1,0 +1,18 @@
+//! Sorted string tables: immutable, checksummed, one version per key.
+//!
+//! A table is data blocks (`block`), then a meta region with a bloom
+//! filter (`bloom`), an index block (`index`: sparse or learned) and
+//! properties, closed by a footer (`footer`). `builder` writes one;
+//! `reader` opens one and answers lookups; `iter` walks one in order.
+
+pub mod block;
+pub mod bloom;
+pub mod builder;
+pub mod footer;
+pub mod index;
+pub mod iter;
+pub mod reader;
+
+pub use builder::{BuiltTable, TableBuilder};
+pub use iter::TableIter;
+pub use reader::{Found, Position, Table};

@@ -1,0 +1,424 @@
+//! An open table: its filter, index and properties in memory, its data
+//! blocks read through the block cache.
+//!
+//! Lookups never depend on the learned model being right: the model's
+//! window is where the search starts, and a search that finds its answer at
+//! a window edge goes on past it (galloping), so a wrong model costs reads,
+//! never a wrong answer. For a key the table holds, the window is
+//! guaranteed by construction (`ferrite_learned::bounded`).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferrite_core::{Error, Result};
+
+use super::block::{Block, PAGE};
+use super::bloom::Bloom;
+use super::footer::{region_intact, Footer, Properties};
+use super::index::{Index, LearnedIndex};
+use crate::block_cache::BlockCache;
+use crate::table_space::{Extent, TableSpace};
+
+/// Block number, block, slot.
+pub type Position = (usize, Arc<Block>, usize);
+
+/// What a table says about a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Value(Vec<u8>),
+    Deleted,
+}
+
+pub struct Table {
+    pub id: u64,
+    pub extent: Extent,
+    pub footer: Footer,
+    pub props: Properties,
+    pub index: Index,
+    bloom: Bloom,
+    space: Arc<TableSpace>,
+    cache: Arc<BlockCache>,
+    /// Set once the durable manifest no longer lists the table: dropping it
+    /// then frees its extent.
+    obsolete: AtomicBool,
+    /// Lookups that reached the index (SwiftKV's per-table search count).
+    pub lookups: AtomicU64,
+    pub created: Instant,
+}
+
+impl Table {
+    /// Opens table `id` stored in `extent`.
+    pub fn open(
+        id: u64,
+        extent: Extent,
+        space: Arc<TableSpace>,
+        cache: Arc<BlockCache>,
+    ) -> Result<Self> {
+        let loc = || format!("table {id} (pages {}+{})", extent.start, extent.pages);
+        let bad = |why: &str| Error::corruption(loc(), why.to_string());
+        if extent.pages == 0 {
+            return Err(bad("empty extent"));
+        }
+        let last = space.read(extent.start + extent.pages - 1, 1)?;
+        let footer = Footer::decode(&last).map_err(bad)?;
+        let meta_pages = footer.meta_pages as u64;
+        if meta_pages == 0 || footer.data_pages as u64 + meta_pages != extent.pages {
+            return Err(bad("footer page counts disagree with the extent"));
+        }
+        let region = if meta_pages == 1 {
+            last
+        } else {
+            space.read(extent.start + footer.data_pages as u64, meta_pages)?
+        };
+        if !region_intact(&region) {
+            return Err(bad("meta region checksum mismatch"));
+        }
+        let (f, i, p) = (
+            footer.filter_len as usize,
+            footer.index_len as usize,
+            footer.props_len as usize,
+        );
+        let part = |from: usize, len: usize| region.get(from..from.checked_add(len)?);
+        let bloom = part(0, f)
+            .and_then(Bloom::decode)
+            .ok_or_else(|| bad("bad filter"))?;
+        let index = part(f, i)
+            .and_then(|b| Index::decode(footer.index_kind, b, footer.data_pages))
+            .ok_or_else(|| bad("bad index block"))?;
+        let props = part(f + i, p)
+            .and_then(Properties::decode)
+            .ok_or_else(|| bad("bad properties"))?;
+        if index.block_count(footer.data_pages) == 0 || footer.entries == 0 {
+            return Err(bad("table without blocks"));
+        }
+        let t = Self {
+            id,
+            extent,
+            footer,
+            props,
+            index,
+            bloom,
+            space,
+            cache,
+            obsolete: AtomicBool::new(false),
+            lookups: AtomicU64::new(0),
+            created: Instant::now(),
+        };
+        t.cache.pin(t.memory_bytes());
+        Ok(t)
+    }
+
+    pub fn smallest(&self) -> &[u8] {
+        &self.props.smallest
+    }
+
+    pub fn largest(&self) -> &[u8] {
+        &self.props.largest
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.extent.pages * PAGE as u64
+    }
+
+    pub fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.smallest() <= hi && lo <= self.largest()
+    }
+
+    /// Marks the table as gone from the durable manifest.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// Bytes the filter and index hold in memory.
+    pub fn memory_bytes(&self) -> usize {
+        self.bloom.memory_bytes() + self.index.memory_bytes() + std::mem::size_of::<Self>()
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.index.block_count(self.footer.data_pages)
+    }
+
+    /// Block `b`, from the cache or the device.
+    pub fn block(&self, b: usize) -> Result<Arc<Block>> {
+        let key = (self.id, b as u32);
+        if let Some(blk) = self.cache.get(key) {
+            return Ok(blk);
+        }
+        let (page, pages) = self
+            .index
+            .block_pages(b, self.footer.data_pages)
+            .filter(|&(_, n)| n > 0)
+            .ok_or_else(|| {
+                Error::corruption(format!("table {}", self.id), format!("no block {b}"))
+            })?;
+        let buf = self
+            .space
+            .read(self.extent.start + page as u64, pages as u64)?;
+        let blk = Arc::new(Block::parse(buf, &|| {
+            format!(
+                "table {} block {b} (page {})",
+                self.id,
+                self.extent.start + page as u64
+            )
+        })?);
+        self.cache.insert(key, blk.clone());
+        Ok(blk)
+    }
+
+    /// The newest entry for `key` in this table, if any. `hash` is the
+    /// key's [`Bloom::hash`].
+    pub fn get(&self, key: &[u8], hash: u64) -> Result<Option<Found>> {
+        if key < self.smallest() || key > self.largest() || !self.bloom.may_contain(hash) {
+            return Ok(None);
+        }
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let Some((_, blk, slot)) = self.seek(key, false)? else {
+            return Ok(None);
+        };
+        Ok(match blk.entry(slot) {
+            Some((k, v)) if k == key => Some(match v {
+                Some(v) => Found::Value(v.to_vec()),
+                None => Found::Deleted,
+            }),
+            _ => None,
+        })
+    }
+
+    /// The block and slot of the first entry `>= key`, or `None` past the
+    /// end. With `exact_below` false the search trusts that nothing below
+    /// the model's window is `>= key` (true for any key the table holds,
+    /// which is all a point lookup needs).
+    pub fn seek(&self, key: &[u8], exact_below: bool) -> Result<Option<Position>> {
+        match &self.index {
+            Index::Sparse(s) => {
+                let b = s.separators.partition_point(|sep| sep.as_slice() < key);
+                if b >= s.separators.len() {
+                    return Ok(None);
+                }
+                let blk = self.block(b)?;
+                let slot = blk.lower_bound_in(key, 0, blk.len());
+                if slot < blk.len() {
+                    return Ok(Some((b, blk, slot)));
+                }
+                // Separators are >= their block's last key, so this happens
+                // only when `key` equals no entry and sits at the boundary.
+                self.first_of_block(b + 1)
+            }
+            Index::Learned(l) => self.seek_learned(l, key, exact_below),
+        }
+    }
+
+    /// The first entry of block `b`, or `None` past the last block.
+    pub fn first_of_block(&self, b: usize) -> Result<Option<Position>> {
+        if b >= self.block_count() {
+            return Ok(None);
+        }
+        Ok(Some((b, self.block(b)?, 0)))
+    }
+
+    /// Reads the block holding the model's predicted position first and
+    /// moves to a neighbouring block only when the key lies beyond this
+    /// one's first or last entry, so a good prediction costs one block.
+    fn seek_learned(
+        &self,
+        l: &LearnedIndex,
+        key: &[u8],
+        exact_below: bool,
+    ) -> Result<Option<Position>> {
+        let x = l.projection.project(key);
+        let w = l.model.window(x).unwrap_or(ferrite_learned::Window {
+            lo: 0,
+            hi: 0,
+            at: 0,
+        });
+        let corrupt = || Error::corruption(format!("table {}", self.id), "prediction out of range");
+        let (mut b, _) = l.locate(w.at).ok_or_else(corrupt)?;
+        let blocks = self.block_count();
+        // -1: moving to lower blocks, 1: to higher ones.
+        let mut dir = 0i8;
+        loop {
+            let blk = self.block(b)?;
+            let first = blk.entry(0).map(|(k, _)| k).ok_or_else(corrupt)?;
+            if key <= first {
+                // Nothing below can be >= key once an earlier entry is < key;
+                // without `exact_below`, a window starting in this block
+                // proves the answer (if the key is here at all) is no lower.
+                let below_ruled_out = b == 0
+                    || dir == 1
+                    || key == first
+                    || (!exact_below && l.block_first(b) <= w.lo);
+                if below_ruled_out {
+                    return Ok(Some((b, blk, 0)));
+                }
+                dir = -1;
+                b -= 1;
+                continue;
+            }
+            let last = blk
+                .entry(blk.len() - 1)
+                .map(|(k, _)| k)
+                .ok_or_else(corrupt)?;
+            if key > last {
+                if dir == -1 {
+                    return self.first_of_block(b + 1);
+                }
+                if b + 1 >= blocks {
+                    return Ok(None);
+                }
+                dir = 1;
+                b += 1;
+                continue;
+            }
+            // In the predicted block, search the window's part of it first
+            // (the answer is there for a key the table holds), widening to
+            // the whole block only if the window's ends say otherwise.
+            let base = l.block_first(b);
+            let n = blk.len();
+            let lo = (w.lo.saturating_sub(base) as usize).clamp(1, n);
+            let hi = ((w.hi + 1).saturating_sub(base) as usize).clamp(lo, n);
+            let mut slot = blk.lower_bound_in(key, lo, hi);
+            if slot == lo && lo > 1 && blk.key(lo - 1) >= key {
+                slot = blk.lower_bound_in(key, 1, lo);
+            } else if slot == hi && hi < n {
+                slot = blk.lower_bound_in(key, hi, n);
+            }
+            return Ok(Some((b, blk, slot)));
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        self.cache.unpin(self.memory_bytes());
+        if self.obsolete.load(Ordering::Acquire) {
+            self.cache.forget_table(self.id);
+            self.space.release(self.extent);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::IndexKind;
+    use crate::table::TableBuilder;
+    use ferrite_io::MemDevice;
+    use ferrite_learned::FitKind;
+    use proptest::prelude::*;
+
+    fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize) -> Table {
+        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        let mut b = TableBuilder::new(kind, 10, 2);
+        for (i, k) in keys.iter().enumerate() {
+            let v = vec![i as u8; value_len + i % 3 * (value_len / 2)];
+            b.add(k, if i % 5 == 4 { None } else { Some(&v) });
+        }
+        let built = b.finish().unwrap();
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        Table::open(1, extent, space, cache).unwrap()
+    }
+
+    fn position(t: &Table, key: &[u8], exact_below: bool) -> Option<Vec<u8>> {
+        t.seek(key, exact_below)
+            .unwrap()
+            .and_then(|(_, b, s)| b.entry(s).map(|(k, _)| k.to_vec()))
+    }
+
+    /// Keys drawn so that many share their first 8 bytes (a common prefix
+    /// and short suffixes), next to ones that do not.
+    fn keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        proptest::collection::btree_set(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 1..12),
+                (0u32..500, proptest::collection::vec(any::<u8>(), 0..3)).prop_map(|(n, s)| {
+                    let mut k = format!("prefix--{n:05}").into_bytes();
+                    k.extend(s);
+                    k
+                }),
+                (0u64..1_000_000).prop_map(|n| (n * 7919).to_be_bytes().to_vec()),
+            ],
+            1..2000,
+        )
+        .prop_map(|s| s.into_iter().collect())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn learned_lookups_return_what_binary_search_returns(
+            keys in keys(),
+            probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..14), 0..200),
+            value_len in prop_oneof![Just(0usize), Just(8), Just(100), Just(3000)],
+        ) {
+            let sparse = build(&keys, IndexKind::Sparse, value_len);
+            for kind in [
+                IndexKind::LEARNED,
+                IndexKind::Learned { fit: FitKind::Piecewise, eps: 1.0 },
+                IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 },
+            ] {
+                let learned = build(&keys, kind, value_len);
+                for k in keys.iter().chain(&probes) {
+                    let want = keys.iter().find(|x| *x >= k).cloned();
+                    prop_assert_eq!(position(&sparse, k, true), want.clone());
+                    prop_assert_eq!(position(&learned, k, true), want.clone());
+                    let h = Bloom::hash(k);
+                    prop_assert_eq!(learned.get(k, h).unwrap(), sparse.get(k, h).unwrap());
+                    if keys.contains(k) {
+                        prop_assert_eq!(position(&learned, k, false), Some(k.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_size_entries_need_no_block_map() {
+        let keys: Vec<Vec<u8>> = (0..5000u64)
+            .map(|i| (i * 977).to_be_bytes().to_vec())
+            .collect();
+        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        for k in &keys {
+            b.add(k, Some(&[1; 8]));
+        }
+        let built = b.finish().unwrap();
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        match &t.index {
+            Index::Learned(l) => {
+                assert!(matches!(l.map, crate::table::index::BlockMap::Fixed { .. }));
+                assert_eq!(
+                    l.model.segment_count(),
+                    1,
+                    "evenly spaced keys fit one line"
+                );
+            }
+            Index::Sparse(_) => panic!("asked for a learned index"),
+        }
+        for k in &keys {
+            assert_eq!(
+                t.get(k, Bloom::hash(k)).unwrap(),
+                Some(Found::Value(vec![1; 8]))
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_meta_is_a_typed_error() {
+        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        b.add(b"k", Some(b"v"));
+        let mut built = b.finish().unwrap();
+        let n = built.bytes.len();
+        built.bytes[n - 100] ^= 1;
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        let r = Table::open(1, extent, space, Arc::new(BlockCache::new(1 << 20)));
+        assert!(matches!(r, Err(Error::Corruption { .. })));
+    }
+}

@@ -1,0 +1,189 @@
+//! The table space: one block device holding every table as an extent of
+//! whole pages, and the allocator of those extents.
+//!
+//! Invariants:
+//! - the free list is exactly the pages no live table occupies; it is not
+//!   persisted but rebuilt at open from the manifest's extents
+//!   ([`TableSpace::open`]), so a crash can leak nothing;
+//! - an extent is freed only after the manifest that no longer lists its
+//!   table is durable, so a page a durable manifest refers to is never
+//!   reused;
+//! - freed extents are discarded (TRIM / hole punch) and reused first-fit;
+//!   the device grows only when no free extent fits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferrite_core::Result;
+use ferrite_io::{AlignedBuf, BlockDevice};
+use parking_lot::Mutex;
+
+use crate::table::block::PAGE;
+
+/// Pages `[start, start + pages)` of the table space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub start: u64,
+    pub pages: u64,
+}
+
+struct Free {
+    /// start → pages, coalesced.
+    runs: BTreeMap<u64, u64>,
+    /// First page past every allocation.
+    end: u64,
+}
+
+pub struct TableSpace {
+    dev: Arc<dyn BlockDevice>,
+    free: Mutex<Free>,
+}
+
+impl TableSpace {
+    /// Opens the space with `live` extents in use; everything else is free.
+    pub fn open(dev: Arc<dyn BlockDevice>, live: &[Extent]) -> Self {
+        let mut sorted: Vec<Extent> = live.to_vec();
+        sorted.sort_by_key(|e| e.start);
+        let mut runs = BTreeMap::new();
+        let mut at = 0u64;
+        for e in &sorted {
+            if e.start > at {
+                runs.insert(at, e.start - at);
+            }
+            at = at.max(e.start + e.pages);
+        }
+        Self {
+            dev,
+            free: Mutex::new(Free { runs, end: at }),
+        }
+    }
+
+    pub fn device(&self) -> &Arc<dyn BlockDevice> {
+        &self.dev
+    }
+
+    /// Allocates `pages` pages, first fit.
+    pub fn allocate(&self, pages: u64) -> Extent {
+        let mut f = self.free.lock();
+        let fit = f
+            .runs
+            .iter()
+            .find(|(_, &len)| len >= pages)
+            .map(|(&s, &l)| (s, l));
+        if let Some((start, len)) = fit {
+            f.runs.remove(&start);
+            if len > pages {
+                f.runs.insert(start + pages, len - pages);
+            }
+            return Extent { start, pages };
+        }
+        // Extend, absorbing a free run that ends at the current end.
+        let tail = f
+            .runs
+            .iter()
+            .next_back()
+            .filter(|(&s, &l)| s + l == f.end)
+            .map(|(&s, _)| s);
+        let start = match tail {
+            Some(s) => {
+                f.runs.remove(&s);
+                s
+            }
+            None => f.end,
+        };
+        f.end = start + pages;
+        Extent { start, pages }
+    }
+
+    /// Returns an extent whose table is gone from the durable manifest.
+    pub fn release(&self, e: Extent) {
+        // Discarding is advisory: a failure leaves the pages allocated on
+        // disk but free here, and they are rewritten on reuse.
+        if let Err(err) = self
+            .dev
+            .discard(e.start * PAGE as u64, e.pages * PAGE as u64)
+        {
+            log::warn!(
+                "discard of table pages {}+{} failed: {err}",
+                e.start,
+                e.pages
+            );
+        }
+        let mut f = self.free.lock();
+        let (mut start, mut pages) = (e.start, e.pages);
+        if let Some((&ps, &pl)) = f.runs.range(..start).next_back() {
+            if ps + pl == start {
+                f.runs.remove(&ps);
+                start = ps;
+                pages += pl;
+            }
+        }
+        if let Some(&nl) = f.runs.get(&(start + pages)) {
+            f.runs.remove(&(start + pages));
+            pages += nl;
+        }
+        f.runs.insert(start, pages);
+    }
+
+    /// Writes a table's bytes (whole pages) to its extent.
+    pub fn write(&self, e: Extent, bytes: &[u8]) -> Result<()> {
+        let buf = AlignedBuf::from_slice(bytes);
+        self.dev.write_at(&buf, e.start * PAGE as u64)?;
+        Ok(())
+    }
+
+    /// Reads `pages` pages from page `page` of the space.
+    pub fn read(&self, page: u64, pages: u64) -> Result<AlignedBuf> {
+        let mut buf = AlignedBuf::zeroed((pages as usize) * PAGE);
+        self.dev.read_at(&mut buf, page * PAGE as u64)?;
+        Ok(buf)
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        Ok(self.dev.sync()?)
+    }
+
+    /// Pages in free runs and the space's end, for reports.
+    pub fn usage(&self) -> (u64, u64) {
+        let f = self.free.lock();
+        (f.runs.values().sum(), f.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_io::MemDevice;
+
+    #[test]
+    fn first_fit_reuse_and_coalescing() {
+        let s = TableSpace::open(Arc::new(MemDevice::new()), &[]);
+        let a = s.allocate(4);
+        let b = s.allocate(2);
+        let c = s.allocate(3);
+        assert_eq!((a.start, b.start, c.start), (0, 4, 6));
+        s.release(a);
+        s.release(b);
+        assert_eq!(s.usage(), (6, 9));
+        let d = s.allocate(5);
+        assert_eq!(d.start, 0, "coalesced run reused");
+        s.release(c);
+        let e = s.allocate(10);
+        assert_eq!(e.start, 5, "tail run absorbed by growth");
+    }
+
+    #[test]
+    fn open_frees_the_gaps() {
+        let live = [
+            Extent {
+                start: 10,
+                pages: 5,
+            },
+            Extent { start: 2, pages: 3 },
+        ];
+        let s = TableSpace::open(Arc::new(MemDevice::new()), &live);
+        assert_eq!(s.usage(), (2 + 5, 15));
+        assert_eq!(s.allocate(2).start, 0);
+        assert_eq!(s.allocate(5).start, 5);
+    }
+}

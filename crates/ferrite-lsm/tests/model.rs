@@ -1,0 +1,216 @@
+//! Model-based tests: random operations against the LSM engine and a
+//! `BTreeMap`, with memtables and tables so small that flushes and
+//! compactions happen constantly, reopening in between.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
+use ferrite_learned::FitKind;
+use ferrite_lsm::IndexKind;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, u16),
+    Delete(u16),
+    Get(u16),
+    Scan(u16, u16),
+    Batch(Vec<(u16, Option<u16>)>),
+    Flush,
+    Reopen,
+}
+
+/// Keys share long prefixes and collide in their first 8 bytes, which is
+/// what a learned index must cope with.
+fn key(k: u16) -> Vec<u8> {
+    if k.is_multiple_of(3) {
+        format!("user{:06}", k).into_bytes()
+    } else {
+        format!("usr{:05}-{}", k / 7, k % 7).into_bytes()
+    }
+}
+
+fn value(k: u16, v: u16) -> Vec<u8> {
+    let n = (v as usize * 7) % 300;
+    let mut out = format!("{k}:{v}:").into_bytes();
+    out.resize(out.len() + n, b'x');
+    out
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (0..600u16, any::<u16>()).prop_map(|(k, v)| Op::Put(k, v)),
+        8 => (0..600u16).prop_map(Op::Delete),
+        15 => (0..600u16).prop_map(Op::Get),
+        4 => (0..600u16, 0..600u16).prop_map(|(a, b)| Op::Scan(a.min(b), a.max(b))),
+        4 => proptest::collection::vec((0..600u16, proptest::option::of(any::<u16>())), 1..20).prop_map(Op::Batch),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn run(ops: Vec<Op>, index: IndexKind) {
+    let d = common::fresh();
+    let mut db = common::open(&d, common::tiny(index), SyncMode::Never).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                db.put(&key(k), &value(k, v)).unwrap();
+                model.insert(key(k), value(k, v));
+            }
+            Op::Delete(k) => {
+                db.delete(&key(k)).unwrap();
+                model.remove(&key(k));
+            }
+            Op::Get(k) => assert_eq!(db.get(&key(k)).unwrap().as_ref(), model.get(&key(k))),
+            Op::Scan(a, b) => {
+                let (ka, kb) = (key(a), key(b));
+                let (lo, hi) = if ka <= kb { (ka, kb) } else { (kb, ka) };
+                let got = db
+                    .scan_collect(KeyRange::from_bounds(&lo[..]..&hi[..]), usize::MAX)
+                    .unwrap();
+                let want: Vec<_> = model
+                    .range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi)))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want);
+            }
+            Op::Batch(items) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in items {
+                    match v {
+                        Some(v) => {
+                            b.put(&key(k), &value(k, v)).unwrap();
+                            model.insert(key(k), value(k, v));
+                        }
+                        None => {
+                            b.delete(&key(k)).unwrap();
+                            model.remove(&key(k));
+                        }
+                    }
+                }
+                db.write_batch(&b).unwrap();
+            }
+            Op::Flush => db.flush().unwrap(),
+            Op::Reopen => {
+                db.sync().unwrap();
+                drop(db);
+                db = common::open(&d, common::tiny(index), SyncMode::Never).unwrap();
+            }
+        }
+    }
+    db.wait_for_compactions().unwrap();
+    db.verify().unwrap();
+    assert_eq!(common::contents(&db), model);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn learned_index_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
+        run(ops, IndexKind::LEARNED);
+    }
+
+    #[test]
+    fn sparse_index_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
+        run(ops, IndexKind::Sparse);
+    }
+
+    #[test]
+    fn plr_only_and_single_line_stores_match_a_btreemap(ops in proptest::collection::vec(op(), 1..600)) {
+        run(ops.clone(), IndexKind::Learned { fit: FitKind::Piecewise, eps: 2.0 });
+        run(ops, IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 });
+    }
+}
+
+#[test]
+fn a_long_run_reaches_deep_levels_and_stays_consistent() {
+    let d = common::fresh();
+    let db = common::open(&d, common::tiny(IndexKind::LEARNED), SyncMode::Never).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..20_000u32 {
+        let k = key((i.wrapping_mul(2_654_435_761) % 5000) as u16);
+        let v = value(i as u16, (i % 97) as u16);
+        if i % 11 == 0 {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let r = db.report();
+    assert!(r.levels.iter().skip(2).any(|l| l.tables > 0), "{r:?}");
+    assert!(r.levels.iter().all(|l| l.learned_tables == l.tables));
+    let st = db.stats();
+    assert!(st.extra("compactions").unwrap() > 10.0);
+    db.verify().unwrap();
+    assert_eq!(common::contents(&db), model);
+}
+
+#[test]
+fn load_aware_construction_learns_only_where_lookups_pay() {
+    let d = common::fresh();
+    let opts = ferrite_lsm::LsmOptions {
+        // A saving so large that any lookup pays for a model, so the test
+        // checks the mechanics (counters reach the policy), not a tuning.
+        load_aware: Some(ferrite_lsm::LoadAware { saving_ns: 1e6 }),
+        ..common::tiny(IndexKind::LEARNED)
+    };
+    let db = common::open(&d, opts, SyncMode::Never).unwrap();
+    // Writes alone: every compaction output is left sparse.
+    for i in 0..6000u32 {
+        db.put(&key((i % 3000) as u16), &value(i as u16, 1))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let st = db.stats();
+    assert!(st.extra("load_aware_sparse").unwrap() > 0.0);
+    assert_eq!(st.extra("load_aware_learned"), Some(0.0));
+    assert_eq!(
+        db.report()
+            .levels
+            .iter()
+            .map(|l| l.learned_tables)
+            .sum::<usize>(),
+        0
+    );
+    // Reads between writes: the tables they hit get models when rewritten.
+    let mut most_learned = 0;
+    for round in 0..6u32 {
+        for _ in 0..10 {
+            for k in 0..3000u16 {
+                assert!(db.get(&key(k)).unwrap().is_some());
+            }
+        }
+        for i in 0..3000u16 {
+            db.put(&key(i), &value(i, 2 + round as u16)).unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let learned: usize = db.report().levels.iter().map(|l| l.learned_tables).sum();
+        most_learned = most_learned.max(learned);
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let st = db.stats();
+    assert!(
+        st.extra("load_aware_learned").unwrap() > 0.0,
+        "{:?}",
+        st.extra
+    );
+    assert!(most_learned > 0, "no learned table was ever live");
+    db.verify().unwrap();
+}

@@ -946,9 +946,9 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
         let get = |w: &str| p.runs.get(w).map_or(f64::NAN, |(a, b)| a / b);
         keep_min("read_speedup_vs_rocksdb_incache", get("read_incache"));
         keep_min("read_speedup_vs_rocksdb_cache10", get("read_cache10"));
-        let ycsb = ["a", "b", "c", "d", "f"]
+        let ycsb = ["A", "B", "C", "D", "F"]
             .iter()
-            .map(|w| get(&format!("ycsb-{w}")))
+            .map(|w| get(w))
             .fold(f64::INFINITY, f64::min);
         keep_min("min_ycsb_ratio_vs_rocksdb", ycsb);
     }

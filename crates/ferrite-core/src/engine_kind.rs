@@ -61,7 +61,7 @@ impl EngineKind {
             EngineKind::Zkv => {
                 "B+tree for zoned storage: merged filter, adaptive delta buffers, zone flusher"
             }
-            EngineKind::Lsm => "LSM-tree with learned SSTable index blocks (SwiftKV)",
+            EngineKind::Lsm => "LSM-tree with learned SSTable index blocks and shared-memtable partitions (SwiftKV)",
             EngineKind::Rask => "in-memory range-as-a-key index for block-store address mapping",
         }
     }

@@ -1,9 +1,10 @@
 //! Leveled compaction: which tables to merge (a pure policy) and the merge
 //! itself.
 //!
-//! Policy ([`pick`]): every level gets a score, L0 its table count over
-//! the trigger, deeper levels their bytes over their target; the level
-//! with the highest score ≥ 1 is compacted. L0 compacts all its tables
+//! Policy ([`pick_level`], per partition): every level gets a score, L0
+//! its table count over the trigger, deeper levels their bytes over their
+//! target (a partition's share of the level's target); the level with the
+//! highest score ≥ 1 is compacted. L0 compacts all its tables
 //! (they may overlap, so taking only some could put an older version above
 //! a newer one) with the L1 tables they overlap; a deeper level compacts
 //! one table, chosen round-robin by a per-level key cursor, with the next
@@ -42,7 +43,8 @@ pub fn pick_level(shape: &[LevelShape], opts: &LsmOptions) -> Option<(usize, f64
             let score = if l == 0 {
                 s.tables as f64 / opts.l0_compaction_trigger as f64
             } else {
-                s.bytes as f64 / opts.level_target(l) as f64
+                let share = (opts.level_target(l) / opts.partitions.max(1) as u64).max(1);
+                s.bytes as f64 / share as f64
             };
             (l, score)
         })
@@ -52,6 +54,7 @@ pub fn pick_level(shape: &[LevelShape], opts: &LsmOptions) -> Option<(usize, f64
 
 /// One compaction to run.
 pub struct Job {
+    pub part: usize,
     pub level: usize,
     /// Inputs from `level` (newest first for L0) and from `level + 1`.
     pub upper: Vec<Arc<Table>>,
@@ -72,10 +75,10 @@ impl Job {
     }
 }
 
-/// Chooses the inputs of a compaction of `level`; `cursor` is the key the
-/// level's last compaction ended at.
-pub fn plan(v: &Version, level: usize, cursor: Option<&[u8]>) -> Option<Job> {
-    let tables = v.levels.get(level)?;
+/// Chooses the inputs of a compaction of `level` in partition `part`;
+/// `cursor` is the key that level's last compaction ended at.
+pub fn plan(v: &Version, part: usize, level: usize, cursor: Option<&[u8]>) -> Option<Job> {
+    let tables = v.levels(part).get(level)?;
     let upper: Vec<Arc<Table>> = if level == 0 {
         tables.clone()
     } else {
@@ -85,8 +88,9 @@ pub fn plan(v: &Version, level: usize, cursor: Option<&[u8]>) -> Option<Job> {
     };
     let lo = upper.iter().map(|t| t.smallest()).min()?.to_vec();
     let hi = upper.iter().map(|t| t.largest()).max()?.to_vec();
-    let lower = v.overlapping(level + 1, &lo, &hi);
+    let lower = v.overlapping(part, level + 1, &lo, &hi);
     Some(Job {
+        part,
         level,
         upper,
         lower,
@@ -112,7 +116,7 @@ pub fn merge(
         || TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
     let mut b = new_builder();
     while let Some((key, value)) = merged.next_entry()? {
-        if value.is_none() && v.is_base_for(out_level, &key) {
+        if value.is_none() && v.is_base_for(job.part, out_level, &key) {
             continue;
         }
         if b.estimated_bytes() >= opts.table_bytes {

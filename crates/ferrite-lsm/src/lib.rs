@@ -8,6 +8,13 @@
 //! lookup reads the block the prediction falls in and searches a few
 //! slots instead of binary-searching an index and then a block.
 //!
+//! With `partitions > 1` (SwiftKV's subtrees) the key space is split by
+//! the first eight bytes modulo the partition count: one shared memtable
+//! and WAL, split at flush into per-partition L0 tables, each partition
+//! with its own levels and compactions; a lookup searches one partition,
+//! a scan merges all of them, and [`LsmStore::drop_partition`] deletes a
+//! partition's keys by removing its tables, without tombstones.
+//!
 //! | module | owns |
 //! |---|---|
 //! | `options` | [`LsmOptions`], [`IndexKind`] |
@@ -16,7 +23,7 @@
 //! | `table_space` | the one device holding all tables as page extents; the extent allocator |
 //! | `block_cache` | parsed blocks under the byte budget, sharded CLOCK |
 //! | `manifest` | the durable table list, two slots written in turn |
-//! | `version` | an immutable set of live tables by level; point lookups through it |
+//! | `version` | an immutable set of live tables by partition and level; point lookups through it |
 //! | `merge` | sources (memtable, table, level) merged newest-first |
 //! | `compaction` | the leveled policy (pure) and the merge that rewrites tables |
 //! | `build_policy` | load-aware construction: whether new tables get a model (pure) |

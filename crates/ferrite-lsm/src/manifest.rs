@@ -11,8 +11,8 @@
 //!
 //! Layout (spec: `docs/format/sstable.md`), little-endian:
 //! `magic u32 | generation u64 | next_table u64 | log_number u64 |
-//! last_seq u64 | count u32 | count × (id u64, level u8, start u64,
-//! pages u64) | crc32c u32`, zero-padded to the device block.
+//! last_seq u64 | partitions u32 | count u32 | count × (id u64, partition u16, level u8,
+//! start u64, pages u64) | crc32c u32`, zero-padded to the device block.
 
 use std::sync::Arc;
 
@@ -20,12 +20,13 @@ use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 const MAGIC: u32 = 0x4d4e_4631; // "MNF1"
-const RECORD: usize = 8 + 1 + 8 + 8;
-const HEADER: usize = 4 + 8 * 4 + 4;
+const RECORD: usize = 8 + 2 + 1 + 8 + 8;
+const HEADER: usize = 4 + 8 * 4 + 4 + 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableRecord {
     pub id: u64,
+    pub partition: u16,
     pub level: u8,
     pub start: u64,
     pub pages: u64,
@@ -40,6 +41,9 @@ pub struct ManifestState {
     pub log_number: u64,
     /// Every write with a lower or equal sequence number is in a table.
     pub last_seq: u64,
+    /// Partitions the store was made with (keys route by it, so it never
+    /// changes).
+    pub partitions: u32,
     pub tables: Vec<TableRecord>,
 }
 
@@ -55,9 +59,11 @@ impl ManifestState {
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        out.extend_from_slice(&self.partitions.to_le_bytes());
         out.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
         for t in &self.tables {
             out.extend_from_slice(&t.id.to_le_bytes());
+            out.extend_from_slice(&t.partition.to_le_bytes());
             out.push(t.level);
             out.extend_from_slice(&t.start.to_le_bytes());
             out.extend_from_slice(&t.pages.to_le_bytes());
@@ -76,7 +82,8 @@ impl ManifestState {
         if u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) != MAGIC {
             return None;
         }
-        let count = u32::from_le_bytes(b.get(36..40)?.try_into().ok()?) as usize;
+        let partitions = u32::from_le_bytes(b.get(36..40)?.try_into().ok()?);
+        let count = u32::from_le_bytes(b.get(40..44)?.try_into().ok()?) as usize;
         let end = HEADER.checked_add(count.checked_mul(RECORD)?)?;
         let crc = u32::from_le_bytes(b.get(end..end + 4)?.try_into().ok()?);
         if crc32c::crc32c(b.get(..end)?) != crc {
@@ -87,9 +94,10 @@ impl ManifestState {
             let at = HEADER + i * RECORD;
             tables.push(TableRecord {
                 id: u64_at(at)?,
-                level: *b.get(at + 8)?,
-                start: u64_at(at + 9)?,
-                pages: u64_at(at + 17)?,
+                partition: u16::from_le_bytes(b.get(at + 8..at + 10)?.try_into().ok()?),
+                level: *b.get(at + 10)?,
+                start: u64_at(at + 11)?,
+                pages: u64_at(at + 19)?,
             });
         }
         Some(Self {
@@ -97,6 +105,7 @@ impl ManifestState {
             next_table: u64_at(12)?,
             log_number: u64_at(20)?,
             last_seq: u64_at(28)?,
+            partitions,
             tables,
         })
     }
@@ -170,8 +179,10 @@ mod tests {
             next_table: 9,
             log_number: 3,
             last_seq: 77,
+            partitions: 8,
             tables: vec![TableRecord {
                 id: 4,
+                partition: 3,
                 level: 1,
                 start: 10,
                 pages: 3,

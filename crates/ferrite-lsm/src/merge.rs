@@ -7,7 +7,8 @@
 //! number ([`MemSource`]), one table ([`crate::table::TableIter`]), or a
 //! level's tables end to end ([`LevelIter`]).
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -130,46 +131,55 @@ impl Source for LevelIter {
     }
 }
 
-/// Sources merged; index 0 is the newest.
+/// Sources merged; index 0 is the newest. A heap orders the sources'
+/// current keys (ties by source, so the newest comes first), which keeps a
+/// scan over many partitions and levels logarithmic per entry.
 pub struct Merge {
     sources: Vec<Box<dyn Source>>,
+    heap: BinaryHeap<Reverse<(Vec<u8>, usize)>>,
 }
 
 impl Merge {
     pub fn new(sources: Vec<Box<dyn Source>>) -> Self {
-        Self { sources }
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (i, s) in sources.iter().enumerate() {
+            if let Some((k, _)) = s.peek() {
+                heap.push(Reverse((k.to_vec(), i)));
+            }
+        }
+        Self { sources, heap }
+    }
+
+    /// Moves source `i` on and queues its next key.
+    fn advance(&mut self, i: usize) -> Result<()> {
+        if let Some(s) = self.sources.get_mut(i) {
+            s.advance()?;
+            if let Some((k, _)) = s.peek() {
+                self.heap.push(Reverse((k.to_vec(), i)));
+            }
+        }
+        Ok(())
     }
 
     /// The smallest key any source holds, with the newest source's version
     /// of it; every source is moved past that key.
     pub fn next_entry(&mut self) -> Result<Option<Entry>> {
-        let mut best: Option<usize> = None;
-        for (i, s) in self.sources.iter().enumerate() {
-            if let Some((k, _)) = s.peek() {
-                let better = match best.and_then(|b| self.sources.get(b)?.peek()) {
-                    Some((bk, _)) => k < bk,
-                    None => true,
-                };
-                if better {
-                    best = Some(i);
-                }
-            }
-        }
-        let Some(b) = best else {
+        let Some(Reverse((key, i))) = self.heap.pop() else {
             return Ok(None);
         };
-        let Some((key, value)) = self
+        let value = self
             .sources
-            .get(b)
+            .get(i)
             .and_then(|s| s.peek())
-            .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
-        else {
-            return Ok(None);
-        };
-        for s in &mut self.sources {
-            if s.peek().is_some_and(|(k, _)| k == key.as_slice()) {
-                s.advance()?;
+            .and_then(|(_, v)| v.map(<[u8]>::to_vec));
+        self.advance(i)?;
+        while let Some(Reverse((k, j))) = self.heap.peek() {
+            if *k != key {
+                break;
             }
+            let j = *j;
+            self.heap.pop();
+            self.advance(j)?;
         }
         Ok(Some((key, value)))
     }

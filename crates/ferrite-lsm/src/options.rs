@@ -94,6 +94,12 @@ pub struct LsmOptions {
     pub index: IndexKind,
     /// With `Some`, `index` (if learned) is built only where it pays.
     pub load_aware: Option<LoadAware>,
+    /// Partitions (SwiftKV's subtrees): a key belongs to partition
+    /// `first 8 bytes (big-endian, zero-padded) mod partitions`; each has
+    /// its own levels behind the one shared memtable. 1 (unpartitioned) by
+    /// default: partitions speed point lookups but every scan merges all of
+    /// them (`docs/results/swiftkv.md`); SwiftKV's 64 is this option.
+    pub partitions: usize,
     /// Threads fitting one table's model (the table's points are split
     /// into this many pieces, SwiftKV §3.5).
     pub training_threads: usize,
@@ -117,6 +123,7 @@ impl Default for LsmOptions {
             bloom_bits_per_key: 10,
             index: IndexKind::LEARNED,
             load_aware: None,
+            partitions: 1,
             training_threads: 1,
         }
     }
@@ -152,6 +159,9 @@ impl LsmOptions {
         if self.level_multiplier < 2 || self.l1_bytes == 0 {
             return Err("level_multiplier must be >= 2 and l1_bytes > 0".into());
         }
+        if !(1..=1024).contains(&self.partitions) {
+            return Err(format!("partitions {} is not in 1..=1024", self.partitions));
+        }
         if self.training_threads == 0 {
             return Err("training_threads must be >= 1".into());
         }
@@ -170,6 +180,11 @@ impl LsmOptions {
             t = t.saturating_mul(self.level_multiplier);
         }
         t
+    }
+
+    /// The partition of `key`.
+    pub fn partition_of(&self, key: &[u8]) -> usize {
+        (ferrite_core::key_to_u64(key) % self.partitions.max(1) as u64) as usize
     }
 
     /// WAL devices: one per memtable that may be unflushed at once.

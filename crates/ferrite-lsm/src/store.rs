@@ -131,6 +131,7 @@ struct Counters {
     max_stall_micros: AtomicU64,
     slowdowns: AtomicU64,
     training_micros: AtomicU64,
+    partition_drops: AtomicU64,
     /// Load-aware decisions for compaction outputs.
     learned_builds: AtomicU64,
     sparse_builds: AtomicU64,
@@ -191,12 +192,19 @@ impl LsmStore {
                     next_table: 1,
                     log_number: 1,
                     last_seq: 0,
+                    partitions: lsm.partitions as u32,
                     tables: Vec::new(),
                 };
                 manifest.store(&s)?;
                 s
             }
         };
+        if state.partitions as usize != lsm.partitions {
+            return Err(Error::InvalidOptions(format!(
+                "the store has {} partitions; it cannot be opened with {}",
+                state.partitions, lsm.partitions
+            )));
+        }
         let extents: Vec<_> = state
             .tables
             .iter()
@@ -209,10 +217,13 @@ impl LsmStore {
         let cache = Arc::new(BlockCache::new(options.cache_bytes));
         let mut tables = Vec::new();
         for r in &state.tables {
-            if r.level as usize >= lsm.levels {
+            if r.level as usize >= lsm.levels || r.partition as usize >= lsm.partitions {
                 return Err(Error::corruption(
                     "manifest",
-                    format!("table {} on level {} of {}", r.id, r.level, lsm.levels),
+                    format!(
+                        "table {} on level {} of partition {} ({} levels, {} partitions)",
+                        r.id, r.level, r.partition, lsm.levels, lsm.partitions
+                    ),
                 ));
             }
             let extent = crate::table_space::Extent {
@@ -220,9 +231,9 @@ impl LsmStore {
                 pages: r.pages,
             };
             let t = Table::open(r.id, extent, space.clone(), cache.clone())?;
-            tables.push((r.level, Arc::new(t)));
+            tables.push((r.partition as usize, r.level as usize, Arc::new(t)));
         }
-        let mut version = Version::from_tables(lsm.levels, tables);
+        let mut version = Version::from_tables(lsm.partitions, lsm.levels, tables);
 
         // Replay the WALs of memtables not yet in tables.
         let recovered = Memtable::new(state.log_number);
@@ -253,14 +264,14 @@ impl LsmStore {
         if !recovered.is_empty() {
             // Make the replayed writes a table, so the WAL devices can be
             // reused from a clean slate.
-            let built = build_from_memtable(&recovered, &lsm);
-            if let Some(built) = built {
+            let mut added = Vec::new();
+            for (part, built) in build_from_memtable(&recovered, &lsm) {
                 let id = state.next_table;
                 state.next_table += 1;
-                let t = write_table(&space, &cache, id, built)?;
-                space.sync()?;
-                version = version.edit(&[], &[(0, t)]);
+                added.push((part, 0, write_table(&space, &cache, id, built)?));
             }
+            space.sync()?;
+            version = version.edit(&[], &added);
         }
         if next_mem != state.log_number || max_seq != state.last_seq {
             state.log_number = next_mem;
@@ -275,6 +286,7 @@ impl LsmStore {
         let mut wal_slots: [Option<Arc<Wal>>; WAL_DEVICES] = Default::default();
         wal_slots[(mem_id % WAL_DEVICES as u64) as usize] = Some(wal.clone());
         let levels = lsm.levels;
+        let parts = lsm.partitions;
         let inner = Arc::new(Inner {
             sync: options.sync,
             devices,
@@ -297,7 +309,7 @@ impl LsmStore {
             visible: AtomicU64::new(max_seq),
             meta: Mutex::new(Meta {
                 state,
-                cursors: vec![None; levels],
+                cursors: vec![None; levels * parts],
                 history: vec![LevelHistory::default(); levels],
                 train_ns_per_entry: 200.0,
             }),
@@ -336,13 +348,60 @@ impl LsmStore {
         }
     }
 
+    /// Deletes every key of partition `part` at once, without tombstones
+    /// (SwiftKV's per-partition range deletion): the memtables are flushed
+    /// first, so every write so far is in tables, then the partition's
+    /// tables leave the version in one manifest write. Writers wait
+    /// meanwhile; a compaction of the partition in flight is discarded.
+    pub fn drop_partition(&self, part: usize) -> Result<()> {
+        let inner = &self.inner;
+        if part >= inner.opts.partitions {
+            return Err(Error::InvalidOptions(format!(
+                "partition {part} does not exist (the store has {})",
+                inner.opts.partitions
+            )));
+        }
+        let mut w = inner.writer.lock();
+        inner.flush_locked(&mut w)?;
+        let mut meta = inner.meta.lock();
+        let cur = inner.current.read().clone();
+        let removed: Vec<Arc<Table>> = cur.version.levels(part).iter().flatten().cloned().collect();
+        let ids: Vec<u64> = removed.iter().map(|t| t.id).collect();
+        let v = cur.version.edit(&ids, &[]);
+        let mut state = meta.state.clone();
+        state.tables = v.records();
+        inner.store_manifest(&mut meta, state)?;
+        {
+            let mut c = inner.current.write();
+            *c = Arc::new(SuperVersion {
+                mem: c.mem.clone(),
+                imms: c.imms.clone(),
+                version: Arc::new(v),
+            });
+        }
+        for t in &removed {
+            t.mark_obsolete();
+        }
+        inner
+            .counters
+            .partition_drops
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Levels, tables and index blocks, for `ferrite inspect` and reports.
     pub fn report(&self) -> LsmReport {
         let sv = self.inner.current.read().clone();
-        let levels = sv
-            .version
-            .levels
-            .iter()
+        let levels = (0..self.inner.opts.levels)
+            .map(|l| {
+                let ts: Vec<&Arc<Table>> = sv
+                    .version
+                    .tables()
+                    .filter(|(_, tl, _)| *tl == l)
+                    .map(|(_, _, t)| t)
+                    .collect();
+                ts
+            })
             .map(|ts| LevelReport {
                 tables: ts.len(),
                 bytes: ts.iter().map(|t| t.bytes()).sum(),
@@ -418,12 +477,23 @@ fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
     Ok((u64::from_le_bytes(*seq), WriteBatch::decode(rest)?))
 }
 
-fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Option<BuiltTable> {
-    let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
+/// One table per partition with entries, from a memtable's newest
+/// versions (the shared memtable is split by partition at flush).
+fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Vec<(usize, BuiltTable)> {
+    let mut builders: Vec<Option<TableBuilder>> = (0..opts.partitions).map(|_| None).collect();
     for (k, v) in mem.newest_versions() {
-        b.add(&k, v.as_deref());
+        if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
+            slot.get_or_insert_with(|| {
+                TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+            })
+            .add(&k, v.as_deref());
+        }
     }
-    b.finish()
+    builders
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, b)| Some((p, b?.finish()?)))
+        .collect()
 }
 
 fn write_table(
@@ -529,7 +599,7 @@ impl Inner {
             self.check()?;
             let (imms, l0) = {
                 let sv = self.current.read();
-                (sv.imms.len(), sv.version.levels.first().map_or(0, Vec::len))
+                (sv.imms.len(), sv.version.max_l0())
             };
             let full = w.mem.bytes() >= self.opts.memtable_bytes;
             if l0 >= self.opts.l0_stop || (full && imms >= self.opts.max_immutable) {
@@ -599,6 +669,26 @@ impl Inner {
         Ok(())
     }
 
+    /// Makes every memtable a table (the caller holds the writer lock, so
+    /// no write slips in).
+    fn flush_locked(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+        self.check()?;
+        if !w.mem.is_empty() {
+            while self.current.read().imms.len() >= self.opts.max_immutable {
+                self.check()?;
+                self.wake();
+                self.room.wait_for(w, Duration::from_millis(20));
+            }
+            self.rotate(w)?;
+        }
+        while !self.current.read().imms.is_empty() {
+            self.check()?;
+            self.wake();
+            self.room.wait_for(w, Duration::from_millis(20));
+        }
+        self.check()
+    }
+
     fn next_table_id(&self) -> u64 {
         let mut m = self.meta.lock();
         let id = m.state.next_table;
@@ -608,15 +698,21 @@ impl Inner {
 
     /// Writes a new version: manifest first, then the in-memory switch,
     /// then the removed tables may go.
+    /// Returns false (installing nothing) when an input is no longer live
+    /// (its partition was dropped meanwhile); the caller discards its
+    /// outputs.
     fn install(
         &self,
         removed: &[Arc<Table>],
-        added: &[(usize, Arc<Table>)],
+        added: &[(usize, usize, Arc<Table>)],
         flushed: Option<&Memtable>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut meta = self.meta.lock();
         let cur = self.current.read().clone();
         let ids: Vec<u64> = removed.iter().map(|t| t.id).collect();
+        if !cur.version.contains_all(&ids) {
+            return Ok(false);
+        }
         let v = cur.version.edit(&ids, added);
         let mut state = meta.state.clone();
         state.tables = v.records();
@@ -644,7 +740,7 @@ impl Inner {
         }
         drop(meta);
         self.room.notify_all();
-        Ok(())
+        Ok(true)
     }
 
     /// Writes `state` as the next generation and adopts it. The in-memory
@@ -692,34 +788,37 @@ impl Inner {
             // L0 tables live briefly (SwiftKV builds models from L1 on).
             opts.index = crate::options::IndexKind::Sparse;
         }
-        let added = match build_from_memtable(imm, &opts) {
-            Some(built) => {
-                self.counters
-                    .training_micros
-                    .fetch_add(built.training_micros, Ordering::Relaxed);
-                let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
-                self.space.sync()?;
-                vec![(0, t)]
-            }
-            None => Vec::new(),
-        };
+        let mut added = Vec::new();
+        for (part, built) in build_from_memtable(imm, &opts) {
+            self.counters
+                .training_micros
+                .fetch_add(built.training_micros, Ordering::Relaxed);
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            added.push((part, 0, t));
+        }
+        self.space.sync()?;
         self.install(&[], &added, Some(imm))?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         self.wake();
         Ok(())
     }
 
-    fn due_compaction(&self, v: &Version) -> Option<(usize, f64)> {
-        let shape: Vec<LevelShape> = v
-            .levels
-            .iter()
-            .enumerate()
-            .map(|(l, ts)| LevelShape {
-                tables: ts.len(),
-                bytes: v.level_bytes(l),
+    /// The most overdue (partition, level), if any.
+    fn due_compaction(&self, v: &Version) -> Option<(usize, usize, f64)> {
+        (0..v.parts.len())
+            .filter_map(|p| {
+                let shape: Vec<LevelShape> = v
+                    .levels(p)
+                    .iter()
+                    .enumerate()
+                    .map(|(l, ts)| LevelShape {
+                        tables: ts.len(),
+                        bytes: v.level_bytes(p, l),
+                    })
+                    .collect();
+                compaction::pick_level(&shape, &self.opts).map(|(l, score)| (p, l, score))
             })
-            .collect();
-        compaction::pick_level(&shape, &self.opts)
+            .max_by(|a, b| a.2.total_cmp(&b.2))
     }
 
     fn compaction_loop(&self) {
@@ -728,14 +827,14 @@ impl Inner {
                 return;
             }
             let v = self.current.read().version.clone();
-            let Some((level, _)) = self.due_compaction(&v) else {
+            let Some((part, level, _)) = self.due_compaction(&v) else {
                 let mut stop = self.bg.lock();
                 if !*stop {
                     self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
                 }
                 continue;
             };
-            if let Err(e) = self.compact(&v, level) {
+            if let Err(e) = self.compact(&v, part, level) {
                 log::error!("compaction of level {level} failed: {e}");
                 self.poison(&e);
                 return;
@@ -743,20 +842,21 @@ impl Inner {
         }
     }
 
-    fn compact(&self, v: &Version, level: usize) -> Result<()> {
-        let cursor = self.meta.lock().cursors.get(level).cloned().flatten();
-        let Some(job) = compaction::plan(v, level, cursor.as_deref()) else {
+    fn compact(&self, v: &Version, part: usize, level: usize) -> Result<()> {
+        let slot = part * self.opts.levels + level;
+        let cursor = self.meta.lock().cursors.get(slot).cloned().flatten();
+        let Some(job) = compaction::plan(v, part, level, cursor.as_deref()) else {
             return Ok(());
         };
         if let Some(last) = job.upper.iter().map(|t| t.largest()).max() {
-            if let Some(c) = self.meta.lock().cursors.get_mut(level) {
+            if let Some(c) = self.meta.lock().cursors.get_mut(slot) {
                 *c = Some(last.to_vec());
             }
         }
         if job.is_move() {
             let t = job.upper[0].clone();
             // Same table, one level down: no bytes move.
-            self.install_move(&t, level + 1)?;
+            self.install_move(&t, part, level + 1)?;
             self.counters.moves.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -777,7 +877,7 @@ impl Inner {
                 m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
             }
             let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
-            outputs.push((level + 1, t));
+            outputs.push((part, level + 1, t));
             Ok(())
         })
         .or_else(|e| match e {
@@ -786,14 +886,19 @@ impl Inner {
             e => Err(e),
         })?;
         if self.shutting_down() {
-            for (_, t) in &outputs {
+            for (_, _, t) in &outputs {
                 t.mark_obsolete();
             }
             return Ok(());
         }
         self.space.sync()?;
         let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
-        self.install(&inputs, &outputs, None)?;
+        if !self.install(&inputs, &outputs, None)? {
+            for (_, _, t) in &outputs {
+                t.mark_obsolete();
+            }
+            return Ok(());
+        }
         {
             // The consumed tables' lookups and lifetimes feed their levels.
             let mut m = self.meta.lock();
@@ -845,10 +950,13 @@ impl Inner {
         opts
     }
 
-    fn install_move(&self, t: &Arc<Table>, to: usize) -> Result<()> {
+    fn install_move(&self, t: &Arc<Table>, part: usize, to: usize) -> Result<()> {
         let mut meta = self.meta.lock();
         let cur = self.current.read().clone();
-        let v = cur.version.edit(&[t.id], &[(to, t.clone())]);
+        if !cur.version.contains_all(&[t.id]) {
+            return Ok(());
+        }
+        let v = cur.version.edit(&[t.id], &[(part, to, t.clone())]);
         let mut state = meta.state.clone();
         state.tables = v.records();
         self.store_manifest(&mut meta, state)?;
@@ -875,7 +983,8 @@ impl Inner {
                 return Ok(v);
             }
         }
-        Ok(match sv.version.get(key, Bloom::hash(key))? {
+        let part = self.opts.partition_of(key);
+        Ok(match sv.version.get(part, key, Bloom::hash(key))? {
             Some(Found::Value(v)) => Some(v),
             Some(Found::Deleted) | None => None,
         })
@@ -893,13 +1002,17 @@ impl Inner {
         for m in &sv.imms {
             sources.push(Box::new(MemSource::new(m.clone(), seq, range.start)));
         }
-        for (level, tables) in sv.version.levels.iter().enumerate() {
-            if level == 0 {
-                for t in tables {
-                    sources.push(Box::new(TableIter::new(t.clone(), start)?));
+        // Partitions split keys by hash, not range: a scan merges every
+        // partition's levels (what partitioning costs scans).
+        for levels in &sv.version.parts {
+            for (level, tables) in levels.iter().enumerate() {
+                if level == 0 {
+                    for t in tables {
+                        sources.push(Box::new(TableIter::new(t.clone(), start)?));
+                    }
+                } else if !tables.is_empty() {
+                    sources.push(Box::new(LevelIter::new(tables.clone(), start)?));
                 }
-            } else if !tables.is_empty() {
-                sources.push(Box::new(LevelIter::new(tables.clone(), start)?));
             }
         }
         let mut merged = Merge::new(sources);
@@ -925,8 +1038,8 @@ impl Inner {
     /// range, every learned window, and the levels' order.
     fn verify(&self) -> Result<()> {
         let sv = self.current.read().clone();
-        for (level, tables) in sv.version.levels.iter().enumerate() {
-            if level > 0 {
+        for levels in &sv.version.parts {
+            for (level, tables) in levels.iter().enumerate().skip(1) {
                 for pair in tables.windows(2) {
                     if let [a, b] = pair {
                         if a.largest() >= b.smallest() {
@@ -938,9 +1051,9 @@ impl Inner {
                     }
                 }
             }
-            for t in tables {
-                verify_table(t)?;
-            }
+        }
+        for (part, _, t) in sv.version.tables() {
+            verify_table(t, part, &self.opts)?;
         }
         Ok(())
     }
@@ -962,7 +1075,7 @@ fn mean_use(tables: &[Arc<Table>]) -> (f64, f64) {
     (c, t)
 }
 
-fn verify_table(t: &Arc<Table>) -> Result<()> {
+fn verify_table(t: &Arc<Table>, part: usize, opts: &LsmOptions) -> Result<()> {
     let bad = |why: String| Error::corruption(format!("table {}", t.id), why);
     let mut it = TableIter::new(t.clone(), None)?;
     let mut prev: Option<Vec<u8>> = None;
@@ -970,6 +1083,11 @@ fn verify_table(t: &Arc<Table>) -> Result<()> {
     while let Some((k, _)) = it.peek() {
         if prev.as_deref().is_some_and(|p| p >= k) {
             return Err(bad("keys out of order".into()));
+        }
+        if opts.partition_of(k) != part {
+            return Err(bad(format!(
+                "entry {n} belongs to another partition than {part}"
+            )));
         }
         if n == 0 && k != t.smallest() {
             return Err(bad("first key differs from the recorded smallest".into()));
@@ -1049,31 +1167,8 @@ impl KvStore for LsmStore {
     }
 
     fn flush(&self) -> Result<()> {
-        let inner = &self.inner;
-        {
-            let mut w = inner.writer.lock();
-            inner.check()?;
-            if !w.mem.is_empty() {
-                loop {
-                    inner.check()?;
-                    if inner.current.read().imms.len() < inner.opts.max_immutable {
-                        break;
-                    }
-                    inner.wake();
-                    inner.room.wait_for(&mut w, Duration::from_millis(20));
-                }
-                inner.rotate(&mut w)?;
-            }
-        }
-        loop {
-            inner.check()?;
-            if inner.current.read().imms.is_empty() {
-                return Ok(());
-            }
-            inner.wake();
-            let mut w = inner.writer.lock();
-            inner.room.wait_for(&mut w, Duration::from_millis(20));
-        }
+        let mut w = self.inner.writer.lock();
+        self.inner.flush_locked(&mut w)
     }
 
     fn sync(&self) -> Result<()> {
@@ -1118,6 +1213,7 @@ impl KvStore for LsmStore {
                 ld(&c.learned_builds) as f64,
             ),
             ("load_aware_sparse".to_string(), ld(&c.sparse_builds) as f64),
+            ("partition_drops".to_string(), ld(&c.partition_drops) as f64),
             ("index_bytes".to_string(), report.index_bytes() as f64),
             ("table_memory_bytes".to_string(), table_memory as f64),
             ("memtable_bytes".to_string(), report.memtable_bytes as f64),

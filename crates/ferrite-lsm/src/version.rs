@@ -1,6 +1,8 @@
 //! A version: the set of live tables, level by level, immutable once made.
 //!
-//! Invariants: L0 is ordered newest first and its tables may overlap; in
+//! A version has one set of levels per partition (SwiftKV's subtrees; a
+//! key belongs to partition `first 8 bytes mod P`). Invariants, per
+//! partition: L0 is ordered newest first and its tables may overlap; in
 //! every deeper level tables are ordered by key and their key ranges are
 //! disjoint; a key's newest version is in the first table, searching L0 in
 //! order and then each level, that holds it. A new version is made by
@@ -14,37 +16,52 @@ use ferrite_core::Result;
 use crate::manifest::TableRecord;
 use crate::table::{Found, Table};
 
+/// The levels of one partition: `levels[0]` is L0.
+pub type Levels = Vec<Vec<Arc<Table>>>;
+
 #[derive(Clone, Default)]
 pub struct Version {
-    pub levels: Vec<Vec<Arc<Table>>>,
+    /// `parts[p]`: the levels of partition `p` (SwiftKV's subtrees; one
+    /// partition when the store is not partitioned).
+    pub parts: Vec<Levels>,
 }
 
 impl Version {
-    pub fn empty(levels: usize) -> Self {
+    pub fn empty(parts: usize, levels: usize) -> Self {
         Self {
-            levels: vec![Vec::new(); levels],
+            parts: vec![vec![Vec::new(); levels]; parts],
         }
     }
 
-    /// Builds a version from recovered tables (`records` gives levels);
+    /// Builds a version from recovered `(partition, level, table)`s;
     /// L0 newest first means descending table id.
-    pub fn from_tables(levels: usize, mut tables: Vec<(u8, Arc<Table>)>) -> Self {
-        let mut v = Self::empty(levels);
-        tables.sort_by(|a, b| a.1.smallest().cmp(b.1.smallest()));
-        for (level, t) in tables {
-            if let Some(l) = v.levels.get_mut(level as usize) {
+    pub fn from_tables(
+        parts: usize,
+        levels: usize,
+        mut tables: Vec<(usize, usize, Arc<Table>)>,
+    ) -> Self {
+        let mut v = Self::empty(parts, levels);
+        tables.sort_by(|a, b| a.2.smallest().cmp(b.2.smallest()));
+        for (part, level, t) in tables {
+            if let Some(l) = v.parts.get_mut(part).and_then(|p| p.get_mut(level)) {
                 l.push(t);
             }
         }
-        if let Some(l0) = v.levels.first_mut() {
-            l0.sort_by_key(|t| std::cmp::Reverse(t.id));
+        for p in &mut v.parts {
+            if let Some(l0) = p.first_mut() {
+                l0.sort_by_key(|t| std::cmp::Reverse(t.id));
+            }
         }
         v
     }
 
-    /// The newest version of `key`.
-    pub fn get(&self, key: &[u8], hash: u64) -> Result<Option<Found>> {
-        for (level, tables) in self.levels.iter().enumerate() {
+    pub fn levels(&self, part: usize) -> &[Vec<Arc<Table>>] {
+        self.parts.get(part).map_or(&[], Vec::as_slice)
+    }
+
+    /// The newest version of `key`, which lives in partition `part`.
+    pub fn get(&self, part: usize, key: &[u8], hash: u64) -> Result<Option<Found>> {
+        for (level, tables) in self.levels(part).iter().enumerate() {
             if level == 0 {
                 for t in tables {
                     if let Some(f) = t.get(key, hash)? {
@@ -60,23 +77,34 @@ impl Version {
         Ok(None)
     }
 
+    /// Whether every table in `ids` is live in this version.
+    pub fn contains_all(&self, ids: &[u64]) -> bool {
+        ids.iter()
+            .all(|id| self.tables().any(|(_, _, t)| t.id == *id))
+    }
+
     /// A new version without the tables in `removed` and with `added`
-    /// (level, table) placed in order.
-    pub fn edit(&self, removed: &[u64], added: &[(usize, Arc<Table>)]) -> Self {
+    /// (partition, level, table) placed in order.
+    pub fn edit(&self, removed: &[u64], added: &[(usize, usize, Arc<Table>)]) -> Self {
         let mut v = Self {
-            levels: self
-                .levels
+            parts: self
+                .parts
                 .iter()
-                .map(|l| {
-                    l.iter()
-                        .filter(|t| !removed.contains(&t.id))
-                        .cloned()
+                .map(|levels| {
+                    levels
+                        .iter()
+                        .map(|l| {
+                            l.iter()
+                                .filter(|t| !removed.contains(&t.id))
+                                .cloned()
+                                .collect()
+                        })
                         .collect()
                 })
                 .collect(),
         };
-        for (level, t) in added {
-            let Some(l) = v.levels.get_mut(*level) else {
+        for (part, level, t) in added {
+            let Some(l) = v.parts.get_mut(*part).and_then(|p| p.get_mut(*level)) else {
                 continue;
             };
             if *level == 0 {
@@ -89,42 +117,58 @@ impl Version {
         v
     }
 
-    pub fn level_bytes(&self, level: usize) -> u64 {
-        self.levels
+    pub fn level_bytes(&self, part: usize, level: usize) -> u64 {
+        self.levels(part)
             .get(level)
             .map_or(0, |l| l.iter().map(|t| t.bytes()).sum())
     }
 
-    /// Tables of `level` whose ranges meet `[lo, hi]`.
-    pub fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<Table>> {
-        self.levels
+    /// Tables of `level` in `part` whose ranges meet `[lo, hi]`.
+    pub fn overlapping(&self, part: usize, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<Table>> {
+        self.levels(part)
             .get(level)
             .map(|l| l.iter().filter(|t| t.overlaps(lo, hi)).cloned().collect())
             .unwrap_or_default()
     }
 
-    /// Whether no level below `level` can hold `key` (so a delete of it
-    /// written to `level` may be dropped).
-    pub fn is_base_for(&self, level: usize, key: &[u8]) -> bool {
-        self.levels
+    /// Whether no level below `level` of `part` can hold `key` (so a delete
+    /// of it written to `level` may be dropped).
+    pub fn is_base_for(&self, part: usize, level: usize, key: &[u8]) -> bool {
+        self.levels(part)
             .iter()
             .skip(level + 1)
             .all(|tables| find_in_level(tables, key).is_none())
     }
 
+    /// The most L0 tables any partition has.
+    pub fn max_l0(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| p.first().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every table with its partition and level.
+    pub fn tables(&self) -> impl Iterator<Item = (usize, usize, &Arc<Table>)> {
+        self.parts.iter().enumerate().flat_map(|(p, levels)| {
+            levels
+                .iter()
+                .enumerate()
+                .flat_map(move |(l, ts)| ts.iter().map(move |t| (p, l, t)))
+        })
+    }
+
     pub fn records(&self) -> Vec<TableRecord> {
-        let mut out = Vec::new();
-        for (level, tables) in self.levels.iter().enumerate() {
-            for t in tables {
-                out.push(TableRecord {
-                    id: t.id,
-                    level: level as u8,
-                    start: t.extent.start,
-                    pages: t.extent.pages,
-                });
-            }
-        }
-        out
+        self.tables()
+            .map(|(p, l, t)| TableRecord {
+                id: t.id,
+                partition: p as u16,
+                level: l as u8,
+                start: t.extent.start,
+                pages: t.extent.pages,
+            })
+            .collect()
     }
 }
 

@@ -54,8 +54,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn run(ops: Vec<Op>, index: IndexKind) {
+    run_with(ops, common::tiny(index));
+}
+
+fn run_with(ops: Vec<Op>, lsm: ferrite_lsm::LsmOptions) {
     let d = common::fresh();
-    let mut db = common::open(&d, common::tiny(index), SyncMode::Never).unwrap();
+    let mut db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for op in ops {
         match op {
@@ -100,7 +104,7 @@ fn run(ops: Vec<Op>, index: IndexKind) {
             Op::Reopen => {
                 db.sync().unwrap();
                 drop(db);
-                db = common::open(&d, common::tiny(index), SyncMode::Never).unwrap();
+                db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
             }
         }
     }
@@ -123,6 +127,11 @@ proptest! {
     #[test]
     fn sparse_index_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
         run(ops, IndexKind::Sparse);
+    }
+
+    #[test]
+    fn partitioned_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
+        run_with(ops, ferrite_lsm::LsmOptions { partitions: 5, ..common::tiny(IndexKind::LEARNED) });
     }
 
     #[test]
@@ -213,4 +222,46 @@ fn load_aware_construction_learns_only_where_lookups_pay() {
     );
     assert!(most_learned > 0, "no learned table was ever live");
     db.verify().unwrap();
+}
+
+#[test]
+fn dropping_a_partition_removes_exactly_its_keys() {
+    let d = common::fresh();
+    let lsm = ferrite_lsm::LsmOptions {
+        partitions: 4,
+        ..common::tiny(IndexKind::LEARNED)
+    };
+    let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..4000u32 {
+        let k = key((i % 2000) as u16);
+        db.put(&k, &value(i as u16, 1)).unwrap();
+        model.insert(k, value(i as u16, 1));
+    }
+    let victim = lsm.partition_of(&key(7));
+    db.drop_partition(victim).unwrap();
+    model.retain(|k, _| lsm.partition_of(k) != victim);
+    assert!(model.len() < 2000 && !model.is_empty());
+    // Writes after the drop are kept, in every partition.
+    for k in [7u16, 8, 9, 10] {
+        db.put(&key(k), b"after").unwrap();
+        model.insert(key(k), b"after".to_vec());
+    }
+    assert_eq!(common::contents(&db), model);
+    assert_eq!(db.stats().extra("partition_drops"), Some(1.0));
+    assert!(db.drop_partition(4).is_err(), "partition out of range");
+    drop(db);
+    // Partitions route keys, so reopening with another count is refused.
+    let other = ferrite_lsm::LsmOptions {
+        partitions: 8,
+        ..common::tiny(IndexKind::LEARNED)
+    };
+    assert!(matches!(
+        common::open(&d, other, SyncMode::Never),
+        Err(ferrite_core::Error::InvalidOptions(_))
+    ));
+    let db = common::open(&d, lsm, SyncMode::Never).unwrap();
+    db.wait_for_compactions().unwrap();
+    db.verify().unwrap();
+    assert_eq!(common::contents(&db), model);
 }

@@ -30,6 +30,7 @@ pub fn tiny(index: IndexKind) -> LsmOptions {
         bloom_bits_per_key: 10,
         index,
         load_aware: None,
+        partitions: 1,
         training_threads: 2,
     }
 }

@@ -52,6 +52,12 @@ pub struct BenchPlan {
     pub show_progress: bool,
     /// Load in key order through `KvStore::bulk_load` instead of random-order batches.
     pub bulk_load: bool,
+    /// After loading, wait for every store's flushes and compactions to
+    /// finish (`KvStore::settle`), so runs measure settled stores.
+    pub settle: bool,
+    /// After loading (and settling), read every record once in key order,
+    /// so caches start warm.
+    pub warm_scan: bool,
 }
 
 struct Loaded {
@@ -145,6 +151,19 @@ impl BenchPlan {
             }
             .map_err(|e| relabel(e, &target))?;
             pb.finish_and_clear();
+            let store_err = |source| BenchError::Store {
+                target: target.name(),
+                source,
+            };
+            if self.settle {
+                db.settle().map_err(store_err)?;
+            }
+            if self.warm_scan {
+                db.scan(ferrite::KeyRange::all(), &mut |_, _| {
+                    std::ops::ControlFlow::Continue(())
+                })
+                .map_err(store_err)?;
+            }
             loads.push(LoadRow {
                 store: target.name(),
                 seconds: l.seconds,

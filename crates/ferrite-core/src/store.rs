@@ -53,6 +53,13 @@ pub trait KvStore: Send + Sync {
     /// Makes every completed write durable.
     fn sync(&self) -> Result<()>;
 
+    /// Waits until the background work earlier writes started (flushes,
+    /// compactions) has finished, so a benchmark measures a settled store.
+    /// The default has nothing to wait for.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Counters since the store was opened.
     fn stats(&self) -> Stats;
 

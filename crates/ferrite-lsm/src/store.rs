@@ -1171,6 +1171,11 @@ impl KvStore for LsmStore {
         self.inner.flush_locked(&mut w)
     }
 
+    fn settle(&self) -> Result<()> {
+        self.flush()?;
+        self.wait_for_compactions()
+    }
+
     fn sync(&self) -> Result<()> {
         self.inner.check()?;
         let wal = self.inner.writer.lock().wal.clone();

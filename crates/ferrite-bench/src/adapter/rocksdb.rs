@@ -147,6 +147,28 @@ impl KvStore for Rocks {
         self.db.flush_wal(true).map_err(|e| foreign("rocksdb")(&e))
     }
 
+    /// Flushes, then polls RocksDB's own counters until no flush or
+    /// compaction is pending or running.
+    fn settle(&self) -> Result<()> {
+        self.flush()?;
+        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        while prop("rocksdb.compaction-pending") > 0
+            || prop("rocksdb.num-running-compactions") > 0
+            || prop("rocksdb.num-running-flushes") > 0
+            || prop("rocksdb.mem-table-flush-pending") > 0
+        {
+            if std::time::Instant::now() > deadline {
+                return Err(ferrite::Error::Foreign {
+                    store: "rocksdb",
+                    message: "background compactions did not finish within an hour".into(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     fn stats(&self) -> Stats {
         let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
         Stats {

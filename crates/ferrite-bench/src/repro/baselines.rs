@@ -148,6 +148,8 @@ impl Experiment for Baselines {
         let mut reports = Vec::new();
         for (label, keys, values) in configs {
             let plan = BenchPlan {
+                settle: false,
+                warm_scan: false,
                 targets: targets.clone(),
                 keys,
                 values,

@@ -223,6 +223,8 @@ impl Experiment for BtreeRepro {
                     workloads: Vec<Workload>,
                     cache: f64,
                     bulk: bool| BenchPlan {
+            settle: false,
+            warm_scan: false,
             targets,
             keys,
             values,

@@ -81,6 +81,12 @@ pub struct BenchArgs {
     /// random-order batches.
     #[arg(long)]
     bulk_load: bool,
+    /// After loading, wait for every store's flushes and compactions to finish.
+    #[arg(long)]
+    settle: bool,
+    /// After loading, read every record once in key order (warm caches).
+    #[arg(long)]
+    warm_scan: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -119,6 +125,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         seed: a.seed,
         show_progress: true,
         bulk_load: a.bulk_load,
+        settle: a.settle,
+        warm_scan: a.warm_scan,
     };
     let r = plan.execute().context("running the benchmark")?;
     report::print_console(&r);

@@ -116,27 +116,26 @@ impl BoundedModel {
             below: 0,
             above: 0,
         };
-        let line = match kind {
-            FitKind::Piecewise => cone,
-            FitKind::Linear => least_squares(xs_s, pos_s),
+        // Bounds are measured on the parameters the encoding keeps, once
+        // per candidate line.
+        let measured = |l: Line| {
+            let q = quantized(l);
+            (q, bounds(xs_s, pos_s, q))
+        };
+        let (line, measured_bounds) = match kind {
+            FitKind::Piecewise => measured(cone),
+            FitKind::Linear => measured(least_squares(xs_s, pos_s)),
             FitKind::TwoLevel => {
-                let ls = least_squares(xs_s, pos_s);
-                if window_width(xs_s, pos_s, quantized(ls))
-                    <= window_width(xs_s, pos_s, quantized(cone))
-                {
+                let ls = measured(least_squares(xs_s, pos_s));
+                let cone = measured(cone);
+                if window_width(ls.1) <= window_width(cone.1) {
                     ls
                 } else {
                     cone
                 }
             }
         };
-        // Bounds are measured on the parameters the encoding keeps.
-        let line = Line {
-            slope: line.slope as f32 as f64,
-            intercept: line.intercept as f32 as f64,
-            ..line
-        };
-        match bounds(xs_s, pos_s, line) {
+        match measured_bounds {
             Some((below, above)) => {
                 self.first_x.push(xs_s[0]);
                 self.lines.push(Line {
@@ -426,8 +425,8 @@ fn quantized(l: Line) -> Line {
     }
 }
 
-fn window_width(xs: &[u64], pos: &[u64], line: Line) -> f64 {
-    bounds(xs, pos, line).map_or(f64::INFINITY, |(b, a)| b as f64 + a as f64)
+fn window_width(bounds: Option<(u16, u16)>) -> f64 {
+    bounds.map_or(f64::INFINITY, |(b, a)| b as f64 + a as f64)
 }
 
 #[cfg(test)]

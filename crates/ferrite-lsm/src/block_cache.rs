@@ -32,7 +32,6 @@ pub type BlockKey = (u64, u32);
 struct Slot {
     key: BlockKey,
     block: Arc<Block>,
-    referenced: bool,
 }
 
 /// A multiplicative hash for block keys: they are two small integers, and
@@ -61,6 +60,8 @@ impl Hasher for KeyHasher {
 struct Shard {
     map: HashMap<BlockKey, usize, BuildHasherDefault<KeyHasher>>,
     slots: Vec<Option<Slot>>,
+    /// CLOCK reference bits, one per slot (what [`clock_victim`] walks).
+    refs: Vec<bool>,
     free: Vec<usize>,
     hand: usize,
     bytes: usize,
@@ -136,9 +137,11 @@ impl BlockCache {
     pub fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
         let mut s = self.shard(key).lock();
         let found = s.map.get(&key).copied().and_then(|i| {
-            let slot = s.slots.get_mut(i)?.as_mut()?;
-            slot.referenced = true;
-            Some(slot.block.clone())
+            let block = s.slots.get(i)?.as_ref()?.block.clone();
+            if let Some(r) = s.refs.get_mut(i) {
+                *r = true;
+            }
+            Some(block)
         });
         drop(s);
         match &found {
@@ -161,41 +164,34 @@ impl BlockCache {
             return;
         }
         while s.bytes + charge > shard_budget {
-            let mut bits: Vec<bool> = s
-                .slots
-                .iter()
-                .map(|x| x.as_ref().is_none_or(|x| x.referenced))
-                .collect();
-            let Some(v) = clock_victim(&mut bits, s.hand) else {
+            let Some(v) = clock_victim(&mut s.refs, s.hand) else {
                 break;
             };
-            for (slot, bit) in s.slots.iter_mut().zip(&bits) {
-                if let Some(slot) = slot {
-                    slot.referenced = *bit;
-                }
-            }
             s.hand = (v + 1) % s.slots.len().max(1);
             if let Some(old) = s.slots.get_mut(v).and_then(Option::take) {
                 s.map.remove(&old.key);
                 s.bytes -= old.block.charge() + SLOT_OVERHEAD;
                 s.free.push(v);
+                if let Some(r) = s.refs.get_mut(v) {
+                    *r = true;
+                }
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let slot = Slot {
-            key,
-            block,
-            referenced: false,
-        };
+        let slot = Slot { key, block };
         let i = match s.free.pop() {
             Some(i) => {
                 if let Some(x) = s.slots.get_mut(i) {
                     *x = Some(slot);
                 }
+                if let Some(r) = s.refs.get_mut(i) {
+                    *r = false;
+                }
                 i
             }
             None => {
                 s.slots.push(Some(slot));
+                s.refs.push(false);
                 s.slots.len() - 1
             }
         };
@@ -219,6 +215,10 @@ impl BlockCache {
                 if let Some(old) = s.slots.get_mut(i).and_then(Option::take) {
                     s.bytes -= old.block.charge() + SLOT_OVERHEAD;
                     s.free.push(i);
+                    // An empty slot is passed over until it is reused.
+                    if let Some(r) = s.refs.get_mut(i) {
+                        *r = true;
+                    }
                 }
             }
         }

@@ -367,18 +367,7 @@ impl LsmStore {
         let cur = inner.current.read().clone();
         let removed: Vec<Arc<Table>> = cur.version.levels(part).iter().flatten().cloned().collect();
         let ids: Vec<u64> = removed.iter().map(|t| t.id).collect();
-        let v = cur.version.edit(&ids, &[]);
-        let mut state = meta.state.clone();
-        state.tables = v.records();
-        inner.store_manifest(&mut meta, state)?;
-        {
-            let mut c = inner.current.write();
-            *c = Arc::new(SuperVersion {
-                mem: c.mem.clone(),
-                imms: c.imms.clone(),
-                version: Arc::new(v),
-            });
-        }
+        inner.publish(&mut meta, cur.version.edit(&ids, &[]), None)?;
         for t in &removed {
             t.mark_obsolete();
         }
@@ -408,13 +397,7 @@ impl LsmStore {
                 entries: ts.iter().map(|t| t.footer.entries).sum(),
                 learned_tables: ts.iter().filter(|t| t.index.is_learned()).count(),
                 index_bytes: ts.iter().map(|t| t.footer.index_len as u64).sum(),
-                model_segments: ts
-                    .iter()
-                    .map(|t| match &t.index {
-                        crate::table::index::Index::Learned(l) => l.model.segment_count() as u64,
-                        crate::table::index::Index::Sparse(_) => 0,
-                    })
-                    .sum(),
+                model_segments: ts.iter().map(|t| t.index.model_segments() as u64).sum(),
                 index_memory: ts.iter().map(|t| t.memory_bytes() as u64).sum(),
             })
             .collect();
@@ -713,14 +696,24 @@ impl Inner {
         if !cur.version.contains_all(&ids) {
             return Ok(false);
         }
-        let v = cur.version.edit(&ids, added);
+        self.publish(&mut meta, cur.version.edit(&ids, added), flushed)?;
+        for t in removed {
+            t.mark_obsolete();
+        }
+        Ok(true)
+    }
+
+    /// Makes `v` current (the caller holds the meta lock): the manifest
+    /// first, with `flushed` advancing the log number, then one swap of the
+    /// `SuperVersion`, which drops `flushed` from the immutables.
+    fn publish(&self, meta: &mut Meta, v: Version, flushed: Option<&Memtable>) -> Result<()> {
         let mut state = meta.state.clone();
         state.tables = v.records();
         if let Some(m) = flushed {
             state.log_number = m.id() + 1;
             state.last_seq = state.last_seq.max(m.max_seq());
         }
-        self.store_manifest(&mut meta, state)?;
+        self.store_manifest(meta, state)?;
         {
             let mut c = self.current.write();
             let imms = c
@@ -735,12 +728,8 @@ impl Inner {
                 version: Arc::new(v),
             });
         }
-        for t in removed {
-            t.mark_obsolete();
-        }
-        drop(meta);
         self.room.notify_all();
-        Ok(true)
+        Ok(())
     }
 
     /// Writes `state` as the next generation and adopts it. The in-memory
@@ -956,20 +945,11 @@ impl Inner {
         if !cur.version.contains_all(&[t.id]) {
             return Ok(());
         }
-        let v = cur.version.edit(&[t.id], &[(part, to, t.clone())]);
-        let mut state = meta.state.clone();
-        state.tables = v.records();
-        self.store_manifest(&mut meta, state)?;
-        let mut c = self.current.write();
-        *c = Arc::new(SuperVersion {
-            mem: c.mem.clone(),
-            imms: c.imms.clone(),
-            version: Arc::new(v),
-        });
-        drop(c);
-        drop(meta);
-        self.room.notify_all();
-        Ok(())
+        self.publish(
+            &mut meta,
+            cur.version.edit(&[t.id], &[(part, to, t.clone())]),
+            None,
+        )
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -33,7 +33,7 @@ use ferrite::{KeyRange, KvStore, Options, SyncMode, WriteBatch};
 use ferrite_learned::FitKind;
 use ferrite_lsm::block_cache::BlockCache;
 use ferrite_lsm::table::bloom::Bloom;
-use ferrite_lsm::table::{Table, TableBuilder};
+use ferrite_lsm::table::{BuiltTable, Table, TableBuilder};
 use ferrite_lsm::table_space::TableSpace;
 use ferrite_lsm::{IndexKind, LsmOptions, LsmStore};
 use hdrhistogram::Histogram;
@@ -480,8 +480,34 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
     Ok(r)
 }
 
-/// Tables written from sorted `keys` with `value_len`-byte values, as the
-/// engine cuts them.
+/// Builds tables from sorted `keys` with `value_len`-byte values, cut
+/// at `table_bytes` as the engine cuts them, handing each to `emit`.
+fn cut_tables(
+    keys: &[Vec<u8>],
+    value_len: usize,
+    index: IndexKind,
+    threads: usize,
+    table_bytes: usize,
+    emit: &mut dyn FnMut(BuiltTable) -> Result<()>,
+) -> Result<()> {
+    let value = vec![7u8; value_len];
+    let mut b = TableBuilder::new(index, 10, threads);
+    for k in keys {
+        if b.estimated_bytes() >= table_bytes {
+            let full = std::mem::replace(&mut b, TableBuilder::new(index, 10, threads));
+            if let Some(t) = full.finish() {
+                emit(t)?;
+            }
+        }
+        b.add(k, Some(&value));
+    }
+    match b.finish() {
+        Some(t) => emit(t),
+        None => Ok(()),
+    }
+}
+
+/// The tables [`cut_tables`] builds, written to `space` and opened.
 fn build_tables(
     keys: &[Vec<u8>],
     value_len: usize,
@@ -492,30 +518,13 @@ fn build_tables(
     cache: &Arc<BlockCache>,
 ) -> Result<Vec<Table>> {
     let mut out = Vec::new();
-    let mut b = TableBuilder::new(index, 10, threads);
-    let mut next_id = 1u64;
-    let mut finish = |b: TableBuilder, out: &mut Vec<Table>| -> Result<()> {
-        if let Some(built) = b.finish() {
-            let extent = space.allocate(built.pages());
-            space.write(extent, &built.bytes).map_err(store_err)?;
-            out.push(
-                Table::open(next_id, extent, space.clone(), cache.clone()).map_err(store_err)?,
-            );
-            next_id += 1;
-        }
+    cut_tables(keys, value_len, index, threads, table_bytes, &mut |built| {
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).map_err(store_err)?;
+        let id = out.len() as u64 + 1;
+        out.push(Table::open(id, extent, space.clone(), cache.clone()).map_err(store_err)?);
         Ok(())
-    };
-    let value = vec![7u8; value_len];
-    for k in keys {
-        if b.estimated_bytes() >= table_bytes {
-            finish(
-                std::mem::replace(&mut b, TableBuilder::new(index, 10, threads)),
-                &mut out,
-            )?;
-        }
-        b.add(k, Some(&value));
-    }
-    finish(b, &mut out)?;
+    })?;
     Ok(out)
 }
 
@@ -540,24 +549,14 @@ fn index_only(
     value_len: usize,
     index: IndexKind,
     table_bytes: usize,
-) -> (u64, usize) {
-    let value = vec![7u8; value_len];
+) -> Result<(u64, usize)> {
     let (mut bytes, mut tables) = (0u64, 0usize);
-    let mut b = TableBuilder::new(index, 10, 1);
-    for k in keys {
-        if b.estimated_bytes() >= table_bytes {
-            if let Some(t) = std::mem::replace(&mut b, TableBuilder::new(index, 10, 1)).finish() {
-                bytes += t.index_bytes as u64;
-                tables += 1;
-            }
-        }
-        b.add(k, Some(&value));
-    }
-    if let Some(t) = b.finish() {
+    cut_tables(keys, value_len, index, 1, table_bytes, &mut |t| {
         bytes += t.index_bytes as u64;
         tables += 1;
-    }
-    (bytes, tables)
+        Ok(())
+    })?;
+    Ok((bytes, tables))
 }
 
 /// Value sizes of the index-size comparison: the paper's (1 KiB, its
@@ -590,8 +589,8 @@ fn index_sizes(ctx: &ReproContext, s: &Sizes) -> Result<BTreeMap<String, (u64, u
     let mut out = BTreeMap::new();
     for (name, keys) in sets {
         for value_len in INDEX_VALUE_BYTES {
-            let (sparse, _) = index_only(&keys, value_len, IndexKind::Sparse, table_bytes);
-            let (learned, tables) = index_only(&keys, value_len, IndexKind::LEARNED, table_bytes);
+            let (sparse, _) = index_only(&keys, value_len, IndexKind::Sparse, table_bytes)?;
+            let (learned, tables) = index_only(&keys, value_len, IndexKind::LEARNED, table_bytes)?;
             out.insert(format!("{name}_v{value_len}"), (sparse, learned, tables));
         }
     }
@@ -680,13 +679,7 @@ fn models(s: &Sizes) -> Result<(Vec<ModelRow>, ThreadRows)> {
                 / 1e3,
             index_bytes: index_bytes(&tables),
             index_memory: tables.iter().map(|t| t.index.memory_bytes() as u64).sum(),
-            segments: tables
-                .iter()
-                .map(|t| match &t.index {
-                    ferrite_lsm::table::index::Index::Learned(l) => l.model.segment_count() as u64,
-                    ferrite_lsm::table::index::Index::Sparse(_) => 0,
-                })
-                .sum(),
+            segments: tables.iter().map(|t| t.index.model_segments() as u64).sum(),
             lookup_ns_mean: mean,
             lookup_ns_p99: p99,
         });

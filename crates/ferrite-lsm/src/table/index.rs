@@ -88,6 +88,14 @@ impl Index {
         Some((start, end.checked_sub(start)?))
     }
 
+    /// Segments of the learned model (0 for a sparse index).
+    pub fn model_segments(&self) -> usize {
+        match self {
+            Index::Learned(l) => l.model.segment_count(),
+            Index::Sparse(_) => 0,
+        }
+    }
+
     /// Bytes the encoded index takes (the index-block size reports compare).
     pub fn encoded_len(&self) -> usize {
         let mut v = Vec::new();

@@ -1266,6 +1266,29 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             m.lookup_ns_p99
         );
     }
+    let kinds: Vec<String> = r.models.iter().map(|m| m.kind.clone()).collect();
+    report::plot_grouped_bars(
+        "index kinds: lookup time with every block cached, and training time",
+        "ns per lookup (mean, p99) / ms of training",
+        &kinds,
+        &[
+            (
+                "lookup ns, mean".to_string(),
+                r.models.iter().map(|m| Some(m.lookup_ns_mean)).collect(),
+            ),
+            (
+                "lookup ns, p99".to_string(),
+                r.models.iter().map(|m| Some(m.lookup_ns_p99)).collect(),
+            ),
+            (
+                "training ms".to_string(),
+                r.models.iter().map(|m| Some(m.training_ms)).collect(),
+            ),
+        ],
+        true,
+        &dir.join("models.svg"),
+    )?;
+    let _ = writeln!(md, "\n![models](swiftkv/models.svg)");
     let _ = writeln!(
         md,
         "\nTraining time against training threads (two-level, the same tables; this machine has 2 cores):\n\n\

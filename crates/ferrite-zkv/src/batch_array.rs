@@ -1,0 +1,109 @@
+//! The batch array: pairs evicted from the merged filter on their way into
+//! the Z+-tree, inserted cooperatively by whichever writers arrive.
+//!
+//! Batches are sorted by first key and disjoint (they come from distinct
+//! merged-filter nodes). A writer claims the next batch with an atomic
+//! cursor and inserts it; the array stays readable by lookups and scans
+//! until every batch is in the tree and the array is retired, so a pair is
+//! always in the filter, the array or the tree.
+
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::merged_filter::{after_start, before_end};
+use crate::pair::{Pair, Val};
+
+#[derive(Debug, Default)]
+pub struct BatchArray {
+    batches: Vec<Vec<Pair>>,
+    next: AtomicUsize,
+    done: AtomicUsize,
+}
+
+impl BatchArray {
+    pub fn new(batches: Vec<Vec<Pair>>) -> Self {
+        Self {
+            batches,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// Claims the next batch to insert.
+    pub fn claim(&self) -> Option<(usize, &[Pair])> {
+        let i = self.next.fetch_add(1, Ordering::AcqRel);
+        self.batches.get(i).map(|b| (i, b.as_slice()))
+    }
+
+    pub fn finish_one(&self) {
+        self.done.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Every batch is in the tree.
+    pub fn finished(&self) -> bool {
+        self.done.load(Ordering::Acquire) >= self.batches.len()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Val> {
+        let i = self
+            .batches
+            .partition_point(|b| b.first().is_some_and(|p| p.key() <= key));
+        let b = self.batches.get(i.checked_sub(1)?)?;
+        let j = b.binary_search_by(|p| p.key().cmp(key)).ok()?;
+        Some(b[j].val.clone())
+    }
+
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<Pair> {
+        let mut out: Vec<Pair> = self
+            .batches
+            .iter()
+            .flatten()
+            .filter(|p| after_start(p.key(), start) && before_end(p.key(), end))
+            .cloned()
+            .collect();
+        out.sort_by(|a, b| a.key().cmp(b.key()));
+        out
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Pair> {
+        self.batches.iter().flatten()
+    }
+
+    pub fn mem_bytes(&self) -> usize {
+        self.batches.iter().flatten().map(Pair::mem_bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pair::Bytes;
+
+    #[test]
+    fn lookups_and_claims() {
+        let p = |k: u8| Pair::new(&[k], Val::Put(Bytes::new(&[k])));
+        let a = BatchArray::new(vec![vec![p(1), p(3)], vec![p(5), p(9)]]);
+        assert_eq!(a.get(&[3]), Some(Val::Put(Bytes::new(&[3]))));
+        assert_eq!(a.get(&[4]), None);
+        assert_eq!(a.get(&[0]), None);
+        assert_eq!(a.get(&[9]), Some(Val::Put(Bytes::new(&[9]))));
+        assert_eq!(
+            a.range(Bound::Included(&[2][..]), Bound::Excluded(&[9][..]))
+                .len(),
+            2
+        );
+        assert!(a.claim().is_some() && a.claim().is_some() && a.claim().is_none());
+        assert!(!a.finished());
+        a.finish_one();
+        a.finish_one();
+        assert!(a.finished());
+    }
+}

@@ -1,0 +1,146 @@
+//! ZKV's own options, and the variants the experiment compares on the same
+//! device, WAL and MetaLog.
+
+use ferrite_io::ZoneGeometry;
+
+use crate::gc_policy::GcPolicy;
+
+/// Which write path the store runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// ZKV: merged filter, batch array, adaptive delta buffers, ZFlusher.
+    Zkv,
+    /// The paper's "B+-Tree": inner nodes in memory, an LRU buffer pool of
+    /// leaf pages, dirty victims written copy-on-write to a zone's write
+    /// pointer (leaf metadata is the log-structured mapping).
+    BPlusTree,
+    /// The paper's "BD-Tree": the B+-tree plus in-memory delta records per
+    /// leaf (chains of at most `bd_chain`), consolidated into the page when
+    /// a chain is full or delta memory runs short.
+    BdTree,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Zkv => "zkv",
+            Variant::BPlusTree => "b+tree",
+            Variant::BdTree => "bd-tree",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZkvOptions {
+    pub variant: Variant,
+    /// Geometry of a new device (an existing one keeps its own).
+    pub geometry: ZoneGeometry,
+    /// Zones in the WAL ring.
+    pub wal_zones: u32,
+    /// ZFlusher instances, each holding one open zone.
+    pub flushers: usize,
+    /// Pages per ring-merger zone write.
+    pub group_pages: usize,
+    /// Pages a write sequencer holds before the merger writes.
+    pub sequencer_pages: usize,
+    /// Hits in the sequencer that send a page to the read cache on leaving.
+    pub cache_threshold: u32,
+    /// ADB pool instances (`M`).
+    pub adb_instances: usize,
+    /// Memory split merged filter : ADB : ZFlusher.
+    pub split: [u32; 3],
+    /// Ablation switches (ZKV variant only).
+    pub merged_filter: bool,
+    pub adb: bool,
+    /// Insert a run of pairs per leaf per traversal (off: one pair each).
+    pub batch_merge: bool,
+    /// Pairs per merged-filter node.
+    pub mf_node_pairs: usize,
+    /// Values longer than this go to the value log.
+    pub inline_value_max: usize,
+    pub gc: GcPolicy,
+    /// Free data zones kept in reserve; reclamation runs below this.
+    pub gc_reserve_zones: usize,
+    /// WAL bytes between checkpoints (default: as much as the ring allows).
+    pub checkpoint_wal_bytes: Option<u64>,
+    /// BD-tree delta chain length.
+    pub bd_chain: usize,
+}
+
+impl Default for ZkvOptions {
+    fn default() -> Self {
+        Self {
+            variant: Variant::Zkv,
+            geometry: ZoneGeometry::default(),
+            wal_zones: 4,
+            flushers: 2,
+            group_pages: 4,
+            sequencer_pages: 64,
+            cache_threshold: 1,
+            adb_instances: 32,
+            split: [1, 3, 4],
+            merged_filter: true,
+            adb: true,
+            batch_merge: true,
+            mf_node_pairs: 64,
+            inline_value_max: 256,
+            gc: GcPolicy::CostBenefit,
+            gc_reserve_zones: 4,
+            checkpoint_wal_bytes: None,
+            bd_chain: 32,
+        }
+    }
+}
+
+impl ZkvOptions {
+    pub fn variant(variant: Variant) -> Self {
+        Self {
+            variant,
+            ..Self::default()
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let g = &self.geometry;
+        g.validate().map_err(|e| e.to_string())?;
+        if g.block_size != 4096 {
+            return Err(format!(
+                "leaf pages are 4 KiB; block size {} is not",
+                g.block_size
+            ));
+        }
+        let open_needed = self.flushers as u32 + 3;
+        if open_needed > g.max_open || open_needed > g.max_active {
+            return Err(format!(
+                "{} flushers need {open_needed} open zones (WAL, MetaLog, value log); the device allows {} open / {} active",
+                self.flushers, g.max_open, g.max_active
+            ));
+        }
+        let fixed = 2 + self.wal_zones;
+        if self.wal_zones < 2
+            || g.zone_count < fixed + self.gc_reserve_zones as u32 + self.flushers as u32 + 2
+        {
+            return Err(format!(
+                "{} zones cannot hold 2 MetaLog zones, {} WAL zones (at least 2), a reserve of {} and {} flushers",
+                g.zone_count, self.wal_zones, self.gc_reserve_zones, self.flushers
+            ));
+        }
+        if self.flushers == 0 || self.group_pages == 0 {
+            return Err("at least one flusher and one page per group".into());
+        }
+        if self.inline_value_max > 512 {
+            return Err("inline values above 512 bytes would starve a leaf's fanout".into());
+        }
+        if self.gc_reserve_zones < self.flushers + 1 {
+            return Err("the reclamation reserve must exceed the flusher count".into());
+        }
+        Ok(())
+    }
+
+    /// WAL bytes between checkpoints.
+    pub fn checkpoint_bytes(&self) -> u64 {
+        self.checkpoint_wal_bytes.unwrap_or_else(|| {
+            u64::from(self.wal_zones.saturating_sub(2).max(1)) * self.geometry.zone_capacity * 3 / 4
+        })
+    }
+}

@@ -1,0 +1,913 @@
+//! `ZkvStore`: the write path, lookups, checkpoints (MetaLog), recovery,
+//! zone reclamation and the [`KvStore`] implementation.
+//!
+//! Write path (ZKV): validate → under the WAL lock, append the batch to the
+//! zone WAL and apply it to the merged filter (values above the inline
+//! limit go to the value log first), so WAL order is apply order → commit
+//! per [`SyncMode`] → maintenance: help insert the current batch array,
+//! evict the merged filter's coldest nodes into a new one when it is over
+//! budget, checkpoint when the WAL has grown, reclaim zones when free ones
+//! run short. The baselines apply the batch to the tree under the WAL lock.
+//!
+//! Lookups check the merged filter, the batch array, then the tree (ADB or
+//! delta chain, then the page through sequencer, read cache or device).
+//!
+//! Lock order: WAL → merged filter → batch array → tree → LRU pool →
+//! flusher → value log → zone space. A checkpoint holds the first four.
+//!
+//! Failure: an I/O error on any write path poisons the store: every later
+//! call returns [`Error::Poisoned`], and reopening recovers the newest
+//! MetaLog plus the WAL, so nothing acknowledged is lost.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ferrite_core::{
+    check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
+    KvStore, OpCounts, Options, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+};
+use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
+use parking_lot::{Mutex, RwLock};
+
+use crate::batch_array::BatchArray;
+use crate::flusher::Flusher;
+use crate::gc_policy::{self, Candidate};
+use crate::lru_pool::LruPool;
+use crate::merged_filter::MergedFilter;
+use crate::metalog::{MetaLog, Snapshot};
+use crate::options::{Variant, ZkvOptions};
+use crate::page_io::PageIo;
+use crate::pair::{Bytes, Pair, Val};
+use crate::tree::{Ctx, Tree};
+use crate::vlog::Vlog;
+use crate::zone_space::{Role, ZoneSpace, META_ZONES};
+use crate::zone_wal::{self, WalPosition, ZoneWal};
+
+/// On-disk format version in the identity file.
+pub const FORMAT_VERSION: u32 = 1;
+const DEVICE_FILE: &str = "zones.img";
+
+#[derive(Default)]
+struct Counters {
+    gets: AtomicU64,
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    scans: AtomicU64,
+    batches: AtomicU64,
+    user_written: AtomicU64,
+    user_read: AtomicU64,
+    checkpoints: AtomicU64,
+    evictions: AtomicU64,
+    gc_zones: AtomicU64,
+    mf_hits: AtomicU64,
+    batch_hits: AtomicU64,
+}
+
+/// Memory shares of the budget, in bytes.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    mf: usize,
+    adb: usize,
+    delta: usize,
+    cache_pages: usize,
+    lru_pages: usize,
+}
+
+impl Budget {
+    fn new(total: u64, o: &ZkvOptions) -> Self {
+        let total = total as usize;
+        let frame = 4096 + 64;
+        match o.variant {
+            Variant::Zkv => {
+                let s: u32 = o.split.iter().sum::<u32>().max(1);
+                let part = |i: usize| total / s as usize * o.split[i] as usize;
+                let mut mf = part(0);
+                let mut adb = part(1);
+                let mut flush = part(2);
+                if !o.merged_filter {
+                    flush += mf;
+                    mf = 0;
+                }
+                if !o.adb {
+                    flush += adb;
+                    adb = 0;
+                }
+                let seq = o.flushers * o.sequencer_pages * frame;
+                Self {
+                    mf,
+                    adb,
+                    delta: 0,
+                    cache_pages: flush.saturating_sub(seq) / frame,
+                    lru_pages: 0,
+                }
+            }
+            Variant::BPlusTree => Self {
+                mf: 0,
+                adb: 0,
+                delta: 0,
+                cache_pages: 0,
+                lru_pages: total / frame,
+            },
+            Variant::BdTree => Self {
+                mf: 0,
+                adb: 0,
+                delta: total / 8 * 3,
+                cache_pages: 0,
+                lru_pages: total / 8 * 5 / frame,
+            },
+        }
+    }
+}
+
+struct Inner {
+    dev: Arc<dyn ZonedDevice>,
+    opts: ZkvOptions,
+    sync: SyncMode,
+    budget: Budget,
+    wal: Mutex<ZoneWal>,
+    mf: Mutex<MergedFilter>,
+    batches: RwLock<Arc<BatchArray>>,
+    tree: RwLock<Tree>,
+    io: PageIo,
+    lru: Mutex<LruPool>,
+    vlog: Mutex<Vlog>,
+    metalog: Mutex<MetaLog>,
+    version: AtomicU64,
+    ring: Vec<u32>,
+    poisoned: Mutex<Option<String>>,
+    c: Counters,
+}
+
+/// The ZKV engine (and its two baselines, by [`Variant`]).
+pub struct ZkvStore {
+    inner: Inner,
+}
+
+impl ZkvStore {
+    /// Opens or creates the store in `dir` (a zoned device emulated in
+    /// `dir/zones.img` with `zkv.geometry`).
+    pub fn open(dir: &Path, options: &Options, zkv: ZkvOptions) -> Result<Self> {
+        options.validate()?;
+        zkv.validate().map_err(Error::InvalidOptions)?;
+        StoreIdentity::establish(dir, EngineKind::Zkv, FORMAT_VERSION, options)?;
+        let dev = EmulatedZonedDevice::open_or_create(dir.join(DEVICE_FILE), zkv.geometry)?;
+        Self::open_on(Arc::new(dev), options, zkv)
+    }
+
+    /// Opens or creates a store on `dev` (tests stack it on a faulty device).
+    pub fn open_on(dev: Arc<dyn ZonedDevice>, options: &Options, zkv: ZkvOptions) -> Result<Self> {
+        options.validate()?;
+        let zkv = ZkvOptions {
+            geometry: *dev.geometry(),
+            ..zkv
+        };
+        zkv.validate().map_err(Error::InvalidOptions)?;
+        let budget = Budget::new(options.cache_bytes, &zkv);
+        let g = *dev.geometry();
+        let ps = u64::from(g.block_size);
+        let ring: Vec<u32> = (META_ZONES..META_ZONES + zkv.wal_zones).collect();
+        let (metalog, snap) = MetaLog::load(dev.clone())?;
+        let mut space = ZoneSpace::new(
+            g.zone_count,
+            zkv.wal_zones,
+            g.zone_size / ps,
+            g.zone_capacity / ps,
+        );
+        let fresh = snap.is_none();
+        let tree = match &snap {
+            None => {
+                // A new device, or one whose first MetaLog never became
+                // durable: nothing on it is referenced.
+                for z in 0..g.zone_count {
+                    let info = dev.report_zones(z, 1);
+                    if info
+                        .first()
+                        .is_some_and(|i| i.condition != ZoneCondition::Empty)
+                    {
+                        dev.reset_zone(z)?;
+                    }
+                }
+                Tree::new(&zkv, budget.adb, budget.delta)
+            }
+            Some(s) => {
+                if s.zones.len() != g.zone_count as usize {
+                    return Err(Error::corruption(
+                        "zkv MetaLog",
+                        format!(
+                            "{} zones recorded, device has {}",
+                            s.zones.len(),
+                            g.zone_count
+                        ),
+                    ));
+                }
+                for (z, &(role, valid)) in s.zones.iter().enumerate() {
+                    space.zones[z].role = role;
+                    space.zones[z].valid = if role == Role::Vlog { valid } else { 0 };
+                }
+                let ppz = space.pages_per_zone;
+                let roles: Vec<Role> = s.zones.iter().map(|z| z.0).collect();
+                let tree = Tree::restore(&zkv, budget.adb, budget.delta, &s.leaves, |p| {
+                    roles.get((p / ppz) as usize) == Some(&Role::Leaf)
+                })?;
+                for (z, n) in tree
+                    .pages_per_zone(g.zone_count as usize, ppz)
+                    .into_iter()
+                    .enumerate()
+                {
+                    if space.zones[z].role == Role::Leaf {
+                        space.zones[z].valid = n;
+                    }
+                }
+                // Zones written after the MetaLog hold nothing it refers
+                // to: free zones are emptied, partly written data zones
+                // finished so they stop holding open/active resources.
+                for z in META_ZONES + zkv.wal_zones..g.zone_count {
+                    let Some(info) = dev.report_zones(z, 1).first().copied() else {
+                        continue;
+                    };
+                    let role = space.zones[z as usize].role;
+                    if role == Role::Free && info.condition != ZoneCondition::Empty {
+                        dev.reset_zone(z)?;
+                    } else if matches!(role, Role::Leaf | Role::Vlog)
+                        && !matches!(info.condition, ZoneCondition::Full | ZoneCondition::Empty)
+                    {
+                        dev.finish_zone(z)?;
+                    }
+                }
+                space.rebuild_free();
+                tree
+            }
+        };
+        let admit = zkv.variant == Variant::Zkv;
+        let (cap, group) = if zkv.variant == Variant::Zkv {
+            (zkv.sequencer_pages, zkv.group_pages)
+        } else {
+            // The baselines write each evicted page as it leaves: a
+            // zone write of one page at the write pointer.
+            (0, 1)
+        };
+        let flushers = (0..zkv.flushers)
+            .map(|_| Flusher::new(cap, group, zkv.cache_threshold, Role::Leaf))
+            .collect();
+        let io = PageIo::new(dev.clone(), space, flushers, budget.cache_pages, admit);
+        let wal_pos = snap.as_ref().map_or(
+            WalPosition {
+                ring: 0,
+                addr: u64::from(ring[0]) * g.zone_size,
+                seq: 1,
+            },
+            |s| s.wal,
+        );
+        let inner = Inner {
+            wal: Mutex::new(ZoneWal::new(dev.clone(), ring.clone(), wal_pos)),
+            mf: Mutex::new(MergedFilter::new(zkv.mf_node_pairs)),
+            batches: RwLock::new(Arc::new(BatchArray::default())),
+            tree: RwLock::new(tree),
+            io,
+            lru: Mutex::new(LruPool::new(budget.lru_pages)),
+            vlog: Mutex::new(Vlog::new(dev.clone())),
+            metalog: Mutex::new(metalog),
+            version: AtomicU64::new(snap.as_ref().map_or(0, |s| s.version)),
+            ring,
+            poisoned: Mutex::new(None),
+            c: Counters::default(),
+            dev,
+            sync: options.sync,
+            budget,
+            opts: zkv,
+        };
+        let store = Self { inner };
+        if let Some(s) = snap {
+            store.recover(s)?;
+        }
+        if fresh {
+            store.checkpoint()?;
+        }
+        Ok(store)
+    }
+
+    fn recover(&self, snap: Snapshot) -> Result<()> {
+        let me = &self.inner;
+        for p in snap.buffered {
+            me.apply_pair(p)?;
+            me.maintain_buffers()?;
+        }
+        let (next_seq, tail) =
+            zone_wal::replay(me.dev.as_ref(), &me.ring, snap.wal, &mut |_, payload| {
+                let batch = WriteBatch::decode(payload)?;
+                me.apply_batch(&batch)?;
+                me.maintain_buffers()
+            })?;
+        let g = *me.dev.geometry();
+        let z = me.ring[tail as usize];
+        let wp = me
+            .dev
+            .report_zones(z, 1)
+            .first()
+            .map_or(u64::from(z) * g.zone_size, |i| i.write_pointer);
+        *me.wal.lock() = ZoneWal::new(
+            me.dev.clone(),
+            me.ring.clone(),
+            WalPosition {
+                ring: tail,
+                addr: wp,
+                seq: next_seq,
+            },
+        );
+        me.wal.lock().mark_durable();
+        // A fresh MetaLog puts any torn WAL tail behind the replay start.
+        self.checkpoint()
+    }
+
+    /// Writes a MetaLog snapshot and frees what it makes obsolete.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.check()?;
+        let r = self.inner.checkpoint();
+        self.inner.poison_on(r)
+    }
+
+    /// Runs zone reclamation now (it also runs by itself when free zones
+    /// fall below the reserve); returns zones reclaimed.
+    pub fn collect_garbage(&self, min_zones: usize) -> Result<usize> {
+        self.inner.check()?;
+        let r = self.inner.gc(min_zones);
+        self.inner.poison_on(r)
+    }
+
+    /// Space amplification: bytes of zones holding data over live bytes.
+    pub fn space_amplification(&self) -> f64 {
+        let me = &self.inner;
+        let s = me.io.space.lock();
+        let used = s.used_data_zones() as u64 * me.dev.geometry().zone_capacity;
+        let live: u64 = s
+            .zones
+            .iter()
+            .map(|z| match z.role {
+                Role::Leaf => z.valid * me.io.page_size as u64,
+                Role::Vlog => z.valid,
+                _ => 0,
+            })
+            .sum();
+        gc_policy::space_amplification(used, live)
+    }
+
+    pub fn options(&self) -> &ZkvOptions {
+        &self.inner.opts
+    }
+}
+
+impl Inner {
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            io: &self.io,
+            lru: &self.lru,
+            vlog: &self.vlog,
+            opts: &self.opts,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(c) => Err(Error::Poisoned { cause: c.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison_on<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if !e.is_invalid_input() {
+                let mut p = self.poisoned.lock();
+                if p.is_none() {
+                    *p = Some(e.to_string());
+                }
+            }
+        }
+        r
+    }
+
+    fn value_of(&self, value: &[u8]) -> Result<Val> {
+        if value.len() > self.opts.inline_value_max {
+            let loc = self.vlog.lock().append(value, &self.io.space)?;
+            Ok(Val::Vlog(loc))
+        } else {
+            Ok(Val::Put(Bytes::new(value)))
+        }
+    }
+
+    fn release(&self, v: Option<Val>) {
+        if let Some(Val::Vlog(loc)) = v {
+            self.vlog.lock().release(loc, &self.io.space);
+        }
+    }
+
+    /// Applies one buffered pair to the first buffer of this variant.
+    fn apply_pair(&self, pair: Pair) -> Result<()> {
+        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+            let old = self.mf.lock().insert(pair);
+            self.release(old);
+            Ok(())
+        } else if self.opts.variant == Variant::Zkv {
+            // Without the merged filter every write is a batch of one.
+            self.tree
+                .write()
+                .insert_batch(std::slice::from_ref(&pair), &self.ctx())
+        } else {
+            self.tree.write().apply_baseline(pair, &self.ctx())
+        }
+    }
+
+    fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+        for op in batch.ops() {
+            let pair = match op {
+                BatchOp::Put { key, value } => Pair::new(key, self.value_of(value)?),
+                BatchOp::Delete { key } => Pair::new(key, Val::Del),
+            };
+            self.apply_pair(pair)?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.check()?;
+        let mut payload = Vec::with_capacity(batch.encoded_len());
+        batch.encode(&mut payload);
+        let seq = {
+            let mut wal = self.wal.lock();
+            let seq = wal.append(&payload)?;
+            let r = self.apply_batch(batch);
+            self.poison_on(r)?;
+            seq
+        };
+        let r = match self.sync {
+            SyncMode::Always => self.wal.lock().commit(seq),
+            SyncMode::Batched(d) => {
+                let mut wal = self.wal.lock();
+                if wal.since_last_sync() >= d {
+                    wal.commit(seq)
+                } else {
+                    Ok(())
+                }
+            }
+            SyncMode::Never => Ok(()),
+        };
+        self.poison_on(r)?;
+        let r = self.maintain();
+        self.poison_on(r)
+    }
+
+    /// Helps insert the batch array; evicts the merged filter when over budget.
+    fn maintain_buffers(&self) -> Result<()> {
+        if self.opts.variant != Variant::Zkv || !self.opts.merged_filter {
+            return Ok(());
+        }
+        loop {
+            let arr = self.batches.read().clone();
+            while let Some((_, batch)) = arr.claim() {
+                let r = self.tree.write().insert_batch(batch, &self.ctx());
+                arr.finish_one();
+                r?;
+            }
+            if !arr.finished() {
+                return Ok(()); // another writer is finishing the last batch
+            }
+            let mut mf = self.mf.lock();
+            if mf.bytes <= self.budget.mf {
+                return Ok(());
+            }
+            if !self.batches.read().finished() {
+                return Ok(());
+            }
+            let target = mf.bytes - self.budget.mf * 3 / 4;
+            let evicted = mf.evict(target);
+            self.c.evictions.fetch_add(1, Ordering::Relaxed);
+            *self.batches.write() = Arc::new(BatchArray::new(evicted));
+        }
+    }
+
+    fn maintain(&self) -> Result<()> {
+        self.maintain_buffers()?;
+        if self.wal.lock().bytes_since_checkpoint >= self.opts.checkpoint_bytes() {
+            self.checkpoint()?;
+        }
+        let free = self.io.space.lock().free_zones();
+        if gc_policy::should_collect(free, self.opts.gc_reserve_zones) {
+            self.gc(self.opts.gc_reserve_zones)?;
+        }
+        Ok(())
+    }
+
+    /// Reclaims zones until `want` are free (or nothing more can be freed).
+    fn gc(&self, want: usize) -> Result<usize> {
+        let mut reclaimed = 0;
+        loop {
+            let (free, pending) = {
+                let s = self.io.space.lock();
+                (s.free_zones(), s.pending_resets().len())
+            };
+            if free + pending >= want {
+                break;
+            }
+            let victim = {
+                let s = self.io.space.lock();
+                let mut cands: Vec<Candidate> = s.candidates(Role::Leaf, s.capacity_pages);
+                cands.extend(
+                    s.candidates(Role::Vlog, self.dev.geometry().zone_capacity)
+                        .into_iter()
+                        .filter(|c| c.valid == 0),
+                );
+                gc_policy::choose_victim(self.opts.gc, &cands)
+            };
+            let Some(z) = victim else {
+                break;
+            };
+            let role = self.io.space.lock().zones[z as usize].role;
+            if role == Role::Leaf {
+                let mut tree = self.tree.write();
+                tree.migrate_zone(z, &self.ctx())?;
+            }
+            self.io.space.lock().mark_pending_reset(z as usize);
+            reclaimed += 1;
+        }
+        if reclaimed > 0 {
+            self.c
+                .gc_zones
+                .fetch_add(reclaimed as u64, Ordering::Relaxed);
+            self.checkpoint()?;
+        }
+        Ok(reclaimed)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        let mut wal = self.wal.lock();
+        let mf = self.mf.lock();
+        // Finish the batch array so the snapshot's buffered view is whole.
+        let arr = self.batches.read().clone();
+        while let Some((_, batch)) = arr.claim() {
+            let r = self.tree.write().insert_batch(batch, &self.ctx());
+            arr.finish_one();
+            r?;
+        }
+        while !arr.finished() {
+            std::thread::yield_now();
+        }
+        let tree = self.tree.write();
+        let ctx = self.ctx();
+        tree.write_dirty(&ctx)?;
+        self.io.drain()?;
+        self.vlog.lock().flush()?;
+        let pos = wal.position()?;
+        self.dev.sync()?;
+        let mut buffered = tree.buffered();
+        buffered = crate::pair::merge_sorted(buffered, mf.all());
+        let snap = {
+            let s = self.io.space.lock();
+            Snapshot {
+                version: self.version.load(Ordering::Acquire) + 1,
+                wal: pos,
+                zones: s
+                    .zones
+                    .iter()
+                    .map(|z| {
+                        let role = if z.pending_reset { Role::Free } else { z.role };
+                        (role, z.valid)
+                    })
+                    .collect(),
+                leaves: tree.leaf_list(),
+                buffered,
+            }
+        };
+        self.metalog.lock().write(&snap)?;
+        self.version.store(snap.version, Ordering::Release);
+        wal.mark_durable();
+        for z in wal.retired_zones() {
+            let empty = self
+                .dev
+                .report_zones(z, 1)
+                .first()
+                .is_some_and(|i| i.condition == ZoneCondition::Empty);
+            if !empty {
+                self.dev.reset_zone(z)?;
+            }
+        }
+        let pending = self.io.space.lock().pending_resets();
+        for z in pending {
+            self.dev.reset_zone(z)?;
+            self.io.space.lock().freed(z);
+        }
+        wal.bytes_since_checkpoint = 0;
+        self.c.checkpoints.fetch_add(1, Ordering::Relaxed);
+        drop(tree);
+        drop(mf);
+        Ok(())
+    }
+
+    fn resolve(&self, v: Val) -> Result<Option<Vec<u8>>> {
+        match v {
+            Val::Put(b) => Ok(Some(b.as_slice().to_vec())),
+            Val::Vlog(loc) => self.vlog.lock().read(loc).map(Some),
+            Val::Del => Ok(None),
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+            if let Some(v) = self.mf.lock().get(key) {
+                self.c.mf_hits.fetch_add(1, Ordering::Relaxed);
+                return self.resolve(v);
+            }
+            let arr = self.batches.read().clone();
+            if let Some(v) = arr.get(key) {
+                self.c.batch_hits.fetch_add(1, Ordering::Relaxed);
+                return self.resolve(v);
+            }
+        }
+        let v = self.tree.read().get(key, &self.ctx())?;
+        match v {
+            Some(v) => self.resolve(v),
+            None => Ok(None),
+        }
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
+        let (start, end) = (range.start, range.end);
+        let overlay = if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+            let mf = self.mf.lock().range(start, end);
+            let arr = self.batches.read().clone();
+            crate::pair::merge_sorted(arr.range(start, end), mf)
+        } else {
+            Vec::new()
+        };
+        let mut over = overlay.into_iter().peekable();
+        let mut bytes = 0u64;
+        let mut stop = false;
+        let mut emit = |p: &Pair, bytes: &mut u64| -> Result<ControlFlow<()>> {
+            match self.resolve(p.val.clone())? {
+                Some(v) => {
+                    *bytes += (p.key().len() + v.len()) as u64;
+                    Ok(visit(p.key(), &v))
+                }
+                None => Ok(ControlFlow::Continue(())),
+            }
+        };
+        {
+            let tree = self.tree.read();
+            tree.scan(start, end, &self.ctx(), &mut |p| {
+                while let Some(o) = over.peek() {
+                    if o.key() < p.key() {
+                        let o = over
+                            .next()
+                            .ok_or_else(|| Error::corruption("zkv scan", "overlay"))?;
+                        if emit(&o, &mut bytes)?.is_break() {
+                            stop = true;
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    } else {
+                        break;
+                    }
+                }
+                let newer = over.next_if(|o| o.key() == p.key());
+                let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
+                if cf.is_break() {
+                    stop = true;
+                }
+                Ok(cf)
+            })?;
+        }
+        if !stop {
+            for o in over {
+                if emit(&o, &mut bytes)?.is_break() {
+                    break;
+                }
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+impl KvStore for ZkvStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        let me = &self.inner;
+        me.check()?;
+        me.c.gets.fetch_add(1, Ordering::Relaxed);
+        let v = me.get(key)?;
+        if let Some(v) = &v {
+            me.c.user_read
+                .fetch_add((key.len() + v.len()) as u64, Ordering::Relaxed);
+        }
+        Ok(v)
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value)?;
+        self.inner.c.puts.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .c
+            .user_written
+            .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+        self.inner.write(&b)
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key)?;
+        self.inner.c.deletes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write(&b)
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        let me = &self.inner;
+        me.check()?;
+        me.c.scans.fetch_add(1, Ordering::Relaxed);
+        let bytes = me.scan(range, visit)?;
+        me.c.user_read.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
+        for op in batch.ops() {
+            check_key(op.key())?;
+            if let BatchOp::Put { value, .. } = op {
+                check_value(value)?;
+            }
+        }
+        self.inner.c.batches.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .c
+            .user_written
+            .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+        self.inner.write(batch)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.checkpoint()
+    }
+
+    fn sync(&self) -> Result<()> {
+        let me = &self.inner;
+        me.check()?;
+        let r = {
+            let mut wal = me.wal.lock();
+            let pos = wal.position().map(|p| p.seq)?;
+            wal.commit(pos.saturating_sub(1))
+        };
+        me.poison_on(r)
+    }
+
+    fn stats(&self) -> Stats {
+        let me = &self.inner;
+        let c = &me.c;
+        let tree = me.tree.read();
+        let t = tree.c.clone();
+        let (zone_writes, pages_written) = me.io.write_counts();
+        let lru = me.lru.lock();
+        let (hits, misses, evictions) = if me.opts.variant == Variant::Zkv {
+            (
+                me.io.cache.hits.load(Ordering::Relaxed),
+                me.io.cache.misses.load(Ordering::Relaxed),
+                0,
+            )
+        } else {
+            (lru.hits, lru.misses, lru.evictions)
+        };
+        let mf = me.mf.lock();
+        let mf_bytes = mf.bytes;
+        let batch_bytes = me.batches.read().mem_bytes();
+        let (wal_bytes, free_zones) =
+            (me.wal.lock().bytes_written, me.io.space.lock().free_zones());
+        let memory = mf_bytes
+            + batch_bytes
+            + tree.pool.bytes
+            + tree.delta_bytes
+            + me.io.cache.len() * (me.io.page_size + 64)
+            + me.io.waiting_pages() * (me.io.page_size + 64)
+            + lru.mem_bytes(me.io.page_size);
+        let extra = vec![
+            (
+                "variant_zkv".into(),
+                f64::from(u8::from(me.opts.variant == Variant::Zkv)),
+            ),
+            ("leaves".into(), tree.leaf_count() as f64),
+            ("index_bytes".into(), tree.index_bytes() as f64),
+            ("mf_bytes".into(), mf_bytes as f64),
+            ("mf_valid_nodes".into(), mf.valid_nodes as f64),
+            ("mf_shadow_removed".into(), mf.shadow_removed as f64),
+            (
+                "mf_evictions".into(),
+                c.evictions.load(Ordering::Relaxed) as f64,
+            ),
+            ("mf_hits".into(), c.mf_hits.load(Ordering::Relaxed) as f64),
+            (
+                "batch_hits".into(),
+                c.batch_hits.load(Ordering::Relaxed) as f64,
+            ),
+            ("adb_bytes".into(), tree.pool.bytes as f64),
+            ("delta_bytes".into(), tree.delta_bytes as f64),
+            ("pages_written".into(), pages_written as f64),
+            ("zone_writes".into(), zone_writes as f64),
+            ("pairs_to_pages".into(), t.pairs_to_pages as f64),
+            ("adb_absorbs".into(), t.adb_absorbs as f64),
+            ("direct_merges".into(), t.direct_merges as f64),
+            ("pressure_merges".into(), t.pressure_merges as f64),
+            ("consolidations".into(), t.consolidations as f64),
+            ("splits".into(), t.splits as f64),
+            ("batches".into(), t.batches as f64),
+            ("batch_pairs".into(), t.batch_pairs as f64),
+            ("traversals".into(), t.traversals as f64),
+            ("migrated_pages".into(), t.migrated_pages as f64),
+            ("gc_zones".into(), c.gc_zones.load(Ordering::Relaxed) as f64),
+            (
+                "checkpoints".into(),
+                c.checkpoints.load(Ordering::Relaxed) as f64,
+            ),
+            ("wal_bytes".into(), wal_bytes as f64),
+            (
+                "metalog_bytes".into(),
+                me.metalog.lock().bytes_written as f64,
+            ),
+            ("vlog_bytes".into(), me.vlog.lock().bytes_written as f64),
+            (
+                "device_page_reads".into(),
+                me.io.device_page_reads.load(Ordering::Relaxed) as f64,
+            ),
+            ("free_zones".into(), free_zones as f64),
+        ];
+        drop(mf);
+        drop(lru);
+        drop(tree);
+        let mut extra = extra;
+        extra.push(("space_amplification".into(), self.space_amplification()));
+        Stats {
+            ops: OpCounts {
+                gets: c.gets.load(Ordering::Relaxed),
+                puts: c.puts.load(Ordering::Relaxed),
+                deletes: c.deletes.load(Ordering::Relaxed),
+                scans: c.scans.load(Ordering::Relaxed),
+                batches: c.batches.load(Ordering::Relaxed),
+            },
+            user_bytes_written: c.user_written.load(Ordering::Relaxed),
+            user_bytes_read: c.user_read.load(Ordering::Relaxed),
+            device: DeviceCounts::from(me.dev.io_stats()),
+            cache: CacheCounts {
+                hits,
+                misses,
+                evictions,
+            },
+            memory_bytes: memory as u64,
+            extra,
+        }
+    }
+
+    fn verify(&self) -> Result<()> {
+        let me = &self.inner;
+        me.check()?;
+        me.mf
+            .lock()
+            .check()
+            .map_err(|r| Error::corruption("zkv merged filter", r))?;
+        let tree = me.tree.read();
+        tree.verify(&me.ctx())?;
+        let s = me.io.space.lock();
+        let counted = tree.pages_per_zone(s.zones.len(), s.pages_per_zone);
+        for (z, zs) in s.zones.iter().enumerate() {
+            if zs.role == Role::Leaf && zs.valid != counted[z] {
+                return Err(Error::corruption(
+                    "zkv zone accounting",
+                    format!(
+                        "zone {z} counts {} valid pages; leaves point to {}",
+                        zs.valid, counted[z]
+                    ),
+                ));
+            }
+            if counted[z] > 0 && zs.role != Role::Leaf {
+                return Err(Error::corruption(
+                    "zkv zone accounting",
+                    format!("leaves point into zone {z}, which is not a leaf zone"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ZkvStore {
+    fn drop(&mut self) {
+        if self.inner.check().is_ok() {
+            if let Err(e) = self.inner.checkpoint() {
+                log::warn!("zkv: checkpoint at close failed: {e}");
+            }
+        }
+    }
+}
+
+/// The facade's opener: ZKV with default options.
+pub fn open_store(dir: &Path, options: &Options) -> Result<Box<dyn KvStore>> {
+    Ok(Box::new(ZkvStore::open(
+        dir,
+        options,
+        ZkvOptions::default(),
+    )?))
+}

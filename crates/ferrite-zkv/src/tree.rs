@@ -1,0 +1,707 @@
+//! The Z+-tree: inner nodes and leaf metadata in memory, leaf pages on
+//! zones, written only as appends.
+//!
+//! The inner level is an ordered map from each leaf's low key to its
+//! metadata (`BTreeMap`, an in-memory B-tree, standing in for the paper's
+//! olc-btree; its memory is reported apart from the buffers' budget, as the
+//! paper keeps inner nodes outside its 400 MB). A leaf's metadata holds its
+//! global page id (a page offset on the zoned device; `NO_PAGE` for an
+//! empty first leaf), at most one adaptive delta buffer, and, in the
+//! BD-tree variant, its delta chain.
+//!
+//! Writes never touch a page in place. ZKV absorbs a run of pairs into the
+//! leaf's ADB, or merges ADB, run and page into new pages handed to a
+//! ZFlusher (several pages when the result overflows: a split, whose new
+//! leaves enter the map). The baselines keep leaf images in an LRU pool and
+//! write a dirty image to a new page when it is evicted. A leaf left empty
+//! leaves the map (its left neighbour takes its range): deletes are lazy,
+//! nodes are never merged, and a lookup never sees an empty leaf but the
+//! first.
+//!
+//! Invariants: the map's first key is empty; every live leaf's page, ADB
+//! and delta keys lie in `[low, next low)`; a zone's valid count equals the
+//! pages leaves point into it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Bound, ControlFlow};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ferrite_core::{Error, Result};
+use ferrite_io::AlignedBuf;
+use parking_lot::Mutex;
+
+use crate::adb::{Adb, AdbClass, AdbPool, MAX_PAIRS};
+use crate::lru_pool::LruPool;
+use crate::merged_filter::{after_start, before_end};
+use crate::options::{Variant, ZkvOptions};
+use crate::page::{self, cell_bytes, LeafPage};
+use crate::page_io::PageIo;
+use crate::pair::{Bytes, Pair, Val};
+use crate::vlog::Vlog;
+
+pub const NO_PAGE: u64 = u64::MAX;
+
+/// What a write path needs besides the tree.
+pub struct Ctx<'a> {
+    pub io: &'a PageIo,
+    pub lru: &'a Mutex<LruPool>,
+    pub vlog: &'a Mutex<Vlog>,
+    pub opts: &'a ZkvOptions,
+}
+
+#[derive(Debug)]
+pub struct Leaf {
+    pub low: Bytes,
+    pub page: AtomicU64,
+    pub adb: Option<Box<Adb>>,
+    /// Changes whenever the ADB changes class or is merged.
+    pub gen: u32,
+    pub delta: Vec<Pair>,
+    pub live: bool,
+}
+
+impl Leaf {
+    fn new(low: Bytes, page: u64) -> Self {
+        Self {
+            low,
+            page: AtomicU64::new(page),
+            adb: None,
+            gen: 0,
+            delta: Vec::new(),
+            live: true,
+        }
+    }
+}
+
+/// Write-path counters.
+#[derive(Debug, Default, Clone)]
+pub struct TreeCounters {
+    /// Leaf pages written (ZKV at merge, baselines at write-back).
+    pub leaf_writes: u64,
+    /// Buffered pairs that reached pages.
+    pub pairs_to_pages: u64,
+    pub adb_absorbs: u64,
+    pub direct_merges: u64,
+    pub pressure_merges: u64,
+    pub splits: u64,
+    pub removed_leaves: u64,
+    pub consolidations: u64,
+    pub migrated_pages: u64,
+    pub batches: u64,
+    pub batch_pairs: u64,
+    pub traversals: u64,
+}
+
+pub struct Tree {
+    map: BTreeMap<Bytes, u32>,
+    leaves: Vec<Leaf>,
+    free: Vec<u32>,
+    pub pool: AdbPool,
+    pub delta_bytes: usize,
+    delta_budget: usize,
+    delta_fifo: VecDeque<u32>,
+    pub c: TreeCounters,
+    baseline: bool,
+}
+
+fn newest_last_dedup(mut v: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
+    v.reverse();
+    v.sort_by(|a, b| a.key().cmp(b.key())); // stable: newest first per key
+    let mut out: Vec<Pair> = Vec::with_capacity(v.len());
+    for p in v {
+        if out.last().is_some_and(|q| q.key() == p.key()) {
+            dead.push(p.val);
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Merges sorted unique `newer` over sorted unique `older`; replaced
+/// values go to `dead`.
+fn merge_over(older: Vec<Pair>, newer: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
+    let mut out = Vec::with_capacity(older.len() + newer.len());
+    let mut a = older.into_iter().peekable();
+    let mut b = newer.into_iter().peekable();
+    loop {
+        let ord = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.key().cmp(y.key()),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => break,
+        };
+        match ord {
+            std::cmp::Ordering::Less => out.extend(a.next()),
+            std::cmp::Ordering::Greater => out.extend(b.next()),
+            std::cmp::Ordering::Equal => {
+                if let Some(o) = a.next() {
+                    dead.push(o.val);
+                }
+                out.extend(b.next());
+            }
+        }
+    }
+    out
+}
+
+impl Tree {
+    pub fn new(opts: &ZkvOptions, adb_threshold: usize, delta_budget: usize) -> Self {
+        let mut t = Self {
+            map: BTreeMap::new(),
+            leaves: Vec::new(),
+            free: Vec::new(),
+            pool: AdbPool::new(opts.adb_instances, adb_threshold),
+            delta_bytes: 0,
+            delta_budget,
+            delta_fifo: VecDeque::new(),
+            c: TreeCounters::default(),
+            baseline: opts.variant != Variant::Zkv,
+        };
+        t.add_leaf(Bytes::new(&[]), NO_PAGE);
+        t
+    }
+
+    /// Rebuilds the leaf level from a MetaLog's list.
+    pub fn restore(
+        opts: &ZkvOptions,
+        adb_threshold: usize,
+        delta_budget: usize,
+        leaves: &[(Vec<u8>, u64)],
+        page_ok: impl Fn(u64) -> bool,
+    ) -> Result<Self> {
+        let bad = |r: String| Error::corruption("zkv MetaLog leaf list", r);
+        let mut t = Self::new(opts, adb_threshold, delta_budget);
+        t.map.clear();
+        t.leaves.clear();
+        let mut prev: Option<&[u8]> = None;
+        for (i, (low, page)) in leaves.iter().enumerate() {
+            if i == 0 && !low.is_empty() {
+                return Err(bad("the first leaf's low key is not empty".into()));
+            }
+            if prev.is_some_and(|p| p >= low.as_slice()) {
+                return Err(bad(format!("leaf {i} is out of order")));
+            }
+            if *page != NO_PAGE && !page_ok(*page) {
+                return Err(bad(format!(
+                    "leaf {i} points at page {page} outside a leaf zone"
+                )));
+            }
+            prev = Some(low);
+            t.add_leaf(Bytes::new(low), *page);
+        }
+        if t.map.is_empty() {
+            t.add_leaf(Bytes::new(&[]), NO_PAGE);
+        }
+        Ok(t)
+    }
+
+    fn add_leaf(&mut self, low: Bytes, page: u64) -> u32 {
+        let leaf = Leaf::new(low.clone(), page);
+        let id = match self.free.pop() {
+            Some(i) => {
+                self.leaves[i as usize] = leaf;
+                i
+            }
+            None => {
+                self.leaves.push(leaf);
+                (self.leaves.len() - 1) as u32
+            }
+        };
+        self.map.insert(low, id);
+        id
+    }
+
+    pub fn leaf_count(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn find(&self, key: &[u8]) -> u32 {
+        self.map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .map_or(0, |(_, &l)| l)
+    }
+
+    /// The low key of the leaf after the one holding `key`.
+    fn upper(&self, key: &[u8]) -> Option<&Bytes> {
+        self.map
+            .range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+            .map(|(k, _)| k)
+    }
+
+    fn leaf(&self, id: u32) -> &Leaf {
+        &self.leaves[id as usize]
+    }
+
+    /// The leaf's current page image, if it has one.
+    fn image(&self, id: u32, ctx: &Ctx<'_>) -> Result<Option<Arc<AlignedBuf>>> {
+        if self.baseline {
+            let pid = {
+                let mut lru = ctx.lru.lock();
+                if let Some(b) = lru.get(id) {
+                    return Ok(Some(b));
+                }
+                self.leaf(id).page.load(Ordering::Acquire)
+            };
+            if pid == NO_PAGE {
+                return Ok(None);
+            }
+            let b = ctx.io.read(pid)?;
+            self.put_lru(id, b.clone(), false, ctx)?;
+            Ok(Some(b))
+        } else {
+            let pid = self.leaf(id).page.load(Ordering::Acquire);
+            if pid == NO_PAGE {
+                return Ok(None);
+            }
+            ctx.io.read(pid).map(Some)
+        }
+    }
+
+    fn put_lru(&self, id: u32, buf: Arc<AlignedBuf>, dirty: bool, ctx: &Ctx<'_>) -> Result<()> {
+        let mut lru = ctx.lru.lock();
+        for (l, img) in lru.insert(id, buf, dirty) {
+            self.write_back(l, &img, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a baseline leaf's dirty image to a new page (copy-on-write).
+    fn write_back(&self, id: u32, img: &AlignedBuf, ctx: &Ctx<'_>) -> Result<()> {
+        let pid = ctx
+            .io
+            .write(AlignedBuf::from_slice(&img[..ctx.io.page_size]))?;
+        let old = self.leaf(id).page.swap(pid, Ordering::AcqRel);
+        if old != NO_PAGE {
+            ctx.io.release(old);
+        }
+        Ok(())
+    }
+
+    fn parse<'b>(&self, id: u32, img: &'b AlignedBuf, ctx: &Ctx<'_>) -> Result<LeafPage<'b>> {
+        let pid = self.leaf(id).page.load(Ordering::Relaxed);
+        LeafPage::parse(&img[..ctx.io.page_size], || format!("zkv leaf page {pid}"))
+    }
+
+    fn page_pairs(&self, id: u32, ctx: &Ctx<'_>) -> Result<Vec<Pair>> {
+        let Some(img) = self.image(id, ctx)? else {
+            return Ok(Vec::new());
+        };
+        let p = self.parse(id, &img, ctx)?;
+        Ok((0..p.len())
+            .map(|i| Pair::new(p.key(i), p.value(i).to_val()))
+            .collect())
+    }
+
+    /// What the tree holds for `key` (`Some(Val::Del)` from a buffer).
+    pub fn get(&self, key: &[u8], ctx: &Ctx<'_>) -> Result<Option<Val>> {
+        let id = self.find(key);
+        let l = self.leaf(id);
+        if let Some(p) = l.adb.as_ref().and_then(|a| a.get(key)) {
+            return Ok(Some(p.val.clone()));
+        }
+        if let Some(p) = l.delta.iter().rev().find(|p| p.key() == key) {
+            return Ok(Some(p.val.clone()));
+        }
+        let Some(img) = self.image(id, ctx)? else {
+            return Ok(None);
+        };
+        let p = self.parse(id, &img, ctx)?;
+        Ok(p.get(key).map(|s| s.to_val()))
+    }
+
+    fn release_dead(dead: Vec<Val>, ctx: &Ctx<'_>) {
+        if dead.iter().any(|v| matches!(v, Val::Vlog(_))) {
+            let vlog = ctx.vlog.lock();
+            for v in dead {
+                if let Val::Vlog(loc) = v {
+                    vlog.release(loc, &ctx.io.space);
+                }
+            }
+        }
+    }
+
+    /// Inserts a sorted batch from the batch array, one run per leaf per
+    /// traversal (or one pair per traversal without batch merging).
+    pub fn insert_batch(&mut self, batch: &[Pair], ctx: &Ctx<'_>) -> Result<()> {
+        self.c.batches += 1;
+        self.c.batch_pairs += batch.len() as u64;
+        let mut i = 0;
+        while i < batch.len() {
+            let key = batch[i].key();
+            let leaf = self.find(key);
+            let j = if ctx.opts.batch_merge {
+                match self.upper(key) {
+                    Some(u) => i + batch[i..].partition_point(|p| p.key() < u.as_slice()),
+                    None => batch.len(),
+                }
+            } else {
+                i + 1
+            };
+            self.c.traversals += 1;
+            self.insert_run(leaf, batch[i..j].to_vec(), ctx)?;
+            i = j;
+        }
+        self.relieve(ctx)
+    }
+
+    /// ZKV: a run of pairs for one leaf goes to its ADB, or with the ADB
+    /// into new pages when they would pass 16 pairs.
+    fn insert_run(&mut self, id: u32, run: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
+        if !ctx.opts.adb {
+            return self.merge_leaf(id, run, ctx);
+        }
+        let l = &mut self.leaves[id as usize];
+        let after = l.adb.as_ref().map_or(run.len(), |a| a.count_after(&run));
+        if after > MAX_PAIRS {
+            self.c.direct_merges += 1;
+            return self.merge_leaf(id, run, ctx);
+        }
+        let old_bytes = l.adb.as_ref().map_or(0, |a| a.mem_bytes());
+        let old_class = l.adb.as_ref().map(|a| a.class());
+        let adb = l.adb.get_or_insert_with(|| {
+            Box::new(Adb::new(
+                AdbClass::for_count(run.len()).unwrap_or(AdbClass::B256),
+            ))
+        });
+        let replaced = adb.absorb(run);
+        let (new_bytes, class) = (adb.mem_bytes(), adb.class());
+        if old_class != Some(class) {
+            l.gen = l.gen.wrapping_add(1);
+            self.pool.enlist(id, l.gen, class);
+        }
+        self.pool.bytes = self.pool.bytes + new_bytes - old_bytes;
+        self.c.adb_absorbs += 1;
+        Self::release_dead(replaced.into_iter().map(|p| p.val).collect(), ctx);
+        Ok(())
+    }
+
+    /// A baseline write: the B+-tree modifies the pooled page; the BD-tree
+    /// appends a delta unless the page is pooled or the chain is full.
+    pub fn apply_baseline(&mut self, pair: Pair, ctx: &Ctx<'_>) -> Result<()> {
+        let id = self.find(pair.key());
+        self.c.traversals += 1;
+        if ctx.opts.variant == Variant::BdTree && !ctx.lru.lock().contains(id) {
+            let l = &mut self.leaves[id as usize];
+            if l.delta.is_empty() {
+                self.delta_fifo.push_back(id);
+            }
+            self.delta_bytes += pair.mem_bytes();
+            l.delta.push(pair);
+            if l.delta.len() >= ctx.opts.bd_chain {
+                self.c.consolidations += 1;
+                self.merge_leaf(id, Vec::new(), ctx)?;
+            }
+            return self.relieve(ctx);
+        }
+        self.merge_leaf(id, vec![pair], ctx)
+    }
+
+    /// Takes a leaf's ADB and delta chain as one sorted, unique list.
+    fn take_buffers(&mut self, id: u32, dead: &mut Vec<Val>) -> Vec<Pair> {
+        let l = &mut self.leaves[id as usize];
+        let mut out = Vec::new();
+        if let Some(a) = l.adb.take() {
+            self.pool.bytes = self.pool.bytes.saturating_sub(a.mem_bytes());
+            l.gen = l.gen.wrapping_add(1);
+            out = a.into_pairs();
+            out.sort_by(|x, y| x.key().cmp(y.key()));
+        }
+        if !l.delta.is_empty() {
+            let d = std::mem::take(&mut l.delta);
+            self.delta_bytes = self
+                .delta_bytes
+                .saturating_sub(d.iter().map(Pair::mem_bytes).sum());
+            let d = newest_last_dedup(d, dead);
+            out = merge_over(out, d, dead);
+        }
+        out
+    }
+
+    /// Merges the leaf's buffers and `incoming` (sorted, unique, newest)
+    /// with its page into new page images.
+    fn merge_leaf(&mut self, id: u32, incoming: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
+        let mut dead = Vec::new();
+        let buffered = self.take_buffers(id, &mut dead);
+        let newer = merge_over(buffered, incoming, &mut dead);
+        self.c.pairs_to_pages += newer.len() as u64;
+        let page = self.page_pairs(id, ctx)?;
+        let merged = merge_over(page, newer, &mut dead);
+        let live: Vec<Pair> = merged.into_iter().filter(|p| p.val != Val::Del).collect();
+        Self::release_dead(dead, ctx);
+        self.rebuild(id, live, ctx)
+    }
+
+    /// Replaces leaf `id`'s content with `entries` (sorted, live), split
+    /// over as many pages as they need.
+    fn rebuild(&mut self, id: u32, entries: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
+        let ps = ctx.io.page_size;
+        if entries.is_empty() {
+            let low = self.leaf(id).low.clone();
+            let old = self.leaf(id).page.swap(NO_PAGE, Ordering::AcqRel);
+            if old != NO_PAGE {
+                ctx.io.release(old);
+            }
+            if self.baseline {
+                ctx.lru.lock().remove(id);
+            }
+            if !low.as_slice().is_empty() && self.leaf(id).delta.is_empty() {
+                self.map.remove(&low);
+                self.leaves[id as usize].live = false;
+                self.free.push(id);
+                self.c.removed_leaves += 1;
+            }
+            return Ok(());
+        }
+        let usable = ps - page::HEADER;
+        let sizes: Vec<usize> = entries
+            .iter()
+            .map(|p| cell_bytes(p.key().len(), &p.val))
+            .collect();
+        let total: usize = sizes.iter().sum();
+        let pages = total.div_ceil(usable).max(1);
+        let target = total.div_ceil(pages);
+        let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+        let (mut start, mut bytes) = (0usize, 0usize);
+        for (i, &s) in sizes.iter().enumerate() {
+            let full = bytes + s > usable;
+            let enough = bytes >= target && chunks.len() + 1 < pages;
+            if i > start && (full || enough) {
+                chunks.push(start..i);
+                start = i;
+                bytes = 0;
+            }
+            bytes += s;
+        }
+        chunks.push(start..entries.len());
+        self.c.splits += chunks.len() as u64 - 1;
+        for (n, r) in chunks.into_iter().enumerate() {
+            let mut buf = AlignedBuf::zeroed(ps);
+            let refs: Vec<(&[u8], &Val)> = entries[r.clone()]
+                .iter()
+                .map(|p| (p.key(), &p.val))
+                .collect();
+            page::encode(&refs, &mut buf)?;
+            let target_leaf = if n == 0 {
+                id
+            } else {
+                self.add_leaf(entries[r.start].key.clone(), NO_PAGE)
+            };
+            if self.baseline {
+                self.put_lru(target_leaf, Arc::new(buf), true, ctx)?;
+            } else {
+                let pid = ctx.io.write(buf)?;
+                self.c.leaf_writes += 1;
+                let old = self.leaf(target_leaf).page.swap(pid, Ordering::AcqRel);
+                if old != NO_PAGE {
+                    ctx.io.release(old);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges ADBs (ADB-256 first) while ADB memory is over its threshold,
+    /// and consolidates delta chains while delta memory is over budget.
+    pub fn relieve(&mut self, ctx: &Ctx<'_>) -> Result<()> {
+        while self.pool.over() {
+            let Some((id, gen)) = self.pool.next_victim() else {
+                break;
+            };
+            let current = self
+                .leaves
+                .get(id as usize)
+                .is_some_and(|l| l.live && l.gen == gen && l.adb.is_some());
+            if current {
+                self.c.pressure_merges += 1;
+                self.merge_leaf(id, Vec::new(), ctx)?;
+            }
+        }
+        while self.delta_bytes > self.delta_budget {
+            let Some(id) = self.delta_fifo.pop_front() else {
+                break;
+            };
+            if self
+                .leaves
+                .get(id as usize)
+                .is_some_and(|l| l.live && !l.delta.is_empty())
+            {
+                self.c.consolidations += 1;
+                self.merge_leaf(id, Vec::new(), ctx)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Baselines: writes every dirty pooled image (a checkpoint).
+    pub fn write_dirty(&self, ctx: &Ctx<'_>) -> Result<()> {
+        if !self.baseline {
+            return Ok(());
+        }
+        let mut lru = ctx.lru.lock();
+        for (l, img) in lru.take_dirty() {
+            self.write_back(l, &img, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Moves every live leaf page in `zone` to a flusher; returns pages moved.
+    pub fn migrate_zone(&mut self, zone: u32, ctx: &Ctx<'_>) -> Result<u64> {
+        let ppz = ctx.io.dev.geometry().zone_size / ctx.io.page_size as u64;
+        let range = u64::from(zone) * ppz..(u64::from(zone) + 1) * ppz;
+        let mut moved = 0;
+        for l in self.leaves.iter().filter(|l| l.live) {
+            let pid = l.page.load(Ordering::Acquire);
+            if pid != NO_PAGE && range.contains(&pid) {
+                let img = ctx.io.read(pid)?;
+                let new = ctx
+                    .io
+                    .write(AlignedBuf::from_slice(&img[..ctx.io.page_size]))?;
+                l.page.store(new, Ordering::Release);
+                ctx.io.release(pid);
+                moved += 1;
+            }
+        }
+        self.c.migrated_pages += moved;
+        Ok(moved)
+    }
+
+    /// Visits live pairs of the tree in `[start, end]` in key order.
+    pub fn scan(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        ctx: &Ctx<'_>,
+        visit: &mut dyn FnMut(Pair) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let first = match start {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        let lower = self
+            .map
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(first)))
+            .next_back()
+            .map(|(k, _)| k.clone());
+        let from = lower.map_or(Bound::Unbounded, Bound::Included);
+        for (low, &id) in self.map.range::<Bytes, _>((from, Bound::Unbounded)) {
+            if !low.as_slice().is_empty() && !before_end(low.as_slice(), end) {
+                break;
+            }
+            let l = self.leaf(id);
+            let mut dead = Vec::new();
+            let mut overlay: Vec<Pair> =
+                l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs().to_vec());
+            overlay.sort_by(|x, y| x.key().cmp(y.key()));
+            if !l.delta.is_empty() {
+                let d = newest_last_dedup(l.delta.clone(), &mut dead);
+                overlay = merge_over(overlay, d, &mut dead);
+            }
+            let pairs = merge_over(self.page_pairs(id, ctx)?, overlay, &mut dead);
+            for p in pairs {
+                if p.val == Val::Del || !after_start(p.key(), start) {
+                    continue;
+                }
+                if !before_end(p.key(), end) {
+                    return Ok(());
+                }
+                if visit(p)?.is_break() {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `(low key, page id)` of every leaf, in key order.
+    pub fn leaf_list(&self) -> Vec<(Vec<u8>, u64)> {
+        self.map
+            .iter()
+            .map(|(k, &id)| {
+                (
+                    k.as_slice().to_vec(),
+                    self.leaf(id).page.load(Ordering::Acquire),
+                )
+            })
+            .collect()
+    }
+
+    /// Pairs held in ADBs and delta chains, sorted, newest per key.
+    pub fn buffered(&self) -> Vec<Pair> {
+        let mut dead = Vec::new();
+        let mut out = Vec::new();
+        for &id in self.map.values() {
+            let l = self.leaf(id);
+            let mut v: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs().to_vec());
+            v.sort_by(|x, y| x.key().cmp(y.key()));
+            if !l.delta.is_empty() {
+                v = merge_over(v, newest_last_dedup(l.delta.clone(), &mut dead), &mut dead);
+            }
+            out.extend(v);
+        }
+        out
+    }
+
+    /// Bytes of leaf metadata and the inner map (outside the buffers' budget).
+    pub fn index_bytes(&self) -> usize {
+        self.leaves.len() * std::mem::size_of::<Leaf>()
+            + self
+                .map
+                .keys()
+                .map(|k| std::mem::size_of::<Bytes>() + 4 + 16 + k.heap_bytes())
+                .sum::<usize>()
+    }
+
+    /// Pages per zone that leaves point to.
+    pub fn pages_per_zone(&self, zones: usize, ppz: u64) -> Vec<u64> {
+        let mut v = vec![0u64; zones];
+        for l in self.leaves.iter().filter(|l| l.live) {
+            let p = l.page.load(Ordering::Acquire);
+            if p != NO_PAGE {
+                if let Some(c) = v.get_mut((p / ppz) as usize) {
+                    *c += 1;
+                }
+            }
+        }
+        v
+    }
+
+    /// Checks order, ranges and checksums of every leaf.
+    pub fn verify(&self, ctx: &Ctx<'_>) -> Result<()> {
+        let bad = |r: String| Error::corruption("zkv tree", r);
+        let entries: Vec<(&Bytes, u32)> = self.map.iter().map(|(k, &v)| (k, v)).collect();
+        if entries
+            .first()
+            .is_none_or(|(k, _)| !k.as_slice().is_empty())
+        {
+            return Err(bad("the first leaf's low key is not empty".into()));
+        }
+        for (i, &(low, id)) in entries.iter().enumerate() {
+            let next = entries.get(i + 1).map(|(k, _)| k.as_slice());
+            let l = self.leaf(id);
+            if !l.live || l.low != *low {
+                return Err(bad(format!("leaf {id} does not match its map entry")));
+            }
+            let in_range = |k: &[u8]| k >= low.as_slice() && next.is_none_or(|n| k < n);
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            if let Some(img) = self.image(id, ctx)? {
+                let p = self.parse(id, &img, ctx)?;
+                keys.extend((0..p.len()).map(|j| p.key(j).to_vec()));
+            }
+            if let Some(a) = &l.adb {
+                if a.len() > MAX_PAIRS {
+                    return Err(bad(format!("leaf {id}'s ADB holds {} pairs", a.len())));
+                }
+                keys.extend(a.pairs().iter().map(|p| p.key().to_vec()));
+            }
+            keys.extend(l.delta.iter().map(|p| p.key().to_vec()));
+            if let Some(k) = keys.iter().find(|k| !in_range(k)) {
+                return Err(bad(format!("leaf {id} holds key {k:?} outside its range")));
+            }
+        }
+        Ok(())
+    }
+}

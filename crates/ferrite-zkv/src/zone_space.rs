@@ -1,0 +1,231 @@
+//! Which zone does what, and how much of each is still live.
+//!
+//! The device's zones are split at format time: two MetaLog zones, a ring
+//! of WAL zones, and data zones that hold leaf pages or value-log records.
+//! Data zones move between *free* (empty), *leaf* and *vlog*; a reclaimed
+//! zone waits in *pending reset* until a MetaLog that no longer refers to
+//! it is durable, and only then is it reset and freed.
+//!
+//! Invariants: a page id is a global page offset (device address / page
+//! size); a leaf zone's `valid` counts the pages that leaf metadata points
+//! to; a vlog zone's `valid` counts live value bytes. All counts are
+//! rebuilt from the MetaLog at recovery.
+
+use std::collections::VecDeque;
+
+use crate::gc_policy::Candidate;
+
+/// What a zone is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Meta,
+    Wal,
+    Free,
+    Leaf,
+    Vlog,
+}
+
+#[derive(Debug, Clone)]
+pub struct ZoneStat {
+    pub role: Role,
+    /// Valid pages (leaf) or live bytes (vlog).
+    pub valid: u64,
+    /// Being written (a flusher or the value log holds it open).
+    pub open: bool,
+    /// Emptied by reclamation; reset after the next MetaLog.
+    pub pending_reset: bool,
+    /// Clock value of the zone's last write.
+    pub stamp: u64,
+}
+
+/// Zone roles and liveness.
+#[derive(Debug)]
+pub struct ZoneSpace {
+    pub zones: Vec<ZoneStat>,
+    free: VecDeque<u32>,
+    pub pages_per_zone: u64,
+    /// Writable pages per zone.
+    pub capacity_pages: u64,
+    clock: u64,
+}
+
+/// The fixed zones: MetaLog, then WAL.
+pub const META_ZONES: u32 = 2;
+
+impl ZoneSpace {
+    pub fn new(zone_count: u32, wal_zones: u32, pages_per_zone: u64, capacity_pages: u64) -> Self {
+        let mut zones = Vec::with_capacity(zone_count as usize);
+        let mut free = VecDeque::new();
+        for z in 0..zone_count {
+            let role = if z < META_ZONES {
+                Role::Meta
+            } else if z < META_ZONES + wal_zones {
+                Role::Wal
+            } else {
+                free.push_back(z);
+                Role::Free
+            };
+            zones.push(ZoneStat {
+                role,
+                valid: 0,
+                open: false,
+                pending_reset: false,
+                stamp: 0,
+            });
+        }
+        Self {
+            zones,
+            free,
+            pages_per_zone,
+            capacity_pages,
+            clock: 0,
+        }
+    }
+
+    pub fn zone_of(&self, page: u64) -> usize {
+        (page / self.pages_per_zone) as usize
+    }
+
+    pub fn free_zones(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes an empty zone for `role`.
+    pub fn take(&mut self, role: Role) -> Option<u32> {
+        let z = self.free.pop_front()?;
+        self.clock += 1;
+        if let Some(s) = self.zones.get_mut(z as usize) {
+            *s = ZoneStat {
+                role,
+                valid: 0,
+                open: true,
+                pending_reset: false,
+                stamp: self.clock,
+            };
+        }
+        Some(z)
+    }
+
+    /// Marks a zone written (by the flusher that holds it) now.
+    pub fn touch(&mut self, zone: usize) {
+        self.clock += 1;
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.stamp = self.clock;
+        }
+    }
+
+    pub fn close(&mut self, zone: usize) {
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.open = false;
+        }
+    }
+
+    pub fn add_valid(&mut self, page_or_zone: usize, n: u64) {
+        if let Some(s) = self.zones.get_mut(page_or_zone) {
+            s.valid += n;
+        }
+    }
+
+    pub fn sub_valid(&mut self, zone: usize, n: u64) {
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.valid = s.valid.saturating_sub(n);
+        }
+    }
+
+    /// Zones that reclamation may take, with their liveness.
+    pub fn candidates(&self, role: Role, capacity: u64) -> Vec<Candidate> {
+        self.zones
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role == role && !s.open && !s.pending_reset)
+            .map(|(z, s)| Candidate {
+                zone: z as u32,
+                valid: s.valid,
+                capacity,
+                age: self.clock.saturating_sub(s.stamp),
+            })
+            .collect()
+    }
+
+    pub fn mark_pending_reset(&mut self, zone: usize) {
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.pending_reset = true;
+        }
+    }
+
+    /// Zones waiting for a reset (after a durable MetaLog).
+    pub fn pending_resets(&self) -> Vec<u32> {
+        self.zones
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.pending_reset)
+            .map(|(z, _)| z as u32)
+            .collect()
+    }
+
+    /// A zone was reset on the device: it is free again.
+    pub fn freed(&mut self, zone: u32) {
+        if let Some(s) = self.zones.get_mut(zone as usize) {
+            *s = ZoneStat {
+                role: Role::Free,
+                valid: 0,
+                open: false,
+                pending_reset: false,
+                stamp: 0,
+            };
+            self.free.push_back(zone);
+        }
+    }
+
+    /// Rebuilds the free list after recovery set roles directly.
+    pub fn rebuild_free(&mut self) {
+        self.free = self
+            .zones
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role == Role::Free)
+            .map(|(z, _)| z as u32)
+            .collect();
+    }
+
+    /// Zones in use for data (leaf or vlog), for space amplification.
+    pub fn used_data_zones(&self) -> usize {
+        self.zones
+            .iter()
+            .filter(|s| matches!(s.role, Role::Leaf | Role::Vlog))
+            .count()
+    }
+
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_and_free_list() {
+        let mut s = ZoneSpace::new(8, 2, 256, 192);
+        assert_eq!(s.free_zones(), 4);
+        assert_eq!(s.zones[0].role, Role::Meta);
+        assert_eq!(s.zones[3].role, Role::Wal);
+        let z = s.take(Role::Leaf).unwrap();
+        assert_eq!(z, 4);
+        s.add_valid(z as usize, 3);
+        s.sub_valid(z as usize, 1);
+        assert_eq!(s.zones[4].valid, 2);
+        assert!(
+            s.candidates(Role::Leaf, 192).is_empty(),
+            "open zones are not candidates"
+        );
+        s.close(4);
+        assert_eq!(s.candidates(Role::Leaf, 192).len(), 1);
+        s.mark_pending_reset(4);
+        assert_eq!(s.pending_resets(), vec![4]);
+        s.freed(4);
+        assert_eq!(s.free_zones(), 4);
+        assert_eq!(s.zone_of(256 * 5 + 3), 5);
+    }
+}

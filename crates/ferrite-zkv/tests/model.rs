@@ -1,0 +1,207 @@
+//! Model-based tests: every variant against a `BTreeMap`, with tiny
+//! buffers, reopens, checkpoints and reclamation in between.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
+use ferrite_zkv::{Variant, ZkvStore};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u16, Vec<u8>),
+    Delete(u16),
+    Get(u16),
+    Scan(u16, u16),
+    Batch(Vec<(u16, Option<Vec<u8>>)>),
+    Reopen,
+    Checkpoint,
+    Collect,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    // Variable length keys sharing prefixes.
+    let mut v = format!("k{:05}", k).into_bytes();
+    if k.is_multiple_of(7) {
+        v.extend_from_slice(b"-long-suffix");
+    }
+    v
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => proptest::collection::vec(any::<u8>(), 0..24),
+        1 => proptest::collection::vec(any::<u8>(), 65..300),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        40 => (0..400u16, value()).prop_map(|(k, v)| Op::Put(k, v)),
+        8 => (0..400u16).prop_map(Op::Delete),
+        15 => (0..400u16).prop_map(Op::Get),
+        4 => (0..400u16, 0..80u16).prop_map(|(a, n)| Op::Scan(a, a + n)),
+        4 => proptest::collection::vec((0..400u16, proptest::option::of(value())), 1..20).prop_map(Op::Batch),
+        1 => Just(Op::Reopen),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Collect),
+    ]
+}
+
+fn run(variant: Variant, ops: &[Op]) {
+    let dev = common::mem_device(24);
+    let opts = common::options(SyncMode::Never);
+    let zo = common::small_opts(variant);
+    let mut db = ZkvStore::open_on(dev.clone(), &opts, zo.clone()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                db.put(&key(*k), v).unwrap();
+                model.insert(key(*k), v.clone());
+            }
+            Op::Delete(k) => {
+                db.delete(&key(*k)).unwrap();
+                model.remove(&key(*k));
+            }
+            Op::Get(k) => assert_eq!(
+                db.get(&key(*k)).unwrap(),
+                model.get(&key(*k)).cloned(),
+                "get {k}"
+            ),
+            Op::Scan(a, b) => {
+                let (ka, kb) = (key(*a), key(*b));
+                let got = db
+                    .scan_collect(
+                        KeyRange::from_bounds((Bound::Included(&ka[..]), Bound::Excluded(&kb[..]))),
+                        usize::MAX,
+                    )
+                    .unwrap();
+                let want: Vec<_> = model
+                    .range(ka.clone()..kb.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "scan {a}..{b}");
+            }
+            Op::Batch(items) => {
+                let mut b = WriteBatch::new();
+                for (k, v) in items {
+                    match v {
+                        Some(v) => {
+                            b.put(&key(*k), v).unwrap();
+                            model.insert(key(*k), v.clone());
+                        }
+                        None => {
+                            b.delete(&key(*k)).unwrap();
+                            model.remove(&key(*k));
+                        }
+                    }
+                }
+                db.write_batch(&b).unwrap();
+            }
+            Op::Reopen => {
+                drop(db);
+                db = ZkvStore::open_on(dev.clone(), &opts, zo.clone()).unwrap();
+            }
+            Op::Checkpoint => db.checkpoint().unwrap(),
+            Op::Collect => {
+                db.collect_garbage(8).unwrap();
+            }
+        }
+    }
+    db.verify().unwrap();
+    let all = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(all, want);
+    drop(db);
+    let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
+    db.verify().unwrap();
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn zkv_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        run(Variant::Zkv, &ops);
+    }
+
+    #[test]
+    fn btree_baseline_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
+        run(Variant::BPlusTree, &ops);
+    }
+
+    #[test]
+    fn bdtree_baseline_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
+        run(Variant::BdTree, &ops);
+    }
+}
+
+/// A long deterministic run in which every mechanism must fire.
+#[test]
+fn every_mechanism_fires() {
+    let dev = common::mem_device(16);
+    let opts = common::options(SyncMode::Never);
+    let zo = ferrite_zkv::ZkvOptions {
+        geometry: common::geometry(16),
+        ..common::small_opts(Variant::Zkv)
+    };
+    let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
+    let mut model = BTreeMap::new();
+    let mut x: u64 = 7;
+    for i in 0..60_000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = (x >> 33) % 20_000;
+        let key = format!("key{k:06}").into_bytes();
+        if i.is_multiple_of(11) {
+            db.delete(&key).unwrap();
+            model.remove(&key);
+        } else {
+            let v = if i.is_multiple_of(97) {
+                vec![b'L'; 200]
+            } else {
+                i.to_le_bytes().to_vec()
+            };
+            db.put(&key, &v).unwrap();
+            model.insert(key, v);
+        }
+    }
+    db.verify().unwrap();
+    let s = db.stats();
+    for name in [
+        "mf_evictions",
+        "adb_absorbs",
+        "direct_merges",
+        "pressure_merges",
+        "splits",
+        "checkpoints",
+        "zone_writes",
+        "gc_zones",
+        "vlog_bytes",
+        "mf_shadow_removed",
+    ] {
+        assert!(
+            s.extra(name).unwrap() > 0.0,
+            "{name} never happened: {:?}",
+            s.extra
+        );
+    }
+    assert!(
+        s.extra("pages_written").unwrap() > s.extra("zone_writes").unwrap(),
+        "the ring merger groups pages"
+    );
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    let n = db.scan_collect(KeyRange::all(), usize::MAX).unwrap().len();
+    assert_eq!(n, model.len());
+}

@@ -6,8 +6,9 @@
 //! holds, and a leaf has at most one. Pairs are unsorted (a dozen pairs are
 //! scanned faster than they are kept sorted). The ADB-256 keeps a 16-byte
 //! array of 1-byte key fingerprints, compared with one SSE2 instruction on
-//! x86-64 (a scalar loop elsewhere), so a miss costs one cache line. The
-//! header (fingerprints and length) is cache-line aligned.
+//! x86-64 (a scalar loop elsewhere), so a miss costs one cache line. An
+//! ADB is one allocation of whole cache lines holding its count, class,
+//! fingerprints and packed entries, so a search touches only its lines.
 //!
 //! The [`AdbPool`] keeps, per instance (pages are spread over `M`
 //! instances by leaf), one FIFO list per class of leaves holding an ADB of
@@ -19,7 +20,7 @@
 
 use std::collections::VecDeque;
 
-use crate::pair::Pair;
+use crate::pair::{Bytes, Pair, Val};
 
 /// ADB size classes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -81,108 +82,203 @@ fn scalar_mask(fps: &[u8; 16], fp: u8) -> u16 {
         .fold(0u16, |m, (i, &f)| if f == fp { m | (1 << i) } else { m })
 }
 
-/// One leaf's delta buffer.
+/// One cache line; an ADB's storage is a run of them, so it starts on a
+/// line boundary and spans whole lines.
 #[repr(C, align(64))]
+#[derive(Debug, Clone, Copy)]
+struct Line([u8; 64]);
+
+const LINE: usize = 64;
+/// Inline value lengths up to this; 254 marks a value-log location
+/// (8 bytes follow), 255 a tombstone.
+const MAX_INLINE: usize = 253;
+const TAG_VLOG: u8 = 254;
+const TAG_DEL: u8 = 255;
+
+/// One leaf's delta buffer: `count u8 | class u8 | fingerprints [u8; 16]
+/// (ADB-256 only) | entries`, each entry `klen u8 | tag u8 | key | value`,
+/// in cache lines. An 8-byte key with an 8-byte value takes 18 bytes, so
+/// an ADB-64 of four such pairs spans two lines and a full ADB-256 five.
 #[derive(Debug, Clone)]
 pub struct Adb {
-    fps: [u8; 16],
-    class: AdbClass,
-    pairs: Vec<Pair>,
+    lines: Box<[Line]>,
+}
+
+fn entry_bytes(p: &Pair) -> usize {
+    2 + p.key().len()
+        + match &p.val {
+            Val::Put(b) => b.as_slice().len(),
+            Val::Vlog(_) => 8,
+            Val::Del => 0,
+        }
 }
 
 impl Adb {
     pub fn new(class: AdbClass) -> Self {
-        Self {
-            fps: [0; 16],
-            class,
-            pairs: Vec::with_capacity(class.slots()),
+        Self::encode(class, &[])
+    }
+
+    /// Whether `p` can live in an ADB (short key, short or vlog value).
+    pub fn fits(p: &Pair) -> bool {
+        p.key().len() <= u8::MAX as usize
+            && match &p.val {
+                Val::Put(b) => b.as_slice().len() <= MAX_INLINE,
+                _ => true,
+            }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Line` is a plain 64-byte array with no padding; the
+        // boxed slice's memory is `lines.len() * 64` initialised bytes.
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.lines.len() * LINE)
         }
+    }
+
+    fn encode(class: AdbClass, pairs: &[Pair]) -> Self {
+        let fp_len = if class == AdbClass::B256 { 16 } else { 0 };
+        let need = 2 + fp_len + pairs.iter().map(entry_bytes).sum::<usize>();
+        let mut lines = vec![Line([0; LINE]); need.div_ceil(LINE).max(1)].into_boxed_slice();
+        // SAFETY: as in `bytes`, for the exclusively borrowed lines.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u8>(), lines.len() * LINE)
+        };
+        buf[0] = pairs.len() as u8;
+        buf[1] = class as u8;
+        let mut at = 2 + fp_len;
+        for (i, p) in pairs.iter().enumerate() {
+            if fp_len > 0 {
+                buf[2 + i] = fingerprint(p.key());
+            }
+            let k = p.key();
+            buf[at] = k.len() as u8;
+            at += 2;
+            buf[at..at + k.len()].copy_from_slice(k);
+            at += k.len();
+            match &p.val {
+                Val::Put(b) => {
+                    buf[at - k.len() - 1] = b.as_slice().len() as u8;
+                    buf[at..at + b.as_slice().len()].copy_from_slice(b.as_slice());
+                    at += b.as_slice().len();
+                }
+                Val::Vlog(loc) => {
+                    buf[at - k.len() - 1] = TAG_VLOG;
+                    buf[at..at + 8].copy_from_slice(&loc.to_le_bytes());
+                    at += 8;
+                }
+                Val::Del => buf[at - k.len() - 1] = TAG_DEL,
+            }
+        }
+        Self { lines }
     }
 
     pub fn class(&self) -> AdbClass {
-        self.class
-    }
-
-    pub fn len(&self) -> usize {
-        self.pairs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
-    }
-
-    pub fn pairs(&self) -> &[Pair] {
-        &self.pairs
-    }
-
-    pub fn into_pairs(self) -> Vec<Pair> {
-        self.pairs
-    }
-
-    /// Memory charged for this buffer: header, slots of its class, heap
-    /// bytes of long keys or values.
-    pub fn mem_bytes(&self) -> usize {
-        std::mem::size_of::<Adb>()
-            + self.class.slots() * std::mem::size_of::<Pair>()
-            + self
-                .pairs
-                .iter()
-                .map(|p| p.key.heap_bytes() + p.val.heap_bytes())
-                .sum::<usize>()
-    }
-
-    pub fn position(&self, key: &[u8]) -> Option<usize> {
-        if self.class == AdbClass::B256 {
-            let mut m = match_mask(&self.fps, fingerprint(key)) & mask_for(self.pairs.len());
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                if self.pairs.get(i).is_some_and(|p| p.key() == key) {
-                    return Some(i);
-                }
-                m &= m - 1;
-            }
-            None
-        } else {
-            self.pairs.iter().position(|p| p.key() == key)
+        match self.bytes()[1] {
+            0 => AdbClass::B64,
+            1 => AdbClass::B128,
+            _ => AdbClass::B256,
         }
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&Pair> {
-        self.position(key).and_then(|i| self.pairs.get(i))
+    pub fn len(&self) -> usize {
+        usize::from(self.bytes()[0])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entries in slot order: (key, value) as stored.
+    fn entries(&self) -> impl Iterator<Item = (&[u8], Val)> + '_ {
+        let b = self.bytes();
+        let mut at = 2 + if self.class() == AdbClass::B256 {
+            16
+        } else {
+            0
+        };
+        (0..self.len()).map(move |_| {
+            let klen = usize::from(b[at]);
+            let tag = b[at + 1];
+            let k = &b[at + 2..at + 2 + klen];
+            at += 2 + klen;
+            let v = match tag {
+                TAG_DEL => Val::Del,
+                TAG_VLOG => {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&b[at..at + 8]);
+                    at += 8;
+                    Val::Vlog(u64::from_le_bytes(a))
+                }
+                n => {
+                    let v = Val::Put(Bytes::new(&b[at..at + usize::from(n)]));
+                    at += usize::from(n);
+                    v
+                }
+            };
+            (k, v)
+        })
+    }
+
+    pub fn pairs(&self) -> Vec<Pair> {
+        self.entries().map(|(k, v)| Pair::new(k, v)).collect()
+    }
+
+    pub fn into_pairs(self) -> Vec<Pair> {
+        self.pairs()
+    }
+
+    /// Bytes charged for this buffer: its cache lines and the pointer to them.
+    pub fn mem_bytes(&self) -> usize {
+        self.lines.len() * LINE + std::mem::size_of::<Self>()
+    }
+
+    pub fn position(&self, key: &[u8]) -> Option<usize> {
+        if self.class() == AdbClass::B256 {
+            let mut fps = [0u8; 16];
+            fps.copy_from_slice(&self.bytes()[2..18]);
+            let m = match_mask(&fps, fingerprint(key)) & mask_for(self.len());
+            if m == 0 {
+                return None;
+            }
+            self.entries()
+                .enumerate()
+                .find(|&(i, (k, _))| m & (1 << i) != 0 && k == key)
+                .map(|(i, _)| i)
+        } else {
+            self.entries().position(|(k, _)| k == key)
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Val> {
+        let i = self.position(key)?;
+        self.entries().nth(i).map(|(_, v)| v)
     }
 
     /// Pairs this ADB would hold after absorbing `incoming` (distinct keys).
     pub fn count_after(&self, incoming: &[Pair]) -> usize {
-        self.pairs.len()
+        self.len()
             + incoming
                 .iter()
                 .filter(|p| self.position(p.key()).is_none())
                 .count()
     }
 
-    /// Adds or replaces pairs; the caller made sure the result fits
-    /// [`MAX_PAIRS`]. Returns the values replaced (for value-log accounting)
-    /// and grows the class as needed.
+    /// Adds or replaces pairs (the caller made sure the result holds at most
+    /// [`MAX_PAIRS`] and every pair [`Adb::fits`]), growing the class as
+    /// needed; returns the replaced pairs, for value-log accounting.
     pub fn absorb(&mut self, incoming: Vec<Pair>) -> Vec<Pair> {
+        let mut pairs = self.pairs();
         let mut replaced = Vec::new();
         for p in incoming {
-            match self.position(p.key()) {
-                Some(i) => replaced.push(std::mem::replace(&mut self.pairs[i], p)),
-                None => {
-                    if self.pairs.len() == self.class.slots() {
-                        if let Some(c) = AdbClass::for_count(self.pairs.len() + 1) {
-                            self.class = c;
-                            self.pairs.reserve_exact(c.slots() - self.pairs.len());
-                        }
-                    }
-                    let i = self.pairs.len();
-                    if i < 16 {
-                        self.fps[i] = fingerprint(p.key());
-                    }
-                    self.pairs.push(p);
-                }
+            match pairs.iter().position(|q| q.key() == p.key()) {
+                Some(i) => replaced.push(std::mem::replace(&mut pairs[i], p)),
+                None => pairs.push(p),
             }
         }
+        let class = AdbClass::for_count(pairs.len())
+            .unwrap_or(AdbClass::B256)
+            .max(self.class());
+        *self = Self::encode(class, &pairs);
         replaced
     }
 }
@@ -254,7 +350,6 @@ impl AdbPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pair::{Bytes, Val};
 
     fn p(k: u32, v: u8) -> Pair {
         Pair::new(&k.to_be_bytes(), Val::Put(Bytes::new(&[v])))
@@ -274,10 +369,20 @@ mod tests {
         for k in 0..16u32 {
             let want = if k >= 5 { 2 } else { 1 };
             assert_eq!(
-                a.get(&k.to_be_bytes()).unwrap().val,
+                a.get(&k.to_be_bytes()).unwrap(),
                 Val::Put(Bytes::new(&[want]))
             );
         }
+        // 16 pairs of 4-byte keys and 1-byte values: 2 + 16 + 16 * 7 bytes.
+        assert_eq!(a.mem_bytes(), 3 * 64 + std::mem::size_of::<Adb>());
+        let mut b = Adb::new(AdbClass::B64);
+        b.absorb(vec![
+            Pair::new(b"k", Val::Vlog(77)),
+            Pair::new(b"d", Val::Del),
+        ]);
+        assert_eq!(b.get(b"k"), Some(Val::Vlog(77)));
+        assert_eq!(b.get(b"d"), Some(Val::Del));
+        assert!(!Adb::fits(&Pair::new(&[0u8; 300], Val::Del)));
         assert!(a.get(&99u32.to_be_bytes()).is_none());
         assert_eq!(a.count_after(&[p(1, 0), p(40, 0)]), 17);
     }

@@ -8,10 +8,11 @@
 //!
 //! Frame (block aligned, little-endian): `magic u32 "ZKVM" | crc32c u32 |
 //! version u64 | len u64 | pad to 32 | payload`, padded to a whole block.
-//! Recovery reads both zones up to their write pointers and takes the
-//! highest version whose frame checks; a snapshot that does not fit the
-//! active zone goes to the other after it is reset (the active one keeps
-//! the newest complete snapshot meanwhile).
+//! Two slots of one or more zones each take snapshots in turn: recovery
+//! reads both up to their write pointers and takes the highest version
+//! whose frame checks; a snapshot that does not fit the active slot goes
+//! to the other after its zones are reset (the active one keeps the newest
+//! complete snapshot meanwhile).
 
 use std::sync::Arc;
 
@@ -146,34 +147,64 @@ impl Snapshot {
     }
 }
 
-/// Appends snapshots to the two MetaLog zones.
+/// Appends snapshots to two slots of `per_slot` zones each (zones
+/// `[0, per_slot)` and `[per_slot, 2 * per_slot)`). A slot is one stream:
+/// its zones are filled in order, so concatenating their written parts
+/// gives back the frames.
 pub struct MetaLog {
     dev: Arc<dyn ZonedDevice>,
-    /// The zone holding the newest snapshot (0 or 1).
+    per_slot: u32,
+    /// The slot holding the newest snapshot (0 or 1).
     active: u32,
     pub bytes_written: u64,
 }
 
+/// Largest single write issued.
+const PIECE: u64 = 1 << 20;
+
 impl MetaLog {
-    /// Reads the newest valid snapshot of zones 0 and 1.
-    pub fn load(dev: Arc<dyn ZonedDevice>) -> Result<(Self, Option<Snapshot>)> {
+    fn slot_zones(&self, slot: u32) -> std::ops::Range<u32> {
+        slot * self.per_slot..(slot + 1) * self.per_slot
+    }
+
+    /// Written bytes of each zone of `slot`, in order.
+    fn written(dev: &dyn ZonedDevice, zones: std::ops::Range<u32>) -> Vec<(u32, u64, u64)> {
+        let g = *dev.geometry();
+        zones
+            .map(|z| {
+                let start = u64::from(z) * g.zone_size;
+                let wp = dev
+                    .report_zones(z, 1)
+                    .first()
+                    .map_or(start, |i| i.write_pointer);
+                (z, start, wp.saturating_sub(start))
+            })
+            .collect()
+    }
+
+    /// Reads the newest valid snapshot of either slot.
+    pub fn load(dev: Arc<dyn ZonedDevice>, per_slot: u32) -> Result<(Self, Option<Snapshot>)> {
         let g = *dev.geometry();
         let bs = g.block_size as usize;
         let mut best: Option<(u64, u32, Vec<u8>)> = None;
-        for z in 0..2u32 {
-            let start = u64::from(z) * g.zone_size;
-            let wp = dev
-                .report_zones(z, 1)
-                .first()
-                .map_or(start, |i| i.write_pointer);
-            if wp <= start {
-                continue;
+        for slot in 0..2u32 {
+            let mut stream = Vec::new();
+            for (_, start, len) in
+                Self::written(dev.as_ref(), slot * per_slot..(slot + 1) * per_slot)
+            {
+                if len == 0 {
+                    break;
+                }
+                let mut buf = AlignedBuf::zeroed(len as usize);
+                dev.read_at(&mut buf, start)?;
+                stream.extend_from_slice(&buf);
+                if len < g.zone_capacity {
+                    break;
+                }
             }
-            let mut buf = AlignedBuf::zeroed((wp - start) as usize);
-            dev.read_at(&mut buf, start)?;
             let mut at = 0usize;
-            while at + FRAME <= buf.len() {
-                let h = &buf[at..at + FRAME];
+            while at + FRAME <= stream.len() {
+                let h = &stream[at..at + FRAME];
                 let rd32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
                 let rd64 = |o: usize| {
                     let mut b = [0u8; 8];
@@ -182,24 +213,25 @@ impl MetaLog {
                 };
                 let (magic, crc, version, len) = (rd32(0), rd32(4), rd64(8), rd64(16));
                 let end = (at as u64).saturating_add(FRAME as u64).saturating_add(len);
-                if magic != MAGIC || end > buf.len() as u64 {
+                if magic != MAGIC || end > stream.len() as u64 {
                     at += bs;
                     continue;
                 }
-                let body = &buf[at + FRAME..end as usize];
+                let body = &stream[at + FRAME..end as usize];
                 if crc32c::crc32c(body) == crc && best.as_ref().is_none_or(|b| version > b.0) {
-                    best = Some((version, z, body.to_vec()));
+                    best = Some((version, slot, body.to_vec()));
                 }
                 at = (end as usize).div_ceil(bs) * bs;
             }
         }
         let (active, snap) = match best {
-            Some((v, z, body)) => (z, Some(Snapshot::decode(v, &body)?)),
+            Some((v, slot, body)) => (slot, Some(Snapshot::decode(v, &body)?)),
             None => (0, None),
         };
         Ok((
             Self {
                 dev,
+                per_slot,
                 active,
                 bytes_written: 0,
             },
@@ -213,21 +245,22 @@ impl MetaLog {
         let bs = g.block_size as usize;
         let body = snap.encode();
         let total = (FRAME + body.len()).div_ceil(bs) * bs;
-        if total as u64 > g.zone_capacity {
+        let slot_cap = u64::from(self.per_slot) * g.zone_capacity;
+        if total as u64 > slot_cap {
             return Err(Error::InvalidOptions(format!(
-                "a MetaLog snapshot of {total} bytes exceeds a zone ({} bytes); use larger zones",
-                g.zone_capacity
+                "a MetaLog snapshot of {total} bytes exceeds a slot ({slot_cap} bytes); use larger or more MetaLog zones"
             )));
         }
-        let mut z = self.active;
-        let wp = self
-            .dev
-            .report_zones(z, 1)
-            .first()
-            .map_or(0, |i| i.write_pointer);
-        if wp + total as u64 > u64::from(z) * g.zone_size + g.zone_capacity {
-            z = 1 - z;
-            self.dev.reset_zone(z)?;
+        let used: u64 = Self::written(self.dev.as_ref(), self.slot_zones(self.active))
+            .iter()
+            .map(|z| z.2)
+            .sum();
+        let mut slot = self.active;
+        if used + total as u64 > slot_cap {
+            slot = 1 - slot;
+            for z in self.slot_zones(slot) {
+                self.dev.reset_zone(z)?;
+            }
         }
         let mut out = AlignedBuf::zeroed(total);
         out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -235,9 +268,24 @@ impl MetaLog {
         out[8..16].copy_from_slice(&snap.version.to_le_bytes());
         out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
         out[FRAME..FRAME + body.len()].copy_from_slice(&body);
-        self.dev.append(z, &out)?;
+        let mut done = 0u64;
+        for (z, start, len) in Self::written(self.dev.as_ref(), self.slot_zones(slot)) {
+            let mut wp = start + len;
+            let end = start + g.zone_capacity;
+            while done < total as u64 && wp < end {
+                let n = (end - wp).min(total as u64 - done).min(PIECE);
+                let piece = AlignedBuf::from_slice(&out[done as usize..(done + n) as usize]);
+                self.dev.write_at(&piece, wp)?;
+                wp += n;
+                done += n;
+            }
+            let _ = z;
+            if done == total as u64 {
+                break;
+            }
+        }
         self.dev.sync()?;
-        self.active = z;
+        self.active = slot;
         self.bytes_written += total as u64;
         Ok(())
     }
@@ -273,13 +321,28 @@ mod tests {
         let dev: Arc<dyn ZonedDevice> = Arc::new(
             EmulatedZonedDevice::format(MemDevice::new(), ZoneGeometry::small(8, 4, 4)).unwrap(),
         );
-        let (mut log, none) = MetaLog::load(dev.clone()).unwrap();
+        let (mut log, none) = MetaLog::load(dev.clone(), 1).unwrap();
         assert!(none.is_none());
         for v in 1..40 {
             log.write(&snap(v, 3000)).unwrap();
         }
-        let (_, got) = MetaLog::load(dev).unwrap();
+        let (_, got) = MetaLog::load(dev, 1).unwrap();
         assert_eq!(got.unwrap(), snap(39, 3000));
+    }
+
+    #[test]
+    fn snapshots_span_the_zones_of_a_slot() {
+        let dev: Arc<dyn ZonedDevice> = Arc::new(
+            EmulatedZonedDevice::format(MemDevice::new(), ZoneGeometry::small(12, 4, 4)).unwrap(),
+        );
+        let (mut log, _) = MetaLog::load(dev.clone(), 3).unwrap();
+        // About 1.3 zones each: slots fill, switch and are reset in turn.
+        for v in 1..12 {
+            log.write(&snap(v, 70_000)).unwrap();
+            let (_, got) = MetaLog::load(dev.clone(), 3).unwrap();
+            assert_eq!(got.unwrap().version, v);
+        }
+        assert!(log.write(&snap(99, 200_000)).is_err(), "larger than a slot");
     }
 
     #[test]

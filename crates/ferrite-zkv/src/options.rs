@@ -37,6 +37,8 @@ pub struct ZkvOptions {
     pub geometry: ZoneGeometry,
     /// Zones in the WAL ring.
     pub wal_zones: u32,
+    /// Zones per MetaLog slot (there are two slots); a snapshot must fit one.
+    pub meta_zones: u32,
     /// ZFlusher instances, each holding one open zone.
     pub flushers: usize,
     /// Pages per ring-merger zone write.
@@ -54,6 +56,10 @@ pub struct ZkvOptions {
     pub adb: bool,
     /// Insert a run of pairs per leaf per traversal (off: one pair each).
     pub batch_merge: bool,
+    /// Baselines only: write evicted pages through the ZFlushers' sequencer
+    /// and ring merger (the breakdown's "+ZFlusher" step) instead of one
+    /// page per zone write.
+    pub baseline_zflusher: bool,
     /// Pairs per merged-filter node.
     pub mf_node_pairs: usize,
     /// Values longer than this go to the value log.
@@ -73,6 +79,7 @@ impl Default for ZkvOptions {
             variant: Variant::Zkv,
             geometry: ZoneGeometry::default(),
             wal_zones: 4,
+            meta_zones: 1,
             flushers: 2,
             group_pages: 4,
             sequencer_pages: 64,
@@ -82,6 +89,7 @@ impl Default for ZkvOptions {
             merged_filter: true,
             adb: true,
             batch_merge: true,
+            baseline_zflusher: false,
             mf_node_pairs: 64,
             inline_value_max: 256,
             gc: GcPolicy::CostBenefit,

@@ -42,12 +42,14 @@ use crate::page_io::PageIo;
 use crate::pair::{Bytes, Pair, Val};
 use crate::tree::{Ctx, Tree};
 use crate::vlog::Vlog;
-use crate::zone_space::{Role, ZoneSpace, META_ZONES};
+use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file.
 pub const FORMAT_VERSION: u32 = 1;
 const DEVICE_FILE: &str = "zones.img";
+/// Page fill of a bulk load: room for inserts before the first split.
+const BULK_FILL: f64 = 0.8;
 
 #[derive(Default)]
 struct Counters {
@@ -167,10 +169,12 @@ impl ZkvStore {
         let budget = Budget::new(options.cache_bytes, &zkv);
         let g = *dev.geometry();
         let ps = u64::from(g.block_size);
-        let ring: Vec<u32> = (META_ZONES..META_ZONES + zkv.wal_zones).collect();
-        let (metalog, snap) = MetaLog::load(dev.clone())?;
+        let meta = 2 * zkv.meta_zones;
+        let ring: Vec<u32> = (meta..meta + zkv.wal_zones).collect();
+        let (metalog, snap) = MetaLog::load(dev.clone(), zkv.meta_zones)?;
         let mut space = ZoneSpace::new(
             g.zone_count,
+            meta,
             zkv.wal_zones,
             g.zone_size / ps,
             g.zone_capacity / ps,
@@ -223,7 +227,7 @@ impl ZkvStore {
                 // Zones written after the MetaLog hold nothing it refers
                 // to: free zones are emptied, partly written data zones
                 // finished so they stop holding open/active resources.
-                for z in META_ZONES + zkv.wal_zones..g.zone_count {
+                for z in meta + zkv.wal_zones..g.zone_count {
                     let Some(info) = dev.report_zones(z, 1).first().copied() else {
                         continue;
                     };
@@ -241,7 +245,7 @@ impl ZkvStore {
             }
         };
         let admit = zkv.variant == Variant::Zkv;
-        let (cap, group) = if zkv.variant == Variant::Zkv {
+        let (cap, group) = if zkv.variant == Variant::Zkv || zkv.baseline_zflusher {
             (zkv.sequencer_pages, zkv.group_pages)
         } else {
             // The baselines write each evicted page as it leaves: a
@@ -499,6 +503,8 @@ impl Inner {
     }
 
     /// Reclaims zones until `want` are free (or nothing more can be freed).
+    /// Emptied zones become free only at the next checkpoint, so one runs
+    /// whenever migration would otherwise eat the last free zones.
     fn gc(&self, want: usize) -> Result<usize> {
         let mut reclaimed = 0;
         loop {
@@ -506,8 +512,12 @@ impl Inner {
                 let s = self.io.space.lock();
                 (s.free_zones(), s.pending_resets().len())
             };
-            if free + pending >= want {
+            if free >= want {
                 break;
+            }
+            if pending > 0 && (free + pending >= want || free <= self.opts.flushers) {
+                self.checkpoint()?;
+                continue;
             }
             let victim = {
                 let s = self.io.space.lock();
@@ -520,6 +530,9 @@ impl Inner {
                 gc_policy::choose_victim(self.opts.gc, &cands)
             };
             let Some(z) = victim else {
+                if pending > 0 {
+                    self.checkpoint()?;
+                }
                 break;
             };
             let role = self.io.space.lock().zones[z as usize].role;
@@ -530,12 +543,9 @@ impl Inner {
             self.io.space.lock().mark_pending_reset(z as usize);
             reclaimed += 1;
         }
-        if reclaimed > 0 {
-            self.c
-                .gc_zones
-                .fetch_add(reclaimed as u64, Ordering::Relaxed);
-            self.checkpoint()?;
-        }
+        self.c
+            .gc_zones
+            .fetch_add(reclaimed as u64, Ordering::Relaxed);
         Ok(reclaimed)
     }
 
@@ -859,6 +869,27 @@ impl KvStore for ZkvStore {
             memory_bytes: memory as u64,
             extra,
         }
+    }
+
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
+        let me = &self.inner;
+        me.check()?;
+        let r = {
+            let _wal = me.wal.lock();
+            let mf = me.mf.lock();
+            let mut tree = me.tree.write();
+            if !mf.is_empty() || !me.batches.read().finished() {
+                return Err(Error::InvalidOptions(
+                    "bulk load needs an empty store".into(),
+                ));
+            }
+            tree.bulk_load(sorted, &mut |_, v| me.value_of(v), BULK_FILL, &me.ctx())
+        };
+        let n = me.poison_on(r)?;
+        me.c.puts.fetch_add(n, Ordering::Relaxed);
+        let r = me.checkpoint();
+        me.poison_on(r)?;
+        Ok(n)
     }
 
     fn verify(&self) -> Result<()> {

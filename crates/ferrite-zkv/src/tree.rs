@@ -42,6 +42,10 @@ use crate::vlog::Vlog;
 
 pub const NO_PAGE: u64 = u64::MAX;
 
+/// Turns a loaded `(key, value)` into what a leaf stores (large values go
+/// to the value log).
+pub type ValueMapper<'a> = dyn FnMut(&[u8], &[u8]) -> Result<Val> + 'a;
+
 /// What a write path needs besides the tree.
 pub struct Ctx<'a> {
     pub io: &'a PageIo,
@@ -54,7 +58,7 @@ pub struct Ctx<'a> {
 pub struct Leaf {
     pub low: Bytes,
     pub page: AtomicU64,
-    pub adb: Option<Box<Adb>>,
+    pub adb: Option<Adb>,
     /// Changes whenever the ADB changes class or is merged.
     pub gen: u32,
     pub delta: Vec<Pair>,
@@ -300,8 +304,8 @@ impl Tree {
     pub fn get(&self, key: &[u8], ctx: &Ctx<'_>) -> Result<Option<Val>> {
         let id = self.find(key);
         let l = self.leaf(id);
-        if let Some(p) = l.adb.as_ref().and_then(|a| a.get(key)) {
-            return Ok(Some(p.val.clone()));
+        if let Some(v) = l.adb.as_ref().and_then(|a| a.get(key)) {
+            return Ok(Some(v));
         }
         if let Some(p) = l.delta.iter().rev().find(|p| p.key() == key) {
             return Ok(Some(p.val.clone()));
@@ -351,7 +355,7 @@ impl Tree {
     /// ZKV: a run of pairs for one leaf goes to its ADB, or with the ADB
     /// into new pages when they would pass 16 pairs.
     fn insert_run(&mut self, id: u32, run: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
-        if !ctx.opts.adb {
+        if !ctx.opts.adb || !run.iter().all(Adb::fits) {
             return self.merge_leaf(id, run, ctx);
         }
         let l = &mut self.leaves[id as usize];
@@ -363,9 +367,7 @@ impl Tree {
         let old_bytes = l.adb.as_ref().map_or(0, |a| a.mem_bytes());
         let old_class = l.adb.as_ref().map(|a| a.class());
         let adb = l.adb.get_or_insert_with(|| {
-            Box::new(Adb::new(
-                AdbClass::for_count(run.len()).unwrap_or(AdbClass::B256),
-            ))
+            Adb::new(AdbClass::for_count(run.len()).unwrap_or(AdbClass::B256))
         });
         let replaced = adb.absorb(run);
         let (new_bytes, class) = (adb.mem_bytes(), adb.class());
@@ -389,8 +391,11 @@ impl Tree {
             if l.delta.is_empty() {
                 self.delta_fifo.push_back(id);
             }
-            self.delta_bytes += pair.mem_bytes();
+            // Charged by capacity: what the chain's allocation really holds.
+            let before = l.delta.capacity() * std::mem::size_of::<Pair>();
+            let heap = pair.key.heap_bytes() + pair.val.heap_bytes();
             l.delta.push(pair);
+            self.delta_bytes += l.delta.capacity() * std::mem::size_of::<Pair>() - before + heap;
             if l.delta.len() >= ctx.opts.bd_chain {
                 self.c.consolidations += 1;
                 self.merge_leaf(id, Vec::new(), ctx)?;
@@ -412,9 +417,11 @@ impl Tree {
         }
         if !l.delta.is_empty() {
             let d = std::mem::take(&mut l.delta);
-            self.delta_bytes = self
-                .delta_bytes
-                .saturating_sub(d.iter().map(Pair::mem_bytes).sum());
+            let held = d.capacity() * std::mem::size_of::<Pair>()
+                + d.iter()
+                    .map(|p| p.key.heap_bytes() + p.val.heap_bytes())
+                    .sum::<usize>();
+            self.delta_bytes = self.delta_bytes.saturating_sub(held);
             let d = newest_last_dedup(d, dead);
             out = merge_over(out, d, dead);
         }
@@ -502,6 +509,77 @@ impl Tree {
             }
         }
         Ok(())
+    }
+
+    /// Whether the tree holds nothing (one empty leaf, no buffers).
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 1
+            && self.leaves.iter().filter(|l| l.live).all(|l| {
+                l.page.load(Ordering::Acquire) == NO_PAGE && l.adb.is_none() && l.delta.is_empty()
+            })
+    }
+
+    /// Builds the leaf level of an empty tree from strictly ascending pairs,
+    /// filling pages to `fill` of their usable bytes; returns pairs loaded.
+    pub fn bulk_load(
+        &mut self,
+        sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+        to_val: &mut ValueMapper<'_>,
+        fill: f64,
+        ctx: &Ctx<'_>,
+    ) -> Result<u64> {
+        if !self.is_empty() {
+            return Err(Error::InvalidOptions(
+                "bulk load needs an empty store".into(),
+            ));
+        }
+        let ps = ctx.io.page_size;
+        let limit = ((ps - page::HEADER) as f64 * fill.clamp(0.1, 1.0)) as usize;
+        let mut chunk: Vec<Pair> = Vec::new();
+        let mut bytes = 0usize;
+        let mut n = 0u64;
+        let mut first = true;
+        let flush = |t: &mut Self, chunk: &mut Vec<Pair>, first: &mut bool| -> Result<()> {
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            let mut buf = AlignedBuf::zeroed(ps);
+            let refs: Vec<(&[u8], &Val)> = chunk.iter().map(|p| (p.key(), &p.val)).collect();
+            page::encode(&refs, &mut buf)?;
+            let pid = ctx.io.write(buf)?;
+            let id = if *first {
+                0
+            } else {
+                t.add_leaf(chunk[0].key.clone(), NO_PAGE)
+            };
+            *first = false;
+            t.leaf(id).page.store(pid, Ordering::Release);
+            t.c.leaf_writes += 1;
+            chunk.clear();
+            Ok(())
+        };
+        let mut prev: Option<Vec<u8>> = None;
+        for (k, v) in sorted {
+            ferrite_core::check_key(&k)?;
+            ferrite_core::check_value(&v)?;
+            if prev.as_ref().is_some_and(|p| *p >= k) {
+                return Err(Error::InvalidOptions(
+                    "bulk load input is not strictly ascending".into(),
+                ));
+            }
+            let val = to_val(&k, &v)?;
+            let size = cell_bytes(k.len(), &val);
+            if !chunk.is_empty() && bytes + size > limit {
+                flush(self, &mut chunk, &mut first)?;
+                bytes = 0;
+            }
+            bytes += size;
+            chunk.push(Pair::new(&k, val));
+            prev = Some(k);
+            n += 1;
+        }
+        flush(self, &mut chunk, &mut first)?;
+        Ok(n)
     }
 
     /// Merges ADBs (ADB-256 first) while ADB memory is over its threshold,
@@ -593,8 +671,7 @@ impl Tree {
             }
             let l = self.leaf(id);
             let mut dead = Vec::new();
-            let mut overlay: Vec<Pair> =
-                l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs().to_vec());
+            let mut overlay: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs());
             overlay.sort_by(|x, y| x.key().cmp(y.key()));
             if !l.delta.is_empty() {
                 let d = newest_last_dedup(l.delta.clone(), &mut dead);
@@ -635,7 +712,7 @@ impl Tree {
         let mut out = Vec::new();
         for &id in self.map.values() {
             let l = self.leaf(id);
-            let mut v: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs().to_vec());
+            let mut v: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs());
             v.sort_by(|x, y| x.key().cmp(y.key()));
             if !l.delta.is_empty() {
                 v = merge_over(v, newest_last_dedup(l.delta.clone(), &mut dead), &mut dead);

@@ -1,6 +1,6 @@
 //! Which zone does what, and how much of each is still live.
 //!
-//! The device's zones are split at format time: two MetaLog zones, a ring
+//! The device's zones are split at format time: two MetaLog slots, a ring
 //! of WAL zones, and data zones that hold leaf pages or value-log records.
 //! Data zones move between *free* (empty), *leaf* and *vlog*; a reclaimed
 //! zone waits in *pending reset* until a MetaLog that no longer refers to
@@ -49,17 +49,21 @@ pub struct ZoneSpace {
     clock: u64,
 }
 
-/// The fixed zones: MetaLog, then WAL.
-pub const META_ZONES: u32 = 2;
-
 impl ZoneSpace {
-    pub fn new(zone_count: u32, wal_zones: u32, pages_per_zone: u64, capacity_pages: u64) -> Self {
+    /// `meta_zones` MetaLog zones (both slots) come first, then the WAL ring.
+    pub fn new(
+        zone_count: u32,
+        meta_zones: u32,
+        wal_zones: u32,
+        pages_per_zone: u64,
+        capacity_pages: u64,
+    ) -> Self {
         let mut zones = Vec::with_capacity(zone_count as usize);
         let mut free = VecDeque::new();
         for z in 0..zone_count {
-            let role = if z < META_ZONES {
+            let role = if z < meta_zones {
                 Role::Meta
-            } else if z < META_ZONES + wal_zones {
+            } else if z < meta_zones + wal_zones {
                 Role::Wal
             } else {
                 free.push_back(z);
@@ -207,7 +211,7 @@ mod tests {
 
     #[test]
     fn roles_and_free_list() {
-        let mut s = ZoneSpace::new(8, 2, 256, 192);
+        let mut s = ZoneSpace::new(8, 2, 2, 256, 192);
         assert_eq!(s.free_zones(), 4);
         assert_eq!(s.zones[0].role, Role::Meta);
         assert_eq!(s.zones[3].role, Role::Wal);

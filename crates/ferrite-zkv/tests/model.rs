@@ -205,3 +205,33 @@ fn every_mechanism_fires() {
     let n = db.scan_collect(KeyRange::all(), usize::MAX).unwrap().len();
     assert_eq!(n, model.len());
 }
+
+#[test]
+fn bulk_load_then_updates_for_every_variant() {
+    for variant in common::VARIANTS {
+        let dev = common::mem_device(24);
+        let opts = common::options(SyncMode::Never);
+        let db = ZkvStore::open_on(dev.clone(), &opts, common::small_opts(variant)).unwrap();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = (0..5000u32)
+            .map(|i| ((i * 2).to_be_bytes().to_vec(), i.to_le_bytes().to_vec()))
+            .collect();
+        let n = db.bulk_load(&mut model.clone().into_iter()).unwrap();
+        assert_eq!(n, 5000);
+        assert!(
+            db.bulk_load(&mut std::iter::once((vec![1], vec![1])))
+                .is_err(),
+            "not empty"
+        );
+        for i in 0..3000u32 {
+            let k = ((i * 7919) % 10_000).to_be_bytes().to_vec();
+            db.put(&k, b"new").unwrap();
+            model.insert(k, b"new".to_vec());
+        }
+        db.verify().unwrap();
+        drop(db);
+        let db = ZkvStore::open_on(dev, &opts, common::small_opts(variant)).unwrap();
+        let all = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
+        assert_eq!(all.len(), model.len(), "{variant:?}");
+        assert!(all.into_iter().eq(model.into_iter()), "{variant:?}");
+    }
+}

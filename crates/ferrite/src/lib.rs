@@ -67,6 +67,8 @@ mod registry {
             EngineKind::TurboIndex => Some(ferrite_btree::open_turbo_store),
             #[cfg(feature = "lsm")]
             EngineKind::Lsm => Some(ferrite_lsm::open_store),
+            #[cfg(feature = "zkv")]
+            EngineKind::Zkv => Some(ferrite_zkv::open_store),
             _ => None,
         }
     }
@@ -135,6 +137,27 @@ mod tests {
         let db = open_existing(&path, &Options::default()).unwrap();
         assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
         assert_eq!(db.get(b"k2").unwrap(), Some(b"v2".to_vec()));
+        db.verify().unwrap();
+    }
+
+    #[cfg(feature = "zkv")]
+    #[test]
+    fn opens_zkv_by_name_and_recovers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let opts = Options {
+            sync: SyncMode::Always,
+            ..Options::default()
+        };
+        {
+            let db = open(&path, EngineKind::Zkv, &opts).unwrap();
+            db.put(b"k", b"v").unwrap();
+            db.put(b"big", &[7u8; 5000]).unwrap();
+        }
+        assert_eq!(detect(&path).unwrap().engine, EngineKind::Zkv);
+        let db = open_existing(&path, &opts).unwrap();
+        assert_eq!(db.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(db.get(b"big").unwrap(), Some(vec![7u8; 5000]));
         db.verify().unwrap();
     }
 

@@ -11,6 +11,7 @@ mod rask;
 mod shortcut;
 mod swiftkv;
 mod turboindex;
+mod zkv;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -154,6 +155,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(shortcut::ShortcutRepro),
         Box::new(swiftkv::SwiftRepro),
         Box::new(turboindex::TurboRepro),
+        Box::new(zkv::ZkvRepro),
     ]
 }
 

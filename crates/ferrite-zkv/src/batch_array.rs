@@ -61,15 +61,22 @@ impl BatchArray {
         Some(b[j].val.clone())
     }
 
-    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<Pair> {
-        let mut out: Vec<Pair> = self
+    /// Up to `limit` pairs within the bounds, sorted (batches are sorted
+    /// and disjoint, so this starts at the first batch that can hold them).
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Vec<Pair> {
+        let first = self
             .batches
-            .iter()
-            .flatten()
-            .filter(|p| after_start(p.key(), start) && before_end(p.key(), end))
-            .cloned()
-            .collect();
-        out.sort_by(|a, b| a.key().cmp(b.key()));
+            .partition_point(|b| b.last().is_none_or(|p| !after_start(p.key(), start)));
+        let mut out = Vec::new();
+        for b in &self.batches[first..] {
+            let from = b.partition_point(|p| !after_start(p.key(), start));
+            for p in &b[from..] {
+                if !before_end(p.key(), end) || out.len() >= limit {
+                    return out;
+                }
+                out.push(p.clone());
+            }
+        }
         out
     }
 
@@ -95,11 +102,14 @@ mod tests {
         assert_eq!(a.get(&[4]), None);
         assert_eq!(a.get(&[0]), None);
         assert_eq!(a.get(&[9]), Some(Val::Put(Bytes::new(&[9]))));
+        let r = a.range(Bound::Included(&[2][..]), Bound::Excluded(&[9][..]), 10);
+        assert_eq!(r.len(), 2);
         assert_eq!(
-            a.range(Bound::Included(&[2][..]), Bound::Excluded(&[9][..]))
+            a.range(Bound::Excluded(&[3][..]), Bound::Unbounded, 10)
                 .len(),
             2
         );
+        assert_eq!(a.range(Bound::Unbounded, Bound::Unbounded, 3).len(), 3);
         assert!(a.claim().is_some() && a.claim().is_some() && a.claim().is_none());
         assert!(!a.finished());
         a.finish_one();

@@ -189,8 +189,8 @@ impl MergedFilter {
         out
     }
 
-    /// Pairs with keys in `[start, end)` (end `None` = unbounded), sorted.
-    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Vec<Pair> {
+    /// Up to `limit` pairs with keys within the bounds, sorted.
+    pub fn range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Vec<Pair> {
         let first = match start {
             Bound::Included(k) | Bound::Excluded(k) => self.find(k).map(|(l, _)| l.clone()),
             Bound::Unbounded => None,
@@ -204,19 +204,20 @@ impl MergedFilter {
                     break;
                 }
             }
-            out.extend(
-                node.pairs
-                    .iter()
-                    .filter(|p| after_start(p.key(), start) && before_end(p.key(), end))
-                    .cloned(),
-            );
+            let from = node.pairs.partition_point(|p| !after_start(p.key(), start));
+            for p in &node.pairs[from..] {
+                if !before_end(p.key(), end) || out.len() >= limit {
+                    return out;
+                }
+                out.push(p.clone());
+            }
         }
         out
     }
 
     /// Every pair, sorted (for a MetaLog snapshot).
     pub fn all(&self) -> Vec<Pair> {
-        self.range(Bound::Unbounded, Bound::Unbounded)
+        self.range(Bound::Unbounded, Bound::Unbounded, usize::MAX)
     }
 
     /// Checks the invariants; the first violation as text.
@@ -323,8 +324,14 @@ mod tests {
         }
         let s = 10u32.to_be_bytes();
         let e = 20u32.to_be_bytes();
-        let r = mf.range(Bound::Included(&s), Bound::Excluded(&e));
+        let r = mf.range(Bound::Included(&s), Bound::Excluded(&e), usize::MAX);
         assert_eq!(r.len(), 10);
+        let r = mf.range(Bound::Excluded(&s), Bound::Unbounded, 5);
+        let keys: Vec<u32> = r
+            .iter()
+            .map(|p| u32::from_be_bytes(p.key().try_into().unwrap()))
+            .collect();
+        assert_eq!(keys, vec![11, 12, 13, 14, 15]);
         assert_eq!(mf.all().len(), 100);
         assert_eq!(mf.len(), 100);
     }

@@ -67,6 +67,9 @@ pub struct ZkvOptions {
     pub gc: GcPolicy,
     /// Free data zones kept in reserve; reclamation runs below this.
     pub gc_reserve_zones: usize,
+    /// Reclamation also runs while space amplification (bytes of data
+    /// zones in use over live bytes) is above this bound.
+    pub gc_space_amp: Option<f64>,
     /// WAL bytes between checkpoints (default: as much as the ring allows).
     pub checkpoint_wal_bytes: Option<u64>,
     /// BD-tree delta chain length.
@@ -94,6 +97,7 @@ impl Default for ZkvOptions {
             inline_value_max: 256,
             gc: GcPolicy::CostBenefit,
             gc_reserve_zones: 4,
+            gc_space_amp: Some(1.25),
             checkpoint_wal_bytes: None,
             bd_chain: 32,
         }
@@ -138,6 +142,9 @@ impl ZkvOptions {
         }
         if self.inline_value_max > 512 {
             return Err("inline values above 512 bytes would starve a leaf's fanout".into());
+        }
+        if self.gc_space_amp.is_some_and(|a| a.is_nan() || a <= 1.0) {
+            return Err("the space-amplification bound must exceed 1".into());
         }
         if self.gc_reserve_zones < self.flushers + 1 {
             return Err("the reclamation reserve must exceed the flusher count".into());

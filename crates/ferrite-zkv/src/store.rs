@@ -19,7 +19,7 @@
 //! call returns [`Error::Poisoned`], and reopening recovers the newest
 //! MetaLog plus the WAL, so nothing acknowledged is lost.
 
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -50,6 +50,8 @@ pub const FORMAT_VERSION: u32 = 1;
 const DEVICE_FILE: &str = "zones.img";
 /// Page fill of a bulk load: room for inserts before the first split.
 const BULK_FILL: f64 = 0.8;
+/// Buffered pairs fetched per round of a scan.
+const OVERLAY_CHUNK: usize = 64;
 
 #[derive(Default)]
 struct Counters {
@@ -65,6 +67,7 @@ struct Counters {
     gc_zones: AtomicU64,
     mf_hits: AtomicU64,
     batch_hits: AtomicU64,
+    maintenance: AtomicU64,
 }
 
 /// Memory shares of the budget, in bytes.
@@ -343,18 +346,11 @@ impl ZkvStore {
     /// Space amplification: bytes of zones holding data over live bytes.
     pub fn space_amplification(&self) -> f64 {
         let me = &self.inner;
-        let s = me.io.space.lock();
-        let used = s.used_data_zones() as u64 * me.dev.geometry().zone_capacity;
-        let live: u64 = s
-            .zones
-            .iter()
-            .map(|z| match z.role {
-                Role::Leaf => z.valid * me.io.page_size as u64,
-                Role::Vlog => z.valid,
-                _ => 0,
-            })
-            .sum();
-        gc_policy::space_amplification(used, live)
+        let cap = me.dev.geometry().zone_capacity;
+        me.io
+            .space
+            .lock()
+            .amplification(cap, me.io.page_size as u64, false)
     }
 
     pub fn options(&self) -> &ZkvOptions {
@@ -495,16 +491,30 @@ impl Inner {
         if self.wal.lock().bytes_since_checkpoint >= self.opts.checkpoint_bytes() {
             self.checkpoint()?;
         }
+        let n = self.c.maintenance.fetch_add(1, Ordering::Relaxed);
         let free = self.io.space.lock().free_zones();
-        if gc_policy::should_collect(free, self.opts.gc_reserve_zones) {
+        let over = n.is_multiple_of(64) && self.amp_over(false);
+        if gc_policy::should_collect(free, self.opts.gc_reserve_zones) || over {
             self.gc(self.opts.gc_reserve_zones)?;
         }
         Ok(())
     }
 
-    /// Reclaims zones until `want` are free (or nothing more can be freed).
-    /// Emptied zones become free only at the next checkpoint, so one runs
-    /// whenever migration would otherwise eat the last free zones.
+    /// Whether space amplification is above its bound.
+    fn amp_over(&self, after_resets: bool) -> bool {
+        let Some(bound) = self.opts.gc_space_amp else {
+            return false;
+        };
+        let g = self.dev.geometry();
+        let s = self.io.space.lock();
+        s.used_data_zones() > self.opts.flushers + 1
+            && s.amplification(g.zone_capacity, self.io.page_size as u64, after_resets) > bound
+    }
+
+    /// Reclaims zones until `want` are free and space amplification is
+    /// within its bound (or nothing more can be freed). Emptied zones
+    /// become free only at the next checkpoint, so one runs whenever
+    /// migration would otherwise eat the last free zones.
     fn gc(&self, want: usize) -> Result<usize> {
         let mut reclaimed = 0;
         loop {
@@ -512,10 +522,13 @@ impl Inner {
                 let s = self.io.space.lock();
                 (s.free_zones(), s.pending_resets().len())
             };
-            if free >= want {
+            let short = free + pending < want;
+            let over = self.amp_over(true);
+            // For amplification alone, a bounded amount of work per call.
+            if !short && (!over || reclaimed >= 4) {
                 break;
             }
-            if pending > 0 && (free + pending >= want || free <= self.opts.flushers) {
+            if pending > 0 && free <= self.opts.flushers {
                 self.checkpoint()?;
                 continue;
             }
@@ -530,9 +543,6 @@ impl Inner {
                 gc_policy::choose_victim(self.opts.gc, &cands)
             };
             let Some(z) = victim else {
-                if pending > 0 {
-                    self.checkpoint()?;
-                }
                 break;
             };
             let role = self.io.space.lock().zones[z as usize].role;
@@ -542,6 +552,9 @@ impl Inner {
             }
             self.io.space.lock().mark_pending_reset(z as usize);
             reclaimed += 1;
+        }
+        if !self.io.space.lock().pending_resets().is_empty() {
+            self.checkpoint()?;
         }
         self.c
             .gc_zones
@@ -640,18 +653,43 @@ impl Inner {
         }
     }
 
+    /// Up to [`OVERLAY_CHUNK`] buffered pairs from `lo` on, merged (filter
+    /// newest), and the key up to which they are complete (`None`: to `end`).
+    fn overlay_chunk(&self, lo: Bound<&[u8]>, end: Bound<&[u8]>) -> (Vec<Pair>, Option<Vec<u8>>) {
+        if self.opts.variant != Variant::Zkv || !self.opts.merged_filter {
+            return (Vec::new(), None);
+        }
+        let mf = self.mf.lock().range(lo, end, OVERLAY_CHUNK);
+        let arr = self.batches.read().clone().range(lo, end, OVERLAY_CHUNK);
+        let mut upto: Option<Vec<u8>> = None;
+        for c in [&mf, &arr] {
+            if c.len() >= OVERLAY_CHUNK {
+                if let Some(last) = c.last() {
+                    if upto.as_ref().is_none_or(|u| last.key() < u.as_slice()) {
+                        upto = Some(last.key().to_vec());
+                    }
+                }
+            }
+        }
+        let mut merged = crate::pair::merge_sorted(arr, mf);
+        if let Some(u) = &upto {
+            merged.retain(|p| p.key() <= u.as_slice());
+        }
+        (merged, upto)
+    }
+
+    /// Merges the tree with the buffers in rounds: a bounded chunk of
+    /// buffered pairs is fetched without the tree lock (the lock order puts
+    /// the buffers first), then the tree is scanned up to where that chunk
+    /// is complete, so a short scan never copies the whole buffer.
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
-        let (start, end) = (range.start, range.end);
-        let overlay = if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
-            let mf = self.mf.lock().range(start, end);
-            let arr = self.batches.read().clone();
-            crate::pair::merge_sorted(arr.range(start, end), mf)
-        } else {
-            Vec::new()
+        let end = range.end;
+        let mut lo: Bound<Vec<u8>> = match range.start {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
         };
-        let mut over = overlay.into_iter().peekable();
         let mut bytes = 0u64;
-        let mut stop = false;
         let mut emit = |p: &Pair, bytes: &mut u64| -> Result<ControlFlow<()>> {
             match self.resolve(p.val.clone())? {
                 Some(v) => {
@@ -661,38 +699,47 @@ impl Inner {
                 None => Ok(ControlFlow::Continue(())),
             }
         };
-        {
-            let tree = self.tree.read();
-            tree.scan(start, end, &self.ctx(), &mut |p| {
-                while let Some(o) = over.peek() {
-                    if o.key() < p.key() {
-                        let o = over
-                            .next()
-                            .ok_or_else(|| Error::corruption("zkv scan", "overlay"))?;
+        loop {
+            let lo_ref = match &lo {
+                Bound::Included(k) => Bound::Included(k.as_slice()),
+                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+                Bound::Unbounded => Bound::Unbounded,
+            };
+            let (chunk, upto) = self.overlay_chunk(lo_ref, end);
+            let hi = match &upto {
+                Some(u) => Bound::Included(u.as_slice()),
+                None => end,
+            };
+            let mut over = chunk.into_iter().peekable();
+            let mut stop = false;
+            {
+                let tree = self.tree.read();
+                tree.scan(lo_ref, hi, &self.ctx(), &mut |p| {
+                    while let Some(o) = over.next_if(|o| o.key() < p.key()) {
                         if emit(&o, &mut bytes)?.is_break() {
                             stop = true;
                             return Ok(ControlFlow::Break(()));
                         }
-                    } else {
+                    }
+                    let newer = over.next_if(|o| o.key() == p.key());
+                    let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
+                    stop = cf.is_break();
+                    Ok(cf)
+                })?;
+            }
+            if !stop {
+                for o in over {
+                    if emit(&o, &mut bytes)?.is_break() {
+                        stop = true;
                         break;
                     }
                 }
-                let newer = over.next_if(|o| o.key() == p.key());
-                let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
-                if cf.is_break() {
-                    stop = true;
-                }
-                Ok(cf)
-            })?;
-        }
-        if !stop {
-            for o in over {
-                if emit(&o, &mut bytes)?.is_break() {
-                    break;
-                }
+            }
+            match upto {
+                Some(u) if !stop => lo = Bound::Excluded(u),
+                _ => return Ok(bytes),
             }
         }
-        Ok(bytes)
     }
 }
 

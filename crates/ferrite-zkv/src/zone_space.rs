@@ -200,6 +200,25 @@ impl ZoneSpace {
             .count()
     }
 
+    /// Bytes of data zones in use over live bytes; zones waiting for their
+    /// reset count as free when `after_resets`.
+    pub fn amplification(&self, zone_capacity: u64, page_size: u64, after_resets: bool) -> f64 {
+        let mut used = 0u64;
+        let mut live = 0u64;
+        for z in &self.zones {
+            if !matches!(z.role, Role::Leaf | Role::Vlog) || (after_resets && z.pending_reset) {
+                continue;
+            }
+            used += zone_capacity;
+            live += if z.role == Role::Leaf {
+                z.valid * page_size
+            } else {
+                z.valid
+            };
+        }
+        crate::gc_policy::space_amplification(used, live)
+    }
+
     pub fn clock(&self) -> u64 {
         self.clock
     }

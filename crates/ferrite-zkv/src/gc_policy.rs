@@ -53,6 +53,13 @@ pub fn should_collect(free_zones: usize, reserve: usize) -> bool {
     free_zones < reserve
 }
 
+/// Whether reclaiming `c` lowers space amplification below `bound`: its
+/// utilisation is under `1 / bound` (a fuller zone costs more migration
+/// than the space it returns moves the ratio).
+pub fn lowers_amplification(c: &Candidate, bound: f64) -> bool {
+    (c.valid as f64) * bound < c.capacity as f64
+}
+
 /// Space amplification: device bytes held by zones in use over live bytes.
 pub fn space_amplification(used_zone_bytes: u64, live_bytes: u64) -> f64 {
     used_zone_bytes as f64 / live_bytes.max(1) as f64
@@ -103,5 +110,7 @@ mod tests {
         assert!(should_collect(1, 3));
         assert!(!should_collect(3, 3));
         assert!((space_amplification(130, 100) - 1.3).abs() < 1e-9);
+        assert!(lowers_amplification(&c(1, 70, 0), 1.25));
+        assert!(!lowers_amplification(&c(1, 85, 0), 1.25));
     }
 }

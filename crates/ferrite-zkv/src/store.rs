@@ -540,6 +540,12 @@ impl Inner {
                         .into_iter()
                         .filter(|c| c.valid == 0),
                 );
+                if !short {
+                    // For amplification alone, only zones emptier than the
+                    // bound's utilisation: migrating them lowers it.
+                    let bound = self.opts.gc_space_amp.unwrap_or(f64::INFINITY);
+                    cands.retain(|c| gc_policy::lowers_amplification(c, bound));
+                }
                 gc_policy::choose_victim(self.opts.gc, &cands)
             };
             let Some(z) = victim else {

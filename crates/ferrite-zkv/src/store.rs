@@ -435,6 +435,14 @@ impl Inner {
         batch.encode(&mut payload);
         let seq = {
             let mut wal = self.wal.lock();
+            if !wal.has_room(payload.len()) {
+                // Concurrent writers overshot the checkpoint threshold:
+                // free WAL zones before appending.
+                drop(wal);
+                let r = self.checkpoint();
+                self.poison_on(r)?;
+                wal = self.wal.lock();
+            }
             let seq = wal.append(&payload)?;
             let r = self.apply_batch(batch);
             self.poison_on(r)?;

@@ -105,7 +105,6 @@ impl ZoneWal {
         let seq = self.next_seq;
         encode_record(seq, payload, &mut self.buf);
         self.next_seq += 1;
-        self.bytes_since_checkpoint += need;
         if self.buf.len() as u64 >= bs {
             self.write_out(false)?;
         }
@@ -153,9 +152,28 @@ impl ZoneWal {
             return self.poison(e.into());
         }
         self.bytes_written += whole as u64;
+        // Ring space consumed, padding included: what the checkpoint
+        // threshold must bound.
+        self.bytes_since_checkpoint += whole as u64;
         self.at += whole as u64;
         self.buf.drain(..n);
         Ok(())
+    }
+
+    /// Whether a record of `payload_len` bytes can be appended without
+    /// moving into a WAL zone that a checkpoint has not yet freed.
+    pub fn has_room(&self, payload_len: usize) -> bool {
+        let bs = self.bs();
+        let need = (HEADER_LEN + payload_len) as u64;
+        if self.at + (self.buf.len() as u64 + need).div_ceil(bs) * bs <= self.zone_end() {
+            return true;
+        }
+        let g = self.dev.geometry();
+        let nz = self.ring[(self.cur + 1) % self.ring.len()];
+        self.dev
+            .report_zones(nz, 1)
+            .first()
+            .is_some_and(|i| i.write_pointer == u64::from(nz) * g.zone_size)
     }
 
     /// Makes every record up to `seq` durable (writes and syncs), unless an

@@ -106,7 +106,11 @@ fn run_seed(seed: u64, variant: Variant) -> (usize, bool) {
                     };
                 }
             }
-            Err(_) => {
+            Err(e) => {
+                assert!(
+                    i >= fault_at,
+                    "seed {seed}: write {i} failed before any fault: {e}"
+                );
                 failed = true;
                 break;
             }
@@ -175,4 +179,36 @@ fn baselines_survive_crashes_at_random_points() {
         failed += usize::from(run_seed(seed + 50, Variant::BdTree).1);
     }
     assert!(failed >= 5, "faults cut only {failed} of 20 runs");
+}
+
+#[test]
+fn without_faults_every_write_succeeds() {
+    let geo = common::geometry(40);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), geo).unwrap());
+    let zo = ferrite_zkv::ZkvOptions {
+        geometry: geo,
+        wal_zones: 4,
+        meta_zones: 2,
+        ..ferrite_zkv::ZkvOptions::default()
+    };
+    let opts = ferrite_core::Options {
+        sync: SyncMode::Always,
+        cache_bytes: 256 << 10,
+        ..ferrite_core::Options::default()
+    };
+    let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
+    let mut pairs = (0..20_000u64).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec()));
+    db.bulk_load(&mut pairs).unwrap();
+    let mut rng = SmallRng::seed_from_u64(5);
+    for i in 0..3000 {
+        let k = rng.gen_range(0..40_000u64).to_be_bytes();
+        let v = if i % 50 == 0 {
+            vec![7u8; 600]
+        } else {
+            vec![1u8; 8]
+        };
+        db.put(&k, &v).unwrap_or_else(|e| panic!("write {i}: {e}"));
+    }
+    db.verify().unwrap();
 }

@@ -711,8 +711,10 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         let ops = rng.gen_range(500..3000);
         let fault_at = rng.gen_range(0..ops);
         let mut attempt: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        let mut injected = false;
         for i in 0..ops {
             if i == fault_at && rng.gen_bool(0.5) {
+                injected = true;
                 let rule = match rng.gen_range(0..3) {
                     0 => FaultRule::nth(FaultOp::Write, rng.gen_range(1..4), FaultKind::Eio),
                     1 => FaultRule::nth(FaultOp::Sync, 1, FaultKind::Eio),
@@ -737,7 +739,12 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
                     attempt.push((k, Some(v)));
                 }
             }
-            if db.write_batch(&batch).is_err() {
+            if let Err(e) = db.write_batch(&batch) {
+                if !injected {
+                    return Err(BenchError::Config(format!(
+                        "crash run {seed}: write {i} failed with no fault injected: {e}"
+                    )));
+                }
                 out.faulted += 1;
                 break;
             }

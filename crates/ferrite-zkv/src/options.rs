@@ -67,8 +67,9 @@ pub struct ZkvOptions {
     pub gc: GcPolicy,
     /// Free data zones kept in reserve; reclamation runs below this.
     pub gc_reserve_zones: usize,
-    /// Reclamation also runs while space amplification (bytes of data
-    /// zones in use over live bytes) is above this bound.
+    /// Once fewer than a quarter of the data zones are free, reclamation
+    /// also runs while space amplification (bytes of data zones in use over
+    /// live bytes) is above this bound.
     pub gc_space_amp: Option<f64>,
     /// WAL bytes between checkpoints (default: as much as the ring allows).
     pub checkpoint_wal_bytes: Option<u64>,

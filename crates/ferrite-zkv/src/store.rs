@@ -142,6 +142,7 @@ struct Inner {
     version: AtomicU64,
     ring: Vec<u32>,
     poisoned: Mutex<Option<String>>,
+    gc_lock: Mutex<()>,
     c: Counters,
 }
 
@@ -279,6 +280,7 @@ impl ZkvStore {
             version: AtomicU64::new(snap.as_ref().map_or(0, |s| s.version)),
             ring,
             poisoned: Mutex::new(None),
+            gc_lock: Mutex::new(()),
             c: Counters::default(),
             dev,
             sync: options.sync,
@@ -418,13 +420,32 @@ impl Inner {
         }
     }
 
+    /// Applies a batch under one hold of the first buffer's lock, so a
+    /// reader sees all of it or none of it.
     fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let mut pairs = Vec::with_capacity(batch.len());
         for op in batch.ops() {
-            let pair = match op {
+            pairs.push(match op {
                 BatchOp::Put { key, value } => Pair::new(key, self.value_of(value)?),
                 BatchOp::Delete { key } => Pair::new(key, Val::Del),
+            });
+        }
+        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+            let replaced: Vec<Option<Val>> = {
+                let mut mf = self.mf.lock();
+                pairs.into_iter().map(|p| mf.insert(p)).collect()
             };
-            self.apply_pair(pair)?;
+            replaced.into_iter().for_each(|v| self.release(v));
+            return Ok(());
+        }
+        let mut tree = self.tree.write();
+        let ctx = self.ctx();
+        for p in pairs {
+            if self.opts.variant == Variant::Zkv {
+                tree.insert_batch(std::slice::from_ref(&p), &ctx)?;
+            } else {
+                tree.apply_baseline(p, &ctx)?;
+            }
         }
         Ok(())
     }
@@ -501,11 +522,19 @@ impl Inner {
         }
         let n = self.c.maintenance.fetch_add(1, Ordering::Relaxed);
         let free = self.io.space.lock().free_zones();
-        let over = n.is_multiple_of(64) && self.amp_over(false);
+        let over = n.is_multiple_of(64) && self.tight(free) && self.amp_over(false);
         if gc_policy::should_collect(free, self.opts.gc_reserve_zones) || over {
             self.gc(self.opts.gc_reserve_zones)?;
         }
         Ok(())
+    }
+
+    /// Space is tight: fewer than a quarter of the data zones are free.
+    /// Only then is reclamation worth running for amplification alone.
+    fn tight(&self, free: usize) -> bool {
+        let g = self.dev.geometry();
+        let data = g.zone_count - 2 * self.opts.meta_zones - self.opts.wal_zones;
+        free < data as usize / 4
     }
 
     /// Whether space amplification is above its bound.
@@ -524,6 +553,9 @@ impl Inner {
     /// become free only at the next checkpoint, so one runs whenever
     /// migration would otherwise eat the last free zones.
     fn gc(&self, want: usize) -> Result<usize> {
+        // One collector at a time: two could pick the same victim, and the
+        // second mark it for reset after it was already reset and reopened.
+        let _collector = self.gc_lock.lock();
         let mut reclaimed = 0;
         loop {
             let (free, pending) = {
@@ -531,7 +563,7 @@ impl Inner {
                 (s.free_zones(), s.pending_resets().len())
             };
             let short = free + pending < want;
-            let over = self.amp_over(true);
+            let over = self.tight(free + pending) && self.amp_over(true);
             // For amplification alone, a bounded amount of work per call.
             if !short && (!over || reclaimed >= 4) {
                 break;
@@ -559,11 +591,21 @@ impl Inner {
             let Some(z) = victim else {
                 break;
             };
-            let role = self.io.space.lock().zones[z as usize].role;
-            if role == Role::Leaf {
-                let mut tree = self.tree.write();
-                tree.migrate_zone(z, &self.ctx())?;
+            let mut tree = self.tree.write();
+            let role = {
+                // Still a victim now that writers are held off?
+                let s = self.io.space.lock();
+                let zs = &s.zones[z as usize];
+                (!zs.open && !zs.pending_reset).then_some(zs.role)
+            };
+            match role {
+                Some(Role::Leaf) => {
+                    tree.migrate_zone(z, &self.ctx())?;
+                }
+                Some(Role::Vlog) => {}
+                _ => continue,
             }
+            drop(tree);
             self.io.space.lock().mark_pending_reset(z as usize);
             reclaimed += 1;
         }

@@ -147,6 +147,18 @@ impl Snapshot {
     }
 }
 
+/// One MetaLog frame around `body`, padded to whole blocks of `block`.
+pub fn encode_frame(version: u64, body: &[u8], block: usize) -> AlignedBuf {
+    let total = (FRAME + body.len()).div_ceil(block) * block;
+    let mut out = AlignedBuf::zeroed(total);
+    out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    out[4..8].copy_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    out[8..16].copy_from_slice(&version.to_le_bytes());
+    out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    out[FRAME..FRAME + body.len()].copy_from_slice(body);
+    out
+}
+
 /// Appends snapshots to two slots of `per_slot` zones each (zones
 /// `[0, per_slot)` and `[per_slot, 2 * per_slot)`). A slot is one stream:
 /// its zones are filled in order, so concatenating their written parts
@@ -262,12 +274,7 @@ impl MetaLog {
                 self.dev.reset_zone(z)?;
             }
         }
-        let mut out = AlignedBuf::zeroed(total);
-        out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        out[4..8].copy_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-        out[8..16].copy_from_slice(&snap.version.to_le_bytes());
-        out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
-        out[FRAME..FRAME + body.len()].copy_from_slice(&body);
+        let out = encode_frame(snap.version, &body, bs);
         let mut done = 0u64;
         for (z, start, len) in Self::written(self.dev.as_ref(), self.slot_zones(slot)) {
             let mut wp = start + len;

@@ -126,9 +126,15 @@ impl Pair {
     }
 }
 
-/// Merges `newer` into `older` (both sorted by key, unique keys), newer
+/// Merges `newer` over `older` (both sorted by key, unique keys), newer
 /// winning on equal keys; the result is sorted and unique.
 pub fn merge_sorted(older: Vec<Pair>, newer: Vec<Pair>) -> Vec<Pair> {
+    merge_over(older, newer, &mut Vec::new())
+}
+
+/// As [`merge_sorted`], handing each replaced value to `dead` (the value
+/// log counts them).
+pub fn merge_over(older: Vec<Pair>, newer: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
     let mut out = Vec::with_capacity(older.len() + newer.len());
     let mut a = older.into_iter().peekable();
     let mut b = newer.into_iter().peekable();
@@ -143,7 +149,7 @@ pub fn merge_sorted(older: Vec<Pair>, newer: Vec<Pair>) -> Vec<Pair> {
             Ordering::Less => out.extend(a.next()),
             Ordering::Greater => out.extend(b.next()),
             Ordering::Equal => {
-                a.next();
+                dead.extend(a.next().map(|o| o.val));
                 out.extend(b.next());
             }
         }

@@ -37,7 +37,7 @@ use crate::merged_filter::{after_start, before_end};
 use crate::options::{Variant, ZkvOptions};
 use crate::page::{self, cell_bytes, LeafPage};
 use crate::page_io::PageIo;
-use crate::pair::{Bytes, Pair, Val};
+use crate::pair::{merge_over, Bytes, Pair, Val};
 use crate::vlog::Vlog;
 
 pub const NO_PAGE: u64 = u64::MAX;
@@ -118,33 +118,6 @@ fn newest_last_dedup(mut v: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
             dead.push(p.val);
         } else {
             out.push(p);
-        }
-    }
-    out
-}
-
-/// Merges sorted unique `newer` over sorted unique `older`; replaced
-/// values go to `dead`.
-fn merge_over(older: Vec<Pair>, newer: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
-    let mut out = Vec::with_capacity(older.len() + newer.len());
-    let mut a = older.into_iter().peekable();
-    let mut b = newer.into_iter().peekable();
-    loop {
-        let ord = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.key().cmp(y.key()),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => break,
-        };
-        match ord {
-            std::cmp::Ordering::Less => out.extend(a.next()),
-            std::cmp::Ordering::Greater => out.extend(b.next()),
-            std::cmp::Ordering::Equal => {
-                if let Some(o) = a.next() {
-                    dead.push(o.val);
-                }
-                out.extend(b.next());
-            }
         }
     }
     out

@@ -13,14 +13,7 @@ use ferrite_zkv::{Variant, ZkvStore};
 use proptest::prelude::*;
 
 fn frame(body: &[u8]) -> AlignedBuf {
-    let total = (32 + body.len()).div_ceil(4096) * 4096;
-    let mut out = AlignedBuf::zeroed(total);
-    out[0..4].copy_from_slice(b"ZKVM");
-    out[4..8].copy_from_slice(&crc32c::crc32c(body).to_le_bytes());
-    out[8..16].copy_from_slice(&1u64.to_le_bytes());
-    out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
-    out[32..32 + body.len()].copy_from_slice(body);
-    out
+    ferrite_zkv::metalog::encode_frame(1, body, 4096)
 }
 
 #[test]

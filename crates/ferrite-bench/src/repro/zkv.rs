@@ -475,18 +475,36 @@ fn breakdown(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         ),
         ("+batch-merge (zkv)", base_opts(Variant::Zkv, 64)),
     ];
+    let configs = configs
+        .into_iter()
+        .map(|(name, o)| (name.to_string(), budget, o))
+        .collect();
+    r.breakdown = insert_then_read(ctx, s, &root, "breakdown", configs, 7)?;
+    Ok(())
+}
+
+/// Loads `small_records` into a store per configuration `(name, budget,
+/// options)`, then measures YCSB-a inserts and YCSB-d reads side by side.
+fn insert_then_read(
+    ctx: &ReproContext,
+    s: &Sizes,
+    root: &Path,
+    label: &str,
+    configs: Vec<(String, u64, ZkvOptions)>,
+    seed: u64,
+) -> Result<Vec<(String, Run, Run)>> {
     let mut benches = Vec::new();
-    for (i, (name, o)) in configs.into_iter().enumerate() {
+    for (i, (name, budget, o)) in configs.into_iter().enumerate() {
         let db = open(&root.join(format!("c{i}")), budget, o)?;
-        load(&db, name, s.small_records)?;
+        load(&db, &name, s.small_records)?;
         benches.push(Bench {
-            name: name.into(),
+            name,
             db,
             records: s.small_records,
         });
     }
     if ctx.show_progress {
-        eprintln!("zkv: breakdown");
+        eprintln!("zkv: {label}");
     }
     let ins = measure(
         &mut benches,
@@ -494,7 +512,7 @@ fn breakdown(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         s.small_ops,
         s.small_ops,
         s.chunks,
-        7,
+        seed,
     )?;
     let rd = measure(
         &mut benches,
@@ -502,57 +520,38 @@ fn breakdown(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         s.small_ops / 4,
         s.small_ops,
         s.chunks,
-        8,
+        seed + 1,
     )?;
-    for ((b, i), d) in benches.iter().zip(ins).zip(rd) {
-        r.breakdown.push((b.name.clone(), i, d));
-    }
+    let out = benches
+        .iter()
+        .zip(ins)
+        .zip(rd)
+        .map(|((b, i), d)| (b.name.clone(), i, d))
+        .collect();
     drop(benches);
-    let _ = std::fs::remove_dir_all(&root);
-    Ok(())
+    let _ = std::fs::remove_dir_all(root);
+    Ok(out)
 }
 
 fn sensitivity(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     let root = ctx.work_dir.join("zkv-sensitivity");
     let shares = [0.0625, 0.125, 0.25];
-    let mut benches = Vec::new();
-    for (i, share) in shares.iter().enumerate() {
-        let db = open(
-            &root.join(format!("s{i}")),
-            budget_for(s.small_records, *share),
-            base_opts(Variant::Zkv, 64),
-        )?;
-        load(&db, "zkv", s.small_records)?;
-        benches.push(Bench {
-            name: format!("zkv@{share}"),
-            db,
-            records: s.small_records,
-        });
-    }
-    if ctx.show_progress {
-        eprintln!("zkv: memory sensitivity");
-    }
-    let ins = measure(
-        &mut benches,
-        "ycsb_a",
-        s.small_ops,
-        s.small_ops,
-        s.chunks,
-        9,
-    )?;
-    let rd = measure(
-        &mut benches,
-        "ycsb_d",
-        s.small_ops / 4,
-        s.small_ops,
-        s.chunks,
-        10,
-    )?;
-    for ((share, i), d) in shares.iter().zip(ins).zip(rd) {
-        r.sensitivity.push((*share, i, d));
-    }
-    drop(benches);
-    let _ = std::fs::remove_dir_all(&root);
+    let configs = shares
+        .iter()
+        .map(|&share| {
+            (
+                format!("zkv@{share}"),
+                budget_for(s.small_records, share),
+                base_opts(Variant::Zkv, 64),
+            )
+        })
+        .collect();
+    let runs = insert_then_read(ctx, s, &root, "memory sensitivity", configs, 9)?;
+    r.sensitivity = shares
+        .iter()
+        .zip(runs)
+        .map(|(&share, (_, i, d))| (share, i, d))
+        .collect();
     Ok(())
 }
 

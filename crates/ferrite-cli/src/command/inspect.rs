@@ -5,35 +5,40 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use ferrite::{Error, Options};
 
-fn dir_size(path: &Path) -> std::io::Result<(u64, u64)> {
-    let mut bytes = 0;
-    let mut files = 0;
+/// Allocated bytes, apparent bytes and files below `path` (sparse files,
+/// such as an emulated zoned device, allocate far less than their length).
+fn dir_size(path: &Path) -> std::io::Result<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut allocated, mut apparent, mut files) = (0, 0, 0);
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
         let meta = entry.metadata()?;
         if meta.is_dir() {
-            let (b, f) = dir_size(&entry.path())?;
-            bytes += b;
+            let (a, b, f) = dir_size(&entry.path())?;
+            allocated += a;
+            apparent += b;
             files += f;
         } else {
-            bytes += meta.len();
+            allocated += meta.blocks() * 512;
+            apparent += meta.len();
             files += 1;
         }
     }
-    Ok((bytes, files))
+    Ok((allocated, apparent, files))
 }
 
 pub fn run(path: &Path) -> Result<()> {
     let identity =
         ferrite::detect(path).with_context(|| format!("inspecting {}", path.display()))?;
-    let (bytes, files) = dir_size(path).with_context(|| format!("listing {}", path.display()))?;
+    let (allocated, apparent, files) =
+        dir_size(path).with_context(|| format!("listing {}", path.display()))?;
     println!("store      {}", path.display());
     println!(
         "engine     {} (format {})",
         identity.engine, identity.engine_format
     );
     println!("created    {} (unix seconds)", identity.created_unix);
-    println!("on disk    {bytes} bytes in {files} files");
+    println!("on disk    {allocated} bytes allocated ({apparent} apparent) in {files} files");
     if identity.engine == ferrite::EngineKind::Rask {
         return inspect_rask(path);
     }

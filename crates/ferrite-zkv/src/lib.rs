@@ -32,6 +32,7 @@
 
 pub mod adb;
 pub mod batch_array;
+mod block_tail;
 pub mod flusher;
 pub mod gc_policy;
 pub mod lru_pool;

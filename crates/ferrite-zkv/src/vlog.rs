@@ -99,22 +99,10 @@ impl Vlog {
     }
 
     fn write_out(&mut self, pad: bool) -> Result<()> {
-        let bs = self.bs() as usize;
-        let whole = if pad {
-            self.tail.len().div_ceil(bs) * bs
-        } else {
-            self.tail.len() / bs * bs
-        };
-        if whole == 0 {
-            return Ok(());
-        }
-        let mut out = AlignedBuf::zeroed(whole);
-        let n = whole.min(self.tail.len());
-        out[..n].copy_from_slice(&self.tail[..n]);
-        self.dev.write_at(&out, self.flushed)?;
-        self.bytes_written += whole as u64;
-        self.flushed += whole as u64;
-        self.tail.drain(..n);
+        let n =
+            crate::block_tail::write_blocks(self.dev.as_ref(), &mut self.tail, self.flushed, pad)?;
+        self.bytes_written += n;
+        self.flushed += n;
         Ok(())
     }
 

@@ -136,27 +136,16 @@ impl ZoneWal {
 
     /// Writes whole blocks of the buffer; with `pad`, the partial block too.
     fn write_out(&mut self, pad: bool) -> Result<()> {
-        let bs = self.bs() as usize;
-        let whole = if pad {
-            self.buf.len().div_ceil(bs) * bs
-        } else {
-            self.buf.len() / bs * bs
-        };
-        if whole == 0 {
-            return Ok(());
-        }
-        let mut out = AlignedBuf::zeroed(whole);
-        let n = whole.min(self.buf.len());
-        out[..n].copy_from_slice(&self.buf[..n]);
-        if let Err(e) = self.dev.write_at(&out, self.at) {
-            return self.poison(e.into());
-        }
-        self.bytes_written += whole as u64;
+        let n =
+            match crate::block_tail::write_blocks(self.dev.as_ref(), &mut self.buf, self.at, pad) {
+                Ok(n) => n,
+                Err(e) => return self.poison(e.into()),
+            };
+        self.bytes_written += n;
         // Ring space consumed, padding included: what the checkpoint
         // threshold must bound.
-        self.bytes_since_checkpoint += whole as u64;
-        self.at += whole as u64;
-        self.buf.drain(..n);
+        self.bytes_since_checkpoint += n;
+        self.at += n;
         Ok(())
     }
 

@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
             };
             let zo = ZkvOptions {
                 wal_zones: 2,
-                sequencer_pages: 4,
+                sequencer_bytes: 4 * 4096,
                 ..ZkvOptions::default()
             };
             let dev: Arc<dyn ZonedDevice> = Arc::new(dev);

@@ -47,12 +47,20 @@ pub struct Flusher {
     pub group: usize,
     pub cache_threshold: u32,
     pub role: Role,
+    /// Bytes of a page (a multiple of the device block).
+    page_size: u64,
     pub zone_writes: u64,
     pub pages_written: u64,
 }
 
 impl Flusher {
-    pub fn new(capacity: usize, group: usize, cache_threshold: u32, role: Role) -> Self {
+    pub fn new(
+        capacity: usize,
+        group: usize,
+        cache_threshold: u32,
+        role: Role,
+        page_size: usize,
+    ) -> Self {
         Self {
             zone: None,
             next: 0,
@@ -63,6 +71,7 @@ impl Flusher {
             group: group.max(1),
             cache_threshold,
             role,
+            page_size: page_size as u64,
             zone_writes: 0,
             pages_written: 0,
         }
@@ -90,7 +99,7 @@ impl Flusher {
         space: &Mutex<ZoneSpace>,
         cache: &ReadCache,
     ) -> Result<u64> {
-        let page_size = u64::from(dev.geometry().block_size);
+        let page_size = self.page_size;
         if self.zone.is_none() || self.next >= self.end {
             self.switch_zone(dev, space, cache)?;
         }
@@ -118,7 +127,7 @@ impl Flusher {
         if n == 0 {
             return Ok(());
         }
-        let ps = dev.geometry().block_size as usize;
+        let ps = self.page_size as usize;
         let mut out = AlignedBuf::zeroed(n * ps);
         for (i, w) in self.fifo.iter().take(n).enumerate() {
             out[i * ps..(i + 1) * ps].copy_from_slice(&w.buf[..ps]);
@@ -153,7 +162,7 @@ impl Flusher {
     ) -> Result<()> {
         self.leave_zone(dev, space, cache)?;
         let geo = *dev.geometry();
-        let ps = u64::from(geo.block_size);
+        let ps = self.page_size;
         let z = space.lock().take(self.role).ok_or(Error::Device(
             ferrite_io::DeviceError::NoSpace {
                 op: ferrite_io::IoOp::Write,

@@ -1,7 +1,7 @@
 //! The MetaLog: versioned snapshots of everything recovery needs besides
 //! the WAL, appended to two dedicated zones in turn.
 //!
-//! A snapshot holds the WAL position to replay from, every zone's role and
+//! A snapshot holds the leaf page size, the WAL position to replay from, every zone's role and
 //! liveness, every leaf's low key and page id, and every buffered pair
 //! (merged filter, batch array, delta buffers), newest version per key, so
 //! buffering survives a checkpoint without being forced to pages.
@@ -30,6 +30,8 @@ const FRAME: usize = 32;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub version: u64,
+    /// Bytes of a leaf page; fixed when the store is created.
+    pub leaf_size: u32,
     pub wal: WalPosition,
     /// Per zone: role and valid count.
     pub zones: Vec<(Role, u64)>,
@@ -63,6 +65,7 @@ fn role_from(c: u8) -> Option<Role> {
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
+        out.extend_from_slice(&self.leaf_size.to_le_bytes());
         out.extend_from_slice(&self.wal.ring.to_le_bytes());
         out.extend_from_slice(&self.wal.addr.to_le_bytes());
         out.extend_from_slice(&self.wal.seq.to_le_bytes());
@@ -100,6 +103,7 @@ impl Snapshot {
     pub fn decode(version: u64, buf: &[u8]) -> Result<Self> {
         let bad = |r: &str| Error::corruption("zkv MetaLog", r.to_string());
         let mut r = ByteReader::new(buf);
+        let leaf_size = r.u32().ok_or_else(|| bad("short header"))?;
         let ring = r.u32().ok_or_else(|| bad("short header"))?;
         let addr = r.u64().ok_or_else(|| bad("short header"))?;
         let seq = r.u64().ok_or_else(|| bad("short header"))?;
@@ -139,6 +143,7 @@ impl Snapshot {
         }
         Ok(Self {
             version,
+            leaf_size,
             wal: WalPosition { ring, addr, seq },
             zones,
             leaves,
@@ -306,6 +311,7 @@ mod tests {
     fn snap(version: u64, nleaves: usize) -> Snapshot {
         Snapshot {
             version,
+            leaf_size: 8192,
             wal: WalPosition {
                 ring: 1,
                 addr: 4096 * 300,

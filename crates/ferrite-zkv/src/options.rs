@@ -5,6 +5,9 @@ use ferrite_io::ZoneGeometry;
 
 use crate::gc_policy::GcPolicy;
 
+/// Largest leaf page: cell offsets in a page are 16-bit.
+pub const MAX_LEAF_SIZE: usize = 32 << 10;
+
 /// Which write path the store runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -41,10 +44,15 @@ pub struct ZkvOptions {
     pub meta_zones: u32,
     /// ZFlusher instances, each holding one open zone.
     pub flushers: usize,
+    /// Bytes of a leaf page: 4 KiB by default, up to 32 KiB (a power of two,
+    /// a multiple of the device block). A store keeps the size it was
+    /// created with; its MetaLog records it.
+    pub leaf_size: usize,
     /// Pages per ring-merger zone write.
     pub group_pages: usize,
-    /// Pages a write sequencer holds before the merger writes.
-    pub sequencer_pages: usize,
+    /// Bytes of pages a write sequencer holds before the merger writes
+    /// (at least one group).
+    pub sequencer_bytes: usize,
     /// Hits in the sequencer that send a page to the read cache on leaving.
     pub cache_threshold: u32,
     /// ADB pool instances (`M`).
@@ -85,8 +93,9 @@ impl Default for ZkvOptions {
             wal_zones: 4,
             meta_zones: 1,
             flushers: 2,
+            leaf_size: 4096,
             group_pages: 4,
-            sequencer_pages: 64,
+            sequencer_bytes: 256 << 10,
             cache_threshold: 1,
             adb_instances: 32,
             split: [1, 3, 4],
@@ -116,10 +125,20 @@ impl ZkvOptions {
     pub fn validate(&self) -> Result<(), String> {
         let g = &self.geometry;
         g.validate().map_err(|e| e.to_string())?;
-        if g.block_size != 4096 {
+        let ls = self.leaf_size as u64;
+        if !ls.is_power_of_two()
+            || !(4096..=MAX_LEAF_SIZE as u64).contains(&ls)
+            || ls % u64::from(g.block_size) != 0
+        {
             return Err(format!(
-                "leaf pages are 4 KiB; block size {} is not",
+                "leaf size {ls} must be a power of two from 4 KiB to 32 KiB and a multiple of the {}-byte block",
                 g.block_size
+            ));
+        }
+        if g.zone_size % ls != 0 || g.zone_capacity % ls != 0 {
+            return Err(format!(
+                "zone size {} and capacity {} must be multiples of the {ls}-byte leaf",
+                g.zone_size, g.zone_capacity
             ));
         }
         let open_needed = self.flushers as u32 + 3;
@@ -153,10 +172,37 @@ impl ZkvOptions {
         Ok(())
     }
 
+    /// Pages a write sequencer holds before the merger writes.
+    pub fn sequencer_pages(&self) -> usize {
+        (self.sequencer_bytes / self.leaf_size.max(1)).max(self.group_pages)
+    }
+
     /// WAL bytes between checkpoints.
     pub fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint_wal_bytes.unwrap_or_else(|| {
             u64::from(self.wal_zones.saturating_sub(2).max(1)) * self.geometry.zone_capacity * 3 / 4
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_sizes_are_powers_of_two_within_the_page_format() {
+        let with = |leaf_size| ZkvOptions {
+            leaf_size,
+            ..ZkvOptions::default()
+        };
+        for ok in [4096, 8192, 16 << 10, 32 << 10] {
+            assert_eq!(with(ok).validate(), Ok(()), "{ok}");
+        }
+        for bad in [0, 2048, 3 * 4096, 64 << 10] {
+            assert!(with(bad).validate().is_err(), "{bad}");
+        }
+        // The sequencer holds bytes, so larger leaves mean fewer of them.
+        assert_eq!(with(4096).sequencer_pages(), 64);
+        assert_eq!(with(32 << 10).sequencer_pages(), 8);
     }
 }

@@ -32,13 +32,14 @@ pub struct PageIo {
 impl PageIo {
     pub fn new(
         dev: Arc<dyn ZonedDevice>,
+        page_size: usize,
         space: ZoneSpace,
         flushers: Vec<Flusher>,
         cache_pages: usize,
         admit_reads: bool,
     ) -> Self {
         Self {
-            page_size: dev.geometry().block_size as usize,
+            page_size,
             dev,
             space: Mutex::new(space),
             flushers: flushers.into_iter().map(Mutex::new).collect(),

@@ -46,7 +46,7 @@ use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const DEVICE_FILE: &str = "zones.img";
 /// Page fill of a bulk load: room for inserts before the first split.
 const BULK_FILL: f64 = 0.8;
@@ -83,7 +83,7 @@ struct Budget {
 impl Budget {
     fn new(total: u64, o: &ZkvOptions) -> Self {
         let total = total as usize;
-        let frame = 4096 + 64;
+        let frame = o.leaf_size + 64;
         match o.variant {
             Variant::Zkv => {
                 let s: u32 = o.split.iter().sum::<u32>().max(1);
@@ -99,7 +99,7 @@ impl Budget {
                     flush += adb;
                     adb = 0;
                 }
-                let seq = o.flushers * o.sequencer_pages * frame;
+                let seq = o.flushers * o.sequencer_pages() * frame;
                 Self {
                     mf,
                     adb,
@@ -165,17 +165,21 @@ impl ZkvStore {
     /// Opens or creates a store on `dev` (tests stack it on a faulty device).
     pub fn open_on(dev: Arc<dyn ZonedDevice>, options: &Options, zkv: ZkvOptions) -> Result<Self> {
         options.validate()?;
+        let (metalog, snap) = MetaLog::load(dev.clone(), zkv.meta_zones)?;
+        // The device fixes the geometry and the MetaLog the leaf size.
         let zkv = ZkvOptions {
             geometry: *dev.geometry(),
+            leaf_size: snap
+                .as_ref()
+                .map_or(zkv.leaf_size, |s| s.leaf_size as usize),
             ..zkv
         };
         zkv.validate().map_err(Error::InvalidOptions)?;
         let budget = Budget::new(options.cache_bytes, &zkv);
         let g = *dev.geometry();
-        let ps = u64::from(g.block_size);
+        let ps = zkv.leaf_size as u64;
         let meta = 2 * zkv.meta_zones;
         let ring: Vec<u32> = (meta..meta + zkv.wal_zones).collect();
-        let (metalog, snap) = MetaLog::load(dev.clone(), zkv.meta_zones)?;
         let mut space = ZoneSpace::new(
             g.zone_count,
             meta,
@@ -250,16 +254,23 @@ impl ZkvStore {
         };
         let admit = zkv.variant == Variant::Zkv;
         let (cap, group) = if zkv.variant == Variant::Zkv || zkv.baseline_zflusher {
-            (zkv.sequencer_pages, zkv.group_pages)
+            (zkv.sequencer_pages(), zkv.group_pages)
         } else {
             // The baselines write each evicted page as it leaves: a
             // zone write of one page at the write pointer.
             (0, 1)
         };
         let flushers = (0..zkv.flushers)
-            .map(|_| Flusher::new(cap, group, zkv.cache_threshold, Role::Leaf))
+            .map(|_| Flusher::new(cap, group, zkv.cache_threshold, Role::Leaf, zkv.leaf_size))
             .collect();
-        let io = PageIo::new(dev.clone(), space, flushers, budget.cache_pages, admit);
+        let io = PageIo::new(
+            dev.clone(),
+            zkv.leaf_size,
+            space,
+            flushers,
+            budget.cache_pages,
+            admit,
+        );
         let wal_pos = snap.as_ref().map_or(
             WalPosition {
                 ring: 0,
@@ -644,6 +655,7 @@ impl Inner {
             let s = self.io.space.lock();
             Snapshot {
                 version: self.version.load(Ordering::Acquire) + 1,
+                leaf_size: self.opts.leaf_size as u32,
                 wal: pos,
                 zones: s
                     .zones
@@ -937,6 +949,7 @@ impl KvStore for ZkvStore {
                 c.checkpoints.load(Ordering::Relaxed) as f64,
             ),
             ("wal_bytes".into(), wal_bytes as f64),
+            ("leaf_size".into(), me.io.page_size as f64),
             (
                 "metalog_bytes".into(),
                 me.metalog.lock().bytes_written as f64,

@@ -20,7 +20,7 @@ pub fn small_opts(variant: Variant) -> ZkvOptions {
         geometry: geometry(24),
         wal_zones: 2,
         flushers: 2,
-        sequencer_pages: 4,
+        sequencer_bytes: 4 * 4096,
         group_pages: 4,
         mf_node_pairs: 8,
         adb_instances: 4,

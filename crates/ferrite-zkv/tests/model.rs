@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
-use ferrite_zkv::{Variant, ZkvStore};
+use ferrite_zkv::{Variant, ZkvOptions, ZkvStore};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -53,9 +53,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn run(variant: Variant, ops: &[Op]) {
+    run_with(common::small_opts(variant), ops);
+}
+
+fn run_with(zo: ZkvOptions, ops: &[Op]) {
     let dev = common::mem_device(24);
     let opts = common::options(SyncMode::Never);
-    let zo = common::small_opts(variant);
     let mut db = ZkvStore::open_on(dev.clone(), &opts, zo.clone()).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for op in ops {
@@ -118,7 +121,12 @@ fn run(variant: Variant, ops: &[Op]) {
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, want);
     drop(db);
-    let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
+    // The MetaLog's leaf size wins over the options' on reopen.
+    let other = ZkvOptions {
+        leaf_size: if zo.leaf_size == 4096 { 8192 } else { 4096 },
+        ..zo
+    };
+    let db = ZkvStore::open_on(dev, &opts, other).unwrap();
     db.verify().unwrap();
     for (k, v) in &model {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
@@ -131,6 +139,16 @@ proptest! {
     #[test]
     fn zkv_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
         run(Variant::Zkv, &ops);
+    }
+
+    #[test]
+    fn zkv_with_16k_leaves_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
+        run_with(ZkvOptions { leaf_size: 16 << 10, ..common::small_opts(Variant::Zkv) }, &ops);
+    }
+
+    #[test]
+    fn btree_with_32k_leaves_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
+        run_with(ZkvOptions { leaf_size: 32 << 10, ..common::small_opts(Variant::BPlusTree) }, &ops);
     }
 
     #[test]
@@ -147,20 +165,32 @@ proptest! {
 /// A long deterministic run in which every mechanism must fire.
 #[test]
 fn every_mechanism_fires() {
+    mechanisms_fire(4096);
+}
+
+#[test]
+fn every_mechanism_fires_with_16k_leaves() {
+    mechanisms_fire(16 << 10);
+}
+
+fn mechanisms_fire(leaf_size: usize) {
     let dev = common::mem_device(16);
     let opts = common::options(SyncMode::Never);
     let zo = ferrite_zkv::ZkvOptions {
         geometry: common::geometry(16),
+        leaf_size,
         ..common::small_opts(Variant::Zkv)
     };
     let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
     let mut model = BTreeMap::new();
     let mut x: u64 = 7;
-    for i in 0..60_000u64 {
+    // Enough leaves that delta-buffer memory runs short at any leaf size.
+    let scale = (leaf_size / 4096).max(1) as u64;
+    for i in 0..60_000 * scale {
         x = x
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let k = (x >> 33) % 20_000;
+        let k = (x >> 33) % (20_000 * scale);
         let key = format!("key{k:06}").into_bytes();
         if i.is_multiple_of(11) {
             db.delete(&key).unwrap();
@@ -177,6 +207,7 @@ fn every_mechanism_fires() {
     }
     db.verify().unwrap();
     let s = db.stats();
+    assert_eq!(s.extra("leaf_size"), Some(leaf_size as f64));
     for name in [
         "mf_evictions",
         "adb_absorbs",

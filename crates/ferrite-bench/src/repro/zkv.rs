@@ -22,7 +22,7 @@
 //!
 //! Beside Table 2: the breakdown of Figure 13 (B+-tree, + ZFlusher, +
 //! merged filter, + ADB, + batch merge), the memory sensitivity of Figure
-//! 16, zone reclamation on a device at 70% fill (beyond the paper), and a
+//! 16, the leaf-size sensitivity of Table 4, zone reclamation on a device at 70% fill (beyond the paper), and a
 //! crash campaign on `FaultyDevice` under `SyncMode::Always`.
 
 use std::collections::BTreeMap;
@@ -360,6 +360,9 @@ struct Results {
     breakdown: Vec<(String, Run, Run)>,
     /// (share of data, insert run, read run)
     sensitivity: Vec<(f64, Run, Run)>,
+    /// (leaf bytes, insert run, read run)
+    #[serde(default)]
+    leaf_sizes: Vec<(usize, Run, Run)>,
     gc: GcResult,
     crash: CrashResult,
 }
@@ -551,6 +554,35 @@ fn sensitivity(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         .iter()
         .zip(runs)
         .map(|(&share, (_, i, d))| (share, i, d))
+        .collect();
+    Ok(())
+}
+
+/// Table 4: the same records and budget with leaves of 4 to 32 KiB. The
+/// write sequencer holds the same bytes at every size, so the ZFlusher's
+/// read cache keeps its share of the budget.
+fn leaf_sizes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
+    let root = ctx.work_dir.join("zkv-leaf-size");
+    let sizes = [4usize << 10, 8 << 10, 16 << 10, 32 << 10];
+    let budget = budget_for(s.small_records, 0.125);
+    let configs = sizes
+        .iter()
+        .map(|&leaf_size| {
+            (
+                format!("zkv@{}k", leaf_size >> 10),
+                budget,
+                ZkvOptions {
+                    leaf_size,
+                    ..base_opts(Variant::Zkv, 64)
+                },
+            )
+        })
+        .collect();
+    let runs = insert_then_read(ctx, s, &root, "leaf size", configs, 11)?;
+    r.leaf_sizes = sizes
+        .iter()
+        .zip(runs)
+        .map(|(&size, (_, i, d))| (size, i, d))
         .collect();
     Ok(())
 }
@@ -862,6 +894,7 @@ impl Experiment for ZkvRepro {
         main_comparison(ctx, &s, &mut r)?;
         breakdown(ctx, &s, &mut r)?;
         sensitivity(ctx, &s, &mut r)?;
+        leaf_sizes(ctx, &s, &mut r)?;
         reclamation(ctx, &s, &mut r)?;
         crashes(ctx, &s, &mut r)?;
         let metrics = metrics_of(&r);
@@ -1135,6 +1168,25 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             i.per_op(i.write_bytes - i.wal_bytes),
             d.ops_per_sec() / 1e3
         );
+    }
+    if !r.leaf_sizes.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## Leaf size (paper Table 4)\n\nZKV alone, same records and budget as the breakdown; every leaf \
+             is one page of the given size, the write sequencer holds the same bytes at every size.\n\n\
+             | leaf | insert kops/s | B written / insert (no WAL) | read kops/s | B read / read |\n|---|---|---|---|---|"
+        );
+        for (size, i, d) in &r.leaf_sizes {
+            let _ = writeln!(
+                md,
+                "| {} KiB | {:.1} | {:.0} | {:.1} | {:.0} |",
+                size >> 10,
+                i.ops_per_sec() / 1e3,
+                i.per_op(i.write_bytes - i.wal_bytes),
+                d.ops_per_sec() / 1e3,
+                d.per_op(d.read_bytes)
+            );
+        }
     }
     let g = &r.gc;
     let _ = writeln!(

@@ -128,14 +128,14 @@ impl ZkvOptions {
         let ls = self.leaf_size as u64;
         if !ls.is_power_of_two()
             || !(4096..=MAX_LEAF_SIZE as u64).contains(&ls)
-            || ls % u64::from(g.block_size) != 0
+            || !ls.is_multiple_of(u64::from(g.block_size))
         {
             return Err(format!(
                 "leaf size {ls} must be a power of two from 4 KiB to 32 KiB and a multiple of the {}-byte block",
                 g.block_size
             ));
         }
-        if g.zone_size % ls != 0 || g.zone_capacity % ls != 0 {
+        if !g.zone_size.is_multiple_of(ls) || !g.zone_capacity.is_multiple_of(ls) {
             return Err(format!(
                 "zone size {} and capacity {} must be multiples of the {ls}-byte leaf",
                 g.zone_size, g.zone_capacity

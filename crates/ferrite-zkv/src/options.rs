@@ -40,6 +40,9 @@ pub struct ZkvOptions {
     pub geometry: ZoneGeometry,
     /// Zones in the WAL ring.
     pub wal_zones: u32,
+    /// WAL instances: writers buffer records in them independently; each
+    /// leaves in 4 KiB units to the one WAL ring.
+    pub wal_instances: usize,
     /// Zones per MetaLog slot (there are two slots); a snapshot must fit one.
     pub meta_zones: u32,
     /// ZFlusher instances, each holding one open zone.
@@ -91,6 +94,7 @@ impl Default for ZkvOptions {
             variant: Variant::Zkv,
             geometry: ZoneGeometry::default(),
             wal_zones: 4,
+            wal_instances: 4,
             meta_zones: 1,
             flushers: 2,
             leaf_size: 4096,
@@ -156,6 +160,9 @@ impl ZkvOptions {
                 "{} zones cannot hold 2 MetaLog zones, {} WAL zones (at least 2), a reserve of {} and {} flushers",
                 g.zone_count, self.wal_zones, self.gc_reserve_zones, self.flushers
             ));
+        }
+        if !(1..=64).contains(&self.wal_instances) {
+            return Err("between 1 and 64 WAL instances".into());
         }
         if self.flushers == 0 || self.group_pages == 0 {
             return Err("at least one flusher and one page per group".into());

@@ -43,7 +43,7 @@ use crate::pair::{Bytes, Pair, Val};
 use crate::tree::{Ctx, Tree};
 use crate::vlog::Vlog;
 use crate::zone_space::{Role, ZoneSpace};
-use crate::zone_wal::{self, WalPosition, ZoneWal};
+use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file.
 pub const FORMAT_VERSION: u32 = 2;
@@ -131,7 +131,7 @@ struct Inner {
     opts: ZkvOptions,
     sync: SyncMode,
     budget: Budget,
-    wal: Mutex<ZoneWal>,
+    wal: ZoneWal,
     mf: Mutex<MergedFilter>,
     batches: RwLock<Arc<BatchArray>>,
     tree: RwLock<Tree>,
@@ -280,7 +280,7 @@ impl ZkvStore {
             |s| s.wal,
         );
         let inner = Inner {
-            wal: Mutex::new(ZoneWal::new(dev.clone(), ring.clone(), wal_pos)),
+            wal: ZoneWal::new(dev.clone(), ring.clone(), wal_pos, zkv.wal_instances),
             mf: Mutex::new(MergedFilter::new(zkv.mf_node_pairs)),
             batches: RwLock::new(Arc::new(BatchArray::default())),
             tree: RwLock::new(tree),
@@ -317,7 +317,7 @@ impl ZkvStore {
         let (next_seq, tail) =
             zone_wal::replay(me.dev.as_ref(), &me.ring, snap.wal, &mut |_, payload| {
                 let batch = WriteBatch::decode(payload)?;
-                me.apply_batch(&batch)?;
+                me.apply_batch(&batch, &mut || {})?;
                 me.maintain_buffers()
             })?;
         let g = *me.dev.geometry();
@@ -327,16 +327,11 @@ impl ZkvStore {
             .report_zones(z, 1)
             .first()
             .map_or(u64::from(z) * g.zone_size, |i| i.write_pointer);
-        *me.wal.lock() = ZoneWal::new(
-            me.dev.clone(),
-            me.ring.clone(),
-            WalPosition {
-                ring: tail,
-                addr: wp,
-                seq: next_seq,
-            },
-        );
-        me.wal.lock().mark_durable();
+        me.wal.restart(WalPosition {
+            ring: tail,
+            addr: wp,
+            seq: next_seq,
+        });
         // A fresh MetaLog puts any torn WAL tail behind the replay start.
         self.checkpoint()
     }
@@ -432,8 +427,10 @@ impl Inner {
     }
 
     /// Applies a batch under one hold of the first buffer's lock, so a
-    /// reader sees all of it or none of it.
-    fn apply_batch(&self, batch: &WriteBatch) -> Result<()> {
+    /// reader sees all of it or none of it. `order` runs under that lock
+    /// (it takes the batch's WAL sequence number), so the log orders every
+    /// key's writes as memory does.
+    fn apply_batch(&self, batch: &WriteBatch, order: &mut dyn FnMut()) -> Result<()> {
         let mut pairs = Vec::with_capacity(batch.len());
         for op in batch.ops() {
             pairs.push(match op {
@@ -444,12 +441,14 @@ impl Inner {
         if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
             let replaced: Vec<Option<Val>> = {
                 let mut mf = self.mf.lock();
+                order();
                 pairs.into_iter().map(|p| mf.insert(p)).collect()
             };
             replaced.into_iter().for_each(|v| self.release(v));
             return Ok(());
         }
         let mut tree = self.tree.write();
+        order();
         let ctx = self.ctx();
         for p in pairs {
             if self.opts.variant == Variant::Zkv {
@@ -465,36 +464,40 @@ impl Inner {
         self.check()?;
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
-        let seq = {
-            let mut wal = self.wal.lock();
-            if !wal.has_room(payload.len()) {
-                // Concurrent writers overshot the checkpoint threshold:
-                // free WAL zones before appending.
-                drop(wal);
-                let r = self.checkpoint();
-                self.poison_on(r)?;
-                wal = self.wal.lock();
-            }
-            let seq = wal.append(&payload)?;
-            let r = self.apply_batch(batch);
+        if !self.wal.has_room(payload.len()) {
+            // The ring is short of empty zones: free WAL zones first.
+            let r = self.checkpoint();
             self.poison_on(r)?;
-            seq
+        }
+        let seq = {
+            let mut inst = self.wal.enter();
+            let mut seq = None;
+            let r = self.apply_batch(batch, &mut || seq = Some(self.wal.next_seq()));
+            if let Some(seq) = seq {
+                // Logged even if the apply failed (the store is poisoned
+                // then): a handed-out sequence number must not leave a gap.
+                let a = self.wal.append(&mut inst, seq, &payload);
+                self.poison_on(a)?;
+            }
+            self.poison_on(r)?;
+            seq.unwrap_or(0)
         };
         let r = match self.sync {
-            SyncMode::Always => self.wal.lock().commit(seq),
-            SyncMode::Batched(d) => {
-                let mut wal = self.wal.lock();
-                if wal.since_last_sync() >= d {
-                    wal.commit(seq)
-                } else {
-                    Ok(())
-                }
-            }
-            SyncMode::Never => Ok(()),
+            SyncMode::Always => self.commit(seq),
+            SyncMode::Batched(d) if self.wal.since_last_sync() >= d => self.commit(seq),
+            SyncMode::Batched(_) | SyncMode::Never => Ok(()),
         };
         self.poison_on(r)?;
         let r = self.maintain();
         self.poison_on(r)
+    }
+
+    /// Makes the WAL durable up to `seq` (a checkpoint when the ring is full).
+    fn commit(&self, seq: u64) -> Result<()> {
+        match self.wal.commit(seq)? {
+            Commit::Durable => Ok(()),
+            Commit::NeedsCheckpoint => self.checkpoint(),
+        }
     }
 
     /// Helps insert the batch array; evicts the merged filter when over budget.
@@ -528,7 +531,7 @@ impl Inner {
 
     fn maintain(&self) -> Result<()> {
         self.maintain_buffers()?;
-        if self.wal.lock().bytes_since_checkpoint >= self.opts.checkpoint_bytes() {
+        if self.wal.bytes_since_checkpoint() >= self.opts.checkpoint_bytes() {
             self.checkpoint()?;
         }
         let n = self.c.maintenance.fetch_add(1, Ordering::Relaxed);
@@ -630,7 +633,9 @@ impl Inner {
     }
 
     fn checkpoint(&self) -> Result<()> {
-        let mut wal = self.wal.lock();
+        // Holding every WAL instance: every handed-out sequence number is
+        // applied, and none is handed out until the snapshot is durable.
+        let mut held = self.wal.enter_all();
         let mf = self.mf.lock();
         // Finish the batch array so the snapshot's buffered view is whole.
         let arr = self.batches.read().clone();
@@ -647,7 +652,7 @@ impl Inner {
         tree.write_dirty(&ctx)?;
         self.io.drain()?;
         self.vlog.lock().flush()?;
-        let pos = wal.position()?;
+        let pos = self.wal.position(&mut held);
         self.dev.sync()?;
         let mut buffered = tree.buffered();
         buffered = crate::pair::merge_sorted(buffered, mf.all());
@@ -671,8 +676,7 @@ impl Inner {
         };
         self.metalog.lock().write(&snap)?;
         self.version.store(snap.version, Ordering::Release);
-        wal.mark_durable();
-        for z in wal.retired_zones() {
+        for z in self.wal.retired_zones() {
             let empty = self
                 .dev
                 .report_zones(z, 1)
@@ -687,7 +691,7 @@ impl Inner {
             self.dev.reset_zone(z)?;
             self.io.space.lock().freed(z);
         }
-        wal.bytes_since_checkpoint = 0;
+        self.wal.checkpointed();
         self.c.checkpoints.fetch_add(1, Ordering::Relaxed);
         drop(tree);
         drop(mf);
@@ -874,11 +878,7 @@ impl KvStore for ZkvStore {
     fn sync(&self) -> Result<()> {
         let me = &self.inner;
         me.check()?;
-        let r = {
-            let mut wal = me.wal.lock();
-            let pos = wal.position().map(|p| p.seq)?;
-            wal.commit(pos.saturating_sub(1))
-        };
+        let r = me.commit(me.wal.last_seq());
         me.poison_on(r)
     }
 
@@ -901,8 +901,7 @@ impl KvStore for ZkvStore {
         let mf = me.mf.lock();
         let mf_bytes = mf.bytes;
         let batch_bytes = me.batches.read().mem_bytes();
-        let (wal_bytes, free_zones) =
-            (me.wal.lock().bytes_written, me.io.space.lock().free_zones());
+        let (wal_bytes, free_zones) = (me.wal.bytes_written(), me.io.space.lock().free_zones());
         let memory = mf_bytes
             + batch_bytes
             + tree.pool.bytes
@@ -991,7 +990,7 @@ impl KvStore for ZkvStore {
         let me = &self.inner;
         me.check()?;
         let r = {
-            let _wal = me.wal.lock();
+            let _wal = me.wal.enter_all();
             let mf = me.mf.lock();
             let mut tree = me.tree.write();
             if !mf.is_empty() || !me.batches.read().finished() {

@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
@@ -211,4 +212,116 @@ fn without_faults_every_write_succeeds() {
         db.put(&k, &v).unwrap_or_else(|e| panic!("write {i}: {e}"));
     }
     db.verify().unwrap();
+}
+
+/// Several writer threads share the WAL instances; the device crashes
+/// under them. Under `Always`, every write a thread saw acknowledged is
+/// back; under `Never`, each thread's recovered writes are a prefix of
+/// what it wrote (the log loses a suffix, never a write in the middle).
+fn concurrent_run(seed: u64, sync: SyncMode) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+    let geo = common::geometry(24);
+    let zo = ferrite_zkv::ZkvOptions {
+        geometry: geo,
+        wal_instances: 3,
+        ..common::small_opts(Variant::Zkv)
+    };
+    let opts = common::options(sync);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
+    let db = Arc::new(ZkvStore::open_on(dev, &opts, zo.clone()).unwrap());
+    let threads = 3u64;
+    let key = |w: u64, i: u64| format!("w{w}-{i:06}").into_bytes();
+    let progress: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
+    let writers: Vec<_> = (0..threads)
+        .map(|w| {
+            let db = db.clone();
+            let progress = progress.clone();
+            std::thread::spawn(move || {
+                let mut acked = 0u64;
+                while acked < 100_000 {
+                    let v = (w * 1_000_000 + acked).to_le_bytes();
+                    if db.put(&key(w, acked), &v).is_err() {
+                        break;
+                    }
+                    acked += 1;
+                    progress[w as usize].store(acked, Ordering::Relaxed);
+                }
+                acked
+            })
+        })
+        .collect();
+    // Crash once every thread is writing.
+    while progress.iter().any(|p| p.load(Ordering::Relaxed) == 0) {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(5..60)));
+    let mode = if rng.gen_bool(0.5) {
+        CrashMode::DropAll
+    } else {
+        CrashMode::KeepRandom {
+            seed,
+            keep: rng.gen_range(0.0..1.0),
+        }
+    };
+    faulty.crash(mode).unwrap();
+    let acked: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+    drop(db);
+    faulty.restart();
+    let dev: Arc<dyn ZonedDevice> = Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
+    let db =
+        ZkvStore::open_on(dev, &opts, zo).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+    db.verify()
+        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+    for (w, &n) in acked.iter().enumerate() {
+        let w = w as u64;
+        assert!(n < 100_000, "seed {seed}: thread {w} never met the crash");
+        let prefix = format!("w{w}-").into_bytes();
+        let mut end = prefix.clone();
+        end.push(0xff);
+        let got = db
+            .scan_collect(
+                KeyRange::from_bounds((
+                    std::ops::Bound::Included(&prefix[..]),
+                    std::ops::Bound::Excluded(&end[..]),
+                )),
+                usize::MAX,
+            )
+            .unwrap();
+        for (i, (k, v)) in got.iter().enumerate() {
+            let i = i as u64;
+            assert_eq!(
+                k,
+                &key(w, i),
+                "seed {seed}: thread {w} lost write {i} but kept a later one"
+            );
+            assert_eq!(v[..], (w * 1_000_000 + i).to_le_bytes(), "seed {seed}");
+        }
+        let recovered = got.len() as u64;
+        assert!(
+            recovered <= n + 1,
+            "seed {seed}: thread {w}: {recovered} recovered of {n} acknowledged"
+        );
+        if sync == SyncMode::Always {
+            assert!(
+                recovered >= n,
+                "seed {seed}: thread {w}: lost acknowledged writes ({recovered} of {n})"
+            );
+        }
+    }
+}
+
+#[test]
+fn concurrent_writers_keep_every_acknowledged_write() {
+    for seed in 0..12 {
+        concurrent_run(seed, SyncMode::Always);
+    }
+}
+
+#[test]
+fn concurrent_writers_lose_only_a_suffix_without_sync() {
+    for seed in 100..112 {
+        concurrent_run(seed, SyncMode::Never);
+    }
 }

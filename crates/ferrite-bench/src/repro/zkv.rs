@@ -277,6 +277,10 @@ fn budget_for(records: u64, share: f64) -> u64 {
 }
 
 fn open(dir: &Path, budget: u64, zkv: ZkvOptions) -> Result<ZkvStore> {
+    open_synced(dir, budget, zkv, SyncMode::Never)
+}
+
+fn open_synced(dir: &Path, budget: u64, zkv: ZkvOptions, sync: SyncMode) -> Result<ZkvStore> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
         path: dir.to_path_buf(),
@@ -284,7 +288,7 @@ fn open(dir: &Path, budget: u64, zkv: ZkvOptions) -> Result<ZkvStore> {
     })?;
     let opts = Options {
         cache_bytes: budget.max(64 << 10),
-        sync: SyncMode::Never,
+        sync,
         ..Options::default()
     };
     let name = zkv.variant.name();
@@ -363,6 +367,9 @@ struct Results {
     /// (leaf bytes, insert run, read run)
     #[serde(default)]
     leaf_sizes: Vec<(usize, Run, Run)>,
+    /// (durability, WAL instances, inserts from `WAL_THREADS` threads)
+    #[serde(default)]
+    wal: Vec<(String, usize, Run)>,
     gc: GcResult,
     crash: CrashResult,
 }
@@ -584,6 +591,84 @@ fn leaf_sizes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         .zip(runs)
         .map(|(&size, (_, i, d))| (size, i, d))
         .collect();
+    Ok(())
+}
+
+const WAL_THREADS: u64 = 2;
+const WAL_INSTANCES: [usize; 2] = [1, 4];
+
+/// Inserts from `WAL_THREADS` threads into stores that differ only in
+/// their WAL instances, side by side in alternating chunks, without and
+/// with a sync per write.
+fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
+    let root = ctx.work_dir.join("zkv-wal");
+    let records = s.small_records / 4;
+    let budget = budget_for(records, 0.125);
+    for (label, sync, ops) in [
+        ("never", SyncMode::Never, s.small_ops),
+        ("always", SyncMode::Always, s.small_ops / 10),
+    ] {
+        if ctx.show_progress {
+            eprintln!("zkv: WAL instances, sync {label}");
+        }
+        let mut stores = Vec::new();
+        for &n in &WAL_INSTANCES {
+            let o = ZkvOptions {
+                wal_instances: n,
+                ..base_opts(Variant::Zkv, 64)
+            };
+            let name = format!("zkv-wal{n}");
+            let db = open_synced(&root.join(&name), budget, o, sync)?;
+            load(&db, &name, records)?;
+            stores.push((name, db, Run::default()));
+        }
+        // Record numbers past the load, interleaved over threads and stores
+        // so every insert is a new key.
+        let mut next = records;
+        let chunk = (ops / s.chunks).max(WAL_THREADS);
+        let per_thread = chunk / WAL_THREADS;
+        for c in 0..s.chunks as usize + 1 {
+            for k in 0..stores.len() {
+                let (name, db, run) = &mut stores[(k + c) % WAL_INSTANCES.len()];
+                let a = db.stats();
+                let t = Instant::now();
+                let base = next;
+                next += per_thread * WAL_THREADS;
+                let db = &*db;
+                let name = &*name;
+                std::thread::scope(|sc| {
+                    let hs: Vec<_> = (0..WAL_THREADS)
+                        .map(|th| {
+                            sc.spawn(move || -> Result<()> {
+                                for j in 0..per_thread {
+                                    let i = base + j * WAL_THREADS + th;
+                                    db.put(&key(i), &(i ^ 0x5A5A).to_le_bytes())
+                                        .map_err(err(name))?;
+                                }
+                                Ok(())
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().try_for_each(|h| {
+                        h.join().map_err(|_| {
+                            BenchError::Config(format!("{name}: a writer thread panicked"))
+                        })?
+                    })
+                })?;
+                let secs = t.elapsed().as_secs_f64();
+                // The first round warms up.
+                if c > 0 {
+                    run.add(secs, per_thread * WAL_THREADS, &a, &db.stats());
+                }
+            }
+        }
+        for (name, db, run) in stores {
+            db.verify().map_err(err(&name))?;
+            let n: usize = name.trim_start_matches("zkv-wal").parse().unwrap_or(0);
+            r.wal.push((label.to_string(), n, run));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
     Ok(())
 }
 
@@ -895,6 +980,7 @@ impl Experiment for ZkvRepro {
         breakdown(ctx, &s, &mut r)?;
         sensitivity(ctx, &s, &mut r)?;
         leaf_sizes(ctx, &s, &mut r)?;
+        wal_instances(ctx, &s, &mut r)?;
         reclamation(ctx, &s, &mut r)?;
         crashes(ctx, &s, &mut r)?;
         let metrics = metrics_of(&r);
@@ -1013,6 +1099,26 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
         );
         m.insert("crash_runs".into(), r.crash.runs as f64);
         m.insert("recovery_ms_median".into(), r.crash.recovery_ms_median);
+    }
+    if let (Some(small), Some(large)) = (r.leaf_sizes.first(), r.leaf_sizes.last()) {
+        // Table 4's trend: bytes per operation grow with the leaf.
+        m.insert(
+            "leaf_read_bytes_growth".into(),
+            large.2.per_op(large.2.read_bytes) / small.2.per_op(small.2.read_bytes).max(1e-9),
+        );
+        m.insert(
+            "leaf_insert_throughput_ratio".into(),
+            large.1.ops_per_sec() / small.1.ops_per_sec().max(1e-9),
+        );
+    }
+    for sync in ["never", "always"] {
+        let of = |n: usize| r.wal.iter().find(|w| w.0 == sync && w.1 == n).map(|w| &w.2);
+        if let (Some(one), Some(many)) = (of(WAL_INSTANCES[0]), of(WAL_INSTANCES[1])) {
+            m.insert(
+                format!("wal_instances_insert_ratio_{sync}"),
+                many.ops_per_sec() / one.ops_per_sec().max(1e-9),
+            );
+        }
     }
     if r.gc.with_gc.ops > 0 {
         m.insert("space_amp_with_gc".into(), r.gc.space_amp_max);
@@ -1185,6 +1291,24 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 i.per_op(i.write_bytes - i.wal_bytes),
                 d.ops_per_sec() / 1e3,
                 d.per_op(d.read_bytes)
+            );
+        }
+    }
+    if !r.wal.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## WAL instances\n\nZKV alone with {} records loaded, {WAL_THREADS} threads inserting new keys; \
+             the stores differ only in their WAL instances and run side by side in alternating chunks. \
+             `always` syncs every write (concurrent writers share a sync).\n\n\
+             | durability | WAL instances | insert kops/s | WAL B / insert |\n|---|---|---|---|",
+            r.small_records / 4
+        );
+        for (sync, n, run) in &r.wal {
+            let _ = writeln!(
+                md,
+                "| {sync} | {n} | {:.1} | {:.0} |",
+                run.ops_per_sec() / 1e3,
+                run.per_op(run.wal_bytes)
             );
         }
     }

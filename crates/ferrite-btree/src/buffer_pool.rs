@@ -503,8 +503,63 @@ impl BufferPool {
         if image.len() != self.page_size {
             return Ok(false);
         }
+        self.install(id, image, false)
+    }
+
+    /// Loads the pages of `ids` that are not resident, reading them with
+    /// one batch per file (page file and spill file) so the reads overlap;
+    /// returns how many it loaded. Best effort: a page whose read or
+    /// checks fail is left out, and the normal path reads it (and reports
+    /// the failure) when it is next needed. Callers exclude writers, so a
+    /// page that is neither resident nor being written keeps the image it
+    /// has in the file the spill set names.
+    pub fn prefetch(&self, ids: &[PageId]) -> Result<usize> {
+        let mut want: Vec<(PageId, bool)> = {
+            let table = self.table.read();
+            let sp = self.spill.lock();
+            ids.iter()
+                .filter(|id| !table.contains_key(id))
+                .map(|&id| (id, sp.contains(id)))
+                .collect()
+        };
+        want.sort_unstable();
+        want.dedup();
+        if want.is_empty() {
+            return Ok(0);
+        }
+        let mut bufs: Vec<AlignedBuf> = want
+            .iter()
+            .map(|_| AlignedBuf::zeroed(self.page_size))
+            .collect();
+        let mut read_ok = [true, true];
+        for (which, spilled) in [(0, false), (1, true)] {
+            let mut reqs: Vec<ferrite_io::ReadReq<'_>> = want
+                .iter()
+                .zip(bufs.iter_mut())
+                .filter(|((_, s), _)| *s == spilled)
+                .map(|((id, _), b)| ferrite_io::ReadReq::new(id * self.page_size as u64, b))
+                .collect();
+            if reqs.is_empty() {
+                continue;
+            }
+            let dev = if spilled { &self.spill_dev } else { &self.dev };
+            read_ok[which] = dev.read_batch(&mut reqs).is_ok();
+        }
+        let mut loaded = 0;
+        for ((id, spilled), buf) in want.iter().zip(&bufs) {
+            if read_ok[usize::from(*spilled)] && self.install(*id, buf, *spilled)? {
+                loaded += 1;
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Enters `image` as page `id` read from the spill file (`spilled`) or
+    /// the page file, unless the page became resident, its spill state
+    /// changed, or the image fails its checks.
+    fn install(&self, id: PageId, image: &[u8], spilled: bool) -> Result<bool> {
         let mut table = self.table.write();
-        if table.contains_key(&id) || self.spill.lock().contains(id) {
+        if table.contains_key(&id) || self.spill.lock().contains(id) != spilled {
             return Ok(false);
         }
         if page::check(image, id, &String::new).is_err() {
@@ -627,5 +682,62 @@ impl BufferPool {
             sp.count = 0;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_io::MemDevice;
+
+    const PS: usize = 4096;
+
+    fn image(id: PageId, mark: u8) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(PS);
+        page::init(&mut b, id, page::KIND_LEAF, 0);
+        b[PS - 1] = mark;
+        page::seal(&mut b);
+        b
+    }
+
+    #[test]
+    fn prefetch_reads_each_page_from_the_file_that_holds_its_newest_image() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        for id in 0..40u64 {
+            dev.write_at(&image(id, 1), id * PS as u64).unwrap();
+        }
+        let mut bad = image(20, 1);
+        bad[100] ^= 0xff;
+        dev.write_at(&bad, 20 * PS as u64).unwrap();
+        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
+        // Page 30 is changed in the pool and spilled: its page-file image
+        // is stale, the spill file has the newest.
+        {
+            let r = pool.fetch(30).unwrap();
+            let mut w = r.write();
+            w[PS - 1] = 2;
+            page::seal(&mut w);
+        }
+        pool.evict(30).unwrap();
+        assert!(!pool.is_resident(30));
+        // Page 3 is resident already; 20 fails its checksum.
+        drop(pool.fetch(3).unwrap());
+        let misses = pool.counters.misses.load(Relaxed);
+        let ids = [1, 2, 3, 3, 20, 30, 9];
+        assert_eq!(pool.prefetch(&ids).unwrap(), 4, "1, 2, 30 and 9");
+        assert_eq!(pool.counters.misses.load(Relaxed), misses + 4);
+        for id in [1, 2, 9, 30] {
+            assert!(pool.is_resident(id), "{id}");
+        }
+        assert!(!pool.is_resident(20), "a damaged image is left out");
+        assert_eq!(
+            pool.fetch(30).unwrap().read()[PS - 1],
+            2,
+            "the spilled image"
+        );
+        assert_eq!(pool.fetch(9).unwrap().read()[PS - 1], 1);
+        // The normal path still reports the damage.
+        assert!(pool.fetch(20).is_err());
     }
 }

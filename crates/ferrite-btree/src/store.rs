@@ -107,7 +107,16 @@ struct State {
     shape: Shape,
     epoch: u64,
     ib: Option<InsertBuffer>,
+    /// Pages whose reuse score reached the threshold, waiting to be loaded
+    /// together (their records stay buffered until then).
+    hot: Vec<PageId>,
 }
+
+/// Hot pages loaded in one batch of overlapping reads, and pages of a
+/// memory-pressure batch read at a time: enough to overlap reads, few
+/// enough that the frames they take come back before displacing pages in
+/// use.
+const LOAD_BATCH: usize = 8;
 
 #[derive(Default)]
 struct Counters {
@@ -338,7 +347,12 @@ impl BTreeStore {
         })?;
         let shared = Arc::new(Shared {
             tree,
-            state: RwLock::new(State { shape, epoch, ib }),
+            state: RwLock::new(State {
+                shape,
+                epoch,
+                ib,
+                hot: Vec::new(),
+            }),
             devices,
             wal,
             opts: bt,
@@ -716,7 +730,15 @@ impl Shared {
         };
         match ib.offer(leaf, key, value) {
             Offer::Kept => self.relieve(st, logged, None),
-            Offer::Load(LoadReason::Hot) => self.apply_buffered(st, leaf, logged),
+            Offer::Load(LoadReason::Hot) => {
+                if !st.hot.contains(&leaf) {
+                    st.hot.push(leaf);
+                }
+                if st.hot.len() >= LOAD_BATCH {
+                    self.load_hot(st, logged)?;
+                }
+                Ok(())
+            }
             Offer::Load(LoadReason::Full) => {
                 // Many writes but no reuse inside the locality: apply them
                 // and let the page go, as under memory pressure.
@@ -730,6 +752,21 @@ impl Shared {
                 self.write_tree(st, key, value)
             }
         }
+    }
+
+    /// Loads the waiting hot pages with overlapping reads and applies their
+    /// buffered records (postponed inserts); they stay in the pool.
+    fn load_hot(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
+        let mut pages = std::mem::take(&mut st.hot);
+        if let Some(ib) = st.ib.as_ref() {
+            // Pressure or a resident write may have applied some already.
+            pages.retain(|&p| ib.has(p));
+        }
+        self.tree.pool.prefetch(&pages)?;
+        for page in pages {
+            self.apply_buffered(st, page, logged)?;
+        }
+        Ok(())
     }
 
     /// Applies `page`'s buffered records (postponed inserts), loading the
@@ -782,14 +819,18 @@ impl Shared {
             if batch.is_empty() {
                 return Ok(());
             }
-            for page in batch {
-                self.apply_buffered(st, page, logged)?;
-                // An H page was loaded only to take its records: it leaves
-                // at once rather than displace a page in use. An L page
-                // stays, as after a postponed insert.
-                let hot = st.ib.as_ref().is_some_and(|ib| ib.is_hot(page));
-                if !hot {
-                    self.tree.pool.evict(page)?;
+            for chunk in batch.chunks(LOAD_BATCH) {
+                self.tree.pool.prefetch(chunk)?;
+                for &page in chunk {
+                    self.apply_buffered(st, page, logged)?;
+                    // An H page was loaded only to take its records: it
+                    // leaves at once rather than displace a page in use
+                    // (its frame serves the next chunk). An L page stays,
+                    // as after a postponed insert.
+                    let hot = st.ib.as_ref().is_some_and(|ib| ib.is_hot(page));
+                    if !hot {
+                        self.tree.pool.evict(page)?;
+                    }
                 }
             }
         }

@@ -10,11 +10,12 @@
 //!   id is logged (once) without touching the stack; the log is replayed
 //!   into the stack on the next write miss (approximated LIRS, §III-B);
 //! - a write whose leaf is not resident is buffered here; once the page's
-//!   reuse score reaches the threshold (or its records pass a quarter of a
-//!   page) the store loads the page and applies them all (postponed
-//!   inserts);
+//!   reuse score reaches the threshold the store loads the page and
+//!   applies them all (postponed inserts), a few such pages at a time with
+//!   overlapping reads; once its records pass a quarter of a page, at once;
 //! - when the buffer passes its byte budget, the pages at the bottom of
-//!   the stack are applied in a batch, in page-id order.
+//!   the stack are applied in a batch, in page-id order, read a few at a
+//!   time with overlapping reads.
 //!
 //! Invariants: a buffered record is newer than the page image of the leaf
 //! its key maps to, and the buffer's records are in the WAL (the write

@@ -392,6 +392,13 @@ impl BufferPool {
     /// Latches page `id` for reading, loading it on a miss. The fast path
     /// for lookups and scans: one shared table lookup and one shared latch.
     pub fn read(&self, id: PageId) -> Result<PageRead<'_>> {
+        self.read_tracked(id).map(|(r, _)| r)
+    }
+
+    /// [`BufferPool::read`], also telling whether the page was resident
+    /// when asked for.
+    pub fn read_tracked(&self, id: PageId) -> Result<(PageRead<'_>, bool)> {
+        let mut resident = true;
         loop {
             let hit = self.table.read().get(&id).copied();
             if let Some(i) = hit {
@@ -403,16 +410,20 @@ impl BufferPool {
                         f.referenced.store(true, Relaxed);
                     }
                     self.counters.hits.fetch_add(1, Relaxed);
-                    return Ok(PageRead {
-                        guard: Some(guard),
-                        pins: &f.pins,
-                    });
+                    return Ok((
+                        PageRead {
+                            guard: Some(guard),
+                            pins: &f.pins,
+                        },
+                        resident,
+                    ));
                 }
                 drop(guard);
                 f.pins.fetch_sub(1, AcqRel);
                 continue;
             }
             // Load through the pinning path, then take the hit path.
+            resident = false;
             drop(self.fetch(id)?);
         }
     }

@@ -1017,12 +1017,13 @@ impl KvStore for BTreeStore {
                 b.map(<[u8]>::to_vec)
             }
             None => {
-                if s.tree.pool.is_resident(leaf) {
+                let (v, resident) = s.tree.get_in(leaf, key)?;
+                if resident {
                     s.counters.read_hits.fetch_add(1, Relaxed);
                 } else {
                     s.counters.read_misses.fetch_add(1, Relaxed);
                 }
-                s.tree.get_in(leaf, key)?
+                v
             }
         };
         if let Some(v) = &v {

@@ -165,18 +165,20 @@ impl Tree {
     }
 
     /// Looks `key` up in `leaf`, the leaf it maps to.
-    pub(crate) fn get_in(&self, leaf: PageId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let b = self.pool.read(leaf)?;
-        match page::search(&b, key) {
+    /// The value of `key` in `leaf`, and whether the leaf was resident.
+    pub(crate) fn get_in(&self, leaf: PageId, key: &[u8]) -> Result<(Option<Vec<u8>>, bool)> {
+        let (b, resident) = self.pool.read_tracked(leaf)?;
+        let v = match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {
-                StoredValue::Inline(v) => Ok(Some(v.to_vec())),
+                StoredValue::Inline(v) => Some(v.to_vec()),
                 StoredValue::Overflow { first, len } => {
                     drop(b);
-                    self.read_overflow(first, len).map(Some)
+                    Some(self.read_overflow(first, len)?)
                 }
             },
-            Err(_) => Ok(None),
-        }
+            Err(_) => None,
+        };
+        Ok((v, resident))
     }
 
     fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {

@@ -724,6 +724,17 @@ impl Shared {
         ib.replay_hits();
         if ib.needs_room(leaf) || ib.over_budget() {
             self.relieve(st, logged, Some(leaf))?;
+            // Relief applies the coldest pages' records and may have taken
+            // this very leaf: split it (the key may now belong to a new
+            // sibling) or kept it in the pool. Then the write goes to the
+            // tree, after whatever is still buffered for its leaf.
+            let now = self.tree.find_leaf(&st.shape, key, &mut path)?;
+            if now != leaf || self.tree.pool.is_resident(now) {
+                if st.ib.as_ref().is_some_and(|ib| ib.has(now)) {
+                    self.apply_buffered(st, now, logged)?;
+                }
+                return self.write_tree(st, key, value);
+            }
         }
         let Some(ib) = st.ib.as_mut() else {
             return Ok(());

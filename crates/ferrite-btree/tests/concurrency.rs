@@ -143,7 +143,10 @@ fn stress(mode: Mode) {
                     let mut prev: Option<Vec<u8>> = None;
                     db.scan(KeyRange::from_bounds(&k[..]..), &mut |k, v| {
                         assert!(plausible(k, v));
-                        assert!(prev.as_deref().is_none_or(|p| p < k), "scan out of order");
+                        assert!(
+                            prev.as_deref().is_none_or(|p| p < k),
+                            "scan out of order: {prev:?} then {k:?}"
+                        );
                         prev = Some(k.to_vec());
                         if prev.as_ref().is_some_and(|p| p[0] != k[0]) {
                             ControlFlow::Break(())

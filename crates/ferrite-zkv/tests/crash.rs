@@ -33,6 +33,35 @@ fn in_flight_ok(got: &Model, acked: &Model, attempt: &[(Vec<u8>, Option<Vec<u8>>
     got == acked || *got == applied
 }
 
+/// Power loss: every unsynced write lost, or each unsynced block kept at
+/// random.
+fn crash_mode(rng: &mut SmallRng, seed: u64) -> CrashMode {
+    if rng.gen_bool(0.5) {
+        CrashMode::DropAll
+    } else {
+        CrashMode::KeepRandom {
+            seed,
+            keep: rng.gen_range(0.0..1.0),
+        }
+    }
+}
+
+/// Restarts the crashed device, reopens the store on it and verifies it.
+fn recover(
+    faulty: &Arc<FaultyDevice<MemDevice>>,
+    opts: &ferrite_core::Options,
+    zo: ferrite_zkv::ZkvOptions,
+    seed: u64,
+) -> ZkvStore {
+    faulty.restart();
+    let dev: Arc<dyn ZonedDevice> = Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
+    let db =
+        ZkvStore::open_on(dev, opts, zo).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+    db.verify()
+        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+    db
+}
+
 /// Returns (writes acknowledged, whether a write failed before the crash).
 fn run_seed(seed: u64, variant: Variant) -> (usize, bool) {
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -117,22 +146,9 @@ fn run_seed(seed: u64, variant: Variant) -> (usize, bool) {
             }
         }
     }
-    let mode = if rng.gen_bool(0.5) {
-        CrashMode::DropAll
-    } else {
-        CrashMode::KeepRandom {
-            seed,
-            keep: rng.gen_range(0.0..1.0),
-        }
-    };
-    faulty.crash(mode).unwrap();
+    faulty.crash(crash_mode(&mut rng, seed)).unwrap();
     drop(db);
-    faulty.restart();
-    let dev: Arc<dyn ZonedDevice> = Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
-    let db =
-        ZkvStore::open_on(dev, &opts, zo).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
-    db.verify()
-        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+    let db = recover(&faulty, &opts, zo, seed);
     let got: Model = db
         .scan_collect(KeyRange::all(), usize::MAX)
         .unwrap()
@@ -257,23 +273,10 @@ fn concurrent_run(seed: u64, sync: SyncMode) {
         std::thread::yield_now();
     }
     std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(5..60)));
-    let mode = if rng.gen_bool(0.5) {
-        CrashMode::DropAll
-    } else {
-        CrashMode::KeepRandom {
-            seed,
-            keep: rng.gen_range(0.0..1.0),
-        }
-    };
-    faulty.crash(mode).unwrap();
+    faulty.crash(crash_mode(&mut rng, seed)).unwrap();
     let acked: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
     drop(db);
-    faulty.restart();
-    let dev: Arc<dyn ZonedDevice> = Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
-    let db =
-        ZkvStore::open_on(dev, &opts, zo).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
-    db.verify()
-        .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
+    let db = recover(&faulty, &opts, zo, seed);
     for (w, &n) in acked.iter().enumerate() {
         let w = w as u64;
         assert!(n < 100_000, "seed {seed}: thread {w} never met the crash");

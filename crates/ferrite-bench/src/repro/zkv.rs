@@ -620,7 +620,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
             let name = format!("zkv-wal{n}");
             let db = open_synced(&root.join(&name), budget, o, sync)?;
             load(&db, &name, records)?;
-            stores.push((name, db, Run::default()));
+            stores.push((n, name, db, Run::default()));
         }
         // Record numbers past the load, interleaved over threads and stores
         // so every insert is a new key.
@@ -629,7 +629,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         let per_thread = chunk / WAL_THREADS;
         for c in 0..s.chunks as usize + 1 {
             for k in 0..stores.len() {
-                let (name, db, run) = &mut stores[(k + c) % WAL_INSTANCES.len()];
+                let (_, name, db, run) = &mut stores[(k + c) % WAL_INSTANCES.len()];
                 let a = db.stats();
                 let t = Instant::now();
                 let base = next;
@@ -662,9 +662,8 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
                 }
             }
         }
-        for (name, db, run) in stores {
+        for (n, name, db, run) in stores {
             db.verify().map_err(err(&name))?;
-            let n: usize = name.trim_start_matches("zkv-wal").parse().unwrap_or(0);
             r.wal.push((label.to_string(), n, run));
         }
     }

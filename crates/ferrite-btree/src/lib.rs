@@ -25,6 +25,7 @@ mod bulk_load;
 mod carry_over;
 mod checkpoint;
 mod clock;
+mod free_space;
 pub mod insert_buffer;
 mod meta;
 mod page;

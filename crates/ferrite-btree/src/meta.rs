@@ -1,14 +1,18 @@
 //! The meta page: which checkpoint the page file holds and where its tree
 //! starts. Pages 0 and 1 hold two copies; checkpoint `e` writes copy
 //! `e mod 2`, so a torn meta write leaves the previous one intact.
+//! Version 2 adds the free-list chain (see `free_space`); a version-1 page
+//! (no chain) still decodes, with no free ids.
 
 use ferrite_core::ByteReader;
 
+use crate::free_space::ChainRef;
 use crate::page::PageId;
 
 const MAGIC: &[u8; 8] = b"FBTMETA1";
-const VERSION: u32 = 1;
-const LEN: usize = 8 + 4 + 4 + 8 + 8 + 4 + 4 + 8;
+const VERSION: u32 = 2;
+const LEN_V1: usize = 8 + 4 + 4 + 8 + 8 + 4 + 4 + 8;
+const LEN: usize = LEN_V1 + 8 + 8;
 
 /// The durable root of the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +24,8 @@ pub struct Meta {
     pub height: u32,
     /// Pages in the file (ids `0..page_count` exist).
     pub page_count: u64,
+    /// The unused ids' chain (`ChainRef::default()`: none).
+    pub free: ChainRef,
 }
 
 impl Meta {
@@ -33,6 +39,8 @@ impl Meta {
         v.extend_from_slice(&self.height.to_le_bytes());
         v.extend_from_slice(&0u32.to_le_bytes());
         v.extend_from_slice(&self.page_count.to_le_bytes());
+        v.extend_from_slice(&self.free.head.to_le_bytes());
+        v.extend_from_slice(&self.free.len.to_le_bytes());
         let crc = crc32c::crc32c(&v);
         v.extend_from_slice(&crc.to_le_bytes());
         out.fill(0);
@@ -43,13 +51,19 @@ impl Meta {
 
     /// Decodes a meta page; `None` if it is not a valid one.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        let body = b.get(..LEN)?;
-        let crc = u32::from_le_bytes(b.get(LEN..LEN + 4)?.try_into().ok()?);
+        let version = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?);
+        let len = match version {
+            1 => LEN_V1,
+            VERSION => LEN,
+            _ => return None,
+        };
+        let body = b.get(..len)?;
+        let crc = u32::from_le_bytes(b.get(len..len + 4)?.try_into().ok()?);
         if crc != crc32c::crc32c(body) {
             return None;
         }
         let mut r = ByteReader::new(body);
-        if r.bytes(8)? != MAGIC || r.u32()? != VERSION {
+        if r.bytes(8)? != MAGIC || r.u32()? != version {
             return None;
         }
         let page_size = r.u32()?;
@@ -58,12 +72,21 @@ impl Meta {
         let height = r.u32()?;
         let _pad = r.u32()?;
         let page_count = r.u64()?;
+        let free = if version == 1 {
+            ChainRef::default()
+        } else {
+            ChainRef {
+                head: r.u64()?,
+                len: r.u64()?,
+            }
+        };
         Some(Self {
             page_size,
             epoch,
             root,
             height,
             page_count,
+            free,
         })
     }
 
@@ -85,6 +108,7 @@ mod tests {
             root: 5,
             height: 3,
             page_count: 77,
+            free: ChainRef { head: 70, len: 900 },
         };
         let mut b = vec![0u8; 4096];
         m.encode(&mut b);
@@ -92,5 +116,23 @@ mod tests {
         b[20] ^= 4;
         assert_eq!(Meta::decode(&b), None);
         assert_eq!(Meta::decode(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn a_version_1_page_decodes_without_a_free_list() {
+        let mut v = Vec::new();
+        v.extend_from_slice(MAGIC);
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&4096u32.to_le_bytes());
+        v.extend_from_slice(&3u64.to_le_bytes());
+        v.extend_from_slice(&2u64.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&9u64.to_le_bytes());
+        let crc = crc32c::crc32c(&v);
+        v.extend_from_slice(&crc.to_le_bytes());
+        v.resize(4096, 0);
+        let m = Meta::decode(&v).unwrap();
+        assert_eq!((m.epoch, m.page_count, m.free), (3, 9, ChainRef::default()));
     }
 }

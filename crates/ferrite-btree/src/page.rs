@@ -19,6 +19,8 @@ pub const HEADER: usize = 32;
 pub const KIND_LEAF: u8 = 1;
 pub const KIND_INNER: u8 = 2;
 pub const KIND_OVERFLOW: u8 = 3;
+/// A page of the free-list chain (see `free_space`): the overflow layout.
+pub const KIND_FREELIST: u8 = 4;
 /// Marks an out-of-line value in a leaf cell's length field.
 const OVERFLOW_FLAG: u32 = 0x8000_0000;
 /// Bytes of an out-of-line value reference: first page (u64), length (u32).
@@ -412,7 +414,7 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
     }
     match kind(b) {
         KIND_LEAF | KIND_INNER => {}
-        KIND_OVERFLOW => return Ok(()),
+        KIND_OVERFLOW | KIND_FREELIST => return Ok(()),
         k => return bad(format!("unknown page kind {k}")),
     }
     let n = count(b);

@@ -35,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::buffer_pool::BufferPool;
 use crate::carry_over;
 use crate::checkpoint;
+use crate::free_space;
 use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, LoadReason, Offer};
 use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
@@ -309,17 +310,21 @@ impl BTreeStore {
         }
         let fresh = meta.is_none();
         let (shape, epoch) = match meta {
-            Some(m) => (
-                Shape {
+            Some(m) => {
+                let mut shape = Shape {
                     root: m.root,
                     height: m.height,
                     page_count: m.page_count,
                     free: Vec::new(),
+                    clean: Vec::new(),
                     spare: Vec::new(),
                     level_runs: Vec::new(),
-                },
-                m.epoch,
-            ),
+                };
+                let (unused, chain) =
+                    free_space::read(devices.pages.as_ref(), m.free, m.page_count, ps)?;
+                unused.install(&mut shape, &chain);
+                (shape, m.epoch)
+            }
             None => {
                 let p = tree.pool.create(2)?;
                 page::init(&mut p.write(), 2, KIND_LEAF, 0);
@@ -329,6 +334,7 @@ impl BTreeStore {
                         height: 0,
                         page_count: 3,
                         free: Vec::new(),
+                        clean: Vec::new(),
                         spare: Vec::new(),
                         level_runs: Vec::new(),
                     },
@@ -898,13 +904,20 @@ impl Shared {
     fn checkpoint(&self, st: &mut State, inflight: Option<&[u8]>) -> Result<()> {
         self.check_poison()?;
         let pool = &self.tree.pool;
-        let ids = pool.checkpoint_ids();
+        // The free-list chain lives in free ids: any stale frame or spilled
+        // image of those ids is garbage, and the chain's image replaces it.
+        let (free, chain) = free_space::chain(&mut st.shape, self.tree.page_size);
+        let mut ids = pool.checkpoint_ids();
+        ids.retain(|id| chain.binary_search_by_key(id, |(c, _)| *c).is_err());
+        ids.extend(chain.iter().map(|(id, _)| *id));
+        ids.sort_unstable();
         let meta = Meta {
             page_size: self.tree.page_size as u32,
             epoch: st.epoch + 1,
             root: st.shape.root,
             height: st.shape.height,
             page_count: st.shape.page_count,
+            free,
         };
         let result = self
             .carry_over(st, meta.epoch, inflight)
@@ -913,13 +926,20 @@ impl Shared {
                     self.devices.pages.as_ref(),
                     self.devices.dwb.as_ref(),
                     &ids,
-                    &mut |id, buf| pool.copy_page(id, buf),
+                    &mut |id, buf| match chain.binary_search_by_key(&id, |(c, _)| *c) {
+                        Ok(i) => {
+                            buf.copy_from_slice(&chain[i].1);
+                            Ok(())
+                        }
+                        Err(_) => pool.copy_page(id, buf),
+                    },
                     &meta,
                     self.chunk_pages,
                 )
             })
             .and_then(|_| {
                 pool.checkpoint_done()?;
+                free_space::settle(&mut st.shape, &chain);
                 st.epoch = meta.epoch;
                 self.wal.reset(meta.epoch)
             });
@@ -1135,6 +1155,10 @@ impl KvStore for BTreeStore {
                     ("height".into(), f64::from(st.shape.height + 1)),
                     ("pool_frames".into(), pool.capacity() as f64),
                     ("pages".into(), st.shape.page_count as f64),
+                    (
+                        "free_pages".into(),
+                        (st.shape.free.len() + st.shape.clean.len()) as f64,
+                    ),
                     ("dirty_pages".into(), pool.dirty_count() as f64),
                     ("spilled_pages".into(), pool.spilled() as f64),
                     ("working_bytes".into(), s.reserve as f64),

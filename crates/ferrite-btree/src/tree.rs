@@ -29,9 +29,15 @@ pub struct Shape {
     pub root: PageId,
     pub height: u32,
     pub page_count: u64,
-    /// Pages that can be reused (freed overflow pages, scattered pages a
-    /// re-layout left).
+    /// Pages that can be reused for tree pages (freed overflow pages,
+    /// scattered pages a re-layout left, the free-list chain's pages): the
+    /// durable checkpoint may still use them, so they reach the page file
+    /// only through the next checkpoint.
     pub free: Vec<PageId>,
+    /// Free pages the durable checkpoint does not use either (free when
+    /// it was taken, and not holding its free list): they may be written
+    /// in place at once, so overflow chains take them.
+    pub clean: Vec<PageId>,
     /// Runs of free page ids `(first, len)` kept whole for re-layouts
     /// (see `shortcut::relayout`), so a level can move back and forth
     /// between two runs instead of growing the file each time.
@@ -96,7 +102,7 @@ impl Tree {
     /// spare run (so re-layouts' leftovers are reused before the file
     /// grows), else a fresh one.
     fn alloc(&self, shape: &mut Shape) -> PageId {
-        if let Some(id) = shape.free.pop() {
+        if let Some(id) = shape.free.pop().or_else(|| shape.clean.pop()) {
             return id;
         }
         let smallest = shape
@@ -206,29 +212,55 @@ impl Tree {
         Ok(out)
     }
 
-    /// Writes a value's overflow chain straight to the page file, at fresh
-    /// page ids no checkpoint references yet, so it neither fills the pool
-    /// nor endangers the durable checkpoint; the next checkpoint's sync
-    /// makes it durable before any meta page points to it.
+    /// Writes a value's overflow chain straight to the page file, at ids
+    /// the durable checkpoint does not use (clean free ids first, then
+    /// fresh ones), so it neither fills the pool nor endangers the durable
+    /// checkpoint; the next checkpoint's sync makes it durable before any
+    /// meta page points to it. Consecutive ids go out as one write.
     pub(crate) fn write_overflow(&self, shape: &mut Shape, value: &[u8]) -> Result<PageId> {
-        let per = page::usable(self.page_size);
-        let chunks: Vec<&[u8]> = value.chunks(per).collect();
-        let first = shape.page_count;
-        shape.page_count += chunks.len() as u64;
-        let mut run = ferrite_io::AlignedBuf::zeroed(chunks.len() * self.page_size);
+        let ps = self.page_size;
+        let per = page::usable(ps);
+        // An empty value goes out of line when its key alone is long; it
+        // still gets a page, so the reference names a chain it owns.
+        let mut chunks: Vec<&[u8]> = value.chunks(per).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        let mut ids: Vec<PageId> = Vec::with_capacity(chunks.len());
+        while ids.len() < chunks.len() {
+            match shape.clean.pop() {
+                Some(id) => ids.push(id),
+                None => {
+                    ids.push(shape.page_count);
+                    shape.page_count += 1;
+                }
+            }
+        }
+        let mut image = ferrite_io::AlignedBuf::zeroed(chunks.len() * ps);
         for (i, chunk) in chunks.iter().enumerate() {
-            let id = first + i as u64;
-            let b = &mut run[i * self.page_size..(i + 1) * self.page_size];
-            page::init(b, id, KIND_OVERFLOW, 0);
-            page::set_link(b, if i + 1 < chunks.len() { id + 1 } else { 0 });
+            let b = &mut image[i * ps..(i + 1) * ps];
+            page::init(b, ids[i], KIND_OVERFLOW, 0);
+            page::set_link(b, ids.get(i + 1).copied().unwrap_or(0));
             b[6..8].copy_from_slice(&(chunk.len() as u16).to_le_bytes());
             b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
             page::seal(b);
         }
-        self.pool
-            .device()
-            .write_at(&run, first * self.page_size as u64)?;
-        Ok(first)
+        // A reused id may still have a frame from its previous life (the
+        // freed chain was read to follow its links): the pool must not
+        // serve that image over the one written here.
+        for &id in &ids {
+            self.pool.forget(id);
+        }
+        let mut start = 0;
+        for end in 1..=ids.len() {
+            if end == ids.len() || ids[end] != ids[end - 1] + 1 {
+                self.pool
+                    .device()
+                    .write_at(&image[start * ps..end * ps], ids[start] * ps as u64)?;
+                start = end;
+            }
+        }
+        Ok(ids[0])
     }
 
     /// Returns an overflow chain's pages to the free list; they are reused
@@ -242,6 +274,8 @@ impl Tree {
                 let b = p.read();
                 page::link(&b)
             };
+            // Nothing reads a freed page again: its frame is free at once.
+            self.pool.forget(id);
             shape.free.push(id);
             id = next;
             seen += 1;
@@ -734,6 +768,21 @@ impl Tree {
                 return Err(Error::corruption(
                     format!("leaf {last}"),
                     "last leaf has a right sibling",
+                ));
+            }
+        }
+        // Ids the tree does not use must really be unused: a tree page on
+        // the free list would be handed out again and overwritten.
+        let spare = shape
+            .spare
+            .iter()
+            .flat_map(|&(f, n)| f..f.saturating_add(n));
+        let mut unused = HashSet::new();
+        for id in shape.free.iter().chain(&shape.clean).copied().chain(spare) {
+            if seen.contains(&id) || !unused.insert(id) || !(2..shape.page_count).contains(&id) {
+                return Err(Error::corruption(
+                    format!("page {id}"),
+                    "listed as unused, but in the tree, listed twice or outside the file",
                 ));
             }
         }

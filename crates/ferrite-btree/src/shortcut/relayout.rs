@@ -25,8 +25,8 @@
 //! holds it, else fresh ids at the end of the file) and the old run's ids
 //! become spare. Ids a level leaves outside its run are freed: long runs
 //! stay spare for later re-layouts, scattered ids go to the free list for
-//! splits. Runs and spare ids live in memory only: after a restart, the
-//! next re-layout of a level takes a new run.
+//! splits. Runs and spare ids are kept by every checkpoint (see
+//! `free_space`), so a restart keeps each level's run.
 //!
 //! Which levels to move is [`levels_due`], a pure policy.
 

@@ -15,6 +15,12 @@ pub enum IndexKind {
     /// its mean entries per block, so most predictions land in the right
     /// block.
     Learned { fit: FitKind, eps: f64 },
+    /// Bourbon's placement of the model (Dai et al., OSDI 2020, as SwiftKV
+    /// characterises it): a Greedy-PLR model within `eps` entries only
+    /// picks the data block, and the lookup binary-searches that whole
+    /// block, where [`IndexKind::Learned`] searches only the model's
+    /// window inside it.
+    Bourbon { eps: f64 },
 }
 
 impl IndexKind {
@@ -25,9 +31,18 @@ impl IndexKind {
         eps: 32.0,
     };
 
+    /// Bourbon's default error bound (its δ): 8 entries.
+    pub const BOURBON: IndexKind = IndexKind::Bourbon { eps: 8.0 };
+
+    /// Whether tables of this kind carry a model.
+    pub fn is_learned(self) -> bool {
+        !matches!(self, IndexKind::Sparse)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Sparse => "sparse",
+            IndexKind::Bourbon { .. } => "bourbon",
             IndexKind::Learned { fit, .. } => match fit {
                 FitKind::TwoLevel => "learned",
                 FitKind::Piecewise => "learned-plr",
@@ -36,11 +51,12 @@ impl IndexKind {
         }
     }
 
-    /// Parses `sparse`, `learned`, `learned-plr` or `learned-lr`.
+    /// Parses `sparse`, `learned`, `learned-plr`, `learned-lr` or `bourbon`.
     pub fn parse(s: &str) -> Option<Self> {
         let learned = |fit| Some(IndexKind::Learned { fit, eps: 32.0 });
         match s {
             "sparse" => Some(IndexKind::Sparse),
+            "bourbon" => Some(IndexKind::BOURBON),
             "learned" => learned(FitKind::TwoLevel),
             "learned-plr" => learned(FitKind::Piecewise),
             "learned-lr" => learned(FitKind::Linear),

@@ -913,8 +913,7 @@ impl Inner {
     /// index, or under load-aware construction the policy's choice.
     fn output_options(&self, job: &compaction::Job) -> LsmOptions {
         let mut opts = self.opts.clone();
-        let (Some(la), crate::options::IndexKind::Learned { .. }) = (opts.load_aware, opts.index)
-        else {
+        let Some(la) = opts.load_aware.filter(|_| opts.index.is_learned()) else {
             return opts;
         };
         let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();

@@ -135,9 +135,10 @@ proptest! {
     }
 
     #[test]
-    fn plr_only_and_single_line_stores_match_a_btreemap(ops in proptest::collection::vec(op(), 1..600)) {
+    fn plr_only_single_line_and_bourbon_stores_match_a_btreemap(ops in proptest::collection::vec(op(), 1..600)) {
         run(ops.clone(), IndexKind::Learned { fit: FitKind::Piecewise, eps: 2.0 });
-        run(ops, IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 });
+        run(ops.clone(), IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 });
+        run(ops, IndexKind::BOURBON);
     }
 }
 

@@ -18,7 +18,8 @@
 //! 3. **Index-block size** on the real GeoLite2 keys and on sequential
 //!    keys: the same sorted records written as tables of the engine's
 //!    default size with each index kind.
-//! 4. **Model types** (single LR, Greedy-PLR only, two-level) on the same
+//! 4. **Model types** (single LR, Greedy-PLR only, two-level, and
+//!    Bourbon's block-level model with a binary search in the block) on the same
 //!    tables: training time, index memory, and lookup latency with every
 //!    block cached (the index's own cost); and training time against the
 //!    number of training threads.
@@ -662,6 +663,7 @@ fn models(s: &Sizes) -> Result<(Vec<ModelRow>, ThreadRows)> {
             },
         ),
         ("two-level", IndexKind::LEARNED),
+        ("bourbon", IndexKind::BOURBON),
     ];
     let probes = (s.model_records as usize).min(500_000);
     let mut rows = Vec::new();
@@ -1249,7 +1251,8 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     let _ = writeln!(
         md,
         "\n## Model types\n\nOne set of tables (16-byte keys, sorted) built with each index kind; lookups of existing keys with every block cached, \
-         so the time is the index's and the in-block search's.\n\n\
+         so the time is the index's and the in-block search's. `lr`, `plr` and `two-level` search the model's window inside the predicted block; \
+         `bourbon` is Bourbon's placement (Greedy-PLR, ε = 8 entries, used to pick the block, then a binary search over the whole block).\n\n\
          | index | tables | training ms | segments | index bytes | index memory bytes | lookup ns (mean) | lookup ns (p99) |\n|---|---|---|---|---|---|---|---|"
     );
     for m in &r.models {

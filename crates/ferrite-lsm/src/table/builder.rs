@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use ferrite_learned::{BoundedModel, KeyProjection};
+use ferrite_learned::{BoundedModel, FitKind, KeyProjection};
 
 use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
 use super::bloom::Bloom;
@@ -138,12 +138,17 @@ impl TableBuilder {
         self.finish_block(None);
         let data_pages = (self.data.len() / PAGE) as u32;
         let started = Instant::now();
-        let index = match self.kind {
-            IndexKind::Sparse => Index::Sparse(SparseIndex {
+        let learned = match self.kind {
+            IndexKind::Sparse => None,
+            IndexKind::Learned { fit, eps } => Some((fit, eps, false)),
+            IndexKind::Bourbon { eps } => Some((FitKind::Piecewise, eps, true)),
+        };
+        let index = match learned {
+            None => Index::Sparse(SparseIndex {
                 separators: std::mem::take(&mut self.separators),
                 page: std::mem::take(&mut self.block_page),
             }),
-            IndexKind::Learned { fit, eps } => {
+            Some((fit, eps, whole_block)) => {
                 let projection =
                     KeyProjection::for_keys([self.first_key.as_slice(), self.last_key.as_slice()]);
                 // One point per distinct projection: its first ordinal.
@@ -191,6 +196,7 @@ impl TableBuilder {
                     map,
                     projection,
                     model,
+                    whole_block,
                 })
             }
         };

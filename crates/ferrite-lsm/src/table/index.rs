@@ -1,6 +1,6 @@
 //! Index blocks: how a table finds the block (and slot) of a key.
 //!
-//! Two kinds (spec: `docs/format/sstable.md`):
+//! Two encodings (spec: `docs/format/sstable.md`):
 //! - [`SparseIndex`]: per data block a separator key (≥ the block's last
 //!   key, < the next block's first, shortened as LevelDB does) and the
 //!   block's first page; a lookup binary-searches the separators, then the
@@ -10,6 +10,8 @@
 //!   When every entry has the same size (fixed-size keys and values) the
 //!   map is arithmetic (`ordinal / entries_per_page`) and costs nothing;
 //!   otherwise it is one `(first ordinal, first page)` pair per block.
+//!   Bourbon's variant has the same encoding under its own kind byte: its
+//!   lookups search the predicted block whole.
 //!
 //! Both give every block's page range, which scans use to walk the table.
 //! Decoders never panic and check that the directory is ordered and lies
@@ -38,6 +40,10 @@ pub struct LearnedIndex {
     pub map: BlockMap,
     pub projection: KeyProjection,
     pub model: BoundedModel,
+    /// Bourbon's lookup: the model picks the block, a binary search over
+    /// the whole block finds the entry (kind [`KIND_BOURBON`]); otherwise
+    /// the search stays in the model's window.
+    pub whole_block: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -48,11 +54,14 @@ pub enum Index {
 
 pub const KIND_SPARSE: u8 = 0;
 pub const KIND_LEARNED: u8 = 1;
+/// The learned encoding, searched Bourbon's way.
+pub const KIND_BOURBON: u8 = 2;
 
 impl Index {
     pub fn kind_byte(&self) -> u8 {
         match self {
             Index::Sparse(_) => KIND_SPARSE,
+            Index::Learned(l) if l.whole_block => KIND_BOURBON,
             Index::Learned(_) => KIND_LEARNED,
         }
     }
@@ -187,7 +196,7 @@ impl Index {
                 }
                 Index::Sparse(SparseIndex { separators, page })
             }
-            KIND_LEARNED => {
+            KIND_LEARNED | KIND_BOURBON => {
                 let per_page = r.u32()?;
                 let map = if per_page > 0 {
                     let entries = r.u64()?;
@@ -219,6 +228,7 @@ impl Index {
                     map,
                     projection,
                     model,
+                    whole_block: kind == KIND_BOURBON,
                 })
             }
             _ => return None,
@@ -322,6 +332,7 @@ mod tests {
             },
             projection: KeyProjection::default(),
             model: BoundedModel::default(),
+            whole_block: false,
         };
         assert_eq!(l.locate(0), Some((0, 0)));
         assert_eq!(l.locate(24), Some((2, 4)));
@@ -341,6 +352,15 @@ mod tests {
         assert_eq!(idx.block_pages(2, 5), Some((3, 2)));
         let mut enc = Vec::new();
         idx.encode(&mut enc);
-        assert_eq!(Index::decode(KIND_LEARNED, &enc, 5), Some(idx));
+        assert_eq!(Index::decode(KIND_LEARNED, &enc, 5), Some(idx.clone()));
+        let Index::Learned(mut b) = idx else {
+            unreachable!()
+        };
+        b.whole_block = true;
+        let bourbon = Index::Learned(b);
+        assert_eq!(bourbon.kind_byte(), KIND_BOURBON);
+        let mut enc = Vec::new();
+        bourbon.encode(&mut enc);
+        assert_eq!(Index::decode(KIND_BOURBON, &enc, 5), Some(bourbon));
     }
 }

@@ -270,11 +270,15 @@ impl Table {
                 b += 1;
                 continue;
             }
+            let n = blk.len();
+            if l.whole_block {
+                let slot = blk.lower_bound_in(key, 1, n);
+                return Ok(Some((b, blk, slot)));
+            }
             // In the predicted block, search the window's part of it first
             // (the answer is there for a key the table holds), widening to
             // the whole block only if the window's ends say otherwise.
             let base = l.block_first(b);
-            let n = blk.len();
             let lo = (w.lo.saturating_sub(base) as usize).clamp(1, n);
             let hi = ((w.hi + 1).saturating_sub(base) as usize).clamp(lo, n);
             let mut slot = blk.lower_bound_in(key, lo, hi);
@@ -359,6 +363,7 @@ mod tests {
                 IndexKind::LEARNED,
                 IndexKind::Learned { fit: FitKind::Piecewise, eps: 1.0 },
                 IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 },
+                IndexKind::BOURBON,
             ] {
                 let learned = build(&keys, kind, value_len);
                 for k in keys.iter().chain(&probes) {

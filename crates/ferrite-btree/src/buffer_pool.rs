@@ -369,10 +369,11 @@ impl BufferPool {
 
     /// Drops page `id` from the pool and the spill set without writing it
     /// anywhere: for a page whose contents moved to another id and whose
-    /// old id is free. A pinned frame is left alone (callers exclude all
-    /// other users, so none is).
-    pub fn forget(&self, id: PageId) {
+    /// old id is free. A pinned frame (a lock-free lookup reading it) is
+    /// left alone; returns whether the pool no longer holds the page.
+    pub fn forget(&self, id: PageId) -> bool {
         let mut table = self.table.write();
+        let mut gone = true;
         if let Some(&i) = table.get(&id) {
             let f = self.frame(i);
             if f.pins.load(Acquire) == 0 {
@@ -384,9 +385,12 @@ impl BufferPool {
                 }
                 f.referenced.store(false, Relaxed);
                 self.hand.lock().free.push(i);
+            } else {
+                gone = false;
             }
         }
         self.spill.lock().remove(id);
+        gone
     }
 
     /// Latches page `id` for reading, loading it on a miss. The fast path

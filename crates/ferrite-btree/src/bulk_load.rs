@@ -184,7 +184,11 @@ pub fn load(
         below = cur.children;
     }
     w.flush()?;
+    // The pages were written beside the pool; the new root replaces the
+    // empty one in one change, so lookups see the old tree or the new.
+    let _change = tree.version.change();
     shape.root = below.first().map_or(shape.root, |(_, id)| *id);
     shape.height = u32::from(level);
+    tree.publish(shape);
     Ok(count)
 }

@@ -32,6 +32,7 @@ mod page;
 mod page_map;
 pub mod shortcut;
 mod store;
+mod structure_version;
 mod tree;
 
 pub use carry_over::decode as decode_carry_over;

@@ -239,6 +239,14 @@ pub fn free_space(b: &[u8]) -> usize {
     (cell_start(b) + garbage(b)).saturating_sub(HEADER + 2 * count(b))
 }
 
+/// Bytes slot `i` and its cell take (what removing it frees).
+pub fn slot_cell_size(b: &[u8], i: usize) -> usize {
+    if i >= count(b) {
+        return 0;
+    }
+    2 + cell_len(b, slot(b, i))
+}
+
 /// Bytes a new leaf cell needs, slot included.
 pub fn leaf_cell_size(klen: usize, v: &StoredValue<'_>) -> usize {
     let vlen = match v {

@@ -4,7 +4,15 @@
 //! slots, and keeps the promise of [`ferrite_core::KvStore`]:
 //! - a write is logged (one WAL record per batch) and applied under the
 //!   exclusive lock, then committed outside it, so concurrent writers share
-//!   syncs (group commit) while readers proceed under the shared lock;
+//!   syncs (group commit);
+//! - in the plain tree, lookups take no lock: they descend by page latches
+//!   and validate against the tree's structure version, which every
+//!   multi-page change and every batch of several writes moves (see
+//!   `structure_version`); after a few overlapped attempts a lookup waits
+//!   for the writer under the shared lock. Scans, and lookups with the
+//!   insert buffer or SHORTCUT on (whose records and companion change
+//!   beside the pages), run under the shared lock, so a scan sees one
+//!   consistent tree;
 //! - `SyncMode::Always` returns after the record is durable; `Batched(d)`
 //!   syncs from a background thread every `d`; `Never` only at `sync`,
 //!   `flush` and close;
@@ -271,12 +279,7 @@ impl BTreeStore {
             }
             None => None,
         };
-        let tree = Tree {
-            pool,
-            page_size: ps,
-            shortcut,
-            level_counts: parking_lot::Mutex::new(None),
-        };
+        let tree = Tree::new(pool, ps, shortcut);
         // The newest valid meta page, then any newer checkpoint left in the
         // double-write file.
         let mut meta: Option<Meta> = None;
@@ -380,6 +383,7 @@ impl BTreeStore {
                 batch.encode(&mut payload);
                 shared.apply(&mut st, batch, Some(&payload))?;
             }
+            shared.tree.publish(&st.shape);
             if fresh || !replayed.is_empty() {
                 shared.checkpoint(&mut st, None)?;
             }
@@ -965,7 +969,12 @@ impl Shared {
                 }
             };
             let splits_before = self.tree.shortcut.as_ref().map(|sc| sc.stash.len());
-            if let Err(e) = self.apply(&mut st, batch, Some(&payload)) {
+            // A batch is atomic to lookups too: one of several writes runs
+            // inside a change (a single write is atomic by its leaf latch).
+            let change = (batch.len() > 1).then(|| self.tree.version.change());
+            let applied = self.apply(&mut st, batch, Some(&payload));
+            drop(change);
+            if let Err(e) = applied {
                 // The tree may be half-changed in memory: only recovery
                 // from disk can restore a consistent state.
                 self.poison(&e);
@@ -1017,6 +1026,27 @@ impl Shared {
         }
     }
 
+    /// Whether lookups run without the tree's lock (see
+    /// `structure_version`): in the plain tree. The insert buffer's records
+    /// and SHORTCUT's companion change beside the pages, so with either on
+    /// lookups take the lock.
+    fn lock_free_lookups(&self) -> bool {
+        self.tree.shortcut.is_none() && self.opts.insert_buffer.is_none()
+    }
+
+    /// Counts a lookup answered from the leaf (resident or read).
+    fn count_lookup(&self, resident: bool, key: &[u8], value: Option<&[u8]>) {
+        let c = &self.counters;
+        if resident {
+            c.read_hits.fetch_add(1, Relaxed);
+        } else {
+            c.read_misses.fetch_add(1, Relaxed);
+        }
+        if let Some(v) = value {
+            c.user_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
+        }
+    }
+
     fn check_key_len(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
         let max = max_key_len(self.tree.page_size);
@@ -1036,6 +1066,23 @@ impl KvStore for BTreeStore {
         s.check_poison()?;
         s.check_key_len(key)?;
         s.counters.gets.fetch_add(1, Relaxed);
+        if s.lock_free_lookups() {
+            let lookup = || {
+                let leaf = s.tree.leaf_for_published(key)?;
+                s.tree.get_in(leaf, key)
+            };
+            // Overlapped by changes on every attempt: wait for the writer
+            // under the tree's lock instead.
+            let (v, resident) = match s.tree.version.optimistic(lookup) {
+                Some(r) => r?,
+                None => {
+                    let _st = s.state.read();
+                    lookup()?
+                }
+            };
+            s.count_lookup(resident, key, v.as_deref());
+            return Ok(v);
+        }
         let st = s.state.read();
         let leaf = match &s.tree.shortcut {
             Some(sc) => sc.leaf_for(&s.tree, &st.shape, key)?,
@@ -1049,12 +1096,8 @@ impl KvStore for BTreeStore {
             }
             None => {
                 let (v, resident) = s.tree.get_in(leaf, key)?;
-                if resident {
-                    s.counters.read_hits.fetch_add(1, Relaxed);
-                } else {
-                    s.counters.read_misses.fetch_add(1, Relaxed);
-                }
-                v
+                s.count_lookup(resident, key, v.as_deref());
+                return Ok(v);
             }
         };
         if let Some(v) = &v {

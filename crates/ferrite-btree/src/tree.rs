@@ -2,8 +2,11 @@
 //! ordered scans, and values stored out of line.
 //!
 //! The tree's shape (root, height, page allocation) is [`Shape`], guarded
-//! by the store's lock: shared for lookups and scans, exclusive for
-//! changes. Invariants: every leaf is at level 0 and every inner page at
+//! by the store's lock: shared for scans, exclusive for changes. Lookups
+//! may instead read the root and height the tree publishes and descend by
+//! page latches, validated by [`Tree::version`]: every change spanning
+//! pages (splits, root growth, freeing an overflow chain, relocations,
+//! bulk loads) runs inside a `structure_version::Change`. Invariants: every leaf is at level 0 and every inner page at
 //! its distance from the leaves; keys within a page are sorted; the keys of
 //! the subtree under inner cell `i` lie in `[sep_i, sep_{i+1})`; leaves are
 //! linked left to right. Deletes never merge pages (a lazy policy: an
@@ -14,6 +17,7 @@
 
 use std::collections::HashSet;
 use std::ops::{Bound, ControlFlow};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
@@ -22,6 +26,7 @@ use crate::buffer_pool::BufferPool;
 use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF, KIND_OVERFLOW};
 use crate::shortcut::Shortcut;
+use crate::structure_version::StructureVersion;
 
 /// The mutable shape of the tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +65,19 @@ pub struct Tree {
     /// and root growth (deletes never merge), so statistics need not walk
     /// the tree again.
     pub level_counts: parking_lot::Mutex<Option<Vec<u64>>>,
+    /// Changes lookups could see half-done (see `structure_version`).
+    pub version: StructureVersion,
+    /// The shape's root, height and page count as published for lookups
+    /// that take no lock: written inside a change, read between two
+    /// readings of `version`.
+    published: Published,
+}
+
+#[derive(Default)]
+struct Published {
+    root: AtomicU64,
+    height: AtomicU32,
+    pages: AtomicU64,
 }
 
 /// The largest key a tree with `page_size` pages accepts: its cell (with an
@@ -98,6 +116,34 @@ fn split_point(cells: &[Vec<u8>], cap: usize) -> Option<usize> {
 }
 
 impl Tree {
+    pub fn new(pool: BufferPool, page_size: usize, shortcut: Option<Arc<Shortcut>>) -> Self {
+        Self {
+            pool,
+            page_size,
+            shortcut,
+            level_counts: parking_lot::Mutex::new(None),
+            version: StructureVersion::new(),
+            published: Published::default(),
+        }
+    }
+
+    /// Makes `shape`'s root and height the ones lock-free lookups use.
+    /// Callers hold the tree's write lock, inside a change when lookups
+    /// may be running.
+    pub(crate) fn publish(&self, shape: &Shape) {
+        let p = &self.published;
+        p.root.store(shape.root, Relaxed);
+        p.height.store(shape.height, Relaxed);
+        p.pages.store(shape.page_count, Relaxed);
+    }
+
+    /// The leaf for `key` by the published shape, latching one page at a
+    /// time and no lock: valid only if `version` did not move meanwhile.
+    pub(crate) fn leaf_for_published(&self, key: &[u8]) -> Result<PageId> {
+        let p = &self.published;
+        self.descend(p.root.load(Relaxed), p.height.load(Relaxed), key)
+    }
+
     /// A page id for a new node: a freed one, else one from the smallest
     /// spare run (so re-layouts' leftovers are reused before the file
     /// grows), else a fresh one.
@@ -156,8 +202,12 @@ impl Tree {
 
     /// Descends to the leaf for `key` without recording the path.
     pub(crate) fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
-        let mut id = shape.root;
-        for _ in 0..shape.height {
+        self.descend(shape.root, shape.height, key)
+    }
+
+    fn descend(&self, root: PageId, height: u32, key: &[u8]) -> Result<PageId> {
+        let mut id = root;
+        for _ in 0..height {
             let b = self.pool.read(id)?;
             if page::kind(&b) != KIND_INNER {
                 return Err(Error::corruption(
@@ -190,8 +240,12 @@ impl Tree {
     fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len as usize);
         let mut id = first;
+        let per = page::usable(self.page_size);
+        // A lock-free lookup may follow a chain being freed and reused: it
+        // must end (and be discarded) rather than loop.
+        let mut pages_left = (len as usize).div_ceil(per).max(1);
         while out.len() < len as usize {
-            if id < 2 {
+            if id < 2 || pages_left == 0 {
                 return Err(Error::corruption(
                     format!("overflow chain at page {first}"),
                     "chain ends early",
@@ -204,9 +258,10 @@ impl Tree {
                     "expected an overflow page",
                 ));
             }
-            let n = page::count(&b).min(page::usable(self.page_size));
+            let n = page::count(&b).min(per);
             out.extend_from_slice(b.get(page::HEADER..page::HEADER + n).unwrap_or_default());
             id = page::link(&b);
+            pages_left -= 1;
         }
         out.truncate(len as usize);
         Ok(out)
@@ -227,15 +282,22 @@ impl Tree {
             chunks.push(&[]);
         }
         let mut ids: Vec<PageId> = Vec::with_capacity(chunks.len());
+        let mut held = Vec::new();
         while ids.len() < chunks.len() {
             match shape.clean.pop() {
-                Some(id) => ids.push(id),
+                // A reused id may still have a frame from its previous life
+                // (the freed chain was read to follow its links): the pool
+                // must not serve that image over the one written here. One
+                // a lookup holds right now waits for a later value.
+                Some(id) if self.pool.forget(id) => ids.push(id),
+                Some(id) => held.push(id),
                 None => {
                     ids.push(shape.page_count);
                     shape.page_count += 1;
                 }
             }
         }
+        shape.clean.append(&mut held);
         let mut image = ferrite_io::AlignedBuf::zeroed(chunks.len() * ps);
         for (i, chunk) in chunks.iter().enumerate() {
             let b = &mut image[i * ps..(i + 1) * ps];
@@ -244,12 +306,6 @@ impl Tree {
             b[6..8].copy_from_slice(&(chunk.len() as u16).to_le_bytes());
             b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
             page::seal(b);
-        }
-        // A reused id may still have a frame from its previous life (the
-        // freed chain was read to follow its links): the pool must not
-        // serve that image over the one written here.
-        for &id in &ids {
-            self.pool.forget(id);
         }
         let mut start = 0;
         for end in 1..=ids.len() {
@@ -266,6 +322,9 @@ impl Tree {
     /// Returns an overflow chain's pages to the free list; they are reused
     /// only for tree pages, which reach the page file through checkpoints.
     fn free_overflow(&self, shape: &mut Shape, first: PageId) -> Result<()> {
+        // Freed ids may be written at once: a lookup reading the chain
+        // must learn that it changed.
+        let _change = self.version.change();
         let mut id = first;
         let mut seen = 0u64;
         while id >= 2 && seen <= shape.page_count {
@@ -274,7 +333,8 @@ impl Tree {
                 let b = p.read();
                 page::link(&b)
             };
-            // Nothing reads a freed page again: its frame is free at once.
+            // Nothing reads a freed page again: its frame is free at once
+            // (unless a lookup holds it now).
             self.pool.forget(id);
             shape.free.push(id);
             id = next;
@@ -309,10 +369,18 @@ impl Tree {
             }
         };
         let mut old_overflow = None;
-        let fitted = {
+        let mut change = None;
+        {
             let p = self.pool.fetch(leaf)?;
             let mut b = p.write();
-            let pos = match page::search(&b, key) {
+            let found = page::search(&b, key);
+            let freed = found.map_or(0, |i| page::slot_cell_size(&b, i));
+            if page::free_space(&b) + freed < page::leaf_cell_size(key.len(), &stored) {
+                // A split: lookups must not see the leaf between the old
+                // cell's removal and the new one's placement on either half.
+                change = Some(self.version.change());
+            }
+            let pos = match found {
                 Ok(i) => {
                     if let StoredValue::Overflow { first, .. } = page::value(&b, i) {
                         old_overflow = Some(first);
@@ -322,16 +390,14 @@ impl Tree {
                 }
                 Err(i) => i,
             };
-            if page::leaf_insert(&mut b, pos, key, &stored) {
-                true
-            } else {
+            if !page::leaf_insert(&mut b, pos, key, &stored) {
                 drop(b);
+                let _change = change.get_or_insert_with(|| self.version.change());
                 let cell = page::encode_leaf_cell(key, &stored);
                 self.split(shape, path, leaf, pos, cell)?;
-                true
             }
-        };
-        debug_assert!(fitted);
+        }
+        drop(change);
         if let Some(first) = old_overflow {
             self.free_overflow(shape, first)?;
         }
@@ -348,6 +414,7 @@ impl Tree {
         pos: usize,
         cell: Vec<u8>,
     ) -> Result<()> {
+        let _change = self.version.change();
         let right_id = self.alloc(shape);
         let p = self.pool.fetch(id)?;
         let r = self.pool.create(right_id)?;
@@ -437,6 +504,7 @@ impl Tree {
             }
             shape.root = id;
             shape.height += 1;
+            self.publish(shape);
             return Ok(());
         };
         let p = self.pool.fetch(parent)?;
@@ -473,6 +541,7 @@ impl Tree {
         if level >= shape.height || old == new {
             return Ok(false);
         }
+        let _change = self.version.change();
         let mut parent = shape.root;
         for _ in 0..shape.height - level - 1 {
             let b = self.pool.read(parent)?;

@@ -206,3 +206,101 @@ fn stress(mode: Mode) {
         assert!(s.extra("sc_prefetch_used").unwrap() > 0.0);
     }
 }
+
+/// Lookups take no lock in the plain tree (`structure_version`): while a
+/// writer splits pages, applies two-key batches and rewrites values long
+/// enough for overflow chains (whose freed pages later chains reuse once a
+/// checkpoint has passed), readers must see every batch whole and every
+/// long value untorn.
+#[test]
+fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
+    let page_dev = || Arc::new(MemDevice::with_block_size(1024).unwrap());
+    let devs = Devices {
+        pages: page_dev() as Arc<dyn BlockDevice>,
+        dwb: page_dev(),
+        wal: Arc::new(MemDevice::new()),
+        spill: page_dev(),
+        carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
+    };
+    let opts = Options {
+        cache_bytes: 96 << 10,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    let bt = BTreeOptions {
+        page_size: 1024,
+        checkpoint_wal_bytes: 64 << 10,
+        ..BTreeOptions::default()
+    };
+    let db = Arc::new(BTreeStore::open_on(devs, &opts, bt).unwrap());
+    // A long value: its version in the first 4 bytes, then bytes that
+    // depend on the version and the position.
+    fn long(version: u32, len: usize) -> Vec<u8> {
+        let mut v = version.to_le_bytes().to_vec();
+        v.extend((4..len).map(|i| (version as usize * 7 + i) as u8));
+        v
+    }
+    fn untorn(v: &[u8]) -> bool {
+        let version = u32::from_le_bytes(v[..4].try_into().unwrap());
+        *v == long(version, v.len())
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut rng = SmallRng::seed_from_u64(7);
+            for version in 1..=20_000u32 {
+                let mut batch = ferrite_core::WriteBatch::new();
+                batch.put(b"pair-a", &version.to_le_bytes()).unwrap();
+                batch.put(b"pair-b", &version.to_le_bytes()).unwrap();
+                let filler = rng.gen_range(0..4000u32).to_be_bytes();
+                batch.put(&filler, &[version as u8; 24]).unwrap();
+                db.write_batch(&batch).unwrap();
+                if version % 3 == 0 {
+                    let k = format!("long-{}", rng.gen_range(0..8u32));
+                    db.put(k.as_bytes(), &long(version, rng.gen_range(300..2500)))
+                        .unwrap();
+                }
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(r);
+                let version = |v: Option<Vec<u8>>| {
+                    v.map_or(0, |v| u32::from_le_bytes(v[..4].try_into().unwrap()))
+                };
+                let (mut pairs, mut longs) = (0u64, 0u64);
+                while !stop.load(Ordering::Acquire) {
+                    let a = version(db.get(b"pair-a").unwrap());
+                    let b = version(db.get(b"pair-b").unwrap());
+                    assert!(b >= a, "pair-b at {b} after pair-a at {a}: a torn batch");
+                    pairs += u64::from(a > 0);
+                    let k = format!("long-{}", rng.gen_range(0..8u32));
+                    if let Some(v) = db.get(k.as_bytes()).unwrap() {
+                        assert!(untorn(&v), "{k}: a torn long value");
+                        longs += 1;
+                    }
+                }
+                (pairs, longs)
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        let (pairs, longs) = r.join().unwrap();
+        assert!(
+            pairs > 0 && longs > 0,
+            "readers ran: {pairs} pairs, {longs} long values"
+        );
+    }
+    db.verify().unwrap();
+    let s = db.stats();
+    assert!(
+        s.extra("checkpoints").unwrap() > 2.0,
+        "freed pages were reused"
+    );
+}

@@ -192,7 +192,8 @@ impl BufferPool {
         budget: u64,
     ) -> Self {
         let per = (page_size + FRAME_OVERHEAD) as u64;
-        let n = (budget / per).max(64) as usize;
+        // The store refuses budgets too small for a working pool.
+        let n = (budget / per).max(1) as usize;
         // One slab for all frames: page-aligned allocations made one by one
         // would each cost a second page.
         let frames = AlignedBuf::slab(n, page_size)

@@ -172,12 +172,22 @@ struct Shared {
 /// them, and one checkpoint chunk. Taken out of the budget before the pool
 /// is sized, so the engine as a whole stays within it.
 fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
-    let wal_buffer = ((cache_bytes / 128) as usize).clamp(64 << 10, 1 << 20);
+    let wal_buffer = ((cache_bytes / 128) as usize).clamp(4 << 10, 1 << 20);
     let frames = cache_bytes as usize / (ps + crate::buffer_pool::FRAME_OVERHEAD);
-    let chunk_pages = checkpoint::chunk_pages(frames);
-    let reserve = (2 * wal_buffer + chunk_pages * ps) as u64;
-    (wal_buffer, chunk_pages, reserve)
+    let mut chunk_pages = checkpoint::chunk_pages(frames);
+    let reserve = |chunk: usize| (2 * wal_buffer + chunk * ps) as u64;
+    // Small budgets get smaller checkpoint chunks (more, smaller writes)
+    // rather than a reserve that crowds out the caches.
+    while chunk_pages > 1 && reserve(chunk_pages) > cache_bytes / 4 {
+        chunk_pages /= 2;
+    }
+    (wal_buffer, chunk_pages, reserve(chunk_pages))
 }
+
+/// The fewest frames a pool may have: a split pins up to three pages and
+/// each lookup running at the same time one more (with more threads than
+/// that, an operation finding every frame pinned fails with an error).
+const MIN_FRAMES: usize = 8;
 
 /// The B+tree engine.
 pub struct BTreeStore {
@@ -251,10 +261,9 @@ impl BTreeStore {
             )));
         }
         let (wal_buffer, chunk_pages, reserve) = working_memory(options.cache_bytes, ps);
-        // Below about 600 KiB the buffers' minimum sizes would eat most of
-        // the budget; there the caches keep three quarters of it and the
-        // engine's reported memory exceeds the budget.
-        let cache_bytes = options.cache_bytes - reserve.min(options.cache_bytes / 4);
+        // The WAL's and checkpoints' buffers come out of the budget; the
+        // caches get the rest.
+        let cache_bytes = options.cache_bytes.saturating_sub(reserve);
         let pool_budget = match &bt.insert_buffer {
             Some(ib) => {
                 ib.validate().map_err(Error::InvalidOptions)?;
@@ -268,6 +277,13 @@ impl BTreeStore {
             ps,
             pool_budget,
         );
+        if pool.capacity() < MIN_FRAMES {
+            return Err(Error::InvalidOptions(format!(
+                "a cache of {} B leaves the buffer pool {} frames of {ps} B; it needs at least {MIN_FRAMES}",
+                options.cache_bytes,
+                pool.capacity()
+            )));
+        }
         let ib = bt.insert_buffer.map(|o| {
             let budget = cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
             InsertBuffer::new(&o, budget, pool.capacity(), ps)

@@ -56,7 +56,8 @@ fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
         carry: [d[4].clone(), d[5].clone()],
     };
     let opts = Options {
-        cache_bytes: if turbo { 100 << 10 } else { 64 << 10 },
+        // Plain: 4 KiB pages, about sixty frames.
+        cache_bytes: if turbo { 100 << 10 } else { 320 << 10 },
         sync: SyncMode::Always,
         ..Options::default()
     };

@@ -37,8 +37,9 @@ fn open(d: &Devs, page_size: usize) -> BTreeStore {
         spill: d[3].clone(),
         carry: [d[4].clone(), d[5].clone()],
     };
+    // About sixty frames: far fewer than the pages the tests write.
     let opts = Options {
-        cache_bytes: 64 << 10,
+        cache_bytes: (80 * page_size) as u64,
         sync: SyncMode::Never,
         ..Options::default()
     };
@@ -286,4 +287,55 @@ fn rewritten_large_values_reuse_freed_pages_across_reopens() {
     for w in sizes[2..].windows(2) {
         assert!(w[1] <= w[0] + 2, "the file keeps growing: {sizes:?}");
     }
+}
+
+/// The engine's memory (pool frames and metadata, the WAL's and
+/// checkpoints' buffers) stays within the budget at every size, small ones
+/// included, and a budget too small for a working pool is refused.
+#[test]
+fn memory_stays_within_the_budget_and_too_small_a_budget_is_refused() {
+    let open_with = |d: &Devs, page_size: usize, cache_bytes: u64| {
+        let devs = Devices {
+            pages: d[0].clone() as Arc<dyn BlockDevice>,
+            dwb: d[1].clone(),
+            wal: d[2].clone(),
+            spill: d[3].clone(),
+            carry: [d[4].clone(), d[5].clone()],
+        };
+        let opts = Options {
+            cache_bytes,
+            sync: SyncMode::Never,
+            ..Options::default()
+        };
+        let bt = BTreeOptions {
+            page_size,
+            ..BTreeOptions::default()
+        };
+        BTreeStore::open_on(devs, &opts, bt)
+    };
+    for (ps, cache) in [
+        (1024, 64 << 10),
+        (4096, 128 << 10),
+        (4096, 300 << 10),
+        (4096, 600 << 10),
+        (16384, 2 << 20),
+        (4096, 16 << 20),
+    ] {
+        let d = devices_for(ps);
+        let db = open_with(&d, ps, cache).unwrap();
+        for i in 0..3000u32 {
+            db.put(&i.to_be_bytes(), &[7; 40]).unwrap();
+        }
+        db.flush().unwrap();
+        let used = db.stats().memory_bytes;
+        assert!(used <= cache, "{ps} B pages, budget {cache}: {used} B used");
+        assert_eq!(db.get(&77u32.to_be_bytes()).unwrap(), Some(vec![7; 40]));
+    }
+    // 16 KiB pages in 128 KiB: fewer frames than a split and a few
+    // lookups pin at once.
+    let d = devices_for(16384);
+    assert!(matches!(
+        open_with(&d, 16384, 128 << 10),
+        Err(ferrite_core::Error::InvalidOptions(m)) if m.contains("frames")
+    ));
 }

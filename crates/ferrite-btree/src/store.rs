@@ -172,16 +172,26 @@ struct Shared {
 /// them, and one checkpoint chunk. Taken out of the budget before the pool
 /// is sized, so the engine as a whole stays within it.
 fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
-    let wal_buffer = ((cache_bytes / 128) as usize).clamp(4 << 10, 1 << 20);
+    // 64 KiB holds a typical batch's record whole; the buffer grows past
+    // its size by the record that crosses it, which the reserve's second
+    // buffer covers.
+    let mut wal_buffer = ((cache_bytes / 128) as usize).clamp(64 << 10, 1 << 20);
     let frames = cache_bytes as usize / (ps + crate::buffer_pool::FRAME_OVERHEAD);
     let mut chunk_pages = checkpoint::chunk_pages(frames);
-    let reserve = |chunk: usize| (2 * wal_buffer + chunk * ps) as u64;
+    let reserve = |wal: usize, chunk: usize| (2 * wal + chunk * ps) as u64;
     // Small budgets get smaller checkpoint chunks (more, smaller writes)
-    // rather than a reserve that crowds out the caches.
-    while chunk_pages > 1 && reserve(chunk_pages) > cache_bytes / 4 {
-        chunk_pages /= 2;
+    // and then a smaller WAL buffer (more, smaller log writes) rather than
+    // a reserve that crowds out the caches.
+    while reserve(wal_buffer, chunk_pages) > cache_bytes / 4 {
+        if chunk_pages > 1 {
+            chunk_pages /= 2;
+        } else if wal_buffer > 4 << 10 {
+            wal_buffer /= 2;
+        } else {
+            break;
+        }
     }
-    (wal_buffer, chunk_pages, reserve(chunk_pages))
+    (wal_buffer, chunk_pages, reserve(wal_buffer, chunk_pages))
 }
 
 /// The fewest frames a pool may have: a split pins up to three pages and

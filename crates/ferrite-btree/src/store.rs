@@ -9,10 +9,13 @@
 //!   and validate against the tree's structure version, which every
 //!   multi-page change and every batch of several writes moves (see
 //!   `structure_version`); after a few overlapped attempts a lookup waits
-//!   for the writer under the shared lock. Scans, and lookups with the
-//!   insert buffer or SHORTCUT on (whose records and companion change
-//!   beside the pages), run under the shared lock, so a scan sees one
-//!   consistent tree;
+//!   for the writer under the shared lock. A scan reads its first 64 KiB
+//!   of pairs the same way, and its visitor sees them only once they are
+//!   validated; a longer scan goes on under the shared lock if nothing
+//!   changed since (else it starts again under it), so every scan sees one
+//!   tree. With the insert buffer or SHORTCUT on (whose records and
+//!   companion change beside the pages), lookups and scans take the
+//!   shared lock;
 //! - `SyncMode::Always` returns after the record is durable; `Batched(d)`
 //!   syncs from a background thread every `d`; `Never` only at `sync`,
 //!   `flush` and close;
@@ -49,7 +52,7 @@ use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
 use crate::shortcut::relayout::{self, LevelMove};
 use crate::shortcut::{Progress, Shortcut, ShortcutOptions, ShortcutReport, Variant};
-use crate::tree::{max_key_len, Shape, Tree};
+use crate::tree::{max_key_len, Collected, Shape, Tree};
 
 /// On-disk format version recorded in the store identity.
 pub const FORMAT_VERSION: u32 = 1;
@@ -119,6 +122,25 @@ struct State {
     /// Pages whose reuse score reached the threshold, waiting to be loaded
     /// together (their records stay buffered until then).
     hot: Vec<PageId>,
+}
+
+/// Bytes of pairs a scan reads with no lock before it takes the tree's
+/// lock for the rest (its visitor sees nothing until the read is
+/// validated, so this bounds what it holds).
+const SCAN_CHUNK: usize = 64 << 10;
+
+/// Shows `got`'s pairs to `visit` until it stops: the bytes shown, and
+/// whether it stopped.
+fn visit_collected(got: &Collected, visit: &mut ScanVisitor<'_>) -> (u64, bool) {
+    let mut bytes = 0u64;
+    for i in 0..got.len() {
+        let Some((k, v)) = got.get(i) else { break };
+        bytes += (k.len() + v.len()) as u64;
+        if visit(k, v).is_break() {
+            return (bytes, true);
+        }
+    }
+    (bytes, false)
 }
 
 /// Hot pages loaded in one batch of overlapping reads, and pages of a
@@ -1155,7 +1177,40 @@ impl KvStore for BTreeStore {
         let s = &self.shared;
         s.check_poison()?;
         s.counters.scans.fetch_add(1, Relaxed);
+        let mut got = Collected::default();
+        let mut prefix_at = None;
+        if s.lock_free_lookups() {
+            // A short scan is read whole with no lock and validated before
+            // the visitor sees any of it, so it shows one tree, as a scan
+            // under the lock does.
+            let read = || s.tree.collect_published(range, SCAN_CHUNK, &mut got);
+            match s.tree.version.optimistic_at(read) {
+                Some((Ok(true), _)) => {
+                    let bytes = visit_collected(&got, visit).0;
+                    s.counters.user_read.fetch_add(bytes, Relaxed);
+                    return Ok(());
+                }
+                Some((Ok(false), v)) => prefix_at = Some(v),
+                Some((Err(e), _)) => return Err(e),
+                None => {}
+            }
+        }
         let st = s.state.read();
+        if prefix_at.is_some_and(|v| s.tree.version.validate(v)) {
+            // A long scan: nothing changed since its first chunk was read,
+            // so that chunk and the rest, read under the lock, are one tree.
+            let (mut bytes, stopped) = visit_collected(&got, visit);
+            let last = got.len().checked_sub(1).and_then(|i| got.get(i));
+            if let (false, Some((last, _))) = (stopped, last) {
+                let rest = KeyRange {
+                    start: std::ops::Bound::Excluded(last),
+                    end: range.end,
+                };
+                bytes += s.tree.scan(&st.shape, rest, visit)?;
+            }
+            s.counters.user_read.fetch_add(bytes, Relaxed);
+            return Ok(());
+        }
         let bytes = match &st.ib {
             Some(ib) if !ib.is_empty() => {
                 s.tree

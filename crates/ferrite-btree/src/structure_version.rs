@@ -84,7 +84,17 @@ impl StructureVersion {
     /// overlapped (the caller then reads under the tree's lock). An error
     /// from an overlapped attempt is discarded: the pages it saw may have
     /// been mid-change.
-    pub fn optimistic<T, E>(&self, mut read: impl FnMut() -> Result<T, E>) -> Option<Result<T, E>> {
+    pub fn optimistic<T, E>(&self, read: impl FnMut() -> Result<T, E>) -> Option<Result<T, E>> {
+        self.optimistic_at(read).map(|(r, _)| r)
+    }
+
+    /// [`StructureVersion::optimistic`], also returning the version the
+    /// read is valid at (a caller may later check that nothing changed
+    /// since, to extend the read under the tree's lock).
+    pub fn optimistic_at<T, E>(
+        &self,
+        mut read: impl FnMut() -> Result<T, E>,
+    ) -> Option<(Result<T, E>, u64)> {
         for attempt in 0..OPTIMISTIC_ATTEMPTS {
             let Some(v) = self.begin() else {
                 backoff(attempt);
@@ -92,7 +102,7 @@ impl StructureVersion {
             };
             let r = read();
             if self.validate(v) {
-                return Some(r);
+                return Some((r, v));
             }
             backoff(attempt);
         }

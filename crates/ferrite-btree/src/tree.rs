@@ -2,9 +2,9 @@
 //! ordered scans, and values stored out of line.
 //!
 //! The tree's shape (root, height, page allocation) is [`Shape`], guarded
-//! by the store's lock: shared for scans, exclusive for changes. Lookups
-//! may instead read the root and height the tree publishes and descend by
-//! page latches, validated by [`Tree::version`]: every change spanning
+//! by the store's lock: shared for long scans, exclusive for changes.
+//! Lookups and short scans may instead read the root and height the tree
+//! publishes and go by page latches, validated by [`Tree::version`]: every change spanning
 //! pages (splits, root growth, freeing an overflow chain, relocations,
 //! bulk loads) runs inside a `structure_version::Change`. Invariants: every leaf is at level 0 and every inner page at
 //! its distance from the leaves; keys within a page are sorted; the keys of
@@ -51,6 +51,50 @@ pub struct Shape {
     /// re-layout placed it in, if any: the next re-layout shifts the level
     /// within it while it fits.
     pub level_runs: Vec<Option<(PageId, u64)>>,
+}
+
+/// Pairs a lock-free scan collected, in key order, in one buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    bytes: Vec<u8>,
+    /// Per pair: key offset, key length, value offset, value length.
+    pairs: Vec<[u32; 4]>,
+}
+
+impl Collected {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.pairs.clear();
+    }
+
+    fn push(&mut self, k: &[u8], v: &[u8]) {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(k);
+        self.bytes.extend_from_slice(v);
+        self.pairs
+            .push([at, k.len() as u32, at + k.len() as u32, v.len() as u32]);
+    }
+
+    /// Gives pair `i` the value `v` (appended to the buffer).
+    fn set_value(&mut self, i: usize, v: &[u8]) {
+        let at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(v);
+        if let Some(p) = self.pairs.get_mut(i) {
+            p[2] = at;
+            p[3] = v.len() as u32;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Pair `i`: key and value.
+    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let [k, kl, v, vl] = *self.pairs.get(i)?;
+        let span = |at: u32, len: u32| self.bytes.get(at as usize..(at + len) as usize);
+        Some((span(k, kl)?, span(v, vl)?))
+    }
 }
 
 /// A child page and the key bounds its subtree must respect.
@@ -168,6 +212,8 @@ impl Tree {
         }
         let id = shape.page_count;
         shape.page_count += 1;
+        // Lock-free scans bound a leaf chain by the page count.
+        self.published.pages.store(shape.page_count, Relaxed);
         id
     }
 
@@ -621,6 +667,7 @@ impl Tree {
         }
         let first = shape.page_count;
         shape.page_count += n;
+        self.published.pages.store(shape.page_count, Relaxed);
         first
     }
 
@@ -683,6 +730,68 @@ impl Tree {
                 Ok(true)
             }
         }
+    }
+
+    /// Collects the pairs of `range` in key order by the published shape,
+    /// latching one leaf at a time and taking no lock, until the range
+    /// ends (true) or at least `max_bytes` of pairs are in `out` at the end
+    /// of a leaf (false; the scan goes on after `out`'s last key). Valid
+    /// only if [`Tree::version`] did not move meanwhile.
+    pub(crate) fn collect_published(
+        &self,
+        range: KeyRange<'_>,
+        max_bytes: usize,
+        out: &mut Collected,
+    ) -> Result<bool> {
+        out.clear();
+        let start: &[u8] = match range.start {
+            Bound::Included(s) | Bound::Excluded(s) => s,
+            Bound::Unbounded => &[],
+        };
+        let mut id = self.leaf_for_published(start)?;
+        let pages = self.published.pages.load(Relaxed);
+        let mut long = Vec::new();
+        for _ in 0..=pages {
+            if id < 2 {
+                return Ok(true);
+            }
+            let b = self.pool.read(id)?;
+            let from = match page::search(&b, start) {
+                Ok(i) | Err(i) => i,
+            };
+            let mut ended = false;
+            for i in from..page::count(&b) {
+                let k = page::key(&b, i);
+                if !range.after_start(k) {
+                    continue;
+                }
+                if !range.before_end(k) {
+                    ended = true;
+                    break;
+                }
+                match page::value(&b, i) {
+                    StoredValue::Inline(v) => out.push(k, v),
+                    StoredValue::Overflow { first, len } => {
+                        long.push((out.len(), first, len));
+                        out.push(k, &[]);
+                    }
+                }
+            }
+            id = page::link(&b);
+            drop(b);
+            // Long values are read with no leaf latched.
+            for (pair, first, len) in long.drain(..) {
+                let v = self.read_overflow(first, len)?;
+                out.set_value(pair, &v);
+            }
+            if ended {
+                return Ok(true);
+            }
+            if out.bytes.len() >= max_bytes {
+                return Ok(id < 2);
+            }
+        }
+        Err(Error::corruption("leaf chain", "longer than the file"))
     }
 
     /// Visits the pairs of `range` in key order.

@@ -304,3 +304,92 @@ fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
         "freed pages were reused"
     );
 }
+
+/// Scans in the plain tree read with no lock while they are short, and a
+/// long one finishes under the lock only if nothing changed since its
+/// lock-free start: either way a scan sees every batch whole. The writer
+/// sets a key at each end of the key space to the same version in one
+/// batch (with fillers between that split pages); a reader scanning the
+/// whole tree (longer than one lock-free chunk) or one end must see the
+/// two ends agree.
+#[test]
+fn scans_see_batches_whole() {
+    let page_dev = || Arc::new(MemDevice::with_block_size(1024).unwrap());
+    let devs = Devices {
+        pages: page_dev() as Arc<dyn BlockDevice>,
+        dwb: page_dev(),
+        wal: Arc::new(MemDevice::new()),
+        spill: page_dev(),
+        carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
+    };
+    let opts = Options {
+        cache_bytes: 4 << 20,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    let bt = BTreeOptions {
+        page_size: 1024,
+        ..BTreeOptions::default()
+    };
+    let db = Arc::new(BTreeStore::open_on(devs, &opts, bt).unwrap());
+    // 3000 fillers of 40 bytes: a full scan passes the 64 KiB chunk.
+    for i in 0..3000u32 {
+        db.put(format!("m{i:06}").as_bytes(), &[1; 32]).unwrap();
+    }
+    db.put(b"a", &0u32.to_le_bytes()).unwrap();
+    db.put(b"z", &0u32.to_le_bytes()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut rng = SmallRng::seed_from_u64(3);
+            for version in 1..=4000u32 {
+                let mut batch = ferrite_core::WriteBatch::new();
+                batch.put(b"a", &version.to_le_bytes()).unwrap();
+                let filler = format!("m{:06}x", rng.gen_range(0..3000u32));
+                batch.put(filler.as_bytes(), &[2; 32]).unwrap();
+                batch.put(b"z", &version.to_le_bytes()).unwrap();
+                db.write_batch(&batch).unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut scans = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    let (mut a, mut z, mut n) = (None, None, 0usize);
+                    let range = if r == 0 {
+                        KeyRange::all()
+                    } else {
+                        KeyRange::from_bounds(&b"m002990"[..]..)
+                    };
+                    db.scan(range, &mut |k, v| {
+                        n += 1;
+                        match k {
+                            b"a" => a = Some(v.to_vec()),
+                            b"z" => z = Some(v.to_vec()),
+                            _ => {}
+                        }
+                        ControlFlow::Continue(())
+                    })
+                    .unwrap();
+                    if r == 0 {
+                        assert!(n >= 3002, "a full scan saw {n} pairs");
+                        assert_eq!(a, z, "the ends of one batch disagree");
+                    } else {
+                        assert!(z.is_some(), "the short scan missed z");
+                    }
+                    scans += 1;
+                }
+                scans
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+}

@@ -707,11 +707,13 @@ mod tests {
     use ferrite_io::MemDevice;
 
     const PS: usize = 4096;
+    /// A byte in the page's free gap, free to mark images with.
+    const MARK: usize = PS / 2;
 
     fn image(id: PageId, mark: u8) -> AlignedBuf {
         let mut b = AlignedBuf::zeroed(PS);
         page::init(&mut b, id, page::KIND_LEAF, 0);
-        b[PS - 1] = mark;
+        b[MARK] = mark;
         page::seal(&mut b);
         b
     }
@@ -732,7 +734,7 @@ mod tests {
         {
             let r = pool.fetch(30).unwrap();
             let mut w = r.write();
-            w[PS - 1] = 2;
+            w[MARK] = 2;
             page::seal(&mut w);
         }
         pool.evict(30).unwrap();
@@ -747,12 +749,8 @@ mod tests {
             assert!(pool.is_resident(id), "{id}");
         }
         assert!(!pool.is_resident(20), "a damaged image is left out");
-        assert_eq!(
-            pool.fetch(30).unwrap().read()[PS - 1],
-            2,
-            "the spilled image"
-        );
-        assert_eq!(pool.fetch(9).unwrap().read()[PS - 1], 1);
+        assert_eq!(pool.fetch(30).unwrap().read()[MARK], 2, "the spilled image");
+        assert_eq!(pool.fetch(9).unwrap().read()[MARK], 1);
         // The normal path still reports the damage.
         assert!(pool.fetch(20).is_err());
     }

@@ -6,9 +6,14 @@
 //! Leaf cells hold a key and a value (inline, or a pointer to an overflow
 //! chain); inner cells hold a separator key and the child for keys at or
 //! above it, with the child for keys below the first separator in the
-//! header's `link`. Invariants: slots are sorted by key with no duplicates;
-//! every slot points to a cell inside `[cell_start, page_size)`;
-//! `HEADER + 2n ≤ cell_start`; `garbage` counts dead bytes in the cell area.
+//! header's `link`. Every leaf and inner page also holds its *fence keys*:
+//! the bounds `[low, high)` of the keys its subtree may hold (absent bound:
+//! unbounded), equal to the separators its parent routes by, in one fence
+//! cell in the cell area (not in the slot array). Invariants: slots are
+//! sorted by key with no duplicates; every slot and the fence cell point
+//! inside `[cell_start, page_size)`; `HEADER + 2n ≤ cell_start`; `garbage`
+//! counts dead bytes in the cell area; a leaf's keys lie in `[low, high)`,
+//! an inner page's separators in `(low, high)`.
 //! [`check`] verifies all of this on every page read from disk, so the
 //! accessors below can trust the layout; they still never index out of
 //! bounds on a page that was not checked.
@@ -25,6 +30,10 @@ pub const KIND_FREELIST: u8 = 4;
 const OVERFLOW_FLAG: u32 = 0x8000_0000;
 /// Bytes of an out-of-line value reference: first page (u64), length (u32).
 pub const OVERFLOW_REF: usize = 12;
+/// A fence length meaning "unbounded" (keys are far shorter).
+const UNBOUNDED: u16 = u16::MAX;
+/// Header offset of the fence cell's offset.
+const FENCE_AT: usize = 12;
 
 /// A page id; 0 and 1 are the meta pages, so 0 also means "none".
 pub type PageId = u64;
@@ -69,6 +78,9 @@ pub fn init(b: &mut [u8], id: PageId, kind: u8, level: u8) {
     }
     wr(b, 8, &n.to_le_bytes());
     wr(b, 24, &id.to_le_bytes());
+    if kind == KIND_LEAF || kind == KIND_INNER {
+        place_fences(b, None, None);
+    }
 }
 
 pub fn kind(b: &[u8]) -> u8 {
@@ -113,6 +125,90 @@ fn set_garbage(b: &mut [u8], v: usize) {
 }
 fn slot(b: &[u8], i: usize) -> usize {
     rd16(b, HEADER + 2 * i) as usize
+}
+fn fence_offset(b: &[u8]) -> usize {
+    rd16(b, FENCE_AT) as usize
+}
+
+/// Bytes of a fence cell for these bounds.
+pub fn fence_cell_size(low: Option<&[u8]>, high: Option<&[u8]>) -> usize {
+    4 + low.map_or(0, <[u8]>::len) + high.map_or(0, <[u8]>::len)
+}
+
+fn encode_fences(low: Option<&[u8]>, high: Option<&[u8]>) -> Vec<u8> {
+    let mut c = Vec::with_capacity(fence_cell_size(low, high));
+    for f in [low, high] {
+        c.extend_from_slice(&f.map_or(UNBOUNDED, |k| k.len() as u16).to_le_bytes());
+    }
+    for k in [low, high].into_iter().flatten() {
+        c.extend_from_slice(k);
+    }
+    c
+}
+
+/// The fence cell's bytes, if its header fields lie inside the page.
+fn fence_cell(b: &[u8]) -> Option<&[u8]> {
+    let off = fence_offset(b);
+    if off == 0 {
+        return None;
+    }
+    let len = |at: usize| match rd16(b, at) {
+        UNBOUNDED => 0,
+        n => n as usize,
+    };
+    let total = 4 + len(off) + len(off + 2);
+    b.get(off..off + total)
+}
+
+/// The page's fence keys `(low, high)`; `None` is an unbounded side.
+pub fn fences(b: &[u8]) -> (Option<&[u8]>, Option<&[u8]>) {
+    let Some(c) = fence_cell(b) else {
+        return (None, None);
+    };
+    let (l, h) = (rd16(c, 0), rd16(c, 2));
+    let lo = (l != UNBOUNDED).then(|| c.get(4..4 + l as usize).unwrap_or_default());
+    let skip = if l == UNBOUNDED { 0 } else { l as usize };
+    let hi = (h != UNBOUNDED).then(|| c.get(4 + skip..4 + skip + h as usize).unwrap_or_default());
+    (lo, hi)
+}
+
+/// Owned copies of the page's fence keys.
+pub fn fences_owned(b: &[u8]) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let (l, h) = fences(b);
+    (l.map(<[u8]>::to_vec), h.map(<[u8]>::to_vec))
+}
+
+/// Replaces the page's fence keys if the new fence cell fits; returns
+/// false (and changes nothing) if it does not.
+pub fn set_fences(b: &mut [u8], low: Option<&[u8]>, high: Option<&[u8]>) -> bool {
+    let old = fence_cell(b).map_or(0, <[u8]>::len);
+    if free_space(b) + old < fence_cell_size(low, high) {
+        return false;
+    }
+    if old > 0 {
+        let off = fence_offset(b);
+        wr(b, FENCE_AT, &0u16.to_le_bytes());
+        if off == cell_start(b) {
+            set_cell_start(b, off + old);
+        } else {
+            set_garbage(b, garbage(b) + old);
+        }
+    }
+    place_fences(b, low, high);
+    true
+}
+
+/// Writes a fence cell below the cell area. The caller checked space and
+/// released any previous fence cell.
+fn place_fences(b: &mut [u8], low: Option<&[u8]>, high: Option<&[u8]>) {
+    let cell = encode_fences(low, high);
+    if cell_start(b) < HEADER + 2 * count(b) + cell.len() {
+        compact(b);
+    }
+    let at = cell_start(b) - cell.len();
+    wr(b, at, &cell);
+    wr(b, FENCE_AT, &(at as u16).to_le_bytes());
+    set_cell_start(b, at);
 }
 
 /// Seals the page: writes its checksum.
@@ -272,7 +368,13 @@ fn compact(b: &mut [u8]) {
                 .to_vec()
         })
         .collect();
+    let fence = fence_cell(b).map(<[u8]>::to_vec);
     let mut at = b.len();
+    if let Some(f) = fence {
+        at -= f.len();
+        wr(b, at, &f);
+        wr(b, FENCE_AT, &(at as u16).to_le_bytes());
+    }
     for (i, c) in cells.iter().enumerate() {
         at -= c.len();
         wr(b, at, c);
@@ -365,14 +467,27 @@ pub fn remove(b: &mut [u8], i: usize) {
 
 /// Every cell of the page as raw bytes, in key order.
 pub fn raw_cells(b: &[u8]) -> Vec<Vec<u8>> {
-    (0..count(b))
-        .map(|i| {
-            let off = slot(b, i);
-            b.get(off..off + cell_len(b, off))
-                .unwrap_or_default()
-                .to_vec()
-        })
-        .collect()
+    (0..count(b)).map(|i| raw_cell(b, i)).collect()
+}
+
+/// The raw bytes of slot `i`'s cell.
+pub fn raw_cell(b: &[u8], i: usize) -> Vec<u8> {
+    if i >= count(b) {
+        return Vec::new();
+    }
+    let off = slot(b, i);
+    b.get(off..off + cell_len(b, off))
+        .unwrap_or_default()
+        .to_vec()
+}
+
+/// Inserts raw cell bytes (of this page's kind) at slot `i` if they fit.
+pub fn insert_raw(b: &mut [u8], i: usize, cell: &[u8]) -> bool {
+    if free_space(b) < raw_cell_size(cell) {
+        return false;
+    }
+    place(b, i, cell);
+    true
 }
 
 /// Bytes a raw cell needs in a page, slot included.
@@ -392,11 +507,14 @@ pub fn raw_cell_child(cell: &[u8]) -> PageId {
     rd64(cell, 2)
 }
 
-/// Replaces the page's cells with `cells` (which must fit), keeping the header.
-pub fn rebuild(b: &mut [u8], cells: &[Vec<u8>]) {
+/// Replaces the page's cells with `cells` and its fences with `(low,
+/// high)` (which must fit together), keeping the rest of the header.
+pub fn rebuild(b: &mut [u8], cells: &[Vec<u8>], low: Option<&[u8]>, high: Option<&[u8]>) {
     set_count(b, 0);
     set_cell_start(b, b.len());
     set_garbage(b, 0);
+    wr(b, FENCE_AT, &0u16.to_le_bytes());
+    place_fences(b, low, high);
     for (i, c) in cells.iter().enumerate() {
         place(b, i, c);
     }
@@ -442,6 +560,26 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
             return bad(format!("keys out of order at slot {i}"));
         }
     }
+    let off = fence_offset(b);
+    if off < cs || fence_cell(b).is_none() {
+        return bad("fence cell missing or outside the cell area".into());
+    }
+    let (low, high) = fences(b);
+    if let (Some(l), Some(h)) = (low, high) {
+        if l >= h {
+            return bad("low fence not below high fence".into());
+        }
+    }
+    if n > 0 {
+        let (first, last) = (key(b, 0), key(b, n - 1));
+        let below_low = match kind(b) {
+            KIND_LEAF => low.is_some_and(|l| first < l),
+            _ => low.is_some_and(|l| first <= l),
+        };
+        if below_low || high.is_some_and(|h| last >= h) {
+            return bad("keys outside the page's fences".into());
+        }
+    }
     Ok(())
 }
 
@@ -484,10 +622,22 @@ mod tests {
         /// checkable, and equal to the model; splits preserve every cell.
         #[test]
         fn page_matches_a_map(ops in proptest::collection::vec(
-            (any::<bool>(), proptest::collection::vec(1u8..8, 1..12), proptest::collection::vec(any::<u8>(), 0..60)), 1..300)) {
+            (0u8..8, proptest::collection::vec(1u8..8, 1..12), proptest::collection::vec(any::<u8>(), 0..60)), 1..300)) {
             let mut b = leaf(4096);
             let mut model = BTreeMap::new();
-            for (ins, k, v) in ops {
+            let mut want_fences: (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
+            for (op, k, v) in ops {
+                if op == 7 {
+                    // New fences around every possible key, of varying
+                    // length, so old fence cells become garbage.
+                    let high = vec![9u8; 1 + v.len() % 40];
+                    if set_fences(&mut b, Some(&[1]), Some(&high)) {
+                        want_fences = (Some(vec![1]), Some(high));
+                    }
+                    prop_assert_eq!(fences_owned(&b), want_fences.clone());
+                    continue;
+                }
+                let ins = op < 4;
                 match search(&b, &k) {
                     Ok(i) => {
                         remove(&mut b, i);
@@ -504,15 +654,27 @@ mod tests {
                 }
                 seal(&mut b);
                 check(&b, 7, &|| "test".into()).unwrap();
+                prop_assert_eq!(fences_owned(&b), want_fences.clone());
             }
             let want: Vec<_> = model.into_iter().collect();
             prop_assert_eq!(contents(&b), want.clone());
             if count(&b) >= 2 {
                 let mut cells = raw_cells(&b);
                 let upper = cells.split_off(cells.len() / 2);
+                let sep = crate::tree::separator(
+                    raw_cell_key(cells.last().unwrap(), KIND_LEAF),
+                    raw_cell_key(&upper[0], KIND_LEAF),
+                );
                 let mut right = leaf(4096);
-                rebuild(&mut b, &cells);
-                rebuild(&mut right, &upper);
+                set_page_id(&mut right, 7);
+                rebuild(&mut b, &cells, None, Some(&sep));
+                rebuild(&mut right, &upper, Some(&sep), None);
+                for p in [&mut b, &mut right] {
+                    seal(p);
+                    check(p, 7, &|| "half".into()).unwrap();
+                }
+                prop_assert_eq!(fences(&b), (None, Some(&sep[..])));
+                prop_assert_eq!(fences(&right), (Some(&sep[..]), None));
                 let mut both = contents(&b);
                 both.extend(contents(&right));
                 prop_assert_eq!(both, want);
@@ -547,5 +709,36 @@ mod tests {
         assert!(check(&b, 8, &|| "p".into()).is_err(), "wrong id");
         b[100] ^= 1;
         assert!(check(&b, 7, &|| "p".into()).is_err(), "bit flip");
+    }
+
+    #[test]
+    fn keys_must_lie_within_the_fences() {
+        let mut b = leaf(4096);
+        assert!(leaf_insert(&mut b, 0, b"k", &StoredValue::Inline(b"v")));
+        let ok = |b: &mut Vec<u8>| {
+            seal(b);
+            check(b, 7, &|| "p".into()).is_ok()
+        };
+        assert!(set_fences(&mut b, Some(b"k"), Some(b"l")));
+        assert!(ok(&mut b), "a leaf holds its low fence");
+        assert!(set_fences(&mut b, Some(b"ka"), None));
+        assert!(!ok(&mut b), "key below the low fence");
+        assert!(set_fences(&mut b, None, Some(b"k")));
+        assert!(!ok(&mut b), "key at the high fence");
+        assert!(set_fences(&mut b, Some(b"m"), Some(b"c")));
+        assert!(!ok(&mut b), "inverted fences");
+        let mut inner = vec![0u8; 4096];
+        init(&mut inner, 7, KIND_INNER, 1);
+        assert!(inner_insert(&mut inner, 0, b"k", 9));
+        assert!(set_fences(&mut inner, Some(b"k"), None));
+        assert!(!ok(&mut inner), "a separator equal to the low fence");
+        // A fence that does not fit is refused and changes nothing.
+        let long = vec![b'z'; 5000];
+        assert!(!set_fences(&mut b, Some(b"a"), Some(&long)));
+        assert_eq!(fences(&b), (Some(&b"m"[..]), Some(&b"c"[..])));
+        // A page without a fence cell is damaged.
+        let mut bare = leaf(4096);
+        wr(&mut bare, FENCE_AT, &0u16.to_le_bytes());
+        assert!(!ok(&mut bare));
     }
 }

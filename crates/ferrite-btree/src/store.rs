@@ -52,10 +52,12 @@ use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
 use crate::shortcut::relayout::{self, LevelMove};
 use crate::shortcut::{Progress, Shortcut, ShortcutOptions, ShortcutReport, Variant};
-use crate::tree::{max_key_len, Collected, Shape, Tree};
+use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 
-/// On-disk format version recorded in the store identity.
-pub const FORMAT_VERSION: u32 = 1;
+/// On-disk format version recorded in the store identity. Format 2 adds
+/// fence keys to every tree page; a format-1 directory is refused with
+/// [`Error::WrongFormat`] rather than read without them.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Options specific to the B+tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -187,6 +189,10 @@ struct Shared {
     chunk_pages: usize,
     /// Working buffers charged to the budget besides the caches.
     reserve: u64,
+    /// Per level, how full the last `verify` found the pages (empty
+    /// until one runs): reported in the stats, since a walk of every page
+    /// is too costly to repeat for each.
+    fill: Mutex<Vec<LevelFill>>,
 }
 
 /// Working memory outside the caches, for a budget of `cache_bytes` with
@@ -421,6 +427,7 @@ impl BTreeStore {
             wal_buffer,
             chunk_pages,
             reserve,
+            fill: Mutex::new(Vec::new()),
         });
         {
             let mut st = shared.state.write();
@@ -1353,6 +1360,13 @@ impl KvStore for BTreeStore {
                         extra.push((format!("pages_level_{i}"), *n as f64));
                     }
                 }
+                for (i, f) in s.fill.lock().iter().enumerate() {
+                    extra.extend([
+                        (format!("fill_level_{i}"), f.mean_fill()),
+                        (format!("min_fill_level_{i}"), f.min_fill),
+                        (format!("under_half_level_{i}"), f.under_half as f64),
+                    ]);
+                }
                 extra
             },
         }
@@ -1367,7 +1381,8 @@ impl KvStore for BTreeStore {
         let s = &self.shared;
         s.check_poison()?;
         let st = s.state.read();
-        s.tree.verify(&st.shape)?;
+        let report = s.tree.verify(&st.shape)?;
+        *s.fill.lock() = report.levels;
         if let Some(ib) = &st.ib {
             ib.check()
                 .map_err(|m| Error::corruption("insert buffer", m))?;

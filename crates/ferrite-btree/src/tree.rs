@@ -8,7 +8,9 @@
 //! pages (splits, root growth, freeing an overflow chain, relocations,
 //! bulk loads) runs inside a `structure_version::Change`. Invariants: every leaf is at level 0 and every inner page at
 //! its distance from the leaves; keys within a page are sorted; the keys of
-//! the subtree under inner cell `i` lie in `[sep_i, sep_{i+1})`; leaves are
+//! the subtree under inner cell `i` lie in `[sep_i, sep_{i+1})`, and every
+//! page's fence keys are exactly those bounds (a split hands the separator
+//! it posts to both halves as their shared fence); leaves are
 //! linked left to right. Deletes never merge pages (a lazy policy: an
 //! emptied leaf stays linked and is refilled by later inserts), so the tree
 //! never shrinks in height. Values whose cell would exceed a quarter of the
@@ -117,6 +119,55 @@ pub struct Tree {
     published: Published,
 }
 
+/// What [`Tree::verify`] found besides the invariants holding.
+pub struct TreeReport {
+    /// Every page the tree reaches (tree and overflow pages).
+    pub pages: HashSet<PageId>,
+    /// Per level, leaves first.
+    pub levels: Vec<LevelFill>,
+}
+
+/// How full one level's pages are, in bytes of the usable page (cells,
+/// slots and fence keys). Deletes are lazy (pages never merge), so no
+/// lower bound is enforced; the figures show what deletes left behind.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LevelFill {
+    pub pages: u64,
+    pub used_bytes: u64,
+    pub usable_bytes: u64,
+    /// The emptiest page's fill, 0..=1.
+    pub min_fill: f64,
+    /// Pages under half full.
+    pub under_half: u64,
+}
+
+impl LevelFill {
+    fn add(&mut self, used: usize, usable: usize) {
+        let fill = used as f64 / usable as f64;
+        self.min_fill = if self.pages == 0 {
+            fill
+        } else {
+            self.min_fill.min(fill)
+        };
+        self.pages += 1;
+        self.used_bytes += used as u64;
+        self.usable_bytes += usable as u64;
+        self.under_half += u64::from(2 * used < usable);
+    }
+
+    /// The level's mean fill, 0..=1.
+    pub fn mean_fill(&self) -> f64 {
+        self.used_bytes as f64 / self.usable_bytes.max(1) as f64
+    }
+}
+
+/// What a verification walk accumulates.
+struct Walk<'a> {
+    seen: &'a mut HashSet<PageId>,
+    leaves: &'a mut Vec<PageId>,
+    levels: &'a mut Vec<LevelFill>,
+}
+
 #[derive(Default)]
 struct Published {
     root: AtomicU64,
@@ -125,13 +176,15 @@ struct Published {
 }
 
 /// The largest key a tree with `page_size` pages accepts: its cell (with an
-/// overflow reference) must fit in a third of the usable page.
+/// overflow reference) must fit in a third of the usable page, so a page
+/// holds any one cell beside two fence keys of that length, and a split
+/// always finds a cut.
 pub fn max_key_len(page_size: usize) -> usize {
     (page::usable(page_size) / 3 - 20).min(ferrite_core::MAX_KEY_LEN)
 }
 
 /// Shortest key `s` with `left < s <= right`, to keep separators small.
-fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+pub(crate) fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
     right
         .get(..(common + 1).min(right.len()))
@@ -140,8 +193,13 @@ fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
 }
 
 /// Chooses where to cut `cells` so both halves fit in `cap` bytes,
-/// closest to an even split by bytes.
-fn split_point(cells: &[Vec<u8>], cap: usize) -> Option<usize> {
+/// closest to an even split by bytes. `fences(m)` gives the bytes the
+/// left and right halves' fence cells take when cut at `m`.
+fn split_point(
+    cells: &[Vec<u8>],
+    cap: usize,
+    fences: &dyn Fn(usize) -> (usize, usize),
+) -> Option<usize> {
     let sizes: Vec<usize> = cells.iter().map(|c| page::raw_cell_size(c)).collect();
     let total: usize = sizes.iter().sum();
     let mut best: Option<(usize, usize)> = None;
@@ -149,14 +207,85 @@ fn split_point(cells: &[Vec<u8>], cap: usize) -> Option<usize> {
     for m in 1..cells.len() {
         left += sizes[m - 1];
         let right = total - left;
-        if left <= cap && right <= cap {
-            let skew = left.abs_diff(right);
+        if left.max(right) > cap {
+            continue;
+        }
+        let (lf, rf) = fences(m);
+        if left + lf <= cap && right + rf <= cap {
+            let skew = (left + lf).abs_diff(right + rf);
             if best.is_none_or(|(_, s)| skew < s) {
                 best = Some((m, skew));
             }
         }
     }
     best.map(|(m, _)| m)
+}
+
+/// The key that goes up when `cells` are cut at `m`: for a leaf the
+/// shortest separator between the two sides, for an inner page the first
+/// right separator itself. It becomes both sides' shared fence.
+fn up_key(cells: &[Vec<u8>], kind: u8, m: usize) -> Vec<u8> {
+    let right_first = page::raw_cell_key(&cells[m], kind);
+    if kind == KIND_LEAF {
+        separator(page::raw_cell_key(&cells[m - 1], kind), right_first)
+    } else {
+        right_first.to_vec()
+    }
+}
+
+/// Where to cut an overfull page's `cells` (of `kind`, within fences `low`
+/// and `high`) so every piece fits `cap` bytes with its fence keys: one
+/// cut, as even as fits, when one can; otherwise as few as greedy packing
+/// finds, since between keys with long common prefixes the separators,
+/// and so both halves' fences, can be nearly as long as the keys. `None`
+/// only if a single cell cannot fit with its fences (the key limit rules
+/// that out).
+fn split_plan(
+    cells: &[Vec<u8>],
+    kind: u8,
+    cap: usize,
+    low: &Option<Vec<u8>>,
+    high: &Option<Vec<u8>>,
+) -> Option<Vec<usize>> {
+    let fence_bytes = |m: usize| {
+        let up = up_key(cells, kind, m);
+        (
+            page::fence_cell_size(low.as_deref(), Some(&up)),
+            page::fence_cell_size(Some(&up), high.as_deref()),
+        )
+    };
+    if let Some(m) = split_point(cells, cap, &fence_bytes) {
+        return Some(vec![m]);
+    }
+    let sizes: Vec<usize> = cells.iter().map(|c| page::raw_cell_size(c)).collect();
+    let mut cuts = Vec::new();
+    let mut start = 0;
+    let mut lo = low.clone();
+    while start < cells.len() {
+        let mut used = 0;
+        let mut best = None;
+        for end in start + 1..=cells.len() {
+            used += sizes[end - 1];
+            if used > cap {
+                break;
+            }
+            let hi = if end == cells.len() {
+                high.clone()
+            } else {
+                Some(up_key(cells, kind, end))
+            };
+            if used + page::fence_cell_size(lo.as_deref(), hi.as_deref()) <= cap {
+                best = Some((end, hi));
+            }
+        }
+        let (end, hi) = best?;
+        if end < cells.len() {
+            cuts.push(end);
+        }
+        start = end;
+        lo = hi;
+    }
+    Some(cuts)
 }
 
 impl Tree {
@@ -461,64 +590,88 @@ impl Tree {
         cell: Vec<u8>,
     ) -> Result<()> {
         let _change = self.version.change();
-        let right_id = self.alloc(shape);
         let p = self.pool.fetch(id)?;
-        let r = self.pool.create(right_id)?;
         let mut lb = p.write();
-        let mut rb = r.write();
         let kind = page::kind(&lb);
         let level = page::level(&lb);
+        let (low, high) = page::fences_owned(&lb);
         let mut cells = page::raw_cells(&lb);
         cells.insert(pos.min(cells.len()), cell);
-        let m = split_point(&cells, page::usable(self.page_size)).ok_or_else(|| {
-            Error::corruption(format!("page {id}"), "no split point fits both halves")
-        })?;
-        let right_cells = cells.split_off(m);
-        page::init(&mut rb, right_id, kind, level);
-        let up_key;
-        if kind == KIND_LEAF {
-            let left_last = cells
-                .last()
-                .map(|c| page::raw_cell_key(c, kind).to_vec())
-                .unwrap_or_default();
-            let right_first = right_cells
-                .first()
-                .map(|c| page::raw_cell_key(c, kind))
-                .unwrap_or_default();
-            up_key = separator(&left_last, right_first);
-            page::rebuild(&mut rb, &right_cells);
-            page::set_link(&mut rb, page::link(&lb));
-            page::set_link(&mut lb, right_id);
-        } else {
-            // The first right cell moves up; its child becomes the right
-            // page's leftmost child.
-            let (first, rest) = right_cells
-                .split_first()
-                .ok_or_else(|| Error::corruption(format!("page {id}"), "empty right half"))?;
-            up_key = page::raw_cell_key(first, kind).to_vec();
-            page::set_link(&mut rb, page::raw_cell_child(first));
-            page::rebuild(&mut rb, rest);
+        let cuts = split_plan(&cells, kind, page::usable(self.page_size), &low, &high).ok_or_else(
+            || Error::corruption(format!("page {id}"), "no split of the page fits its pages"),
+        )?;
+        let seps: Vec<Vec<u8>> = cuts.iter().map(|&m| up_key(&cells, kind, m)).collect();
+        // The new pages, left to right, written one at a time so a split
+        // pins at most two frames; each takes the cells up to the next cut
+        // and the fences either side of it.
+        let ids: Vec<PageId> = cuts.iter().map(|_| self.alloc(shape)).collect();
+        let old_link = page::link(&lb);
+        for (i, &new_id) in ids.iter().enumerate() {
+            let end = cuts.get(i + 1).copied().unwrap_or(cells.len());
+            let piece = &cells[cuts[i]..end];
+            let hi = seps.get(i + 1).or(high.as_ref()).map(Vec::as_slice);
+            let r = self.pool.create(new_id)?;
+            let mut rb = r.write();
+            page::init(&mut rb, new_id, kind, level);
+            if kind == KIND_LEAF {
+                page::rebuild(&mut rb, piece, Some(&seps[i]), hi);
+                page::set_link(&mut rb, ids.get(i + 1).copied().unwrap_or(old_link));
+            } else {
+                // The first cell moves up; its child becomes the page's
+                // leftmost child.
+                let (first, rest) = piece
+                    .split_first()
+                    .ok_or_else(|| Error::corruption(format!("page {id}"), "empty split piece"))?;
+                page::set_link(&mut rb, page::raw_cell_child(first));
+                page::rebuild(&mut rb, rest, Some(&seps[i]), hi);
+            }
         }
-        page::rebuild(&mut lb, &cells);
+        page::rebuild(&mut lb, &cells[..cuts[0]], low.as_deref(), Some(&seps[0]));
+        if kind == KIND_LEAF {
+            page::set_link(&mut lb, ids[0]);
+        }
         drop(lb);
-        drop(rb);
         drop(p);
-        drop(r);
         if let Some(sc) = &self.shortcut {
-            sc.stash.record(level, id, right_id);
+            let mut left = id;
+            for &new_id in &ids {
+                sc.stash.record(level, left, new_id);
+                left = new_id;
+            }
         }
         if let Some(c) = self.level_counts.lock().as_mut() {
             if let Some(n) = c.get_mut(usize::from(level)) {
-                *n += 1;
+                *n += ids.len() as u64;
             }
         }
-        self.insert_into_parent(
-            shape,
-            &path[..path.len().saturating_sub(1)],
-            up_key,
-            right_id,
-            level + 1,
-        )
+        for (i, (sep, new_id)) in seps.into_iter().zip(ids).enumerate() {
+            // The first separator goes to the parent on `path`; a post may
+            // split that parent (or grow the root), so later ones find
+            // their parent again from the root.
+            let ancestors = if i == 0 {
+                path[..path.len().saturating_sub(1)].to_vec()
+            } else {
+                self.path_to_level(shape, &sep, u32::from(level) + 1)?
+            };
+            self.insert_into_parent(shape, &ancestors, sep, new_id, level + 1)?;
+        }
+        Ok(())
+    }
+
+    /// The pages from the root down to the one at `level` whose range
+    /// holds `key`.
+    fn path_to_level(&self, shape: &Shape, key: &[u8], level: u32) -> Result<Vec<PageId>> {
+        let mut path = Vec::new();
+        let mut id = shape.root;
+        for _ in level..shape.height {
+            path.push(id);
+            let b = self.pool.read(id)?;
+            id = page::child_for(&b, key);
+        }
+        if level <= shape.height {
+            path.push(id);
+        }
+        Ok(path)
     }
 
     fn insert_into_parent(
@@ -924,11 +1077,18 @@ impl Tree {
         Ok(levels)
     }
 
-    /// Checks every structural invariant; returns the set of reachable pages.
-    pub fn verify(&self, shape: &Shape) -> Result<HashSet<PageId>> {
+    /// Checks every structural invariant; returns the reachable pages and
+    /// how full each level is.
+    pub fn verify(&self, shape: &Shape) -> Result<TreeReport> {
         let mut seen = HashSet::new();
         let mut leaves = Vec::new();
-        self.verify_node(shape.root, shape.height, None, None, &mut seen, &mut leaves)?;
+        let mut levels = vec![LevelFill::default(); shape.height as usize + 1];
+        let mut walk = Walk {
+            seen: &mut seen,
+            leaves: &mut leaves,
+            levels: &mut levels,
+        };
+        self.verify_node(shape.root, shape.height, None, None, &mut walk)?;
         // Leaves must be linked left to right in key order.
         for w in leaves.windows(2) {
             let p = self.pool.fetch(w[0])?;
@@ -964,7 +1124,10 @@ impl Tree {
                 ));
             }
         }
-        Ok(seen)
+        Ok(TreeReport {
+            pages: seen,
+            levels,
+        })
     }
 
     fn verify_node(
@@ -973,11 +1136,10 @@ impl Tree {
         level: u32,
         low: Option<&[u8]>,
         high: Option<&[u8]>,
-        seen: &mut HashSet<PageId>,
-        leaves: &mut Vec<PageId>,
+        walk: &mut Walk<'_>,
     ) -> Result<()> {
         let loc = || format!("page {id}");
-        if !(2..u64::MAX / 2).contains(&id) || !seen.insert(id) {
+        if !(2..u64::MAX / 2).contains(&id) || !walk.seen.insert(id) {
             return Err(Error::corruption(loc(), "page reached twice or invalid id"));
         }
         let p = self.pool.fetch(id)?;
@@ -987,6 +1149,18 @@ impl Tree {
                 loc(),
                 format!("level {} where {level} expected", page::level(&b)),
             ));
+        }
+        // A page's fences must be exactly the bounds its parent routes by:
+        // a stale fence means a split or a move reached one side only.
+        if page::fences(&b) != (low, high) {
+            return Err(Error::corruption(
+                loc(),
+                "fence keys differ from the separators in its parent",
+            ));
+        }
+        let usable = page::usable(self.page_size);
+        if let Some(f) = walk.levels.get_mut(level as usize) {
+            f.add(usable - page::free_space(&b), usable);
         }
         let n = page::count(&b);
         for i in 0..n {
@@ -1013,7 +1187,7 @@ impl Tree {
                     let per = page::usable(self.page_size) as u64;
                     let mut of = first;
                     for _ in 0..u64::from(len).div_ceil(per) {
-                        if !seen.insert(of) {
+                        if !walk.seen.insert(of) {
                             return Err(Error::corruption(
                                 loc(),
                                 format!("overflow page {of} shared"),
@@ -1024,7 +1198,7 @@ impl Tree {
                     }
                 }
             }
-            leaves.push(id);
+            walk.leaves.push(id);
             return Ok(());
         }
         if page::kind(&b) != KIND_INNER {
@@ -1053,7 +1227,7 @@ impl Tree {
         drop(b);
         drop(p);
         for (child, lo, hi) in children {
-            self.verify_node(child, level - 1, lo.as_deref(), hi.as_deref(), seen, leaves)?;
+            self.verify_node(child, level - 1, lo.as_deref(), hi.as_deref(), walk)?;
         }
         Ok(())
     }
@@ -1082,9 +1256,63 @@ mod tests {
             vec![0; 1000],
             vec![0; 1000],
         ];
-        let m = split_point(&cells, 4064).unwrap();
+        let none = |_: usize| (0, 0);
+        let m = split_point(&cells, 4064, &none).unwrap();
         assert!(m == 2 || m == 3);
-        assert_eq!(split_point(&[vec![0; 3000], vec![0; 3000]], 4064), Some(1));
-        assert_eq!(split_point(&[vec![0; 5000]], 4064), None);
+        assert_eq!(
+            split_point(&[vec![0; 3000], vec![0; 3000]], 4064, &none),
+            Some(1)
+        );
+        assert_eq!(split_point(&[vec![0; 5000]], 4064, &none), None);
+        // Fences count: a long right fence pushes the cut right.
+        let fences = |_: usize| (0, 2100);
+        assert_eq!(split_point(&cells, 4064, &fences), Some(4));
+        let huge = |_: usize| (3100, 3100);
+        assert_eq!(split_point(&cells, 4064, &huge), None);
+    }
+
+    #[test]
+    fn long_shared_prefixes_split_three_ways() {
+        // Three keys with a 290-byte common prefix between short ones: any
+        // cut between two of them needs two fences nearly as long as a key
+        // on each side, so no two-way split of a 1 KiB page fits.
+        let long = |i: u32| {
+            let mut k = vec![b'p'; 290];
+            k.extend_from_slice(format!("{i:05}").as_bytes());
+            k
+        };
+        let over = StoredValue::Overflow {
+            first: 9,
+            len: 5000,
+        };
+        let mut keys: Vec<Vec<u8>> = vec![b"a1".to_vec(), b"a2".to_vec(), b"a3".to_vec()];
+        keys.extend([long(82), long(212), long(304)]);
+        keys.extend([b"x1".to_vec(), b"x2".to_vec()]);
+        let cells: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|k| {
+                if k.len() > 100 {
+                    page::encode_leaf_cell(k, &over)
+                } else {
+                    page::encode_leaf_cell(k, &StoredValue::Inline(&[7; 150]))
+                }
+            })
+            .collect();
+        let cap = page::usable(1024);
+        let cuts = split_plan(&cells, KIND_LEAF, cap, &None, &None).unwrap();
+        assert!(cuts.len() >= 2, "{cuts:?}");
+        let mut bounds = vec![0];
+        bounds.extend(&cuts);
+        bounds.push(cells.len());
+        for w in bounds.windows(2) {
+            let used: usize = cells[w[0]..w[1]]
+                .iter()
+                .map(|c| page::raw_cell_size(c))
+                .sum();
+            let lo = (w[0] > 0).then(|| up_key(&cells, KIND_LEAF, w[0]));
+            let hi = (w[1] < cells.len()).then(|| up_key(&cells, KIND_LEAF, w[1]));
+            let fences = page::fence_cell_size(lo.as_deref(), hi.as_deref());
+            assert!(used + fences <= cap, "piece {w:?}: {used} + {fences}");
+        }
     }
 }

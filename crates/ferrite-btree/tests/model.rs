@@ -64,11 +64,20 @@ enum Op {
     Reopen,
 }
 
+/// Keys sharing a long prefix: their separators, and so the fence keys,
+/// are nearly as long as the keys (close to the 1 KiB pages' limit).
+fn long_prefixed(i: u16) -> Vec<u8> {
+    let mut k = vec![b'p'; 290];
+    k.extend_from_slice(format!("{i:05}").as_bytes());
+    k
+}
+
 fn key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 1..6),
         (0u16..400).prop_map(|i| format!("k{i:05}").into_bytes()),
         proptest::collection::vec(any::<u8>(), 100..300),
+        (0u16..400).prop_map(long_prefixed),
     ]
 }
 
@@ -171,6 +180,42 @@ fn range_scans_respect_bounds() {
     assert!(db.stats().extra("height").unwrap() >= 2.0);
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Bulk loads at any fill, of keys whose fences may not fit beside a
+    /// full page, then splits of the loaded pages: the tree verifies
+    /// (fences equal to the parents' separators) and holds every pair.
+    #[test]
+    fn bulk_loads_of_any_keys_verify(
+        keys in proptest::collection::btree_set(key(), 1..600),
+        fill in 0.5f64..=1.0,
+        small in any::<bool>(),
+        later in proptest::collection::vec(key(), 0..200),
+    ) {
+        let page_size = if small { 1024 } else { 4096 };
+        let d = devices_for(page_size);
+        let db = open(&d, page_size);
+        let max = ferrite_btree::max_key_len(page_size);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = keys
+            .into_iter()
+            .filter(|k| k.len() <= max)
+            .map(|k| {
+                let v = value_of(&k, k.len() % 50);
+                (k, v)
+            })
+            .collect();
+        let mut it = model.clone().into_iter();
+        prop_assert_eq!(db.bulk_load_with_fill(&mut it, fill).unwrap(), model.len() as u64);
+        check(&db, &model);
+        for k in later.into_iter().filter(|k| k.len() <= max) {
+            let v = value_of(&k, 7);
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        check(&db, &model);
+    }
+}
+
 #[test]
 fn bulk_load_builds_a_valid_tree() {
     let d = devices();
@@ -178,6 +223,11 @@ fn bulk_load_builds_a_valid_tree() {
     let mut it = (0..50_000u64).map(|i| (i.to_be_bytes().to_vec(), (i * 3).to_le_bytes().to_vec()));
     assert_eq!(db.bulk_load_with_fill(&mut it, 0.9).unwrap(), 50_000);
     db.verify().unwrap();
+    // The walk reports how full it found the pages: the loader's 90%, plus
+    // fence keys, less the last page's remainder.
+    let fill = db.stats().extra("fill_level_0").unwrap();
+    assert!((0.85..0.95).contains(&fill), "leaf fill {fill}");
+    assert!(db.stats().extra("min_fill_level_1").unwrap() > 0.0);
     for i in (0..50_000u64).step_by(997) {
         assert_eq!(
             db.get(&i.to_be_bytes()).unwrap(),

@@ -113,17 +113,17 @@ fn a_useless_level_stops_predicting() {
             ..Default::default()
         },
     );
-    let mut pairs = (0..200_000u64).map(|i| (key(i * i * 977), vec![1u8; 8]));
+    let mut pairs = (0..200_000u64).map(|i| (key(i * i * i * 17), vec![1u8; 8]));
     db.bulk_load(&mut pairs).unwrap();
     let mut rng = SmallRng::seed_from_u64(3);
     for _ in 0..5_000 {
         let i = rng.gen_range(0..200_000u64);
-        assert_eq!(db.get(&key(i * i * 977)).unwrap(), Some(vec![1u8; 8]));
+        assert_eq!(db.get(&key(i * i * i * 17)).unwrap(), Some(vec![1u8; 8]));
     }
     let before = extra(&db, "sc_predictions");
     for _ in 0..5_000 {
         let i = rng.gen_range(0..200_000u64);
-        db.get(&key(i * i * 977)).unwrap();
+        db.get(&key(i * i * i * 17)).unwrap();
     }
     assert_eq!(
         extra(&db, "sc_predictions"),

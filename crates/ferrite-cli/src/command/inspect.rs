@@ -48,12 +48,15 @@ pub fn run(path: &Path) -> Result<()> {
     };
     match ferrite::open_existing(path, &opts) {
         Ok(db) => {
+            // Verified first: engines report what the walk found (page
+            // fill per level) among their statistics.
+            let verified = db.verify();
             let s = db.stats();
             println!("memory     {} bytes in engine structures", s.memory_bytes);
             for (name, value) in &s.extra {
                 println!("{name:<10} {value}");
             }
-            match db.verify() {
+            match verified {
                 Ok(()) => println!("verify     ok"),
                 Err(e) => {
                     println!("verify     FAILED: {e}");

@@ -17,7 +17,12 @@
 //!   evicted;
 //! - the memory it holds (frames, their metadata, the page table) stays
 //!   within the budget given at creation; the spill set adds one bit per
-//!   page of the tree, counted in [`BufferPool::memory_bytes`].
+//!   page of the tree, counted in [`BufferPool::memory_bytes`];
+//! - a pool may have *spare* frames beyond its base ones: metadata only,
+//!   with no page buffer, until memory another structure gave up is lent
+//!   to the pool ([`BufferPool::lend`]); [`BufferPool::reclaim`] empties
+//!   them and frees their buffers again. Only frames below the active
+//!   count hold pages.
 //!
 //! Readers of the tree fetch concurrently: the page table is behind a lock
 //! held exclusively only to claim a frame (and, for a dirty victim, while
@@ -127,6 +132,10 @@ pub struct BufferPool {
     spill: Mutex<SpillSet>,
     page_size: usize,
     frames: Vec<Frame>,
+    /// Frames that may hold pages: `base`, or every frame while the spare
+    /// ones are lent.
+    active: AtomicUsize,
+    base: usize,
     table: RwLock<PageTable>,
     hand: Mutex<Hand>,
     dirty: AtomicUsize,
@@ -191,13 +200,30 @@ impl BufferPool {
         page_size: usize,
         budget: u64,
     ) -> Self {
+        Self::with_spare(dev, spill_dev, page_size, budget, 0)
+    }
+
+    /// A pool of base frames within `budget` bytes (less the metadata of
+    /// its spare frames), with spare frames up to `lent_frames` in all,
+    /// which hold pages only while lent.
+    pub fn with_spare(
+        dev: Arc<dyn BlockDevice>,
+        spill_dev: Arc<dyn BlockDevice>,
+        page_size: usize,
+        budget: u64,
+        lent_frames: usize,
+    ) -> Self {
         let per = (page_size + FRAME_OVERHEAD) as u64;
+        let spare_metadata = lent_frames.saturating_sub((budget / per) as usize) * FRAME_OVERHEAD;
+        let budget = budget.saturating_sub(spare_metadata as u64);
         // The store refuses budgets too small for a working pool.
         let n = (budget / per).max(1) as usize;
+        let spare = lent_frames.saturating_sub(n);
         // One slab for all frames: page-aligned allocations made one by one
         // would each cost a second page.
         let frames = AlignedBuf::slab(n, page_size)
             .into_iter()
+            .chain((0..spare).map(|_| AlignedBuf::zeroed(0)))
             .map(|buf| Frame {
                 id: AtomicU64::new(EMPTY),
                 data: RwLock::new(buf),
@@ -216,7 +242,12 @@ impl BufferPool {
             }),
             page_size,
             frames,
-            table: RwLock::new(PageTable::with_capacity_and_hasher(n, Default::default())),
+            active: AtomicUsize::new(n),
+            base: n,
+            table: RwLock::new(PageTable::with_capacity_and_hasher(
+                n + spare,
+                Default::default(),
+            )),
             hand: Mutex::new(Hand {
                 at: 0,
                 free: (0..n).rev().collect(),
@@ -236,18 +267,104 @@ impl BufferPool {
         self.dev.as_ref()
     }
 
+    /// Frames that hold pages now.
     pub fn capacity(&self) -> usize {
-        self.frames.len()
+        self.active.load(Acquire)
+    }
+
+    /// Frames the pool has without lent memory.
+    pub fn base_capacity(&self) -> usize {
+        self.base
+    }
+
+    /// Frames that may be lent.
+    pub fn spare_capacity(&self) -> usize {
+        self.frames.len() - self.base
+    }
+
+    /// Whether the spare frames are lent (hold page buffers).
+    pub fn is_lent(&self) -> bool {
+        self.capacity() > self.base
+    }
+
+    /// Gives the spare frames page buffers (one allocation), so they take
+    /// pages like the others; the memory must have been freed elsewhere.
+    /// Returns false if they are lent already or there are none.
+    pub fn lend(&self) -> bool {
+        let _table = self.table.write();
+        let mut hand = self.hand.lock();
+        let n = self.frames.len();
+        if self.capacity() == n {
+            return false;
+        }
+        for (k, buf) in AlignedBuf::slab(n - self.base, self.page_size)
+            .into_iter()
+            .enumerate()
+        {
+            let i = self.base + k;
+            *self.frame(i).data.write() = buf;
+            hand.free.push(i);
+        }
+        self.active.store(n, Release);
+        self.spill.lock().cap = n * SPILL_PER_FRAME;
+        true
+    }
+
+    /// Takes the spare frames back: their pages leave the pool (dirty ones
+    /// through the spill file) and their buffers are freed. Callers exclude
+    /// all other pool users. Returns false, changing nothing, if a spare
+    /// frame is pinned or the spill file has no room for their dirty pages.
+    pub fn reclaim(&self) -> Result<bool> {
+        let mut table = self.table.write();
+        let mut hand = self.hand.lock();
+        let n = self.frames.len();
+        if self.capacity() == self.base {
+            return Ok(true);
+        }
+        let spare = || (self.base..n).map(|i| self.frame(i));
+        if spare().any(|f| f.pins.load(Acquire) > 0) {
+            return Ok(false);
+        }
+        let dirty = spare().filter(|f| f.dirty.load(Acquire)).count();
+        {
+            let sp = self.spill.lock();
+            if sp.count + dirty > self.base * SPILL_PER_FRAME {
+                return Ok(false);
+            }
+        }
+        self.active.store(self.base, Release);
+        for f in spare() {
+            if f.dirty.load(Acquire) {
+                self.spill_frame(f)?;
+            }
+            let old = f.id.swap(EMPTY, AcqRel);
+            if old != EMPTY {
+                table.remove(&old);
+                self.counters.evictions.fetch_add(1, Relaxed);
+            }
+            f.referenced.store(false, Relaxed);
+            *f.data.write() = AlignedBuf::zeroed(0);
+        }
+        hand.free.retain(|&i| i < self.base);
+        hand.at = 0;
+        self.spill.lock().cap = self.base * SPILL_PER_FRAME;
+        Ok(true)
     }
 
     pub fn dirty_count(&self) -> usize {
         self.dirty.load(Acquire)
     }
 
-    /// Bytes the pool holds.
+    /// Bytes the pool holds: active frames whole, spare ones' metadata.
     pub fn memory_bytes(&self) -> u64 {
         let spill = self.spill.lock().bits.capacity() * 8;
-        (self.frames.len() * (self.page_size + FRAME_OVERHEAD) + spill) as u64
+        let buffers = self.capacity() * self.page_size;
+        (self.frames.len() * FRAME_OVERHEAD + buffers + spill) as u64
+    }
+
+    /// Bytes the spare frames' buffers take while lent.
+    pub fn spare_bytes(&self) -> u64 {
+        (self.spare_capacity() * self.page_size) as u64
     }
 
     /// Pages in the spill file.
@@ -266,7 +383,11 @@ impl BufferPool {
     fn claim(&self, table: &mut PageTable, id: PageId) -> Result<usize> {
         let steal = self.spill.lock().has_room();
         let mut hand = self.hand.lock();
+        let active = self.capacity();
         while let Some(i) = hand.free.pop() {
+            if i >= active {
+                continue;
+            }
             let f = self.frame(i);
             if f.id.load(Acquire) == EMPTY && f.pins.load(Acquire) == 0 {
                 f.id.store(id, Release);
@@ -286,8 +407,7 @@ impl BufferPool {
             }
         };
         let mut clear = |i: usize| self.frame(i).referenced.store(false, Release);
-        let Some((victim, next)) =
-            pick_victim(self.frames.len(), hand.at, steal, &state, &mut clear)
+        let Some((victim, next)) = pick_victim(active, hand.at % active, steal, &state, &mut clear)
         else {
             return Err(Error::corruption(
                 "buffer pool",
@@ -753,5 +873,53 @@ mod tests {
         assert_eq!(pool.fetch(9).unwrap().read()[MARK], 1);
         // The normal path still reports the damage.
         assert!(pool.fetch(20).is_err());
+    }
+
+    #[test]
+    fn lent_frames_hold_pages_and_give_them_back_intact() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        for id in 0..64u64 {
+            dev.write_at(&image(id, 1), id * PS as u64).unwrap();
+        }
+        let per = (PS + FRAME_OVERHEAD) as u64;
+        let pool = BufferPool::with_spare(dev, spill, PS, 16 * per, 23);
+        assert_eq!((pool.capacity(), pool.spare_capacity()), (15, 8));
+        let small = pool.memory_bytes();
+        assert!(small <= 16 * per, "spare frames cost only their metadata");
+        assert!(pool.lend());
+        assert!(!pool.lend(), "already lent");
+        assert_eq!(pool.capacity(), 23);
+        assert_eq!(pool.memory_bytes(), small + pool.spare_bytes());
+        // Fill every frame, changing each page, so spare frames hold dirty
+        // pages when they are taken back.
+        for id in 0..23u64 {
+            let r = pool.fetch(id).unwrap();
+            let mut w = r.write();
+            w[MARK] = 3;
+            page::seal(&mut w);
+        }
+        assert_eq!(
+            pool.counters.evictions.load(Relaxed),
+            0,
+            "23 frames hold 23 pages"
+        );
+        {
+            let in_spare = (0..23u64)
+                .find(|id| pool.table.read().get(id).is_some_and(|&i| i >= pool.base))
+                .unwrap();
+            let _pinned = pool.fetch(in_spare).unwrap();
+            assert!(!pool.reclaim().unwrap(), "a pinned spare frame stays");
+            assert_eq!(pool.capacity(), 23);
+        }
+        assert!(pool.reclaim().unwrap());
+        assert_eq!(pool.capacity(), 15);
+        // The buffers are freed; the spill set now names a few pages.
+        assert!(pool.memory_bytes() <= small + 64, "{}", pool.memory_bytes());
+        // Every page comes back with its change, resident or spilled.
+        for id in 0..23u64 {
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], 3, "page {id}");
+        }
+        assert!(pool.spilled() >= 8);
     }
 }

@@ -47,7 +47,8 @@ use crate::buffer_pool::BufferPool;
 use crate::carry_over;
 use crate::checkpoint;
 use crate::free_space;
-use crate::insert_buffer::{InsertBuffer, InsertBufferOptions, LoadReason, Offer};
+use crate::insert_buffer::gate::{self, GateState, Window};
+use crate::insert_buffer::{BufferCounters, InsertBuffer, InsertBufferOptions, LoadReason, Offer};
 use crate::meta::Meta;
 use crate::page::{self, PageId, KIND_LEAF};
 use crate::shortcut::relayout::{self, LevelMove};
@@ -124,6 +125,33 @@ struct State {
     /// Pages whose reuse score reached the threshold, waiting to be loaded
     /// together (their records stay buffered until then).
     hot: Vec<PageId>,
+    /// The adaptive insert buffer's gate (unused without one).
+    gate: GateWindow,
+}
+
+/// Where the gate's current window started, and what it learned.
+#[derive(Debug, Clone, Copy)]
+struct GateWindow {
+    /// Operations (lookups and writes) at the window's start.
+    ops: u64,
+    start: Window,
+    /// Share of write misses that saved a read, last measured while on.
+    saving_share: f64,
+    /// The buffer's counters, kept while it is off.
+    parked: BufferCounters,
+    switches: u64,
+}
+
+impl Default for GateWindow {
+    fn default() -> Self {
+        Self {
+            ops: 0,
+            start: Window::default(),
+            saving_share: 0.5,
+            parked: BufferCounters::default(),
+            switches: 0,
+        }
+    }
 }
 
 /// Bytes of pairs a scan reads with no lock before it takes the tree's
@@ -193,6 +221,9 @@ struct Shared {
     /// until one runs): reported in the stats, since a walk of every page
     /// is too costly to repeat for each.
     fill: Mutex<Vec<LevelFill>>,
+    /// The insert buffer's byte budget, kept to rebuild it when the gate
+    /// turns it back on.
+    ib_budget: usize,
 }
 
 /// Working memory outside the caches, for a budget of `cache_bytes` with
@@ -309,11 +340,19 @@ impl BTreeStore {
             }
             None => cache_bytes,
         };
-        let pool = BufferPool::new(
+        // An adaptive insert buffer lends its memory to the pool while it
+        // is off: as spare frames, up to a plain pool's count.
+        let per = (ps + crate::buffer_pool::FRAME_OVERHEAD) as u64;
+        let lent_frames = match &bt.insert_buffer {
+            Some(ib) if ib.adaptive => (cache_bytes / per) as usize,
+            _ => 0,
+        };
+        let pool = BufferPool::with_spare(
             devices.pages.clone(),
             devices.spill.clone(),
             ps,
             pool_budget,
+            lent_frames,
         );
         if pool.capacity() < MIN_FRAMES {
             return Err(Error::InvalidOptions(format!(
@@ -322,10 +361,10 @@ impl BTreeStore {
                 pool.capacity()
             )));
         }
-        let ib = bt.insert_buffer.map(|o| {
-            let budget = cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
-            InsertBuffer::new(&o, budget, pool.capacity(), ps)
-        });
+        let ib_budget = cache_bytes.saturating_sub(pool.memory_bytes()) as usize;
+        let ib = bt
+            .insert_buffer
+            .map(|o| InsertBuffer::new(&o, ib_budget, pool.capacity(), ps));
         let shortcut = match &bt.shortcut {
             Some(o) => {
                 o.validate().map_err(Error::InvalidOptions)?;
@@ -415,6 +454,7 @@ impl BTreeStore {
                 epoch,
                 ib,
                 hot: Vec::new(),
+                gate: GateWindow::default(),
             }),
             devices,
             wal,
@@ -428,6 +468,7 @@ impl BTreeStore {
             chunk_pages,
             reserve,
             fill: Mutex::new(Vec::new()),
+            ib_budget,
         });
         {
             let mut st = shared.state.write();
@@ -756,6 +797,7 @@ impl Shared {
         logged: Option<&[u8]>,
     ) -> Result<()> {
         self.make_room(st, logged)?;
+        self.gate(st, logged)?;
         let mut path = Vec::with_capacity(8);
         let leaf = self.tree.find_leaf(&st.shape, key, &mut path)?;
         let resident = self.tree.pool.is_resident(leaf);
@@ -826,6 +868,92 @@ impl Shared {
                     self.apply_buffered(st, leaf, logged)?;
                 }
                 self.write_tree(st, key, value)
+            }
+        }
+    }
+
+    /// The gate's counts so far: operations, and the window's fields.
+    fn gate_counts(&self, st: &State) -> (u64, Window) {
+        let c = &self.counters;
+        let lookups = c.read_hits.load(Relaxed) + c.read_misses.load(Relaxed);
+        let writes = c.write_hits.load(Relaxed) + c.write_misses.load(Relaxed);
+        let k = st.ib.as_ref().map_or(st.gate.parked, |ib| ib.counters);
+        let w = Window {
+            lookups,
+            write_misses: c.write_misses.load(Relaxed),
+            loads: k.promoted_loads + k.full_loads + k.pressure_loads,
+        };
+        (lookups + writes, w)
+    }
+
+    /// At the end of each window of operations (two per base pool frame),
+    /// turns an adaptive insert buffer off or on as [`gate`] decides: off,
+    /// its records are applied and its memory lent to the pool; on, the
+    /// pool gives the memory back and the buffer starts empty.
+    fn gate(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
+        if !self.opts.insert_buffer.is_some_and(|o| o.adaptive) {
+            return Ok(());
+        }
+        let pool = &self.tree.pool;
+        let (ops, now) = self.gate_counts(st);
+        if ops < st.gate.ops + 2 * pool.base_capacity() as u64 {
+            return Ok(());
+        }
+        let w = Window {
+            lookups: now.lookups - st.gate.start.lookups,
+            write_misses: now.write_misses - st.gate.start.write_misses,
+            loads: now.loads - st.gate.start.loads,
+        };
+        let on = st.ib.is_some();
+        if on {
+            st.gate.saving_share = gate::saving_share(&w, st.gate.saving_share);
+        }
+        let state = GateState {
+            on,
+            saving_share: st.gate.saving_share,
+            frames: pool.spare_capacity() as u64,
+            pages: st.shape.page_count,
+        };
+        let keep = gate::keep_buffering(&w, &state);
+        if on && !keep {
+            self.drain_buffer(st, logged)?;
+            if let Some(ib) = st.ib.take() {
+                st.gate.parked = ib.counters;
+            }
+            pool.lend();
+            st.gate.switches += 1;
+        } else if !on && keep && pool.reclaim()? {
+            if let Some(o) = &self.opts.insert_buffer {
+                let mut ib =
+                    InsertBuffer::new(o, self.ib_budget, pool.capacity(), self.tree.page_size);
+                ib.counters = st.gate.parked;
+                st.ib = Some(ib);
+                st.gate.switches += 1;
+            }
+        }
+        let (ops, start) = self.gate_counts(st);
+        st.gate.ops = ops;
+        st.gate.start = start;
+        Ok(())
+    }
+
+    /// Applies every buffered record, the coldest pages first, reading the
+    /// pages a batch at a time.
+    fn drain_buffer(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
+        st.hot.clear();
+        loop {
+            let batch = match st.ib.as_mut() {
+                Some(ib) if !ib.is_empty() => ib.coldest_batch(usize::MAX),
+                _ => return Ok(()),
+            };
+            if batch.is_empty() {
+                return Ok(());
+            }
+            for chunk in batch.chunks(LOAD_BATCH) {
+                self.tree.pool.prefetch(chunk)?;
+                for &page in chunk {
+                    self.apply_buffered(st, page, logged)?;
+                }
             }
         }
     }
@@ -1302,23 +1430,38 @@ impl KvStore for BTreeStore {
                     ("read_misses".into(), c.read_misses.load(Relaxed) as f64),
                     ("buffer_reads".into(), c.buffer_reads.load(Relaxed) as f64),
                 ];
-                if let Some(ib) = &st.ib {
-                    let k = ib.counters;
-                    let d = ib.detector();
+                if s.opts.insert_buffer.is_some() {
+                    extra.extend([
+                        ("ib_on".into(), f64::from(u8::from(st.ib.is_some()))),
+                        ("ib_switches".into(), st.gate.switches as f64),
+                    ]);
+                }
+                if s.opts.insert_buffer.is_some() {
+                    // Counters run on while an adaptive buffer is off, so
+                    // differences between two snapshots stay meaningful.
+                    let k = st.ib.as_ref().map_or(st.gate.parked, |ib| ib.counters);
                     extra.extend([
                         ("ib_refused_writes".into(), k.refused as f64),
-                        ("ib_bytes".into(), ib.memory_bytes() as f64),
-                        ("ib_budget_bytes".into(), ib.budget() as f64),
-                        ("ib_records".into(), ib.records() as f64),
-                        ("ib_pages".into(), ib.pages() as f64),
-                        ("ib_stack_nodes".into(), d.len() as f64),
-                        ("ib_l_nodes".into(), d.l_count() as f64),
-                        ("ib_promotions".into(), d.counters.promotions as f64),
                         ("ib_buffered_writes".into(), k.buffered as f64),
                         ("ib_hot_loads".into(), k.promoted_loads as f64),
                         ("ib_full_loads".into(), k.full_loads as f64),
                         ("ib_pressure_loads".into(), k.pressure_loads as f64),
                         ("ib_applied_records".into(), k.applied_records as f64),
+                        (
+                            "ib_bytes".into(),
+                            st.ib.as_ref().map_or(0.0, |ib| ib.memory_bytes() as f64),
+                        ),
+                        ("ib_budget_bytes".into(), s.ib_budget as f64),
+                    ]);
+                }
+                if let Some(ib) = &st.ib {
+                    let d = ib.detector();
+                    extra.extend([
+                        ("ib_records".into(), ib.records() as f64),
+                        ("ib_pages".into(), ib.pages() as f64),
+                        ("ib_stack_nodes".into(), d.len() as f64),
+                        ("ib_l_nodes".into(), d.l_count() as f64),
+                        ("ib_promotions".into(), d.counters.promotions as f64),
                     ]);
                 }
                 if let Some(sc) = &s.tree.shortcut {

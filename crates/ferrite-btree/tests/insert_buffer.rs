@@ -80,6 +80,9 @@ enum Op {
     Put(u32, usize),
     Delete(u32),
     Get(u32),
+    /// A run of lookups long enough that the adaptive gate turns the
+    /// buffer off (and the writes after it turn it on again).
+    Reads(u32, u32),
     Scan(u32, u32),
     Batch(Vec<(u32, usize)>),
     Big(u32),
@@ -92,6 +95,7 @@ fn op(keys: u32) -> impl Strategy<Value = Op> {
         30 => (0..keys, 0usize..40).prop_map(|(k, n)| Op::Put(k, n)),
         6 => (0..keys).prop_map(Op::Delete),
         10 => (0..keys).prop_map(Op::Get),
+        1 => (0..keys, 100u32..600).prop_map(|(k, n)| Op::Reads(k, n)),
         3 => (0..keys, 1u32..200).prop_map(|(k, n)| Op::Scan(k, n)),
         3 => proptest::collection::vec((0..keys, 0usize..40), 1..30).prop_map(Op::Batch),
         1 => (0..keys).prop_map(Op::Big),
@@ -124,6 +128,12 @@ proptest! {
                 }
                 Op::Get(i) => {
                     prop_assert_eq!(db.get(&key(i)).unwrap(), model.get(&key(i)).cloned());
+                }
+                Op::Reads(start, n) => {
+                    for j in 0..n {
+                        let i = (start + j * 7919) % 4000;
+                        prop_assert_eq!(db.get(&key(i)).unwrap(), model.get(&key(i)).cloned());
+                    }
                 }
                 Op::Scan(i, n) => {
                     let (a, b) = (key(i), key(i + n));
@@ -233,6 +243,55 @@ fn every_mechanism_runs_and_the_answers_stay_right() {
         caches <= f64::from(100 << 10) + 8192.0,
         "caches hold {caches} B"
     );
+    check(&db, &model);
+    drop(db);
+    let db = open(&d, 2);
+    check(&db, &model);
+}
+
+#[test]
+fn the_gate_lends_the_buffer_to_the_pool_while_reads_dominate() {
+    let d = devices();
+    let db = open(&d, 2);
+    let mut model = BTreeMap::new();
+    preload(&db, &mut model, 20_000);
+    let e = |db: &BTreeStore, n: &str| db.stats().extra(n).unwrap();
+    let frames_on = e(&db, "pool_frames");
+    let mut x = 7u64;
+    let mut next = |n: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    // Uniform lookups with a write in fifty: the buffer's frames are worth
+    // more to lookups than the reads its writes save.
+    for step in 0..20_000u32 {
+        let i = next(20_000) as u32;
+        if step % 50 == 0 {
+            db.put(&key(i), &value(i, 8)).unwrap();
+            model.insert(key(i), value(i, 8));
+        } else {
+            assert_eq!(db.get(&key(i)).unwrap(), model.get(&key(i)).cloned());
+        }
+    }
+    assert_eq!(e(&db, "ib_on"), 0.0, "the buffer is still on");
+    assert!(e(&db, "ib_switches") >= 1.0);
+    assert_eq!(e(&db, "ib_bytes"), 0.0);
+    assert!(e(&db, "pool_frames") > frames_on, "no memory was lent");
+    let s = db.stats();
+    let caches = s.memory_bytes as f64 - s.extra("working_bytes").unwrap();
+    assert!(caches <= f64::from(100 << 10), "caches hold {caches} B");
+    check(&db, &model);
+    // Writes only: the buffer comes back, and the pool returns the frames.
+    for _ in 0..5_000 {
+        let i = next(20_000) as u32;
+        db.put(&key(i), &value(i, 9)).unwrap();
+        model.insert(key(i), value(i, 9));
+    }
+    assert_eq!(e(&db, "ib_on"), 1.0, "the buffer stayed off");
+    assert_eq!(e(&db, "pool_frames"), frames_on);
+    assert!(e(&db, "ib_records") > 0.0);
     check(&db, &model);
     drop(db);
     let db = open(&d, 2);

@@ -25,8 +25,11 @@
 //!
 //! Memory is counted from allocation sizes (capacities of every vector and
 //! table), and the budget covers all of it: records, nodes, indexes, log.
+//! With the adaptive option the store drops the whole buffer while it does
+//! not pay ([`gate`]) and lends its memory to the pool meanwhile.
 
 mod detector;
+pub mod gate;
 mod record_set;
 
 pub use detector::{DetectorCounters, HotPageDetector, Recency};
@@ -46,6 +49,11 @@ pub struct InsertBufferOptions {
     pub reuse_threshold: u8,
     /// L-type quota as a fraction of the buffer pool's frames (paper: 0.9).
     pub l_quota: f64,
+    /// Turn the buffer off (its records applied, its memory lent to the
+    /// pool) while it saves fewer reads than its memory would as pool
+    /// frames, and on again when writes make it pay (see [`gate`]). Off:
+    /// the fixed split of the paper.
+    pub adaptive: bool,
 }
 
 impl Default for InsertBufferOptions {
@@ -54,6 +62,7 @@ impl Default for InsertBufferOptions {
             share: 0.05,
             reuse_threshold: 2,
             l_quota: 0.9,
+            adaptive: true,
         }
     }
 }

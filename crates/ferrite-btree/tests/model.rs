@@ -29,7 +29,11 @@ fn devices() -> Devs {
     devices_for(4096)
 }
 
-fn open(d: &Devs, page_size: usize) -> BTreeStore {
+fn open_with(
+    d: &Devs,
+    page_size: usize,
+    cache_bytes: u64,
+) -> Result<BTreeStore, ferrite_core::Error> {
     let devs = Devices {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
         dwb: d[1].clone(),
@@ -37,9 +41,8 @@ fn open(d: &Devs, page_size: usize) -> BTreeStore {
         spill: d[3].clone(),
         carry: [d[4].clone(), d[5].clone()],
     };
-    // About sixty frames: far fewer than the pages the tests write.
     let opts = Options {
-        cache_bytes: (80 * page_size) as u64,
+        cache_bytes,
         sync: SyncMode::Never,
         ..Options::default()
     };
@@ -53,7 +56,11 @@ fn open(d: &Devs, page_size: usize) -> BTreeStore {
             shortcut: None,
         },
     )
-    .unwrap()
+}
+
+fn open(d: &Devs, page_size: usize) -> BTreeStore {
+    // About sixty frames: far fewer than the pages the tests write.
+    open_with(d, page_size, (80 * page_size) as u64).unwrap()
 }
 
 #[derive(Debug, Clone)]
@@ -344,25 +351,6 @@ fn rewritten_large_values_reuse_freed_pages_across_reopens() {
 /// included, and a budget too small for a working pool is refused.
 #[test]
 fn memory_stays_within_the_budget_and_too_small_a_budget_is_refused() {
-    let open_with = |d: &Devs, page_size: usize, cache_bytes: u64| {
-        let devs = Devices {
-            pages: d[0].clone() as Arc<dyn BlockDevice>,
-            dwb: d[1].clone(),
-            wal: d[2].clone(),
-            spill: d[3].clone(),
-            carry: [d[4].clone(), d[5].clone()],
-        };
-        let opts = Options {
-            cache_bytes,
-            sync: SyncMode::Never,
-            ..Options::default()
-        };
-        let bt = BTreeOptions {
-            page_size,
-            ..BTreeOptions::default()
-        };
-        BTreeStore::open_on(devs, &opts, bt)
-    };
     for (ps, cache) in [
         (1024, 64 << 10),
         (4096, 128 << 10),

@@ -12,11 +12,45 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
 
-/// `(user key, newest first)`.
-pub type MemKey = (Vec<u8>, Reverse<u64>);
+/// A memtable key: the user key, then the sequence number, newest first.
+/// The key's first eight bytes are kept inline as a big-endian number
+/// (zero-padded), which orders keys as their bytes do wherever it differs:
+/// most comparisons of a skip-list search end there, without following
+/// the key's pointer to the heap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemKey {
+    head: u64,
+    key: Vec<u8>,
+    seq: Reverse<u64>,
+}
+
+impl MemKey {
+    fn new(key: &[u8], seq: u64) -> Self {
+        Self {
+            head: ferrite_core::key_to_u64(key),
+            key: key.to_vec(),
+            seq: Reverse(seq),
+        }
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.head
+            .cmp(&other.head)
+            .then_with(|| self.key.cmp(&other.key))
+            .then_with(|| self.seq.cmp(&other.seq))
+    }
+}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 /// Approximate bytes of one skip-list node beyond its key and value.
-const NODE_OVERHEAD: usize = 80;
+const NODE_OVERHEAD: usize = 88;
 
 /// One memtable; `id` numbers memtables (and their WAL epochs) in order.
 pub struct Memtable {
@@ -44,7 +78,7 @@ impl Memtable {
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let size = key.len() + value.map_or(0, <[u8]>::len) + NODE_OVERHEAD;
         self.map
-            .insert((key.to_vec(), Reverse(seq)), value.map(<[u8]>::to_vec));
+            .insert(MemKey::new(key, seq), value.map(<[u8]>::to_vec));
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
     }
@@ -52,9 +86,9 @@ impl Memtable {
     /// The newest version of `key` visible at `seq`: `Some(Some(v))` for a
     /// value, `Some(None)` for a delete, `None` if the key is not here.
     pub fn get(&self, key: &[u8], seq: u64) -> Option<Option<Vec<u8>>> {
-        let from = (key.to_vec(), Reverse(seq));
+        let from = MemKey::new(key, seq);
         let e = self.map.range(from..).next()?;
-        (e.key().0 == key).then(|| e.value().clone())
+        (e.key().key == key).then(|| e.value().clone())
     }
 
     pub fn bytes(&self) -> usize {
@@ -79,13 +113,17 @@ impl Memtable {
         out: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
     ) {
         let lower = match start {
-            Bound::Included(k) => Bound::Included((k.to_vec(), Reverse(u64::MAX))),
-            Bound::Excluded(k) => Bound::Excluded((k.to_vec(), Reverse(0))),
+            Bound::Included(k) => Bound::Included(MemKey::new(k, u64::MAX)),
+            Bound::Excluded(k) => Bound::Excluded(MemKey::new(k, 0)),
             Bound::Unbounded => Bound::Unbounded,
         };
         let mut taken = 0;
         for e in self.map.range((lower, Bound::Unbounded)) {
-            let (k, Reverse(s)) = e.key();
+            let MemKey {
+                key: k,
+                seq: Reverse(s),
+                ..
+            } = e.key();
             if *s > seq || out.last().is_some_and(|(last, _)| last == k) {
                 continue;
             }
@@ -102,7 +140,7 @@ impl Memtable {
     pub fn newest_versions(&self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> + '_ {
         let mut last: Option<Vec<u8>> = None;
         self.map.iter().filter_map(move |e| {
-            let k = &e.key().0;
+            let k = &e.key().key;
             if last.as_ref() == Some(k) {
                 return None;
             }
@@ -115,6 +153,21 @@ impl Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The inline head orders keys exactly as (key bytes, newest first).
+        #[test]
+        fn key_order_is_byte_order_then_newest_first(
+            a in proptest::collection::vec(0u8..3, 0..12),
+            b in proptest::collection::vec(0u8..3, 0..12),
+            sa in 0u64..3,
+            sb in 0u64..3,
+        ) {
+            let want = (a.clone(), Reverse(sa)).cmp(&(b.clone(), Reverse(sb)));
+            prop_assert_eq!(MemKey::new(&a, sa).cmp(&MemKey::new(&b, sb)), want);
+        }
+    }
 
     #[test]
     fn versions_are_seen_by_sequence() {

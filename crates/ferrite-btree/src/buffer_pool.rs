@@ -334,14 +334,7 @@ impl BufferPool {
         }
         self.active.store(self.base, Release);
         for f in spare() {
-            if f.dirty.load(Acquire) {
-                self.spill_frame(f)?;
-            }
-            let old = f.id.swap(EMPTY, AcqRel);
-            if old != EMPTY {
-                table.remove(&old);
-                self.counters.evictions.fetch_add(1, Relaxed);
-            }
+            self.replace_page(&mut table, f, EMPTY)?;
             f.referenced.store(false, Relaxed);
             *f.data.write() = AlignedBuf::zeroed(0);
         }
@@ -416,6 +409,16 @@ impl BufferPool {
         };
         hand.at = next;
         let f = self.frame(victim);
+        self.replace_page(table, f, id)?;
+        f.pins.store(1, Release);
+        f.referenced.store(true, Release);
+        table.insert(id, victim);
+        Ok(victim)
+    }
+
+    /// Makes unpinned frame `f` hold `id` (or nothing, for `EMPTY`) in
+    /// place of its page, which goes to the spill file first if dirty.
+    fn replace_page(&self, table: &mut PageTable, f: &Frame, id: PageId) -> Result<()> {
         if f.dirty.load(Acquire) {
             self.spill_frame(f)?;
         }
@@ -424,10 +427,7 @@ impl BufferPool {
             table.remove(&old);
             self.counters.evictions.fetch_add(1, Relaxed);
         }
-        f.pins.store(1, Release);
-        f.referenced.store(true, Release);
-        table.insert(id, victim);
-        Ok(victim)
+        Ok(())
     }
 
     /// Writes dirty frame `f` to the spill file and marks it clean.

@@ -949,13 +949,32 @@ impl Shared {
             if batch.is_empty() {
                 return Ok(());
             }
-            for chunk in batch.chunks(LOAD_BATCH) {
-                self.tree.pool.prefetch(chunk)?;
-                for &page in chunk {
-                    self.apply_buffered(st, page, logged)?;
+            self.apply_pages(st, &batch, logged, false)?;
+        }
+    }
+
+    /// Applies the buffered records of `pages`, reading them a batch at a
+    /// time with overlapping reads. With `release`, an H page (loaded only
+    /// to take its records) leaves the pool at once rather than displace a
+    /// page in use, so its frame serves the next batch; an L page stays,
+    /// as after a postponed insert.
+    fn apply_pages(
+        &self,
+        st: &mut State,
+        pages: &[PageId],
+        logged: Option<&[u8]>,
+        release: bool,
+    ) -> Result<()> {
+        for chunk in pages.chunks(LOAD_BATCH) {
+            self.tree.pool.prefetch(chunk)?;
+            for &page in chunk {
+                self.apply_buffered(st, page, logged)?;
+                if release && !st.ib.as_ref().is_some_and(|ib| ib.is_hot(page)) {
+                    self.tree.pool.evict(page)?;
                 }
             }
         }
+        Ok(())
     }
 
     /// Loads the waiting hot pages with overlapping reads and applies their
@@ -1023,20 +1042,7 @@ impl Shared {
             if batch.is_empty() {
                 return Ok(());
             }
-            for chunk in batch.chunks(LOAD_BATCH) {
-                self.tree.pool.prefetch(chunk)?;
-                for &page in chunk {
-                    self.apply_buffered(st, page, logged)?;
-                    // An H page was loaded only to take its records: it
-                    // leaves at once rather than displace a page in use
-                    // (its frame serves the next chunk). An L page stays,
-                    // as after a postponed insert.
-                    let hot = st.ib.as_ref().is_some_and(|ib| ib.is_hot(page));
-                    if !hot {
-                        self.tree.pool.evict(page)?;
-                    }
-                }
-            }
+            self.apply_pages(st, &batch, logged, true)?;
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ferrite_core::{Error, Result};
+use ferrite_io::AlignedBuf;
 
 use super::block::{Block, PAGE};
 use super::bloom::Bloom;
@@ -155,13 +156,7 @@ impl Table {
         let buf = self
             .space
             .read(self.extent.start + page as u64, pages as u64)?;
-        let blk = Arc::new(Block::parse(buf, &|| {
-            format!(
-                "table {} block {b} (page {})",
-                self.id,
-                self.extent.start + page as u64
-            )
-        })?);
+        let blk = Arc::new(self.parse_block(b, page, buf)?);
         self.cache.insert(key, blk.clone());
         Ok(blk)
     }
@@ -233,12 +228,15 @@ impl Table {
             at: 0,
         });
         let corrupt = || Error::corruption(format!("table {}", self.id), "prediction out of range");
-        let (mut b, _) = l.locate(w.at).ok_or_else(corrupt)?;
+        let (mut b, mut fetched) = self.window_start(l, key, &w)?.ok_or_else(corrupt)?;
         let blocks = self.block_count();
         // -1: moving to lower blocks, 1: to higher ones.
         let mut dir = 0i8;
         loop {
-            let blk = self.block(b)?;
+            let blk = match fetched.take() {
+                Some(blk) => blk,
+                None => self.block(b)?,
+            };
             let first = blk.entry(0).map(|(k, _)| k).ok_or_else(corrupt)?;
             if key <= first {
                 // Nothing below can be >= key once an earlier entry is < key;
@@ -290,7 +288,83 @@ impl Table {
             return Ok(Some((b, blk, slot)));
         }
     }
+
+    /// Where a learned lookup starts: the block of the model's prediction,
+    /// and that block if it had to be read. When the window spans several
+    /// blocks and the predicted one is not cached, the window's blocks are
+    /// read in one contiguous device read and the search starts in the one
+    /// whose last key is `>= key` (the only one that can hold it), so a
+    /// prediction that lands beside the key's block costs a longer read,
+    /// never a second one. Only that block enters the cache, as a sparse
+    /// lookup's would.
+    fn window_start(
+        &self,
+        l: &LearnedIndex,
+        key: &[u8],
+        w: &ferrite_learned::Window,
+    ) -> Result<Option<(usize, Option<Arc<Block>>)>> {
+        let Some((at, _)) = l.locate(w.at) else {
+            return Ok(None);
+        };
+        let last = self.footer.entries.saturating_sub(1);
+        let block_of = |ordinal: u64| l.locate(ordinal.min(last)).map_or(at, |(b, _)| b);
+        let (lo, hi) = (block_of(w.lo).min(at), block_of(w.hi).max(at));
+        if lo == hi || hi - lo >= WINDOW_READ_BLOCKS {
+            return Ok(Some((at, None)));
+        }
+        if let Some(blk) = self.cache.get((self.id, at as u32)) {
+            return Ok(Some((at, Some(blk))));
+        }
+        let data_pages = self.footer.data_pages;
+        let span = |b: usize| {
+            self.index
+                .block_pages(b, data_pages)
+                .filter(|&(_, n)| n > 0)
+        };
+        let (Some((first_page, _)), Some((last_page, last_pages))) = (span(lo), span(hi)) else {
+            return Ok(Some((at, None)));
+        };
+        let buf = self.space.read(
+            self.extent.start + first_page as u64,
+            (last_page + last_pages - first_page) as u64,
+        )?;
+        let mut chosen = None;
+        for b in lo..=hi {
+            let Some((page, pages)) = span(b) else {
+                break;
+            };
+            let from = (page - first_page) as usize * PAGE;
+            let bytes = buf
+                .get(from..from + pages as usize * PAGE)
+                .ok_or_else(|| Error::corruption(format!("table {}", self.id), "block map"))?;
+            let blk = Arc::new(self.parse_block(b, page, AlignedBuf::from_slice(bytes))?);
+            let holds = !blk.is_empty() && blk.key(blk.len() - 1) >= key;
+            chosen = Some((b, blk));
+            if holds {
+                break;
+            }
+        }
+        let Some((b, blk)) = chosen else {
+            return Ok(Some((at, None)));
+        };
+        self.cache.insert((self.id, b as u32), blk.clone());
+        Ok(Some((b, Some(blk))))
+    }
+
+    fn parse_block(&self, b: usize, page: u32, buf: AlignedBuf) -> Result<Block> {
+        Block::parse(buf, &|| {
+            format!(
+                "table {} block {b} (page {})",
+                self.id,
+                self.extent.start + page as u64
+            )
+        })
+    }
 }
+
+/// Most blocks a learned lookup reads at once for one window (a window is
+/// capped at half a block's entries, so it rarely spans more than two).
+const WINDOW_READ_BLOCKS: usize = 4;
 
 impl Drop for Table {
     fn drop(&mut self) {
@@ -307,7 +381,7 @@ mod tests {
     use super::*;
     use crate::options::IndexKind;
     use crate::table::TableBuilder;
-    use ferrite_io::MemDevice;
+    use ferrite_io::{BlockDevice, MemDevice};
     use ferrite_learned::FitKind;
     use proptest::prelude::*;
 
@@ -411,6 +485,38 @@ mod tests {
                 Some(Found::Value(vec![1; 8]))
             );
         }
+    }
+
+    #[test]
+    fn an_uncached_learned_lookup_reads_the_device_once() {
+        // Keys with irregular gaps, so the model's windows often span a
+        // block boundary; a cache too small to keep any block.
+        let keys: Vec<Vec<u8>> = (0..20_000u64)
+            .map(|i| {
+                let x = (i ^ 0x5555).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                (x ^ (x >> 29)).to_be_bytes().to_vec()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let dev = Arc::new(MemDevice::new());
+        let space = Arc::new(TableSpace::open(dev.clone(), &[]));
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        for k in &keys {
+            b.add(k, Some(&[3; 40]));
+        }
+        let built = b.finish().unwrap();
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(0))).unwrap();
+        let before = dev.io_stats().reads;
+        for k in &keys {
+            assert_eq!(
+                t.get(k, Bloom::hash(k)).unwrap(),
+                Some(Found::Value(vec![3; 40]))
+            );
+        }
+        assert_eq!(dev.io_stats().reads - before, keys.len() as u64);
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! 1. **Engine A/B** (per key/value configuration: 16-byte keys with
 //!    100-byte values, 8-byte keys with 8-byte values): both variants are
 //!    loaded with the same records in the same random order, in
-//!    alternating chunks (write throughput), flushed and compacted until
-//!    no compaction is due, then reopened with the cache holding all data
-//!    ("in-cache") and with 10% of it ("cache10"), and read in alternating
-//!    chunks: uniform and zipfian lookups of loaded keys (throughput and
-//!    P99), and the read/write-ratio sweep (zipfian, updates).
+//!    alternating chunks, each ending when the store has settled (write
+//!    throughput, including the flushes and compactions the writes
+//!    cause), then reopened with the cache holding all data ("in-cache")
+//!    and with 10% of it ("cache10"), and read in alternating chunks:
+//!    uniform and zipfian lookups of loaded keys (throughput and P99,
+//!    judged by the median of side-by-side chunk ratios), and the
+//!    read/write-ratio sweep (zipfian, updates).
 //! 2. **Against RocksDB** (only in builds with `--features rocksdb`): the
 //!    `ferrite bench` harness with `lsm` and `rocksdb`, same data, same
 //!    cache budget (index and filter blocks charged to it in both), same
@@ -886,7 +888,7 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
         duration: None,
         warmup_ops: s.peer_ops / 5,
         threads: 1,
-        repeats: 3,
+        repeats: 5,
         cache,
         sync: SyncMode::Never,
         direct_io: true,
@@ -1160,7 +1162,8 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         "# SwiftKV: learned SSTable index blocks in an LSM-tree (`swiftkv`)\n\n\
          The LSM engine (`crates/ferrite-lsm`) with learned index blocks (two-level Greedy-PLR + LR, ε = 32 entries capped at a quarter of a table's entries per block) \
          against the same engine with sparse index blocks (one shortened separator per 4 KiB block, binary search), \
-         loaded with the same records in the same random order, side by side in alternating chunks, durability `never`, \
+         loaded with the same records in the same random order, side by side in alternating chunks (a variant's load time \
+         covers its writes and the flushes and compactions they cause: each chunk ends when the store has settled), durability `never`, \
          O_DIRECT, one client thread; filters (10 bits/key) and index blocks are charged to the cache budget. \
          Reproduce with `cargo run --release -- repro swiftkv --out docs/results` \
          (add `--features rocksdb` for the RocksDB rows).\n"
@@ -1396,7 +1399,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         let _ = writeln!(
             md,
             "## Against RocksDB\n\n`ferrite bench` with `lsm` and `rocksdb`: same records, same cache budget (RocksDB's index and filter blocks charged to its cache), \
-             64 MiB memtables in both, durability `never`, medians of 3 repeats. \
+             64 MiB memtables in both, durability `never`, medians of 5 repeats (alternating stores). \
              After the random-order load each store settles (its own flushes and compactions finish: \
              `KvStore::settle`), and the in-cache run starts from a full scan that warms the cache.\n\n\
              | shape | workload | lsm kops/s | rocksdb kops/s | ratio |\n|---|---|---|---|---|"

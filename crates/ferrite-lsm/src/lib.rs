@@ -10,8 +10,10 @@
 //!
 //! With `partitions > 1` (SwiftKV's subtrees) the key space is split by
 //! the first eight bytes modulo the partition count: one shared memtable
-//! and WAL, split at flush into per-partition L0 tables, each partition
-//! with its own levels and compactions; a lookup searches one partition,
+//! and WAL; at flush each partition's share joins its flush buffer, which
+//! goes to L0 as one table once it holds a table's worth (or before the
+//! WAL it needs is reused); each partition has its own levels and
+//! compactions; a lookup searches one partition,
 //! a scan merges all of them, and [`LsmStore::drop_partition`] deletes a
 //! partition's keys by removing its tables, without tombstones.
 //!
@@ -24,7 +26,9 @@
 //! | `block_cache` | parsed blocks under the byte budget, sharded CLOCK |
 //! | `manifest` | the durable table list, two slots written in turn |
 //! | `version` | an immutable set of live tables by partition and level; point lookups through it |
+//! | `l0_index` | per partition, which overlapping L0 tables may hold a key (SwiftKV's L0 index) |
 //! | `merge` | sources (memtable, table, level) merged newest-first |
+//! | `partition_buffer` | partitions' flush buffers: flushed memtables whose share of a partition waits for a table's worth; when one goes to L0 (pure) |
 //! | `compaction` | the leveled policy (pure) and the merge that rewrites tables |
 //! | `build_policy` | load-aware construction: whether new tables get a model (pure) |
 //! | `store` | [`LsmStore`]: write path, stalls, flush and compaction threads, recovery, `KvStore` |
@@ -32,10 +36,12 @@
 pub mod block_cache;
 pub mod build_policy;
 mod compaction;
+pub mod l0_index;
 mod manifest;
 mod memtable;
 mod merge;
 mod options;
+pub mod partition_buffer;
 mod store;
 pub mod table;
 pub mod table_space;

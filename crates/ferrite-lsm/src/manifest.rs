@@ -12,14 +12,18 @@
 //! Layout (spec: `docs/format/sstable.md`), little-endian:
 //! `magic u32 | generation u64 | next_table u64 | log_number u64 |
 //! last_seq u64 | partitions u32 | count u32 | count × (id u64, partition u16, level u8,
-//! start u64, pages u64) | crc32c u32`, zero-padded to the device block.
+//! start u64, pages u64) | partitions × part_log u64 | crc32c u32`,
+//! zero-padded to the device block. Snapshots of the first format (magic
+//! `MNF1`, no `part_log`s) still decode, every partition at `log_number`.
 
 use std::sync::Arc;
 
 use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
-const MAGIC: u32 = 0x4d4e_4631; // "MNF1"
+const MAGIC: u32 = 0x4d4e_4632; // "MNF2"
+/// The first format: no per-partition log numbers.
+const MAGIC_V1: u32 = 0x4d4e_4631; // "MNF1"
 const RECORD: usize = 8 + 2 + 1 + 8 + 8;
 const HEADER: usize = 4 + 8 * 4 + 4 + 4;
 
@@ -45,6 +49,12 @@ pub struct ManifestState {
     /// changes).
     pub partitions: u32,
     pub tables: Vec<TableRecord>,
+    /// Per partition, the first memtable whose entries of that partition
+    /// may be in no table (its flush buffer's oldest memtable, SwiftKV
+    /// §3.2): recovery replays an operation of memtable `m` only if `m`
+    /// is at least its partition's entry (older ones are in its tables).
+    /// `log_number` is the smallest of them.
+    pub part_logs: Vec<u64>,
 }
 
 impl ManifestState {
@@ -68,6 +78,10 @@ impl ManifestState {
             out.extend_from_slice(&t.start.to_le_bytes());
             out.extend_from_slice(&t.pages.to_le_bytes());
         }
+        for p in 0..self.partitions as usize {
+            let log = self.part_logs.get(p).copied().unwrap_or(self.log_number);
+            out.extend_from_slice(&log.to_le_bytes());
+        }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -79,12 +93,20 @@ impl ManifestState {
         let u64_at = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
         };
-        if u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) != MAGIC {
+        let v1 = match u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) {
+            MAGIC => false,
+            MAGIC_V1 => true,
+            _ => return None,
+        };
+        let partitions = u32::from_le_bytes(b.get(36..40)?.try_into().ok()?);
+        // Table records name partitions with 16 bits.
+        if partitions > u16::MAX as u32 + 1 {
             return None;
         }
-        let partitions = u32::from_le_bytes(b.get(36..40)?.try_into().ok()?);
         let count = u32::from_le_bytes(b.get(40..44)?.try_into().ok()?) as usize;
-        let end = HEADER.checked_add(count.checked_mul(RECORD)?)?;
+        let logs_at = HEADER.checked_add(count.checked_mul(RECORD)?)?;
+        let logs = if v1 { 0 } else { partitions as usize };
+        let end = logs_at.checked_add(logs.checked_mul(8)?)?;
         let crc = u32::from_le_bytes(b.get(end..end + 4)?.try_into().ok()?);
         if crc32c::crc32c(b.get(..end)?) != crc {
             return None;
@@ -100,13 +122,25 @@ impl ManifestState {
                 pages: u64_at(at + 19)?,
             });
         }
+        let log_number = u64_at(20)?;
+        let part_logs = if v1 {
+            vec![log_number; partitions as usize]
+        } else {
+            (0..logs)
+                .map(|p| u64_at(logs_at + 8 * p))
+                .collect::<Option<Vec<u64>>>()?
+        };
+        if part_logs.iter().any(|&l| l < log_number) {
+            return None;
+        }
         Some(Self {
             generation: u64_at(4)?,
             next_table: u64_at(12)?,
-            log_number: u64_at(20)?,
+            log_number,
             last_seq: u64_at(28)?,
             partitions,
             tables,
+            part_logs,
         })
     }
 }
@@ -187,7 +221,22 @@ mod tests {
                 start: 10,
                 pages: 3,
             }],
+            part_logs: vec![3, 4, 5, 3, 3, 3, 6, 3],
         }
+    }
+
+    #[test]
+    fn first_format_snapshots_still_decode() {
+        let mut s = state(3);
+        s.part_logs = vec![s.log_number; 8];
+        // The first format: its magic, and no per-partition logs.
+        let mut v1 = s.encode();
+        let crc_at = v1.len() - 4 - 8 * 8;
+        v1.truncate(crc_at);
+        v1[..4].copy_from_slice(&MAGIC_V1.to_le_bytes());
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(ManifestState::decode(&v1), Some(s));
     }
 
     #[test]

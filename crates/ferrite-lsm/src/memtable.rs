@@ -58,15 +58,28 @@ pub struct Memtable {
     map: SkipMap<MemKey, Option<Vec<u8>>>,
     bytes: AtomicUsize,
     max_seq: AtomicU64,
+    /// Per partition (key routed as [`crate::LsmOptions::partition_of`]
+    /// does), the bytes its entries would take in a table, counting every
+    /// version written (an overwritten key counts twice: an upper bound,
+    /// which is what a flush threshold needs).
+    part_bytes: Vec<AtomicUsize>,
 }
 
 impl Memtable {
     pub fn new(id: u64) -> Self {
+        Self::with_partitions(id, 1)
+    }
+
+    /// A memtable shared by `partitions` partitions.
+    pub fn with_partitions(id: u64, partitions: usize) -> Self {
         Self {
             id,
             map: SkipMap::new(),
             bytes: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
+            part_bytes: (0..partitions.max(1))
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
         }
     }
 
@@ -77,10 +90,25 @@ impl Memtable {
     /// Adds a put (`Some`) or a delete (`None`) at `seq`.
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let size = key.len() + value.map_or(0, <[u8]>::len) + NODE_OVERHEAD;
+        let head = ferrite_core::key_to_u64(key);
+        let part = (head % self.part_bytes.len() as u64) as usize;
+        if let Some(b) = self.part_bytes.get(part) {
+            b.fetch_add(
+                crate::table::block::entry_len(key, value),
+                Ordering::Relaxed,
+            );
+        }
         self.map
             .insert(MemKey::new(key, seq), value.map(<[u8]>::to_vec));
         self.bytes.fetch_add(size, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// Table bytes of partition `p`'s entries (see `part_bytes`).
+    pub fn partition_bytes(&self, p: usize) -> usize {
+        self.part_bytes
+            .get(p)
+            .map_or(0, |b| b.load(Ordering::Relaxed))
     }
 
     /// The newest version of `key` visible at `seq`: `Some(Some(v))` for a

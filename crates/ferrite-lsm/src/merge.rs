@@ -34,34 +34,69 @@ impl Source for TableIter {
     }
 }
 
+/// Which of a memtable's keys a source yields.
+pub type KeyFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
+
 /// A memtable's newest versions at a sequence number, fetched in chunks so
-/// the source owns what it yields.
+/// the source owns what it yields; optionally only the keys a filter keeps
+/// (a flush buffer's memtable, whose other partitions are in tables).
 pub struct MemSource {
     mem: Arc<Memtable>,
     seq: u64,
     buf: VecDeque<Entry>,
+    /// The last key fetched, kept or not: where the next chunk starts.
+    last: Option<Vec<u8>>,
     done: bool,
+    keep: Option<KeyFilter>,
 }
 
 const MEM_CHUNK: usize = 256;
 
 impl MemSource {
     pub fn new(mem: Arc<Memtable>, seq: u64, start: Bound<&[u8]>) -> Self {
+        Self::filtered(mem, seq, start, None)
+    }
+
+    /// A source yielding only the keys `keep` accepts.
+    pub fn filtered(
+        mem: Arc<Memtable>,
+        seq: u64,
+        start: Bound<&[u8]>,
+        keep: Option<KeyFilter>,
+    ) -> Self {
         let mut s = Self {
             mem,
             seq,
             buf: VecDeque::new(),
+            last: None,
             done: false,
+            keep,
         };
         s.fill(start);
         s
     }
 
+    /// Fetches chunks from `from` until one yields a kept key or the
+    /// memtable ends.
     fn fill(&mut self, from: Bound<&[u8]>) {
         let mut out = Vec::with_capacity(MEM_CHUNK);
         self.mem.collect_from(from, self.seq, MEM_CHUNK, &mut out);
-        self.done = out.len() < MEM_CHUNK;
-        self.buf.extend(out);
+        loop {
+            self.done = out.len() < MEM_CHUNK;
+            self.last = out.last().map(|(k, _)| k.clone());
+            match &self.keep {
+                Some(keep) => self.buf.extend(out.drain(..).filter(|(k, _)| keep(k))),
+                None => self.buf.extend(out.drain(..)),
+            }
+            if !self.buf.is_empty() || self.done {
+                return;
+            }
+            let Some(last) = self.last.take() else {
+                return;
+            };
+            self.mem
+                .collect_from(Bound::Excluded(&last), self.seq, MEM_CHUNK, &mut out);
+        }
     }
 }
 
@@ -70,9 +105,10 @@ impl Source for MemSource {
         self.buf.front().map(|(k, v)| (k.as_slice(), v.as_deref()))
     }
     fn advance(&mut self) -> Result<()> {
-        if let Some((k, _)) = self.buf.pop_front() {
-            if self.buf.is_empty() && !self.done {
-                self.fill(Bound::Excluded(&k));
+        self.buf.pop_front();
+        if self.buf.is_empty() && !self.done {
+            if let Some(last) = self.last.take() {
+                self.fill(Bound::Excluded(&last));
             }
         }
         Ok(())

@@ -7,7 +7,9 @@
 //!   the sync mode before its call returns;
 //! - memtable `m` logs to WAL device `m % WAL_DEVICES` with epoch `m`; a
 //!   device is reset for a new memtable only after the memtable that used
-//!   it before is in a table listed by a durable manifest;
+//!   it before is in a table listed by a durable manifest (with
+//!   partitions, after every partition's flush buffer has written it out:
+//!   `partition_buffer`);
 //! - the manifest is written before a new version is installed, and a
 //!   table's extent is freed only after a durable manifest dropped it;
 //! - readers take the current [`SuperVersion`] (memtable, immutable
@@ -37,6 +39,7 @@ use crate::manifest::{Manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::merge::{LevelIter, MemSource, Merge, Source};
 use crate::options::LsmOptions;
+use crate::partition_buffer::{self, PartitionBuffers, Pending};
 use crate::table::bloom::Bloom;
 use crate::table::{BuiltTable, Found, Table, TableBuilder, TableIter};
 use crate::table_space::TableSpace;
@@ -89,6 +92,9 @@ struct SuperVersion {
     mem: Arc<Memtable>,
     /// Newest first.
     imms: Vec<Arc<Memtable>>,
+    /// Flushed memtables whose entries of some partitions wait for a
+    /// table (partitioned stores only).
+    buffers: Arc<PartitionBuffers>,
     version: Arc<Version>,
 }
 
@@ -122,6 +128,8 @@ struct Counters {
     user_written: AtomicU64,
     user_read: AtomicU64,
     flushes: AtomicU64,
+    /// L0 tables written by flushes (of memtables or flush buffers).
+    l0_flushed: AtomicU64,
     compactions: AtomicU64,
     moves: AtomicU64,
     compaction_read: AtomicU64,
@@ -156,6 +164,9 @@ struct Inner {
     poisoned: AtomicBool,
     poison_cause: Mutex<String>,
     counters: Counters,
+    /// Set by `flush_locked` for the flush thread: write every partition's
+    /// buffer out.
+    drain: AtomicBool,
 }
 
 /// The LSM-tree engine (SwiftKV's base).
@@ -194,6 +205,7 @@ impl LsmStore {
                     last_seq: 0,
                     partitions: lsm.partitions as u32,
                     tables: Vec::new(),
+                    part_logs: vec![1; lsm.partitions],
                 };
                 manifest.store(&s)?;
                 s
@@ -235,8 +247,18 @@ impl LsmStore {
         }
         let mut version = Version::from_tables(lsm.partitions, lsm.levels, tables);
 
-        // Replay the WALs of memtables not yet in tables.
-        let recovered = Memtable::new(state.log_number);
+        // Replay the WALs of memtables not yet in tables. An operation of a
+        // partition whose flush buffer had already written its memtable out
+        // is in that partition's tables: it is skipped rather than copied
+        // into a new table again (what is replayed is never older than
+        // what the tables hold, so either way the newest version wins).
+        let recovered = Memtable::with_partitions(state.log_number, lsm.partitions);
+        let part_logs = state.part_logs.clone();
+        let replays = |m: u64, key: &[u8]| {
+            part_logs
+                .get(lsm.partition_of(key))
+                .is_none_or(|&first| m >= first)
+        };
         let mut max_seq = state.last_seq;
         let mut next_mem = state.log_number;
         for m in state.log_number..state.log_number + WAL_DEVICES as u64 {
@@ -247,8 +269,13 @@ impl LsmStore {
                 for (i, op) in batch.ops().iter().enumerate() {
                     let s = seq + i as u64;
                     match op {
-                        BatchOp::Put { key, value } => recovered.insert(key, s, Some(value)),
-                        BatchOp::Delete { key } => recovered.insert(key, s, None),
+                        BatchOp::Put { key, value } if replays(m, key) => {
+                            recovered.insert(key, s, Some(value))
+                        }
+                        BatchOp::Delete { key } if replays(m, key) => {
+                            recovered.insert(key, s, None)
+                        }
+                        _ => {}
                     }
                     max_seq = max_seq.max(s);
                 }
@@ -273,8 +300,13 @@ impl LsmStore {
             space.sync()?;
             version = version.edit(&[], &added);
         }
-        if next_mem != state.log_number || max_seq != state.last_seq {
+        let all_replayed = vec![next_mem; lsm.partitions];
+        if next_mem != state.log_number
+            || max_seq != state.last_seq
+            || state.part_logs != all_replayed
+        {
             state.log_number = next_mem;
+            state.part_logs = all_replayed;
             state.last_seq = max_seq;
             state.tables = version.records();
             state.generation += 1;
@@ -282,7 +314,7 @@ impl LsmStore {
         }
         let mem_id = next_mem;
         let wal = Arc::new(fresh_wal(&devices, mem_id)?);
-        let mem = Arc::new(Memtable::new(mem_id));
+        let mem = Arc::new(Memtable::with_partitions(mem_id, lsm.partitions));
         let mut wal_slots: [Option<Arc<Wal>>; WAL_DEVICES] = Default::default();
         wal_slots[(mem_id % WAL_DEVICES as u64) as usize] = Some(wal.clone());
         let levels = lsm.levels;
@@ -304,6 +336,7 @@ impl LsmStore {
             current: RwLock::new(Arc::new(SuperVersion {
                 mem,
                 imms: Vec::new(),
+                buffers: Arc::new(PartitionBuffers::new(parts)),
                 version: Arc::new(version),
             })),
             visible: AtomicU64::new(max_seq),
@@ -318,6 +351,7 @@ impl LsmStore {
             poisoned: AtomicBool::new(false),
             poison_cause: Mutex::new(String::new()),
             counters,
+            drain: AtomicBool::new(false),
             opts: lsm,
         });
         let spawn = |name: &str, f: fn(&Inner)| -> Result<JoinHandle<()>> {
@@ -346,6 +380,31 @@ impl LsmStore {
             self.inner.wake();
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Compacts every partition's L0 into L1 now (what RocksDB's
+    /// `CompactRange` does for L0), then waits for the compactions that
+    /// causes below. Memtables are not flushed first: call
+    /// [`KvStore::flush`] before for everything to leave memory.
+    pub fn compact_l0(&self) -> Result<()> {
+        // A background compaction of the same L0 may win the install; the
+        // loop then finds less to do.
+        for _ in 0..16 {
+            self.inner.check()?;
+            let v = self.inner.current.read().version.clone();
+            let busy: Vec<usize> = (0..v.parts.len())
+                .filter(|&p| v.levels(p).first().is_some_and(|l0| !l0.is_empty()))
+                .collect();
+            if busy.is_empty() {
+                break;
+            }
+            for p in busy {
+                self.inner
+                    .compact(&v, p, 0)
+                    .inspect_err(|e| self.inner.poison(e))?;
+            }
+        }
+        self.wait_for_compactions()
     }
 
     /// Deletes every key of partition `part` at once, without tombstones
@@ -404,7 +463,13 @@ impl LsmStore {
         LsmReport {
             levels,
             memtable_bytes: sv.mem.bytes() as u64
-                + sv.imms.iter().map(|m| m.bytes() as u64).sum::<u64>(),
+                + sv.imms.iter().map(|m| m.bytes() as u64).sum::<u64>()
+                + sv.buffers
+                    .memtables()
+                    .iter()
+                    .map(|m| m.bytes() as u64)
+                    .sum::<u64>(),
+            buffered_bytes: sv.buffers.bytes() as u64,
             cache_bytes: self.inner.cache.bytes() as u64,
         }
     }
@@ -428,7 +493,11 @@ pub struct LevelReport {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LsmReport {
     pub levels: Vec<LevelReport>,
+    /// Memtables in memory: the active one, the immutable ones and those
+    /// flush buffers still hold.
     pub memtable_bytes: u64,
+    /// Table bytes the partitions' flush buffers hold.
+    pub buffered_bytes: u64,
     pub cache_bytes: u64,
 }
 
@@ -458,6 +527,76 @@ fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
         .split_first_chunk::<8>()
         .ok_or_else(|| Error::corruption("lsm wal", "record shorter than its sequence number"))?;
     Ok((u64::from_le_bytes(*seq), WriteBatch::decode(rest)?))
+}
+
+/// What a flush moves on: the memtable it took from the immutable list
+/// (none when it only empties the buffers), the flush buffers after it,
+/// and the oldest memtable not yet flushed.
+struct Flushed {
+    mem: Option<Arc<Memtable>>,
+    buffers: Arc<PartitionBuffers>,
+    next: u64,
+}
+
+/// One table per partition in `due`, from what its flush buffer holds
+/// (each key's newest version over the buffered memtables), in one pass
+/// over the memtables.
+fn build_from_buffers(
+    buffers: &PartitionBuffers,
+    due: &[usize],
+    opts: &LsmOptions,
+) -> Result<Vec<(usize, BuiltTable)>> {
+    let parts = opts.partitions;
+    let mut is_due = vec![false; parts];
+    for &p in due {
+        if let Some(d) = is_due.get_mut(p) {
+            *d = true;
+        }
+    }
+    let sources: Vec<Box<dyn Source>> = buffers
+        .memtables()
+        .into_iter()
+        .map(|m| {
+            let wanted: Vec<bool> = (0..parts)
+                .map(|p| is_due[p] && buffers.holds(p, m.id()))
+                .collect();
+            Box::new(buffered_source(m, u64::MAX, Bound::Unbounded, wanted)) as Box<dyn Source>
+        })
+        .collect();
+    let mut merged = Merge::new(sources);
+    let mut builders: Vec<Option<TableBuilder>> = (0..parts).map(|_| None).collect();
+    while let Some((k, v)) = merged.next_entry()? {
+        if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
+            slot.get_or_insert_with(|| {
+                TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+            })
+            .add(&k, v.as_deref());
+        }
+    }
+    Ok(builders
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, b)| Some((p, b?.finish()?)))
+        .collect())
+}
+
+/// A buffered memtable as a merge source: only the keys of partitions
+/// `wanted` marks (its other partitions' entries are in tables, where
+/// newer versions may be).
+fn buffered_source(
+    mem: Arc<Memtable>,
+    seq: u64,
+    start: Bound<&[u8]>,
+    wanted: Vec<bool>,
+) -> MemSource {
+    let parts = wanted.len().max(1) as u64;
+    let keep = move |k: &[u8]| {
+        wanted
+            .get((ferrite_core::key_to_u64(k) % parts) as usize)
+            .copied()
+            .unwrap_or(false)
+    };
+    MemSource::filtered(mem, seq, start, Some(Box::new(keep)))
 }
 
 /// One table per partition with entries, from a memtable's newest
@@ -634,7 +773,7 @@ impl Inner {
         w.wal.sync().inspect_err(|e| self.poison(e))?;
         let wal = Arc::new(fresh_wal(&self.devices, id).inspect_err(|e| self.poison(e))?);
         w.wal_slots[slot] = Some(wal.clone());
-        let mem = Arc::new(Memtable::new(id));
+        let mem = Arc::new(Memtable::with_partitions(id, self.opts.partitions));
         let old = std::mem::replace(&mut w.mem, mem.clone());
         w.wal = wal;
         {
@@ -645,6 +784,7 @@ impl Inner {
             *cur = Arc::new(SuperVersion {
                 mem,
                 imms,
+                buffers: cur.buffers.clone(),
                 version: cur.version.clone(),
             });
         }
@@ -669,6 +809,14 @@ impl Inner {
             self.wake();
             self.room.wait_for(w, Duration::from_millis(20));
         }
+        // The flush buffers' entries go to tables too (the flush thread
+        // writes them; no memtable can be flushed meanwhile).
+        while self.current.read().buffers.bytes() > 0 {
+            self.check()?;
+            self.drain.store(true, Ordering::Release);
+            self.wake();
+            self.room.wait_for(w, Duration::from_millis(20));
+        }
         self.check()
     }
 
@@ -688,7 +836,7 @@ impl Inner {
         &self,
         removed: &[Arc<Table>],
         added: &[(usize, usize, Arc<Table>)],
-        flushed: Option<&Memtable>,
+        flushed: Option<&Flushed>,
     ) -> Result<bool> {
         let mut meta = self.meta.lock();
         let cur = self.current.read().clone();
@@ -704,27 +852,33 @@ impl Inner {
     }
 
     /// Makes `v` current (the caller holds the meta lock): the manifest
-    /// first, with `flushed` advancing the log number, then one swap of the
-    /// `SuperVersion`, which drops `flushed` from the immutables.
-    fn publish(&self, meta: &mut Meta, v: Version, flushed: Option<&Memtable>) -> Result<()> {
+    /// first, with `flushed` advancing the log numbers, then one swap of
+    /// the `SuperVersion`, which drops `flushed`'s memtable from the
+    /// immutables and adopts its buffers.
+    fn publish(&self, meta: &mut Meta, v: Version, flushed: Option<&Flushed>) -> Result<()> {
         let mut state = meta.state.clone();
         state.tables = v.records();
-        if let Some(m) = flushed {
-            state.log_number = m.id() + 1;
-            state.last_seq = state.last_seq.max(m.max_seq());
+        if let Some(f) = flushed {
+            state.part_logs = f.buffers.part_logs(f.next);
+            state.log_number = state.part_logs.iter().copied().min().unwrap_or(f.next);
+            if let Some(m) = &f.mem {
+                state.last_seq = state.last_seq.max(m.max_seq());
+            }
         }
         self.store_manifest(meta, state)?;
         {
             let mut c = self.current.write();
+            let gone = flushed.and_then(|f| f.mem.as_ref()).map(|m| m.id());
             let imms = c
                 .imms
                 .iter()
-                .filter(|m| flushed.is_none_or(|f| f.id() != m.id()))
+                .filter(|m| gone != Some(m.id()))
                 .cloned()
                 .collect();
             *c = Arc::new(SuperVersion {
                 mem: c.mem.clone(),
                 imms,
+                buffers: flushed.map_or_else(|| c.buffers.clone(), |f| f.buffers.clone()),
                 version: Arc::new(v),
             });
         }
@@ -751,43 +905,125 @@ impl Inner {
 
     fn flush_loop(&self) {
         loop {
-            let imm = {
+            let job = {
                 let mut stop = self.bg.lock();
                 loop {
                     if *stop || self.poisoned.load(Ordering::Acquire) {
                         return;
                     }
-                    if let Some(m) = self.current.read().imms.last().cloned() {
-                        break m;
+                    let cur = self.current.read().clone();
+                    if let Some(m) = cur.imms.last().cloned() {
+                        break Some(m);
+                    }
+                    if self.drain.load(Ordering::Acquire) {
+                        if cur.buffers.bytes() > 0 {
+                            break None;
+                        }
+                        self.drain.store(false, Ordering::Release);
                     }
                     self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
                 }
             };
-            if let Err(e) = self.flush_one(&imm) {
-                log::error!("flush of memtable {} failed: {e}", imm.id());
+            let r = match &job {
+                Some(imm) => self.flush_one(imm),
+                None => self.drain_buffers(),
+            };
+            if let Err(e) = r {
+                log::error!("flush failed: {e}");
                 self.poison(&e);
                 return;
             }
         }
     }
 
-    fn flush_one(&self, imm: &Arc<Memtable>) -> Result<()> {
+    /// The options L0 tables are written with.
+    fn l0_options(&self) -> LsmOptions {
         let mut opts = self.opts.clone();
         if opts.load_aware.is_some() {
             // L0 tables live briefly (SwiftKV builds models from L1 on).
             opts.index = crate::options::IndexKind::Sparse;
         }
+        opts
+    }
+
+    /// Moves the oldest immutable memtable out: unpartitioned, into one L0
+    /// table; partitioned, into the flush buffers, writing the partitions
+    /// [`partition_buffer::due`] names to L0.
+    fn flush_one(&self, imm: &Arc<Memtable>) -> Result<()> {
+        let opts = self.l0_options();
+        let cur = self.current.read().clone();
+        let mut buffers = (*cur.buffers).clone();
+        let built = if opts.partitions == 1 {
+            build_from_memtable(imm, &opts)
+        } else {
+            for (p, part) in buffers.parts.iter_mut().enumerate() {
+                let bytes = imm.partition_bytes(p);
+                if bytes > 0 {
+                    part.insert(
+                        0,
+                        Pending {
+                            mem: imm.clone(),
+                            bytes,
+                        },
+                    );
+                }
+            }
+            let due = partition_buffer::due(
+                &buffers.summary(),
+                opts.table_bytes,
+                imm.id(),
+                partition_buffer::retained(WAL_DEVICES, opts.max_immutable),
+            );
+            let built = build_from_buffers(&buffers, &due, &opts)?;
+            for p in due {
+                if let Some(part) = buffers.parts.get_mut(p) {
+                    part.clear();
+                }
+            }
+            built
+        };
+        let flushed = Flushed {
+            mem: Some(imm.clone()),
+            buffers: Arc::new(buffers),
+            next: imm.id() + 1,
+        };
+        self.install_l0(built, &flushed)
+    }
+
+    /// Writes every partition's flush buffer to L0 (for `flush`).
+    fn drain_buffers(&self) -> Result<()> {
+        let opts = self.l0_options();
+        let cur = self.current.read().clone();
+        let due: Vec<usize> = (0..opts.partitions)
+            .filter(|&p| cur.buffers.pending(p).next().is_some())
+            .collect();
+        let built = build_from_buffers(&cur.buffers, &due, &opts)?;
+        let flushed = Flushed {
+            mem: None,
+            buffers: Arc::new(PartitionBuffers::new(opts.partitions)),
+            next: cur.imms.last().map_or(cur.mem.id(), |m| m.id()),
+        };
+        self.install_l0(built, &flushed)
+    }
+
+    /// Writes `built` as L0 tables and installs them with `flushed`.
+    fn install_l0(&self, built: Vec<(usize, BuiltTable)>, flushed: &Flushed) -> Result<()> {
         let mut added = Vec::new();
-        for (part, built) in build_from_memtable(imm, &opts) {
+        for (part, built) in built {
             self.counters
                 .training_micros
                 .fetch_add(built.training_micros, Ordering::Relaxed);
             let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
             added.push((part, 0, t));
         }
-        self.space.sync()?;
-        self.install(&[], &added, Some(imm))?;
+        if !added.is_empty() {
+            self.space.sync()?;
+        }
+        self.install(&[], &added, Some(flushed))?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .l0_flushed
+            .fetch_add(added.len() as u64, Ordering::Relaxed);
         self.wake();
         Ok(())
     }
@@ -963,6 +1199,11 @@ impl Inner {
             }
         }
         let part = self.opts.partition_of(key);
+        for m in sv.buffers.pending(part) {
+            if let Some(v) = m.get(key, seq) {
+                return Ok(v);
+            }
+        }
         Ok(match sv.version.get(part, key, Bloom::hash(key))? {
             Some(Found::Value(v)) => Some(v),
             Some(Found::Deleted) | None => None,
@@ -980,6 +1221,12 @@ impl Inner {
         sources.push(Box::new(MemSource::new(sv.mem.clone(), seq, range.start)));
         for m in &sv.imms {
             sources.push(Box::new(MemSource::new(m.clone(), seq, range.start)));
+        }
+        for m in sv.buffers.memtables() {
+            let wanted = (0..self.opts.partitions)
+                .map(|p| sv.buffers.holds(p, m.id()))
+                .collect();
+            sources.push(Box::new(buffered_source(m, seq, range.start, wanted)));
         }
         // Partitions split keys by hash, not range: a scan merges every
         // partition's levels (what partitioning costs scans).
@@ -1174,6 +1421,7 @@ impl KvStore for LsmStore {
         let table_memory: u64 = report.levels.iter().map(|l| l.index_memory).sum();
         let mut extra = vec![
             ("flushes".to_string(), ld(&c.flushes) as f64),
+            ("l0_flushed_tables".to_string(), ld(&c.l0_flushed) as f64),
             ("compactions".to_string(), ld(&c.compactions) as f64),
             ("trivial_moves".to_string(), ld(&c.moves) as f64),
             (
@@ -1201,6 +1449,10 @@ impl KvStore for LsmStore {
             ("index_bytes".to_string(), report.index_bytes() as f64),
             ("table_memory_bytes".to_string(), table_memory as f64),
             ("memtable_bytes".to_string(), report.memtable_bytes as f64),
+            (
+                "flush_buffer_bytes".to_string(),
+                report.buffered_bytes as f64,
+            ),
         ];
         for (l, lr) in report.levels.iter().enumerate() {
             extra.push((format!("l{l}_tables"), lr.tables as f64));

@@ -5,7 +5,9 @@
 //! partition: L0 is ordered newest first and its tables may overlap; in
 //! every deeper level tables are ordered by key and their key ranges are
 //! disjoint; a key's newest version is in the first table, searching L0 in
-//! order and then each level, that holds it. A new version is made by
+//! order and then each level, that holds it. Each partition's L0 has an
+//! [`L0Index`] built with the version, so a lookup tests only the L0
+//! tables whose range holds its key. A new version is made by
 //! [`Version::edit`], never by changing one, so readers holding an old
 //! version keep a consistent view (and keep its tables' extents alive).
 
@@ -13,6 +15,7 @@ use std::sync::Arc;
 
 use ferrite_core::Result;
 
+use crate::l0_index::L0Index;
 use crate::manifest::TableRecord;
 use crate::table::{Found, Table};
 
@@ -24,13 +27,29 @@ pub struct Version {
     /// `parts[p]`: the levels of partition `p` (SwiftKV's subtrees; one
     /// partition when the store is not partitioned).
     pub parts: Vec<Levels>,
+    /// Per partition, the index of its L0 (of `parts[p][0]`).
+    l0: Vec<L0Index>,
 }
 
 impl Version {
     pub fn empty(parts: usize, levels: usize) -> Self {
         Self {
             parts: vec![vec![Vec::new(); levels]; parts],
+            l0: vec![L0Index::default(); parts],
         }
+    }
+
+    /// Rebuilds every partition's L0 index (after `parts` changed).
+    fn indexed(mut self) -> Self {
+        self.l0 = self
+            .parts
+            .iter()
+            .map(|levels| {
+                let l0 = levels.first().map_or(&[][..], Vec::as_slice);
+                L0Index::build(l0.iter().map(|t| (t.smallest(), t.largest())))
+            })
+            .collect();
+        self
     }
 
     /// Builds a version from recovered `(partition, level, table)`s;
@@ -52,7 +71,7 @@ impl Version {
                 l0.sort_by_key(|t| std::cmp::Reverse(t.id));
             }
         }
-        v
+        v.indexed()
     }
 
     pub fn levels(&self, part: usize) -> &[Vec<Arc<Table>>] {
@@ -63,7 +82,13 @@ impl Version {
     pub fn get(&self, part: usize, key: &[u8], hash: u64) -> Result<Option<Found>> {
         for (level, tables) in self.levels(part).iter().enumerate() {
             if level == 0 {
-                for t in tables {
+                let Some(index) = self.l0.get(part) else {
+                    continue;
+                };
+                for &i in index.candidates(key) {
+                    let Some(t) = tables.get(i as usize) else {
+                        continue;
+                    };
                     if let Some(f) = t.get(key, hash)? {
                         return Ok(Some(f));
                     }
@@ -87,6 +112,7 @@ impl Version {
     /// (partition, level, table) placed in order.
     pub fn edit(&self, removed: &[u64], added: &[(usize, usize, Arc<Table>)]) -> Self {
         let mut v = Self {
+            l0: Vec::new(),
             parts: self
                 .parts
                 .iter()
@@ -114,7 +140,7 @@ impl Version {
                 l.insert(at, t.clone());
             }
         }
-        v
+        v.indexed()
     }
 
     pub fn level_bytes(&self, part: usize, level: usize) -> u64 {

@@ -1,0 +1,108 @@
+//! The L0 index (SwiftKV §3.2's lightweight in-memory index over a
+//! partition's L0): which L0 tables may hold a key, found by one binary
+//! search instead of testing every table's range.
+//!
+//! L0 tables overlap. The index cuts the key space at every table's
+//! smallest key and just past every table's largest (`largest ++ [0]`, the
+//! least key above it), so no table's range begins or ends inside a piece;
+//! each piece lists, newest first, the tables covering it. It is built
+//! with the version that owns it (L0 holds a few dozen tables at most)
+//! and never changes.
+
+/// Piece `i` is `cuts[i] <= key < cuts[i + 1]` (the last one is open);
+/// keys below `cuts[0]` are in no table.
+#[derive(Debug, Clone, Default)]
+pub struct L0Index {
+    cuts: Vec<Vec<u8>>,
+    /// Per piece, positions in L0 (newest first) of the tables covering it.
+    covering: Vec<Vec<u32>>,
+}
+
+impl L0Index {
+    /// Indexes L0 tables given newest first as `(smallest, largest)`.
+    pub fn build<'a>(ranges: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Self {
+        let mut cuts: Vec<Vec<u8>> = Vec::new();
+        for (lo, hi) in ranges.clone() {
+            cuts.push(lo.to_vec());
+            cuts.push(past(hi));
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let covering = cuts
+            .iter()
+            .map(|c| {
+                ranges
+                    .clone()
+                    .enumerate()
+                    .filter(|(_, (lo, hi))| *lo <= c.as_slice() && c.as_slice() <= *hi)
+                    .map(|(i, _)| i as u32)
+                    .collect()
+            })
+            .collect();
+        Self { cuts, covering }
+    }
+
+    /// Positions in L0 (newest first) of the tables whose range holds `key`.
+    pub fn candidates(&self, key: &[u8]) -> &[u32] {
+        let i = self.cuts.partition_point(|c| c.as_slice() <= key);
+        match i.checked_sub(1).and_then(|i| self.covering.get(i)) {
+            Some(c) => c,
+            None => &[],
+        }
+    }
+}
+
+/// The least key above `k`.
+fn past(k: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(0u8..4, 0..4)
+    }
+
+    proptest! {
+        /// The index names exactly the tables a scan of every range would,
+        /// in the same (newest first) order.
+        #[test]
+        fn candidates_are_the_tables_whose_range_holds_the_key(
+            tables in proptest::collection::vec((key(), key()), 0..12),
+            probes in proptest::collection::vec(key(), 0..40),
+        ) {
+            let ranges: Vec<(Vec<u8>, Vec<u8>)> = tables
+                .into_iter()
+                .map(|(a, b)| if a <= b { (a, b) } else { (b, a) })
+                .collect();
+            let idx = L0Index::build(ranges.iter().map(|(a, b)| (a.as_slice(), b.as_slice())));
+            let ends = ranges.iter().flat_map(|(a, b)| [a.clone(), b.clone(), past(b)]);
+            for k in probes.into_iter().chain(ends) {
+                let want: Vec<u32> = ranges
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (a, b))| a.as_slice() <= k.as_slice() && k.as_slice() <= b.as_slice())
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                prop_assert_eq!(idx.candidates(&k), want.as_slice(), "key {:?}", k);
+            }
+        }
+    }
+
+    #[test]
+    fn disjoint_tables_give_one_candidate() {
+        let ranges: Vec<(&[u8], &[u8])> = vec![(b"m", b"p"), (b"a", b"c"), (b"x", b"z")];
+        let idx = L0Index::build(ranges.iter().copied());
+        assert_eq!(idx.candidates(b"b"), &[1]);
+        assert_eq!(idx.candidates(b"c"), &[1]);
+        assert_eq!(idx.candidates(b"d"), &[] as &[u32]);
+        assert_eq!(idx.candidates(b"p"), &[0]);
+        assert_eq!(idx.candidates(b"zz"), &[] as &[u32]);
+    }
+}

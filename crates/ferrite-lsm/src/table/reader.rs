@@ -454,20 +454,28 @@ mod tests {
         }
     }
 
+    /// A learned table of `keys`, each with `value`, on a device of its
+    /// own (returned, for its I/O counts) behind a cache of `cache` bytes.
+    fn learned_table(keys: &[Vec<u8>], value: &[u8], cache: u64) -> (Table, Arc<MemDevice>) {
+        let dev = Arc::new(MemDevice::new());
+        let space = Arc::new(TableSpace::open(dev.clone(), &[]));
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        for k in keys {
+            b.add(k, Some(value));
+        }
+        let built = b.finish().unwrap();
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(cache))).unwrap();
+        (t, dev)
+    }
+
     #[test]
     fn fixed_size_entries_need_no_block_map() {
         let keys: Vec<Vec<u8>> = (0..5000u64)
             .map(|i| (i * 977).to_be_bytes().to_vec())
             .collect();
-        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
-        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
-        for k in &keys {
-            b.add(k, Some(&[1; 8]));
-        }
-        let built = b.finish().unwrap();
-        let extent = space.allocate(built.pages());
-        space.write(extent, &built.bytes).unwrap();
-        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        let (t, _) = learned_table(&keys, &[1; 8], 1 << 20);
         match &t.index {
             Index::Learned(l) => {
                 assert!(matches!(l.map, crate::table::index::BlockMap::Fixed { .. }));
@@ -499,16 +507,7 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let dev = Arc::new(MemDevice::new());
-        let space = Arc::new(TableSpace::open(dev.clone(), &[]));
-        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
-        for k in &keys {
-            b.add(k, Some(&[3; 40]));
-        }
-        let built = b.finish().unwrap();
-        let extent = space.allocate(built.pages());
-        space.write(extent, &built.bytes).unwrap();
-        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(0))).unwrap();
+        let (t, dev) = learned_table(&keys, &[3; 40], 0);
         let before = dev.io_stats().reads;
         for k in &keys {
             assert_eq!(

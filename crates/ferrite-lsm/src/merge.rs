@@ -270,6 +270,24 @@ mod tests {
     }
 
     #[test]
+    fn a_filtered_source_skips_whole_chunks_it_does_not_keep() {
+        let mem = Arc::new(Memtable::new(0));
+        for i in 0..3000u32 {
+            mem.insert(&i.to_be_bytes(), i as u64 + 1, Some(b"v"));
+        }
+        // Kept keys are far apart: most chunks of MEM_CHUNK keys hold none.
+        let keep: KeyFilter =
+            Box::new(|k: &[u8]| u32::from_be_bytes(k.try_into().unwrap_or([0; 4])) % 700 == 3);
+        let mut s = MemSource::filtered(mem, u64::MAX, Bound::Unbounded, Some(keep));
+        let mut got = Vec::new();
+        while let Some((k, _)) = s.peek() {
+            got.push(u32::from_be_bytes(k.try_into().unwrap()));
+            s.advance().unwrap();
+        }
+        assert_eq!(got, vec![3, 703, 1403, 2103, 2803]);
+    }
+
+    #[test]
     fn memtable_source_pages_through_chunks() {
         let mem = Arc::new(Memtable::new(0));
         for i in 0..1000u32 {

@@ -58,8 +58,8 @@ pub struct Memtable {
     map: SkipMap<MemKey, Option<Vec<u8>>>,
     bytes: AtomicUsize,
     max_seq: AtomicU64,
-    /// Per partition (key routed as [`crate::LsmOptions::partition_of`]
-    /// does), the bytes its entries would take in a table, counting every
+    /// Per partition (keys routed by [`crate::options::partition_of`]), the
+    /// bytes its entries would take in a table, counting every
     /// version written (an overwritten key counts twice: an upper bound,
     /// which is what a flush threshold needs).
     part_bytes: Vec<AtomicUsize>,
@@ -90,8 +90,7 @@ impl Memtable {
     /// Adds a put (`Some`) or a delete (`None`) at `seq`.
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let size = key.len() + value.map_or(0, <[u8]>::len) + NODE_OVERHEAD;
-        let head = ferrite_core::key_to_u64(key);
-        let part = (head % self.part_bytes.len() as u64) as usize;
+        let part = crate::options::partition_of(key, self.part_bytes.len());
         if let Some(b) = self.part_bytes.get(part) {
             b.fetch_add(
                 crate::table::block::entry_len(key, value),

@@ -200,11 +200,18 @@ impl LsmOptions {
 
     /// The partition of `key`.
     pub fn partition_of(&self, key: &[u8]) -> usize {
-        (ferrite_core::key_to_u64(key) % self.partitions.max(1) as u64) as usize
+        partition_of(key, self.partitions)
     }
 
     /// WAL devices: one per memtable that may be unflushed at once.
     pub fn wal_devices(&self) -> usize {
         self.max_immutable + 1
     }
+}
+
+/// The partition of `key` among `partitions`: its first 8 bytes
+/// (big-endian, zero-padded) modulo the count. Every part of the engine
+/// routes keys through this one function.
+pub fn partition_of(key: &[u8], partitions: usize) -> usize {
+    (ferrite_core::key_to_u64(key) % partitions.max(1) as u64) as usize
 }

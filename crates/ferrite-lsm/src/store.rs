@@ -589,10 +589,9 @@ fn buffered_source(
     start: Bound<&[u8]>,
     wanted: Vec<bool>,
 ) -> MemSource {
-    let parts = wanted.len().max(1) as u64;
     let keep = move |k: &[u8]| {
         wanted
-            .get((ferrite_core::key_to_u64(k) % parts) as usize)
+            .get(crate::options::partition_of(k, wanted.len()))
             .copied()
             .unwrap_or(false)
     };

@@ -264,8 +264,8 @@ struct PartitionResults {
     /// Per store: partitions, point lookups kops/s, scans kops/s.
     runs: Vec<(usize, f64, f64)>,
     /// Per store: load kops/s (to settled tables), L0 tables written
-    /// (flushes of a memtable or of partitions' buffers), and bytes
-    /// written by flushes and compactions per byte of user data.
+    /// (flushes of a memtable or of partitions' buffers), and device bytes
+    /// written (WAL, tables, manifest) per byte of user data.
     #[serde(default)]
     writes: Vec<(f64, f64, f64)>,
 }

@@ -1,7 +1,14 @@
 //! One slot of a log-structured leaf, and one piece of a lookup's answer.
 
+use smallvec::SmallVec;
+
 use crate::range::BlockRange;
 use crate::value::RangeValue;
+
+/// Entries being collected, split or merged: two default-sized leaves and
+/// a few trimmed pieces fit on the stack, so the write path's collections
+/// do not allocate.
+pub(crate) type EntryBuf<V> = SmallVec<[Entry<V>; 40]>;
 
 /// A written range and its value; a tombstone value marks a delete.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -15,12 +15,13 @@
 //!   it (a trimmed entry may become several, values divided), and then the
 //!   tombstone has nothing left to hide.
 
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryBuf};
 use crate::range::BlockRange;
 use crate::value::RangeValue;
 
-/// Reusable buffers for the collectors, so a collection allocates only
-/// the entry vectors it returns.
+/// Reusable buffers for the collectors. Entry buffers live on the stack
+/// ([`EntryBuf`]), so a collection of a leaf of up to 16 entries allocates
+/// nothing.
 #[derive(Debug, Default)]
 pub struct Scratch {
     lt_keys: Vec<u64>,
@@ -31,16 +32,18 @@ pub struct Scratch {
     dead: NonOverlap,
     order: Vec<(u64, usize)>,
     pieces: Vec<BlockRange>,
+    /// Sorted (left, right) bounds for choosing a split's cut.
+    pub spans: Vec<(u64, u64)>,
 }
 
 /// Lightweight GC; returns how many entries it removed.
 #[cfg(test)]
-pub fn lightweight<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> usize {
+pub fn lightweight<V: RangeValue>(entries: &mut EntryBuf<V>) -> usize {
     lightweight_with(entries, &mut Scratch::default())
 }
 
 /// [`lightweight`] with caller-provided buffers.
-pub fn lightweight_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> usize {
+pub fn lightweight_with<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) -> usize {
     let n = entries.len();
     let size = (2 * n.max(4)).next_power_of_two();
     let mask = size - 1;
@@ -75,72 +78,85 @@ pub fn lightweight_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scr
     n - entries.len()
 }
 
-/// Normal GC; returns how many entries it removed (trimmed pieces count as added, so the result can be
-/// negative if a tombstone punched holes).
+/// Normal GC; returns how many entries it removed (trimmed pieces count as
+/// added, so the result can be negative if a tombstone punched holes).
 #[cfg(test)]
-pub fn normal<V: RangeValue>(entries: &mut Vec<Entry<V>>) -> isize {
+pub fn normal<V: RangeValue>(entries: &mut EntryBuf<V>) -> isize {
     normal_with(entries, &mut Scratch::default())
 }
 
 /// [`normal`] with caller-provided buffers.
-pub fn normal_with<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) -> isize {
+pub fn normal_with<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) -> isize {
     if disjoint_in(entries, &mut sc.order) {
         // Nothing covers anything and nothing is deleted (a growing leaf).
         return 0;
     }
+    collect_overlapping(entries, sc)
+}
+
+/// Normal GC of entries known not to be [`disjoint_values`].
+pub fn collect_overlapping<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) -> isize {
     let before = entries.len() as isize;
     let cover = &mut sc.cover;
     let dead = &mut sc.dead;
     cover.segs.clear();
     dead.segs.clear();
-    let mut kept_rev: Vec<Entry<V>> = Vec::with_capacity(entries.len());
+    let mut kept_rev = EntryBuf::<V>::new();
     for e in entries.iter().rev() {
-        if cover.covers(&e.range) {
+        let held = cover.add(e.range);
+        if held == Held::All {
             continue;
         }
-        let visible = !cover.overlaps(&e.range);
-        cover.add(e.range);
         if e.value.is_tombstone() {
             dead.add(e.range);
             continue;
         }
-        // Newer tombstones hide parts of this entry: keep only the rest.
-        if visible {
+        if held == Held::Nothing || dead.segs.is_empty() {
             kept_rev.push(*e);
             continue;
         }
+        // Newer tombstones hide parts of this entry: keep only the rest.
         dead.subtract_into(e.range, &mut sc.pieces);
         for piece in sc.pieces.iter().rev() {
             kept_rev.push(e.part(*piece));
         }
     }
-    kept_rev.reverse();
-    *entries = kept_rev;
+    entries.clear();
+    entries.extend(kept_rev.iter().rev().copied());
     before - entries.len() as isize
 }
 
-/// Cuts every entry down to the parts no newer entry covers, so the
-/// entries become disjoint (and then joins continuous neighbours). Used
-/// before a leaf is cut in two: with disjoint entries every boundary
-/// between them is a cut point that divides no visible run. Expects no
-/// tombstones (run [`normal_with`] first).
-pub fn trim_hidden<V: RangeValue>(entries: &mut Vec<Entry<V>>, sc: &mut Scratch) {
-    if disjoint_in(entries, &mut sc.order) {
-        join_continuous(entries, &mut sc.order);
-        return;
-    }
-    sc.cover.segs.clear();
-    let mut kept_rev: Vec<Entry<V>> = Vec::with_capacity(entries.len() + 4);
-    for e in entries.iter().rev() {
-        sc.cover.subtract_into(e.range, &mut sc.pieces);
-        sc.cover.add(e.range);
-        for piece in sc.pieces.iter().rev() {
-            kept_rev.push(e.part(*piece));
+/// Cuts every entry down to the parts no newer entry covers and drops
+/// tombstones, so the entries become disjoint; leaves them ascending by
+/// left bound with continuous neighbours joined. With disjoint entries
+/// every boundary between two of them is a cut point that divides no
+/// visible run.
+pub fn trim_hidden<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) {
+    if !disjoint_in(entries, &mut sc.order) {
+        sc.cover.segs.clear();
+        let mut visible = EntryBuf::<V>::new();
+        for e in entries.iter().rev() {
+            let held = sc.cover.held(e.range);
+            if held == Held::All {
+                continue;
+            }
+            if e.value.is_tombstone() {
+                sc.cover.add(e.range);
+                continue;
+            }
+            if held == Held::Nothing {
+                visible.push(*e);
+            } else {
+                sc.cover.subtract_into(e.range, &mut sc.pieces);
+                visible.extend(sc.pieces.iter().map(|piece| e.part(*piece)));
+            }
+            sc.cover.add(e.range);
         }
+        *entries = visible;
     }
-    kept_rev.reverse();
-    *entries = kept_rev;
-    join_continuous(entries, &mut sc.order);
+    // Disjoint now, so the log order no longer carries meaning.
+    entries.sort_unstable_by_key(|e| e.range.l());
+    join_sorted(entries);
 }
 
 /// True if no two entries overlap and none is a tombstone: then there is
@@ -154,6 +170,10 @@ fn disjoint_in<V: RangeValue>(entries: &[Entry<V>], order: &mut Vec<(u64, usize)
     if entries.iter().any(|e| e.value.is_tombstone()) {
         return false;
     }
+    // A sequential writer's leaf is already ascending: no sort needed.
+    if entries.windows(2).all(|w| w[0].range.r() < w[1].range.l()) {
+        return true;
+    }
     order.clear();
     order.extend(entries.iter().enumerate().map(|(i, e)| (e.range.l(), i)));
     order.sort_unstable();
@@ -163,49 +183,36 @@ fn disjoint_in<V: RangeValue>(entries: &[Entry<V>], order: &mut Vec<(u64, usize)
 }
 
 /// Joins entries that are adjacent in block space and continuous in value
-/// (`RangeValue::merge`) into one. The entries must be disjoint (as
-/// [`trim_hidden`] leaves them), so their order in the log carries no
-/// meaning between them and the joined entry may sit anywhere. A
-/// sequential writer's runs thus collapse into one entry per run instead of
-/// one per write (beyond the paper, which joins only at leaf merges).
-fn join_continuous<V: RangeValue>(entries: &mut Vec<Entry<V>>, order: &mut Vec<(u64, usize)>) {
-    let n = entries.len();
-    let mut alive = [true; 256];
-    if n < 2 || n > alive.len() {
-        return;
-    }
-    order.clear();
-    order.extend(entries.iter().enumerate().map(|(i, e)| (e.range.l(), i)));
-    order.sort_unstable();
-    let mut joined_any = false;
-    // Ascending by left bound, each entry absorbs the run that continues it.
-    for pos in 0..n {
-        let i = order[pos].1;
-        if !alive[i] {
-            continue;
-        }
-        let mut next_pos = pos + 1;
-        while let Some(&(l, j)) = order.get(next_pos) {
-            let e = entries[i];
-            if e.range.r().checked_add(1) != Some(l) {
-                break;
+/// (`RangeValue::merge`) into one. The entries must be disjoint and
+/// ascending. A sequential writer's runs thus collapse into one entry per
+/// run instead of one per write (beyond the paper, which joins only at
+/// leaf merges).
+fn join_sorted<V: RangeValue>(entries: &mut EntryBuf<V>) {
+    let mut w = 0usize;
+    for i in 0..entries.len() {
+        let e = entries[i];
+        if w > 0 {
+            let prev = entries[w - 1];
+            if prev.range.r().checked_add(1) == Some(e.range.l()) {
+                if let Some(v) = V::merge(prev.range, &prev.value, e.range, &e.value) {
+                    entries[w - 1] =
+                        Entry::new(BlockRange::ordered(prev.range.l(), e.range.r()), v);
+                    continue;
+                }
             }
-            let Some(v) = V::merge(e.range, &e.value, entries[j].range, &entries[j].value) else {
-                break;
-            };
-            entries[i] = Entry::new(BlockRange::ordered(e.range.l(), entries[j].range.r()), v);
-            alive[j] = false;
-            joined_any = true;
-            next_pos += 1;
         }
+        entries[w] = e;
+        w += 1;
     }
-    if joined_any {
-        let mut k = 0;
-        entries.retain(|_| {
-            k += 1;
-            alive[k - 1]
-        });
-    }
+    entries.truncate(w);
+}
+
+/// How much of a range a [`NonOverlap`] held when the range was added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    Nothing,
+    Part,
+    All,
 }
 
 /// The union of a set of ranges as disjoint, ordered segments; adjacent
@@ -221,33 +228,65 @@ impl NonOverlap {
         &self.segs
     }
 
-    pub fn overlaps(&self, r: &BlockRange) -> bool {
-        let i = self.segs.partition_point(|s| s.r() < r.l());
-        self.segs.get(i).is_some_and(|s| s.l() <= r.r())
+    /// The first segment for which `before` is false (`before` holds for a
+    /// prefix). A leaf's union has a few dozen segments at most: a forward
+    /// scan with early exit beats a binary search's dependent loads there.
+    fn first(&self, before: impl Fn(&BlockRange) -> bool) -> usize {
+        if self.segs.len() <= 32 {
+            self.segs
+                .iter()
+                .position(|s| !before(s))
+                .unwrap_or(self.segs.len())
+        } else {
+            self.segs.partition_point(before)
+        }
     }
 
-    pub fn covers(&self, r: &BlockRange) -> bool {
-        let i = self.segs.partition_point(|s| s.r() < r.l());
-        self.segs.get(i).is_some_and(|s| s.covers(r))
+    /// How much of `r` the union holds.
+    pub fn held(&self, r: BlockRange) -> Held {
+        let mut i = self.first(|s| s.r() < r.l());
+        let mut held = Held::Nothing;
+        while let Some(s) = self.segs.get(i) {
+            if s.l() > r.r() {
+                break;
+            }
+            if s.covers(&r) {
+                return Held::All;
+            }
+            held = Held::Part;
+            i += 1;
+        }
+        held
     }
 
-    pub fn add(&mut self, r: BlockRange) {
+    /// Adds `r` to the union, reporting how much of it the union held
+    /// before (one search serves the query and the insertion).
+    pub fn add(&mut self, r: BlockRange) -> Held {
         // Segments touching or adjacent to r.
-        let first = self
-            .segs
-            .partition_point(|s| s.r().saturating_add(1) < r.l());
+        let first = self.first(|s| s.r().saturating_add(1) < r.l());
         let mut last = first;
-        while last < self.segs.len() && self.segs[last].l() <= r.r().saturating_add(1) {
+        let mut held = Held::Nothing;
+        while let Some(s) = self.segs.get(last) {
+            if s.l() > r.r().saturating_add(1) {
+                break;
+            }
+            if s.covers(&r) {
+                return Held::All;
+            }
+            if s.overlaps(&r) {
+                held = Held::Part;
+            }
             last += 1;
         }
         if first == last {
             self.segs.insert(first, r);
-            return;
+            return held;
         }
         let l = r.l().min(self.segs[first].l());
         let h = r.r().max(self.segs[last - 1].r());
         self.segs[first] = BlockRange::ordered(l, h);
         self.segs.drain(first + 1..last);
+        held
     }
 
     /// The parts of `r` outside every segment, ascending.
@@ -262,7 +301,7 @@ impl NonOverlap {
     pub fn subtract_into(&self, r: BlockRange, out: &mut Vec<BlockRange>) {
         out.clear();
         let mut at = r.l();
-        let mut i = self.segs.partition_point(|s| s.r() < r.l());
+        let mut i = self.first(|s| s.r() < r.l());
         while let Some(s) = self.segs.get(i) {
             if s.l() > r.r() {
                 break;
@@ -284,6 +323,7 @@ impl NonOverlap {
 mod tests {
     use super::*;
     use crate::value::PhysicalRun;
+    use smallvec::smallvec;
 
     fn r(l: u64, h: u64) -> BlockRange {
         BlockRange::new(l, h).unwrap()
@@ -300,7 +340,7 @@ mod tests {
     #[test]
     fn lightweight_drops_same_left_bound_covers() {
         // Fig. 10(b): [4, 7] is covered by the newer [4, 9].
-        let mut v = vec![e(4, 7), e(1, 2), e(4, 9), e(9, 10), e(4, 5)];
+        let mut v: EntryBuf<PhysicalRun> = smallvec![e(4, 7), e(1, 2), e(4, 9), e(9, 10), e(4, 5)];
         assert_eq!(lightweight(&mut v), 1);
         assert_eq!(ranges(&v), vec![(1, 2), (4, 9), (9, 10), (4, 5)]);
     }
@@ -309,7 +349,7 @@ mod tests {
     fn normal_drops_ranges_covered_by_a_union() {
         // Fig. 10(a): [5, 7] is covered by [4, 9] ∪ [9, 10]; [1, 6] by
         // [1, 3] ∪ [4, 10].
-        let mut v = vec![e(1, 6), e(5, 7), e(4, 9), e(9, 10), e(1, 3)];
+        let mut v: EntryBuf<PhysicalRun> = smallvec![e(1, 6), e(5, 7), e(4, 9), e(9, 10), e(1, 3)];
         assert_eq!(normal(&mut v), 2);
         assert_eq!(ranges(&v), vec![(4, 9), (9, 10), (1, 3)]);
     }
@@ -317,7 +357,7 @@ mod tests {
     #[test]
     fn normal_trims_by_tombstones_and_drops_them() {
         let t = Entry::new(r(3, 4), PhysicalRun::TOMBSTONE);
-        let mut v = vec![e(0, 9), t, e(4, 4)];
+        let mut v: EntryBuf<PhysicalRun> = smallvec![e(0, 9), t, e(4, 4)];
         normal(&mut v);
         assert_eq!(ranges(&v), vec![(0, 2), (5, 9), (4, 4)]);
         assert_eq!(v[1].value.block(), 5);
@@ -330,7 +370,7 @@ mod tests {
         // the first run (which splits it; only continuous pieces rejoin).
         let run =
             |l: u64, h: u64, block: u64| Entry::new(r(l, h), PhysicalRun::new(1, block).unwrap());
-        let mut v = vec![
+        let mut v: EntryBuf<PhysicalRun> = smallvec![
             run(0, 3, 100),
             run(50, 51, 7),
             run(4, 7, 104),
@@ -339,17 +379,18 @@ mod tests {
         trim_hidden(&mut v, &mut Scratch::default());
         assert_eq!(ranges(&v), vec![(0, 9), (50, 51)]);
         assert_eq!(v[0].value.block(), 100);
-        let mut v = vec![run(0, 3, 100), run(2, 2, 900), run(4, 7, 104)];
+        let mut v: EntryBuf<PhysicalRun> =
+            smallvec![run(0, 3, 100), run(2, 2, 900), run(4, 7, 104)];
         trim_hidden(&mut v, &mut Scratch::default());
-        // Disjoint entries: their order no longer matters.
-        assert_eq!(ranges(&v), vec![(0, 1), (3, 7), (2, 2)]);
-        assert_eq!(v[1].value.block(), 103);
+        // Ascending now: disjoint entries' log order carries no meaning.
+        assert_eq!(ranges(&v), vec![(0, 1), (2, 2), (3, 7)]);
+        assert_eq!(v[2].value.block(), 103);
     }
 
     #[test]
     fn trim_hidden_leaves_disjoint_visible_parts() {
         // [0, 9] under a newer [3, 5]; [4, 12] newest over both.
-        let mut v = vec![e(0, 9), e(3, 5), e(4, 12)];
+        let mut v: EntryBuf<PhysicalRun> = smallvec![e(0, 9), e(3, 5), e(4, 12)];
         trim_hidden(&mut v, &mut Scratch::default());
         assert_eq!(ranges(&v), vec![(0, 2), (3, 3), (4, 12)]);
         assert_eq!(v[0].value.block(), 0);
@@ -363,8 +404,9 @@ mod tests {
         n.add(r(30, 40));
         n.add(r(21, 25));
         assert_eq!(n.segments(), &[r(10, 25), r(30, 40)]);
-        assert!(n.covers(&r(12, 25)));
-        assert!(!n.covers(&r(24, 30)));
+        assert_eq!(n.held(r(12, 25)), Held::All);
+        assert_eq!(n.held(r(24, 30)), Held::Part);
+        assert_eq!(n.held(r(26, 29)), Held::Nothing);
         assert_eq!(n.subtract(r(0, 50)), vec![r(0, 9), r(26, 29), r(41, 50)]);
         assert_eq!(n.subtract(r(12, 14)), vec![]);
         n.add(r(0, u64::MAX));

@@ -26,15 +26,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use parking_lot::RwLock;
+use smallvec::SmallVec;
 
 use crate::ablation::{self, UnfoundList};
 use crate::art::Art;
-use crate::entry::{Entry, Segment};
+use crate::entry::{Entry, EntryBuf, Segment};
 use crate::error::{RaskError, Result};
 use crate::gc;
 use crate::leaf::{Leaf, Log};
 use crate::range::BlockRange;
-use crate::split::{self, Piece};
+use crate::split::{self, Settled};
 use crate::value::RangeValue;
 
 /// Tuning of the index.
@@ -349,11 +350,11 @@ impl<V: RangeValue> Rask<V> {
         if unsafe { log.push(e) } {
             return false;
         }
-        let mut entries = Vec::with_capacity(self.cap + 1);
-        entries.extend_from_slice(log.entries());
-        if entries.len() < self.cap {
+        let mut entries = EntryBuf::from_slice(log.entries());
+        let full = entries.len() >= self.cap;
+        entries.push(e);
+        if !full {
             // The log was allocated smaller than the leaf's capacity: grow it.
-            entries.push(e);
             let slots = self.slots_for(entries.len() * 2);
             self.swap_log(leaf, Log::new(log.last, slots, &entries), guard);
             return false;
@@ -361,58 +362,41 @@ impl<V: RangeValue> Rask<V> {
         bump(&self.c.full_leaf_writes, 1);
         let settled = with_scratch(|sc| {
             // Disjoint entries without tombstones (a growing leaf) hold
-            // nothing to collect. Otherwise normal GC runs when the
-            // lightweight stage frees (almost) nothing: a single freed slot
-            // would only defer the next GC by one write.
-            let disjoint = gc::disjoint_values(&entries, sc);
-            if !disjoint {
+            // nothing to collect.
+            if !gc::disjoint_values(&entries, sc) {
                 bump(&self.c.gc_writes, 1);
                 bump(&self.c.lightweight_gcs, 1);
-                if gc::lightweight_with(&mut entries, sc) <= self.cap / 16 {
+                let freed = gc::lightweight_with(&mut entries, sc);
+                // Normal GC runs when the lightweight stage frees (almost)
+                // nothing, as a single freed slot would only defer the next
+                // GC by one write; and before a split, which would
+                // otherwise copy garbage into both halves.
+                if freed <= self.cap / 16 || entries.len() > self.fill_limit() {
                     bump(&self.c.normal_gcs, 1);
-                    gc::normal_with(&mut entries, sc);
+                    gc::collect_overlapping(&mut entries, sc);
                 }
             }
-            entries.push(e);
             // A collection that leaves the leaf more than five eighths
             // full would be repeated within a few writes: split instead,
             // into pieces with room to grow.
             if entries.len() <= self.fill_limit() {
                 return None;
             }
-            let collects = e.value.is_tombstone()
-                || entries[..entries.len() - 1]
-                    .iter()
-                    .any(|x| x.range.overlaps(&e.range));
-            if disjoint && collects {
-                // The new entry overlaps or deletes: the split's normal GC collects.
-                bump(&self.c.gc_writes, 1);
-                bump(&self.c.normal_gcs, 1);
-            }
-            Some(split::settle(
-                std::mem::take(&mut entries),
-                leaf.anchor,
-                self.fill_limit(),
-                sc,
-            ))
+            Some(split::settle(&entries, leaf.anchor, self.fill_limit(), sc))
         });
         let Some(settled) = settled else {
             self.swap_log(leaf, self.log_for(log.last, &entries), guard);
             return false;
         };
         if settled.pieces.len() == 1 {
-            self.swap_log(
-                leaf,
-                self.log_for(log.last, &settled.pieces[0].entries),
-                guard,
-            );
+            self.swap_log(leaf, self.log_for(log.last, settled.piece(0)), guard);
             return false;
         }
         bump(&self.c.splits, 1);
         bump(&self.c.cuts, settled.cuts as u64);
         bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
         let after = leaf.next.load(Ordering::Acquire, guard);
-        self.install(leaf, log.last, &settled.pieces, after, guard);
+        self.install(leaf, log.last, &settled, after, guard);
         true
     }
 
@@ -448,15 +432,15 @@ impl<V: RangeValue> Rask<V> {
         &self,
         leaf: &'g Leaf<V>,
         last: u64,
-        pieces: &[Piece<V>],
+        settled: &Settled<V>,
         after: Shared<'g, Leaf<V>>,
         guard: &'g Guard,
     ) {
         let mut next = after;
         let mut upper = last;
-        let mut created = Vec::with_capacity(pieces.len().saturating_sub(1));
-        for p in pieces[1..].iter().rev() {
-            let fresh = Owned::new(Leaf::new(p.anchor, self.log_for(upper, &p.entries)));
+        let mut created: SmallVec<[Shared<'g, Leaf<V>>; 4]> = SmallVec::new();
+        for (i, p) in settled.pieces.iter().enumerate().skip(1).rev() {
+            let fresh = Owned::new(Leaf::new(p.anchor, self.log_for(upper, settled.piece(i))));
             fresh.next.store(next, Ordering::Relaxed);
             let fresh = fresh.into_shared(guard);
             // SAFETY: `next` is a live leaf (or null) under `guard`; its
@@ -477,7 +461,7 @@ impl<V: RangeValue> Rask<V> {
         // Link before publishing the shrunk log: a reader that sees the new
         // `last` must also see the leaves that took the rest.
         leaf.next.store(next, Ordering::Release);
-        self.swap_log(leaf, self.log_for(upper, &pieces[0].entries), guard);
+        self.swap_log(leaf, self.log_for(upper, settled.piece(0)), guard);
         if !created.is_empty() {
             let mut art = self.art.write();
             for s in &created {
@@ -509,18 +493,18 @@ impl<V: RangeValue> Rask<V> {
         let plog = p.current(guard);
         let llog = leaf.current(guard);
         let settled = with_scratch(|sc| {
-            let mut left = plog.entries().to_vec();
+            let mut left = EntryBuf::from_slice(plog.entries());
             gc::normal_with(&mut left, sc);
-            let mut right = llog.entries().to_vec();
+            let mut right = EntryBuf::from_slice(llog.entries());
             gc::normal_with(&mut right, sc);
             let merged = join_boundary(left, right, leaf.anchor);
-            split::settle(merged, p.anchor, self.cap, sc)
+            split::settle(&merged, p.anchor, self.cap, sc)
         });
         let pieces = &settled.pieces;
         if pieces.len() == 2 && pieces[1].anchor == leaf.anchor {
             // The collected leaves keep their boundary.
-            self.swap_log(p, self.log_for(leaf.anchor - 1, &pieces[0].entries), guard);
-            self.swap_log(leaf, self.log_for(llog.last, &pieces[1].entries), guard);
+            self.swap_log(p, self.log_for(leaf.anchor - 1, settled.piece(0)), guard);
+            self.swap_log(leaf, self.log_for(llog.last, settled.piece(1)), guard);
             bump(&self.c.resplits, 1);
             leaf.reset_frag();
             p.reset_frag();
@@ -536,7 +520,7 @@ impl<V: RangeValue> Rask<V> {
         if pieces.len() == 1 {
             // Publish the merged log first: a reader with the old `p` log
             // still finds `leaf` (and its frozen snapshot) through `next`.
-            self.swap_log(p, self.log_for(llog.last, &pieces[0].entries), guard);
+            self.swap_log(p, self.log_for(llog.last, settled.piece(0)), guard);
             leaf.mark_deleted();
             p.next.store(after, Ordering::Release);
             // SAFETY: `after` is live under `guard`; its prev pointer is
@@ -550,7 +534,7 @@ impl<V: RangeValue> Rask<V> {
             bump(&self.c.resplits, 1);
             bump(&self.c.cuts, settled.cuts as u64);
             bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
-            self.install(p, llog.last, pieces, after, guard);
+            self.install(p, llog.last, &settled, after, guard);
             leaf.mark_deleted();
         }
         p.reset_frag();
@@ -721,10 +705,10 @@ impl<V: RangeValue> Rask<V> {
 /// older than either part and before every entry newer than either, so no
 /// block's newest entry changes.
 fn join_boundary<V: RangeValue>(
-    left: Vec<Entry<V>>,
-    right: Vec<Entry<V>>,
+    left: EntryBuf<V>,
+    right: EntryBuf<V>,
     boundary: u64,
-) -> Vec<Entry<V>> {
+) -> EntryBuf<V> {
     let li = left.iter().rposition(|e| e.range.r() + 1 == boundary);
     let ri = right.iter().rposition(|e| e.range.l() == boundary);
     let joined = match (li, ri) {
@@ -745,7 +729,7 @@ fn join_boundary<V: RangeValue>(
         all.extend(right);
         return all;
     };
-    let mut all = Vec::with_capacity(left.len() + right.len() - 1);
+    let mut all = EntryBuf::with_capacity(left.len() + right.len() - 1);
     all.extend_from_slice(&left[..a]);
     all.extend_from_slice(&right[..b]);
     all.push(m);

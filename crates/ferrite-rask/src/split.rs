@@ -1,193 +1,257 @@
 //! Range-conscious split (paper §5.3): where to cut an overfull leaf, as a
 //! pure function of its entries.
 //!
-//! Before cutting, the leaf is collected with normal GC and the hidden
-//! parts of partly overwritten entries are trimmed away (the split copies
-//! every entry anyway), so the entries are disjoint. Preferred cut points
-//! are the left bounds of the segments of the union of the leaf's ranges:
-//! no entry crosses them, so the split divides no range; among them the one that best balances entry
-//! counts wins. If the union is a single segment, the cut is one of the
-//! two medians of all range boundaries that is neither the smallest nor
-//! the largest (the smaller if both qualify); ranges crossing it are
-//! divided. A side that still overflows is cut again, which always
-//! terminates because every cut strictly shrinks a side's span.
+//! The leaf is first collected with normal GC. The preferred cut points
+//! are the left bounds of the segments of the union of the surviving
+//! ranges (the NonOverlap candidates): no entry crosses them, so the cut
+//! divides no range, and each side keeps its entries in log order, overlaps
+//! included. Among them the one that best balances entry counts wins; a
+//! side still over the limit is cut again.
+//!
+//! When the union is one segment there is no such candidate, and the paper
+//! falls back to a median cut that divides ranges. Here the fallback first
+//! trims every entry to its visible parts, which makes the entries disjoint
+//! and ascending, and then cuts them into equal shares: a cut divides no
+//! *visible* run, but it does fall inside a range as written that still
+//! shows data on both sides, and is counted as a dividing cut. Every piece
+//! holds at most the limit, so no leaf overflows however its ranges nest.
 
-use crate::entry::Entry;
+use smallvec::SmallVec;
+
+use crate::entry::{Entry, EntryBuf};
 use crate::gc;
-use crate::range::BlockRange;
 use crate::value::RangeValue;
 
-/// A leaf-to-be: its anchor (lowest block of its space) and its entries.
-#[derive(Debug, Clone)]
-pub struct Piece<V> {
+/// A leaf-to-be: its anchor (lowest block of its space) and where its
+/// entries sit in [`Settled::entries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
     pub anchor: u64,
-    pub entries: Vec<Entry<V>>,
+    start: usize,
+    end: usize,
 }
 
 /// The outcome of [`settle`].
 #[derive(Debug, Clone)]
 pub struct Settled<V> {
+    /// Every piece's entries, piece after piece.
+    entries: EntryBuf<V>,
     /// One or more pieces in key order; the first keeps the input's anchor.
-    pub pieces: Vec<Piece<V>>,
+    pub pieces: SmallVec<[Piece; 4]>,
     /// Cuts made.
     pub cuts: usize,
-    /// Cuts that divided at least one range.
+    /// Cuts that fell inside a range (as written) still holding visible data.
     pub dividing_cuts: usize,
 }
 
-/// A cut point `p` (left side `< p`, right side `>= p`) and whether it
-/// divides a range. `None` if the entries cannot be cut (fewer than two
-/// distinct boundaries inside their span).
-pub fn choose_cut<V: RangeValue>(entries: &[Entry<V>]) -> Option<(u64, bool)> {
-    let mut sorted: Vec<BlockRange> = entries.iter().map(|e| e.range).collect();
-    sorted.sort_unstable_by_key(|r| r.l());
-    // Segments of the union (overlap only: adjacent ranges are a valid cut),
-    // with the number of entries that start in each.
-    let mut segs: Vec<(u64, u64, usize)> = Vec::new();
-    for r in &sorted {
-        match segs.last_mut() {
-            Some(s) if r.l() <= s.1 => {
-                s.1 = s.1.max(r.r());
-                s.2 += 1;
-            }
-            _ => segs.push((r.l(), r.r(), 1)),
-        }
+impl<V: RangeValue> Settled<V> {
+    /// The entries of piece `i`, in log order.
+    pub fn piece(&self, i: usize) -> &[Entry<V>] {
+        let p = self.pieces[i];
+        &self.entries[p.start..p.end]
     }
-    let n = sorted.len();
-    let mut left = 0usize;
-    let mut best: Option<(usize, u64)> = None;
-    for w in segs.windows(2) {
-        left += w[0].2;
-        let imbalance = left.abs_diff(n - left);
-        if best.is_none_or(|(b, _)| imbalance < b) {
-            best = Some((imbalance, w[1].0));
-        }
+
+    fn push(&mut self, anchor: u64, entries: &[Entry<V>]) {
+        let start = self.entries.len();
+        self.entries.extend_from_slice(entries);
+        self.pieces.push(Piece {
+            anchor,
+            start,
+            end: self.entries.len(),
+        });
     }
-    if let Some((_, p)) = best {
-        return Some((p, false));
-    }
-    // One segment: the median boundaries.
-    let mut bounds: Vec<u64> = Vec::with_capacity(2 * sorted.len());
-    for r in &sorted {
-        bounds.push(r.l());
-        if let Some(after) = r.r().checked_add(1) {
-            bounds.push(after);
-        }
-    }
-    bounds.sort_unstable();
-    bounds.dedup();
-    if bounds.len() < 3 {
-        return None;
-    }
-    let m = bounds.len();
-    let (lo, hi) = (bounds[0], bounds[m - 1]);
-    let p = [bounds[(m - 1) / 2], bounds[m / 2]]
-        .into_iter()
-        .find(|&p| p != lo && p != hi)?;
-    let divides = entries.iter().any(|e| e.range.l() < p && p <= e.range.r());
-    Some((p, divides))
 }
 
-/// Collects `entries` (oldest first) of a leaf anchored at `anchor` with
-/// normal GC and, if they still do not fit, trims hidden parts and cuts
-/// until every piece holds at most `cap` entries. Pieces of collected,
-/// trimmed entries need no further collection, so cutting again is cheap.
+/// The best NonOverlap cut of `entries`: the segment start `p` of the
+/// union of their ranges that best balances the entries below `p` against
+/// those from `p` on. Returns `p` and how many entries lie below it.
+pub fn choose_cut<V: RangeValue>(
+    entries: &[Entry<V>],
+    order: &mut Vec<(u64, u64)>,
+) -> Option<(u64, usize)> {
+    order.clear();
+    order.extend(entries.iter().map(|e| (e.range.l(), e.range.r())));
+    if !order.is_sorted() {
+        order.sort_unstable();
+    }
+    let n = order.len();
+    let mut reach = order.first()?.1;
+    let mut best: Option<(usize, u64, usize)> = None;
+    for (i, &(l, r)) in order.iter().enumerate().skip(1) {
+        if l > reach {
+            // `l` starts a new segment; the `i` entries before it end below it.
+            let imbalance = i.abs_diff(n - i);
+            if best.is_none_or(|(b, _, _)| imbalance < b) {
+                best = Some((imbalance, l, i));
+            }
+        }
+        reach = reach.max(r);
+    }
+    best.map(|(_, p, below)| (p, below))
+}
+
+/// Cuts `entries` (oldest first, already collected with normal GC, of the
+/// leaf anchored at `anchor`) into pieces of at most `limit` entries each.
 pub fn settle<V: RangeValue>(
-    mut entries: Vec<Entry<V>>,
+    entries: &[Entry<V>],
     anchor: u64,
-    cap: usize,
+    limit: usize,
     sc: &mut gc::Scratch,
 ) -> Settled<V> {
     let mut out = Settled {
-        pieces: Vec::new(),
+        entries: EntryBuf::new(),
+        pieces: SmallVec::new(),
         cuts: 0,
         dividing_cuts: 0,
     };
-    gc::normal_with(&mut entries, sc);
-    if entries.len() > cap {
-        // The leaf is reorganised anyway: drop the hidden parts of partly
-        // overwritten entries so cut points between runs appear.
-        gc::trim_hidden(&mut entries, sc);
-    }
-    cut_into(entries, anchor, cap, &mut out);
+    cut_into(entries, anchor, limit.max(1), &mut out, sc);
     out
 }
 
-fn cut_into<V: RangeValue>(entries: Vec<Entry<V>>, anchor: u64, cap: usize, out: &mut Settled<V>) {
-    if entries.len() <= cap {
-        out.pieces.push(Piece { anchor, entries });
+fn cut_into<V: RangeValue>(
+    entries: &[Entry<V>],
+    anchor: u64,
+    limit: usize,
+    out: &mut Settled<V>,
+    sc: &mut gc::Scratch,
+) {
+    if entries.len() <= limit {
+        out.push(anchor, entries);
         return;
     }
-    let Some((p, divides)) = choose_cut(&entries) else {
-        // Unreachable after normal GC (two surviving entries always leave
-        // three distinct boundaries); keep the data rather than lose it.
-        out.pieces.push(Piece { anchor, entries });
-        return;
-    };
-    out.cuts += 1;
-    out.dividing_cuts += usize::from(divides);
-    let mut left = Vec::with_capacity(entries.len());
-    let mut right = Vec::with_capacity(entries.len());
-    for e in &entries {
-        let (l, r) = (e.range.l(), e.range.r());
-        if r < p {
-            left.push(*e);
-        } else if l >= p {
-            right.push(*e);
+    if let Some((p, below)) = choose_cut(entries, &mut sc.spans) {
+        out.cuts += 1;
+        // No entry crosses `p`: each lies wholly on one side. A sequential
+        // writer's entries are ascending, and the sides are slices.
+        if entries.is_sorted_by_key(|e| e.range.l()) {
+            let (left, right) = entries.split_at(below);
+            cut_into(left, anchor, limit, out, sc);
+            cut_into(right, p, limit, out, sc);
         } else {
-            left.push(e.part(BlockRange::ordered(l, p - 1)));
-            right.push(e.part(BlockRange::ordered(p, r)));
+            let (left, right): (EntryBuf<V>, EntryBuf<V>) =
+                entries.iter().copied().partition(|e| e.range.r() < p);
+            cut_into(&left, anchor, limit, out, sc);
+            cut_into(&right, p, limit, out, sc);
         }
+        return;
     }
-    cut_into(left, anchor, cap, out);
-    cut_into(right, p, cap, out);
+    let mut visible = EntryBuf::from_slice(entries);
+    gc::trim_hidden(&mut visible, sc);
+    let m = visible.len();
+    let shares = m.div_ceil(limit).max(1);
+    for j in 0..shares {
+        let (s, e) = (j * m / shares, (j + 1) * m / shares);
+        let a = if j == 0 { anchor } else { visible[s].range.l() };
+        if j > 0 {
+            out.cuts += 1;
+            if entries.iter().any(|x| x.range.l() < a && a <= x.range.r()) {
+                out.dividing_cuts += 1;
+            }
+        }
+        out.push(a, &visible[s..e]);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::range::BlockRange;
     use crate::value::PhysicalRun;
+    use proptest::prelude::*;
 
     fn e(l: u64, h: u64) -> Entry<PhysicalRun> {
         Entry::new(
             BlockRange::new(l, h).unwrap(),
-            PhysicalRun::new(0, l).unwrap(),
+            PhysicalRun::new(0, l * 1000 + h).unwrap(),
         )
     }
 
     #[test]
     fn prefers_a_cut_that_divides_nothing() {
         // Fig. 11: candidates 3, 7, 12; 7 balances three and three.
-        let v = vec![e(1, 2), e(3, 6), e(4, 5), e(7, 9), e(8, 10), e(12, 13)];
-        assert_eq!(choose_cut(&v), Some((7, false)));
+        let v = [e(1, 2), e(3, 6), e(4, 5), e(7, 9), e(8, 10), e(12, 13)];
+        assert_eq!(choose_cut(&v, &mut Vec::new()), Some((7, 3)));
+        let s = settle(&v, 0, 4, &mut gc::Scratch::default());
+        assert_eq!((s.cuts, s.dividing_cuts), (1, 0));
+        assert_eq!(
+            s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
+            [0, 7]
+        );
+        // Log order and overlaps survive on each side.
+        assert_eq!(s.piece(0), &v[..3]);
+        assert_eq!(s.piece(1), &v[3..]);
     }
 
     #[test]
-    fn falls_back_to_a_median_boundary() {
-        let v = vec![e(1, 10), e(2, 3), e(5, 8)];
-        // Boundaries 1 2 4 5 9 11: medians 4 and 5; 4 is taken.
-        assert_eq!(choose_cut(&v), Some((4, true)));
+    fn a_lopsided_candidate_is_cut_again() {
+        // Segments [1, 1] and [3, 20]: the only candidate, 3, leaves one
+        // entry on the left; the right side is over the limit and is cut
+        // by the trimming fallback.
+        let v = [e(1, 1), e(3, 20), e(4, 5), e(6, 7), e(8, 9), e(10, 11)];
+        assert_eq!(choose_cut(&v, &mut Vec::new()), Some((3, 1)));
+        let s = settle(&v, 0, 4, &mut gc::Scratch::default());
+        assert_eq!(s.pieces[1].anchor, 3);
+        assert!(s.pieces.len() >= 3 && s.cuts == s.pieces.len() - 1);
+        assert_eq!(s.dividing_cuts, s.cuts - 1);
     }
 
     #[test]
-    fn settle_bounds_every_piece() {
-        // Nested ranges, the hard case for a median cut, with runs that
-        // do not continue one another (so trimming cannot join them).
-        let v: Vec<_> = (0..20)
-            .map(|i| {
-                Entry::new(
-                    BlockRange::new(i, 100 - i).unwrap(),
-                    PhysicalRun::new(0, i * 1000).unwrap(),
-                )
-            })
-            .collect();
-        let s = settle(v.clone(), 0, 8, &mut gc::Scratch::default());
-        assert!(s.pieces.len() >= 2);
-        assert!(s.pieces.iter().all(|p| p.entries.len() <= 8));
-        for w in s.pieces.windows(2) {
-            assert!(w[0].anchor < w[1].anchor);
-            assert!(w[0].entries.iter().all(|e| e.range.r() < w[1].anchor));
-        }
+    fn nested_ranges_are_trimmed_and_cut_into_equal_shares() {
+        // One segment: no NonOverlap candidate. Each newer range nests in
+        // the older ones, so trimming leaves 2 * 20 - 1 visible pieces.
+        let v: EntryBuf<PhysicalRun> = (0..20).map(|i| e(i, 100 - i)).collect();
+        let s = settle(&v, 0, 8, &mut gc::Scratch::default());
+        assert_eq!(s.pieces.len(), 5);
+        assert!(s.pieces.iter().all(|p| p.end - p.start <= 8));
+        assert!(s.dividing_cuts > 0 && s.dividing_cuts == s.cuts);
         assert_eq!(s.pieces[0].anchor, 0);
+    }
+
+    /// The newest value of block `b` among `entries` (oldest first).
+    fn newest(entries: &[Entry<PhysicalRun>], b: u64) -> Option<u64> {
+        let e = entries.iter().rev().find(|e| e.range.contains(b))?;
+        (!e.value.is_tombstone()).then(|| e.value.divide(e.range, BlockRange::block(b)).block())
+    }
+
+    proptest! {
+        /// Settling keeps every block's newest value, tiles the leaf's
+        /// space with increasing anchors, and bounds every piece.
+        #[test]
+        fn settle_keeps_every_block(
+            ops in proptest::collection::vec((0u64..60, 0u64..12, any::<bool>()), 1..40),
+            limit in 2usize..12,
+        ) {
+            let v: EntryBuf<PhysicalRun> = ops
+                .iter()
+                .enumerate()
+                .map(|(i, &(l, len, tomb))| {
+                    let r = BlockRange::new(l, l + len).unwrap();
+                    let val = if tomb && i % 3 == 0 {
+                        PhysicalRun::TOMBSTONE
+                    } else {
+                        PhysicalRun::new(1, 10_000 * i as u64).unwrap()
+                    };
+                    Entry::new(r, val)
+                })
+                .collect();
+            let mut collected = v.clone();
+            let mut sc = gc::Scratch::default();
+            gc::normal_with(&mut collected, &mut sc);
+            let s = settle(&collected, 0, limit, &mut sc);
+            prop_assert_eq!(s.pieces[0].anchor, 0);
+            for (i, p) in s.pieces.iter().enumerate() {
+                prop_assert!(p.end - p.start <= limit);
+                let upper = s.pieces.get(i + 1).map_or(u64::MAX, |n| n.anchor - 1);
+                prop_assert!(p.anchor <= upper);
+                for x in s.piece(i) {
+                    prop_assert!(x.range.l() >= p.anchor && x.range.r() <= upper);
+                    prop_assert!(!x.value.is_tombstone());
+                }
+            }
+            for b in 0..80 {
+                let i = s.pieces.iter().rposition(|p| p.anchor <= b).unwrap();
+                prop_assert_eq!(newest(s.piece(i), b), newest(&v, b), "block {}", b);
+            }
+        }
     }
 }

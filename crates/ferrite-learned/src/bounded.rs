@@ -88,18 +88,27 @@ impl BoundedModel {
         };
         let mut start = 0;
         while start < n {
-            let (end, slope) = match kind {
-                FitKind::Linear => (n, 0.0),
-                FitKind::Piecewise | FitKind::TwoLevel => cone(xs, pos, start, n, eps),
+            let (end, slope, sums) = match kind {
+                FitKind::Linear => (n, 0.0, None),
+                FitKind::Piecewise => {
+                    let (end, slope, _) = cone(xs, pos, start, n, eps);
+                    (end, slope, None)
+                }
+                FitKind::TwoLevel => {
+                    let (end, slope, sums) = cone(xs, pos, start, n, eps);
+                    (end, slope, Some(sums))
+                }
             };
-            m.push_segment(xs, pos, start, end, kind, slope);
+            m.push_segment(xs, pos, start, end, kind, slope, sums);
             start = end;
         }
         m
     }
 
     /// Fits `[start, end)` as one or more segments (more only when a
-    /// window would overflow the stored bound).
+    /// window would overflow the stored bound). `sums` are the segment's
+    /// least-squares sums if the cone pass gathered them.
+    #[allow(clippy::too_many_arguments)]
     fn push_segment(
         &mut self,
         xs: &[u64],
@@ -108,6 +117,7 @@ impl BoundedModel {
         end: usize,
         kind: FitKind,
         cone_slope: f64,
+        sums: Option<Sums>,
     ) {
         let (xs_s, pos_s) = (&xs[start..end], &pos[start..end]);
         let cone = Line {
@@ -126,12 +136,14 @@ impl BoundedModel {
             FitKind::Piecewise => measured(cone),
             FitKind::Linear => measured(least_squares(xs_s, pos_s)),
             FitKind::TwoLevel => {
-                let ls = measured(least_squares(xs_s, pos_s));
-                let cone = measured(cone);
-                if window_width(ls.1) <= window_width(cone.1) {
-                    ls
+                let ls = quantized(sums.map_or_else(|| least_squares(xs_s, pos_s), |s| s.line()));
+                let cone = quantized(cone);
+                // Both candidates measured in one pass over the points.
+                let (ls_bounds, cone_bounds) = bounds_of_two(xs_s, pos_s, ls, cone);
+                if window_width(ls_bounds) <= window_width(cone_bounds) {
+                    (ls, ls_bounds)
                 } else {
-                    cone
+                    (cone, cone_bounds)
                 }
             }
         };
@@ -146,8 +158,9 @@ impl BoundedModel {
             }
             None if end - start > 1 => {
                 let mid = start + (end - start) / 2;
-                self.push_segment(xs, pos, start, mid, kind, cone_slope);
-                self.push_segment(xs, pos, mid, end, kind, cone_slope);
+                // The halves' least squares are refitted from their points.
+                self.push_segment(xs, pos, start, mid, kind, cone_slope, None);
+                self.push_segment(xs, pos, mid, end, kind, cone_slope, None);
             }
             None => {
                 // One point: its own line hits it exactly.
@@ -350,29 +363,79 @@ fn get_varint(b: &mut &[u8]) -> Option<u64> {
 }
 
 /// The longest run from `start` that one line through the first point
-/// covers within ±`eps` (the shrinking cone): its end (exclusive) and the
-/// middle slope of the cone that remains.
-fn cone(xs: &[u64], pos: &[u64], start: usize, n: usize, eps: f64) -> (usize, f64) {
+/// covers within ±`eps` (the shrinking cone): its end (exclusive), the
+/// middle slope of the cone that remains, and the run's least-squares sums
+/// (gathered in the same pass, so the second-level line costs no extra
+/// pass over the keys).
+fn cone(xs: &[u64], pos: &[u64], start: usize, n: usize, eps: f64) -> (usize, f64, Sums) {
     let (x0, y0) = (xs[start], pos[start]);
     let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
     let mut end = n;
+    let mut sums = Sums::default();
+    sums.add(0.0, 0.0);
     for j in start + 1..n {
         let dx = xs[j].saturating_sub(x0) as f64;
         let dy = pos[j].saturating_sub(y0) as f64;
-        let (nlo, nhi) = (lo.max((dy - eps) / dx), hi.min((dy + eps) / dx));
-        if dx <= 0.0 || nlo > nhi {
+        // Outside the cone when no slope in [lo, hi] passes within ±eps;
+        // compared by multiplying, so a division happens only when the
+        // cone actually narrows.
+        if dx <= 0.0 || dy + eps < lo * dx || dy - eps > hi * dx {
             end = j;
             break;
         }
-        lo = nlo;
-        hi = nhi;
+        if dy - eps > lo * dx {
+            lo = (dy - eps) / dx;
+        }
+        if dy + eps < hi * dx {
+            hi = (dy + eps) / dx;
+        }
+        sums.add(dx, dy);
     }
     let slope = match (lo.is_finite(), hi.is_finite()) {
         (true, true) => (lo + hi) / 2.0,
         (true, false) => lo,
         _ => 0.0,
     };
-    (end, slope.max(0.0))
+    sums.y0 = y0 as f64;
+    (end, slope.max(0.0), sums)
+}
+
+/// Running sums for a least-squares line over points `(dx, dy)` taken
+/// relative to a segment's first point `(x0, y0)`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sums {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+    y0: f64,
+}
+
+impl Sums {
+    fn add(&mut self, dx: f64, dy: f64) {
+        self.n += 1.0;
+        self.sx += dx;
+        self.sy += dy;
+        self.sxx += dx * dx;
+        self.sxy += dx * dy;
+    }
+
+    /// The least-squares line (slope clamped at zero, as positions never
+    /// fall). Its bounds are measured afterwards, so rounding here can
+    /// only widen a window, never lose a key.
+    fn line(&self) -> Line {
+        let (mx, my) = (self.sx / self.n, self.sy / self.n);
+        let vxx = self.sxx - self.sx * mx;
+        let cxy = self.sxy - self.sx * my;
+        let slope = if vxx > 0.0 { (cxy / vxx).max(0.0) } else { 0.0 };
+        Line {
+            slope,
+            intercept: self.y0 + my - slope * mx,
+            below: 0,
+            above: 0,
+        }
+    }
 }
 
 /// Ordinary least squares of `pos` on `x - first_x`.
@@ -411,10 +474,37 @@ fn bounds(xs: &[u64], pos: &[u64], line: Line) -> Option<(u16, u16)> {
         below = below.max(err);
         above = above.max(-err);
     }
+    rounded_bounds(below, above)
+}
+
+fn rounded_bounds(below: f64, above: f64) -> Option<(u16, u16)> {
     // One extra position absorbs floating-point rounding at lookup time.
     let b = below.ceil() + 1.0;
     let a = above.ceil() + 1.0;
     (b <= u16::MAX as f64 && a <= u16::MAX as f64).then_some((b as u16, a as u16))
+}
+
+/// `(below, above)` of a line, `None` when either overflows `u16`.
+type Bounds = Option<(u16, u16)>;
+
+/// [`bounds`] of two lines over the same points, in one pass.
+fn bounds_of_two(xs: &[u64], pos: &[u64], a: Line, b: Line) -> (Bounds, Bounds) {
+    let x0 = xs[0];
+    let (mut a_below, mut a_above, mut b_below, mut b_above) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (&x, &p) in xs.iter().zip(pos) {
+        let dx = (x - x0) as f64;
+        let p = p as f64;
+        let ea = p - (a.intercept + a.slope * dx);
+        let eb = p - (b.intercept + b.slope * dx);
+        a_below = a_below.max(ea);
+        a_above = a_above.max(-ea);
+        b_below = b_below.max(eb);
+        b_above = b_above.max(-eb);
+    }
+    (
+        rounded_bounds(a_below, a_above),
+        rounded_bounds(b_below, b_above),
+    )
 }
 
 fn quantized(l: Line) -> Line {

@@ -614,7 +614,11 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          splits (a few percent of writes, each copying a leaf into a new log), where a `BTreeMap` \
          insert splits a node in place. `gc_fraction_of_writes` counts writes during which a \
          collection ran; `full_leaf_fraction_of_writes` also counts full leaves whose entries \
-         were disjoint (nothing to collect: they are split at once). The claims table at the \
+         were disjoint (nothing to collect: they are split at once). A split's cut counts as \
+         dividing (`split_no_divide_fraction`) when it falls inside a range as written that \
+         still shows data in the leaf, the paper's sense; when a leaf's ranges form one segment \
+         every cut divides one, and RASK then trims ranges to their visible parts before \
+         cutting, so no visible run is divided, yet the cut is counted. The claims table at the \
          end judges every claim on the worst trace; the synthetic set's values are listed \
          with the claim metrics.\n",
         results.params

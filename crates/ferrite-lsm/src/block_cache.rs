@@ -12,6 +12,11 @@
 //! budget counts each block's bytes and the slot's own overhead; a shard
 //! never holds more than its sixteenth. Blocks are `Arc`s, so evicting a
 //! block a reader still holds only drops the cache's reference.
+//!
+//! A hit costs one hash probe: the map entry holds the block and its slot
+//! number, and the slots hold only keys, which the hand needs to evict.
+//! Hit and miss counts are kept per shard under its lock, so a lookup
+//! writes no shared counter.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -29,9 +34,10 @@ const SLOT_OVERHEAD: usize = 96;
 /// (table id, block number).
 pub type BlockKey = (u64, u32);
 
-struct Slot {
-    key: BlockKey,
+/// A cached block and the slot the CLOCK tracks it in.
+struct Cached {
     block: Arc<Block>,
+    slot: usize,
 }
 
 /// A multiplicative hash for block keys: they are two small integers, and
@@ -58,13 +64,34 @@ impl Hasher for KeyHasher {
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<BlockKey, usize, BuildHasherDefault<KeyHasher>>,
-    slots: Vec<Option<Slot>>,
+    map: HashMap<BlockKey, Cached, BuildHasherDefault<KeyHasher>>,
+    /// The key each slot holds, `None` for a free slot.
+    slots: Vec<Option<BlockKey>>,
     /// CLOCK reference bits, one per slot (what [`clock_victim`] walks).
     refs: Vec<bool>,
     free: Vec<usize>,
     hand: usize,
     bytes: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl Shard {
+    /// Removes `key`'s block, freeing its slot; returns the bytes freed.
+    fn remove(&mut self, key: &BlockKey) -> Option<usize> {
+        let c = self.map.remove(key)?;
+        if let Some(s) = self.slots.get_mut(c.slot) {
+            *s = None;
+        }
+        self.free.push(c.slot);
+        // An empty slot is passed over until it is reused.
+        if let Some(r) = self.refs.get_mut(c.slot) {
+            *r = true;
+        }
+        let freed = c.block.charge() + SLOT_OVERHEAD;
+        self.bytes -= freed;
+        Some(freed)
+    }
 }
 
 /// The CLOCK choice: from `hand`, the first slot whose bit is clear,
@@ -91,8 +118,6 @@ pub struct BlockCache {
     budget: usize,
     /// Bytes pinned by open tables' filters and indexes.
     pinned: AtomicUsize,
-    hits: AtomicU64,
-    misses: AtomicU64,
     evictions: AtomicU64,
 }
 
@@ -102,8 +127,6 @@ impl BlockCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             budget: budget as usize,
             pinned: AtomicUsize::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
     }
@@ -135,20 +158,21 @@ impl BlockCache {
     }
 
     pub fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
-        let mut s = self.shard(key).lock();
-        let found = s.map.get(&key).copied().and_then(|i| {
-            let block = s.slots.get(i)?.as_ref()?.block.clone();
-            if let Some(r) = s.refs.get_mut(i) {
-                *r = true;
+        let mut guard = self.shard(key).lock();
+        let s = &mut *guard;
+        match s.map.get(&key) {
+            Some(c) => {
+                if let Some(r) = s.refs.get_mut(c.slot) {
+                    *r = true;
+                }
+                s.hits += 1;
+                Some(c.block.clone())
             }
-            Some(block)
-        });
-        drop(s);
-        match &found {
-            Some(_) => self.hits.fetch_add(1, Ordering::Relaxed),
-            None => self.misses.fetch_add(1, Ordering::Relaxed),
-        };
-        found
+            None => {
+                s.misses += 1;
+                None
+            }
+        }
     }
 
     /// Caches `block` (if it fits the shard at all), evicting by CLOCK.
@@ -168,21 +192,16 @@ impl BlockCache {
                 break;
             };
             s.hand = (v + 1) % s.slots.len().max(1);
-            if let Some(old) = s.slots.get_mut(v).and_then(Option::take) {
-                s.map.remove(&old.key);
-                s.bytes -= old.block.charge() + SLOT_OVERHEAD;
-                s.free.push(v);
-                if let Some(r) = s.refs.get_mut(v) {
-                    *r = true;
+            if let Some(old) = s.slots.get(v).copied().flatten() {
+                if s.remove(&old).is_some() {
+                    self.evictions.fetch_add(1, Ordering::Relaxed);
                 }
-                self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        let slot = Slot { key, block };
-        let i = match s.free.pop() {
+        let slot = match s.free.pop() {
             Some(i) => {
                 if let Some(x) = s.slots.get_mut(i) {
-                    *x = Some(slot);
+                    *x = Some(key);
                 }
                 if let Some(r) = s.refs.get_mut(i) {
                     *r = false;
@@ -190,12 +209,12 @@ impl BlockCache {
                 i
             }
             None => {
-                s.slots.push(Some(slot));
+                s.slots.push(Some(key));
                 s.refs.push(false);
                 s.slots.len() - 1
             }
         };
-        s.map.insert(key, i);
+        s.map.insert(key, Cached { block, slot });
         s.bytes += charge;
     }
 
@@ -204,22 +223,9 @@ impl BlockCache {
         for shard in &self.shards {
             let mut guard = shard.lock();
             let s = &mut *guard;
-            let gone: Vec<(BlockKey, usize)> = s
-                .map
-                .iter()
-                .filter(|(k, _)| k.0 == table)
-                .map(|(&k, &i)| (k, i))
-                .collect();
-            for (k, i) in gone {
-                s.map.remove(&k);
-                if let Some(old) = s.slots.get_mut(i).and_then(Option::take) {
-                    s.bytes -= old.block.charge() + SLOT_OVERHEAD;
-                    s.free.push(i);
-                    // An empty slot is passed over until it is reused.
-                    if let Some(r) = s.refs.get_mut(i) {
-                        *r = true;
-                    }
-                }
+            let gone: Vec<BlockKey> = s.map.keys().filter(|k| k.0 == table).copied().collect();
+            for k in gone {
+                s.remove(&k);
             }
         }
     }
@@ -230,9 +236,15 @@ impl BlockCache {
     }
 
     pub fn counts(&self) -> ferrite_core::CacheCounts {
+        let (mut hits, mut misses) = (0, 0);
+        for shard in &self.shards {
+            let s = shard.lock();
+            hits += s.hits;
+            misses += s.misses;
+        }
         ferrite_core::CacheCounts {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits,
+            misses,
             evictions: self.evictions.load(Ordering::Relaxed),
         }
     }
@@ -250,5 +262,48 @@ mod tests {
         let mut all = vec![true, true];
         assert_eq!(clock_victim(&mut all, 1), Some(1));
         assert_eq!(clock_victim(&mut [], 0), None);
+    }
+
+    fn block(tag: u8) -> Arc<Block> {
+        let mut b = crate::table::block::BlockBuilder::default();
+        b.add(&[tag], Some(b"v"));
+        let mut data = Vec::new();
+        b.finish_into(&mut data);
+        let buf = ferrite_io::AlignedBuf::from_slice(&data);
+        Arc::new(Block::parse(buf, &|| "test".into()).unwrap())
+    }
+
+    #[test]
+    fn hits_misses_eviction_and_forgetting() {
+        let charge = block(0).charge() + SLOT_OVERHEAD;
+        // Room for three blocks per shard.
+        let cache = BlockCache::new((3 * charge * SHARDS) as u64);
+        // Keys of one table that land in one shard, so the budget bites.
+        let shard_of = |k: BlockKey| cache.shard(k) as *const _;
+        let first = shard_of((7, 0));
+        let keys: Vec<BlockKey> = (0u32..10_000)
+            .map(|b| (7, b))
+            .filter(|&k| shard_of(k) == first)
+            .take(5)
+            .collect();
+        assert_eq!(keys.len(), 5);
+        for (i, &k) in keys.iter().enumerate() {
+            cache.insert(k, block(i as u8));
+        }
+        assert!(cache.bytes() <= 3 * charge);
+        let held: Vec<bool> = keys.iter().map(|&k| cache.get(k).is_some()).collect();
+        assert_eq!(held.iter().filter(|&&h| h).count(), 3);
+        // The newest block is always kept, and a hit returns its own block.
+        let newest = cache.get(keys[4]).unwrap();
+        assert_eq!(newest.entry(0).map(|(k, _)| k.to_vec()), Some(vec![4u8]));
+        let c = cache.counts();
+        assert_eq!((c.hits, c.misses, c.evictions), (4, 2, 2));
+        cache.forget_table(7);
+        assert_eq!(cache.bytes(), 0);
+        assert!(keys.iter().all(|&k| cache.get(k).is_none()));
+        // Freed slots are reused without growing the shard.
+        cache.insert(keys[0], block(9));
+        assert!(cache.get(keys[0]).is_some());
+        assert_eq!(cache.bytes(), charge);
     }
 }

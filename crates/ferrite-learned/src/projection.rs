@@ -60,6 +60,23 @@ impl KeyProjection {
         u64::from_be_bytes(b)
     }
 
+    /// Projects `key`, which the caller knows starts with the prefix (a
+    /// key between the two keys the projection was built from): the
+    /// comparison against the prefix is skipped, which matters when a
+    /// table builder projects every key it writes.
+    pub fn project_sharing(&self, key: &[u8]) -> u64 {
+        debug_assert!(key.starts_with(&self.prefix));
+        let rest = key.get(self.prefix.len()..).unwrap_or_default();
+        match rest.first_chunk::<8>() {
+            Some(b) => u64::from_be_bytes(*b),
+            None => {
+                let mut b = [0u8; 8];
+                b[..rest.len()].copy_from_slice(rest);
+                u64::from_be_bytes(b)
+            }
+        }
+    }
+
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.prefix.capacity()
@@ -82,6 +99,18 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn sharing_keys_project_alike(
+            prefix in proptest::collection::vec(any::<u8>(), 0..12),
+            tails in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 2..20),
+        ) {
+            let keys: Vec<Vec<u8>> = tails.iter().map(|t| [prefix.as_slice(), t].concat()).collect();
+            let p = KeyProjection::for_keys(keys.iter().map(|k| k.as_slice()));
+            for k in &keys {
+                prop_assert_eq!(p.project_sharing(k), p.project(k));
+            }
+        }
+
         #[test]
         fn order_is_kept(
             keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..20), 1..20),

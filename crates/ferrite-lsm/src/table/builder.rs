@@ -123,10 +123,14 @@ impl TableBuilder {
     }
 
     fn finish_block(&mut self, next: Option<&[u8]>) {
-        self.separators.push(match next {
-            Some(n) => shortest_separator(&self.last_key, n),
-            None => self.last_key.clone(),
-        });
+        // Only a sparse index reads separators; a model locates blocks by
+        // ordinal.
+        if self.kind == IndexKind::Sparse {
+            self.separators.push(match next {
+                Some(n) => shortest_separator(&self.last_key, n),
+                None => self.last_key.clone(),
+            });
+        }
         self.block.finish_into(&mut self.data);
     }
 
@@ -152,13 +156,18 @@ impl TableBuilder {
                 let projection =
                     KeyProjection::for_keys([self.first_key.as_slice(), self.last_key.as_slice()]);
                 // One point per distinct projection: its first ordinal.
-                let (mut xs, mut pos) = (Vec::new(), Vec::new());
+                // Every key lies between the first and the last, so all
+                // share the projection's prefix.
+                let n = self.key_ends.len();
+                let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
                 let mut start = 0usize;
+                let mut last = None;
                 for (i, &end) in self.key_ends.iter().enumerate() {
                     let key = self.keys.get(start..end as usize).unwrap_or_default();
                     start = end as usize;
-                    let x = projection.project(key);
-                    if xs.last().is_none_or(|&l| l < x) {
+                    let x = projection.project_sharing(key);
+                    if last.is_none_or(|l| l < x) {
+                        last = Some(x);
                         xs.push(x);
                         pos.push(i as u64);
                     }

@@ -67,18 +67,19 @@ impl UnfoundList {
 }
 
 /// Appends to `out` the latest value of every block of `target` that
-/// `entries` (oldest first) hold, as segments in ascending order; blocks
+/// `newest_first` (a log's entries, newest first; entries not overlapping
+/// `target` may be left out) hold, as segments in ascending order; blocks
 /// no entry holds, or whose newest entry is a tombstone, become gaps
 /// (adjacent gaps are not joined here; see [`coalesce_gaps`]).
 pub fn search<V: RangeValue>(
-    entries: &[Entry<V>],
+    newest_first: impl IntoIterator<Item = Entry<V>>,
     target: BlockRange,
     unfound: &mut UnfoundList,
     out: &mut Vec<Segment<V>>,
 ) {
     unfound.reset(target);
     let start = out.len();
-    for e in entries.iter().rev() {
+    for e in newest_first {
         if !e.range.overlaps(&target) {
             continue;
         }
@@ -145,7 +146,12 @@ mod tests {
         // Fig. 9: searching [3, 15]; newer entries win.
         let entries = [e(1, 6, 100), e(6, 13, 200), e(9, 10, 300)];
         let mut out = Vec::new();
-        search(&entries, r(3, 15), &mut UnfoundList::default(), &mut out);
+        search(
+            entries.into_iter().rev(),
+            r(3, 15),
+            &mut UnfoundList::default(),
+            &mut out,
+        );
         let got = shape(&out);
         assert_eq!(
             got,
@@ -167,7 +173,12 @@ mod tests {
             e(3, 3, 50),
         ];
         let mut out = Vec::new();
-        search(&entries, r(0, 9), &mut UnfoundList::default(), &mut out);
+        search(
+            entries.into_iter().rev(),
+            r(0, 9),
+            &mut UnfoundList::default(),
+            &mut out,
+        );
         let got = shape(&out);
         assert_eq!(
             got,

@@ -82,6 +82,9 @@ pub struct RaskStats {
     /// Range pieces stored in a leaf other than the write's first.
     pub fragments: u64,
     pub leaves: u64,
+    /// Leaves whose log stores plain ranges because its entries lie too
+    /// far apart for offsets from one base (see `leaf`).
+    pub wide_leaves: u64,
     pub entries: u64,
     /// Bytes of leaves, logs and ART nodes (the counting allocator's view
     /// also includes allocator rounding).
@@ -159,7 +162,7 @@ impl<V: RangeValue> Rask<V> {
     }
 
     fn build(cap: usize, merge_threshold: u32) -> Self {
-        let head = Owned::new(Leaf::new(0, Log::new(u64::MAX, cap.min(4), &[])));
+        let head = Owned::new(Leaf::new(0, Log::new(0, u64::MAX, cap.min(4), &[])));
         // SAFETY: nothing else can see the index while it is built.
         let guard = unsafe { epoch::unprotected() };
         let head = head.into_shared(guard);
@@ -220,12 +223,8 @@ impl<V: RangeValue> Rask<V> {
                     continue;
                 }
                 let hi = target.r().min(log.last);
-                ablation::search(
-                    log.entries(),
-                    BlockRange::ordered(pos, hi),
-                    &mut unfound,
-                    out,
-                );
+                let part = BlockRange::ordered(pos, hi);
+                ablation::search(log.overlapping(part), part, &mut unfound, out);
                 if hi == target.r() {
                     break;
                 }
@@ -350,13 +349,18 @@ impl<V: RangeValue> Rask<V> {
         if unsafe { log.push(e) } {
             return false;
         }
-        let mut entries = EntryBuf::from_slice(log.entries());
+        let mut entries = EntryBuf::new();
+        log.copy_into(&mut entries);
         let full = entries.len() >= self.cap;
         entries.push(e);
         if !full {
             // The log was allocated smaller than the leaf's capacity: grow it.
             let slots = self.slots_for(entries.len() * 2);
-            self.swap_log(leaf, Log::new(log.last, slots, &entries), guard);
+            self.swap_log(
+                leaf,
+                Log::new(leaf.anchor, log.last, slots, &entries),
+                guard,
+            );
             return false;
         }
         bump(&self.c.full_leaf_writes, 1);
@@ -385,11 +389,15 @@ impl<V: RangeValue> Rask<V> {
             Some(split::settle(&entries, leaf.anchor, self.fill_limit(), sc))
         });
         let Some(settled) = settled else {
-            self.swap_log(leaf, self.log_for(log.last, &entries), guard);
+            self.swap_log(leaf, self.log_for(leaf.anchor, log.last, &entries), guard);
             return false;
         };
         if settled.pieces.len() == 1 {
-            self.swap_log(leaf, self.log_for(log.last, settled.piece(0)), guard);
+            self.swap_log(
+                leaf,
+                self.log_for(leaf.anchor, log.last, settled.piece(0)),
+                guard,
+            );
             return false;
         }
         bump(&self.c.splits, 1);
@@ -413,9 +421,9 @@ impl<V: RangeValue> Rask<V> {
     }
 
     /// A log for `entries` with room to grow by half again.
-    fn log_for(&self, last: u64, entries: &[Entry<V>]) -> Owned<Log<V>> {
+    fn log_for(&self, anchor: u64, last: u64, entries: &[Entry<V>]) -> Owned<Log<V>> {
         let n = entries.len();
-        Log::new(last, self.slots_for(n + (n / 4).max(2)), entries)
+        Log::new(anchor, last, self.slots_for(n + (n / 4).max(2)), entries)
     }
 
     fn swap_log(&self, leaf: &Leaf<V>, log: Owned<Log<V>>, guard: &Guard) {
@@ -440,7 +448,10 @@ impl<V: RangeValue> Rask<V> {
         let mut upper = last;
         let mut created: SmallVec<[Shared<'g, Leaf<V>>; 4]> = SmallVec::new();
         for (i, p) in settled.pieces.iter().enumerate().skip(1).rev() {
-            let fresh = Owned::new(Leaf::new(p.anchor, self.log_for(upper, settled.piece(i))));
+            let fresh = Owned::new(Leaf::new(
+                p.anchor,
+                self.log_for(p.anchor, upper, settled.piece(i)),
+            ));
             fresh.next.store(next, Ordering::Relaxed);
             let fresh = fresh.into_shared(guard);
             // SAFETY: `next` is a live leaf (or null) under `guard`; its
@@ -461,7 +472,11 @@ impl<V: RangeValue> Rask<V> {
         // Link before publishing the shrunk log: a reader that sees the new
         // `last` must also see the leaves that took the rest.
         leaf.next.store(next, Ordering::Release);
-        self.swap_log(leaf, self.log_for(upper, settled.piece(0)), guard);
+        self.swap_log(
+            leaf,
+            self.log_for(leaf.anchor, upper, settled.piece(0)),
+            guard,
+        );
         if !created.is_empty() {
             let mut art = self.art.write();
             for s in &created {
@@ -493,9 +508,11 @@ impl<V: RangeValue> Rask<V> {
         let plog = p.current(guard);
         let llog = leaf.current(guard);
         let settled = with_scratch(|sc| {
-            let mut left = EntryBuf::from_slice(plog.entries());
+            let mut left = EntryBuf::new();
+            plog.copy_into(&mut left);
             gc::normal_with(&mut left, sc);
-            let mut right = EntryBuf::from_slice(llog.entries());
+            let mut right = EntryBuf::new();
+            llog.copy_into(&mut right);
             gc::normal_with(&mut right, sc);
             let merged = join_boundary(left, right, leaf.anchor);
             split::settle(&merged, p.anchor, self.cap, sc)
@@ -503,8 +520,16 @@ impl<V: RangeValue> Rask<V> {
         let pieces = &settled.pieces;
         if pieces.len() == 2 && pieces[1].anchor == leaf.anchor {
             // The collected leaves keep their boundary.
-            self.swap_log(p, self.log_for(leaf.anchor - 1, settled.piece(0)), guard);
-            self.swap_log(leaf, self.log_for(llog.last, settled.piece(1)), guard);
+            self.swap_log(
+                p,
+                self.log_for(p.anchor, leaf.anchor - 1, settled.piece(0)),
+                guard,
+            );
+            self.swap_log(
+                leaf,
+                self.log_for(leaf.anchor, llog.last, settled.piece(1)),
+                guard,
+            );
             bump(&self.c.resplits, 1);
             leaf.reset_frag();
             p.reset_frag();
@@ -520,7 +545,11 @@ impl<V: RangeValue> Rask<V> {
         if pieces.len() == 1 {
             // Publish the merged log first: a reader with the old `p` log
             // still finds `leaf` (and its frozen snapshot) through `next`.
-            self.swap_log(p, self.log_for(llog.last, settled.piece(0)), guard);
+            self.swap_log(
+                p,
+                self.log_for(p.anchor, llog.last, settled.piece(0)),
+                guard,
+            );
             leaf.mark_deleted();
             p.next.store(after, Ordering::Release);
             // SAFETY: `after` is live under `guard`; its prev pointer is
@@ -571,17 +600,20 @@ impl<V: RangeValue> Rask<V> {
     pub fn stats(&self) -> RaskStats {
         let guard = epoch::pin();
         let (mut leaves, mut entries, mut bytes) = (0u64, 0u64, 0u64);
+        let mut wide_leaves = 0u64;
         let mut leaf = Some(self.head(&guard));
         while let Some(l) = leaf {
             let log = l.current(&guard);
             leaves += 1;
-            entries += log.entries().len() as u64;
+            wide_leaves += u64::from(log.is_wide());
+            entries += log.len() as u64;
             bytes += (std::mem::size_of::<Leaf<V>>() + log.heap_bytes()) as u64;
             leaf = l.next_leaf(&guard);
         }
         bytes += self.art.read().heap_bytes() as u64;
         RaskStats {
             leaves,
+            wide_leaves,
             entries,
             index_bytes: bytes,
             ..self.counters()
@@ -605,12 +637,8 @@ impl<V: RangeValue> Rask<V> {
             }
             if log.last >= pos {
                 out.clear();
-                ablation::search(
-                    log.entries(),
-                    BlockRange::ordered(pos, log.last),
-                    &mut unfound,
-                    &mut out,
-                );
+                let part = BlockRange::ordered(pos, log.last);
+                ablation::search(log.overlapping(part), part, &mut unfound, &mut out);
                 for s in &out {
                     if let Some(v) = s.value {
                         f(s.range, v);
@@ -663,10 +691,10 @@ impl<V: RangeValue> Rask<V> {
                 ));
             }
             let log = l.current(&guard);
-            if log.entries().len() > self.cap || log.slots() > self.cap {
+            if log.len() > self.cap || log.slots() > self.cap {
                 return Err(format!("leaf {} holds more than its capacity", l.anchor));
             }
-            for e in log.entries() {
+            for e in log.iter() {
                 if e.range.l() < l.anchor || e.range.r() > log.last {
                     return Err(format!(
                         "entry {} lies outside leaf [{}, {}]",

@@ -7,6 +7,15 @@
 //! next slot and then publish the new length (release), so a reader that
 //! loads the length (acquire) sees a consistent prefix without locking.
 //!
+//! A log stores its entries in one of two slot formats, fixed when it is
+//! built: compact slots hold a range as two 32-bit offsets from the log's
+//! `base` (16 bytes with an 8-byte value, against 24 for a plain entry),
+//! wide slots hold the range as it is. A log is compact when every entry it
+//! is built with fits the offsets, and a leaf whose space spans fewer than
+//! 2^32 blocks always is (its base is its anchor). An append that does not
+//! fit a compact log is refused like an append to a full one, and the
+//! writer rebuilds the log, which picks the format again.
+//!
 //! GC, split and merge never edit a log in place: they build a new log
 //! and swap the leaf's pointer (the old one is retired through epoch-based
 //! reclamation). A reader therefore always works on an immutable snapshot
@@ -20,8 +29,9 @@
 //! pointer of its right neighbour.
 
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, MaybeUninit};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::alloc::Layout;
 
@@ -29,30 +39,58 @@ use crossbeam_epoch::{Atomic, Guard, Owned, Pointable, Shared};
 use parking_lot::lock_api::RawMutex as _;
 use parking_lot::RawMutex;
 
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryBuf};
+use crate::range::BlockRange;
 use crate::value::RangeValue;
 
 const DELETED: u32 = 1 << 31;
 
+/// The `shape` bit marking a log of wide slots.
+const WIDE: u32 = 1 << 31;
+
+/// A range as two offsets from its log's base, and its value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Compact<V> {
+    lo: u32,
+    hi: u32,
+    value: V,
+}
+
+/// Words (8 bytes) one slot of the given format takes.
+const fn stride<V>(wide: bool) -> usize {
+    if wide {
+        size_of::<Entry<V>>().div_ceil(8)
+    } else {
+        size_of::<Compact<V>>().div_ceil(8)
+    }
+}
+
 /// A leaf's entries and the upper end of its space, in one allocation:
-/// this header followed by `cap` entry slots (so a lookup touches the
-/// header and the newest entries in neighbouring cache lines).
+/// this header followed by the slots (so a lookup touches the header and
+/// the newest entries in neighbouring cache lines).
 #[repr(C)]
 pub(crate) struct Log<V> {
     /// Inclusive upper bound of the leaf's space.
     pub last: u64,
-    len: AtomicUsize,
-    cap: usize,
-    slots: [UnsafeCell<MaybeUninit<Entry<V>>>],
+    /// The block compact slots count from.
+    base: u64,
+    len: AtomicU32,
+    /// Slots allocated, and [`WIDE`].
+    shape: u32,
+    _value: PhantomData<V>,
+    words: [UnsafeCell<MaybeUninit<u64>>],
 }
 
 /// The sized prefix of [`Log`], for its layout.
 #[repr(C)]
 struct LogHeader<V> {
     last: u64,
-    len: AtomicUsize,
-    cap: usize,
-    slots: [UnsafeCell<MaybeUninit<Entry<V>>>; 0],
+    base: u64,
+    len: AtomicU32,
+    shape: u32,
+    _value: PhantomData<V>,
+    words: [UnsafeCell<MaybeUninit<u64>>; 0],
 }
 
 // SAFETY: slots below `len` are immutable once published; the one slot a
@@ -61,33 +99,39 @@ unsafe impl<V: Send + Sync> Sync for Log<V> {}
 // SAFETY: the log owns plain `Copy` data.
 unsafe impl<V: Send + Sync> Send for Log<V> {}
 
-fn log_layout<V>(cap: usize) -> Option<(Layout, usize)> {
+/// The allocation of a log of `words` slot words, and the words' offset.
+fn log_layout<V>(words: usize) -> Option<(Layout, usize)> {
     let (l, off) = Layout::new::<LogHeader<V>>()
-        .extend(Layout::array::<Entry<V>>(cap).ok()?)
+        .extend(Layout::array::<u64>(words).ok()?)
         .ok()?;
     Some((l.pad_to_align(), off))
 }
 
-/// How a log is made: upper bound, slots, and the entries to copy in
-/// (`n` entries at `src`, read only during `init`).
+fn shape_words<V>(shape: u32) -> usize {
+    (shape & !WIDE) as usize * stride::<V>(shape & WIDE != 0)
+}
+
+/// How a log is made: base, format, upper bound, slots, and the entries to
+/// copy in (`n` entries at `src`, read only during `init`).
 pub(crate) struct LogInit<V> {
     last: u64,
-    cap: usize,
+    base: u64,
+    shape: u32,
     src: *const Entry<V>,
     n: usize,
 }
 
-// `init` allocates the layout `log_layout(cap)` and writes the header and
-// `n <= cap` slots; `deref` rebuilds the fat pointer from the stored
-// `cap`; `drop` frees the same layout (entries are `Copy`, nothing to
-// drop). The address is aligned to `ALIGN`.
+// `init` allocates the layout `log_layout(shape_words(shape))` and writes
+// the header and `n <=` slots entries; `deref` rebuilds the fat pointer
+// from the stored shape; `drop` frees the same layout (entries are
+// `Copy`, nothing to drop). The address is aligned to `ALIGN`, and every
+// slot to 8 bytes, which `Log::new` checks is enough for the value type.
 impl<V: RangeValue> Pointable for Log<V> {
-    const ALIGN: usize = std::mem::align_of::<LogHeader<V>>();
+    const ALIGN: usize = align_of::<LogHeader<V>>();
     type Init = LogInit<V>;
 
     unsafe fn init(init: Self::Init) -> usize {
-        let cap = init.cap.max(init.n);
-        let Some((layout, off)) = log_layout::<V>(cap) else {
+        let Some((layout, _)) = log_layout::<V>(shape_words::<V>(init.shape)) else {
             std::alloc::handle_alloc_error(Layout::new::<LogHeader<V>>());
         };
         // SAFETY: the layout has a non-zero size (the header).
@@ -97,32 +141,53 @@ impl<V: RangeValue> Pointable for Log<V> {
         }
         let h = p.cast::<LogHeader<V>>();
         // SAFETY: `p` is a fresh allocation of `layout`, which holds the
-        // header and `cap` slots from offset `off`.
+        // header and the slots behind it; `Log::new` made `n` at most the
+        // slot count and checked that every entry fits the format.
         unsafe {
             std::ptr::addr_of_mut!((*h).last).write(init.last);
-            std::ptr::addr_of_mut!((*h).len).write(AtomicUsize::new(init.n));
-            std::ptr::addr_of_mut!((*h).cap).write(cap);
-            std::ptr::copy_nonoverlapping(init.src, p.add(off).cast::<Entry<V>>(), init.n);
+            std::ptr::addr_of_mut!((*h).base).write(init.base);
+            std::ptr::addr_of_mut!((*h).len).write(AtomicU32::new(init.n as u32));
+            std::ptr::addr_of_mut!((*h).shape).write(init.shape);
+            let src = std::slice::from_raw_parts(init.src, init.n);
+            let slots = (*Self::deref(p as usize)).slot_ptr(0);
+            if init.shape & WIDE != 0 {
+                for (i, e) in src.iter().enumerate() {
+                    slots
+                        .add(i * stride::<V>(true))
+                        .cast::<Entry<V>>()
+                        .write(*e);
+                }
+            } else {
+                for (i, e) in src.iter().enumerate() {
+                    slots
+                        .add(i * stride::<V>(false))
+                        .cast::<Compact<V>>()
+                        .write(Compact {
+                            lo: (e.range.l() - init.base) as u32,
+                            hi: (e.range.r() - init.base) as u32,
+                            value: e.value,
+                        });
+                }
+            }
         }
         p as usize
     }
 
     unsafe fn deref<'a>(ptr: usize) -> &'a Self {
         // SAFETY: `ptr` came from `init`; the header is initialised.
-        let cap = unsafe { (*(ptr as *const LogHeader<V>)).cap };
-        let fat =
-            std::ptr::slice_from_raw_parts(ptr as *const UnsafeCell<MaybeUninit<Entry<V>>>, cap)
-                as *const Log<V>;
-        // SAFETY: `Log` is `LogHeader` with its slots as a trailing slice
-        // of length `cap`, laid out as `init` allocated it.
+        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
+        let fat = std::ptr::slice_from_raw_parts(ptr as *const UnsafeCell<MaybeUninit<u64>>, words)
+            as *const Log<V>;
+        // SAFETY: `Log` is `LogHeader` with its words as a trailing slice
+        // of length `words`, laid out as `init` allocated it.
         unsafe { &*fat }
     }
 
     unsafe fn deref_mut<'a>(ptr: usize) -> &'a mut Self {
         // SAFETY: as in `deref`; the caller has exclusive access.
-        let cap = unsafe { (*(ptr as *const LogHeader<V>)).cap };
+        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
         let fat =
-            std::ptr::slice_from_raw_parts_mut(ptr as *mut UnsafeCell<MaybeUninit<Entry<V>>>, cap)
+            std::ptr::slice_from_raw_parts_mut(ptr as *mut UnsafeCell<MaybeUninit<u64>>, words)
                 as *mut Log<V>;
         // SAFETY: as in `deref`.
         unsafe { &mut *fat }
@@ -130,61 +195,246 @@ impl<V: RangeValue> Pointable for Log<V> {
 
     unsafe fn drop(ptr: usize) {
         // SAFETY: `ptr` came from `init` and is dropped once.
-        let cap = unsafe { (*(ptr as *const LogHeader<V>)).cap };
-        if let Some((layout, _)) = log_layout::<V>(cap) {
+        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
+        if let Some((layout, _)) = log_layout::<V>(words) {
             // SAFETY: same layout as allocated in `init`.
             unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
         }
     }
 }
 
+/// Whether `e` fits a compact slot counted from `base`.
+fn fits<V>(base: u64, e: &Entry<V>) -> bool {
+    e.range.l() >= base && e.range.r() - base <= u32::MAX as u64
+}
+
 impl<V: RangeValue> Log<V> {
-    /// A new log holding `entries` with room for `cap` (at least as many).
-    pub fn new(last: u64, cap: usize, entries: &[Entry<V>]) -> Owned<Log<V>> {
+    /// A new log for a leaf anchored at `anchor`, holding `entries` with
+    /// room for `cap` (at least as many).
+    pub fn new(anchor: u64, last: u64, cap: usize, entries: &[Entry<V>]) -> Owned<Log<V>> {
+        const {
+            assert!(align_of::<V>() <= 8, "slots are 8-byte aligned");
+        }
+        // One pass for the entries' extent.
+        let (low, high) = entries.iter().fold((u64::MAX, 0), |(lo, hi), e| {
+            (lo.min(e.range.l()), hi.max(e.range.r()))
+        });
+        let base = if last - anchor <= u32::MAX as u64 || entries.is_empty() {
+            anchor
+        } else {
+            low
+        };
+        let wide = !entries.is_empty() && (low < base || high - base > u32::MAX as u64);
+        let cap = cap.max(entries.len()).min((WIDE - 1) as usize) as u32;
         // `init` copies the entries before returning; the pointer is not kept.
         Owned::init(LogInit {
             last,
-            cap,
+            base,
+            shape: cap | if wide { WIDE } else { 0 },
             src: entries.as_ptr(),
-            n: entries.len(),
+            n: entries.len().min(cap as usize),
         })
     }
 
-    /// The published entries, oldest first.
-    pub fn entries(&self) -> &[Entry<V>] {
-        let n = self.len.load(Ordering::Acquire);
-        // SAFETY: `UnsafeCell<MaybeUninit<T>>` has `T`'s layout; slots
-        // below `n` were initialised before `n` was published (release,
-        // paired with the acquire above) and are never written again.
-        unsafe {
-            std::slice::from_raw_parts(self.slots.as_ptr().cast::<Entry<V>>(), n.min(self.cap))
-        }
+    pub fn is_wide(&self) -> bool {
+        self.shape & WIDE != 0
     }
 
     /// Allocated slots.
     pub fn slots(&self) -> usize {
-        self.cap
+        (self.shape & !WIDE) as usize
     }
 
-    /// Appends `e`; false if the log is full.
+    /// Published entries.
+    pub fn len(&self) -> usize {
+        (self.len.load(Ordering::Acquire) as usize).min(self.slots())
+    }
+
+    /// Where slot `i` starts; derived from the whole word slice, so it may
+    /// address all of the slot's words.
+    fn slot_ptr(&self, i: usize) -> *mut u64 {
+        let off = (i * stride::<V>(self.is_wide())).min(self.words.len());
+        // SAFETY: `off` is at most the slice's length, so the pointer is
+        // inside the allocation or one past its end.
+        UnsafeCell::raw_get(unsafe { self.words.as_ptr().add(off) }).cast::<u64>()
+    }
+
+    /// Entry `i` (below [`Log::len`]).
+    fn at(&self, i: usize) -> Entry<V> {
+        let p = self.slot_ptr(i);
+        // SAFETY: slot `i` lies inside `words` (`i` is below the slot
+        // count, and each slot is `stride` words); it was written with
+        // this format before `len` covering it was published (release,
+        // paired with the acquire in `len`) and is never written again;
+        // words are 8-byte aligned, enough for both formats.
+        unsafe {
+            if self.is_wide() {
+                p.cast::<Entry<V>>().read()
+            } else {
+                let c = p.cast::<Compact<V>>().read();
+                Entry::new(
+                    BlockRange::ordered(self.base + c.lo as u64, self.base + c.hi as u64),
+                    c.value,
+                )
+            }
+        }
+    }
+
+    /// Writes slot `i`.
+    ///
+    /// # Safety
+    /// `i` is below the slot count and above the published length, no
+    /// other thread writes it, and `e` fits the format.
+    unsafe fn write(&self, i: usize, e: Entry<V>) {
+        let p = self.slot_ptr(i);
+        // SAFETY: forwarded from the caller; the slot's words are inside
+        // `words` and nobody reads them until `len` is published.
+        unsafe {
+            if self.is_wide() {
+                p.cast::<Entry<V>>().write(e);
+            } else {
+                p.cast::<Compact<V>>().write(Compact {
+                    lo: (e.range.l() - self.base) as u32,
+                    hi: (e.range.r() - self.base) as u32,
+                    value: e.value,
+                });
+            }
+        }
+    }
+
+    /// Appends the published entries, oldest first, to `out`.
+    pub fn copy_into(&self, out: &mut EntryBuf<V>) {
+        let n = self.len();
+        let p = self.slot_ptr(0);
+        out.reserve(n);
+        // SAFETY (both arms): the first `n` slots are published entries of
+        // this format, `stride` words apart (see `at`).
+        if self.is_wide() {
+            out.extend(
+                (0..n).map(|i| unsafe { p.add(i * stride::<V>(true)).cast::<Entry<V>>().read() }),
+            );
+        } else {
+            let base = self.base;
+            out.extend((0..n).map(|i| {
+                let c = unsafe { p.add(i * stride::<V>(false)).cast::<Compact<V>>().read() };
+                Entry::new(
+                    BlockRange::ordered(base + c.lo as u64, base + c.hi as u64),
+                    c.value,
+                )
+            }));
+        }
+    }
+
+    /// The published entries, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Entry<V>> + ExactSizeIterator + '_ {
+        (0..self.len()).map(move |i| self.at(i))
+    }
+
+    /// The published entries that overlap `target`, newest first. The
+    /// test runs on the stored form (offsets, for compact slots), so
+    /// entries outside `target` are never decoded.
+    pub fn overlapping(&self, target: BlockRange) -> Overlapping<'_, V> {
+        let n = self.len();
+        let (lo, hi, left) = if self.is_wide() {
+            (target.l(), target.r(), n)
+        } else if target.r() < self.base || target.l().saturating_sub(self.base) > u32::MAX as u64 {
+            // Every compact entry lies inside [base, base + 2^32).
+            (0, 0, 0)
+        } else {
+            (
+                target.l().saturating_sub(self.base),
+                (target.r() - self.base).min(u32::MAX as u64),
+                n,
+            )
+        };
+        Overlapping {
+            slots: self.slot_ptr(0),
+            base: self.base,
+            wide: self.is_wide(),
+            left,
+            lo,
+            hi,
+            _log: PhantomData,
+        }
+    }
+
+    /// Appends `e`; false if the log is full or `e` does not fit its
+    /// format.
     ///
     /// # Safety
     /// The caller holds the lock of the leaf whose current log this is, so
     /// no other thread writes the slot.
     pub unsafe fn push(&self, e: Entry<V>) -> bool {
-        let n = self.len.load(Ordering::Relaxed);
-        let Some(slot) = self.slots.get(n) else {
+        let n = self.len.load(Ordering::Relaxed) as usize;
+        if n >= self.slots() || !(self.is_wide() || fits(self.base, &e)) {
             return false;
-        };
-        // SAFETY: slot `n` is above the published length, so no reader
-        // looks at it, and the caller's lock excludes other writers.
-        unsafe { (*slot.get()).write(e) };
-        self.len.store(n + 1, Ordering::Release);
+        }
+        // SAFETY: slot `n` is allocated and above the published length,
+        // so no reader looks at it, the caller's lock excludes other
+        // writers, and `e` fits the format.
+        unsafe { self.write(n, e) };
+        self.len.store(n as u32 + 1, Ordering::Release);
         true
     }
 
     pub fn heap_bytes(&self) -> usize {
-        log_layout::<V>(self.cap).map_or(0, |(l, _)| l.size())
+        log_layout::<V>(shape_words::<V>(self.shape)).map_or(0, |(l, _)| l.size())
+    }
+}
+
+/// See [`Log::overlapping`]; `lo` and `hi` bound the target as stored
+/// (offsets from the base for compact slots).
+pub(crate) struct Overlapping<'a, V> {
+    /// The log's first slot; the log outlives `'a`.
+    slots: *const u64,
+    base: u64,
+    wide: bool,
+    /// Slots not yet looked at: `0..left`.
+    left: usize,
+    lo: u64,
+    hi: u64,
+    _log: PhantomData<&'a Log<V>>,
+}
+
+impl<V: RangeValue> Iterator for Overlapping<'_, V> {
+    type Item = Entry<V>;
+
+    fn next(&mut self) -> Option<Entry<V>> {
+        if self.wide {
+            while self.left > 0 {
+                self.left -= 1;
+                // SAFETY: as in `Log::at`: slot `left` is a published slot
+                // of this format in the log `'a` borrows.
+                let e = unsafe {
+                    self.slots
+                        .add(self.left * stride::<V>(true))
+                        .cast::<Entry<V>>()
+                        .read()
+                };
+                if e.range.l() <= self.hi && e.range.r() >= self.lo {
+                    return Some(e);
+                }
+            }
+        } else {
+            while self.left > 0 {
+                self.left -= 1;
+                // SAFETY: as above.
+                let c = unsafe {
+                    self.slots
+                        .add(self.left * stride::<V>(false))
+                        .cast::<Compact<V>>()
+                        .read()
+                };
+                if c.lo as u64 <= self.hi && c.hi as u64 >= self.lo {
+                    let base = self.base;
+                    return Some(Entry::new(
+                        BlockRange::ordered(base + c.lo as u64, base + c.hi as u64),
+                        c.value,
+                    ));
+                }
+            }
+        }
+        None
     }
 }
 
@@ -272,5 +522,87 @@ impl<V: RangeValue> Leaf<V> {
         let p: Shared<'g, Leaf<V>> = self.prev.load(Ordering::Acquire, guard);
         // SAFETY: see `next_leaf`.
         unsafe { p.as_ref() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::PhysicalRun;
+
+    fn e(l: u64, r: u64, block: u64) -> Entry<PhysicalRun> {
+        Entry::new(
+            BlockRange::new(l, r).unwrap(),
+            PhysicalRun::new(1, block).unwrap(),
+        )
+    }
+
+    fn read(log: &Owned<Log<PhysicalRun>>) -> Vec<Entry<PhysicalRun>> {
+        log.iter().collect()
+    }
+
+    #[test]
+    fn a_narrow_leaf_is_compact_and_round_trips() {
+        let anchor = 1 << 40;
+        let entries = [
+            e(anchor, anchor + 9, 5),
+            e(anchor + 3, anchor + u32::MAX as u64, 7),
+        ];
+        let log = Log::new(anchor, anchor + u32::MAX as u64, 4, &entries);
+        assert!(!log.is_wide());
+        assert_eq!(read(&log), entries);
+        // Compact slots are 16 bytes against a plain entry's 24.
+        let wide = size_of::<LogHeader<PhysicalRun>>() + 4 * size_of::<Entry<PhysicalRun>>();
+        assert_eq!(log.heap_bytes(), wide - 4 * 8);
+        // SAFETY: the log is not shared.
+        assert!(unsafe { log.push(e(anchor + 100, anchor + 200, 9)) });
+        assert_eq!(log.len(), 3);
+        assert_eq!(log.iter().last(), Some(e(anchor + 100, anchor + 200, 9)));
+    }
+
+    #[test]
+    fn entries_too_far_apart_make_a_wide_log() {
+        let entries = [e(10, 20, 1), e(10 + (1 << 33), 11 + (1 << 33), 2)];
+        let log = Log::new(0, u64::MAX, 4, &entries);
+        assert!(log.is_wide());
+        assert_eq!(read(&log), entries);
+        // A wide log takes any entry.
+        // SAFETY: the log is not shared.
+        assert!(unsafe { log.push(e(u64::MAX - 5, u64::MAX, 3)) });
+        assert_eq!(log.iter().last(), Some(e(u64::MAX - 5, u64::MAX, 3)));
+    }
+
+    #[test]
+    fn a_compact_log_refuses_what_does_not_fit_and_a_rebuild_takes_it() {
+        // A wide leaf space: the base is the lowest entry.
+        let log = Log::new(0, u64::MAX, 8, &[e(1000, 1010, 1)]);
+        assert!(!log.is_wide());
+        let below = e(999, 999, 2);
+        let far = e(1000 + (1 << 32), 1000 + (1 << 32), 3);
+        // SAFETY: the log is not shared.
+        unsafe {
+            assert!(!log.push(below));
+            assert!(!log.push(far));
+            assert!(log.push(e(2000, 3000, 4)));
+        }
+        assert_eq!(log.len(), 2);
+        let mut all = read(&log);
+        all.push(below);
+        let rebuilt = Log::new(0, u64::MAX, 8, &all);
+        assert!(!rebuilt.is_wide());
+        assert_eq!(read(&rebuilt), all);
+        all.push(far);
+        let rebuilt = Log::new(0, u64::MAX, 8, &all);
+        assert!(rebuilt.is_wide());
+        assert_eq!(read(&rebuilt), all);
+    }
+
+    #[test]
+    fn a_full_log_refuses_appends() {
+        let log = Log::new(0, 100, 2, &[e(0, 1, 1), e(2, 3, 2)]);
+        // SAFETY: the log is not shared.
+        assert!(!unsafe { log.push(e(4, 5, 3)) });
+        assert_eq!(log.slots(), 2);
+        assert_eq!(log.len(), 2);
     }
 }

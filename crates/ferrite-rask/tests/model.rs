@@ -66,42 +66,138 @@ fn op(space: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Runs `ops` on an index with `cap`-entry leaves and on the oracle,
+/// with each operation's first block moved by `place`, checking every get
+/// and the structure as it goes and the whole mapping at the end.
+fn run(cap: usize, ops: Vec<Op>, place: fn(u64) -> u64) -> Result<(), TestCaseError> {
+    let index = Rask::with_options(RaskOptions {
+        leaf_capacity: cap,
+        merge_threshold: None,
+    })
+    .unwrap();
+    let mut oracle = Oracle::default();
+    let mut starts = Vec::new();
+    for o in ops {
+        match o {
+            Op::Put(l, n, f, b) => {
+                let r = BlockRange::with_len(place(l), n).unwrap();
+                let v = PhysicalRun::new(f, b).unwrap();
+                index.put(r, v).unwrap();
+                oracle.put(r, v);
+                starts.push(r.l());
+            }
+            Op::Delete(l, n) => {
+                let r = BlockRange::with_len(place(l), n).unwrap();
+                index.delete(r);
+                oracle.delete(r);
+            }
+            Op::Get(l, n) => {
+                check_get(&index, &oracle, BlockRange::with_len(place(l), n).unwrap())?
+            }
+        }
+        if let Err(e) = index.verify() {
+            prop_assert!(false, "{}", e);
+        }
+    }
+    for l in starts {
+        check_get(
+            &index,
+            &oracle,
+            BlockRange::new(l.saturating_sub(30), l.saturating_add(60)).unwrap(),
+        )?;
+    }
+    // The visible mapping, run by run, is the oracle.
+    let mut seen = BTreeMap::new();
+    index.for_each_mapped(|r, v| {
+        for b in r.l()..=r.r() {
+            seen.insert(b, v.offset(b - r.l()).to_bits());
+        }
+    });
+    prop_assert_eq!(seen, oracle.0);
+    Ok(())
+}
+
+/// Eight clusters of blocks 2^61 apart, the last at the top of the space:
+/// leaves then span more than 2^32 blocks and hold entries too far apart
+/// for compact slots.
+fn spread(l: u64) -> u64 {
+    let (cluster, offset) = (l % 8, l / 8);
+    if cluster == 7 {
+        u64::MAX - 200 + offset
+    } else {
+        (cluster << 61) + offset
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn matches_a_per_block_oracle(cap in 4usize..20, ops in proptest::collection::vec(op(400), 1..600)) {
-        let index = Rask::with_options(RaskOptions { leaf_capacity: cap, merge_threshold: None }).unwrap();
-        let mut oracle = Oracle::default();
-        for o in ops {
-            match o {
-                Op::Put(l, n, f, b) => {
-                    let r = BlockRange::with_len(l, n).unwrap();
-                    let v = PhysicalRun::new(f, b).unwrap();
-                    index.put(r, v).unwrap();
-                    oracle.put(r, v);
-                }
-                Op::Delete(l, n) => {
-                    let r = BlockRange::with_len(l, n).unwrap();
-                    index.delete(r);
-                    oracle.delete(r);
-                }
-                Op::Get(l, n) => check_get(&index, &oracle, BlockRange::with_len(l, n).unwrap())?,
-            }
-            if let Err(e) = index.verify() {
-                prop_assert!(false, "{}", e);
-            }
-        }
-        check_get(&index, &oracle, BlockRange::new(0, 500).unwrap())?;
-        // The visible mapping, run by run, is the oracle.
-        let mut seen = BTreeMap::new();
-        index.for_each_mapped(|r, v| {
-            for b in r.l()..=r.r() {
-                seen.insert(b, v.offset(b - r.l()).to_bits());
-            }
-        });
-        prop_assert_eq!(seen, oracle.0);
+        run(cap, ops, |l| l)?;
     }
+
+    #[test]
+    fn matches_a_per_block_oracle_across_the_whole_space(cap in 4usize..20, ops in proptest::collection::vec(op(400), 1..600)) {
+        run(cap, ops, spread)?;
+    }
+}
+
+/// Ranges 2^40 blocks apart in one leaf: its log falls back to plain
+/// ranges and reads back exactly; once splits separate the clusters, only
+/// a leaf straddling both needs plain ranges.
+#[test]
+fn far_apart_ranges_are_stored_exactly() {
+    let index = Rask::<PhysicalRun>::new();
+    let mut oracle = Oracle::default();
+    let put = |index: &Rask<PhysicalRun>, oracle: &mut Oracle, l: u64, b: u64| {
+        let r = BlockRange::with_len(l, 8).unwrap();
+        let v = PhysicalRun::new(1, b).unwrap();
+        index.put(r, v).unwrap();
+        oracle.put(r, v);
+    };
+    put(&index, &mut oracle, 10, 100);
+    put(&index, &mut oracle, 10 + (1 << 40), 200);
+    assert_eq!(index.stats().wide_leaves, 1);
+    for (i, l) in (0..200u64).map(|i| (i, (i % 2) << 40 | (i * 16))).skip(2) {
+        put(&index, &mut oracle, l, 1000 + i);
+    }
+    let s = index.stats();
+    assert!(s.leaves > 2, "{s:?}");
+    // Only a leaf holding entries of both clusters stays wide.
+    assert!(s.wide_leaves <= 1, "{s:?}");
+    index.verify().unwrap();
+    for l in [0u64, 1 << 40, (1 << 40) + 1600] {
+        check_get(&index, &oracle, BlockRange::with_len(l, 3300).unwrap()).unwrap();
+    }
+}
+
+/// A leaf whose space is wider than 2^32 blocks counts its compact slots
+/// from its lowest entry; a get that starts below that entry still finds it.
+#[test]
+fn a_get_starting_below_a_leafs_base_finds_its_entries() {
+    let index = Rask::<PhysicalRun>::new();
+    let mut oracle = Oracle::default();
+    let r = BlockRange::with_len(1 << 40, 8).unwrap();
+    let v = PhysicalRun::new(1, 77).unwrap();
+    index.put(r, v).unwrap();
+    oracle.put(r, v);
+    assert_eq!(index.stats().wide_leaves, 0);
+    for start in [(1u64 << 40) - 1000, (1 << 40) - 5, (1 << 40) + 3] {
+        check_get(
+            &index,
+            &oracle,
+            BlockRange::new(start, (1 << 40) + 20).unwrap(),
+        )
+        .unwrap();
+    }
+    let mut seen = BTreeMap::new();
+    index.for_each_mapped(|r, v| {
+        for b in r.l()..=r.r() {
+            seen.insert(b, v.offset(b - r.l()).to_bits());
+        }
+    });
+    assert_eq!(seen, oracle.0);
 }
 
 /// One million random operations over a larger space with the default

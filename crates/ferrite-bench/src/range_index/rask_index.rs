@@ -57,6 +57,7 @@ impl RangeIndex for RaskIndex {
                 (s.merges + s.resplits) as f64 / writes,
             ),
             ("fragments".into(), s.fragments as f64),
+            ("wide_leaves".into(), s.wide_leaves as f64),
             ("index_bytes".into(), s.index_bytes as f64),
         ]
     }

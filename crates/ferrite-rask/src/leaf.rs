@@ -57,6 +57,24 @@ struct Compact<V> {
     value: V,
 }
 
+impl<V: Copy> Compact<V> {
+    /// `e` as offsets from `base`; `e` must fit (see [`fits`]).
+    fn of(e: &Entry<V>, base: u64) -> Self {
+        Self {
+            lo: (e.range.l() - base) as u32,
+            hi: (e.range.r() - base) as u32,
+            value: e.value,
+        }
+    }
+
+    fn entry(&self, base: u64) -> Entry<V> {
+        Entry {
+            range: BlockRange::ordered(base + self.lo as u64, base + self.hi as u64),
+            value: self.value,
+        }
+    }
+}
+
 /// Words (8 bytes) one slot of the given format takes.
 const fn stride<V>(wide: bool) -> usize {
     if wide {
@@ -162,11 +180,7 @@ impl<V: RangeValue> Pointable for Log<V> {
                     slots
                         .add(i * stride::<V>(false))
                         .cast::<Compact<V>>()
-                        .write(Compact {
-                            lo: (e.range.l() - init.base) as u32,
-                            hi: (e.range.r() - init.base) as u32,
-                            value: e.value,
-                        });
+                        .write(Compact::of(e, init.base));
                 }
             }
         }
@@ -271,11 +285,7 @@ impl<V: RangeValue> Log<V> {
             if self.is_wide() {
                 p.cast::<Entry<V>>().read()
             } else {
-                let c = p.cast::<Compact<V>>().read();
-                Entry::new(
-                    BlockRange::ordered(self.base + c.lo as u64, self.base + c.hi as u64),
-                    c.value,
-                )
+                p.cast::<Compact<V>>().read().entry(self.base)
             }
         }
     }
@@ -293,11 +303,7 @@ impl<V: RangeValue> Log<V> {
             if self.is_wide() {
                 p.cast::<Entry<V>>().write(e);
             } else {
-                p.cast::<Compact<V>>().write(Compact {
-                    lo: (e.range.l() - self.base) as u32,
-                    hi: (e.range.r() - self.base) as u32,
-                    value: e.value,
-                });
+                p.cast::<Compact<V>>().write(Compact::of(&e, self.base));
             }
         }
     }
@@ -317,10 +323,7 @@ impl<V: RangeValue> Log<V> {
             let base = self.base;
             out.extend((0..n).map(|i| {
                 let c = unsafe { p.add(i * stride::<V>(false)).cast::<Compact<V>>().read() };
-                Entry::new(
-                    BlockRange::ordered(base + c.lo as u64, base + c.hi as u64),
-                    c.value,
-                )
+                c.entry(base)
             }));
         }
     }
@@ -396,45 +399,35 @@ pub(crate) struct Overlapping<'a, V> {
     _log: PhantomData<&'a Log<V>>,
 }
 
+impl<V: RangeValue> Overlapping<'_, V> {
+    /// The next slot down whose stored form `S` (`Entry<V>` for wide logs,
+    /// `Compact<V>` for compact ones: the log's format) `hit` accepts.
+    fn next_as<S: Copy>(&mut self, hit: impl Fn(&S) -> bool) -> Option<S> {
+        let stride = size_of::<S>().div_ceil(8);
+        while self.left > 0 {
+            self.left -= 1;
+            // SAFETY: as in `Log::at`: slot `left` is a published slot of
+            // the log `'a` borrows, stored as `S`, `stride` words apart.
+            let slot = unsafe { self.slots.add(self.left * stride).cast::<S>().read() };
+            if hit(&slot) {
+                return Some(slot);
+            }
+        }
+        None
+    }
+}
+
 impl<V: RangeValue> Iterator for Overlapping<'_, V> {
     type Item = Entry<V>;
 
     fn next(&mut self) -> Option<Entry<V>> {
+        let (lo, hi, base) = (self.lo, self.hi, self.base);
         if self.wide {
-            while self.left > 0 {
-                self.left -= 1;
-                // SAFETY: as in `Log::at`: slot `left` is a published slot
-                // of this format in the log `'a` borrows.
-                let e = unsafe {
-                    self.slots
-                        .add(self.left * stride::<V>(true))
-                        .cast::<Entry<V>>()
-                        .read()
-                };
-                if e.range.l() <= self.hi && e.range.r() >= self.lo {
-                    return Some(e);
-                }
-            }
+            self.next_as(|e: &Entry<V>| e.range.l() <= hi && e.range.r() >= lo)
         } else {
-            while self.left > 0 {
-                self.left -= 1;
-                // SAFETY: as above.
-                let c = unsafe {
-                    self.slots
-                        .add(self.left * stride::<V>(false))
-                        .cast::<Compact<V>>()
-                        .read()
-                };
-                if c.lo as u64 <= self.hi && c.hi as u64 >= self.lo {
-                    let base = self.base;
-                    return Some(Entry::new(
-                        BlockRange::ordered(base + c.lo as u64, base + c.hi as u64),
-                        c.value,
-                    ));
-                }
-            }
+            self.next_as(|c: &Compact<V>| c.lo as u64 <= hi && c.hi as u64 >= lo)
+                .map(|c| c.entry(base))
         }
-        None
     }
 }
 

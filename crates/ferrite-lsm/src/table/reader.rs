@@ -230,6 +230,26 @@ impl Table {
         let corrupt = || Error::corruption(format!("table {}", self.id), "prediction out of range");
         let (mut b, mut fetched) = self.window_start(l, key, &w)?.ok_or_else(corrupt)?;
         let blocks = self.block_count();
+        if !l.whole_block {
+            let blk = match fetched.take() {
+                Some(blk) => blk,
+                None => self.block(b)?,
+            };
+            // The common case for a key the table holds: the key's lower
+            // bound lies strictly inside the window's part of the predicted
+            // block, so the entries on both sides of it prove it without
+            // looking at the block's ends. Slot 0 stays out of the window
+            // so that a slot above `lo` always has a smaller entry below.
+            let n = blk.len();
+            let base = l.block_first(b);
+            let lo = (w.lo.saturating_sub(base) as usize).clamp(1, n);
+            let hi = ((w.hi + 1).saturating_sub(base) as usize).clamp(lo, n);
+            let slot = blk.lower_bound_in(key, lo, hi);
+            if slot > lo && slot < hi {
+                return Ok(Some((b, blk, slot)));
+            }
+            fetched = Some(blk);
+        }
         // -1: moving to lower blocks, 1: to higher ones.
         let mut dir = 0i8;
         loop {

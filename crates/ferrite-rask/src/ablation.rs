@@ -104,18 +104,25 @@ pub fn search<V: RangeValue>(
 
 /// Joins adjacent gaps from `start` on, so a gap's shape does not depend on
 /// how entries happened to be laid out.
-pub fn coalesce_gaps<V>(out: &mut Vec<Segment<V>>, start: usize) {
-    let mut w = start;
-    for i in start..out.len() {
-        if w > start {
-            let prev = &out[w - 1];
-            let cur = &out[i];
-            if prev.value.is_none() && cur.value.is_none() && prev.range.r() + 1 == cur.range.l() {
-                out[w - 1].range = BlockRange::ordered(prev.range.l(), cur.range.r());
-                continue;
-            }
+pub fn coalesce_gaps<V: Copy>(out: &mut Vec<Segment<V>>, start: usize) {
+    // Most answers are one segment, or have no two gaps in a row.
+    let adjacent_gaps = |a: &Segment<V>, b: &Segment<V>| {
+        a.value.is_none() && b.value.is_none() && a.range.r() + 1 == b.range.l()
+    };
+    let Some(first) = out[start..]
+        .windows(2)
+        .position(|p| adjacent_gaps(&p[0], &p[1]))
+    else {
+        return;
+    };
+    let mut w = start + first + 1;
+    for i in start + first + 1..out.len() {
+        let (prev, cur) = (out[w - 1], out[i]);
+        if adjacent_gaps(&prev, &cur) {
+            out[w - 1].range = BlockRange::ordered(prev.range.l(), cur.range.r());
+            continue;
         }
-        out.swap(w, i);
+        out[w] = cur;
         w += 1;
     }
     out.truncate(w);
@@ -189,6 +196,41 @@ mod tests {
                 (4, 9, Some(4))
             ]
         );
+    }
+
+    #[test]
+    fn adjacent_gaps_join_and_nothing_else_moves() {
+        let seg = |l, h, v: Option<u64>| Segment {
+            range: r(l, h),
+            value: v.map(|b| PhysicalRun::new(0, b).unwrap()),
+        };
+        // Before `start`: adjacent gaps that belong to another answer.
+        let mut out = vec![
+            seg(0, 1, None),
+            seg(2, 3, None),
+            seg(10, 11, None),
+            seg(12, 14, None),
+            seg(15, 15, Some(7)),
+            seg(16, 17, None),
+            seg(19, 20, None),
+            seg(21, 22, None),
+            seg(23, 23, None),
+        ];
+        coalesce_gaps(&mut out, 2);
+        assert_eq!(
+            shape(&out),
+            vec![
+                (0, 1, None),
+                (2, 3, None),
+                (10, 14, None),
+                (15, 15, Some(7)),
+                (16, 17, None),
+                (19, 23, None)
+            ]
+        );
+        let mut one = vec![seg(5, 9, None)];
+        coalesce_gaps(&mut one, 0);
+        assert_eq!(shape(&one), vec![(5, 9, None)]);
     }
 
     #[test]

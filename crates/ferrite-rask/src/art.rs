@@ -418,20 +418,38 @@ fn max_of<T: Copy>(mut node: &Node<T>) -> Option<(u64, T)> {
 }
 
 fn pred<T: Copy>(node: &Node<T>, key: u64) -> Option<(u64, T)> {
-    inner!(node, x => {
-        let Path { prefix, depth } = x.path();
-        let mask = prefix_mask(depth);
-        let (mine, theirs) = (key & mask, prefix & mask);
-        if mine != theirs {
-            // The whole subtree is on one side of `key`.
-            return if theirs < mine { max_of(node) } else { None };
-        }
-        let b = byte_at(key, depth);
-        if let Some(hit) = x.get(b).and_then(|c| pred(c, key)) {
+    let path = inner!(node, x => x.path(), Node::Leaf { key: k, val } => return (*k <= key).then_some((*k, *val)));
+    let Path { prefix, depth } = path;
+    let mask = prefix_mask(depth);
+    let (mine, theirs) = (key & mask, prefix & mask);
+    if mine != theirs {
+        // The whole subtree is on one side of `key`.
+        return if theirs < mine { max_of(node) } else { None };
+    }
+    let b = byte_at(key, depth);
+    match node {
+        Node::N4(x) => pred_sorted(x, b, key),
+        Node::N16(x) => pred_sorted(x, b, key),
+        _ => inner!(node, x => {
+            if let Some(hit) = x.get(b).and_then(|c| pred(c, key)) {
+                return Some(hit);
+            }
+            x.below(b).and_then(|c| max_of(c))
+        }, Node::Leaf { .. } => None),
+    }
+}
+
+/// [`pred`] below a sorted node: one search finds both the child for `b`
+/// and the one before it.
+fn pred_sorted<T: Copy, const N: usize>(x: &Sorted<T, N>, b: u8, key: u64) -> Option<(u64, T)> {
+    let n = x.n as usize;
+    let i = x.keys[..n].partition_point(|&k| k < b);
+    if i < n && x.keys[i] == b {
+        if let Some(hit) = x.kids[i].as_ref().and_then(|c| pred(c, key)) {
             return Some(hit);
         }
-        x.below(b).and_then(|c| max_of(c))
-    }, Node::Leaf { key: k, val } => (*k <= key).then_some((*k, *val)))
+    }
+    x.kids[i.checked_sub(1)?].as_ref().and_then(|c| max_of(c))
 }
 
 fn insert<T: Copy>(slot: &mut Node<T>, key: u64, val: T) -> Option<T> {

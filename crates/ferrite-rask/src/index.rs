@@ -20,8 +20,17 @@
 //! neighbour only *tries* its lock, so locks are always waited for in
 //! left-to-right order and writers cannot deadlock. Retired logs and leaves
 //! are freed by epoch-based reclamation (crossbeam-epoch).
+//!
+//! Finger: block-store I/O is local (a disk is written and read in runs),
+//! so each thread remembers the leaf its last lookup found and starts the
+//! next one there, stepping right a few leaves, before it asks the ART.
+//! The finger is a raw pointer kept between operations, outside any epoch
+//! guard, so it is trusted only while the index's count of retired leaves
+//! is what it was when the finger was taken: a leaf is marked deleted
+//! before that count moves, and a finger is only taken from a leaf seen
+//! live after the count was read (see [`Rask::locate`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
@@ -113,7 +122,49 @@ fn bump(c: &AtomicU64, n: u64) {
 thread_local! {
     static UNFOUND: RefCell<UnfoundList> = RefCell::new(UnfoundList::default());
     static SCRATCH: RefCell<gc::Scratch> = RefCell::new(gc::Scratch::default());
+    static FINGER: Cell<Finger> = const { Cell::new(Finger::NONE) };
 }
+
+/// Where this thread's last lookup ended (see the module docs).
+#[derive(Clone, Copy)]
+struct Finger {
+    /// [`Rask::id`] of the index, so a finger never crosses indexes.
+    index: u64,
+    /// [`Rask::retired`] when the leaf was seen live.
+    retired: u64,
+    leaf: usize,
+    /// The leaf's space when it was seen, so a lookup far from it does
+    /// not touch the leaf at all (a hint: the leaf is checked on use).
+    anchor: u64,
+    last: u64,
+}
+
+impl Finger {
+    const NONE: Finger = Finger {
+        index: 0,
+        retired: 0,
+        leaf: 0,
+        anchor: 0,
+        last: 0,
+    };
+
+    /// Whether `pos` lies in the leaf's space as seen, or within
+    /// [`FINGER_STEPS`] spaces of that width right of it.
+    fn near(&self, pos: u64) -> bool {
+        let width = self.last.saturating_sub(self.anchor).saturating_add(1);
+        let reach = self
+            .last
+            .saturating_add(width.saturating_mul(FINGER_STEPS as u64));
+        self.anchor <= pos && pos <= reach
+    }
+}
+
+/// Leaves a finger may step right before the ART is asked instead.
+const FINGER_STEPS: usize = 2;
+
+/// Source of [`Rask::id`]: ids are never reused, so a finger into a
+/// dropped index cannot match a new one at the same address.
+static NEXT_INDEX_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Runs `f` with this thread's collector buffers.
 fn with_scratch<R>(f: impl FnOnce(&mut gc::Scratch) -> R) -> R {
@@ -130,6 +181,10 @@ pub struct Rask<V: RangeValue> {
     cap: usize,
     merge_threshold: u32,
     c: Counters,
+    id: u64,
+    /// Leaves retired so far; bumped after a leaf is marked deleted and
+    /// before it is handed to the epoch.
+    retired: AtomicU64,
 }
 
 // SAFETY: all shared state is reached through atomics, locks and the epoch
@@ -174,6 +229,8 @@ impl<V: RangeValue> Rask<V> {
             cap,
             merge_threshold,
             c: Counters::default(),
+            id: NEXT_INDEX_ID.fetch_add(1, Ordering::Relaxed),
+            retired: AtomicU64::new(0),
         }
     }
 
@@ -252,6 +309,58 @@ impl<V: RangeValue> Rask<V> {
 
     /// A live leaf whose current space holds `pos` (no lock taken).
     fn locate<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
+        // Read before any leaf is checked for deletion: a leaf seen live
+        // after this load cannot be freed before the count moves on.
+        let retired = self.retired.load(Ordering::SeqCst);
+        if let Some(leaf) = self.near_finger(pos, retired, guard) {
+            return leaf;
+        }
+        let leaf = self.locate_from_art(pos, guard);
+        if !leaf.is_deleted() {
+            FINGER.set(Finger {
+                index: self.id,
+                retired,
+                leaf: leaf as *const Leaf<V> as usize,
+                anchor: leaf.anchor,
+                last: leaf.current(guard).last,
+            });
+        }
+        leaf
+    }
+
+    /// The leaf holding `pos` if it is this thread's finger or a few
+    /// leaves right of it.
+    fn near_finger<'g>(&self, pos: u64, retired: u64, guard: &'g Guard) -> Option<&'g Leaf<V>> {
+        let f = FINGER.get();
+        if f.index != self.id || f.retired != retired || f.leaf == 0 || !f.near(pos) {
+            return None;
+        }
+        // No leaf was retired since the finger's leaf was seen live, and
+        // one retired from now on is freed only after `guard` is dropped.
+        let mut leaf = self.leaf_at(f.leaf, guard);
+        for step in 0..=FINGER_STEPS {
+            if leaf.is_deleted() || leaf.anchor > pos {
+                return None;
+            }
+            let last = leaf.current(guard).last;
+            if last >= pos {
+                if step > 0 {
+                    FINGER.set(Finger {
+                        leaf: leaf as *const Leaf<V> as usize,
+                        anchor: leaf.anchor,
+                        last,
+                        ..f
+                    });
+                }
+                return Some(leaf);
+            }
+            leaf = leaf.next_leaf(guard)?;
+        }
+        None
+    }
+
+    /// [`Rask::locate`] through the ART.
+    fn locate_from_art<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
         let start = self.art.read().predecessor(pos).map(|(_, p)| p);
         let mut leaf = match start {
             Some(p) => self.leaf_at(p, guard),
@@ -551,6 +660,7 @@ impl<V: RangeValue> Rask<V> {
                 guard,
             );
             leaf.mark_deleted();
+            self.retired.fetch_add(1, Ordering::SeqCst);
             p.next.store(after, Ordering::Release);
             // SAFETY: `after` is live under `guard`; its prev pointer is
             // protected by `leaf`'s lock, held here.
@@ -565,6 +675,7 @@ impl<V: RangeValue> Rask<V> {
             bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
             self.install(p, llog.last, &settled, after, guard);
             leaf.mark_deleted();
+            self.retired.fetch_add(1, Ordering::SeqCst);
         }
         p.reset_frag();
         // SAFETY: `leaf` is unlinked from the list and the ART; threads that

@@ -240,6 +240,43 @@ fn a_million_random_operations() {
     assert!(PhysicalRun::TOMBSTONE.is_tombstone());
 }
 
+/// A thread's finger belongs to one index: lookups that alternate between
+/// indexes, or reach an index built where a dropped one lived, answer
+/// from their own index.
+#[test]
+fn fingers_never_cross_indexes() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for _ in 0..20 {
+        let (a, b) = (Rask::<PhysicalRun>::new(), Rask::<PhysicalRun>::new());
+        let (mut oa, mut ob) = (Oracle::default(), Oracle::default());
+        for pos in (0..4000u64).step_by(8) {
+            let r = BlockRange::with_len(pos, 8).unwrap();
+            let v = PhysicalRun::new(0, rng.gen_range(0..1 << 40)).unwrap();
+            a.put(r, v).unwrap();
+            oa.put(r, v);
+            // The other index holds different leaves for the same blocks.
+            if pos % 24 == 0 {
+                let w = PhysicalRun::new(1, rng.gen_range(0..1 << 40)).unwrap();
+                let r = BlockRange::with_len(pos, 20).unwrap();
+                b.put(r, w).unwrap();
+                ob.put(r, w);
+            }
+            check_get(
+                &a,
+                &oa,
+                BlockRange::with_len(pos.saturating_sub(4), 12).unwrap(),
+            )
+            .unwrap();
+            check_get(&b, &ob, BlockRange::with_len(pos, 4).unwrap()).unwrap();
+        }
+        // Dropped with this thread's finger pointing into it; the next
+        // round's indexes may reuse its memory.
+        drop(a);
+        check_get(&b, &ob, BlockRange::new(0, 4100).unwrap()).unwrap();
+    }
+}
+
 #[test]
 fn invalid_input_is_a_typed_error() {
     let index = Rask::<PhysicalRun>::new();

@@ -120,3 +120,80 @@ fn writers_and_readers_agree_with_per_stripe_oracles() {
     let s = index.stats();
     assert!(s.splits > 0 && s.merges + s.resplits > 0, "{s:?}");
 }
+
+/// Threads that sweep their own region in order, as a block store's
+/// sequential streams do, so nearly every lookup starts from the thread's
+/// finger, while deletes and fragmented writes make leaves merge and
+/// retire under the fingers of the other threads.
+#[test]
+fn sequential_sweeps_follow_their_fingers_through_merges() {
+    let threads = 3u64;
+    let region = 4096u64;
+    let rounds = if cfg!(debug_assertions) { 6 } else { 40 };
+    let index = Arc::new(
+        Rask::<PhysicalRun>::with_options(RaskOptions {
+            leaf_capacity: 4,
+            merge_threshold: Some(1),
+        })
+        .unwrap(),
+    );
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let index = index.clone();
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(7 + t);
+                let mut oracle: BTreeMap<u64, u64> = BTreeMap::new();
+                // Regions interleave in 64-block stripes, so neighbouring
+                // leaves belong to different threads.
+                let block = |i: u64| (i / 64) * 64 * threads + t * 64 + i % 64;
+                for round in 0..rounds {
+                    let mut i = 0;
+                    while i < region {
+                        let len = rng.gen_range(1..24).min(64 - i % 64);
+                        let (l, r) = (block(i), block(i + len - 1));
+                        let range = BlockRange::new(l, r).unwrap();
+                        if (round + i) % 5 == 0 {
+                            index.delete(range);
+                            for b in l..=r {
+                                oracle.remove(&b);
+                            }
+                        } else {
+                            let v = PhysicalRun::new(t as u16, rng.gen_range(0..1 << 40)).unwrap();
+                            index.put(range, v).unwrap();
+                            for b in l..=r {
+                                oracle.insert(b, v.offset(b - l).to_bits());
+                            }
+                        }
+                        // Read back what was written and the run before it.
+                        let from = block(i.saturating_sub(8));
+                        for s in index.get(BlockRange::new(from.min(l), r).unwrap()) {
+                            for b in s.range.l()..=s.range.r() {
+                                if (b / 64) % threads != t {
+                                    continue;
+                                }
+                                let got = s.value.map(|v| v.offset(b - s.range.l()).to_bits());
+                                assert_eq!(got, oracle.get(&b).copied(), "thread {t}, block {b}");
+                            }
+                        }
+                        i += len;
+                    }
+                }
+                oracle
+            })
+        })
+        .collect();
+    let mut all = BTreeMap::new();
+    for h in handles {
+        all.extend(h.join().unwrap());
+    }
+    index.verify().unwrap();
+    let mut seen = BTreeMap::new();
+    index.for_each_mapped(|r, v| {
+        for b in r.l()..=r.r() {
+            seen.insert(b, v.offset(b - r.l()).to_bits());
+        }
+    });
+    assert_eq!(seen, all);
+    let s = index.stats();
+    assert!(s.merges > 0, "{s:?}");
+}

@@ -88,7 +88,15 @@ pub const INDEXES: &[&str] = &[
 ];
 
 /// A fresh, empty index.
+///
+/// `rask-<n>` is RASK with `n`-entry leaves (the capacity sweep); `rask`
+/// has the paper's 16.
 pub fn make(name: &str) -> Option<Box<dyn RangeIndex>> {
+    if let Some(cap) = name.strip_prefix("rask-") {
+        return Some(Box::new(rask_index::RaskIndex::with_leaf_capacity(
+            cap.parse().ok()?,
+        )?));
+    }
     Some(match name {
         "rask" => Box::new(rask_index::RaskIndex::default()),
         "btreemap-block" => Box::new(Locked::<btree_block::BTreeBlock>::default()),

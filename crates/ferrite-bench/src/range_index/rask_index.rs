@@ -1,12 +1,25 @@
 //! RASK behind the experiment's interface.
 
-use ferrite_rask::{BlockRange, PhysicalRun, Rask, Segment};
+use ferrite_rask::{BlockRange, PhysicalRun, Rask, RaskOptions, Segment};
 
 use super::RangeIndex;
 
 #[derive(Default)]
 pub struct RaskIndex {
     index: Rask<PhysicalRun>,
+}
+
+impl RaskIndex {
+    /// RASK with `cap`-entry leaves (and the default merge threshold);
+    /// `None` for a capacity the index refuses.
+    pub fn with_leaf_capacity(cap: usize) -> Option<Self> {
+        let index = Rask::with_options(RaskOptions {
+            leaf_capacity: cap,
+            merge_threshold: None,
+        })
+        .ok()?;
+        Some(Self { index })
+    }
 }
 
 impl RangeIndex for RaskIndex {

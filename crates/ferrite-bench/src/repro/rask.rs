@@ -12,8 +12,9 @@
 //! against a per-block oracle on every trace stream (RASK's also on the
 //! first million synthetic operations).
 //!
-//! Also measured: RASK with 1 and 2 threads on the synthetic stream, and
-//! the recovery time of the durable index (snapshot + redo log).
+//! Also measured: RASK alone with 8 to 64 entries per leaf on every
+//! stream, RASK with 1 and 2 threads on the synthetic stream, and the
+//! recovery time of the durable index (snapshot + redo log).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -85,7 +86,13 @@ struct Results {
     verified: Vec<(String, String, std::result::Result<u64, String>)>,
     scaling: BTreeMap<String, f64>,
     recovery: BTreeMap<String, f64>,
+    /// RASK alone with each of [`CAPACITIES`] entries per leaf.
+    #[serde(default)]
+    capacity: Vec<Row>,
 }
+
+/// Leaf capacities of the sensitivity sweep (the paper's default is 16).
+const CAPACITIES: [usize; 4] = [8, 16, 32, 64];
 
 fn median_by(mut v: Vec<ReplayResult>) -> Option<ReplayResult> {
     v.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
@@ -96,12 +103,23 @@ fn median_by(mut v: Vec<ReplayResult>) -> Option<ReplayResult> {
 /// alternating between indexes, and keeps the median throughput; then one
 /// more run per index with every operation timed gives the latencies.
 fn measure(ops: &[RangeOp], repeats: usize, show: bool, label: &str) -> Vec<ReplayResult> {
+    measure_indexes(INDEXES, ops, repeats, show, label)
+}
+
+/// [`measure`] over the indexes named in `indexes`.
+fn measure_indexes(
+    indexes: &[&str],
+    ops: &[RangeOp],
+    repeats: usize,
+    show: bool,
+    label: &str,
+) -> Vec<ReplayResult> {
     let throughput = Replayer { sample_every: 0 };
     let latency = Replayer { sample_every: 1 };
     let mut runs: BTreeMap<&str, Vec<ReplayResult>> = BTreeMap::new();
     for rep in 0..repeats.max(1) {
-        for i in 0..INDEXES.len() {
-            let name = INDEXES[(i + rep) % INDEXES.len()];
+        for i in 0..indexes.len() {
+            let name = indexes[(i + rep) % indexes.len()];
             if let Some(r) = throughput.run(name, ops) {
                 if show && repeats <= 5 {
                     eprintln!(
@@ -114,7 +132,7 @@ fn measure(ops: &[RangeOp], repeats: usize, show: bool, label: &str) -> Vec<Repl
             }
         }
     }
-    INDEXES
+    indexes
         .iter()
         .filter_map(|n| {
             let mut m = median_by(runs.remove(n)?)?;
@@ -373,6 +391,32 @@ impl Experiment for RaskRepro {
                     compaction: false,
                     result,
                 });
+            }
+        }
+        {
+            let names: Vec<String> = CAPACITIES.iter().map(|c| format!("rask-{c}")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let compacted: Vec<Vec<RangeOp>> = datasets
+                .iter()
+                .map(|(_, raw, _)| range_index::compact_writes(raw, WINDOW))
+                .collect();
+            let mut streams: Vec<(&str, &[RangeOp], usize)> = datasets
+                .iter()
+                .zip(&compacted)
+                .map(|((name, _, reps), ops)| (name.as_str(), ops.as_slice(), *reps))
+                .collect();
+            streams.push(("synthetic", &synthetic, s.synthetic_repeats));
+            for &(name, ops, reps) in &streams {
+                if ctx.show_progress {
+                    eprintln!("rask: leaf capacities on {name}");
+                }
+                for result in measure_indexes(&names, ops, reps, false, name) {
+                    results.capacity.push(Row {
+                        dataset: name.to_string(),
+                        compaction: name != "synthetic",
+                        result,
+                    });
+                }
             }
         }
         let scale_ops = &synthetic[..s.scaling_ops.min(synthetic.len())];
@@ -697,6 +741,39 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
                 Err(e) => format!("MISMATCH: {e}"),
             }
         );
+    }
+    if !results.capacity.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n## Leaf capacity (RASK alone, same streams as the main comparison)\n\n\
+             Entries per leaf trade lookups against structural work: a larger leaf means fewer \
+             leaves (less memory per entry) and fewer full-leaf writes, each of which costs more \
+             (a collection or split copies the whole leaf), and a longer log for a lookup to \
+             read. The main comparison uses the paper's 16.\n\n\
+             | dataset | leaf capacity | Mops/s | memory MiB | p50 ns | p99 ns | p99.9 ns | full-leaf writes / writes | leaves |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in &results.capacity {
+            let x = &r.result;
+            let extra = |k: &str| {
+                x.extra
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or(f64::NAN, |(_, v)| *v)
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.3} | {} | {} | {} | {} | {:.4} | {:.0} |",
+                r.dataset,
+                x.index.trim_start_matches("rask-"),
+                x.ops_per_sec / 1e6,
+                mib(x.memory_bytes),
+                x.p50_ns,
+                x.p99_ns,
+                x.p999_ns,
+                extra("full_leaf_fraction_of_writes"),
+                extra("leaves"),
+            );
+        }
     }
     let _ = writeln!(
         md,

@@ -473,7 +473,8 @@ impl<V: RangeValue> Rask<V> {
             return false;
         }
         bump(&self.c.full_leaf_writes, 1);
-        let settled = with_scratch(|sc| {
+        let mut settled = Settled::new();
+        let split = with_scratch(|sc| {
             // Disjoint entries without tombstones (a growing leaf) hold
             // nothing to collect.
             if !gc::disjoint_values(&entries, sc) {
@@ -493,11 +494,12 @@ impl<V: RangeValue> Rask<V> {
             // full would be repeated within a few writes: split instead,
             // into pieces with room to grow.
             if entries.len() <= self.fill_limit() {
-                return None;
+                return false;
             }
-            Some(split::settle(&entries, leaf.anchor, self.fill_limit(), sc))
+            split::settle(&entries, leaf.anchor, self.fill_limit(), sc, &mut settled);
+            true
         });
-        let Some(settled) = settled else {
+        if !split {
             self.swap_log(leaf, self.log_for(leaf.anchor, log.last, &entries), guard);
             return false;
         };
@@ -616,7 +618,8 @@ impl<V: RangeValue> Rask<V> {
         }
         let plog = p.current(guard);
         let llog = leaf.current(guard);
-        let settled = with_scratch(|sc| {
+        let mut settled = Settled::new();
+        with_scratch(|sc| {
             let mut left = EntryBuf::new();
             plog.copy_into(&mut left);
             gc::normal_with(&mut left, sc);
@@ -624,7 +627,7 @@ impl<V: RangeValue> Rask<V> {
             llog.copy_into(&mut right);
             gc::normal_with(&mut right, sc);
             let merged = join_boundary(left, right, leaf.anchor);
-            split::settle(&merged, p.anchor, self.cap, sc)
+            split::settle(&merged, p.anchor, self.cap, sc, &mut settled);
         });
         let pieces = &settled.pieces;
         if pieces.len() == 2 && pieces[1].anchor == leaf.anchor {

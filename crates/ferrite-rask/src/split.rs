@@ -54,6 +54,18 @@ impl<V: RangeValue> Settled<V> {
         &self.entries[p.start..p.end]
     }
 
+    fn push_where(&mut self, anchor: u64, entries: &[Entry<V>], keep: impl Fn(&Entry<V>) -> bool) {
+        let start = self.entries.len();
+        for e in entries.iter().filter(|e| keep(e)) {
+            self.entries.push(*e);
+        }
+        self.pieces.push(Piece {
+            anchor,
+            start,
+            end: self.entries.len(),
+        });
+    }
+
     fn push(&mut self, anchor: u64, entries: &[Entry<V>]) {
         let start = self.entries.len();
         self.entries.extend_from_slice(entries);
@@ -96,22 +108,41 @@ pub fn choose_cut<V: RangeValue>(
     (2 * (n - imbalance) >= n).then_some((p, below))
 }
 
+impl<V> Settled<V> {
+    /// No pieces yet. Callers keep one on their stack and [`settle`] into
+    /// it: at a few hundred bytes inline, moving it out of a return costs
+    /// as much as cutting a small leaf.
+    pub fn new() -> Self {
+        Self {
+            entries: EntryBuf::new(),
+            pieces: SmallVec::new(),
+            cuts: 0,
+            dividing_cuts: 0,
+        }
+    }
+}
+
+impl<V> Default for Settled<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Cuts `entries` (oldest first, already collected with normal GC, of the
-/// leaf anchored at `anchor`) into pieces of at most `limit` entries each.
+/// leaf anchored at `anchor`) into pieces of at most `limit` entries each,
+/// replacing what `out` held.
 pub fn settle<V: RangeValue>(
     entries: &[Entry<V>],
     anchor: u64,
     limit: usize,
     sc: &mut gc::Scratch,
-) -> Settled<V> {
-    let mut out = Settled {
-        entries: EntryBuf::new(),
-        pieces: SmallVec::new(),
-        cuts: 0,
-        dividing_cuts: 0,
-    };
-    cut_into(entries, anchor, limit.max(1), &mut out, sc);
-    out
+    out: &mut Settled<V>,
+) {
+    out.entries.clear();
+    out.pieces.clear();
+    out.cuts = 0;
+    out.dividing_cuts = 0;
+    cut_into(entries, anchor, limit.max(1), out, sc);
 }
 
 fn cut_into<V: RangeValue>(
@@ -133,6 +164,10 @@ fn cut_into<V: RangeValue>(
             let (left, right) = entries.split_at(below);
             cut_into(left, anchor, limit, out, sc);
             cut_into(right, p, limit, out, sc);
+        } else if below <= limit && entries.len() - below <= limit {
+            // Both sides are final pieces: filter straight into them.
+            out.push_where(anchor, entries, |e| e.range.r() < p);
+            out.push_where(p, entries, |e| e.range.l() >= p);
         } else {
             let (left, right): (EntryBuf<V>, EntryBuf<V>) =
                 entries.iter().copied().partition(|e| e.range.r() < p);
@@ -177,7 +212,8 @@ mod tests {
         // Fig. 11: candidates 3, 7, 12; 7 balances three and three.
         let v = [e(1, 2), e(3, 6), e(4, 5), e(7, 9), e(8, 10), e(12, 13)];
         assert_eq!(choose_cut(&v, &mut Vec::new()), Some((7, 3)));
-        let s = settle(&v, 0, 4, &mut gc::Scratch::default());
+        let mut s = Settled::new();
+        settle(&v, 0, 4, &mut gc::Scratch::default(), &mut s);
         assert_eq!((s.cuts, s.dividing_cuts), (1, 0));
         assert_eq!(
             s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
@@ -189,13 +225,31 @@ mod tests {
     }
 
     #[test]
+    fn an_unsorted_leaf_keeps_log_order_on_both_sides() {
+        // A random writer's log: the sides are gathered by filtering, and
+        // the same `Settled` is reused across calls.
+        let v = [e(8, 10), e(1, 2), e(12, 13), e(4, 5), e(3, 6), e(7, 9)];
+        let mut s = Settled::new();
+        settle(&[e(0, 40)], 0, 4, &mut gc::Scratch::default(), &mut s);
+        settle(&v, 0, 4, &mut gc::Scratch::default(), &mut s);
+        assert_eq!((s.cuts, s.dividing_cuts), (1, 0));
+        assert_eq!(
+            s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
+            [0, 7]
+        );
+        assert_eq!(s.piece(0), &[v[1], v[3], v[4]]);
+        assert_eq!(s.piece(1), &[v[0], v[2], v[5]]);
+    }
+
+    #[test]
     fn refuses_a_candidate_that_leaves_a_side_nearly_empty() {
         // Segments [1, 1] and [3, 20]: the only candidate, 3, would leave
         // one entry of six on the left. The fallback trims [3, 20] around
         // the newer ranges and cuts the seven visible pieces in two.
         let v = [e(1, 1), e(3, 20), e(4, 5), e(6, 7), e(8, 9), e(10, 11)];
         assert_eq!(choose_cut(&v, &mut Vec::new()), None);
-        let s = settle(&v, 0, 4, &mut gc::Scratch::default());
+        let mut s = Settled::new();
+        settle(&v, 0, 4, &mut gc::Scratch::default(), &mut s);
         assert_eq!(
             s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
             [0, 6]
@@ -208,7 +262,8 @@ mod tests {
         // One segment: no NonOverlap candidate. Each newer range nests in
         // the older ones, so trimming leaves 2 * 20 - 1 visible pieces.
         let v: EntryBuf<PhysicalRun> = (0..20).map(|i| e(i, 100 - i)).collect();
-        let s = settle(&v, 0, 8, &mut gc::Scratch::default());
+        let mut s = Settled::new();
+        settle(&v, 0, 8, &mut gc::Scratch::default(), &mut s);
         assert_eq!(s.pieces.len(), 5);
         assert!(s.pieces.iter().all(|p| p.end - p.start <= 8));
         assert!(s.dividing_cuts > 0 && s.dividing_cuts == s.cuts);
@@ -245,7 +300,8 @@ mod tests {
             let mut collected = v.clone();
             let mut sc = gc::Scratch::default();
             gc::normal_with(&mut collected, &mut sc);
-            let s = settle(&collected, 0, limit, &mut sc);
+            let mut s = Settled::new();
+            settle(&collected, 0, limit, &mut sc, &mut s);
             prop_assert_eq!(s.pieces[0].anchor, 0);
             for (i, p) in s.pieces.iter().enumerate() {
                 prop_assert!(p.end - p.start <= limit);

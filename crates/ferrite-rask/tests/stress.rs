@@ -15,6 +15,17 @@ use rand::{Rng, SeedableRng};
 const STRIPE: u64 = 256;
 const STRIPES: u64 = 64;
 
+/// Every block `index` maps, with the bits of its physical location.
+fn mapped_blocks(index: &Rask<PhysicalRun>) -> BTreeMap<u64, u64> {
+    let mut seen = BTreeMap::new();
+    index.for_each_mapped(|r, v| {
+        for b in r.l()..=r.r() {
+            seen.insert(b, v.offset(b - r.l()).to_bits());
+        }
+    });
+    seen
+}
+
 #[test]
 fn writers_and_readers_agree_with_per_stripe_oracles() {
     let writers = 3u64;
@@ -110,13 +121,7 @@ fn writers_and_readers_agree_with_per_stripe_oracles() {
         assert!(r.join().unwrap() > 0);
     }
     index.verify().unwrap();
-    let mut seen = BTreeMap::new();
-    index.for_each_mapped(|r, v| {
-        for b in r.l()..=r.r() {
-            seen.insert(b, v.offset(b - r.l()).to_bits());
-        }
-    });
-    assert_eq!(seen, all);
+    assert_eq!(mapped_blocks(&index), all);
     let s = index.stats();
     assert!(s.splits > 0 && s.merges + s.resplits > 0, "{s:?}");
 }
@@ -187,13 +192,7 @@ fn sequential_sweeps_follow_their_fingers_through_merges() {
         all.extend(h.join().unwrap());
     }
     index.verify().unwrap();
-    let mut seen = BTreeMap::new();
-    index.for_each_mapped(|r, v| {
-        for b in r.l()..=r.r() {
-            seen.insert(b, v.offset(b - r.l()).to_bits());
-        }
-    });
-    assert_eq!(seen, all);
+    assert_eq!(mapped_blocks(&index), all);
     let s = index.stats();
     assert!(s.merges > 0, "{s:?}");
 }

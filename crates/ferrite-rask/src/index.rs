@@ -79,6 +79,9 @@ pub struct RaskStats {
     pub normal_gcs: u64,
     /// Leaf splits (one overflowing insertion each).
     pub splits: u64,
+    /// Splits of a leaf being filled left to right, which keeps all but
+    /// the newest entry (see `split`).
+    pub append_splits: u64,
     /// Cut points chosen by those splits and by resplits (a split that had
     /// to cut a side again counts two).
     pub cuts: u64,
@@ -107,6 +110,7 @@ struct Counters {
     lightweight_gcs: AtomicU64,
     normal_gcs: AtomicU64,
     splits: AtomicU64,
+    append_splits: AtomicU64,
     cuts: AtomicU64,
     dividing_cuts: AtomicU64,
     merges: AtomicU64,
@@ -496,13 +500,17 @@ impl<V: RangeValue> Rask<V> {
             if entries.len() <= self.fill_limit() {
                 return false;
             }
-            split::settle(&entries, leaf.anchor, self.fill_limit(), sc, &mut settled);
+            if split::settle_append(&entries, leaf.anchor, &mut settled) {
+                bump(&self.c.append_splits, 1);
+            } else {
+                split::settle(&entries, leaf.anchor, self.fill_limit(), sc, &mut settled);
+            }
             true
         });
         if !split {
             self.swap_log(leaf, self.log_for(leaf.anchor, log.last, &entries), guard);
             return false;
-        };
+        }
         if settled.pieces.len() == 1 {
             self.swap_log(
                 leaf,
@@ -700,6 +708,7 @@ impl<V: RangeValue> Rask<V> {
             lightweight_gcs: g(&self.c.lightweight_gcs),
             normal_gcs: g(&self.c.normal_gcs),
             splits: g(&self.c.splits),
+            append_splits: g(&self.c.append_splits),
             cuts: g(&self.c.cuts),
             dividing_cuts: g(&self.c.dividing_cuts),
             merges: g(&self.c.merges),

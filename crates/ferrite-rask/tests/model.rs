@@ -2,6 +2,9 @@
 //! RASK against a per-block oracle: every get must return exactly what a
 //! map from block to value returns, and the structure must stay valid.
 
+mod common;
+use common::mapped_blocks;
+
 use std::collections::BTreeMap;
 
 use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Rask, RaskOptions};
@@ -107,13 +110,7 @@ fn run(cap: usize, ops: Vec<Op>, place: fn(u64) -> u64) -> Result<(), TestCaseEr
         )?;
     }
     // The visible mapping, run by run, is the oracle.
-    let mut seen = BTreeMap::new();
-    index.for_each_mapped(|r, v| {
-        for b in r.l()..=r.r() {
-            seen.insert(b, v.offset(b - r.l()).to_bits());
-        }
-    });
-    prop_assert_eq!(seen, oracle.0);
+    prop_assert_eq!(mapped_blocks(&index), oracle.0);
     Ok(())
 }
 
@@ -191,13 +188,7 @@ fn a_get_starting_below_a_leafs_base_finds_its_entries() {
         )
         .unwrap();
     }
-    let mut seen = BTreeMap::new();
-    index.for_each_mapped(|r, v| {
-        for b in r.l()..=r.r() {
-            seen.insert(b, v.offset(b - r.l()).to_bits());
-        }
-    });
-    assert_eq!(seen, oracle.0);
+    assert_eq!(mapped_blocks(&index), oracle.0);
 }
 
 /// One million random operations over a larger space with the default
@@ -238,6 +229,47 @@ fn a_million_random_operations() {
     let s = index.stats();
     assert!(s.splits > 0 && s.merges + s.resplits > 0, "{s:?}");
     assert!(PhysicalRun::TOMBSTONE.is_tombstone());
+}
+
+/// A volume written in order fills its leaves before it leaves them (all
+/// but the newest entry stay in the full leaf), and the full leaves then
+/// take random overwrites and deletes like any other.
+#[test]
+fn a_volume_written_in_order_fills_its_leaves() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let index = Rask::<PhysicalRun>::new();
+    let mut oracle = Oracle::default();
+    let mut l = 0u64;
+    for i in 0..4_000u64 {
+        let r = BlockRange::with_len(l, rng.gen_range(1..=32)).unwrap();
+        let v = PhysicalRun::new(1, i << 8).unwrap();
+        index.put(r, v).unwrap();
+        oracle.put(r, v);
+        l = r.r() + 1 + rng.gen_range(0..4);
+    }
+    index.verify().unwrap();
+    let s = index.stats();
+    assert!(s.append_splits > 0 && s.append_splits == s.splits, "{s:?}");
+    // Balanced cuts would leave about half of every leaf empty.
+    assert!(s.entries >= 14 * s.leaves, "{s:?}");
+    for i in 0..20_000u64 {
+        let r = BlockRange::with_len(rng.gen_range(0..l), rng.gen_range(1..=48)).unwrap();
+        match i % 4 {
+            0 | 1 => {
+                let v = PhysicalRun::new(2, i << 8).unwrap();
+                index.put(r, v).unwrap();
+                oracle.put(r, v);
+            }
+            2 => {
+                index.delete(r);
+                oracle.delete(r);
+            }
+            _ => check_get(&index, &oracle, r).unwrap(),
+        }
+    }
+    index.verify().unwrap();
+    assert_eq!(mapped_blocks(&index), oracle.0);
 }
 
 /// A thread's finger belongs to one index: lookups that alternate between

@@ -5,6 +5,9 @@
 //! and merged under contention); readers check that every answer tiles
 //! its target and that each block's value came from the stripe's owner.
 
+mod common;
+use common::mapped_blocks;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,17 +17,6 @@ use rand::{Rng, SeedableRng};
 
 const STRIPE: u64 = 256;
 const STRIPES: u64 = 64;
-
-/// Every block `index` maps, with the bits of its physical location.
-fn mapped_blocks(index: &Rask<PhysicalRun>) -> BTreeMap<u64, u64> {
-    let mut seen = BTreeMap::new();
-    index.for_each_mapped(|r, v| {
-        for b in r.l()..=r.r() {
-            seen.insert(b, v.offset(b - r.l()).to_bits());
-        }
-    });
-    seen
-}
 
 #[test]
 fn writers_and_readers_agree_with_per_stripe_oracles() {

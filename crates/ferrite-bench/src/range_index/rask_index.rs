@@ -45,6 +45,7 @@ impl RangeIndex for RaskIndex {
             ("leaves".into(), s.leaves as f64),
             ("entries".into(), s.entries as f64),
             ("splits".into(), s.splits as f64),
+            ("append_splits".into(), s.append_splits as f64),
             ("cuts".into(), s.cuts as f64),
             (
                 "split_no_divide_fraction".into(),

@@ -128,6 +128,14 @@ impl<V> Settled<V> {
             dividing_cuts: 0,
         }
     }
+
+    /// Back to no pieces, keeping the buffers.
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.pieces.clear();
+        self.cuts = 0;
+        self.dividing_cuts = 0;
+    }
 }
 
 impl<V> Default for Settled<V> {
@@ -158,12 +166,10 @@ pub fn settle_append<V: RangeValue>(
     if second.l() <= reach || newest.l() <= reach.max(second.r()) {
         return false;
     }
-    out.entries.clear();
-    out.pieces.clear();
+    out.clear();
     out.push(anchor, &entries[..n - 1]);
     out.push(newest.l(), &entries[n - 1..]);
     out.cuts = 1;
-    out.dividing_cuts = 0;
     true
 }
 
@@ -177,10 +183,7 @@ pub fn settle<V: RangeValue>(
     sc: &mut gc::Scratch,
     out: &mut Settled<V>,
 ) {
-    out.entries.clear();
-    out.pieces.clear();
-    out.cuts = 0;
-    out.dividing_cuts = 0;
+    out.clear();
     cut_into(entries, anchor, limit.max(1), out, sc);
 }
 

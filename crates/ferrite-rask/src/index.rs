@@ -276,14 +276,15 @@ impl<V: RangeValue> Rask<V> {
                     leaf = self.locate(pos, &guard);
                     continue;
                 }
-                if log.last < pos {
+                let last = log.last();
+                if last < pos {
                     leaf = match leaf.next_leaf(&guard) {
                         Some(n) => n,
                         None => self.locate(pos, &guard),
                     };
                     continue;
                 }
-                let hi = target.r().min(log.last);
+                let hi = target.r().min(last);
                 let part = BlockRange::ordered(pos, hi);
                 ablation::search(log.overlapping(part), part, &mut unfound, out);
                 if hi == target.r() {
@@ -326,7 +327,7 @@ impl<V: RangeValue> Rask<V> {
                 retired,
                 leaf: leaf as *const Leaf<V> as usize,
                 anchor: leaf.anchor,
-                last: leaf.current(guard).last,
+                last: leaf.current(guard).last(),
             });
         }
         leaf
@@ -346,7 +347,7 @@ impl<V: RangeValue> Rask<V> {
             if leaf.is_deleted() || leaf.anchor > pos {
                 return None;
             }
-            let last = leaf.current(guard).last;
+            let last = leaf.current(guard).last();
             if last >= pos {
                 if step > 0 {
                     FINGER.set(Finger {
@@ -378,7 +379,7 @@ impl<V: RangeValue> Rask<V> {
                 leaf = leaf.prev_leaf(guard).unwrap_or_else(|| self.head(guard));
                 continue;
             }
-            if leaf.current(guard).last >= pos {
+            if leaf.current(guard).last() >= pos {
                 return leaf;
             }
             leaf = leaf.next_leaf(guard).unwrap_or_else(|| self.head(guard));
@@ -390,7 +391,7 @@ impl<V: RangeValue> Rask<V> {
         loop {
             let leaf = self.locate(pos, guard);
             leaf.lock();
-            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last >= pos {
+            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last() >= pos {
                 return leaf;
             }
             // SAFETY: locked just above.
@@ -403,7 +404,7 @@ impl<V: RangeValue> Rask<V> {
     fn lock_right_of<'g>(&self, held: &'g Leaf<V>, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
         loop {
             let mut leaf = held.next_leaf(guard).unwrap_or_else(|| self.head(guard));
-            while !leaf.is_deleted() && leaf.current(guard).last < pos {
+            while !leaf.is_deleted() && leaf.current(guard).last() < pos {
                 leaf = leaf.next_leaf(guard).unwrap_or_else(|| self.head(guard));
             }
             if leaf.is_deleted() || leaf.anchor > pos || leaf.anchor <= held.anchor {
@@ -411,7 +412,7 @@ impl<V: RangeValue> Rask<V> {
                 continue;
             }
             leaf.lock();
-            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last >= pos {
+            if !leaf.is_deleted() && leaf.anchor <= pos && leaf.current(guard).last() >= pos {
                 return leaf;
             }
             // SAFETY: locked just above.
@@ -425,7 +426,7 @@ impl<V: RangeValue> Rask<V> {
         let mut pos = range.l();
         let mut leaf = self.lock_for(pos, &guard);
         loop {
-            let last = leaf.current(&guard).last;
+            let last = leaf.current(&guard).last();
             let seg_end = range.r().min(last);
             let fragment = pos > range.l();
             if fragment {
@@ -462,6 +463,10 @@ impl<V: RangeValue> Rask<V> {
         if unsafe { log.push(e) } {
             return false;
         }
+        if log.len() >= self.cap && !e.value.is_tombstone() && log.ascending_below(e.range.l()) {
+            self.split_off_newest(leaf, log, e, guard);
+            return true;
+        }
         let mut entries = EntryBuf::new();
         log.copy_into(&mut entries);
         let full = entries.len() >= self.cap;
@@ -471,7 +476,7 @@ impl<V: RangeValue> Rask<V> {
             let slots = self.slots_for(entries.len() * 2);
             self.swap_log(
                 leaf,
-                Log::new(leaf.anchor, log.last, slots, &entries),
+                Log::new(leaf.anchor, log.last(), slots, &entries),
                 guard,
             );
             return false;
@@ -508,13 +513,13 @@ impl<V: RangeValue> Rask<V> {
             true
         });
         if !split {
-            self.swap_log(leaf, self.log_for(leaf.anchor, log.last, &entries), guard);
+            self.swap_log(leaf, self.log_for(leaf.anchor, log.last(), &entries), guard);
             return false;
         }
         if settled.pieces.len() == 1 {
             self.swap_log(
                 leaf,
-                self.log_for(leaf.anchor, log.last, settled.piece(0)),
+                self.log_for(leaf.anchor, log.last(), settled.piece(0)),
                 guard,
             );
             return false;
@@ -523,8 +528,42 @@ impl<V: RangeValue> Rask<V> {
         bump(&self.c.cuts, settled.cuts as u64);
         bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
         let after = leaf.next.load(Ordering::Acquire, guard);
-        self.install(leaf, log.last, &settled, after, guard);
+        self.install(leaf, log.last(), &settled, after, guard);
         true
+    }
+
+    /// The fill split of a full `leaf` (locked, `log` its current log)
+    /// whose entries ascend, each past the one before, with `e` past them
+    /// all: `e` alone starts a new leaf and the old one keeps its log as it
+    /// is, its space shrunk to end below `e`. This is the split
+    /// [`split::settle_append`] makes, without copying the full log.
+    fn split_off_newest(&self, leaf: &Leaf<V>, log: &Log<V>, e: Entry<V>, guard: &Guard) {
+        bump(&self.c.full_leaf_writes, 1);
+        bump(&self.c.splits, 1);
+        bump(&self.c.append_splits, 1);
+        bump(&self.c.cuts, 1);
+        let anchor = e.range.l();
+        let after = leaf.next.load(Ordering::Acquire, guard);
+        let fresh = Owned::new(Leaf::new(
+            anchor,
+            self.log_for(anchor, log.last(), std::slice::from_ref(&e)),
+        ));
+        fresh.next.store(after, Ordering::Relaxed);
+        fresh
+            .prev
+            .store(Shared::from(leaf as *const Leaf<V>), Ordering::Relaxed);
+        let fresh = fresh.into_shared(guard);
+        // SAFETY: `after` is live (or null) under `guard`; its prev pointer
+        // is protected by the lock of its left neighbour, held here.
+        if let Some(n) = unsafe { after.as_ref() } {
+            n.prev.store(fresh, Ordering::Release);
+        }
+        leaf.next.store(fresh, Ordering::Release);
+        // SAFETY: the caller holds the leaf's lock and `log` is its current
+        // log; every entry ends below `anchor` (`ascending_below`), and the
+        // leaf holding the rest of the space is linked just above.
+        unsafe { log.shrink_last(anchor - 1) };
+        self.art.write().insert(anchor, fresh.as_raw() as usize);
     }
 
     /// Most entries a leaf keeps after a collection or a split.
@@ -647,7 +686,7 @@ impl<V: RangeValue> Rask<V> {
             );
             self.swap_log(
                 leaf,
-                self.log_for(leaf.anchor, llog.last, settled.piece(1)),
+                self.log_for(leaf.anchor, llog.last(), settled.piece(1)),
                 guard,
             );
             bump(&self.c.resplits, 1);
@@ -667,7 +706,7 @@ impl<V: RangeValue> Rask<V> {
             // still finds `leaf` (and its frozen snapshot) through `next`.
             self.swap_log(
                 p,
-                self.log_for(p.anchor, llog.last, settled.piece(0)),
+                self.log_for(p.anchor, llog.last(), settled.piece(0)),
                 guard,
             );
             leaf.mark_deleted();
@@ -684,7 +723,7 @@ impl<V: RangeValue> Rask<V> {
             bump(&self.c.resplits, 1);
             bump(&self.c.cuts, settled.cuts as u64);
             bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
-            self.install(p, llog.last, &settled, after, guard);
+            self.install(p, llog.last(), &settled, after, guard);
             leaf.mark_deleted();
             self.retired.fetch_add(1, Ordering::SeqCst);
         }
@@ -758,19 +797,20 @@ impl<V: RangeValue> Rask<V> {
                 leaf = self.locate(pos, &guard);
                 continue;
             }
-            if log.last >= pos {
+            let last = log.last();
+            if last >= pos {
                 out.clear();
-                let part = BlockRange::ordered(pos, log.last);
+                let part = BlockRange::ordered(pos, last);
                 ablation::search(log.overlapping(part), part, &mut unfound, &mut out);
                 for s in &out {
                     if let Some(v) = s.value {
                         f(s.range, v);
                     }
                 }
-                if log.last == u64::MAX {
+                if last == u64::MAX {
                     return;
                 }
-                pos = log.last + 1;
+                pos = last + 1;
             }
             leaf = match leaf.next_leaf(&guard) {
                 Some(n) => n,
@@ -814,29 +854,30 @@ impl<V: RangeValue> Rask<V> {
                 ));
             }
             let log = l.current(&guard);
+            let last = log.last();
             if log.len() > self.cap || log.slots() > self.cap {
                 return Err(format!("leaf {} holds more than its capacity", l.anchor));
             }
             for e in log.iter() {
-                if e.range.l() < l.anchor || e.range.r() > log.last {
+                if e.range.l() < l.anchor || e.range.r() > last {
                     return Err(format!(
                         "entry {} lies outside leaf [{}, {}]",
-                        e.range, l.anchor, log.last
+                        e.range, l.anchor, last
                     ));
                 }
             }
             count += 1;
             prev = l;
             leaf = l.next_leaf(&guard);
-            if log.last == u64::MAX {
+            if last == u64::MAX {
                 if leaf.is_some() {
                     return Err("a leaf follows the one ending at u64::MAX".into());
                 }
                 break;
             }
-            expect_anchor = log.last + 1;
+            expect_anchor = last + 1;
             if leaf.is_none() {
-                return Err(format!("the list ends at {} before u64::MAX", log.last));
+                return Err(format!("the list ends at {} before u64::MAX", last));
             }
         }
         if art.len() != count {

@@ -1,7 +1,10 @@
 //! The log-structured leaf (paper §4.1) and its lock-free reading.
 //!
 //! A leaf owns the block space `[anchor, last]`; `anchor` is fixed for the
-//! leaf's life, `last` belongs to the leaf's current [`Log`]. A log is a
+//! leaf's life, `last` belongs to the leaf's current [`Log`]. A log's
+//! `last` only ever shrinks in place, under the leaf's lock, and only past
+//! every entry the log holds (a split that hands the top of the space to a
+//! new leaf, linked before the shrink is published). A log is a
 //! preallocated array of `capacity` entries, filled oldest first; entries
 //! below its published length are never written again. Appends write the
 //! next slot and then publish the new length (release), so a reader that
@@ -31,7 +34,7 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use std::alloc::Layout;
 
@@ -89,8 +92,8 @@ const fn stride<V>(wide: bool) -> usize {
 /// the newest entries in neighbouring cache lines).
 #[repr(C)]
 pub(crate) struct Log<V> {
-    /// Inclusive upper bound of the leaf's space.
-    pub last: u64,
+    /// Inclusive upper bound of the leaf's space (see [`Log::last`]).
+    last: AtomicU64,
     /// The block compact slots count from.
     base: u64,
     len: AtomicU32,
@@ -103,7 +106,7 @@ pub(crate) struct Log<V> {
 /// The sized prefix of [`Log`], for its layout.
 #[repr(C)]
 struct LogHeader<V> {
-    last: u64,
+    last: AtomicU64,
     base: u64,
     len: AtomicU32,
     shape: u32,
@@ -162,7 +165,7 @@ impl<V: RangeValue> Pointable for Log<V> {
         // header and the slots behind it; `Log::new` made `n` at most the
         // slot count and checked that every entry fits the format.
         unsafe {
-            std::ptr::addr_of_mut!((*h).last).write(init.last);
+            std::ptr::addr_of_mut!((*h).last).write(AtomicU64::new(init.last));
             std::ptr::addr_of_mut!((*h).base).write(init.base);
             std::ptr::addr_of_mut!((*h).len).write(AtomicU32::new(init.n as u32));
             std::ptr::addr_of_mut!((*h).shape).write(init.shape);
@@ -248,6 +251,39 @@ impl<V: RangeValue> Log<V> {
             src: entries.as_ptr(),
             n: entries.len().min(cap as usize),
         })
+    }
+
+    /// Inclusive upper bound of the leaf's space. It may shrink between
+    /// two loads, so a reader loads it once per visit to the log.
+    pub fn last(&self) -> u64 {
+        self.last.load(Ordering::Acquire)
+    }
+
+    /// Hands `[last + 1, ..]` of this log's space to the leaf linked after
+    /// it.
+    ///
+    /// # Safety
+    /// The caller holds the lock of the leaf whose current log this is,
+    /// every entry ends at or below `last`, and the leaf that takes the
+    /// rest of the space is already linked as this leaf's `next`.
+    pub unsafe fn shrink_last(&self, last: u64) {
+        debug_assert!(last <= self.last());
+        // Release: a reader that sees the new bound also sees the link.
+        self.last.store(last, Ordering::Release);
+    }
+
+    /// Whether the entries, oldest first, are disjoint, ascending, and not
+    /// tombstones, all ending below `below`: a leaf being filled in address
+    /// order, holding nothing a collection could free.
+    pub fn ascending_below(&self, below: u64) -> bool {
+        let mut prev_r: Option<u64> = None;
+        for e in self.iter() {
+            if e.value.is_tombstone() || prev_r.is_some_and(|r| e.range.l() <= r) {
+                return false;
+            }
+            prev_r = Some(e.range.r());
+        }
+        prev_r.is_none_or(|r| r < below)
     }
 
     pub fn is_wide(&self) -> bool {
@@ -597,5 +633,31 @@ mod tests {
         assert!(!unsafe { log.push(e(4, 5, 3)) });
         assert_eq!(log.slots(), 2);
         assert_eq!(log.len(), 2);
+    }
+
+    #[test]
+    fn only_an_in_order_log_without_tombstones_ascends() {
+        let ascends = |entries: &[Entry<PhysicalRun>], below| {
+            Log::new(0, 1000, 8, entries).ascending_below(below)
+        };
+        assert!(ascends(&[], 0));
+        assert!(ascends(&[e(0, 3, 1), e(4, 9, 2), e(20, 20, 3)], 21));
+        // The bound must lie past the newest entry.
+        assert!(!ascends(&[e(0, 3, 1), e(4, 9, 2)], 9));
+        // Overlapping or out-of-order entries hold something to collect.
+        assert!(!ascends(&[e(0, 3, 1), e(3, 9, 2)], 100));
+        assert!(!ascends(&[e(10, 13, 1), e(0, 5, 2)], 100));
+        let tomb = Entry::new(BlockRange::new(5, 6).unwrap(), PhysicalRun::TOMBSTONE);
+        assert!(!ascends(&[e(0, 3, 1), tomb], 100));
+    }
+
+    #[test]
+    fn a_shrunk_bound_is_what_readers_load() {
+        let log = Log::new(0, 1000, 4, &[e(0, 3, 1), e(4, 9, 2)]);
+        assert_eq!(log.last(), 1000);
+        // SAFETY: the log is not shared; both entries end below 10.
+        unsafe { log.shrink_last(9) };
+        assert_eq!(log.last(), 9);
+        assert_eq!(read(&log), [e(0, 3, 1), e(4, 9, 2)]);
     }
 }

@@ -188,3 +188,76 @@ fn sequential_sweeps_follow_their_fingers_through_merges() {
     let s = index.stats();
     assert!(s.merges > 0, "{s:?}");
 }
+
+/// A writer fills a volume in address order, so nearly every full leaf
+/// is split by handing its space's top to a new leaf and shrinking the old
+/// leaf's bound in place, while readers look just behind and ahead of the
+/// writer. Every block written before a read began must be found, with
+/// its value; blocks past that may be found only with theirs.
+#[test]
+fn readers_see_every_acknowledged_write_while_leaves_fill_in_order() {
+    use std::sync::atomic::AtomicU64;
+    const PHYS: u64 = 1 << 30;
+    let blocks: u64 = if cfg!(debug_assertions) {
+        100_000
+    } else {
+        1_000_000
+    };
+    let index = Arc::new(
+        Rask::<PhysicalRun>::with_options(RaskOptions {
+            leaf_capacity: 4,
+            merge_threshold: None,
+        })
+        .unwrap(),
+    );
+    // One past the last block whose put has returned.
+    let written = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let index = index.clone();
+            let written = written.clone();
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(40 + t);
+                let mut reads = 0u64;
+                loop {
+                    let done = written.load(Ordering::Acquire);
+                    if done >= blocks {
+                        return reads;
+                    }
+                    let l = done.saturating_sub(rng.gen_range(0..64));
+                    let range = BlockRange::with_len(l, rng.gen_range(1..96)).unwrap();
+                    let mut at = l;
+                    for s in index.get(range) {
+                        assert_eq!(s.range.l(), at);
+                        for b in s.range.l()..=s.range.r() {
+                            match s.value {
+                                Some(v) => {
+                                    assert_eq!(v.offset(b - s.range.l()).block(), PHYS + b)
+                                }
+                                None => assert!(b >= done, "block {b} lost (written up to {done})"),
+                            }
+                        }
+                        at = s.range.r() + 1;
+                    }
+                    assert_eq!(at, range.r() + 1);
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut b = 0;
+    while b < blocks {
+        let len = rng.gen_range(1..16).min(blocks - b);
+        let v = PhysicalRun::new(0, PHYS + b).unwrap();
+        index.put(BlockRange::with_len(b, len).unwrap(), v).unwrap();
+        b += len;
+        written.store(b, Ordering::Release);
+    }
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    index.verify().unwrap();
+    let s = index.stats();
+    assert!(s.append_splits * 10 > s.splits * 9, "{s:?}");
+}

@@ -33,6 +33,7 @@ mod segments;
 
 pub use replay::{
     compact_writes, ops_from_trace, synthetic_ops, verify, RangeOp, ReplayResult, Replayer,
+    WARMUP_OPS,
 };
 
 use ferrite_rask::{BlockRange, PhysicalRun, Segment};
@@ -50,6 +51,10 @@ pub trait RangeIndex: Send + Sync {
         let _ = writes;
         Vec::new()
     }
+    /// Frees what the index has retired but not yet released (RASK's
+    /// epoch garbage), so it is not released during the next replay's
+    /// memory measurement.
+    fn settle(&self) {}
 }
 
 /// A single-threaded baseline structure.

@@ -37,6 +37,10 @@ impl RangeIndex for RaskIndex {
         self.index.get_into(r, out);
     }
 
+    fn settle(&self) {
+        self.index.reclaim();
+    }
+
     fn extra(&self, writes: u64) -> Vec<(String, f64)> {
         self.index.reclaim();
         let s = self.index.stats();

@@ -6,8 +6,9 @@
 //! 128-block segment cache (the paper's setting) and without it; and the
 //! synthetic set (ranges of 4–64 blocks, uniform starts on a 16 GiB disk,
 //! 80% puts / 20% gets). Single-threaded as in the paper; every index is
-//! built from empty for each run, runs alternate between indexes, and the
-//! median of the repeats is reported. Memory is the counting allocator's
+//! built from empty for each run, runs alternate between indexes, each
+//! run follows an untimed warm-up replay of the same index, and the median
+//! of the repeats is reported. Memory is the counting allocator's
 //! live heap growth over the replay. Every index's answers are checked
 //! against a per-block oracle on every trace stream (RASK's also on the
 //! first million synthetic operations).
@@ -28,7 +29,7 @@ use serde_json::json;
 
 use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
 use crate::error::{BenchError, Result};
-use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES};
+use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
 use crate::report;
 use crate::trace;
 
@@ -477,6 +478,7 @@ impl Experiment for RaskRepro {
             "synthetic_mix": "80% put / 20% get, lengths uniform 4..=64, uniform starts",
             "repeats": {"cloudphysics": s.trace_repeats, "tectonic": s.tiny_repeats, "synthetic": s.synthetic_repeats},
             "latency": format!("extra runs per index with every operation timed: one, or enough to time {LATENCY_OPS} operations on a short stream (pooled)"),
+            "warmup_ops": WARMUP_OPS,
             "leaf_capacity": 16,
             "threads": 1,
             "counting_allocator": cfg!(feature = "counting-alloc"),
@@ -669,7 +671,10 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          the median over repeats (runs alternate between indexes, no per-operation timers); \
          latency percentiles come from one more run per index that times every operation \
          (on a stream shorter than {LATENCY_OPS} operations, as many runs as it takes to time \
-         that many, pooled). \
+         that many, pooled). Each measured run, or pool of runs, follows an untimed warm-up \
+         replay of the stream's first {WARMUP_OPS} operations on a fresh index of the same \
+         kind, so it finds its code and the stream in the caches rather than where the index \
+         run before it left them (this matters on a stream as short as tectonic's). \
          Every index is shareable between threads: RASK synchronises itself, each baseline sits \
          behind one mutex. Memory: live heap growth over the replay (counting \
          allocator). Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\

@@ -13,9 +13,10 @@
 //! - a deleted leaf's `prev` points at a leaf that held its space when it
 //!   was deleted, so following `prev` from a deleted leaf ends at a live one.
 //!
-//! Concurrency (paper §6.2): readers take no lock; they read immutable leaf
-//! snapshots (see `leaf`) and walk right along `next`, re-locating when
-//! they meet a deleted leaf. Writers lock one leaf at a time and hand the
+//! Concurrency (paper §6.2): readers take no lock; they read leaf
+//! snapshots whose entries are immutable and whose bound only shrinks past
+//! them (see `leaf`), loading the bound once per visit, and walk right
+//! along `next`, re-locating when they meet a deleted leaf. Writers lock one leaf at a time and hand the
 //! lock over left to right when a write spans leaves; merging with the left
 //! neighbour only *tries* its lock, so locks are always waited for in
 //! left-to-right order and writers cannot deadlock. Retired logs and leaves

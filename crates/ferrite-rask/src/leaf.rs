@@ -19,11 +19,15 @@
 //! fit a compact log is refused like an append to a full one, and the
 //! writer rebuilds the log, which picks the format again.
 //!
-//! GC, split and merge never edit a log in place: they build a new log
-//! and swap the leaf's pointer (the old one is retired through epoch-based
-//! reclamation). A reader therefore always works on an immutable snapshot
-//! of one leaf and never has to retry; this is what the paper's per-leaf
-//! version numbers (V_GC, V_split, V_merge) guard against, achieved by
+//! GC, split and merge never edit a log's entries in place: they build a
+//! new log and swap the leaf's pointer (the old one is retired through
+//! epoch-based reclamation). The one exception is the fill split of a leaf
+//! written in address order, which only shrinks the bound past every
+//! entry. A reader therefore always works on an immutable snapshot of one
+//! leaf's entries and never has to retry: with the old bound it sees the
+//! leaf as it was before the split, with the new one it moves on to the
+//! leaf that took the rest. This is what the paper's per-leaf version
+//! numbers (V_GC, V_split, V_merge) guard against, achieved by
 //! copy-on-write instead. The header keeps the paper's deleted bit and the
 //! fragmentation counter N_frag.
 //!

@@ -16,11 +16,12 @@
 //! Concurrency (paper §6.2): readers take no lock; they read leaf
 //! snapshots whose entries are immutable and whose bound only shrinks past
 //! them (see `leaf`), loading the bound once per visit, and walk right
-//! along `next`, re-locating when they meet a deleted leaf. Writers lock one leaf at a time and hand the
-//! lock over left to right when a write spans leaves; merging with the left
-//! neighbour only *tries* its lock, so locks are always waited for in
-//! left-to-right order and writers cannot deadlock. Retired logs and leaves
-//! are freed by epoch-based reclamation (crossbeam-epoch).
+//! along `next`, re-locating when they meet a deleted leaf. Writers lock
+//! one leaf at a time and hand the lock over left to right when a write
+//! spans leaves; merging with the left neighbour only *tries* its lock, so
+//! locks are always waited for in left-to-right order and writers cannot
+//! deadlock. Retired logs and leaves are freed by epoch-based reclamation
+//! (crossbeam-epoch).
 //!
 //! Finger: block-store I/O is local (a disk is written and read in runs),
 //! so each thread remembers the leaf its last lookup found and starts the

@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         op: command::kv::KvOp,
     },
+    /// Map block ranges to physical runs in a durable RASK index.
+    Rask {
+        #[command(subcommand)]
+        op: command::rask::RaskOp,
+    },
     /// Describe a store directory: engine, size, statistics, invariants.
     Inspect {
         #[arg(long)]
@@ -64,6 +69,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Demo { dir } => command::demo::run(dir),
         Command::Kv { op } => command::kv::run(op),
+        Command::Rask { op } => command::rask::run(op),
         Command::Inspect { path } => command::inspect::run(&path),
         Command::Engines => {
             command::engines::print();

@@ -16,7 +16,9 @@
 //! - log records are appended and applied to the index in one order, under
 //!   the writer lock, so replay rebuilds exactly the live index;
 //! - after a failed log write or sync the store is poisoned: every later
-//!   write fails (the log reports it) until the store is reopened.
+//!   write fails (the log reports it) until the store is reopened;
+//! - under `SyncMode::Batched(d)` a background thread syncs the log every
+//!   `d`, and closing the index syncs it, in every mode.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use ferrite_core::{EngineKind, Options, StoreIdentity, SyncMode};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
-use ferrite_wal::Wal;
+use ferrite_wal::{PeriodicSync, Wal};
 use parking_lot::Mutex;
 
 use crate::entry::Segment;
@@ -89,7 +91,9 @@ struct WriterState {
 /// A [`Rask`] index that survives restarts and crashes.
 pub struct DurableRask<V: RangeValue> {
     index: Rask<V>,
-    wal: Wal,
+    wal: Arc<Wal>,
+    /// Syncs the log every interval under `SyncMode::Batched`.
+    ticker: Option<PeriodicSync>,
     devices: RaskDevices,
     writer: Mutex<WriterState>,
     opts: DurableOptions,
@@ -149,9 +153,21 @@ impl<V: RangeValue> DurableRask<V> {
         })?;
         report.replayed_records = replayed;
         report.seconds = started.elapsed().as_secs_f64();
+        let wal = Arc::new(wal);
+        let ticker = match opts.store.sync {
+            SyncMode::Batched(every) => {
+                Some(PeriodicSync::start(wal.clone(), every).map_err(|e| {
+                    ferrite_core::Error::InvalidOptions(format!(
+                        "cannot start the log's sync thread: {e}"
+                    ))
+                })?)
+            }
+            _ => None,
+        };
         Ok(Self {
             index,
             wal,
+            ticker,
             devices,
             writer: Mutex::new(WriterState {
                 epoch,
@@ -271,6 +287,18 @@ impl<V: RangeValue> DurableRask<V> {
         match self.opts.store.sync {
             SyncMode::Batched(d) => Some(d),
             _ => None,
+        }
+    }
+}
+
+impl<V: RangeValue> Drop for DurableRask<V> {
+    /// Closing makes every write durable, whatever the sync mode.
+    fn drop(&mut self) {
+        drop(self.ticker.take());
+        if self.writer.lock().poisoned.is_none() {
+            if let Err(e) = self.wal.sync() {
+                log::warn!("closing sync of the RASK redo log failed: {e}");
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ferrite_core::{Options, SyncMode};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice};
@@ -19,6 +20,10 @@ type Dev = Arc<FaultyDevice<MemDevice>>;
 type Oracle = BTreeMap<u64, u64>;
 
 fn open(d: &[Dev; 3]) -> ferrite_rask::Result<DurableRask<PhysicalRun>> {
+    open_with(d, SyncMode::Always)
+}
+
+fn open_with(d: &[Dev; 3], sync: SyncMode) -> ferrite_rask::Result<DurableRask<PhysicalRun>> {
     let devices = RaskDevices {
         snapshots: [d[0].clone() as Arc<dyn BlockDevice>, d[1].clone()],
         log: d[2].clone(),
@@ -27,7 +32,7 @@ fn open(d: &[Dev; 3]) -> ferrite_rask::Result<DurableRask<PhysicalRun>> {
         devices,
         DurableOptions {
             store: Options {
-                sync: SyncMode::Always,
+                sync,
                 ..Options::default()
             },
             index: RaskOptions {
@@ -167,6 +172,49 @@ fn snapshot_and_log_restore_the_index_and_report_recovery() {
     assert!(rep.snapshot_epoch > 0 && rep.snapshot_runs > 0, "{rep:?}");
     assert!(rep.replayed_records > 0, "{rep:?}");
     assert_eq!(contents(&db), oracle);
+}
+
+#[test]
+fn closing_makes_unsynced_writes_durable() {
+    for sync in [
+        SyncMode::Never,
+        SyncMode::Batched(Duration::from_secs(3600)),
+    ] {
+        let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+        let db = open_with(&d, sync).unwrap();
+        let r = BlockRange::new(5, 8).unwrap();
+        let v = PhysicalRun::new(2, 40).unwrap();
+        db.put(r, v).unwrap();
+        drop(db);
+        // Nothing is left to lose: the close synced it.
+        assert_eq!(d[2].crash(CrashMode::DropAll).unwrap(), 0, "{sync}");
+        d[2].restart();
+        let db = open_with(&d, sync).unwrap();
+        assert_eq!(db.get(r)[0].value, Some(v), "{sync}");
+    }
+}
+
+#[test]
+fn batched_writes_become_durable_without_a_later_write() {
+    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    // A write right after opening is inside the interval, so it does not
+    // sync itself; only the background thread can make it durable.
+    let db = open_with(&d, SyncMode::Batched(Duration::from_millis(200))).unwrap();
+    let r = BlockRange::new(100, 199).unwrap();
+    let v = PhysicalRun::new(1, 7).unwrap();
+    let syncs = d[2].io_stats().syncs;
+    db.put(r, v).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d[2].io_stats().syncs == syncs {
+        assert!(Instant::now() < deadline, "the log was never synced");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Power cut while the index is still open: its writes must be there.
+    d[2].crash(CrashMode::DropAll).unwrap();
+    drop(db);
+    d[2].restart();
+    let db = open_with(&d, SyncMode::Always).unwrap();
+    assert_eq!(db.get(r)[0].value, Some(v));
 }
 
 #[test]

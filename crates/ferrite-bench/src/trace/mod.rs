@@ -22,6 +22,25 @@ pub(crate) fn read_text(path: &std::path::Path) -> crate::error::Result<String> 
     })
 }
 
+/// Trace formats by the names the tools accept.
+pub const FORMATS: [&str; 3] = ["cloudphysics", "tectonic", "fio"];
+
+/// Parses `path` as the trace format called `format` (one of [`FORMATS`]).
+pub fn parse_named(
+    format: &str,
+    path: &std::path::Path,
+) -> crate::error::Result<Vec<BlockRequest>> {
+    match format {
+        "cloudphysics" => parse_cloudphysics(path),
+        "tectonic" => parse_tectonic(path),
+        "fio" => parse_fio_iolog(path),
+        other => Err(crate::error::BenchError::Config(format!(
+            "unknown trace format {other:?}: expected one of {}",
+            FORMATS.join(", ")
+        ))),
+    }
+}
+
 /// Bytes per block in every trace stream.
 pub const BLOCK_BYTES: u64 = 4096;
 

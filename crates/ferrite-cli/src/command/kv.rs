@@ -60,7 +60,7 @@ pub enum KvOp {
     },
 }
 
-fn parse_sync(s: &str) -> Result<SyncMode, String> {
+pub fn parse_sync(s: &str) -> Result<SyncMode, String> {
     SyncMode::parse(s).map_err(|e| e.to_string())
 }
 

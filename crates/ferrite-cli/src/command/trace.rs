@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use ferrite_bench::trace::{self, BlockOp, BlockRequest, TraceSummary};
 
@@ -20,12 +20,7 @@ pub struct TraceArgs {
 }
 
 pub fn run(a: TraceArgs) -> Result<()> {
-    let reqs: Vec<BlockRequest> = match a.format.as_str() {
-        "cloudphysics" => trace::parse_cloudphysics(&a.path)?,
-        "tectonic" => trace::parse_tectonic(&a.path)?,
-        "fio" => trace::parse_fio_iolog(&a.path)?,
-        other => bail!("unknown trace format {other:?}: expected cloudphysics, tectonic or fio"),
-    };
+    let reqs: Vec<BlockRequest> = trace::parse_named(&a.format, &a.path)?;
     let s = TraceSummary::of(&reqs);
     let distinct: HashSet<u64> = reqs.iter().flat_map(|r| r.start..=r.last()).collect();
     let span = reqs.iter().map(|r| r.time_us).max().unwrap_or(0);

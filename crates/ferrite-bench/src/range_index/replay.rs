@@ -41,7 +41,7 @@ impl Allocator {
     }
 }
 
-/// Writes become puts of fresh runs, reads become gets.
+/// Writes become puts of fresh runs, reads gets, trims deletes.
 pub fn ops_from_trace(reqs: &[BlockRequest]) -> Vec<RangeOp> {
     let mut alloc = Allocator::default();
     reqs.iter()
@@ -50,6 +50,7 @@ pub fn ops_from_trace(reqs: &[BlockRequest]) -> Vec<RangeOp> {
             Some(match q.op {
                 BlockOp::Write => RangeOp::Put(r, alloc.run(r.len())),
                 BlockOp::Read => RangeOp::Get(r),
+                BlockOp::Trim => RangeOp::Delete(r),
             })
         })
         .collect()

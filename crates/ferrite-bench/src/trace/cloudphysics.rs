@@ -13,7 +13,7 @@ pub fn parse_cloudphysics(path: &Path) -> Result<Vec<BlockRequest>> {
     parse_text(&super::read_text(path)?, path)
 }
 
-fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
+pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
     let mut out = Vec::new();
     let mut first_time = None;
     for (i, line) in text.lines().enumerate() {
@@ -40,6 +40,9 @@ fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         };
         let t0 = *first_time.get_or_insert(time);
         let offset = lbn.checked_mul(512).ok_or_else(|| bad("lbn overflows"))?;
+        if offset.checked_add(size).is_none() {
+            return Err(bad("the request ends past 2^64 bytes"));
+        }
         let time_us = time.saturating_sub(t0).saturating_mul(1_000_000);
         if let Some(r) = BlockRequest::from_bytes(time_us, op, offset, size) {
             out.push(r);

@@ -1,7 +1,7 @@
 //! fio's iolog version 2: a `fio version 2 iolog` header, then lines
 //! `FILE add|open|close` or `FILE read|write|sync|trim|wait OFFSET LENGTH`.
-//! Reads and writes become requests (in order, one microsecond apart,
-//! since iolog v2 carries no times); other actions are skipped. Requests
+//! Reads, writes and trims become requests (in order, one microsecond
+//! apart, since iolog v2 carries no times); other actions are skipped. Requests
 //! to different files share one block address space.
 
 use std::path::Path;
@@ -13,7 +13,7 @@ pub fn parse_fio_iolog(path: &Path) -> Result<Vec<BlockRequest>> {
     parse_text(&super::read_text(path)?, path)
 }
 
-fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
+pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
     let mut lines = text.lines().enumerate();
     let header_ok = lines
         .next()
@@ -39,11 +39,15 @@ fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
                 let op = match *action {
                     "read" => BlockOp::Read,
                     "write" => BlockOp::Write,
-                    "sync" | "datasync" | "trim" | "wait" => continue,
+                    "trim" => BlockOp::Trim,
+                    "sync" | "datasync" | "wait" => continue,
                     other => return Err(bad(&format!("unknown action {other:?}"))),
                 };
                 let offset: u64 = offset.parse().map_err(|_| bad("offset is not a number"))?;
                 let len: u64 = len.parse().map_err(|_| bad("length is not a number"))?;
+                if offset.checked_add(len).is_none() {
+                    return Err(bad("the request ends past 2^64 bytes"));
+                }
                 if let Some(r) = BlockRequest::from_bytes(out.len() as u64, op, offset, len) {
                     out.push(r);
                 }
@@ -59,12 +63,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_reads_and_writes() {
-        let t = "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x write 0 8192\n/dev/x read 4096 4096\n/dev/x sync 0 0\n/dev/x close\n";
+    fn parses_reads_writes_and_trims() {
+        let t = "fio version 2 iolog\n/dev/x add\n/dev/x open\n/dev/x write 0 8192\n/dev/x read 4096 4096\n/dev/x sync 0 0\n/dev/x trim 0 4096\n/dev/x close\n";
         let r = parse_text(t, Path::new("t")).unwrap();
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.len(), 3);
         assert_eq!((r[0].op, r[0].start, r[0].blocks), (BlockOp::Write, 0, 2));
         assert_eq!((r[1].op, r[1].start, r[1].blocks), (BlockOp::Read, 1, 1));
+        assert_eq!((r[2].op, r[2].start, r[2].blocks), (BlockOp::Trim, 0, 1));
         assert!(parse_text("not a log\n", Path::new("t")).is_err());
         assert!(parse_text(
             "fio version 2 iolog\n/dev/x frobnicate 1 2\n",

@@ -49,6 +49,8 @@ pub const BLOCK_BYTES: u64 = 4096;
 pub enum BlockOp {
     Read,
     Write,
+    /// The blocks' data is discarded (a trim / discard / unmap).
+    Trim,
 }
 
 /// One request: `blocks` consecutive 4 KiB blocks from `start`.
@@ -61,13 +63,15 @@ pub struct BlockRequest {
 }
 
 impl BlockRequest {
-    /// The request covering bytes `[offset, offset + len)`, or `None` for len 0.
+    /// The request covering bytes `[offset, offset + len)`, or `None` for
+    /// len 0 or a range that ends past 2^64 bytes (parsers report that one
+    /// as an error first).
     pub fn from_bytes(time_us: u64, op: BlockOp, offset: u64, len: u64) -> Option<Self> {
         if len == 0 {
             return None;
         }
         let start = offset / BLOCK_BYTES;
-        let end = (offset + len).div_ceil(BLOCK_BYTES);
+        let end = offset.checked_add(len)?.div_ceil(BLOCK_BYTES);
         Some(Self {
             time_us,
             op,
@@ -89,6 +93,8 @@ pub struct TraceSummary {
     pub writes: u64,
     pub read_blocks: u64,
     pub write_blocks: u64,
+    pub trims: u64,
+    pub trim_blocks: u64,
 }
 
 impl TraceSummary {
@@ -104,6 +110,10 @@ impl TraceSummary {
                     s.writes += 1;
                     s.write_blocks += r.blocks;
                 }
+                BlockOp::Trim => {
+                    s.trims += 1;
+                    s.trim_blocks += r.blocks;
+                }
             }
         }
         s
@@ -113,6 +123,7 @@ impl TraceSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn rounding_covers_every_touched_block() {
@@ -122,5 +133,68 @@ mod tests {
         assert_eq!(r(4000, 200).map(|x| (x.start, x.blocks)), Some((0, 2)));
         assert_eq!(r(8192, 8193).map(|x| (x.start, x.blocks)), Some((2, 3)));
         assert_eq!(r(100, 0), None);
+        assert_eq!(r(u64::MAX, 1), None);
+    }
+
+    /// Lines shaped like each format's, with numbers anywhere in `u64` and
+    /// the odd broken field.
+    fn field() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<u64>().prop_map(|n| n.to_string()),
+            (0u64..1 << 24).prop_map(|n| n.to_string()),
+            Just(String::new()),
+            "[a-z0-9]{1,3}",
+        ]
+    }
+
+    fn text(
+        ops: &'static [&'static str],
+        shape: fn(Vec<String>, &str) -> String,
+    ) -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            (
+                proptest::collection::vec(field(), 6),
+                proptest::sample::select(ops),
+            ),
+            0..8,
+        )
+        .prop_map(move |lines| {
+            lines
+                .into_iter()
+                .map(|(f, op)| shape(f, op))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+
+    fn well_formed(reqs: &[BlockRequest]) -> bool {
+        reqs.iter()
+            .all(|r| r.blocks >= 1 && r.start.checked_add(r.blocks).is_some())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn parsers_never_panic_and_yield_addressable_requests(
+            cp in text(&["2a", "28", "99"], |f, op| format!("1,{},{op},{},{}", f[0], f[1], f[2])),
+            tc in text(&["getChunkData.x", "putChunk.y", "drop"], |f, op| {
+                format!("{},{},0,{},{},u,ns,{op},{},h,0", f[0], f[1], f[2], f[3], f[4])
+            }),
+            fio in text(&["read", "write", "trim", "sync", "seek"], |f, op| {
+                format!("/dev/x {op} {} {}", f[0], f[1])
+            }),
+        ) {
+            let p = std::path::Path::new("t");
+            if let Ok(r) = cloudphysics::parse_text(&cp, p) {
+                prop_assert!(well_formed(&r));
+            }
+            if let Ok(r) = tectonic::parse_text(&tc, p) {
+                prop_assert!(well_formed(&r));
+            }
+            if let Ok(r) = fio_iolog::parse_text(&format!("fio version 2 iolog\n{fio}"), p) {
+                prop_assert!(well_formed(&r));
+            }
+        }
     }
 }

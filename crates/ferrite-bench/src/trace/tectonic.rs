@@ -19,11 +19,16 @@ use crate::error::{BenchError, Result};
 /// Blocks reserved per chunk (16 MiB of 4 KiB blocks).
 pub const TECTONIC_CHUNK_BLOCKS: u64 = 4096;
 
+/// Most requests one row may stand for: the shared sample's largest
+/// `op_count` is far below it, and a row past it is taken as corrupt
+/// rather than expanded into memory.
+pub const MAX_OP_COUNT: u64 = 1 << 16;
+
 pub fn parse_tectonic(path: &Path) -> Result<Vec<BlockRequest>> {
     parse_text(&super::read_text(path)?, path)
 }
 
-fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
+pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
     let mut chunks: HashMap<String, u64> = HashMap::new();
     let mut out = Vec::new();
     let mut first_time = None;
@@ -57,15 +62,20 @@ fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         } else {
             return Err(bad(&format!("unknown op_name {:?}", f[7])));
         };
-        if offset + size > slot_bytes {
+        if count > MAX_OP_COUNT {
+            return Err(bad(&format!("op_count {count} exceeds {MAX_OP_COUNT}")));
+        }
+        if offset.checked_add(size).is_none_or(|end| end > slot_bytes) {
             return Err(bad("request reaches past the 16 MiB chunk slot"));
         }
         let next = chunks.len() as u64;
         let chunk = *chunks.entry(f[1].to_string()).or_insert(next);
         let t0 = *first_time.get_or_insert(time);
-        let base = chunk * slot_bytes;
+        let base = chunk
+            .checked_mul(slot_bytes)
+            .ok_or_else(|| bad("too many chunks for a 64-bit address space"))?;
         if let Some(r) = BlockRequest::from_bytes(
-            (time.saturating_sub(t0)) * 1_000_000,
+            time.saturating_sub(t0).saturating_mul(1_000_000),
             op,
             base + offset,
             size,

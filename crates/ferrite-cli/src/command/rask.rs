@@ -6,12 +6,13 @@
 //! L) or `L` (one block). A value is `FILE:BLOCK`, the first physical block
 //! of a run: logical block `L + i` lives at physical block `BLOCK + i` of
 //! data file `FILE`. `get` prints one line per piece of the asked range,
-//! `L-R<TAB>FILE:BLOCK`, or `L-R<TAB>-` where no write covers it.
+//! `L-R<TAB>FILE:BLOCK`, or `L-R<TAB>-` where nothing is mapped (never
+//! written, or trimmed).
 //!
 //! `load` replays a block trace's writes as puts of fresh runs (placed
 //! after the highest physical block the map already uses in the chosen
-//! file, as a log-structured backend appends) and its reads as gets,
-//! optionally through the segment-cache window that merges consecutive
+//! file, as a log-structured backend appends), its reads as gets and its
+//! trims as deletes, optionally through the segment-cache window that merges consecutive
 //! writes first.
 
 use std::path::{Path, PathBuf};
@@ -65,7 +66,8 @@ pub enum RaskOp {
         #[command(flatten)]
         map: MapArgs,
     },
-    /// Replay a block trace into the map: writes as puts, reads as gets.
+    /// Replay a block trace into the map: writes as puts, reads as gets,
+    /// trims as deletes.
     Load(LoadArgs),
 }
 
@@ -191,9 +193,10 @@ struct Replayed {
     /// First physical block the new runs used.
     base: u64,
     puts: u64,
+    deletes: u64,
     gets: u64,
     mapped_blocks: u64,
-    unwritten_blocks: u64,
+    unmapped_blocks: u64,
 }
 
 /// Applies `ops` to `db`, placing the runs of puts in `file` after every
@@ -213,13 +216,16 @@ fn replay(db: &DurableRask<PhysicalRun>, ops: &[RangeOp], file: u16) -> Result<R
                 db.put(range, run)?;
                 out.puts += 1;
             }
-            RangeOp::Delete(range) => db.delete(range)?,
+            RangeOp::Delete(range) => {
+                db.delete(range)?;
+                out.deletes += 1;
+            }
             RangeOp::Get(range) => {
                 for seg in db.get(range) {
                     if seg.value.is_some() {
                         out.mapped_blocks += seg.range.len();
                     } else {
-                        out.unwritten_blocks += seg.range.len();
+                        out.unmapped_blocks += seg.range.len();
                     }
                 }
                 out.gets += 1;
@@ -274,12 +280,15 @@ fn load(a: LoadArgs) -> Result<()> {
         a.file, done.base, a.sync
     );
     println!(
-        "reads      {} gets: {} blocks mapped, {} never written",
-        done.gets, done.mapped_blocks, done.unwritten_blocks
+        "reads      {} gets: {} blocks mapped, {} unmapped",
+        done.gets, done.mapped_blocks, done.unmapped_blocks
     );
+    if done.deletes > 0 {
+        println!("trims      {} deletes", done.deletes);
+    }
     println!(
         "time       {secs:.3} s: {:.0} operations/s, {:.0} puts/s",
-        (done.puts + done.gets) as f64 / secs.max(1e-9),
+        (done.puts + done.deletes + done.gets) as f64 / secs.max(1e-9),
         done.puts as f64 / secs.max(1e-9)
     );
     println!(
@@ -364,7 +373,7 @@ mod tests {
     }
 
     #[test]
-    fn a_second_load_appends_and_reads_see_the_first() {
+    fn a_second_load_appends_and_trims_unmap() {
         let dir = tempfile::tempdir().unwrap();
         let db = open(dir.path(), SyncMode::Never, true).unwrap();
         let w = |start, blocks| BlockRequest {
@@ -384,17 +393,23 @@ mod tests {
             Replayed {
                 base: 0,
                 puts: 2,
+                deletes: 0,
                 gets: 1,
                 mapped_blocks: 6,
-                unwritten_blocks: 10,
+                unmapped_blocks: 10,
             }
         );
-        // Blocks 12..=13 are rewritten; the new run follows both old ones.
-        let second = compact_writes(&ops_from_trace(&[w(12, 2), w(14, 1)]), 128);
+        let t = |start, blocks| BlockRequest {
+            op: BlockOp::Trim,
+            ..w(start, blocks)
+        };
+        // Blocks 12..=13 are rewritten (the new run follows both old ones)
+        // and block 20 is trimmed.
+        let second = compact_writes(&ops_from_trace(&[w(12, 2), w(14, 1), t(20, 1)]), 128);
         let done = replay(&db, &second, 5).unwrap();
-        assert_eq!((done.base, done.puts), (6, 1));
+        assert_eq!((done.base, done.puts, done.deletes), (6, 1, 1));
         let pieces: Vec<_> = db
-            .get(BlockRange::new(10, 15).unwrap())
+            .get(BlockRange::new(10, 21).unwrap())
             .into_iter()
             .map(|s| {
                 (
@@ -409,7 +424,8 @@ mod tests {
             vec![
                 (10, 11, Some((5, 0))),
                 (12, 14, Some((5, 6))),
-                (15, 15, None)
+                (15, 20, None),
+                (21, 21, Some((5, 5)))
             ]
         );
     }

@@ -38,6 +38,12 @@ pub fn run(a: TraceArgs) -> Result<()> {
         "  writes {:>9} requests, {:>10} blocks",
         s.writes, s.write_blocks
     );
+    if s.trims > 0 {
+        println!(
+            "  trims  {:>9} requests, {:>10} blocks",
+            s.trims, s.trim_blocks
+        );
+    }
     println!("  distinct 4 KiB blocks touched: {}", distinct.len());
     let multi = reqs.iter().filter(|r| r.blocks > 1).count();
     println!(
@@ -45,10 +51,10 @@ pub fn run(a: TraceArgs) -> Result<()> {
         100.0 * multi as f64 / reqs.len().max(1) as f64
     );
     for r in reqs.iter().take(a.head) {
-        let op = if r.op == BlockOp::Read {
-            "read"
-        } else {
-            "write"
+        let op = match r.op {
+            BlockOp::Read => "read",
+            BlockOp::Write => "write",
+            BlockOp::Trim => "trim",
         };
         println!(
             "  {:>12} µs {:<5} blocks {}..={}",

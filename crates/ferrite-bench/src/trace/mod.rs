@@ -30,14 +30,36 @@ pub fn parse_named(
     format: &str,
     path: &std::path::Path,
 ) -> crate::error::Result<Vec<BlockRequest>> {
+    check_format(format)?;
+    parse_as(format, &read_text(path)?, path)
+}
+
+/// Parses `text`, the contents of a trace in the format called `format`;
+/// errors name the source `<input>`.
+pub fn parse_str(format: &str, text: &str) -> crate::error::Result<Vec<BlockRequest>> {
+    check_format(format)?;
+    parse_as(format, text, std::path::Path::new("<input>"))
+}
+
+fn check_format(format: &str) -> crate::error::Result<()> {
+    if FORMATS.contains(&format) {
+        return Ok(());
+    }
+    Err(crate::error::BenchError::Config(format!(
+        "unknown trace format {format:?}: expected one of {}",
+        FORMATS.join(", ")
+    )))
+}
+
+fn parse_as(
+    format: &str,
+    text: &str,
+    path: &std::path::Path,
+) -> crate::error::Result<Vec<BlockRequest>> {
     match format {
-        "cloudphysics" => parse_cloudphysics(path),
-        "tectonic" => parse_tectonic(path),
-        "fio" => parse_fio_iolog(path),
-        other => Err(crate::error::BenchError::Config(format!(
-            "unknown trace format {other:?}: expected one of {}",
-            FORMATS.join(", ")
-        ))),
+        "cloudphysics" => cloudphysics::parse_text(text, path),
+        "tectonic" => tectonic::parse_text(text, path),
+        _ => fio_iolog::parse_text(text, path),
     }
 }
 
@@ -134,6 +156,15 @@ mod tests {
         assert_eq!(r(8192, 8193).map(|x| (x.start, x.blocks)), Some((2, 3)));
         assert_eq!(r(100, 0), None);
         assert_eq!(r(u64::MAX, 1), None);
+    }
+
+    #[test]
+    fn formats_are_chosen_by_name() {
+        let fio = "fio version 2 iolog\n/dev/x write 0 4096\n";
+        assert_eq!(parse_str("fio", fio).unwrap().len(), 1);
+        assert!(parse_str("cloudphysics", fio).is_err());
+        let e = parse_str("blktrace", fio).unwrap_err().to_string();
+        assert!(e.contains("cloudphysics, tectonic, fio"), "{e}");
     }
 
     /// Lines shaped like each format's, with numbers anywhere in `u64` and

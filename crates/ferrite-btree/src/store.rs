@@ -37,7 +37,8 @@ use std::time::Duration;
 
 use ferrite_core::{
     check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    KvStore, OpCounts, Options, PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
+    WriteBatch,
 };
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -261,7 +262,8 @@ const MIN_FRAMES: usize = 8;
 /// The B+tree engine.
 pub struct BTreeStore {
     shared: Arc<Shared>,
-    ticker: Option<std::thread::JoinHandle<()>>,
+    /// Syncs the WAL every interval under `SyncMode::Batched`.
+    ticker: Option<PeriodicSync>,
     rebuilder: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -511,9 +513,7 @@ impl BTreeStore {
             SyncMode::Batched(every) => {
                 let s = shared.clone();
                 Some(
-                    std::thread::Builder::new()
-                        .name("btree-group-sync".into())
-                        .spawn(move || s.sync_loop(every))
+                    PeriodicSync::start("btree-group-sync", every, move || s.group_sync())
                         .map_err(|e| {
                             Error::InvalidOptions(format!("cannot start the sync thread: {e}"))
                         })?,
@@ -1204,15 +1204,12 @@ impl Shared {
         r
     }
 
-    fn sync_loop(&self, every: Duration) {
-        while !self.stop.load(Acquire) {
-            std::thread::sleep(every);
-            if self.poisoned.lock().is_none() {
-                if let Err(e) = self.wal.sync() {
-                    self.poison(&e);
-                }
-            }
+    /// One round of `SyncMode::Batched`'s background sync.
+    fn group_sync(&self) -> Result<()> {
+        if let Some(cause) = self.poisoned.lock().clone() {
+            return Err(Error::Poisoned { cause });
         }
+        self.wal.sync().inspect_err(|e| self.poison(e))
     }
 
     /// Whether lookups run without the tree's lock (see
@@ -1562,9 +1559,7 @@ impl KvStore for BTreeStore {
 impl Drop for BTreeStore {
     fn drop(&mut self) {
         self.shared.stop.store(true, Release);
-        if let Some(t) = self.ticker.take() {
-            let _ = t.join();
-        }
+        drop(self.ticker.take());
         if let Some(sc) = &self.shared.tree.shortcut {
             sc.poke_stop();
         }

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
@@ -47,6 +48,10 @@ enum Mode {
 }
 
 fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
+    open_with(d, mode, SyncMode::Always)
+}
+
+fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<BTreeStore> {
     let turbo = mode == Mode::Turbo;
     let devs = Devices {
         pages: d[0].clone() as Arc<dyn BlockDevice>,
@@ -58,7 +63,7 @@ fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
     let opts = Options {
         // Plain: 4 KiB pages, about sixty frames.
         cache_bytes: if turbo { 100 << 10 } else { 320 << 10 },
-        sync: SyncMode::Always,
+        sync,
         ..Options::default()
     };
     let bt = if mode == Mode::Shortcut {
@@ -301,6 +306,32 @@ fn crash_loop(mode: Mode) {
         // ... and nodes were physically moved, so crashes met re-layouts.
         assert!(relocated > 1000.0, "only {relocated} nodes relocated");
     }
+}
+
+#[test]
+fn batched_writes_become_durable_without_a_later_write() {
+    let d = fresh();
+    // A write right after opening is inside the interval, so it does not
+    // sync itself; only the background thread can make it durable.
+    let every = Duration::from_millis(200);
+    let db = open_with(&d, Mode::Plain, SyncMode::Batched(every)).unwrap();
+    let before = d[2].io_stats().syncs;
+    db.put(b"key", b"value").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d[2].io_stats().syncs == before {
+        assert!(Instant::now() < deadline, "the WAL was never synced");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Power cut with the store still open.
+    for dev in &d {
+        dev.crash(CrashMode::DropAll).unwrap();
+    }
+    drop(db);
+    for dev in &d {
+        dev.restart();
+    }
+    let db = open(&d).unwrap();
+    assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"value"[..]));
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //!   typed errors, and [`key_to_u64`], the order-preserving key → u64 map
 //!   that learned models use.
 //! - [`WriteBatch`] and its log encoding.
-//! - [`Options`] and [`SyncMode`], named the same for every engine.
+//! - [`Options`] and [`SyncMode`], named the same for every engine, and
+//!   [`PeriodicSync`], the thread that keeps `SyncMode::Batched`'s bound
+//!   when writes stop.
 //! - [`Stats`], engine-neutral counters for amplification and caching.
 //! - [`Error`], one typed, non-exhaustive error enum.
 //! - [`EngineKind`] and the [`StoreIdentity`] file that tells which engine
@@ -24,6 +26,7 @@ mod error;
 mod identity;
 mod key;
 mod options;
+mod periodic_sync;
 mod range;
 mod stats;
 mod store;
@@ -35,6 +38,7 @@ pub use error::{Error, Result};
 pub use identity::{Established, StoreIdentity, IDENTITY_FILE};
 pub use key::{check_key, check_value, key_to_u64, u64_to_key, MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use options::{Options, SyncMode};
+pub use periodic_sync::PeriodicSync;
 pub use range::KeyRange;
 pub use stats::{CacheCounts, DeviceCounts, OpCounts, Stats};
 pub use store::{KvStore, KvStoreExt, ScanVisitor};

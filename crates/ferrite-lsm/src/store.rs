@@ -4,7 +4,9 @@
 //! Invariants:
 //! - writes are sequenced under one writer lock: WAL append, memtable
 //!   insert, then the visible sequence number moves; a write is durable per
-//!   the sync mode before its call returns;
+//!   the sync mode before its call returns, and under `Batched(d)` a
+//!   background thread syncs the live WAL every `d` so writes become
+//!   durable within `d` even when no later write comes;
 //! - memtable `m` logs to WAL device `m % WAL_DEVICES` with epoch `m`; a
 //!   device is reset for a new memtable only after the memtable that used
 //!   it before is in a table listed by a durable manifest (with
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use ferrite_core::{
     check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts, Options,
-    Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
 };
 use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -173,6 +175,8 @@ struct Inner {
 pub struct LsmStore {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
+    /// Syncs the live WAL every interval under `SyncMode::Batched`.
+    ticker: Option<PeriodicSync>,
 }
 
 impl LsmStore {
@@ -365,7 +369,27 @@ impl LsmStore {
             spawn("lsm-flush", Inner::flush_loop)?,
             spawn("lsm-compact", Inner::compaction_loop)?,
         ];
-        Ok(Self { inner, threads })
+        let ticker = match options.sync {
+            SyncMode::Batched(every) => {
+                let inner = inner.clone();
+                let sync = move || {
+                    inner.check()?;
+                    let wal = inner.writer.lock().wal.clone();
+                    wal.sync().inspect_err(|e| inner.poison(e))
+                };
+                Some(
+                    PeriodicSync::start("lsm-wal-sync", every, sync).map_err(|e| {
+                        Error::InvalidOptions(format!("cannot start lsm-wal-sync: {e}"))
+                    })?,
+                )
+            }
+            _ => None,
+        };
+        Ok(Self {
+            inner,
+            threads,
+            ticker,
+        })
     }
 
     /// Waits until no compaction is due (for benchmarks that measure a
@@ -1485,6 +1509,7 @@ impl KvStore for LsmStore {
 
 impl Drop for LsmStore {
     fn drop(&mut self) {
+        drop(self.ticker.take());
         *self.inner.bg.lock() = true;
         self.inner.bg_wake.notify_all();
         self.inner.room.notify_all();

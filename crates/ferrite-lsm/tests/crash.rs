@@ -10,9 +10,10 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use ferrite_core::{KvStore, SyncMode, WriteBatch};
-use ferrite_io::{CrashMode, FaultKind, FaultOp, FaultRule};
+use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use ferrite_lsm::IndexKind;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -153,4 +154,36 @@ fn a_failed_sync_poisons_the_store() {
         db.put(b"c", b"3"),
         Err(ferrite_core::Error::Poisoned { .. })
     ));
+}
+
+#[test]
+fn batched_writes_become_durable_without_a_later_write() {
+    let d = common::fresh();
+    // A write right after opening is inside the interval, so it does not
+    // sync itself; only the background thread can make it durable.
+    let every = Duration::from_millis(200);
+    let db = common::open(
+        &d,
+        common::tiny(IndexKind::LEARNED),
+        SyncMode::Batched(every),
+    )
+    .unwrap();
+    let syncs = || d[3..].iter().map(|w| w.io_stats().syncs).sum::<u64>();
+    let before = syncs();
+    db.put(b"key", b"value").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while syncs() == before {
+        assert!(Instant::now() < deadline, "the WAL was never synced");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Power cut with the store still open.
+    for dev in &d {
+        dev.crash(CrashMode::DropAll).unwrap();
+    }
+    drop(db);
+    for dev in &d {
+        dev.restart();
+    }
+    let db = common::open(&d, common::tiny(IndexKind::LEARNED), SyncMode::Always).unwrap();
+    assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"value"[..]));
 }

@@ -24,9 +24,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::{EngineKind, Options, StoreIdentity, SyncMode};
+use ferrite_core::{EngineKind, Options, PeriodicSync, StoreIdentity, SyncMode};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
-use ferrite_wal::{PeriodicSync, Wal};
+use ferrite_wal::Wal;
 use parking_lot::Mutex;
 
 use crate::entry::Segment;
@@ -156,11 +156,16 @@ impl<V: RangeValue> DurableRask<V> {
         let wal = Arc::new(wal);
         let ticker = match opts.store.sync {
             SyncMode::Batched(every) => {
-                Some(PeriodicSync::start(wal.clone(), every).map_err(|e| {
-                    ferrite_core::Error::InvalidOptions(format!(
-                        "cannot start the log's sync thread: {e}"
-                    ))
-                })?)
+                let wal = wal.clone();
+                Some(
+                    PeriodicSync::start("rask-log-sync", every, move || wal.sync()).map_err(
+                        |e| {
+                            ferrite_core::Error::InvalidOptions(format!(
+                                "cannot start the log's sync thread: {e}"
+                            ))
+                        },
+                    )?,
+                )
             }
             _ => None,
         };

@@ -13,15 +13,11 @@
 //! - after a failed write or sync the log is poisoned: every later call
 //!   fails, because what reached the device is unknown.
 //!
-//! [`PeriodicSync`] syncs a log in the background for batched durability.
-//!
 //! The device is written in whole blocks (O_DIRECT rules): the partially
 //! filled last block is kept in memory and rewritten as it grows.
 
-mod periodic_sync;
 mod record;
 
-pub use periodic_sync::PeriodicSync;
 pub use record::{decode_record, encode_record, RecordHeader, HEADER_LEN};
 
 use std::sync::Arc;

@@ -4,7 +4,9 @@
 //! Write path (ZKV): validate → under the WAL lock, append the batch to the
 //! zone WAL and apply it to the merged filter (values above the inline
 //! limit go to the value log first), so WAL order is apply order → commit
-//! per [`SyncMode`] → maintenance: help insert the current batch array,
+//! per [`SyncMode`] (under `Batched(d)` a background thread also syncs
+//! every `d`, so writes become durable within `d` when no later write
+//! comes) → maintenance: help insert the current batch array,
 //! evict the merged filter's coldest nodes into a new one when it is over
 //! budget, checkpoint when the WAL has grown, reclaim zones when free ones
 //! run short. The baselines apply the batch to the tree under the WAL lock.
@@ -26,7 +28,8 @@ use std::sync::Arc;
 
 use ferrite_core::{
     check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    KvStore, OpCounts, Options, PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
+    WriteBatch,
 };
 use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
 use parking_lot::{Mutex, RwLock};
@@ -148,7 +151,9 @@ struct Inner {
 
 /// The ZKV engine (and its two baselines, by [`Variant`]).
 pub struct ZkvStore {
-    inner: Inner,
+    inner: Arc<Inner>,
+    /// Syncs the WAL every interval under `SyncMode::Batched`.
+    ticker: Option<PeriodicSync>,
 }
 
 impl ZkvStore {
@@ -298,12 +303,21 @@ impl ZkvStore {
             budget,
             opts: zkv,
         };
-        let store = Self { inner };
+        let mut store = Self {
+            inner: Arc::new(inner),
+            ticker: None,
+        };
         if let Some(s) = snap {
             store.recover(s)?;
         }
         if fresh {
             store.checkpoint()?;
+        }
+        if let SyncMode::Batched(every) = options.sync {
+            let inner = store.inner.clone();
+            let ticker = PeriodicSync::start("zkv-wal-sync", every, move || inner.sync_all())
+                .map_err(|e| Error::InvalidOptions(format!("cannot start zkv-wal-sync: {e}")))?;
+            store.ticker = Some(ticker);
         }
         Ok(store)
     }
@@ -367,6 +381,13 @@ impl ZkvStore {
 }
 
 impl Inner {
+    /// Makes every write so far durable.
+    fn sync_all(&self) -> Result<()> {
+        self.check()?;
+        let r = self.commit(self.wal.last_seq());
+        self.poison_on(r)
+    }
+
     fn ctx(&self) -> Ctx<'_> {
         Ctx {
             io: &self.io,
@@ -876,10 +897,7 @@ impl KvStore for ZkvStore {
     }
 
     fn sync(&self) -> Result<()> {
-        let me = &self.inner;
-        me.check()?;
-        let r = me.commit(me.wal.last_seq());
-        me.poison_on(r)
+        self.inner.sync_all()
     }
 
     fn stats(&self) -> Stats {
@@ -1041,6 +1059,7 @@ impl KvStore for ZkvStore {
 
 impl Drop for ZkvStore {
     fn drop(&mut self) {
+        drop(self.ticker.take());
         if self.inner.check().is_ok() {
             if let Err(e) = self.inner.checkpoint() {
                 log::warn!("zkv: checkpoint at close failed: {e}");

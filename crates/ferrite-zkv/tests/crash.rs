@@ -9,11 +9,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
 use ferrite_io::{
-    CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice,
-    ZonedDevice,
+    BlockDevice, CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice,
+    MemDevice, ZonedDevice,
 };
 use ferrite_zkv::{Variant, ZkvStore};
 use rand::rngs::SmallRng;
@@ -326,5 +327,36 @@ fn concurrent_writers_keep_every_acknowledged_write() {
 fn concurrent_writers_lose_only_a_suffix_without_sync() {
     for seed in 100..112 {
         concurrent_run(seed, SyncMode::Never);
+    }
+}
+
+#[test]
+fn batched_writes_become_durable_without_a_later_write() {
+    for variant in common::VARIANTS {
+        let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+        let zo = common::small_opts(variant);
+        let dev: Arc<dyn ZonedDevice> =
+            Arc::new(EmulatedZonedDevice::format(faulty.clone(), zo.geometry).unwrap());
+        // A write right after opening is inside the interval, so it does
+        // not sync itself; only the background thread can make it durable.
+        let every = Duration::from_millis(200);
+        let opts = common::options(SyncMode::Batched(every));
+        let db = ZkvStore::open_on(dev, &opts, zo.clone()).unwrap();
+        let before = faulty.io_stats().syncs;
+        db.put(b"key", b"value").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while faulty.io_stats().syncs == before {
+            assert!(Instant::now() < deadline, "{variant:?}: never synced");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Power cut with the store still open.
+        faulty.crash(CrashMode::DropAll).unwrap();
+        drop(db);
+        let db = recover(&faulty, &common::options(SyncMode::Always), zo, 0);
+        assert_eq!(
+            db.get(b"key").unwrap().as_deref(),
+            Some(&b"value"[..]),
+            "{variant:?}"
+        );
     }
 }

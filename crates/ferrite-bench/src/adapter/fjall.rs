@@ -15,7 +15,6 @@ use ferrite::{
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::op_counter::OpCounter;
-use super::sync_ticker::SyncTicker;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Fjall {
@@ -23,7 +22,7 @@ struct Fjall {
     ks: Keyspace,
     always: bool,
     ops: OpCounter,
-    _ticker: Option<SyncTicker>,
+    _ticker: Option<ferrite::PeriodicSync>,
 }
 
 pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
@@ -38,9 +37,14 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
     let ticker = match cfg.sync {
         SyncMode::Batched(every) => {
             let db2 = db.clone();
-            Some(SyncTicker::start(every, move || {
-                let _ = db2.persist(PersistMode::SyncAll);
-            }))
+            Some(
+                ferrite::PeriodicSync::start("fjall-sync", every, move || {
+                    // A failed sync shows in the store's next write.
+                    let _ = db2.persist(PersistMode::SyncAll);
+                    Ok(())
+                })
+                .map_err(|e| err(&e))?,
+            )
         }
         _ => None,
     };

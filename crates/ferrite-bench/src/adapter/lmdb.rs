@@ -13,7 +13,6 @@ use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 
-use super::sync_ticker::SyncTicker;
 use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
@@ -23,7 +22,7 @@ const MAP_SIZE: usize = 256 << 30;
 struct Lmdb {
     env: Env<WithoutTls>,
     db: Database<'static, Bytes, Bytes>,
-    _ticker: Option<SyncTicker>,
+    _ticker: Option<ferrite::PeriodicSync>,
 }
 
 pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
@@ -52,9 +51,14 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
     let ticker = match cfg.sync {
         SyncMode::Batched(every) => {
             let env2 = env.clone();
-            Some(SyncTicker::start(every, move || {
-                let _ = env2.force_sync();
-            }))
+            Some(
+                ferrite::PeriodicSync::start("lmdb-sync", every, move || {
+                    // A failed sync shows in the store's next write.
+                    let _ = env2.force_sync();
+                    Ok(())
+                })
+                .map_err(|e| err(&e))?,
+            )
         }
         _ => None,
     };

@@ -17,13 +17,6 @@ mod op_counter;
 mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
-#[cfg(any(
-    feature = "lmdb",
-    feature = "redb",
-    feature = "fjall",
-    feature = "rocksdb"
-))]
-mod sync_ticker;
 #[cfg(any(feature = "lmdb", feature = "redb"))]
 mod tx_store;
 

@@ -12,7 +12,6 @@ use std::path::Path;
 use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::sync_ticker::SyncTicker;
 use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
@@ -21,7 +20,7 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 struct Redb {
     db: std::sync::Arc<Database>,
     durability: SyncMode,
-    _ticker: Option<SyncTicker>,
+    _ticker: Option<ferrite::PeriodicSync>,
 }
 
 fn commit_empty(db: &Database) -> Result<()> {
@@ -47,9 +46,14 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
     let ticker = match cfg.sync {
         SyncMode::Batched(every) => {
             let db2 = db.clone();
-            Some(SyncTicker::start(every, move || {
-                let _ = commit_empty(&db2);
-            }))
+            Some(
+                ferrite::PeriodicSync::start("redb-sync", every, move || {
+                    // A failed sync shows in the store's next write.
+                    let _ = commit_empty(&db2);
+                    Ok(())
+                })
+                .map_err(|e| err(&e))?,
+            )
         }
         _ => None,
     };

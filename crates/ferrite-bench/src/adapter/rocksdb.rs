@@ -18,7 +18,6 @@ use ferrite::{
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
 
 use super::op_counter::OpCounter;
-use super::sync_ticker::SyncTicker;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Rocks {
@@ -26,7 +25,7 @@ struct Rocks {
     write_opts: WriteOptions,
     ops: OpCounter,
     _cache: Cache,
-    _ticker: Option<SyncTicker>,
+    _ticker: Option<ferrite::PeriodicSync>,
 }
 
 pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
@@ -50,9 +49,14 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
     let ticker = match cfg.sync {
         SyncMode::Batched(every) => {
             let db2 = db.clone();
-            Some(SyncTicker::start(every, move || {
-                let _ = db2.flush_wal(true);
-            }))
+            Some(
+                ferrite::PeriodicSync::start("rocksdb-sync", every, move || {
+                    // A failed sync shows in the store's next write.
+                    let _ = db2.flush_wal(true);
+                    Ok(())
+                })
+                .map_err(|e| err(&e))?,
+            )
         }
         _ => None,
     };

@@ -507,7 +507,7 @@ impl<V: RangeValue> Rask<V> {
             if entries.len() <= self.fill_limit() {
                 return false;
             }
-            if split::settle_append(&entries, leaf.anchor, &mut settled) {
+            if split::settle_append(&entries, leaf.anchor, self.cap, &mut settled) {
                 bump(&self.c.append_splits, 1);
             } else {
                 split::settle(&entries, leaf.anchor, self.fill_limit(), sc, &mut settled);

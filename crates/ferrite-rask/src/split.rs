@@ -145,16 +145,19 @@ impl<V> Default for Settled<V> {
 }
 
 /// If the two newest of `entries` (oldest first, collected, of the leaf
-/// anchored at `anchor`) each start past every older entry, cuts off the
-/// newest as a piece of its own, fills `out` and returns true; otherwise
-/// leaves `out` alone and returns false.
+/// anchored at `anchor`) each start past every older entry, and the older
+/// ones fit a leaf of `capacity`, cuts off the newest as a piece of its
+/// own, fills `out` and returns true; otherwise leaves `out` alone and
+/// returns false. (A collection can leave more entries than the leaf held:
+/// a delete inside a range splits it in two.)
 pub fn settle_append<V: RangeValue>(
     entries: &[Entry<V>],
     anchor: u64,
+    capacity: usize,
     out: &mut Settled<V>,
 ) -> bool {
     let n = entries.len();
-    if n < 3 {
+    if n < 3 || n - 1 > capacity {
         return false;
     }
     let (newest, second) = (entries[n - 1].range, entries[n - 2].range);
@@ -287,7 +290,7 @@ mod tests {
     fn a_leaf_filled_left_to_right_keeps_all_but_its_newest_entry() {
         let v: EntryBuf<PhysicalRun> = (0..9).map(|i| e(10 * i, 10 * i + 5)).collect();
         let mut s = Settled::new();
-        assert!(settle_append(&v, 0, &mut s));
+        assert!(settle_append(&v, 0, 8, &mut s));
         assert_eq!((s.cuts, s.dividing_cuts), (1, 0));
         assert_eq!(
             s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
@@ -299,14 +302,16 @@ mod tests {
         // clear the one before it, is not a left-to-right fill.
         let mut back = v.clone();
         back.swap(7, 8);
-        assert!(!settle_append(&back, 0, &mut s));
+        assert!(!settle_append(&back, 0, 8, &mut s));
         let mut touching = v.clone();
         touching[8] = e(73, 90);
-        assert!(!settle_append(&touching, 0, &mut s));
+        assert!(!settle_append(&touching, 0, 8, &mut s));
         let mut over = v.clone();
         over[7] = e(0, 75);
-        assert!(!settle_append(&over, 0, &mut s));
-        assert!(!settle_append(&v[..2], 0, &mut s));
+        assert!(!settle_append(&over, 0, 8, &mut s));
+        assert!(!settle_append(&v[..2], 0, 8, &mut s));
+        // Nor when the older entries would overflow the leaf.
+        assert!(!settle_append(&v, 0, 7, &mut s));
     }
 
     #[test]

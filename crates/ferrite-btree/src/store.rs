@@ -37,8 +37,8 @@ use std::time::Duration;
 
 use ferrite_core::{
     check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
-    WriteBatch,
+    KvStore, OpCounts, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
+    SyncMode, WriteBatch,
 };
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -207,9 +207,7 @@ struct Shared {
     wal: Wal,
     opts: BTreeOptions,
     sync: SyncMode,
-    poisoned: Mutex<Option<String>>,
-    /// Set with `poisoned`, so the check on every call needs no lock.
-    is_poisoned: AtomicBool,
+    poisoned: Poison,
     counters: Counters,
     stop: AtomicBool,
     /// Bytes of WAL written at a time when writes do not sync.
@@ -462,8 +460,7 @@ impl BTreeStore {
             wal,
             opts: bt,
             sync: options.sync,
-            poisoned: Mutex::new(None),
-            is_poisoned: AtomicBool::new(false),
+            poisoned: Poison::new(),
             counters: Counters::default(),
             stop: AtomicBool::new(false),
             wal_buffer,
@@ -614,7 +611,7 @@ impl Shared {
         };
         while !self.stop.load(Acquire) {
             sc.wait(Duration::from_millis(100));
-            if self.stop.load(Acquire) || self.is_poisoned.load(Acquire) {
+            if self.stop.load(Acquire) || self.poisoned.is_set() {
                 continue;
             }
             if !sc.needs_rebuild(&self.state.read().shape) {
@@ -671,7 +668,7 @@ impl Shared {
                 LevelMove::plan(&self.tree, &mut st.shape, level, nodes)
             };
             while !mv.is_done() {
-                if self.stop.load(Acquire) || self.is_poisoned.load(Acquire) {
+                if self.stop.load(Acquire) || self.poisoned.is_set() {
                     break;
                 }
                 {
@@ -725,23 +722,12 @@ impl Shared {
     }
 
     fn check_poison(&self) -> Result<()> {
-        if !self.is_poisoned.load(Acquire) {
-            return Ok(());
-        }
-        match &*self.poisoned.lock() {
-            Some(cause) => Err(Error::Poisoned {
-                cause: cause.clone(),
-            }),
-            None => Ok(()),
-        }
+        self.poisoned.check()
     }
 
     fn poison(&self, e: &Error) {
-        let mut p = self.poisoned.lock();
-        if p.is_none() {
+        if self.poisoned.set(e) {
             log::error!("btree store poisoned: {e}");
-            *p = Some(e.to_string());
-            self.is_poisoned.store(true, Release);
         }
     }
 
@@ -1206,9 +1192,7 @@ impl Shared {
 
     /// One round of `SyncMode::Batched`'s background sync.
     fn group_sync(&self) -> Result<()> {
-        if let Some(cause) = self.poisoned.lock().clone() {
-            return Err(Error::Poisoned { cause });
-        }
+        self.poisoned.check()?;
         self.wal.sync().inspect_err(|e| self.poison(e))
     }
 
@@ -1566,7 +1550,7 @@ impl Drop for BTreeStore {
         if let Some(t) = self.rebuilder.take() {
             let _ = t.join();
         }
-        if self.shared.poisoned.lock().is_none() {
+        if !self.shared.poisoned.is_set() {
             // Close cleanly: the log is durable and recovery has nothing to replay.
             let mut st = self.shared.state.write();
             if let Err(e) = self.shared.checkpoint(&mut st, None) {

@@ -377,3 +377,63 @@ fn a_corrupt_page_is_a_typed_error() {
     let e = db.get(&5u32.to_be_bytes()).unwrap_err();
     assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}");
 }
+
+/// A full disk, reached at a different point in each run (inside
+/// checkpoints and evictions too): the write that meets it and every later
+/// call report it (`is_no_space`), a reopen on the still-full disk fails
+/// the same way without harm, and once space returns every acknowledged
+/// write is there and the store takes writes again.
+#[test]
+fn a_full_disk_is_reported_and_loses_nothing() {
+    for seed in 0..36u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let d = fresh();
+        let mode = [Mode::Plain, Mode::Turbo, Mode::Shortcut][seed as usize % 3];
+        let db = open_as(&d, mode).unwrap();
+        let mut acked = BTreeMap::new();
+        let headroom = rng.gen_range(0..64u64) << 10;
+        let mut write = || {
+            let k = rng.gen_range(0..20_000u32).to_be_bytes().to_vec();
+            (k, vec![rng.gen(); rng.gen_range(1..200)])
+        };
+        for _ in 0..(seed % 12 * 300) {
+            let (k, v) = write();
+            db.put(&k, &v).unwrap();
+            acked.insert(k, v);
+        }
+        for dev in &d {
+            dev.fill_up(headroom);
+        }
+        let (failed, first) = loop {
+            let (k, v) = write();
+            match db.put(&k, &v) {
+                Ok(()) => acked.insert(k, v),
+                Err(e) => break ((k, v), e),
+            };
+            assert!(acked.len() < 100_000, "seed {seed}: the disk never filled");
+        };
+        assert!(first.is_no_space(), "seed {seed}: {first}");
+        let later = db.get(b"k").unwrap_err();
+        assert!(later.is_no_space(), "seed {seed}: {later}");
+        drop(db);
+        if let Err(e) = open_as(&d, mode) {
+            assert!(e.is_no_space(), "seed {seed}: reopen on a full disk: {e}");
+        }
+        for dev in &d {
+            dev.clear_faults();
+        }
+        let db = open_as(&d, mode).unwrap();
+        db.verify().unwrap();
+        // The write that met the full disk is all or nothing.
+        let mut with_failed = acked.clone();
+        with_failed.insert(failed.0, failed.1);
+        let got = contents(&db);
+        assert!(
+            got == acked || got == with_failed,
+            "seed {seed}: {} keys recovered, {} acknowledged",
+            got.len(),
+            acked.len()
+        );
+        db.put(b"after", b"space returned").unwrap();
+    }
+}

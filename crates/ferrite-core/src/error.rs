@@ -54,10 +54,18 @@ pub enum Error {
     #[error("{} already holds a ferrite store", path.display())]
     AlreadyExists { path: PathBuf },
 
-    /// A sync failed earlier; the store can no longer promise durability
-    /// and refuses every operation. Reopen it to recover from the log.
-    #[error("store is poisoned after a failed sync ({cause}); reopen it to recover")]
-    Poisoned { cause: String },
+    /// A write or sync failed earlier; the store can no longer promise
+    /// durability and refuses every operation. Reopen it to recover from
+    /// the log. `no_space` says the failure was a full device, so freeing
+    /// space is what the reopen needs.
+    #[error("store is poisoned after a failed write or sync ({cause}); reopen it to recover")]
+    Poisoned { cause: String, no_space: bool },
+
+    /// The store refused a write for want of space before changing
+    /// anything: it keeps serving reads, and the writes that free space
+    /// (deletes) still go through.
+    #[error("store full: {reason}")]
+    StoreFull { reason: String },
 
     /// Options that cannot work together.
     #[error("invalid options: {0}")]
@@ -83,6 +91,18 @@ impl Error {
             location: location.into(),
             reason: reason.into(),
         }
+    }
+
+    /// True when the error comes from a lack of space: the device was full
+    /// ([`DeviceError::NoSpace`]), the store refused a write
+    /// ([`Error::StoreFull`]), or an earlier full device poisoned it.
+    pub fn is_no_space(&self) -> bool {
+        matches!(
+            self,
+            Error::Device(DeviceError::NoSpace { .. })
+                | Error::StoreFull { .. }
+                | Error::Poisoned { no_space: true, .. }
+        )
     }
 
     /// True for errors caused by the caller's input rather than the store.

@@ -123,6 +123,7 @@ mod tests {
             m.fetch_add(1, Ordering::SeqCst);
             Err(crate::Error::Poisoned {
                 cause: "test".into(),
+                no_space: false,
             })
         })
         .unwrap();

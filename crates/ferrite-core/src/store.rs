@@ -14,7 +14,11 @@
 //! - `scan` visits keys in ascending byte order, each at most once, and
 //!   sees every write that completed before it started;
 //! - after a failed sync the store returns [`crate::Error::Poisoned`] from
-//!   every call rather than silently continuing.
+//!   every call rather than silently continuing;
+//! - a full device is an error for which [`crate::Error::is_no_space`]
+//!   holds (the device's own error, `Poisoned` caused by it, or
+//!   [`crate::Error::StoreFull`] from a store that refuses a write before
+//!   changing anything), and it loses no acknowledged write.
 
 use std::ops::{ControlFlow, RangeBounds};
 

@@ -147,6 +147,20 @@ impl<D: BlockDevice> FaultyDevice<D> {
         });
     }
 
+    /// Leaves the device `headroom` bytes past its current length: a write
+    /// reaching further fails with [`DeviceError::NoSpace`] and has no
+    /// effect, as a file's would on a file system out of free blocks;
+    /// writes inside that limit land. [`FaultyDevice::clear_faults`] frees
+    /// the space.
+    pub fn fill_up(&self, headroom: u64) {
+        let end = self.len().saturating_add(headroom);
+        self.inject(FaultRule::range(
+            FaultOp::Write,
+            end..u64::MAX,
+            FaultKind::NoSpace,
+        ));
+    }
+
     /// Removes every fault rule.
     pub fn clear_faults(&self) {
         self.state.lock().rules.clear();
@@ -509,5 +523,23 @@ mod tests {
         dev.write_at(&block(1), 0).unwrap();
         assert!(dev.sync().is_err());
         assert_eq!(dev.unsynced_blocks(), 1, "a failed sync persists nothing");
+    }
+
+    #[test]
+    fn a_full_device_takes_writes_inside_its_length_only() {
+        let dev = FaultyDevice::new(MemDevice::new());
+        dev.write_at(&block(1), 0).unwrap();
+        dev.write_at(&block(2), 4096).unwrap();
+        dev.fill_up(0);
+        dev.write_at(&block(3), 4096).unwrap();
+        assert!(matches!(
+            dev.write_at(&block(4), 8192),
+            Err(DeviceError::NoSpace { .. })
+        ));
+        assert_eq!(dev.len(), 8192);
+        assert_eq!(read(&dev, 4096), 3);
+        dev.clear_faults();
+        dev.write_at(&block(4), 8192).unwrap();
+        assert_eq!(dev.len(), 12288);
     }
 }

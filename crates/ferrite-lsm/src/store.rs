@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use ferrite_core::{
     check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts, Options,
-    PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
 };
 use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -163,8 +163,7 @@ struct Inner {
     /// Background threads sleep here; `shutdown` wakes them for good.
     bg: Mutex<bool>,
     bg_wake: Condvar,
-    poisoned: AtomicBool,
-    poison_cause: Mutex<String>,
+    poisoned: Poison,
     counters: Counters,
     /// Set by `flush_locked` for the flush thread: write every partition's
     /// buffer out.
@@ -352,8 +351,7 @@ impl LsmStore {
             }),
             bg: Mutex::new(false),
             bg_wake: Condvar::new(),
-            poisoned: AtomicBool::new(false),
-            poison_cause: Mutex::new(String::new()),
+            poisoned: Poison::new(),
             counters,
             drain: AtomicBool::new(false),
             opts: lsm,
@@ -662,21 +660,11 @@ fn write_table(
 
 impl Inner {
     fn check(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned {
-                cause: self.poison_cause.lock().clone(),
-            });
-        }
-        Ok(())
+        self.poisoned.check()
     }
 
     fn poison(&self, e: &Error) {
-        let mut c = self.poison_cause.lock();
-        if c.is_empty() {
-            *c = e.to_string();
-        }
-        self.poisoned.store(true, Ordering::Release);
-        drop(c);
+        self.poisoned.set(e);
         self.room.notify_all();
         self.wake();
     }
@@ -931,7 +919,7 @@ impl Inner {
             let job = {
                 let mut stop = self.bg.lock();
                 loop {
-                    if *stop || self.poisoned.load(Ordering::Acquire) {
+                    if *stop || self.poisoned.is_set() {
                         return;
                     }
                     let cur = self.current.read().clone();
@@ -1071,7 +1059,7 @@ impl Inner {
 
     fn compaction_loop(&self) {
         loop {
-            if self.shutting_down() || self.poisoned.load(Ordering::Acquire) {
+            if self.shutting_down() || self.poisoned.is_set() {
                 return;
             }
             let v = self.current.read().version.clone();
@@ -1516,7 +1504,7 @@ impl Drop for LsmStore {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if !self.inner.poisoned.load(Ordering::Acquire) {
+        if !self.inner.poisoned.is_set() {
             let wal = self.inner.writer.lock().wal.clone();
             if let Err(e) = wal.sync() {
                 log::error!("closing sync of the WAL failed: {e}");

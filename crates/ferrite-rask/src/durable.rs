@@ -24,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::{EngineKind, Options, PeriodicSync, StoreIdentity, SyncMode};
+use ferrite_core::{EngineKind, Options, PeriodicSync, Poison, StoreIdentity, SyncMode};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
 use parking_lot::Mutex;
@@ -85,7 +85,7 @@ struct WriterState {
     last_sync: Instant,
     /// Set when a snapshot failed after its header may have reached the
     /// device: the log can no longer be trusted to follow it.
-    poisoned: Option<String>,
+    poisoned: Poison,
 }
 
 /// A [`Rask`] index that survives restarts and crashes.
@@ -177,7 +177,7 @@ impl<V: RangeValue> DurableRask<V> {
             writer: Mutex::new(WriterState {
                 epoch,
                 last_sync: Instant::now(),
-                poisoned: None,
+                poisoned: Poison::new(),
             }),
             opts,
             recovery: report,
@@ -218,12 +218,7 @@ impl<V: RangeValue> DurableRask<V> {
     fn logged(&self, rec: &[u8], apply: impl FnOnce(&Rask<V>) -> Result<()>) -> Result<()> {
         let (lsn, sync_now) = {
             let mut w = self.writer.lock();
-            if let Some(cause) = &w.poisoned {
-                return Err(ferrite_core::Error::Poisoned {
-                    cause: cause.clone(),
-                }
-                .into());
-            }
+            w.poisoned.check()?;
             let lsn = self.wal.append(rec)?;
             apply(&self.index)?;
             let sync_now = match self.opts.store.sync {
@@ -259,18 +254,14 @@ impl<V: RangeValue> DurableRask<V> {
     /// wait while it runs; readers do not.
     pub fn snapshot(&self) -> Result<()> {
         let mut w = self.writer.lock();
-        if let Some(cause) = &w.poisoned {
-            return Err(ferrite_core::Error::Poisoned {
-                cause: cause.clone(),
-            }
-            .into());
-        }
+        w.poisoned.check()?;
         let epoch = w.epoch + 1;
         let dev = self.devices.snapshots[(epoch % 2) as usize].as_ref();
         if let Err(e) =
             write_snapshot(dev, &self.index, epoch).and_then(|()| Ok(self.wal.reset(epoch)?))
         {
-            w.poisoned = Some(format!("snapshot {epoch} failed: {e}"));
+            w.poisoned
+                .set_text(format!("snapshot {epoch} failed: {e}"), e.is_no_space());
             return Err(e);
         }
         w.epoch = epoch;
@@ -300,7 +291,7 @@ impl<V: RangeValue> Drop for DurableRask<V> {
     /// Closing makes every write durable, whatever the sync mode.
     fn drop(&mut self) {
         drop(self.ticker.take());
-        if self.writer.lock().poisoned.is_none() {
+        if !self.writer.lock().poisoned.is_set() {
             if let Err(e) = self.wal.sync() {
                 log::warn!("closing sync of the RASK redo log failed: {e}");
             }

@@ -40,6 +40,18 @@ pub enum RaskError {
     Device(#[from] ferrite_io::DeviceError),
 }
 
+impl RaskError {
+    /// True when the failure was a full device (see
+    /// [`ferrite_core::Error::is_no_space`]).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            RaskError::Store(e) => e.is_no_space(),
+            RaskError::Device(e) => matches!(e, ferrite_io::DeviceError::NoSpace { .. }),
+            _ => false,
+        }
+    }
+}
+
 impl From<RaskError> for ferrite_core::Error {
     fn from(e: RaskError) -> Self {
         match e {

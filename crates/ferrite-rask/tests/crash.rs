@@ -313,3 +313,75 @@ fn concurrent_writers_recover_to_the_same_mapping() {
         assert_eq!(contents(&db), before, "{sync}");
     }
 }
+
+/// A full disk, reached at a different point in each run (inside snapshots
+/// too): the failing write and every later one report it (`is_no_space`),
+/// lookups keep answering from memory, a reopen on the still-full disk
+/// either works or fails the same way, and once space returns every
+/// acknowledged write is there.
+#[test]
+fn a_full_disk_is_reported_and_loses_nothing() {
+    for seed in 0..24u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+        let db = open(&d).unwrap();
+        let mut acked = Oracle::new();
+        let headroom = rng.gen_range(0..16u64) << 10;
+        // Rewrites over a growing span, so the snapshot grows too and the
+        // index needs ever more space.
+        let mut span = 3000u64;
+        let mut write = || {
+            span += 20;
+            let r = BlockRange::with_len(rng.gen_range(0..span), rng.gen_range(1..80)).unwrap();
+            Op::Put(r, PhysicalRun::new(1, rng.gen_range(0..1 << 30)).unwrap())
+        };
+        let put = |db: &DurableRask<PhysicalRun>, op: Op| match op {
+            Op::Put(r, v) => db.put(r, v),
+            Op::Delete(r) => db.delete(r),
+        };
+        for _ in 0..(seed % 8 * 100) {
+            let op = write();
+            put(&db, op).unwrap();
+            apply(&mut acked, op);
+        }
+        for dev in &d {
+            dev.fill_up(headroom);
+        }
+        let (failed, first) = loop {
+            let op = write();
+            match put(&db, op) {
+                Ok(()) => apply(&mut acked, op),
+                Err(e) => break (op, e),
+            }
+            assert!(
+                acked.len() < 50_000_000,
+                "seed {seed}: the disk never filled"
+            );
+        };
+        assert!(first.is_no_space(), "seed {seed}: {first}");
+        let later = put(&db, write()).unwrap_err();
+        assert!(later.is_no_space(), "seed {seed}: {later}");
+        // Lookups answer from memory: the acknowledged state, or it plus
+        // the write that failed.
+        let mut with_failed = acked.clone();
+        apply(&mut with_failed, failed);
+        let now = contents(&db);
+        assert!(now == acked || now == with_failed, "seed {seed}: lookups");
+        drop(db);
+        if let Err(e) = open(&d) {
+            assert!(e.is_no_space(), "seed {seed}: reopen on a full disk: {e}");
+        }
+        for dev in &d {
+            dev.clear_faults();
+        }
+        let db = open(&d).unwrap();
+        db.index().verify().unwrap();
+        let got = contents(&db);
+        assert!(
+            got == acked || got == with_failed,
+            "seed {seed}: {} blocks recovered, {} acknowledged",
+            got.len(),
+            acked.len()
+        );
+    }
+}

@@ -22,7 +22,7 @@ pub use record::{decode_record, encode_record, RecordHeader, HEADER_LEN};
 
 use std::sync::Arc;
 
-use ferrite_core::{Error, Result};
+use ferrite_core::{Error, Poison, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::{Condvar, Mutex};
 
@@ -43,7 +43,7 @@ struct Tail {
     durable: u64,
     /// A thread is writing and syncing; others wait for it.
     leader_active: bool,
-    poisoned: Option<String>,
+    poisoned: Poison,
     epoch: u64,
     /// LSN of device offset 0 (the log's total length before the last reset).
     base: u64,
@@ -98,7 +98,7 @@ impl Wal {
                 end,
                 durable: end,
                 leader_active: false,
-                poisoned: None,
+                poisoned: Poison::new(),
                 epoch,
                 base: 0,
             }),
@@ -109,9 +109,7 @@ impl Wal {
     /// Appends a record; returns the LSN to pass to [`Wal::commit`].
     pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
         let mut t = self.tail.lock();
-        if let Some(p) = &t.poisoned {
-            return Err(Error::Poisoned { cause: p.clone() });
-        }
+        t.poisoned.check()?;
         let epoch = t.epoch;
         encode_record(epoch, payload, &mut t.pending);
         t.end += (HEADER_LEN + payload.len()) as u64;
@@ -123,9 +121,7 @@ impl Wal {
     pub fn commit(&self, lsn: Lsn, sync: bool) -> Result<()> {
         let mut t = self.tail.lock();
         loop {
-            if let Some(p) = &t.poisoned {
-                return Err(Error::Poisoned { cause: p.clone() });
-            }
+            t.poisoned.check()?;
             // Positions are relative to the epoch's start (`base`); LSNs
             // are not, so they stay ordered across resets.
             let done = if sync {
@@ -170,7 +166,7 @@ impl Wal {
                 self.commit(lsn, sync)
             }
             Err(e) => {
-                t.poisoned = Some(e.to_string());
+                t.poisoned.set(&e);
                 self.synced.notify_all();
                 Err(e)
             }
@@ -221,13 +217,12 @@ impl Wal {
         while t.leader_active {
             self.synced.wait(&mut t);
         }
-        if let Some(p) = &t.poisoned {
-            return Err(Error::Poisoned { cause: p.clone() });
-        }
+        t.poisoned.check()?;
         let r = self.dev.set_len(0).and_then(|_| self.dev.sync());
         if let Err(e) = r {
-            t.poisoned = Some(e.to_string());
-            return Err(e.into());
+            let e = Error::from(e);
+            t.poisoned.set(&e);
+            return Err(e);
         }
         let base = t.base + t.end;
         *t = Tail {
@@ -237,7 +232,7 @@ impl Wal {
             end: 0,
             durable: 0,
             leader_active: false,
-            poisoned: None,
+            poisoned: Poison::new(),
             epoch,
             base,
         };

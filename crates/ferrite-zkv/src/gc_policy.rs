@@ -9,6 +9,12 @@
 //!   emptying it frees space for longer.
 //!
 //! A zone with no valid page is always chosen first (it costs nothing).
+//!
+//! Admission keeps the device from running out of zones under the store:
+//! a write that adds data is refused (the store stays open and readable)
+//! once reclamation cannot keep the reserve free, so the zones left
+//! always suffice for deletes, which free space, and for reclamation
+//! itself, which needs a zone for each flusher to move on to.
 
 /// How victims are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +57,19 @@ pub fn choose_victim(policy: GcPolicy, candidates: &[Candidate]) -> Option<u32> 
 /// Whether reclamation should run: fewer free zones than `reserve`.
 pub fn should_collect(free_zones: usize, reserve: usize) -> bool {
     free_zones < reserve
+}
+
+/// Free zones (or zones awaiting their reset) below which a write is
+/// refused, once reclamation has run: `reserve` (at least the
+/// reclamation floor plus one) for writes that add data, the reclamation
+/// floor (a zone for each flusher to move on to) for deletes.
+pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usize {
+    let reclaim = flushers.max(1);
+    if adds_data {
+        reserve.max(reclaim + 1)
+    } else {
+        reclaim
+    }
 }
 
 /// Whether reclaiming `c` lowers space amplification below `bound`: its
@@ -103,6 +122,24 @@ mod tests {
     fn full_zones_are_never_victims() {
         assert_eq!(choose_victim(GcPolicy::Greedy, &[c(1, 100, 5)]), None);
         assert_eq!(choose_victim(GcPolicy::CostBenefit, &[]), None);
+    }
+
+    #[test]
+    fn deletes_are_admitted_below_the_floor_of_writes_that_add_data() {
+        // Reserve 4, two flushers: puts need 4 free zones, deletes 2.
+        assert_eq!(admission_floor(true, 4, 2), 4);
+        assert_eq!(admission_floor(false, 4, 2), 2);
+        // A reserve below the reclamation floor is raised above it, so
+        // deletes always have zones that puts cannot take.
+        assert_eq!(admission_floor(true, 1, 2), 3);
+        for reserve in 0..10 {
+            for flushers in 1..5 {
+                assert!(
+                    admission_floor(true, reserve, flushers)
+                        > admission_floor(false, reserve, flushers)
+                );
+            }
+        }
     }
 
     #[test]

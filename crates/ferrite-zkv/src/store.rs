@@ -20,6 +20,14 @@
 //! Failure: an I/O error on any write path poisons the store: every later
 //! call returns [`Error::Poisoned`], and reopening recovers the newest
 //! MetaLog plus the WAL, so nothing acknowledged is lost.
+//!
+//! Space: a write is admitted only while reclamation can keep enough data
+//! zones free (`gc_policy::admission_floor`); otherwise it is refused with
+//! [`Error::StoreFull`] before anything changes, and the store stays open.
+//! Deletes have a lower floor than puts, so they go through on a full
+//! device and, once whole leaves or value-log zones die, return space.
+//! Values in the value log come back only with a whole zone (the log is
+//! not compacted).
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -28,8 +36,8 @@ use std::sync::Arc;
 
 use ferrite_core::{
     check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, PeriodicSync, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
-    WriteBatch,
+    KvStore, OpCounts, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
+    SyncMode, WriteBatch,
 };
 use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
 use parking_lot::{Mutex, RwLock};
@@ -71,6 +79,8 @@ struct Counters {
     mf_hits: AtomicU64,
     batch_hits: AtomicU64,
     maintenance: AtomicU64,
+    /// Writes refused for want of zones.
+    refused: AtomicU64,
 }
 
 /// Memory shares of the budget, in bytes.
@@ -144,7 +154,7 @@ struct Inner {
     metalog: Mutex<MetaLog>,
     version: AtomicU64,
     ring: Vec<u32>,
-    poisoned: Mutex<Option<String>>,
+    poisoned: Poison,
     gc_lock: Mutex<()>,
     c: Counters,
 }
@@ -295,7 +305,7 @@ impl ZkvStore {
             metalog: Mutex::new(metalog),
             version: AtomicU64::new(snap.as_ref().map_or(0, |s| s.version)),
             ring,
-            poisoned: Mutex::new(None),
+            poisoned: Poison::new(),
             gc_lock: Mutex::new(()),
             c: Counters::default(),
             dev,
@@ -398,19 +408,13 @@ impl Inner {
     }
 
     fn check(&self) -> Result<()> {
-        match &*self.poisoned.lock() {
-            Some(c) => Err(Error::Poisoned { cause: c.clone() }),
-            None => Ok(()),
-        }
+        self.poisoned.check()
     }
 
     fn poison_on<T>(&self, r: Result<T>) -> Result<T> {
         if let Err(e) = &r {
             if !e.is_invalid_input() {
-                let mut p = self.poisoned.lock();
-                if p.is_none() {
-                    *p = Some(e.to_string());
-                }
+                self.poisoned.set(e);
             }
         }
         r
@@ -481,8 +485,38 @@ impl Inner {
         Ok(())
     }
 
+    /// Refuses, before anything changes, a write the device may not have
+    /// the zones for (see [`gc_policy::admits`]), once reclamation has had
+    /// its chance to free them.
+    fn admit(&self, batch: &WriteBatch) -> Result<()> {
+        let adds = batch
+            .ops()
+            .iter()
+            .any(|op| matches!(op, BatchOp::Put { .. }));
+        let floor =
+            gc_policy::admission_floor(adds, self.opts.gc_reserve_zones, self.opts.flushers);
+        if self.io.space.lock().has_room(floor) {
+            return Ok(());
+        }
+        let r = self.gc(floor);
+        self.poison_on(r)?;
+        let room = self.io.space.lock().room();
+        if room >= floor {
+            return Ok(());
+        }
+        self.c.refused.fetch_add(1, Ordering::Relaxed);
+        Err(Error::StoreFull {
+            reason: format!(
+                "{room} data zones are free and {floor} are kept for reclamation{}; \
+                 delete data to make room",
+                if adds { " and deletes" } else { "" }
+            ),
+        })
+    }
+
     fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.check()?;
+        self.admit(batch)?;
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
         if !self.wal.has_room(payload.len()) {
@@ -961,6 +995,10 @@ impl KvStore for ZkvStore {
             ("traversals".into(), t.traversals as f64),
             ("migrated_pages".into(), t.migrated_pages as f64),
             ("gc_zones".into(), c.gc_zones.load(Ordering::Relaxed) as f64),
+            (
+                "refused_writes".into(),
+                c.refused.load(Ordering::Relaxed) as f64,
+            ),
             (
                 "checkpoints".into(),
                 c.checkpoints.load(Ordering::Relaxed) as f64,

@@ -94,6 +94,18 @@ impl ZoneSpace {
         self.free.len()
     }
 
+    /// Data zones free or waiting for their reset (free after the next
+    /// checkpoint).
+    pub fn room(&self) -> usize {
+        self.free.len() + self.zones.iter().filter(|s| s.pending_reset).count()
+    }
+
+    /// Whether at least `n` zones are free or pending (checks the free
+    /// list first, so the common case counts nothing).
+    pub fn has_room(&self, n: usize) -> bool {
+        self.free.len() >= n || self.room() >= n
+    }
+
     /// Takes an empty zone for `role`.
     pub fn take(&mut self, role: Role) -> Option<u32> {
         let z = self.free.pop_front()?;

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferrite_core::{Error, Result};
+use ferrite_core::{Error, Poison, Result};
 use ferrite_io::{AlignedBuf, ZonedDevice};
 use ferrite_wal::{decode_record, encode_record, HEADER_LEN};
 use parking_lot::{Mutex, MutexGuard};
@@ -67,7 +67,7 @@ struct Ring {
     full: bool,
     bytes_written: u64,
     bytes_since_checkpoint: u64,
-    poisoned: Option<String>,
+    poisoned: Poison,
 }
 
 /// Outcome of [`ZoneWal::commit`].
@@ -120,7 +120,7 @@ impl ZoneWal {
                 full: false,
                 bytes_written: 0,
                 bytes_since_checkpoint: 0,
-                poisoned: None,
+                poisoned: Poison::new(),
             }),
             next_seq: AtomicU64::new(pos.seq),
             durable: AtomicU64::new(pos.seq),
@@ -141,10 +141,7 @@ impl ZoneWal {
     }
 
     pub fn check(&self) -> Result<()> {
-        match &self.ring.lock().poisoned {
-            Some(c) => Err(Error::Poisoned { cause: c.clone() }),
-            None => Ok(()),
-        }
+        self.ring.lock().poisoned.check()
     }
 
     /// An instance for this thread: the one it used last if free, else
@@ -265,9 +262,7 @@ impl ZoneWal {
     }
 
     fn write_unit(&self, r: &mut Ring, unit: &mut Vec<u8>) -> Result<bool> {
-        if let Some(c) = &r.poisoned {
-            return Err(Error::Poisoned { cause: c.clone() });
-        }
+        r.poisoned.check()?;
         let bs = self.bs();
         let len = (unit.len() as u64).div_ceil(bs) * bs;
         if r.at + len > self.zone_end(r.cur) {
@@ -404,7 +399,7 @@ impl ZoneWal {
 }
 
 fn poison(r: &mut Ring, e: Error) -> Error {
-    r.poisoned = Some(format!("WAL: {e}"));
+    r.poisoned.set_in("WAL", &e);
     e
 }
 

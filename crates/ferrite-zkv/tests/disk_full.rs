@@ -1,0 +1,202 @@
+//! A full device: once reclamation cannot keep its reserve of zones free,
+//! writes that add data are refused with `Error::StoreFull` before they
+//! change anything. The store is not poisoned: reads go on, deletes go
+//! through and free space, later puts succeed again, and a reopen on the
+//! full device works. Checked against a `BTreeMap` model over rounds of
+//! filling and deleting, with reopens between rounds.
+//!
+//! With values stored in the leaves, deleting a share of the keys lets the
+//! next round put about as many back. Values in the value log return
+//! their space only when every value in a zone is dead (the log is not
+//! compacted), so with some of them the rounds shrink, but never to
+//! nothing.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt, SyncMode};
+use ferrite_io::{EmulatedZonedDevice, MemDevice, ZonedDevice};
+use ferrite_zkv::{Variant, ZkvStore};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn open(dev: &Arc<dyn ZonedDevice>, variant: Variant) -> ZkvStore {
+    let db = ZkvStore::open_on(
+        dev.clone(),
+        &common::options(SyncMode::Never),
+        common::small_opts(variant),
+    )
+    .unwrap();
+    db.verify().unwrap();
+    db
+}
+
+fn assert_matches(db: &ZkvStore, model: &Model, what: &str) {
+    let got: Model = db
+        .scan_collect(KeyRange::all(), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert!(
+        got == *model,
+        "{what}: store holds {} keys, model {}",
+        got.len(),
+        model.len()
+    );
+}
+
+/// Inline value lengths, and the share of values that go to the value
+/// log instead (the inline limit is 64 bytes).
+#[derive(Debug, Clone, Copy)]
+struct Values {
+    logged: f64,
+}
+
+fn value(rng: &mut SmallRng, values: Values, round: u64) -> Vec<u8> {
+    let len = if rng.gen_bool(values.logged) {
+        rng.gen_range(65..300)
+    } else {
+        rng.gen_range(1..60)
+    };
+    let mut v = vec![round as u8; len];
+    rng.fill(&mut v[..]);
+    v
+}
+
+/// Puts fresh random keys until the store refuses one; returns how many
+/// it took.
+fn fill(db: &ZkvStore, model: &mut Model, rng: &mut SmallRng, values: Values, round: u64) -> usize {
+    let mut taken = 0;
+    loop {
+        let k = format!("key{:012}", rng.gen_range(0..u64::MAX / 2)).into_bytes();
+        let v = value(rng, values, round);
+        match db.put(&k, &v) {
+            Ok(()) => {
+                model.insert(k, v);
+                taken += 1;
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::StoreFull { .. }), "round {round}: {e}");
+                assert!(e.is_no_space());
+                // Refused before anything changed.
+                assert_eq!(db.get(&k).unwrap().as_ref(), model.get(&k));
+                return taken;
+            }
+        }
+        assert!(taken < 2_000_000, "the store never filled");
+    }
+}
+
+fn run(variant: Variant, values: Values, seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
+    let mut db = open(&dev, variant);
+    let mut model = Model::new();
+    let mut taken = Vec::new();
+    for round in 0..3u64 {
+        taken.push(fill(&db, &mut model, &mut rng, values, round));
+        // Full only after reclamation ran out of zones to free.
+        let s = db.stats();
+        assert!(s.extra("refused_writes").unwrap() >= 1.0);
+        assert!(s.extra("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
+        // The store is not poisoned: reads answer.
+        assert_matches(&db, &model, "full");
+        // A reopen on the full device works.
+        drop(db);
+        db = open(&dev, variant);
+        assert_matches(&db, &model, "reopened full");
+        // Deletes go through on the full device. Scattered ones leave
+        // leaves part full (they are not merged); a slice of the key space
+        // empties whole leaves and returns their pages.
+        let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+        let from = rng.gen_range(0..keys.len() / 3);
+        let slice = from..from + keys.len() * 3 / 5;
+        let victims: Vec<&Vec<u8>> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| slice.contains(i) || rng.gen_bool(0.2))
+            .map(|(_, k)| k)
+            .collect();
+        for k in victims {
+            db.delete(k)
+                .unwrap_or_else(|e| panic!("{variant:?} round {round}: delete refused: {e}"));
+            model.remove(k);
+        }
+        assert_matches(&db, &model, "after deletes");
+    }
+    // Each round deletes about two thirds of the keys. Without logged
+    // values the next round puts back at least half as many as the first
+    // took; with them, at least a tenth.
+    let share = if values.logged == 0.0 { 2 } else { 10 };
+    for (round, &t) in taken.iter().enumerate().skip(1) {
+        assert!(
+            t * share >= taken[0],
+            "{variant:?} {values:?}: round {round} took {t} puts, the first {}",
+            taken[0]
+        );
+    }
+    drop(db);
+    let db = open(&dev, variant);
+    assert_matches(&db, &model, "final reopen");
+}
+
+#[test]
+fn a_full_zkv_refuses_puts_and_recovers_room_from_deletes() {
+    let inline = Values { logged: 0.0 };
+    let mixed = Values { logged: 0.1 };
+    run(Variant::Zkv, inline, 1);
+    run(Variant::Zkv, mixed, 2);
+}
+
+#[test]
+fn full_baselines_refuse_puts_and_recover_room_from_deletes() {
+    run(Variant::BPlusTree, Values { logged: 0.0 }, 7);
+    run(Variant::BdTree, Values { logged: 0.1 }, 8);
+}
+
+/// Writers racing into a full device: each is refused in the end, none
+/// poisons the store, and every acknowledged put is there, before and
+/// after a reopen.
+#[test]
+fn concurrent_writers_fill_the_device_without_poisoning_it() {
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
+    let db = Arc::new(open(&dev, Variant::Zkv));
+    let writers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(100 + t);
+                let mut acked = Model::new();
+                loop {
+                    let k = format!("{t}-{:012}", rng.gen_range(0..u64::MAX / 2)).into_bytes();
+                    let v = value(&mut rng, Values { logged: 0.05 }, t);
+                    match db.put(&k, &v) {
+                        Ok(()) => {
+                            acked.insert(k, v);
+                        }
+                        Err(e) => {
+                            assert!(matches!(e, Error::StoreFull { .. }), "writer {t}: {e}");
+                            return acked;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut model = Model::new();
+    for w in writers {
+        model.extend(w.join().unwrap());
+    }
+    assert_matches(&db, &model, "full");
+    let db = Arc::into_inner(db).unwrap();
+    drop(db);
+    let db = open(&dev, Variant::Zkv);
+    assert_matches(&db, &model, "reopened");
+}

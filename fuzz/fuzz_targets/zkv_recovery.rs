@@ -1,4 +1,5 @@
-//! ZKV decoders and recovery: leaf pages, MetaLog snapshots and a whole
+//! ZKV decoders and recovery: leaf pages, MetaLog snapshots, value-log
+//! zone scans (in chunks of any size) and a whole
 //! recovery from a device whose MetaLog holds arbitrary (checksummed)
 //! bytes and whose WAL zone holds arbitrary bytes never panic.
 #![no_main]
@@ -9,6 +10,7 @@ use ferrite_core::{KvStore, Options, SyncMode};
 use ferrite_io::{AlignedBuf, EmulatedZonedDevice, MemDevice, ZoneGeometry, ZonedDevice};
 use ferrite_zkv::metalog::Snapshot;
 use ferrite_zkv::page::LeafPage;
+use ferrite_zkv::vlog::{loc_addr, scan};
 use ferrite_zkv::{ZkvOptions, ZkvStore};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match selector % 3 {
+    match selector % 4 {
         0 => {
             let mut page = rest.to_vec();
             page.resize(4096, 0);
@@ -33,6 +35,29 @@ fuzz_target!(|data: &[u8]| {
         }
         1 => {
             let _ = Snapshot::decode(1, rest);
+        }
+        2 => {
+            // Scan as the reclaimer does: a chunk at a time, carrying over
+            // what a cut-off record left.
+            let cut = usize::from(rest.first().copied().unwrap_or(0)) * 16 + 1;
+            let limit = rest.len() as u64;
+            let mut at = 0u64;
+            let mut buf: Vec<u8> = Vec::new();
+            let mut fed = 0;
+            loop {
+                let s = scan(&buf, at, 512, limit);
+                for (loc, key) in &s.records {
+                    assert!(!key.is_empty() && loc_addr(*loc) >= at);
+                }
+                buf.drain(..s.consumed);
+                at += s.consumed as u64;
+                if s.end || fed >= rest.len() {
+                    break;
+                }
+                let n = cut.min(rest.len() - fed);
+                buf.extend_from_slice(&rest[fed..fed + n]);
+                fed += n;
+            }
         }
         _ => {
             let geo = ZoneGeometry::small(16, 8, 8);

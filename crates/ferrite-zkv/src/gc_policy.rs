@@ -72,6 +72,16 @@ pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usiz
     }
 }
 
+/// Whether emptying a value-log zone of `zone_bytes` by writing `need`
+/// bytes elsewhere (copies of its live records and the leaves that point
+/// at them) pays: it must free at least a quarter of the zone net, and fit
+/// in `free_zones` zones.
+pub fn relocation_pays(need: u64, zone_bytes: u64, free_zones: u64) -> bool {
+    let need = u128::from(need);
+    need * 4 <= u128::from(zone_bytes) * 3
+        && need <= u128::from(free_zones) * u128::from(zone_bytes)
+}
+
 /// Whether reclaiming `c` lowers space amplification below `bound`: its
 /// utilisation is under `1 / bound` (a fuller zone costs more migration
 /// than the space it returns moves the ratio).
@@ -140,6 +150,15 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn relocation_pays_when_it_frees_a_quarter_and_fits() {
+        assert!(relocation_pays(700, 1000, 1));
+        assert!(relocation_pays(750, 1000, 1));
+        assert!(!relocation_pays(751, 1000, 1), "frees less than a quarter");
+        assert!(!relocation_pays(10, 1000, 0), "no zone to write into");
+        assert!(!relocation_pays(u64::MAX, u64::MAX, u64::MAX));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! delta chain, then the page through sequencer, read cache or device).
 //!
 //! Lock order: WAL → merged filter → batch array → tree → LRU pool →
-//! flusher → value log → zone space. A checkpoint holds the first four.
+//! flusher → value log → zone space → deferred value zones. A checkpoint
+//! holds the first four.
 //!
 //! Failure: an I/O error on any write path poisons the store: every later
 //! call returns [`Error::Poisoned`], and reopening recovers the newest
@@ -26,8 +27,9 @@
 //! [`Error::StoreFull`] before anything changes, and the store stays open.
 //! Deletes have a lower floor than puts, so they go through on a full
 //! device and, once whole leaves or value-log zones die, return space.
-//! Values in the value log come back only with a whole zone (the log is
-//! not compacted).
+//! Reclamation empties a value-log zone that still holds live records by
+//! moving them to the log's head when that frees a quarter of the zone or
+//! more (see `relocate_values`).
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -57,7 +59,7 @@ use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 const DEVICE_FILE: &str = "zones.img";
 /// Page fill of a bulk load: room for inserts before the first split.
 const BULK_FILL: f64 = 0.8;
@@ -81,6 +83,8 @@ struct Counters {
     maintenance: AtomicU64,
     /// Writes refused for want of zones.
     refused: AtomicU64,
+    /// Value-log records copied out of zones being reclaimed.
+    relocated_values: AtomicU64,
 }
 
 /// Memory shares of the budget, in bytes.
@@ -156,6 +160,9 @@ struct Inner {
     ring: Vec<u32>,
     poisoned: Poison,
     gc_lock: Mutex<()>,
+    /// Value-log zones whose records were too costly to move, with their
+    /// live bytes then: not scanned again until an eighth of those died.
+    deferred: Mutex<std::collections::HashMap<u32, u64>>,
     c: Counters,
 }
 
@@ -307,6 +314,7 @@ impl ZkvStore {
             ring,
             poisoned: Poison::new(),
             gc_lock: Mutex::new(()),
+            deferred: Mutex::new(std::collections::HashMap::new()),
             c: Counters::default(),
             dev,
             sync: options.sync,
@@ -420,9 +428,9 @@ impl Inner {
         r
     }
 
-    fn value_of(&self, value: &[u8]) -> Result<Val> {
+    fn value_of(&self, key: &[u8], value: &[u8]) -> Result<Val> {
         if value.len() > self.opts.inline_value_max {
-            let loc = self.vlog.lock().append(value, &self.io.space)?;
+            let loc = self.vlog.lock().append(key, value, &self.io.space)?;
             Ok(Val::Vlog(loc))
         } else {
             Ok(Val::Put(Bytes::new(value)))
@@ -459,7 +467,7 @@ impl Inner {
         let mut pairs = Vec::with_capacity(batch.len());
         for op in batch.ops() {
             pairs.push(match op {
-                BatchOp::Put { key, value } => Pair::new(key, self.value_of(value)?),
+                BatchOp::Put { key, value } => Pair::new(key, self.value_of(key, value)?),
                 BatchOp::Delete { key } => Pair::new(key, Val::Del),
             });
         }
@@ -625,7 +633,27 @@ impl Inner {
         // One collector at a time: two could pick the same victim, and the
         // second mark it for reset after it was already reset and reopened.
         let _collector = self.gc_lock.lock();
+        let mut total = 0;
+        // The checkpoint that frees the emptied zones writes out buffered
+        // pages and may take zones itself: go again while that leaves the
+        // store short and the last pass got somewhere.
+        for _ in 0..4 {
+            let n = self.gc_pass(want)?;
+            total += n;
+            if n == 0 || self.io.space.lock().room() >= want {
+                break;
+            }
+        }
+        self.c.gc_zones.fetch_add(total as u64, Ordering::Relaxed);
+        Ok(total)
+    }
+
+    /// One round of [`Inner::gc`], ending with the checkpoint that frees
+    /// what it emptied.
+    fn gc_pass(&self, want: usize) -> Result<usize> {
         let mut reclaimed = 0;
+        // Value-log zones that could not be emptied in this pass.
+        let mut passed: Vec<u32> = Vec::new();
         loop {
             let (free, pending) = {
                 let s = self.io.space.lock();
@@ -644,11 +672,14 @@ impl Inner {
             let victim = {
                 let s = self.io.space.lock();
                 let mut cands: Vec<Candidate> = s.candidates(Role::Leaf, s.capacity_pages);
+                let deferred = self.deferred.lock();
                 cands.extend(
                     s.candidates(Role::Vlog, self.dev.geometry().zone_capacity)
                         .into_iter()
-                        .filter(|c| c.valid == 0),
+                        .filter(|c| deferred.get(&c.zone).is_none_or(|&v| c.valid * 8 < v * 7)),
                 );
+                drop(deferred);
+                cands.retain(|c| !passed.contains(&c.zone));
                 if !short {
                     // For amplification alone, only zones emptier than the
                     // bound's utilisation: migrating them lowers it.
@@ -670,29 +701,129 @@ impl Inner {
             match role {
                 Some(Role::Leaf) => {
                     tree.migrate_zone(z, &self.ctx())?;
+                    drop(tree);
                 }
-                Some(Role::Vlog) => {}
+                Some(Role::Vlog) => {
+                    drop(tree);
+                    if !self.empty_value_zone(z)? {
+                        // Not now: the other candidates may still do.
+                        passed.push(z);
+                        continue;
+                    }
+                }
                 _ => continue,
             }
-            drop(tree);
             self.io.space.lock().mark_pending_reset(z as usize);
+            self.deferred.lock().remove(&z);
             reclaimed += 1;
         }
         if !self.io.space.lock().pending_resets().is_empty() {
             self.checkpoint()?;
         }
-        self.c
-            .gc_zones
-            .fetch_add(reclaimed as u64, Ordering::Relaxed);
         Ok(reclaimed)
     }
 
-    fn checkpoint(&self) -> Result<()> {
-        // Holding every WAL instance: every handed-out sequence number is
-        // applied, and none is handed out until the snapshot is durable.
-        let mut held = self.wal.enter_all();
-        let mf = self.mf.lock();
-        // Finish the batch array so the snapshot's buffered view is whole.
+    /// Makes value-log zone `z` hold nothing live, moving its live records
+    /// if it has any; false when that cannot be done now.
+    fn empty_value_zone(&self, z: u32) -> Result<bool> {
+        let (valid, free) = {
+            let s = self.io.space.lock();
+            (s.zones[z as usize].valid, s.free_zones())
+        };
+        if valid == 0 {
+            return Ok(true);
+        }
+        // The copies need a free zone besides a flusher's next, and cannot
+        // pay if they alone fill most of a zone (no scan needed to tell).
+        let zone_bytes = self.dev.geometry().zone_capacity;
+        if free < 2 || !gc_policy::relocation_pays(valid, zone_bytes, free as u64 - 1) {
+            return Ok(false);
+        }
+        self.relocate_values(z)
+    }
+
+    /// Copies the live records of value-log zone `z` to the log's head and
+    /// points their pairs at the copies, with writers held off; true when
+    /// nothing in `z` is live afterwards.
+    ///
+    /// A record is live while any pair holds its location: the merged
+    /// filter's, or the tree's for that key, visible or shadowed by a
+    /// newer buffered pair. The merged filter's pair is replaced in place;
+    /// a leaf holding such a pair is merged with the copies of its
+    /// visible ones, which drops its shadowed ones. Each replaced location
+    /// is released as it goes, so the zone's live count reaches zero
+    /// exactly when no pair refers to it. The copies are durable with the
+    /// next checkpoint, which comes before the zone is reset.
+    fn relocate_values(&self, z: u32) -> Result<bool> {
+        let _held = self.wal.enter_all();
+        let mut mf = self.mf.lock();
+        self.finish_batches()?;
+        let mut tree = self.tree.write();
+        let ctx = self.ctx();
+        let records = self.vlog.lock().records(z)?;
+        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
+        let mut in_mf = Vec::new();
+        let mut by_leaf: std::collections::BTreeMap<u32, Vec<(Vec<u8>, u64, bool)>> =
+            std::collections::BTreeMap::new();
+        for (loc, key) in records {
+            if use_mf && mf.get(&key) == Some(Val::Vlog(loc)) {
+                in_mf.push((key.clone(), loc));
+            }
+            let id = tree.find(&key);
+            let (visible, anywhere) = tree.holds(id, &key, loc, &ctx)?;
+            if anywhere {
+                by_leaf.entry(id).or_default().push((key, loc, visible));
+            }
+        }
+        // Worth it only if the copies and the rewritten leaves take less
+        // than three quarters of the zone they free, and fit in the free
+        // zones but one (a flusher's next).
+        let copy_bytes: u64 = in_mf
+            .iter()
+            .map(|(_, loc)| *loc)
+            .chain(by_leaf.values().flatten().filter(|m| m.2).map(|m| m.1))
+            .map(|loc| crate::vlog::RECORD_HEADER + crate::vlog::loc_len(loc))
+            .sum();
+        let need = copy_bytes + by_leaf.len() as u64 * self.io.page_size as u64;
+        let zone_bytes = self.dev.geometry().zone_capacity;
+        let free = self.io.space.lock().free_zones().saturating_sub(1) as u64;
+        if !gc_policy::relocation_pays(need, zone_bytes, free) {
+            let valid = self.io.space.lock().zones[z as usize].valid;
+            self.deferred.lock().insert(z, valid);
+            return Ok(false);
+        }
+        let copy = |key: &[u8], loc: u64| -> Result<Val> {
+            let mut v = self.vlog.lock();
+            let value = v.read(loc)?;
+            self.c.relocated_values.fetch_add(1, Ordering::Relaxed);
+            v.append(key, &value, &self.io.space).map(Val::Vlog)
+        };
+        for (key, loc) in in_mf {
+            let old = mf.insert(Pair::new(&key, copy(&key, loc)?));
+            self.release(old);
+        }
+        for (id, moves) in by_leaf {
+            let mut incoming = Vec::new();
+            for (key, loc, visible) in moves {
+                if visible {
+                    incoming.push(Pair::new(&key, copy(&key, loc)?));
+                }
+            }
+            incoming.sort_by(|a, b| a.key().cmp(b.key()));
+            tree.rewrite_leaf(id, incoming, &ctx)?;
+        }
+        drop(tree);
+        drop(mf);
+        let valid = self.io.space.lock().zones[z as usize].valid;
+        if valid > 0 {
+            log::warn!("zkv: value-log zone {z} keeps {valid} live bytes after relocation");
+        }
+        Ok(valid == 0)
+    }
+
+    /// Inserts the whole batch array into the tree. The caller holds the
+    /// merged filter, so no new array replaces it meanwhile.
+    fn finish_batches(&self) -> Result<()> {
         let arr = self.batches.read().clone();
         while let Some((_, batch)) = arr.claim() {
             let r = self.tree.write().insert_batch(batch, &self.ctx());
@@ -702,29 +833,55 @@ impl Inner {
         while !arr.finished() {
             std::thread::yield_now();
         }
+        Ok(())
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        // Holding every WAL instance: every handed-out sequence number is
+        // applied, and none is handed out until the snapshot is durable.
+        let mut held = self.wal.enter_all();
+        let mf = self.mf.lock();
+        // Finish the batch array so the snapshot's buffered view is whole.
+        self.finish_batches()?;
         let tree = self.tree.write();
+
         let ctx = self.ctx();
         tree.write_dirty(&ctx)?;
         self.io.drain()?;
         self.vlog.lock().flush()?;
         let pos = self.wal.position(&mut held);
         self.dev.sync()?;
-        let mut buffered = tree.buffered();
-        buffered = crate::pair::merge_sorted(buffered, mf.all());
+        // The snapshot keeps the newest buffered pair per key. The older
+        // ones it drops still count in memory (their buffers hold them),
+        // but will not exist after a recovery from it: its value-log
+        // counts leave them out, or their zones could never empty.
+        let mut shadowed = Vec::new();
+        let buffered = tree.buffered(&mut shadowed);
+        let buffered = crate::pair::merge_over(buffered, mf.all(), &mut shadowed);
         let snap = {
             let s = self.io.space.lock();
+            let mut zones: Vec<(Role, u64)> = s
+                .zones
+                .iter()
+                .map(|z| {
+                    let role = if z.pending_reset { Role::Free } else { z.role };
+                    (role, z.valid)
+                })
+                .collect();
+            for v in shadowed {
+                if let Val::Vlog(loc) = v {
+                    let zone = crate::vlog::loc_addr(loc) / self.dev.geometry().zone_size;
+                    if let Some((Role::Vlog, valid)) = zones.get_mut(zone as usize) {
+                        *valid = valid
+                            .saturating_sub(crate::vlog::RECORD_HEADER + crate::vlog::loc_len(loc));
+                    }
+                }
+            }
             Snapshot {
                 version: self.version.load(Ordering::Acquire) + 1,
                 leaf_size: self.opts.leaf_size as u32,
                 wal: pos,
-                zones: s
-                    .zones
-                    .iter()
-                    .map(|z| {
-                        let role = if z.pending_reset { Role::Free } else { z.role };
-                        (role, z.valid)
-                    })
-                    .collect(),
+                zones,
                 leaves: tree.leaf_list(),
                 buffered,
             }
@@ -1000,6 +1157,10 @@ impl KvStore for ZkvStore {
                 c.refused.load(Ordering::Relaxed) as f64,
             ),
             (
+                "relocated_values".into(),
+                c.relocated_values.load(Ordering::Relaxed) as f64,
+            ),
+            (
                 "checkpoints".into(),
                 c.checkpoints.load(Ordering::Relaxed) as f64,
             ),
@@ -1054,7 +1215,7 @@ impl KvStore for ZkvStore {
                     "bulk load needs an empty store".into(),
                 ));
             }
-            tree.bulk_load(sorted, &mut |_, v| me.value_of(v), BULK_FILL, &me.ctx())
+            tree.bulk_load(sorted, &mut |k, v| me.value_of(k, v), BULK_FILL, &me.ctx())
         };
         let n = me.poison_on(r)?;
         me.c.puts.fetch_add(n, Ordering::Relaxed);

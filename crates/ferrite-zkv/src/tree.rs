@@ -290,6 +290,41 @@ impl Tree {
         Ok(p.get(key).map(|s| s.to_val()))
     }
 
+    /// Where leaf `id` holds `key` at value-log location `loc`: whether
+    /// that is the value the tree answers with, and whether any of its
+    /// buffers or its page holds it at all (a shadowed pair still counts
+    /// as live until a merge drops it).
+    pub fn holds(&self, id: u32, key: &[u8], loc: u64, ctx: &Ctx<'_>) -> Result<(bool, bool)> {
+        let target = Val::Vlog(loc);
+        let l = self.leaf(id);
+        let adb = l.adb.as_ref().and_then(|a| a.get(key));
+        let newest_delta = l
+            .delta
+            .iter()
+            .rev()
+            .find(|p| p.key() == key)
+            .map(|p| &p.val);
+        let in_delta = l.delta.iter().any(|p| p.key() == key && p.val == target);
+        let page = match self.image(id, ctx)? {
+            Some(img) => self.parse(id, &img, ctx)?.get(key).map(|s| s.to_val()),
+            None => None,
+        };
+        let visible = match (&adb, newest_delta) {
+            (Some(v), _) => *v == target,
+            (None, Some(v)) => *v == target,
+            (None, None) => page.as_ref() == Some(&target),
+        };
+        let anywhere = adb.as_ref() == Some(&target) || in_delta || page.as_ref() == Some(&target);
+        Ok((visible, anywhere))
+    }
+
+    /// Merges leaf `id`'s buffers and `incoming` (sorted, newer than
+    /// everything the leaf holds) into new pages, releasing every value
+    /// they replace.
+    pub fn rewrite_leaf(&mut self, id: u32, incoming: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
+        self.merge_leaf(id, incoming, ctx)
+    }
+
     fn release_dead(dead: Vec<Val>, ctx: &Ctx<'_>) {
         if dead.iter().any(|v| matches!(v, Val::Vlog(_))) {
             let vlog = ctx.vlog.lock();
@@ -680,15 +715,14 @@ impl Tree {
     }
 
     /// Pairs held in ADBs and delta chains, sorted, newest per key.
-    pub fn buffered(&self) -> Vec<Pair> {
-        let mut dead = Vec::new();
+    pub fn buffered(&self, dead: &mut Vec<Val>) -> Vec<Pair> {
         let mut out = Vec::new();
         for &id in self.map.values() {
             let l = self.leaf(id);
             let mut v: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs());
             v.sort_by(|x, y| x.key().cmp(y.key()));
             if !l.delta.is_empty() {
-                v = merge_over(v, newest_last_dedup(l.delta.clone(), &mut dead), &mut dead);
+                v = merge_over(v, newest_last_dedup(l.delta.clone(), dead), dead);
             }
             out.extend(v);
         }

@@ -1,14 +1,17 @@
 //! The value log: values above the inline limit, appended to their own
 //! zones; the tree holds their 8-byte device address.
 //!
-//! A location is `address << 24 | length` in 8 bytes (addresses below
-//! 1 TiB, values below 16 MiB), so a dead value's bytes are known without
-//! reading it. Record: `len u32 | crc32c u32 | value`. Records are packed back to back
-//! and leave in whole blocks; the unwritten tail stays in memory and is
-//! served from there. A checkpoint pads and writes the tail so every
-//! address a MetaLog holds is durable. Liveness is counted per zone in
-//! bytes (record header included); a zone whose bytes are all dead is
-//! reclaimed without migration.
+//! Record: `len u32 | crc32c u32 | key_len u16 | key | value`, where `len`
+//! counts the bytes after the 8-byte header and the checksum covers them.
+//! The key lets reclamation find the pair a record belongs to ([`scan`]).
+//! A location is `address << 24 | len` in 8 bytes (addresses below 1 TiB,
+//! records below 16 MiB), so a dead record's bytes are known without
+//! reading it. Records are packed back to back and leave in whole blocks;
+//! the unwritten tail stays in memory and is served from there. A
+//! checkpoint pads the tail with zeros to a block boundary and writes it,
+//! so every address a MetaLog holds is durable. Liveness is counted per
+//! zone in bytes (headers included); a zone whose bytes are all dead is
+//! reclaimed without migration, others by moving their live records.
 
 use std::sync::Arc;
 
@@ -19,6 +22,10 @@ use parking_lot::Mutex;
 use crate::zone_space::{Role, ZoneSpace};
 
 pub const RECORD_HEADER: u64 = 8;
+/// The key length field at the front of a record's body.
+const KEY_LEN_BYTES: usize = 2;
+/// The longest record body: a key and a value at their limits.
+const MAX_BODY: usize = KEY_LEN_BYTES + ferrite_core::MAX_KEY_LEN + ferrite_core::MAX_VALUE_LEN;
 
 /// Packs a record's address and value length into a location.
 pub fn location(addr: u64, len: u64) -> u64 {
@@ -59,9 +66,12 @@ impl Vlog {
         u64::from(self.dev.geometry().block_size)
     }
 
-    /// Appends `value`; returns its location.
-    pub fn append(&mut self, value: &[u8], space: &Mutex<ZoneSpace>) -> Result<u64> {
-        let need = RECORD_HEADER + value.len() as u64;
+    /// Appends `key`'s `value`; returns its location.
+    pub fn append(&mut self, key: &[u8], value: &[u8], space: &Mutex<ZoneSpace>) -> Result<u64> {
+        let body = KEY_LEN_BYTES + key.len() + value.len();
+        let key_len = u16::try_from(key.len())
+            .map_err(|_| Error::InvalidOptions(format!("a key of {} bytes", key.len())))?;
+        let need = RECORD_HEADER + body as u64;
         let g = *self.dev.geometry();
         if need > g.zone_capacity {
             return Err(Error::InvalidOptions(format!(
@@ -84,10 +94,13 @@ impl Vlog {
             self.end = self.flushed + g.zone_capacity;
         }
         let addr = self.flushed + self.tail.len() as u64;
-        self.tail
-            .extend_from_slice(&(value.len() as u32).to_le_bytes());
-        self.tail
-            .extend_from_slice(&crc32c::crc32c(value).to_le_bytes());
+        let key_len = key_len.to_le_bytes();
+        let crc =
+            crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&key_len), key), value);
+        self.tail.extend_from_slice(&(body as u32).to_le_bytes());
+        self.tail.extend_from_slice(&crc.to_le_bytes());
+        self.tail.extend_from_slice(&key_len);
+        self.tail.extend_from_slice(key);
         self.tail.extend_from_slice(value);
         if let Some(z) = self.zone {
             let mut s = space.lock();
@@ -95,7 +108,7 @@ impl Vlog {
             s.touch(z as usize);
         }
         self.write_out(false)?;
-        Ok(location(addr, value.len() as u64))
+        Ok(location(addr, body as u64))
     }
 
     fn write_out(&mut self, pad: bool) -> Result<()> {
@@ -123,21 +136,61 @@ impl Vlog {
     /// Reads the value at location `loc`.
     pub fn read(&self, loc: u64) -> Result<Vec<u8>> {
         let addr = loc_addr(loc);
-        let bad = |r: String| Error::corruption(format!("zkv value log at {addr}"), r);
-        let mut hdr = [0u8; 8];
-        self.read_bytes(addr, &mut hdr)?;
-        let len = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]) as u64;
-        let crc = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
         let g = *self.dev.geometry();
-        if len != loc_len(loc) || (addr % g.zone_size) + RECORD_HEADER + len > g.zone_capacity {
-            return Err(bad(format!("record length {len} runs past its zone")));
+        let len = loc_len(loc);
+        if (addr % g.zone_size) + RECORD_HEADER + len > g.zone_capacity {
+            return Err(Error::corruption(
+                format!("zkv value log at {addr}"),
+                format!("a record of {len} bytes runs past its zone"),
+            ));
         }
-        let mut v = vec![0u8; len as usize];
-        self.read_bytes(addr + RECORD_HEADER, &mut v)?;
-        if crc32c::crc32c(&v) != crc {
-            return Err(bad("checksum mismatch".into()));
+        let mut rec = vec![0u8; (RECORD_HEADER + len) as usize];
+        self.read_bytes(addr, &mut rec)?;
+        match decode(&rec) {
+            Decoded::Record { body, key_len } if body == len as usize => {
+                let mut v = rec;
+                v.drain(..RECORD_HEADER as usize + KEY_LEN_BYTES + key_len);
+                Ok(v)
+            }
+            _ => Err(Error::corruption(
+                format!("zkv value log at {addr}"),
+                "the record does not match its location (length or checksum)",
+            )),
         }
-        Ok(v)
+    }
+
+    /// The records of `zone` (which must not be the one being written):
+    /// each one's location and key, in log order.
+    pub fn records(&self, zone: u32) -> Result<Vec<(u64, Vec<u8>)>> {
+        let g = *self.dev.geometry();
+        let start = u64::from(zone) * g.zone_size;
+        let info = self.dev.report_zones(zone, 1).first().copied();
+        let readable = info.map_or(0, |i| match i.condition {
+            ferrite_io::ZoneCondition::Full | ferrite_io::ZoneCondition::ReadOnly => {
+                g.zone_capacity
+            }
+            _ => i.write_pointer.saturating_sub(start),
+        });
+        let bs = self.bs();
+        // Read in chunks; a record may straddle two.
+        let chunk = (1u64 << 20).max(bs) / bs * bs;
+        let mut out = Vec::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let (mut buf_at, mut read_to) = (start, start);
+        loop {
+            let s = scan(&buf, buf_at, bs, start + readable);
+            out.extend(s.records);
+            buf.drain(..s.consumed);
+            buf_at += s.consumed as u64;
+            if s.end || read_to >= start + readable {
+                return Ok(out);
+            }
+            let n = chunk.min(start + readable - read_to);
+            let mut b = AlignedBuf::zeroed(n as usize);
+            self.dev.read_at(&mut b, read_to)?;
+            buf.extend_from_slice(&b);
+            read_to += n;
+        }
     }
 
     /// Copies device bytes `[addr, addr + out.len())`, from the unwritten
@@ -173,7 +226,7 @@ impl Vlog {
         Ok(())
     }
 
-    /// The value at `loc` is dead.
+    /// The record at `loc` is dead.
     pub fn release(&self, loc: u64, space: &Mutex<ZoneSpace>) {
         let z = (loc_addr(loc) / self.dev.geometry().zone_size) as usize;
         space.lock().sub_valid(z, RECORD_HEADER + loc_len(loc));
@@ -181,5 +234,177 @@ impl Vlog {
 
     pub fn zone(&self) -> Option<u32> {
         self.zone
+    }
+}
+
+/// What the bytes at a record boundary hold.
+#[derive(Debug, PartialEq, Eq)]
+enum Decoded {
+    /// A whole record with a good checksum: its body length and key length.
+    Record { body: usize, key_len: usize },
+    /// A zero header: padding up to the next block, or the end of the log.
+    Zero,
+    /// Too few bytes to tell.
+    Short,
+    /// Not a record (torn, stale or foreign bytes).
+    Bad,
+}
+
+fn decode(b: &[u8]) -> Decoded {
+    let Some(hdr) = b.get(..RECORD_HEADER as usize) else {
+        return Decoded::Short;
+    };
+    let body = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]) as usize;
+    let crc = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
+    if body == 0 && crc == 0 {
+        return Decoded::Zero;
+    }
+    if !(KEY_LEN_BYTES + 1..=MAX_BODY).contains(&body) {
+        return Decoded::Bad;
+    }
+    let Some(rec) = b.get(RECORD_HEADER as usize..RECORD_HEADER as usize + body) else {
+        return Decoded::Short;
+    };
+    let key_len = u16::from_le_bytes([rec[0], rec[1]]) as usize;
+    if crc32c::crc32c(rec) != crc || key_len == 0 || KEY_LEN_BYTES + key_len > body {
+        return Decoded::Bad;
+    }
+    Decoded::Record { body, key_len }
+}
+
+/// What [`scan`] found in a stretch of a zone.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Location and key of each whole record, in order.
+    pub records: Vec<(u64, Vec<u8>)>,
+    /// Bytes of the input accounted for (records and padding).
+    pub consumed: usize,
+    /// The zone's log ends here: nothing after `consumed` is a record.
+    pub end: bool,
+}
+
+/// Parses the records at the front of `bytes`, which start at device
+/// address `at`, a record boundary, in a zone whose readable bytes end at
+/// `limit`; `block` is the device block size. Stops before a record cut
+/// off by the end of `bytes` (call again with more), and ends at a zero
+/// header on a block boundary (padding runs only to the next boundary, so
+/// the log stops there), at `limit`, or at bytes that are not a record:
+/// what follows the last write of a zone reused after a reset may be
+/// anything, and a stale record there is unreferenced. Never panics.
+pub fn scan(bytes: &[u8], at: u64, block: u64, limit: u64) -> Scan {
+    let mut s = Scan::default();
+    let block = block.max(1);
+    loop {
+        let addr = at + s.consumed as u64;
+        if addr >= limit {
+            s.end = true;
+            return s;
+        }
+        let rest = bytes.get(s.consumed..).unwrap_or_default();
+        match decode(rest) {
+            Decoded::Record { body, key_len } => {
+                let len = RECORD_HEADER as usize + body;
+                if addr + len as u64 > limit {
+                    s.end = true;
+                    return s;
+                }
+                let from = RECORD_HEADER as usize + KEY_LEN_BYTES;
+                let key = rest.get(from..from + key_len).unwrap_or_default();
+                s.records.push((location(addr, body as u64), key.to_vec()));
+                s.consumed += len;
+            }
+            Decoded::Zero if addr.is_multiple_of(block) => {
+                s.end = true;
+                return s;
+            }
+            Decoded::Zero => {
+                let pad = (block - addr % block) as usize;
+                if rest.len() < pad {
+                    return s;
+                }
+                s.consumed += pad;
+            }
+            Decoded::Short => {
+                // A cut-off record at the zone's end is not a record.
+                s.end = addr + rest.len() as u64 >= limit;
+                return s;
+            }
+            Decoded::Bad => {
+                s.end = true;
+                return s;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let body = (KEY_LEN_BYTES + key.len() + value.len()) as u32;
+        let mut rest = (key.len() as u16).to_le_bytes().to_vec();
+        rest.extend_from_slice(key);
+        rest.extend_from_slice(value);
+        let mut r = body.to_le_bytes().to_vec();
+        r.extend_from_slice(&crc32c::crc32c(&rest).to_le_bytes());
+        r.extend_from_slice(&rest);
+        r
+    }
+
+    #[test]
+    fn scan_finds_records_across_padding_and_stops_at_the_log_end() {
+        let a = record(b"alpha", &[1; 100]);
+        let b = record(b"b", &[2; 300]);
+        let mut log = a.clone();
+        log.extend_from_slice(&b);
+        log.resize(512, 0); // a checkpoint's padding
+        let c = record(b"gamma", &[3; 40]);
+        log.extend_from_slice(&c);
+        log.resize(1536, 0); // the rest of the block, then a zero block
+        log.extend_from_slice(&record(b"stale", &[4; 10])); // past the end
+        let base = 7 << 20;
+        let s = scan(&log, base, 512, base + 4096);
+        assert!(s.end);
+        let got: Vec<(u64, &[u8])> = s.records.iter().map(|(l, k)| (*l, &k[..])).collect();
+        assert_eq!(
+            got,
+            [
+                (location(base, a.len() as u64 - 8), &b"alpha"[..]),
+                (location(base + a.len() as u64, b.len() as u64 - 8), b"b"),
+                (location(base + 512, c.len() as u64 - 8), b"gamma"),
+            ]
+        );
+    }
+
+    #[test]
+    fn scan_resumes_after_a_record_cut_off_by_the_chunk() {
+        let a = record(b"k1", &[1; 50]);
+        let b = record(b"k2", &[2; 50]);
+        let mut log = a.clone();
+        log.extend_from_slice(&b);
+        let first = scan(&log[..a.len() + 10], 0, 512, 4096);
+        assert_eq!(
+            (first.records.len(), first.consumed, first.end),
+            (1, a.len(), false)
+        );
+        let rest = scan(&log[first.consumed..], first.consumed as u64, 512, 4096);
+        assert_eq!(rest.records.len(), 1);
+        assert_eq!(rest.records[0].1, b"k2");
+    }
+
+    #[test]
+    fn scan_ends_at_bytes_that_are_not_a_record() {
+        let mut log = record(b"k", &[9; 20]);
+        let mut torn = record(b"k2", &[8; 20]);
+        torn[12] ^= 1;
+        log.extend_from_slice(&torn);
+        log.extend_from_slice(&record(b"k3", &[7; 20]));
+        let s = scan(&log, 0, 512, 4096);
+        assert!(s.end);
+        assert_eq!(s.records.len(), 1);
+        // A length running past the zone ends it too.
+        let s = scan(&log, 0, 512, 20);
+        assert!(s.end && s.records.is_empty());
     }
 }

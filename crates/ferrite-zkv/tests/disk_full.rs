@@ -6,10 +6,9 @@
 //! filling and deleting, with reopens between rounds.
 //!
 //! With values stored in the leaves, deleting a share of the keys lets the
-//! next round put about as many back. Values in the value log return
-//! their space only when every value in a zone is dead (the log is not
-//! compacted), so with some of them the rounds shrink, but never to
-//! nothing.
+//! next round put about as many back. A value-log zone returns its space
+//! once reclamation can move its live records out at a profit, so with
+//! long values the rounds take less, but not much less.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -99,12 +98,14 @@ fn run(variant: Variant, values: Values, seed: u64) {
     let mut db = open(&dev, variant);
     let mut model = Model::new();
     let mut taken = Vec::new();
+    let mut relocated = 0.0;
     for round in 0..3u64 {
         taken.push(fill(&db, &mut model, &mut rng, values, round));
         // Full only after reclamation ran out of zones to free.
         let s = db.stats();
         assert!(s.extra("refused_writes").unwrap() >= 1.0);
         assert!(s.extra("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
+        relocated += s.extra("relocated_values").unwrap();
         // The store is not poisoned: reads answer.
         assert_matches(&db, &model, "full");
         // A reopen on the full device works.
@@ -132,8 +133,16 @@ fn run(variant: Variant, values: Values, seed: u64) {
     }
     // Each round deletes about two thirds of the keys. Without logged
     // values the next round puts back at least half as many as the first
-    // took; with them, at least a tenth.
-    let share = if values.logged == 0.0 { 2 } else { 10 };
+    // took; with them, at least a third: value-log zones return their
+    // space once reclamation moves their last live records out (without
+    // that, the third round fell to a fifth).
+    if values.logged > 0.0 {
+        assert!(
+            relocated > 0.0,
+            "{variant:?}: no value-log record was moved"
+        );
+    }
+    let share = if values.logged == 0.0 { 2 } else { 3 };
     for (round, &t) in taken.iter().enumerate().skip(1) {
         assert!(
             t * share >= taken[0],

@@ -87,6 +87,9 @@ struct Counters {
     relocated_values: AtomicU64,
 }
 
+/// A value-log record: its location and its key.
+type Record = (u64, Vec<u8>);
+
 /// Memory shares of the budget, in bytes.
 #[derive(Debug, Clone, Copy)]
 struct Budget {
@@ -743,8 +746,9 @@ impl Inner {
     }
 
     /// Copies the live records of value-log zone `z` to the log's head and
-    /// points their pairs at the copies, with writers held off; true when
-    /// nothing in `z` is live afterwards.
+    /// points their pairs at the copies; true when nothing in `z` is live
+    /// afterwards. The zone is scanned beside the writers
+    /// ([`Inner::live_records`]); only the moves hold them off.
     ///
     /// A record is live while any pair holds its location: the merged
     /// filter's, or the tree's for that key, visible or shadowed by a
@@ -755,17 +759,27 @@ impl Inner {
     /// exactly when no pair refers to it. The copies are durable with the
     /// next checkpoint, which comes before the zone is reset.
     fn relocate_values(&self, z: u32) -> Result<bool> {
+        let (live, need) = self.live_records(z)?;
+        // Worth it only if the copies and the rewritten leaves take at
+        // most three quarters of the zone they free, and fit in the free
+        // zones but one (a flusher's next).
+        let zone_bytes = self.dev.geometry().zone_capacity;
+        let free = self.io.space.lock().free_zones().saturating_sub(1) as u64;
+        if !gc_policy::relocation_pays(need, zone_bytes, free) {
+            let valid = self.io.space.lock().zones[z as usize].valid;
+            self.deferred.lock().insert(z, valid);
+            return Ok(false);
+        }
         let _held = self.wal.enter_all();
         let mut mf = self.mf.lock();
         self.finish_batches()?;
         let mut tree = self.tree.write();
         let ctx = self.ctx();
-        let records = self.vlog.lock().records(z)?;
         let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
         let mut in_mf = Vec::new();
         let mut by_leaf: std::collections::BTreeMap<u32, Vec<(Vec<u8>, u64, bool)>> =
             std::collections::BTreeMap::new();
-        for (loc, key) in records {
+        for (loc, key) in live {
             if use_mf && mf.get(&key) == Some(Val::Vlog(loc)) {
                 in_mf.push((key.clone(), loc));
             }
@@ -774,23 +788,6 @@ impl Inner {
             if anywhere {
                 by_leaf.entry(id).or_default().push((key, loc, visible));
             }
-        }
-        // Worth it only if the copies and the rewritten leaves take less
-        // than three quarters of the zone they free, and fit in the free
-        // zones but one (a flusher's next).
-        let copy_bytes: u64 = in_mf
-            .iter()
-            .map(|(_, loc)| *loc)
-            .chain(by_leaf.values().flatten().filter(|m| m.2).map(|m| m.1))
-            .map(|loc| crate::vlog::RECORD_HEADER + crate::vlog::loc_len(loc))
-            .sum();
-        let need = copy_bytes + by_leaf.len() as u64 * self.io.page_size as u64;
-        let zone_bytes = self.dev.geometry().zone_capacity;
-        let free = self.io.space.lock().free_zones().saturating_sub(1) as u64;
-        if !gc_policy::relocation_pays(need, zone_bytes, free) {
-            let valid = self.io.space.lock().zones[z as usize].valid;
-            self.deferred.lock().insert(z, valid);
-            return Ok(false);
         }
         let copy = |key: &[u8], loc: u64| -> Result<Val> {
             let mut v = self.vlog.lock();
@@ -819,6 +816,41 @@ impl Inner {
             log::warn!("zkv: value-log zone {z} keeps {valid} live bytes after relocation");
         }
         Ok(valid == 0)
+    }
+
+    /// The records of value-log zone `z` that a pair still points to, and
+    /// the bytes moving them would write (copies and rewritten leaves).
+    /// Runs beside writers: a pair only moves down (merged filter → batch
+    /// array → tree) or dies, so looking at the levels in that order misses
+    /// no live record, and a record found dead stays dead (locations are
+    /// never reused while the zone holds them).
+    fn live_records(&self, z: u32) -> Result<(Vec<Record>, u64)> {
+        let records = crate::vlog::records(self.dev.as_ref(), z)?;
+        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
+        let ctx = self.ctx();
+        let mut live = Vec::new();
+        let mut leaves = std::collections::HashSet::new();
+        let mut bytes = 0;
+        for (loc, key) in records {
+            let target = Some(Val::Vlog(loc));
+            let above = use_mf && {
+                let mf = self.mf.lock();
+                mf.get(&key) == target || self.batches.read().get(&key) == target
+            };
+            let tree = self.tree.read();
+            let id = tree.find(&key);
+            let (visible, anywhere) = tree.holds(id, &key, loc, &ctx)?;
+            drop(tree);
+            if !(above || anywhere) {
+                continue;
+            }
+            if above || visible {
+                bytes += crate::vlog::RECORD_HEADER + crate::vlog::loc_len(loc);
+            }
+            leaves.insert(id);
+            live.push((loc, key));
+        }
+        Ok((live, bytes + leaves.len() as u64 * self.io.page_size as u64))
     }
 
     /// Inserts the whole batch array into the tree. The caller holds the

@@ -159,40 +159,6 @@ impl Vlog {
         }
     }
 
-    /// The records of `zone` (which must not be the one being written):
-    /// each one's location and key, in log order.
-    pub fn records(&self, zone: u32) -> Result<Vec<(u64, Vec<u8>)>> {
-        let g = *self.dev.geometry();
-        let start = u64::from(zone) * g.zone_size;
-        let info = self.dev.report_zones(zone, 1).first().copied();
-        let readable = info.map_or(0, |i| match i.condition {
-            ferrite_io::ZoneCondition::Full | ferrite_io::ZoneCondition::ReadOnly => {
-                g.zone_capacity
-            }
-            _ => i.write_pointer.saturating_sub(start),
-        });
-        let bs = self.bs();
-        // Read in chunks; a record may straddle two.
-        let chunk = (1u64 << 20).max(bs) / bs * bs;
-        let mut out = Vec::new();
-        let mut buf: Vec<u8> = Vec::new();
-        let (mut buf_at, mut read_to) = (start, start);
-        loop {
-            let s = scan(&buf, buf_at, bs, start + readable);
-            out.extend(s.records);
-            buf.drain(..s.consumed);
-            buf_at += s.consumed as u64;
-            if s.end || read_to >= start + readable {
-                return Ok(out);
-            }
-            let n = chunk.min(start + readable - read_to);
-            let mut b = AlignedBuf::zeroed(n as usize);
-            self.dev.read_at(&mut b, read_to)?;
-            buf.extend_from_slice(&b);
-            read_to += n;
-        }
-    }
-
     /// Copies device bytes `[addr, addr + out.len())`, from the unwritten
     /// tail where they are still in memory.
     fn read_bytes(&self, addr: u64, out: &mut [u8]) -> Result<()> {
@@ -234,6 +200,38 @@ impl Vlog {
 
     pub fn zone(&self) -> Option<u32> {
         self.zone
+    }
+}
+
+/// The records of `zone` on `dev` (a zone the log no longer writes): each
+/// one's location and key, in log order. Needs no lock on the log.
+pub fn records(dev: &dyn ZonedDevice, zone: u32) -> Result<Vec<(u64, Vec<u8>)>> {
+    let g = *dev.geometry();
+    let start = u64::from(zone) * g.zone_size;
+    let info = dev.report_zones(zone, 1).first().copied();
+    let readable = info.map_or(0, |i| match i.condition {
+        ferrite_io::ZoneCondition::Full | ferrite_io::ZoneCondition::ReadOnly => g.zone_capacity,
+        _ => i.write_pointer.saturating_sub(start),
+    });
+    let bs = u64::from(g.block_size);
+    // Read in chunks; a record may straddle two.
+    let chunk = (1u64 << 20).max(bs) / bs * bs;
+    let mut out = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let (mut buf_at, mut read_to) = (start, start);
+    loop {
+        let s = scan(&buf, buf_at, bs, start + readable);
+        out.extend(s.records);
+        buf.drain(..s.consumed);
+        buf_at += s.consumed as u64;
+        if s.end || read_to >= start + readable {
+            return Ok(out);
+        }
+        let n = chunk.min(start + readable - read_to);
+        let mut b = AlignedBuf::zeroed(n as usize);
+        dev.read_at(&mut b, read_to)?;
+        buf.extend_from_slice(&b);
+        read_to += n;
     }
 }
 

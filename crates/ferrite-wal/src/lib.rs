@@ -9,7 +9,8 @@
 //!   later one); nothing is reported durable before its sync completed;
 //! - replay stops at the first record that is torn, fails its checksum or
 //!   belongs to another epoch: a torn tail is the end of the log, never an
-//!   error or a panic;
+//!   error or a panic, and opening the log cuts off whatever lies past it,
+//!   so no record from before a crash can follow one written after it;
 //! - after a failed write or sync the log is poisoned: every later call
 //!   fails, because what reached the device is unknown.
 //!
@@ -80,6 +81,17 @@ impl Wal {
                 at += HEADER_LEN + payload.len();
             }
             end = at as u64;
+        }
+        // Blocks past the end can still hold records of this epoch: a
+        // crash can keep some blocks of an unsynced write and lose an
+        // earlier one. Left there, they would become the log's
+        // continuation as soon as new records end on a block boundary, and
+        // a later replay would apply those lost writes after newer ones.
+        // Cut them off, durably, before anything is appended.
+        let kept = end.div_ceil(bs as u64) * bs as u64;
+        if dev.len() > kept {
+            dev.set_len(kept)?;
+            dev.sync()?;
         }
         let block_start = end - end % bs as u64;
         let mut partial = Vec::new();
@@ -313,6 +325,55 @@ mod tests {
         for (i, p) in got.iter().enumerate() {
             assert_eq!(p, &vec![i as u8; 100], "records replay as a prefix");
         }
+    }
+
+    /// Records of 1 KiB, four to a block, so record boundaries fall on
+    /// block boundaries.
+    fn kib_record(i: u8) -> Vec<u8> {
+        vec![i; 1024 - HEADER_LEN]
+    }
+
+    #[test]
+    fn records_a_crash_left_past_a_torn_one_never_return() {
+        // Find a crash that keeps the third block of an unsynced write and
+        // loses the second: the log ends at the first block, while the
+        // third still holds whole records of the same epoch.
+        let found = (0..64u64).find_map(|seed| {
+            let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+            let wal = Wal::open(faulty.clone(), 0, &mut |_| Ok(())).unwrap();
+            for i in 0..4 {
+                wal.append(&kib_record(i)).unwrap();
+            }
+            wal.sync().unwrap();
+            for i in 4..12 {
+                let lsn = wal.append(&kib_record(i)).unwrap();
+                if i == 11 {
+                    wal.commit(lsn, false).unwrap();
+                }
+            }
+            drop(wal);
+            faulty
+                .crash(CrashMode::KeepRandom { seed, keep: 0.5 })
+                .unwrap();
+            faulty.restart();
+            let mut third = AlignedBuf::zeroed(4096);
+            faulty.read_at(&mut third, 8192).ok()?;
+            let lost_second = replay_all(faulty.clone(), 0).len() == 4;
+            (lost_second && third[HEADER_LEN] == 8).then_some(faulty)
+        });
+        let faulty = found.expect("some seed keeps the third block alone");
+        // Reopen and write four new records: they end on the boundary
+        // where the stale third block began.
+        let wal = Wal::open(faulty.clone(), 0, &mut |_| Ok(())).unwrap();
+        for i in 100..104 {
+            wal.append(&kib_record(i)).unwrap();
+        }
+        wal.sync().unwrap();
+        drop(wal);
+        faulty.crash(CrashMode::DropAll).unwrap();
+        faulty.restart();
+        let want: Vec<Vec<u8>> = (0..4).chain(100..104).map(kib_record).collect();
+        assert_eq!(replay_all(faulty, 0), want, "stale records replayed");
     }
 
     #[test]

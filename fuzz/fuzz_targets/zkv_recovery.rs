@@ -10,7 +10,7 @@ use ferrite_core::{KvStore, Options, SyncMode};
 use ferrite_io::{AlignedBuf, EmulatedZonedDevice, MemDevice, ZoneGeometry, ZonedDevice};
 use ferrite_zkv::metalog::Snapshot;
 use ferrite_zkv::page::LeafPage;
-use ferrite_zkv::vlog::{loc_addr, scan};
+use ferrite_zkv::vlog::{loc_addr, loc_len, scan};
 use ferrite_zkv::{ZkvOptions, ZkvStore};
 use libfuzzer_sys::fuzz_target;
 
@@ -46,8 +46,13 @@ fuzz_target!(|data: &[u8]| {
             let mut fed = 0;
             loop {
                 let s = scan(&buf, at, 512, limit);
-                for (loc, key) in &s.records {
-                    assert!(!key.is_empty() && loc_addr(*loc) >= at);
+                for r in &s.records {
+                    assert!(!r.key.is_empty() && loc_addr(r.loc) >= at);
+                    assert_eq!(
+                        loc_len(r.loc) as usize,
+                        2 + r.key.len() + r.value.len(),
+                        "a record's location counts its key and value"
+                    );
                 }
                 buf.drain(..s.consumed);
                 at += s.consumed as u64;

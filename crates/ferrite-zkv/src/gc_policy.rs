@@ -54,6 +54,14 @@ pub fn choose_victim(policy: GcPolicy, candidates: &[Candidate]) -> Option<u32> 
     }
 }
 
+/// Whether value-log zones should start draining ahead of need: fewer
+/// than three times the reserve are free. A zone emptied through the
+/// buffers is free only once its leaves have merged, and its copies may
+/// only use zones above the reserve, so it must start early.
+pub fn drain_early(free_zones: usize, reserve: usize) -> bool {
+    free_zones < reserve * 3
+}
+
 /// Whether reclamation should run: fewer free zones than `reserve`.
 pub fn should_collect(free_zones: usize, reserve: usize) -> bool {
     free_zones < reserve
@@ -80,6 +88,58 @@ pub fn relocation_pays(need: u64, zone_bytes: u64, free_zones: u64) -> bool {
     let need = u128::from(need);
     need * 4 <= u128::from(zone_bytes) * 3
         && need <= u128::from(free_zones) * u128::from(zone_bytes)
+}
+
+/// Why a value-log zone is not scanned again yet: each scan reads the
+/// zone and the leaves its records belong to, so a zone that could not
+/// be emptied waits for what stood in the way to change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deferral {
+    /// Until its live bytes fall below the mark: its records cost too
+    /// much to move ([`retry_below`]), or it is draining ([`drain_mark`]).
+    Below(u64),
+    /// Until more free zones than `room` may take moves, or its live
+    /// bytes fall below `below`: its moves would have paid but did not
+    /// fit, and fewer of them may.
+    Room { room: u64, below: u64 },
+}
+
+impl Deferral {
+    /// Whether the zone may be looked at again, holding `valid` live
+    /// bytes with `room` free zones for moves. An empty zone always may:
+    /// it takes no scan.
+    pub fn due(self, valid: u64, room: u64) -> bool {
+        valid == 0
+            || match self {
+                Deferral::Below(mark) => valid < mark,
+                Deferral::Room { room: had, below } => room > had || valid < below,
+            }
+    }
+}
+
+/// The mark below which a value-log zone whose records cost too much to
+/// move is looked at again: an eighth of them must die first, so a zone
+/// is not scanned over and over for nothing.
+pub fn retry_below(valid: u64) -> Deferral {
+    Deferral::Below(valid - valid / 8)
+}
+
+/// A zone whose moves did not fit in the `room` there was: looked at
+/// again once there is more, or an eighth of its live bytes died.
+pub fn retry_with_room(valid: u64, room: u64) -> Deferral {
+    Deferral::Room {
+        room,
+        below: valid - valid / 8,
+    }
+}
+
+/// The mark below which a zone left draining (its records moved through
+/// the buffers, its shadowed pairs waiting for their leaves to merge) is
+/// looked at again: seven eighths of them must be gone, when rewriting
+/// the leaves still pointing into it is cheap; an empty zone always
+/// qualifies.
+pub fn drain_mark(valid: u64) -> Deferral {
+    Deferral::Below((valid / 8).max(1))
 }
 
 /// Whether reclaiming `c` lowers space amplification below `bound`: its
@@ -159,6 +219,20 @@ mod tests {
         assert!(!relocation_pays(751, 1000, 1), "frees less than a quarter");
         assert!(!relocation_pays(10, 1000, 0), "no zone to write into");
         assert!(!relocation_pays(u64::MAX, u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn deferred_zones_wait_for_deaths_merges_or_room() {
+        assert_eq!(retry_below(800), Deferral::Below(700));
+        assert!(retry_below(800).due(699, 0) && !retry_below(800).due(700, 99));
+        assert!(!retry_below(8).due(7, 0) && retry_below(1).due(0, 0));
+        assert_eq!(drain_mark(800), Deferral::Below(100));
+        assert!(drain_mark(3).due(0, 0), "an emptied zone always qualifies");
+        assert!(drain_mark(0).due(0, 0));
+        let room = retry_with_room(800, 3);
+        assert!(!room.due(700, 3) && room.due(800, 4) && room.due(699, 0));
+        assert!(room.due(0, 0));
+        assert!(drain_early(11, 4) && !drain_early(12, 4));
     }
 
     #[test]

@@ -140,6 +140,11 @@ impl LruPool {
         self.frames.remove(&leaf);
     }
 
+    /// Images a checkpoint would write.
+    pub fn dirty_frames(&self) -> usize {
+        self.frames.values().filter(|f| f.dirty).count()
+    }
+
     /// Every dirty image, now marked clean (a checkpoint writes them).
     pub fn take_dirty(&mut self) -> Vec<(u32, Arc<AlignedBuf>)> {
         let mut out: Vec<_> = self

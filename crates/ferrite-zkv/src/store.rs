@@ -29,7 +29,9 @@
 //! device and, once whole leaves or value-log zones die, return space.
 //! Reclamation empties a value-log zone that still holds live records by
 //! moving them to the log's head when that frees a quarter of the zone or
-//! more (see `relocate_values`).
+//! more, rewriting the leaves that point at them or, when that costs too
+//! much, sending the copies through the leaves' buffers and letting the
+//! zone drain (see `relocate_values`).
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -46,7 +48,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::batch_array::BatchArray;
 use crate::flusher::Flusher;
-use crate::gc_policy::{self, Candidate};
+use crate::gc_policy::{self, Candidate, Deferral};
 use crate::lru_pool::LruPool;
 use crate::merged_filter::MergedFilter;
 use crate::metalog::{MetaLog, Snapshot};
@@ -54,7 +56,7 @@ use crate::options::{Variant, ZkvOptions};
 use crate::page_io::PageIo;
 use crate::pair::{Bytes, Pair, Val};
 use crate::tree::{Ctx, Tree};
-use crate::vlog::Vlog;
+use crate::vlog::{Vlog, ZoneRecord};
 use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
@@ -85,10 +87,9 @@ struct Counters {
     refused: AtomicU64,
     /// Value-log records copied out of zones being reclaimed.
     relocated_values: AtomicU64,
+    /// Relocations that left a zone draining (through the buffers).
+    drained_relocations: AtomicU64,
 }
-
-/// A value-log record: its location and its key.
-type Record = (u64, Vec<u8>);
 
 /// Memory shares of the budget, in bytes.
 #[derive(Debug, Clone, Copy)]
@@ -163,9 +164,9 @@ struct Inner {
     ring: Vec<u32>,
     poisoned: Poison,
     gc_lock: Mutex<()>,
-    /// Value-log zones whose records were too costly to move, with their
-    /// live bytes then: not scanned again until an eighth of those died.
-    deferred: Mutex<std::collections::HashMap<u32, u64>>,
+    /// Value-log zones not to scan again until what kept them from
+    /// being emptied has changed.
+    deferred: Mutex<std::collections::HashMap<u32, Deferral>>,
     c: Counters,
 }
 
@@ -605,8 +606,77 @@ impl Inner {
         let over = n.is_multiple_of(64) && self.tight(free) && self.amp_over(false);
         if gc_policy::should_collect(free, self.opts.gc_reserve_zones) || over {
             self.gc(self.opts.gc_reserve_zones)?;
+        } else if n.is_multiple_of(8)
+            && gc_policy::drain_early(free, self.opts.gc_reserve_zones)
+            && self.drains_values()
+        {
+            self.drain_values()?;
         }
         Ok(())
+    }
+
+    /// Early value-log reclamation: one value-log zone emptied (mostly
+    /// through the buffers, which frees it only once it has drained), so
+    /// zones drain before the reserve is reached. Skipped while a
+    /// collection runs.
+    fn drain_values(&self) -> Result<()> {
+        let Some(_collector) = self.gc_lock.try_lock() else {
+            return Ok(());
+        };
+        if self.zones_for_moves() <= self.opts.gc_reserve_zones as u64 {
+            return Ok(()); // no room above the reserve for copies
+        }
+        // The best candidates in turn, until one is emptied or starts to
+        // drain (a few: each costs a zone scan).
+        let mut passed = Vec::new();
+        for _ in 0..4 {
+            let room = self.zones_for_moves();
+            let victim = {
+                let s = self.io.space.lock();
+                let deferred = self.deferred.lock();
+                let cands: Vec<Candidate> = s
+                    .candidates(Role::Vlog, self.dev.geometry().zone_capacity)
+                    .into_iter()
+                    .filter(|c| {
+                        !passed.contains(&c.zone)
+                            && deferred.get(&c.zone).is_none_or(|d| d.due(c.valid, room))
+                    })
+                    .collect();
+                gc_policy::choose_victim(self.opts.gc, &cands)
+            };
+            let Some(z) = victim else {
+                break;
+            };
+            let drains = self.c.drained_relocations.load(Ordering::Relaxed);
+            if self.empty_value_zone(z)? {
+                // Free at the next checkpoint, like the zones a collection
+                // empties.
+                self.io.space.lock().mark_pending_reset(z as usize);
+                self.deferred.lock().remove(&z);
+                self.c.gc_zones.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            if self.c.drained_relocations.load(Ordering::Relaxed) != drains {
+                break;
+            }
+            passed.push(z);
+        }
+        Ok(())
+    }
+
+    /// Whether value-log zones may be emptied through the buffers (and
+    /// need time to drain): the store has the merged filter and a value
+    /// log.
+    fn drains_values(&self) -> bool {
+        self.opts.variant == Variant::Zkv
+            && self.opts.merged_filter
+            && self
+                .io
+                .space
+                .lock()
+                .zones
+                .iter()
+                .any(|z| z.role == Role::Vlog)
     }
 
     /// Space is tight: fewer than a quarter of the data zones are free.
@@ -672,6 +742,7 @@ impl Inner {
                 self.checkpoint()?;
                 continue;
             }
+            let room = self.zones_for_moves();
             let victim = {
                 let s = self.io.space.lock();
                 let mut cands: Vec<Candidate> = s.candidates(Role::Leaf, s.capacity_pages);
@@ -679,7 +750,7 @@ impl Inner {
                 cands.extend(
                     s.candidates(Role::Vlog, self.dev.geometry().zone_capacity)
                         .into_iter()
-                        .filter(|c| deferred.get(&c.zone).is_none_or(|&v| c.valid * 8 < v * 7)),
+                        .filter(|c| deferred.get(&c.zone).is_none_or(|d| d.due(c.valid, room))),
                 );
                 drop(deferred);
                 cands.retain(|c| !passed.contains(&c.zone));
@@ -729,20 +800,28 @@ impl Inner {
     /// Makes value-log zone `z` hold nothing live, moving its live records
     /// if it has any; false when that cannot be done now.
     fn empty_value_zone(&self, z: u32) -> Result<bool> {
-        let (valid, free) = {
-            let s = self.io.space.lock();
-            (s.zones[z as usize].valid, s.free_zones())
-        };
+        let valid = self.io.space.lock().zones[z as usize].valid;
         if valid == 0 {
             return Ok(true);
         }
-        // The copies need a free zone besides a flusher's next, and cannot
-        // pay if they alone fill most of a zone (no scan needed to tell).
+        // The copies need free zones, and cannot pay if they alone fill
+        // most of a zone (no scan needed to tell).
         let zone_bytes = self.dev.geometry().zone_capacity;
-        if free < 2 || !gc_policy::relocation_pays(valid, zone_bytes, free as u64 - 1) {
+        if !gc_policy::relocation_pays(valid, zone_bytes, self.zones_for_moves()) {
             return Ok(false);
         }
         self.relocate_values(z)
+    }
+
+    /// Free zones that moving value-log records may fill: all but a
+    /// flusher's next and those the checkpoint after the moves may take
+    /// for the pool's dirty pages (baselines), so that checkpoint, which
+    /// frees the emptied zones, always has room.
+    fn zones_for_moves(&self) -> u64 {
+        let free = self.io.space.lock().free_zones() as u64;
+        let dirty = self.lru.lock().dirty_frames() as u64 * self.io.page_size as u64;
+        let checkpoint = dirty.div_ceil(self.dev.geometry().zone_capacity);
+        free.saturating_sub(1 + checkpoint)
     }
 
     /// Copies the live records of value-log zone `z` to the log's head and
@@ -752,105 +831,201 @@ impl Inner {
     ///
     /// A record is live while any pair holds its location: the merged
     /// filter's, or the tree's for that key, visible or shadowed by a
-    /// newer buffered pair. The merged filter's pair is replaced in place;
-    /// a leaf holding such a pair is merged with the copies of its
-    /// visible ones, which drops its shadowed ones. Each replaced location
-    /// is released as it goes, so the zone's live count reaches zero
-    /// exactly when no pair refers to it. The copies are durable with the
-    /// next checkpoint, which comes before the zone is reset.
+    /// newer buffered pair. The merged filter's pair is replaced in place.
+    /// For the tree's there are two ways, chosen by what they write:
+    ///
+    /// - *direct*: a leaf holding such a pair is merged with the copies of
+    ///   its visible ones, which drops its shadowed ones, so the zone is
+    ///   empty at once; it costs a page per leaf, which pays only when
+    ///   few leaves point into the zone (large values);
+    /// - *through the buffers*: the visible pairs' copies enter their
+    ///   leaves' buffers as a batch and shadow them; the zone keeps counting
+    ///   the shadowed pairs until their leaves merge their buffers (the
+    ///   write path's own merges, amortised over many pairs), and is
+    ///   deferred until then. This is the way for small values, whose
+    ///   records are spread over many leaves.
+    ///
+    /// Each replaced location is released when its pair is dropped, so
+    /// the zone's live count reaches zero exactly when no pair refers to
+    /// it. The copies are durable with the next checkpoint, which comes
+    /// before the zone is reset; a crash before it recovers a state in
+    /// which the zone's records are still where its pairs point.
     fn relocate_values(&self, z: u32) -> Result<bool> {
-        let (live, need) = self.live_records(z)?;
-        // Worth it only if the copies and the rewritten leaves take at
-        // most three quarters of the zone they free, and fit in the free
-        // zones but one (a flusher's next).
+        let (live, need, copies) = self.live_records(z)?;
+        // Worth it only if what is written takes at most three quarters of
+        // the zone it frees, and fits in the free zones but one (a
+        // flusher's next).
         let zone_bytes = self.dev.geometry().zone_capacity;
-        let free = self.io.space.lock().free_zones().saturating_sub(1) as u64;
-        if !gc_policy::relocation_pays(need, zone_bytes, free) {
+        let free = self.zones_for_moves();
+        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
+        let direct = gc_policy::relocation_pays(need, zone_bytes, free);
+        // Moves through the buffers free nothing until the zone drains, so
+        // they may not eat into the reserve that leaf migration, direct
+        // moves and checkpoints count on.
+        let slack = free.saturating_sub(self.opts.gc_reserve_zones as u64);
+        let buffered = use_mf && gc_policy::relocation_pays(copies, zone_bytes, u64::MAX);
+        let buffered_fits = buffered && gc_policy::relocation_pays(copies, zone_bytes, slack);
+        if !(direct || buffered_fits) {
             let valid = self.io.space.lock().zones[z as usize].valid;
-            self.deferred.lock().insert(z, valid);
+            let why = if gc_policy::relocation_pays(need, zone_bytes, u64::MAX) || buffered {
+                // It would pay but does not fit.
+                gc_policy::retry_with_room(valid, free)
+            } else {
+                // Too costly either way until more of it dies.
+                gc_policy::retry_below(valid)
+            };
+            self.deferred.lock().insert(z, why);
             return Ok(false);
         }
-        let _held = self.wal.enter_all();
+        let held = self.wal.enter_all();
         let mut mf = self.mf.lock();
         self.finish_batches()?;
+        // The finished array still answers reads ahead of the tree, with
+        // the locations about to be replaced: retire it, now that the tree
+        // holds all of it.
+        *self.batches.write() = Arc::new(BatchArray::default());
         let mut tree = self.tree.write();
         let ctx = self.ctx();
-        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
         let mut in_mf = Vec::new();
-        let mut by_leaf: std::collections::BTreeMap<u32, Vec<(Vec<u8>, u64, bool)>> =
+        let mut to_tree = Vec::new();
+        let mut by_leaf: std::collections::BTreeMap<u32, Vec<(ZoneRecord, bool)>> =
             std::collections::BTreeMap::new();
-        for (loc, key) in live {
-            if use_mf && mf.get(&key) == Some(Val::Vlog(loc)) {
-                in_mf.push((key.clone(), loc));
-            }
-            let id = tree.find(&key);
-            let (visible, anywhere) = tree.holds(id, &key, loc, &ctx)?;
-            if anywhere {
-                by_leaf.entry(id).or_default().push((key, loc, visible));
+        let mut groups: std::collections::BTreeMap<u32, Vec<ZoneRecord>> = Default::default();
+        for r in live {
+            groups.entry(tree.find(&r.key)).or_default().push(r);
+        }
+        for (id, group) in groups {
+            let items: Vec<(&[u8], u64)> = group.iter().map(|r| (&r.key[..], r.loc)).collect();
+            let held = tree.holds_all(id, &items, &ctx)?;
+            for (r, (visible, anywhere)) in group.into_iter().zip(held) {
+                let above = if use_mf { mf.get(&r.key) } else { None };
+                if above == Some(Val::Vlog(r.loc)) {
+                    in_mf.push((r.key.clone(), r.value.clone()));
+                }
+                if direct && anywhere {
+                    by_leaf.entry(id).or_default().push((r, visible));
+                } else if visible && above.is_none() {
+                    // Through the buffers: only a pair nothing shadows
+                    // needs a copy; a shadowed one dies at its leaf's next
+                    // merge.
+                    to_tree.push((r.key, r.value));
+                }
             }
         }
-        let copy = |key: &[u8], loc: u64| -> Result<Val> {
-            let mut v = self.vlog.lock();
-            let value = v.read(loc)?;
+        let copy = |key: &[u8], value: &[u8]| -> Result<Val> {
             self.c.relocated_values.fetch_add(1, Ordering::Relaxed);
-            v.append(key, &value, &self.io.space).map(Val::Vlog)
+            let mut v = self.vlog.lock();
+            v.append(key, value, &self.io.space).map(Val::Vlog)
         };
-        for (key, loc) in in_mf {
-            let old = mf.insert(Pair::new(&key, copy(&key, loc)?));
+        for (key, value) in in_mf {
+            let old = mf.insert(Pair::new(&key, copy(&key, &value)?));
             self.release(old);
         }
         for (id, moves) in by_leaf {
             let mut incoming = Vec::new();
-            for (key, loc, visible) in moves {
+            for (r, visible) in moves {
                 if visible {
-                    incoming.push(Pair::new(&key, copy(&key, loc)?));
+                    incoming.push(Pair::new(&r.key, copy(&r.key, &r.value)?));
                 }
             }
             incoming.sort_by(|a, b| a.key().cmp(b.key()));
             tree.rewrite_leaf(id, incoming, &ctx)?;
         }
+        if !to_tree.is_empty() {
+            // Nothing above the tree holds these keys (the merged filter
+            // was checked, the batch array is empty), so the copies are the
+            // newest pairs: they go to the leaves' buffers like a batch.
+            let mut batch = Vec::with_capacity(to_tree.len());
+            for (key, value) in to_tree {
+                batch.push(Pair::new(&key, copy(&key, &value)?));
+            }
+            batch.sort_by(|a, b| a.key().cmp(b.key()));
+            tree.insert_batch(&batch, &ctx)?;
+        }
         drop(tree);
         drop(mf);
+        drop(held);
         let valid = self.io.space.lock().zones[z as usize].valid;
         if valid > 0 {
-            log::warn!("zkv: value-log zone {z} keeps {valid} live bytes after relocation");
+            if direct {
+                log::warn!("zkv: value-log zone {z} keeps {valid} live bytes after relocation");
+            } else {
+                // Draining: look again once leaf merges have dropped most
+                // of the shadowed pairs, when the direct way is cheap.
+                self.c.drained_relocations.fetch_add(1, Ordering::Relaxed);
+                self.deferred.lock().insert(z, gc_policy::drain_mark(valid));
+            }
         }
         Ok(valid == 0)
     }
 
-    /// The records of value-log zone `z` that a pair still points to, and
-    /// the bytes moving them would write (copies and rewritten leaves).
+    /// The records of value-log zone `z` that a pair still points to, the
+    /// bytes moving them directly would write (copies and rewritten
+    /// leaves), and the bytes of the copies alone.
     /// Runs beside writers: a pair only moves down (merged filter → batch
     /// array → tree) or dies, so looking at the levels in that order misses
     /// no live record, and a record found dead stays dead (locations are
     /// never reused while the zone holds them).
-    fn live_records(&self, z: u32) -> Result<(Vec<Record>, u64)> {
+    fn live_records(&self, z: u32) -> Result<(Vec<ZoneRecord>, u64, u64)> {
         let records = crate::vlog::records(self.dev.as_ref(), z)?;
         let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
         let ctx = self.ctx();
+        // By leaf, so that each leaf's page is read once.
+        let mut groups: std::collections::BTreeMap<u32, Vec<ZoneRecord>> = Default::default();
+        {
+            let tree = self.tree.read();
+            for r in records {
+                groups.entry(tree.find(&r.key)).or_default().push(r);
+            }
+        }
         let mut live = Vec::new();
         let mut leaves = std::collections::HashSet::new();
         let mut bytes = 0;
-        for (loc, key) in records {
-            let target = Some(Val::Vlog(loc));
-            let above = use_mf && {
+        for group in groups.into_values() {
+            let above: Vec<bool> = if use_mf {
                 let mf = self.mf.lock();
-                mf.get(&key) == target || self.batches.read().get(&key) == target
+                let arr = self.batches.read().clone();
+                group
+                    .iter()
+                    .map(|r| {
+                        let target = Some(Val::Vlog(r.loc));
+                        mf.get(&r.key) == target || arr.get(&r.key) == target
+                    })
+                    .collect()
+            } else {
+                vec![false; group.len()]
             };
+            // The tree after the buffers, under one hold: the leaf each key
+            // belongs to now (a split may have moved it since grouping).
             let tree = self.tree.read();
-            let id = tree.find(&key);
-            let (visible, anywhere) = tree.holds(id, &key, loc, &ctx)?;
+            let mut by_leaf: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+            for (i, r) in group.iter().enumerate() {
+                by_leaf.entry(tree.find(&r.key)).or_default().push(i);
+            }
+            let mut held = vec![(0u32, false, false); group.len()];
+            for (id, idx) in by_leaf {
+                let items: Vec<(&[u8], u64)> = idx
+                    .iter()
+                    .map(|&i| (&group[i].key[..], group[i].loc))
+                    .collect();
+                for (&i, (visible, anywhere)) in idx.iter().zip(tree.holds_all(id, &items, &ctx)?) {
+                    held[i] = (id, visible, anywhere);
+                }
+            }
             drop(tree);
-            if !(above || anywhere) {
-                continue;
+            for ((r, above), (id, visible, anywhere)) in group.into_iter().zip(above).zip(held) {
+                if !(above || anywhere) {
+                    continue;
+                }
+                if above || visible {
+                    bytes += crate::vlog::RECORD_HEADER + crate::vlog::loc_len(r.loc);
+                }
+                leaves.insert(id);
+                live.push(r);
             }
-            if above || visible {
-                bytes += crate::vlog::RECORD_HEADER + crate::vlog::loc_len(loc);
-            }
-            leaves.insert(id);
-            live.push((loc, key));
         }
-        Ok((live, bytes + leaves.len() as u64 * self.io.page_size as u64))
+        let pages = leaves.len() as u64 * self.io.page_size as u64;
+        Ok((live, bytes + pages, bytes))
     }
 
     /// Inserts the whole batch array into the tree. The caller holds the
@@ -1191,6 +1366,10 @@ impl KvStore for ZkvStore {
             (
                 "relocated_values".into(),
                 c.relocated_values.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "drained_relocations".into(),
+                c.drained_relocations.load(Ordering::Relaxed) as f64,
             ),
             (
                 "checkpoints".into(),

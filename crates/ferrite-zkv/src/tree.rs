@@ -290,32 +290,70 @@ impl Tree {
         Ok(p.get(key).map(|s| s.to_val()))
     }
 
-    /// Where leaf `id` holds `key` at value-log location `loc`: whether
-    /// that is the value the tree answers with, and whether any of its
-    /// buffers or its page holds it at all (a shadowed pair still counts
-    /// as live until a merge drops it).
-    pub fn holds(&self, id: u32, key: &[u8], loc: u64, ctx: &Ctx<'_>) -> Result<(bool, bool)> {
-        let target = Val::Vlog(loc);
+    /// Where leaf `id` holds each `(key, loc)` of `items` (value-log
+    /// locations of keys in the leaf's range): whether that is the value
+    /// the tree answers with, and whether any of its buffers or its page
+    /// holds it at all (a shadowed pair still counts as live until a merge
+    /// drops it). Reads the leaf's page once, and only if a key needs it.
+    pub fn holds_all(
+        &self,
+        id: u32,
+        items: &[(&[u8], u64)],
+        ctx: &Ctx<'_>,
+    ) -> Result<Vec<(bool, bool)>> {
         let l = self.leaf(id);
-        let adb = l.adb.as_ref().and_then(|a| a.get(key));
-        let newest_delta = l
-            .delta
+        // Per item: its answer from the buffers alone, or `None` when it
+        // also takes the page (the pair is in no buffer).
+        let mut out: Vec<Option<(bool, bool)>> = Vec::with_capacity(items.len());
+        for &(key, loc) in items {
+            let target = Val::Vlog(loc);
+            let adb = l.adb.as_ref().and_then(|a| a.get(key));
+            let newest_delta = l
+                .delta
+                .iter()
+                .rev()
+                .find(|p| p.key() == key)
+                .map(|p| &p.val);
+            let in_delta = l.delta.iter().any(|p| p.key() == key && p.val == target);
+            out.push(if adb.as_ref() == Some(&target) || in_delta {
+                let visible = match &adb {
+                    Some(v) => *v == target,
+                    None => newest_delta == Some(&target),
+                };
+                Some((visible, true))
+            } else {
+                // On the page it is visible only if no buffer shadows it.
+                (adb.is_some() || newest_delta.is_some()).then_some((false, false))
+            });
+        }
+        let needs_page = items
             .iter()
-            .rev()
-            .find(|p| p.key() == key)
-            .map(|p| &p.val);
-        let in_delta = l.delta.iter().any(|p| p.key() == key && p.val == target);
-        let page = match self.image(id, ctx)? {
-            Some(img) => self.parse(id, &img, ctx)?.get(key).map(|s| s.to_val()),
+            .zip(&out)
+            .any(|(_, o)| o.is_none_or(|(_, anywhere)| !anywhere));
+        let img = if needs_page {
+            self.image(id, ctx)?
+        } else {
+            None
+        };
+        let page = match &img {
+            Some(i) => Some(self.parse(id, i, ctx)?),
             None => None,
         };
-        let visible = match (&adb, newest_delta) {
-            (Some(v), _) => *v == target,
-            (None, Some(v)) => *v == target,
-            (None, None) => page.as_ref() == Some(&target),
-        };
-        let anywhere = adb.as_ref() == Some(&target) || in_delta || page.as_ref() == Some(&target);
-        Ok((visible, anywhere))
+        Ok(items
+            .iter()
+            .zip(out)
+            .map(|(&(key, loc), o)| {
+                let on_page = page
+                    .as_ref()
+                    .and_then(|p| p.get(key))
+                    .is_some_and(|v| v.to_val() == Val::Vlog(loc));
+                match o {
+                    Some((visible, true)) => (visible, true),
+                    Some((_, false)) => (false, on_page),
+                    None => (on_page, on_page),
+                }
+            })
+            .collect())
     }
 
     /// Merges leaf `id`'s buffers and `incoming` (sorted, newer than

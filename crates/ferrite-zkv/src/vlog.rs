@@ -203,9 +203,17 @@ impl Vlog {
     }
 }
 
-/// The records of `zone` on `dev` (a zone the log no longer writes): each
-/// one's location and key, in log order. Needs no lock on the log.
-pub fn records(dev: &dyn ZonedDevice, zone: u32) -> Result<Vec<(u64, Vec<u8>)>> {
+/// A record found by [`scan`]: where it is, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneRecord {
+    pub loc: u64,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// The records of `zone` on `dev` (a zone the log no longer writes), in
+/// log order. Needs no lock on the log.
+pub fn records(dev: &dyn ZonedDevice, zone: u32) -> Result<Vec<ZoneRecord>> {
     let g = *dev.geometry();
     let start = u64::from(zone) * g.zone_size;
     let info = dev.report_zones(zone, 1).first().copied();
@@ -273,8 +281,8 @@ fn decode(b: &[u8]) -> Decoded {
 /// What [`scan`] found in a stretch of a zone.
 #[derive(Debug, Default)]
 pub struct Scan {
-    /// Location and key of each whole record, in order.
-    pub records: Vec<(u64, Vec<u8>)>,
+    /// Each whole record, in order.
+    pub records: Vec<ZoneRecord>,
     /// Bytes of the input accounted for (records and padding).
     pub consumed: usize,
     /// The zone's log ends here: nothing after `consumed` is a record.
@@ -308,7 +316,12 @@ pub fn scan(bytes: &[u8], at: u64, block: u64, limit: u64) -> Scan {
                 }
                 let from = RECORD_HEADER as usize + KEY_LEN_BYTES;
                 let key = rest.get(from..from + key_len).unwrap_or_default();
-                s.records.push((location(addr, body as u64), key.to_vec()));
+                let value = rest.get(from + key_len..len).unwrap_or_default();
+                s.records.push(ZoneRecord {
+                    loc: location(addr, body as u64),
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                });
                 s.consumed += len;
             }
             Decoded::Zero if addr.is_multiple_of(block) => {
@@ -364,13 +377,25 @@ mod tests {
         let base = 7 << 20;
         let s = scan(&log, base, 512, base + 4096);
         assert!(s.end);
-        let got: Vec<(u64, &[u8])> = s.records.iter().map(|(l, k)| (*l, &k[..])).collect();
+        let got: Vec<(u64, &[u8], &[u8])> = s
+            .records
+            .iter()
+            .map(|r| (r.loc, &r.key[..], &r.value[..]))
+            .collect();
         assert_eq!(
             got,
             [
-                (location(base, a.len() as u64 - 8), &b"alpha"[..]),
-                (location(base + a.len() as u64, b.len() as u64 - 8), b"b"),
-                (location(base + 512, c.len() as u64 - 8), b"gamma"),
+                (
+                    location(base, a.len() as u64 - 8),
+                    &b"alpha"[..],
+                    &[1; 100][..]
+                ),
+                (
+                    location(base + a.len() as u64, b.len() as u64 - 8),
+                    b"b",
+                    &[2; 300]
+                ),
+                (location(base + 512, c.len() as u64 - 8), b"gamma", &[3; 40]),
             ]
         );
     }
@@ -388,7 +413,8 @@ mod tests {
         );
         let rest = scan(&log[first.consumed..], first.consumed as u64, 512, 4096);
         assert_eq!(rest.records.len(), 1);
-        assert_eq!(rest.records[0].1, b"k2");
+        assert_eq!(rest.records[0].key, b"k2");
+        assert_eq!(rest.records[0].value, [2; 50]);
     }
 
     #[test]

@@ -1615,8 +1615,10 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
              (same size, new contents) and 50% reads, each read checked against the record's newest version, \
              {VLOG_REWRITES} rewrites of the data in all, against the same run on a device eight times larger \
              (no reclamation). Updates kill records one at a time in every zone, so a zone is freed only by \
-             moving the records still live in it to the log's head and rewriting the leaves that point at \
-             them (a zone is emptied only when that frees a quarter of it).\n\n\
+             copying the records still live in it to the log's head, then either rewriting the leaves that \
+             point at them (few leaves: large values) or putting the copies in those leaves' buffers and \
+             letting the zone drain as the leaves merge (many leaves: small values); a zone is emptied only \
+             when that frees a quarter of it.\n\n\
              | value bytes | records | zones | with reclamation kops/s | without kops/s | B written / op with (no WAL) | without | space amp. end / max | zones reclaimed | records moved | leaf pages moved | updates taken | refused |\n\
              |---|---|---|---|---|---|---|---|---|---|---|---|---|",
             (r.vlog_gc[0].value_bytes as u64 * first.records) >> 20,

@@ -633,15 +633,8 @@ impl Inner {
             let room = self.zones_for_moves();
             let victim = {
                 let s = self.io.space.lock();
-                let deferred = self.deferred.lock();
-                let cands: Vec<Candidate> = s
-                    .candidates(Role::Vlog, self.dev.geometry().zone_capacity)
-                    .into_iter()
-                    .filter(|c| {
-                        !passed.contains(&c.zone)
-                            && deferred.get(&c.zone).is_none_or(|d| d.due(c.valid, room))
-                    })
-                    .collect();
+                let mut cands = self.value_candidates(&s, room);
+                cands.retain(|c| !passed.contains(&c.zone));
                 gc_policy::choose_victim(self.opts.gc, &cands)
             };
             let Some(z) = victim else {
@@ -662,6 +655,16 @@ impl Inner {
             passed.push(z);
         }
         Ok(())
+    }
+
+    /// Value-log zones reclamation may look at, with `room` free zones
+    /// for moves: those not deferred, or whose deferral is due.
+    fn value_candidates(&self, s: &ZoneSpace, room: u64) -> Vec<Candidate> {
+        let deferred = self.deferred.lock();
+        s.candidates(Role::Vlog, self.dev.geometry().zone_capacity)
+            .into_iter()
+            .filter(|c| deferred.get(&c.zone).is_none_or(|d| d.due(c.valid, room)))
+            .collect()
     }
 
     /// Whether value-log zones may be emptied through the buffers (and
@@ -746,13 +749,7 @@ impl Inner {
             let victim = {
                 let s = self.io.space.lock();
                 let mut cands: Vec<Candidate> = s.candidates(Role::Leaf, s.capacity_pages);
-                let deferred = self.deferred.lock();
-                cands.extend(
-                    s.candidates(Role::Vlog, self.dev.geometry().zone_capacity)
-                        .into_iter()
-                        .filter(|c| deferred.get(&c.zone).is_none_or(|d| d.due(c.valid, room))),
-                );
-                drop(deferred);
+                cands.extend(self.value_candidates(&s, room));
                 cands.retain(|c| !passed.contains(&c.zone));
                 if !short {
                     // For amplification alone, only zones emptier than the

@@ -2,7 +2,8 @@
 //! meta page and a free-list payload. Decoding never panics; a page that
 //! passes its checks has its keys in order and inside its fences; a meta
 //! page or free list that decodes encodes back to bytes that decode the
-//! same.
+//! same. Page images are also fed sealed with a valid checksum, so the
+//! layout checks behind it see arbitrary bytes too.
 #![no_main]
 
 use ferrite_btree::{DecodedCell, DecodedPage, FreeSpace, MetaPage};
@@ -31,13 +32,18 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    match sel % 3 {
-        0 => {
+    match sel % 4 {
+        0 | 3 => {
             // A page of 1 KiB, its id taken from the image itself so the
             // misdirected-write check does not reject everything.
             let mut b = vec![0u8; 1024];
             let n = rest.len().min(b.len());
             b[..n].copy_from_slice(&rest[..n]);
+            if sel % 4 == 3 {
+                // The checksum leads the page and covers the rest of it.
+                let crc = crc32c::crc32c(&b[4..]);
+                b[..4].copy_from_slice(&crc.to_le_bytes());
+            }
             let id = u64::from_le_bytes(b[24..32].try_into().unwrap_or_default());
             if let Ok(p) = ferrite_btree::decode_page(&b, id) {
                 page(&p);

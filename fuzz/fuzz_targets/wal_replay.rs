@@ -1,13 +1,15 @@
 //! WAL replay from arbitrary device bytes: opening never panics, and a
 //! log opened on whatever it found keeps exactly what it replayed, then
 //! what is appended after: a record written after the open is followed by
-//! nothing from before it, even when it ends on a block boundary.
+//! nothing from before it, even when it ends on a block boundary. With the
+//! epoch byte's top bit set, the bytes are first made into a log of valid
+//! records, so replay runs through many of them before it meets the end.
 #![no_main]
 
 use std::sync::Arc;
 
 use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
-use ferrite_wal::{Wal, HEADER_LEN};
+use ferrite_wal::{encode_record, Wal, HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
 fn replay(dev: &Arc<dyn BlockDevice>, epoch: u64) -> Option<(Wal, Vec<Vec<u8>>)> {
@@ -20,11 +22,34 @@ fn replay(dev: &Arc<dyn BlockDevice>, epoch: u64) -> Option<(Wal, Vec<Vec<u8>>)>
     Some((wal, got))
 }
 
+/// `bytes` as records with valid checksums: each takes a length byte and
+/// up to 127 payload bytes after it; a length byte with its top bit set
+/// makes a record of the next epoch, which ends replay.
+fn sealed_log(epoch: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some((&n, tail)) = rest.split_first() {
+        let len = usize::from(n & 0x7f).min(tail.len());
+        let (payload, after) = tail.split_at(len);
+        let e = if n & 0x80 != 0 { epoch + 1 } else { epoch };
+        encode_record(e, payload, &mut out);
+        rest = after;
+    }
+    out
+}
+
 fuzz_target!(|data: &[u8]| {
     // Two bytes pick the epoch and how long the appended record is, so
     // it can end anywhere in a block, including on its boundary.
     let [epoch, fill, bytes @ ..] = data else {
         return;
+    };
+    let sealed;
+    let bytes = if epoch & 0x80 != 0 {
+        sealed = sealed_log(u64::from(*epoch % 4), bytes);
+        &sealed[..]
+    } else {
+        bytes
     };
     let dev = MemDevice::new();
     if !bytes.is_empty() {
@@ -56,5 +81,8 @@ fuzz_target!(|data: &[u8]| {
     drop(wal);
     want.push(record);
     let (_, got) = replay(&dev, epoch).expect("a log it wrote reopens");
-    assert_eq!(got, want, "the reopened log is what was replayed plus the append");
+    assert_eq!(
+        got, want,
+        "the reopened log is what was replayed plus the append"
+    );
 });

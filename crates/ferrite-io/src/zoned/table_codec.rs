@@ -13,6 +13,9 @@ pub const MAGIC: &[u8; 8] = b"FZONEMU1";
 pub const VERSION: u32 = 1;
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 4;
 const ENTRY_LEN: usize = 9;
+/// Table copies' sequence numbers stay below this (one per persist: no
+/// device gets near it), so the persist after a load never overflows.
+const SEQ_LIMIT: u64 = 1 << 62;
 
 /// Blocks taken by one copy of the zone table.
 pub fn copy_blocks(geo: &ZoneGeometry) -> u64 {
@@ -136,6 +139,11 @@ pub fn decode_table(buf: &[u8], geo: &ZoneGeometry) -> Result<TableCopy, String>
     let body = buf.get(..body_len).ok_or("table copy truncated")?;
     let mut r = Reader { buf, at: 0 };
     let seq = r.u64().ok_or("table copy truncated")?;
+    if seq >= SEQ_LIMIT {
+        return Err(format!(
+            "sequence number {seq} is past any a device reaches"
+        ));
+    }
     let count = r.u32().ok_or("table copy truncated")?;
     if count != geo.zone_count {
         return Err(format!(
@@ -190,6 +198,18 @@ mod tests {
         encode_table(7, entries.clone().into_iter(), 5, &mut b);
         assert_eq!(decode_table(&b, &g), Ok(TableCopy { seq: 7, entries }));
         b[14] ^= 0x10;
+        assert!(decode_table(&b, &g).is_err());
+    }
+
+    #[test]
+    fn a_sequence_number_no_device_reaches_is_refused() {
+        let g = ZoneGeometry::small(2, 1, 2);
+        let entries = || [(ZoneCondition::Empty, 0), (ZoneCondition::Empty, 0)].into_iter();
+        let mut b = vec![0u8; (copy_blocks(&g) * 4096) as usize];
+        encode_table(SEQ_LIMIT - 1, entries(), 2, &mut b);
+        assert!(decode_table(&b, &g).is_ok());
+        // Checksummed, yet the next persist's sequence number would overflow.
+        encode_table(u64::MAX, entries(), 2, &mut b);
         assert!(decode_table(&b, &g).is_err());
     }
 

@@ -74,5 +74,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = db.put(r, v);
         }
         let _ = db.get(r);
+        // A snapshot raises the recovered epoch.
+        let _ = db.snapshot();
     }
 });

@@ -67,7 +67,7 @@ impl Meta {
             return None;
         }
         let page_size = r.u32()?;
-        let epoch = r.u64()?;
+        let epoch = r.counter()?;
         let root = r.u64()?;
         let height = r.u32()?;
         let _pad = r.u32()?;
@@ -116,6 +116,25 @@ mod tests {
         b[20] ^= 4;
         assert_eq!(Meta::decode(&b), None);
         assert_eq!(Meta::decode(&[0u8; 10]), None);
+    }
+
+    #[test]
+    fn an_epoch_no_checkpoint_reaches_is_damage() {
+        let mut m = Meta {
+            page_size: 4096,
+            epoch: ferrite_core::COUNTER_LIMIT - 1,
+            root: 5,
+            height: 0,
+            page_count: 8,
+            free: ChainRef::default(),
+        };
+        let mut b = vec![0u8; 4096];
+        m.encode(&mut b);
+        assert_eq!(Meta::decode(&b), Some(m));
+        // Checksummed, yet the next checkpoint's epoch would overflow.
+        m.epoch = u64::MAX;
+        m.encode(&mut b);
+        assert_eq!(Meta::decode(&b), None);
     }
 
     #[test]

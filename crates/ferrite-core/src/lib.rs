@@ -15,12 +15,15 @@
 //! - [`Error`], one typed, non-exhaustive error enum.
 //! - [`EngineKind`] and the [`StoreIdentity`] file that tells which engine
 //!   made a directory.
+//! - [`COUNTER_LIMIT`], the bound decoders hold persisted epochs, sequence
+//!   numbers and ids to.
 //!
 //! Engines depend on this crate and on `ferrite-io`; nothing here depends
 //! on an engine.
 
 mod batch;
 mod byte_reader;
+mod counter;
 mod engine_kind;
 mod error;
 mod identity;
@@ -34,6 +37,7 @@ mod store;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use byte_reader::ByteReader;
+pub use counter::{check_counter, COUNTER_LIMIT};
 pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
 pub use identity::{Established, StoreIdentity, IDENTITY_FILE};

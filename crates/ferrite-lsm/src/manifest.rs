@@ -13,12 +13,14 @@
 //! `magic u32 | generation u64 | next_table u64 | log_number u64 |
 //! last_seq u64 | partitions u32 | count u32 | count × (id u64, partition u16, level u8,
 //! start u64, pages u64) | partitions × part_log u64 | crc32c u32`,
-//! zero-padded to the device block. Snapshots of the first format (magic
-//! `MNF1`, no `part_log`s) still decode, every partition at `log_number`.
+//! zero-padded to the device block. Generations, ids, log numbers and
+//! sequence numbers are below `ferrite_core::COUNTER_LIMIT`. Snapshots of
+//! the first format (magic `MNF1`, no `part_log`s) still decode, every
+//! partition at `log_number`.
 
 use std::sync::Arc;
 
-use ferrite_core::{Error, Result};
+use ferrite_core::{check_counter, Error, Result, COUNTER_LIMIT};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 const MAGIC: u32 = 0x4d4e_4632; // "MNF2"
@@ -133,11 +135,18 @@ impl ManifestState {
         if part_logs.iter().any(|&l| l < log_number) {
             return None;
         }
+        // Counters a store keeps raising stay below the limit, so every
+        // raise after recovery is safe; a snapshot past it is damaged.
+        let counter = |at: usize| u64_at(at).and_then(check_counter);
+        let last_log = part_logs.iter().copied().max().unwrap_or(log_number);
+        if tables.iter().any(|t| t.id >= COUNTER_LIMIT) || check_counter(last_log).is_none() {
+            return None;
+        }
         Some(Self {
-            generation: u64_at(4)?,
-            next_table: u64_at(12)?,
+            generation: counter(4)?,
+            next_table: counter(12)?,
             log_number,
-            last_seq: u64_at(28)?,
+            last_seq: counter(28)?,
             partitions,
             tables,
             part_logs,
@@ -222,6 +231,28 @@ mod tests {
                 pages: 3,
             }],
             part_logs: vec![3, 4, 5, 3, 3, 3, 6, 3],
+        }
+    }
+
+    #[test]
+    fn counters_no_store_reaches_are_damage() {
+        let edits: [fn(&mut ManifestState); 6] = [
+            |s| s.generation = u64::MAX,
+            |s| s.next_table = COUNTER_LIMIT,
+            |s| s.last_seq = u64::MAX,
+            |s| s.tables[0].id = COUNTER_LIMIT,
+            |s| s.part_logs[6] = u64::MAX,
+            |s| {
+                s.log_number = u64::MAX;
+                s.part_logs = vec![u64::MAX; 8];
+            },
+        ];
+        assert_eq!(ManifestState::decode(&state(2).encode()), Some(state(2)));
+        for edit in edits {
+            let mut s = state(2);
+            edit(&mut s);
+            // Checksummed, yet a later raise of the counter would overflow.
+            assert_eq!(ManifestState::decode(&s.encode()), None, "{s:?}");
         }
     }
 

@@ -27,8 +27,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferrite_core::{
-    check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts, Options,
-    PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    check_counter, check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts,
+    Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
 };
 use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -548,7 +548,19 @@ fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
     let (seq, rest) = payload
         .split_first_chunk::<8>()
         .ok_or_else(|| Error::corruption("lsm wal", "record shorter than its sequence number"))?;
-    Ok((u64::from_le_bytes(*seq), WriteBatch::decode(rest)?))
+    let seq = u64::from_le_bytes(*seq);
+    let batch = WriteBatch::decode(rest)?;
+    // The batch's last sequence number must be one a store can reach, so
+    // the numbers replay hands out after it cannot overflow.
+    seq.checked_add(batch.len() as u64)
+        .and_then(check_counter)
+        .ok_or_else(|| {
+            Error::corruption(
+                "lsm wal",
+                format!("sequence number {seq} is past any a store reaches"),
+            )
+        })?;
+    Ok((seq, batch))
 }
 
 /// What a flush moves on: the memtable it took from the immutable list
@@ -1509,6 +1521,26 @@ impl Drop for LsmStore {
             if let Err(e) = wal.sync() {
                 log::error!("closing sync of the WAL failed: {e}");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_whose_sequence_numbers_pass_the_counter_limit_is_damage() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"1").unwrap().delete(b"b").unwrap();
+        let last_ok = ferrite_core::COUNTER_LIMIT - 3;
+        let (seq, got) = decode_record(&encode_record(last_ok, &batch)).unwrap();
+        assert_eq!((seq, got.len()), (last_ok, 2));
+        for seq in [last_ok + 1, u64::MAX - 1] {
+            assert!(matches!(
+                decode_record(&encode_record(seq, &batch)),
+                Err(Error::Corruption { .. })
+            ));
         }
     }
 }

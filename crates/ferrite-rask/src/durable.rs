@@ -395,8 +395,18 @@ fn read_header(dev: &dyn BlockDevice, value_len: usize) -> Result<Option<Header>
         payload_len: read_u64(&b, 32),
         payload_crc: read_u32(&b, 40),
     };
+    if ferrite_core::check_counter(h.epoch).is_none() {
+        return Err(corrupt(
+            "rask snapshot",
+            format!("epoch {} is past any a store reaches", h.epoch),
+        ));
+    }
     let run_len = 16 + value_len as u64;
-    if h.runs.checked_mul(run_len) != Some(h.payload_len) || bs as u64 + h.payload_len > dev.len() {
+    if h.runs.checked_mul(run_len) != Some(h.payload_len)
+        || (bs as u64)
+            .checked_add(h.payload_len)
+            .is_none_or(|end| end > dev.len())
+    {
         // A header whose payload never fully reached the device.
         return Ok(None);
     }

@@ -267,6 +267,36 @@ fn corrupt_snapshots_and_records_are_typed_errors() {
     }
 }
 
+/// A snapshot header that passes its checksum yet names an epoch no store
+/// reaches is refused: the next snapshot's epoch would overflow.
+#[test]
+fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
+    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
+    let db = open(&d).unwrap();
+    db.put(
+        BlockRange::new(3, 9).unwrap(),
+        PhysicalRun::new(0, 7).unwrap(),
+    )
+    .unwrap();
+    db.snapshot().unwrap();
+    drop(db);
+    for dev in &d[..2] {
+        let mut b = ferrite_io::AlignedBuf::zeroed(4096);
+        if dev.read_at(&mut b, 0).is_err() || &b[..8] != b"FRRASKSN" {
+            continue;
+        }
+        b[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..44]);
+        b[44..48].copy_from_slice(&crc.to_le_bytes());
+        dev.write_at(&b, 0).unwrap();
+    }
+    match open(&d) {
+        Err(ferrite_rask::RaskError::Corruption { .. }) => {}
+        Err(e) => panic!("expected a corruption error, got {e}"),
+        Ok(_) => panic!("a snapshot of epoch u64::MAX was accepted"),
+    }
+}
+
 /// Writers on several threads share the log; whatever order their records
 /// reach it in, replay must rebuild exactly the index they left (records
 /// are appended and applied under one lock).

@@ -7,7 +7,10 @@
 //! buffering survives a checkpoint without being forced to pages.
 //!
 //! Frame (block aligned, little-endian): `magic u32 "ZKVM" | crc32c u32 |
-//! version u64 | len u64 | pad to 32 | payload`, padded to a whole block.
+//! version u64 | len u64 | pad to 32 | payload`, padded to a whole block;
+//! the checksum covers the version, the length and the payload.
+//! Versions and the WAL sequence number are below
+//! `ferrite_core::COUNTER_LIMIT`.
 //! Two slots of one or more zones each take snapshots in turn: recovery
 //! reads both up to their write pointers and takes the highest version
 //! whose frame checks; a snapshot that does not fit the active slot goes
@@ -16,7 +19,7 @@
 
 use std::sync::Arc;
 
-use ferrite_core::{ByteReader, Error, Result};
+use ferrite_core::{check_counter, ByteReader, Error, Result};
 use ferrite_io::{AlignedBuf, ZonedDevice};
 
 use crate::pair::{Bytes, Pair, Val};
@@ -102,11 +105,16 @@ impl Snapshot {
 
     pub fn decode(version: u64, buf: &[u8]) -> Result<Self> {
         let bad = |r: &str| Error::corruption("zkv MetaLog", r.to_string());
+        // Versions and WAL sequence numbers are raised after recovery; one
+        // past the limit is damage, not a store's history.
+        check_counter(version).ok_or_else(|| bad("version past any a store reaches"))?;
         let mut r = ByteReader::new(buf);
         let leaf_size = r.u32().ok_or_else(|| bad("short header"))?;
         let ring = r.u32().ok_or_else(|| bad("short header"))?;
         let addr = r.u64().ok_or_else(|| bad("short header"))?;
-        let seq = r.u64().ok_or_else(|| bad("short header"))?;
+        let seq = r.counter().ok_or_else(|| {
+            bad("short header, or a WAL sequence number past any a store reaches")
+        })?;
         let nz = r.u32().ok_or_else(|| bad("short zone table"))? as usize;
         let mut zones = Vec::with_capacity(nz.min(1 << 20));
         for _ in 0..nz {
@@ -157,11 +165,18 @@ pub fn encode_frame(version: u64, body: &[u8], block: usize) -> AlignedBuf {
     let total = (FRAME + body.len()).div_ceil(block) * block;
     let mut out = AlignedBuf::zeroed(total);
     out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    out[4..8].copy_from_slice(&crc32c::crc32c(body).to_le_bytes());
     out[8..16].copy_from_slice(&version.to_le_bytes());
     out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    let crc = frame_crc(&out[..FRAME], body);
+    out[4..8].copy_from_slice(&crc.to_le_bytes());
     out[FRAME..FRAME + body.len()].copy_from_slice(body);
     out
+}
+
+/// The checksum of a frame: its version and length fields, then its
+/// payload (a flipped version would otherwise let a stale snapshot win).
+fn frame_crc(header: &[u8], body: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&header[8..24]), body)
 }
 
 /// Appends snapshots to two slots of `per_slot` zones each (zones
@@ -235,7 +250,7 @@ impl MetaLog {
                     continue;
                 }
                 let body = &stream[at + FRAME..end as usize];
-                if crc32c::crc32c(body) == crc && best.as_ref().is_none_or(|b| version > b.0) {
+                if frame_crc(h, body) == crc && best.as_ref().is_none_or(|b| version > b.0) {
                     best = Some((version, slot, body.to_vec()));
                 }
                 at = (end as usize).div_ceil(bs) * bs;
@@ -356,6 +371,33 @@ mod tests {
             assert_eq!(got.unwrap().version, v);
         }
         assert!(log.write(&snap(99, 200_000)).is_err(), "larger than a slot");
+    }
+
+    #[test]
+    fn counters_no_store_reaches_are_errors() {
+        let limit = ferrite_core::COUNTER_LIMIT;
+        let body = snap(limit - 1, 4).encode();
+        assert_eq!(
+            Snapshot::decode(limit - 1, &body).unwrap(),
+            snap(limit - 1, 4)
+        );
+        assert!(Snapshot::decode(u64::MAX, &body).is_err());
+        let mut s = snap(1, 4);
+        s.wal.seq = limit;
+        assert!(Snapshot::decode(1, &s.encode()).is_err());
+    }
+
+    #[test]
+    fn the_frame_checksum_covers_version_and_length() {
+        let body = snap(5, 4).encode();
+        let mut f = encode_frame(5, &body, 4096);
+        let stored = u32::from_le_bytes(f[4..8].try_into().unwrap());
+        assert_eq!(frame_crc(&f[..FRAME], &body), stored);
+        for byte in [8, 15, 16] {
+            f[byte] ^= 0x40;
+            assert_ne!(frame_crc(&f[..FRAME], &body), stored, "byte {byte}");
+            f[byte] ^= 0x40;
+        }
     }
 
     #[test]

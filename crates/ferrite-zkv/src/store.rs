@@ -61,7 +61,7 @@ use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 const DEVICE_FILE: &str = "zones.img";
 /// Page fill of a bulk load: room for inserts before the first split.
 const BULK_FILL: f64 = 0.8;

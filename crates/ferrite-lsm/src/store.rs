@@ -228,7 +228,7 @@ impl LsmStore {
                 pages: r.pages,
             })
             .collect();
-        let space = Arc::new(TableSpace::open(devices.tables.clone(), &extents));
+        let space = Arc::new(TableSpace::open(devices.tables.clone(), &extents)?);
         let cache = Arc::new(BlockCache::new(options.cache_bytes));
         let mut tables = Vec::new();
         for r in &state.tables {

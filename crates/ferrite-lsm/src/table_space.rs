@@ -8,17 +8,21 @@
 //! - an extent is freed only after the manifest that no longer lists its
 //!   table is durable, so a page a durable manifest refers to is never
 //!   reused;
+//! - live extents are non-empty, disjoint and below `MAX_PAGES`;
 //! - freed extents are discarded (TRIM / hole punch) and reused first-fit;
 //!   the device grows only when no free extent fits.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_core::Result;
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::Mutex;
 
 use crate::table::block::PAGE;
+
+/// Pages a table space addresses: byte offsets stay below 2^62.
+const MAX_PAGES: u64 = (1 << 62) / PAGE as u64;
 
 /// Pages `[start, start + pages)` of the table space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,22 +44,48 @@ pub struct TableSpace {
 }
 
 impl TableSpace {
+    /// An empty space on `dev`: every page free.
+    pub fn new(dev: Arc<dyn BlockDevice>) -> Self {
+        Self {
+            dev,
+            free: Mutex::new(Free {
+                runs: BTreeMap::new(),
+                end: 0,
+            }),
+        }
+    }
+
     /// Opens the space with `live` extents in use; everything else is free.
-    pub fn open(dev: Arc<dyn BlockDevice>, live: &[Extent]) -> Self {
+    /// Extents that are empty, overlap or reach past the addressable pages
+    /// cannot come from this allocator: the manifest naming them is
+    /// damaged, and freeing around them would hand a live table's pages
+    /// to another.
+    pub fn open(dev: Arc<dyn BlockDevice>, live: &[Extent]) -> Result<Self> {
         let mut sorted: Vec<Extent> = live.to_vec();
         sorted.sort_by_key(|e| e.start);
         let mut runs = BTreeMap::new();
         let mut at = 0u64;
         for e in &sorted {
+            let fits = e.pages > 0 && e.start >= at;
+            let end = e.start.checked_add(e.pages);
+            let Some(end) = end.filter(|&end| fits && end <= MAX_PAGES) else {
+                return Err(Error::corruption(
+                    "lsm manifest",
+                    format!(
+                        "table extent {}+{} is empty, overlaps another or lies past page {MAX_PAGES}",
+                        e.start, e.pages
+                    ),
+                ));
+            };
             if e.start > at {
                 runs.insert(at, e.start - at);
             }
-            at = at.max(e.start + e.pages);
+            at = end;
         }
-        Self {
+        Ok(Self {
             dev,
             free: Mutex::new(Free { runs, end: at }),
-        }
+        })
     }
 
     pub fn device(&self) -> &Arc<dyn BlockDevice> {
@@ -157,7 +187,7 @@ mod tests {
 
     #[test]
     fn first_fit_reuse_and_coalescing() {
-        let s = TableSpace::open(Arc::new(MemDevice::new()), &[]);
+        let s = TableSpace::new(Arc::new(MemDevice::new()));
         let a = s.allocate(4);
         let b = s.allocate(2);
         let c = s.allocate(3);
@@ -181,9 +211,28 @@ mod tests {
             },
             Extent { start: 2, pages: 3 },
         ];
-        let s = TableSpace::open(Arc::new(MemDevice::new()), &live);
+        let s = TableSpace::open(Arc::new(MemDevice::new()), &live).unwrap();
         assert_eq!(s.usage(), (2 + 5, 15));
         assert_eq!(s.allocate(2).start, 0);
         assert_eq!(s.allocate(5).start, 5);
+    }
+
+    #[test]
+    fn extents_no_allocator_makes_are_damage() {
+        let e = |start, pages| Extent { start, pages };
+        for live in [
+            vec![e(4, 0)],
+            vec![e(0, 5), e(4, 2)],
+            vec![e(3, 2), e(3, 2)],
+            vec![e(u64::MAX - 1, 5)],
+            vec![e(MAX_PAGES - 1, 2)],
+        ] {
+            let got = TableSpace::open(Arc::new(MemDevice::new()), &live);
+            assert!(
+                matches!(got, Err(Error::Corruption { .. })),
+                "{live:?} was accepted"
+            );
+        }
+        assert!(TableSpace::open(Arc::new(MemDevice::new()), &[e(MAX_PAGES - 2, 2)]).is_ok());
     }
 }

@@ -608,10 +608,7 @@ fn build_tables(
 
 fn memory_space() -> (Arc<TableSpace>, Arc<BlockCache>) {
     (
-        Arc::new(TableSpace::open(
-            Arc::new(ferrite_io::MemDevice::new()),
-            &[],
-        )),
+        Arc::new(TableSpace::new(Arc::new(ferrite_io::MemDevice::new()))),
         Arc::new(BlockCache::new(u64::MAX / 4)),
     )
 }

@@ -406,7 +406,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize) -> Table {
-        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
+        let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
         let cache = Arc::new(BlockCache::new(1 << 20));
         let mut b = TableBuilder::new(kind, 10, 2);
         for (i, k) in keys.iter().enumerate() {
@@ -478,7 +478,7 @@ mod tests {
     /// own (returned, for its I/O counts) behind a cache of `cache` bytes.
     fn learned_table(keys: &[Vec<u8>], value: &[u8], cache: u64) -> (Table, Arc<MemDevice>) {
         let dev = Arc::new(MemDevice::new());
-        let space = Arc::new(TableSpace::open(dev.clone(), &[]));
+        let space = Arc::new(TableSpace::new(dev.clone()));
         let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
         for k in keys {
             b.add(k, Some(value));
@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn damaged_meta_is_a_typed_error() {
-        let space = Arc::new(TableSpace::open(Arc::new(MemDevice::new()), &[]));
+        let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
         let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
         b.add(b"k", Some(b"v"));
         let mut built = b.finish().unwrap();

@@ -257,6 +257,12 @@ impl BufferPool {
         }
     }
 
+    /// The byte offset of page `id`; an id no file reaches is corruption.
+    fn offset(&self, id: PageId) -> Result<u64> {
+        page::offset(id, self.page_size)
+            .ok_or_else(|| Error::corruption(format!("page {id}"), "an id past any page file"))
+    }
+
     fn frame(&self, i: usize) -> &Frame {
         // Frame indices only come from the page table and the clock, both
         // bounded by the frame count.
@@ -598,16 +604,15 @@ impl BufferPool {
             let spilled = self.spill.lock().contains(id);
             drop(table);
             self.counters.misses.fetch_add(1, Relaxed);
-            let off = id * self.page_size as u64;
             let (dev, file) = if spilled {
                 (&self.spill_dev, "spill file")
             } else {
                 (&self.dev, "page file")
             };
-            let loaded = dev
-                .read_at(&mut data, off)
-                .map_err(Error::from)
-                .and_then(|_| {
+            let loaded = self
+                .offset(id)
+                .and_then(|off| Ok((off, dev.read_at(&mut data, off)?)))
+                .and_then(|(off, ())| {
                     page::check(&data, id, &|| {
                         format!("page {id} at offset {off} of the {file}")
                     })
@@ -653,8 +658,12 @@ impl BufferPool {
         let mut want: Vec<(PageId, bool)> = {
             let table = self.table.read();
             let sp = self.spill.lock();
+            // An id no file reaches is left to the read that needs it,
+            // which reports it.
             ids.iter()
-                .filter(|id| !table.contains_key(id))
+                .filter(|&&id| {
+                    !table.contains_key(&id) && page::offset(id, self.page_size).is_some()
+                })
                 .map(|&id| (id, sp.contains(id)))
                 .collect()
         };
@@ -725,7 +734,7 @@ impl BufferPool {
             }
         }
         let spilled = self.spill.lock().contains(id);
-        let off = id * self.page_size as u64;
+        let off = self.offset(id)?;
         let (dev, file) = if spilled {
             (&self.spill_dev, "spill file")
         } else {
@@ -794,7 +803,7 @@ impl BufferPool {
                 "neither resident nor spilled at checkpoint",
             ));
         }
-        let off = id * self.page_size as u64;
+        let off = self.offset(id)?;
         self.spill_dev.read_at(dst, off)?;
         page::check(dst, id, &|| {
             format!("page {id} at offset {off} of the spill file")

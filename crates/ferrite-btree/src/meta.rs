@@ -2,12 +2,14 @@
 //! starts. Pages 0 and 1 hold two copies; checkpoint `e` writes copy
 //! `e mod 2`, so a torn meta write leaves the previous one intact.
 //! Version 2 adds the free-list chain (see `free_space`); a version-1 page
-//! (no chain) still decodes, with no free ids.
+//! (no chain) still decodes, with no free ids. A page whose fields
+//! describe no tree (a root outside the file, a file no offset reaches)
+//! does not decode, like one whose checksum fails.
 
 use ferrite_core::ByteReader;
 
 use crate::free_space::ChainRef;
-use crate::page::PageId;
+use crate::page::{self, PageId};
 
 const MAGIC: &[u8; 8] = b"FBTMETA1";
 const VERSION: u32 = 2;
@@ -80,7 +82,17 @@ impl Meta {
                 len: r.u64()?,
             }
         };
-        Some(Self {
+        // A checkpoint writes a shape its tree can have: pages of a size
+        // the engine makes, a root and free-list head among the file's
+        // tree pages, and a file whose pages all have offsets.
+        let sized = page_size.is_power_of_two() && (512..=1 << 16).contains(&page_size);
+        let tree_pages = 2..page_count;
+        let shaped = sized
+            && page::offset(page_count, page_size as usize).is_some()
+            && tree_pages.contains(&root)
+            && u64::from(height) < page_count
+            && (free.head == 0 || tree_pages.contains(&free.head));
+        shaped.then_some(Self {
             page_size,
             epoch,
             root,
@@ -135,6 +147,36 @@ mod tests {
         m.epoch = u64::MAX;
         m.encode(&mut b);
         assert_eq!(Meta::decode(&b), None);
+    }
+
+    #[test]
+    fn a_shape_no_tree_has_does_not_decode() {
+        let good = Meta {
+            page_size: 4096,
+            epoch: 3,
+            root: 5,
+            height: 2,
+            page_count: 77,
+            free: ChainRef { head: 70, len: 900 },
+        };
+        let edits: [fn(&mut Meta); 7] = [
+            |m| m.root = 1,
+            |m| m.root = 77,
+            |m| m.height = 77,
+            |m| m.page_count = u64::MAX / 2,
+            |m| m.page_size = 3000,
+            |m| m.free.head = 1,
+            |m| m.free.head = 200,
+        ];
+        let mut b = vec![0u8; 4096];
+        good.encode(&mut b);
+        assert_eq!(Meta::decode(&b), Some(good));
+        for edit in edits {
+            let mut m = good;
+            edit(&mut m);
+            m.encode(&mut b);
+            assert_eq!(Meta::decode(&b), None, "{m:?}");
+        }
     }
 
     #[test]

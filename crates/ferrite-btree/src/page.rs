@@ -12,7 +12,8 @@
 //! cell in the cell area (not in the slot array). Invariants: slots are
 //! sorted by key with no duplicates; every slot and the fence cell point
 //! inside `[cell_start, page_size)`; `HEADER + 2n ≤ cell_start`; `garbage`
-//! counts dead bytes in the cell area; a leaf's keys lie in `[low, high)`,
+//! counts dead bytes in the cell area, so the live cells, the fence cell
+//! and the garbage together fit in it; a leaf's keys lie in `[low, high)`,
 //! an inner page's separators in `(low, high)`.
 //! [`check`] verifies all of this on every page read from disk, so the
 //! accessors below can trust the layout; they still never index out of
@@ -37,6 +38,17 @@ const FENCE_AT: usize = 12;
 
 /// A page id; 0 and 1 are the meta pages, so 0 also means "none".
 pub type PageId = u64;
+
+/// Bytes a page file may span: every page's offset is below this.
+const MAX_FILE_BYTES: u64 = 1 << 62;
+
+/// The byte offset of page `id` in a file of `page_size`-byte pages, or
+/// `None` for an id no page file reaches (read from a damaged page: it
+/// must become an error, not an overflowing offset).
+pub fn offset(id: PageId, page_size: usize) -> Option<u64> {
+    id.checked_mul(page_size as u64)
+        .filter(|&off| off < MAX_FILE_BYTES)
+}
 
 fn rd16(b: &[u8], at: usize) -> u16 {
     b.get(at..at + 2)
@@ -561,8 +573,19 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
         }
     }
     let off = fence_offset(b);
-    if off < cs || fence_cell(b).is_none() {
+    let Some(fence) = fence_cell(b).filter(|_| off >= cs) else {
         return bad("fence cell missing or outside the cell area".into());
+    };
+    // Compaction packs the live cells and the fence cell into the cell
+    // area and promises `garbage` bytes back: they must all fit in it.
+    let live: usize = (0..n).map(|i| cell_len(b, slot(b, i))).sum();
+    if live + fence.len() + garbage(b) > b.len() - cs {
+        return bad(format!(
+            "cells of {live} bytes, a fence of {} and {} bytes of garbage exceed the {}-byte cell area",
+            fence.len(),
+            garbage(b),
+            b.len() - cs
+        ));
     }
     let (low, high) = fences(b);
     if let (Some(l), Some(h)) = (low, high) {
@@ -816,6 +839,23 @@ mod tests {
         assert!(check(&b, 8, &|| "p".into()).is_err(), "wrong id");
         b[100] ^= 1;
         assert!(check(&b, 7, &|| "p".into()).is_err(), "bit flip");
+    }
+
+    #[test]
+    fn garbage_the_cell_area_cannot_hold_is_damage() {
+        let mut b = leaf(1024);
+        for (i, k) in [b"a", b"b", b"c"].into_iter().enumerate() {
+            assert!(leaf_insert(&mut b, i, k, &StoredValue::Inline(&[5; 100])));
+        }
+        remove(&mut b, 1);
+        seal(&mut b);
+        check(&b, 7, &|| "p".into()).unwrap();
+        // Checksummed, yet it promises room that compaction cannot free:
+        // inserting into it would write past the slot array.
+        let dead = garbage(&b);
+        set_garbage(&mut b, dead + 1024);
+        seal(&mut b);
+        assert!(check(&b, 7, &|| "p".into()).is_err());
     }
 
     #[test]

@@ -376,10 +376,14 @@ impl BTreeStore {
         // The newest valid meta page, then any newer checkpoint left in the
         // double-write file.
         let mut meta: Option<Meta> = None;
+        let mut written_slots = 0;
         for slot in 0..2u64 {
             if devices.pages.len() >= (slot + 1) * ps as u64 {
                 let mut b = AlignedBuf::zeroed(ps);
                 devices.pages.read_at(&mut b, slot * ps as u64)?;
+                if b.iter().any(|&x| x != 0) {
+                    written_slots += 1;
+                }
                 if let Some(m) = Meta::decode(&b) {
                     if meta.is_none_or(|x| m.epoch > x.epoch) {
                         meta = Some(m);
@@ -395,6 +399,16 @@ impl BTreeStore {
             chunk_pages,
         )? {
             meta = Some(m);
+        }
+        // Only checkpoints write the meta slots, each after its pages are
+        // durable in the double-write file, which finishes a torn meta
+        // write above. A written slot with no valid meta page is damage,
+        // and opening it as a new store would overwrite the tree.
+        if meta.is_none() && written_slots > 0 {
+            return Err(Error::corruption(
+                "page file",
+                "its meta pages are damaged and no checkpoint is in the double-write file",
+            ));
         }
         if let Some(m) = &meta {
             if m.page_size as usize != ps {

@@ -363,12 +363,7 @@ impl Tree {
             path.push(id);
             let p = self.pool.fetch(id)?;
             let b = p.read();
-            if page::kind(&b) != KIND_INNER {
-                return Err(Error::corruption(
-                    format!("page {id}"),
-                    "expected an inner page",
-                ));
-            }
+            expect_kind(id, &b, KIND_INNER)?;
             id = page::child_for(&b, key);
         }
         path.push(id);
@@ -384,12 +379,7 @@ impl Tree {
         let mut id = root;
         for _ in 0..height {
             let b = self.pool.read(id)?;
-            if page::kind(&b) != KIND_INNER {
-                return Err(Error::corruption(
-                    format!("page {id}"),
-                    "expected an inner page",
-                ));
-            }
+            expect_kind(id, &b, KIND_INNER)?;
             id = page::child_for(&b, key);
         }
         Ok(id)
@@ -548,6 +538,9 @@ impl Tree {
         {
             let p = self.pool.fetch(leaf)?;
             let mut b = p.write();
+            // The leaf's operations trust its layout: a damaged link to
+            // another kind of page stops here.
+            expect_kind(leaf, &b, KIND_LEAF)?;
             let found = page::search(&b, key);
             let freed = found.map_or(0, |i| page::slot_cell_size(&b, i));
             if page::free_space(&b) + freed < page::leaf_cell_size(key.len(), &stored) {
@@ -666,6 +659,7 @@ impl Tree {
         for _ in level..shape.height {
             path.push(id);
             let b = self.pool.read(id)?;
+            expect_kind(id, &b, KIND_INNER)?;
             id = page::child_for(&b, key);
         }
         if level <= shape.height {
@@ -862,6 +856,7 @@ impl Tree {
         let overflow = {
             let p = self.pool.fetch(leaf)?;
             let mut b = p.write();
+            expect_kind(leaf, &b, KIND_LEAF)?;
             match page::search(&b, key) {
                 Ok(i) => {
                     let of = match page::value(&b, i) {
@@ -1231,6 +1226,23 @@ impl Tree {
         }
         Ok(())
     }
+}
+
+/// An error unless page `id` (its bytes `b`) is of `kind`: a child or
+/// sibling link read from disk may name any checked page.
+fn expect_kind(id: PageId, b: &[u8], kind: u8) -> Result<()> {
+    if page::kind(b) == kind {
+        return Ok(());
+    }
+    let want = if kind == KIND_LEAF {
+        "a leaf"
+    } else {
+        "an inner page"
+    };
+    Err(Error::corruption(
+        format!("page {id}"),
+        format!("expected {want}"),
+    ))
 }
 
 #[cfg(test)]

@@ -378,6 +378,34 @@ fn a_corrupt_page_is_a_typed_error() {
     assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}");
 }
 
+/// A page file whose meta pages are both damaged, with nothing in the
+/// double-write file to finish a checkpoint from, is corruption: opening
+/// it as a new, empty store would overwrite the tree at the next
+/// checkpoint.
+#[test]
+fn damaged_meta_pages_are_a_typed_error_not_a_new_store() {
+    let d = fresh();
+    {
+        let db = open(&d).unwrap();
+        for i in 0..2000u32 {
+            db.put(&i.to_be_bytes(), &[7; 50]).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let pages = d[0].inner();
+    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
+    for slot in 0..2u64 {
+        pages.read_at(&mut b, slot * 4096).unwrap();
+        b[20] ^= 0xff;
+        pages.write_at(&b, slot * 4096).unwrap();
+    }
+    d[1].inner().set_len(0).unwrap();
+    match open(&d) {
+        Err(e) => assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}"),
+        Ok(db) => panic!("opened as a store holding {} keys", contents(&db).len()),
+    }
+}
+
 /// A full disk, reached at a different point in each run (inside
 /// checkpoints and evictions too): the write that meets it and every later
 /// call report it (`is_no_space`), a reopen on the still-full disk fails

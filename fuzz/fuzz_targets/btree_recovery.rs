@@ -1,0 +1,165 @@
+//! B+tree recovery from arbitrary bytes: the input becomes the page file
+//! and the WAL. Opening never panics; it yields a store that answers
+//! reads, takes a write, checkpoints and verifies, or a typed error.
+//!
+//! The first byte picks the images. Its first bit set, meta page 0 is
+//! encoded from input-drawn fields (root, height, page count, free-list
+//! chain; small unless the fourth bit is set), so the tree's walk starts
+//! from arbitrary but checksummed roots; clear, the page file starts with
+//! the input as it is. Its second bit set, every tree page is sealed: its
+//! id field names its place and its checksum is valid, so the layout
+//! checks behind the checksum see arbitrary cells. Its third bit set, the
+//! WAL holds records of the meta page's epoch with valid checksums whose
+//! payloads are input-drawn write batches. The fifth bit turns the
+//! SHORTCUT companion on, whose training walks the inner pages.
+#![no_main]
+
+use std::sync::Arc;
+
+use ferrite_btree::{BTreeOptions, BTreeStore, ChainRef, Devices, MetaPage, ShortcutOptions};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
+use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
+use libfuzzer_sys::fuzz_target;
+
+const PAGE: usize = 1024;
+
+/// A device of page-sized blocks holding `bytes`.
+fn device(bytes: &[u8]) -> Option<Arc<dyn BlockDevice>> {
+    let dev = MemDevice::with_block_size(PAGE).ok()?;
+    if !bytes.is_empty() {
+        let mut buf = AlignedBuf::zeroed(bytes.len().div_ceil(PAGE) * PAGE);
+        buf[..bytes.len()].copy_from_slice(bytes);
+        dev.write_at(&buf, 0).ok()?;
+    }
+    Some(Arc::new(dev))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+/// A meta page from the first 48 bytes of `b`: epoch, root, height, page
+/// count and free-list chain, reduced to small values unless `raw`.
+fn meta(b: &[u8], raw: bool) -> MetaPage {
+    let small = |v: u64, m: u64| if raw { v } else { v % m };
+    MetaPage {
+        page_size: PAGE as u32,
+        epoch: small(u64_at(b, 0), 8),
+        root: small(u64_at(b, 8), 16),
+        height: small(u64_at(b, 16), 4) as u32,
+        page_count: small(u64_at(b, 24), 32),
+        free: ChainRef {
+            head: small(u64_at(b, 32), 16),
+            len: small(u64_at(b, 40), 4096),
+        },
+    }
+}
+
+/// WAL records of `epoch`, each a write batch: a length byte, then up to
+/// 63 bytes; the first two bits of the length byte pick the key's length
+/// (1 to 4 bytes) and the rest is the value (a delete when empty).
+fn wal(epoch: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some((&n, tail)) = rest.split_first() {
+        let len = usize::from(n & 0x3f).min(tail.len());
+        let (chunk, after) = tail.split_at(len);
+        rest = after;
+        let (key, value) = chunk.split_at(chunk.len().min(1 + (n as usize >> 6)));
+        let mut batch = WriteBatch::new();
+        let made = if value.is_empty() {
+            batch.delete(key).map(|_| ())
+        } else {
+            batch.put(key, value).map(|_| ())
+        };
+        if made.is_ok() {
+            let mut payload = Vec::new();
+            batch.encode(&mut payload);
+            ferrite_wal::encode_record(epoch, &payload, &mut out);
+        }
+    }
+    out
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [pick, w, rest @ ..] = data else {
+        return;
+    };
+    let w = (*w as usize * 8).min(rest.len());
+    let (wal_bytes, file_bytes) = rest.split_at(w);
+
+    let mut epoch = 0;
+    let mut file = Vec::new();
+    let pages_from = if pick & 1 == 1 {
+        let m = meta(file_bytes, pick & 8 == 8);
+        epoch = m.epoch;
+        let mut slot = vec![0u8; PAGE];
+        m.encode(&mut slot);
+        // Checkpoint `e` writes meta slot `e % 2`; the other stays zero.
+        if m.epoch % 2 == 1 {
+            file.extend_from_slice(&[0u8; PAGE]);
+        }
+        file.extend_from_slice(&slot);
+        if m.epoch % 2 == 0 {
+            file.extend_from_slice(&[0u8; PAGE]);
+        }
+        file_bytes.get(48..).unwrap_or_default()
+    } else {
+        file_bytes
+    };
+    let first_page = file.len() / PAGE;
+    for (i, chunk) in pages_from.chunks(PAGE).enumerate() {
+        let mut page = [0u8; PAGE];
+        page[..chunk.len()].copy_from_slice(chunk);
+        if pick & 2 == 2 && first_page > 0 {
+            let id = (first_page + i) as u64;
+            page[24..32].copy_from_slice(&id.to_le_bytes());
+            let crc = crc32c::crc32c(&page[4..]);
+            page[..4].copy_from_slice(&crc.to_le_bytes());
+        }
+        file.extend_from_slice(&page);
+    }
+    let log = if pick & 4 == 4 {
+        wal(epoch, wal_bytes)
+    } else {
+        wal_bytes.to_vec()
+    };
+    let (Some(pages), Some(wal_dev)) = (device(&file), device(&log)) else {
+        return;
+    };
+    let (Some(dwb), Some(spill), Some(c0), Some(c1)) =
+        (device(&[]), device(&[]), device(&[]), device(&[]))
+    else {
+        return;
+    };
+    let devices = Devices {
+        pages,
+        dwb,
+        wal: wal_dev,
+        spill,
+        carry: [c0, c1],
+    };
+    let opts = Options {
+        cache_bytes: 256 << 10,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    let mut bt = if pick & 16 == 16 {
+        BTreeOptions::shortcut(ShortcutOptions::default())
+    } else {
+        BTreeOptions::default()
+    };
+    bt.page_size = PAGE;
+    bt.checkpoint_wal_bytes = 64 << 10;
+    if let Ok(db) = BTreeStore::open_on(devices, &opts, bt) {
+        let _ = db.get(b"key");
+        let _ = db.scan_collect(KeyRange::all(), 64);
+        let _ = db.put(b"key", b"value");
+        let _ = db.flush();
+        let _ = db.verify();
+    }
+});

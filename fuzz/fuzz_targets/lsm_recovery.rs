@@ -1,0 +1,185 @@
+//! LSM recovery from arbitrary bytes: the input becomes a manifest slot, a
+//! WAL device and the table space. Opening never panics; it yields a store
+//! that answers reads, takes a write, flushes and verifies, or a typed
+//! error.
+//!
+//! The first byte picks the images. Its first bit set, the manifest is
+//! encoded from input-drawn counters and table records (so the checks
+//! behind its checksum, and the table space rebuilt from it, see arbitrary
+//! values); clear, the manifest slot holds the input as it is. Its second
+//! bit set, the WAL of the manifest's log number holds records with valid
+//! checksums whose payloads are input-drawn sequence numbers and write
+//! batches; clear, the input as it is.
+#![no_main]
+
+use std::sync::Arc;
+
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
+use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
+use ferrite_lsm::{
+    Devices, IndexKind, LsmOptions, LsmStore, ManifestState, TableRecord, WAL_DEVICES,
+};
+use libfuzzer_sys::fuzz_target;
+
+const RECORD: usize = 8 + 2 + 1 + 8 + 8;
+
+fn device(bytes: &[u8]) -> Option<Arc<dyn BlockDevice>> {
+    let dev = MemDevice::new();
+    if !bytes.is_empty() {
+        let mut buf = AlignedBuf::zeroed(bytes.len().div_ceil(4096) * 4096);
+        buf[..bytes.len()].copy_from_slice(bytes);
+        dev.write_at(&buf, 0).ok()?;
+    }
+    Some(Arc::new(dev))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
+/// A manifest of one partition: generation, next table id, log number and
+/// last sequence number from the first 32 bytes, then a table record per
+/// 27 bytes. Small counters stay small so they meet the WAL's epochs.
+fn manifest(bytes: &[u8]) -> ManifestState {
+    let (head, records) = bytes.split_at(bytes.len().min(32));
+    let log_number = u64_at(head, 16);
+    ManifestState {
+        generation: u64_at(head, 0),
+        next_table: u64_at(head, 8),
+        log_number,
+        last_seq: u64_at(head, 24),
+        partitions: 1,
+        tables: records
+            .chunks_exact(RECORD)
+            .map(|r| TableRecord {
+                id: u64_at(r, 0),
+                partition: u16::from_le_bytes([r[8], r[9]]),
+                level: r[10],
+                start: u64_at(r, 11),
+                pages: u64_at(r, 19),
+            })
+            .collect(),
+        part_logs: vec![log_number],
+    }
+}
+
+/// WAL records of `epoch`: each takes a length byte and up to 63 bytes
+/// after it. A length byte with its top bit set makes the payload those
+/// bytes as they are; otherwise the payload is a sequence number (the
+/// first 8 bytes) and a batch putting the next byte's worth of key and
+/// the rest as value (or deleting the key when the rest is empty).
+fn wal(epoch: u64, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some((&n, tail)) = rest.split_first() {
+        let len = usize::from(n & 0x3f).min(tail.len());
+        let (chunk, after) = tail.split_at(len);
+        rest = after;
+        let payload = if n & 0x80 != 0 {
+            chunk.to_vec()
+        } else {
+            let (seq, body) = chunk.split_at(chunk.len().min(8));
+            let mut p = u64_at(seq, 0).to_le_bytes().to_vec();
+            let (key, value) = body.split_at(body.len().min(1 + (n as usize >> 6)));
+            let mut batch = WriteBatch::new();
+            let made = if value.is_empty() {
+                batch.delete(key).map(|_| ())
+            } else {
+                batch.put(key, value).map(|_| ())
+            };
+            if made.is_err() {
+                continue;
+            }
+            batch.encode(&mut p);
+            p
+        };
+        ferrite_wal::encode_record(epoch, &payload, &mut out);
+    }
+    out
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [pick, m, w, rest @ ..] = data else {
+        return;
+    };
+    let m = (*m as usize * 8).min(rest.len());
+    let (man_bytes, tail) = rest.split_at(m);
+    let w = (*w as usize * 8).min(tail.len());
+    let (wal_bytes, table_bytes) = tail.split_at(w);
+
+    let mut log_number = 0;
+    let man = if pick & 1 == 1 {
+        let state = manifest(man_bytes);
+        log_number = state.log_number;
+        state.encode()
+    } else {
+        man_bytes.to_vec()
+    };
+    let log = if pick & 2 == 2 {
+        wal(log_number, wal_bytes)
+    } else {
+        wal_bytes.to_vec()
+    };
+    let Some(tables) = device(table_bytes) else {
+        return;
+    };
+    let Some(slot) = device(&man) else {
+        return;
+    };
+    let mut wals: [Option<Arc<dyn BlockDevice>>; WAL_DEVICES] = Default::default();
+    for (i, w) in wals.iter_mut().enumerate() {
+        let bytes = if i as u64 == log_number % WAL_DEVICES as u64 {
+            &log[..]
+        } else {
+            &[][..]
+        };
+        *w = device(bytes);
+    }
+    let Some(wal) = wals.into_iter().collect::<Option<Vec<_>>>() else {
+        return;
+    };
+    let Ok(wal) = <[Arc<dyn BlockDevice>; WAL_DEVICES]>::try_from(wal) else {
+        return;
+    };
+    let devices = Devices {
+        tables,
+        manifest: [slot, Arc::new(MemDevice::new())],
+        wal,
+    };
+    let opts = Options {
+        cache_bytes: 64 << 10,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    let lsm = LsmOptions {
+        memtable_bytes: 4096,
+        max_immutable: 2,
+        table_bytes: 8192,
+        l0_compaction_trigger: 2,
+        l0_slowdown: 4,
+        l0_stop: 8,
+        l1_bytes: 16 << 10,
+        level_multiplier: 3,
+        levels: 5,
+        bloom_bits_per_key: 10,
+        index: if pick & 4 == 4 {
+            IndexKind::LEARNED
+        } else {
+            IndexKind::Sparse
+        },
+        load_aware: None,
+        partitions: 1,
+        training_threads: 1,
+    };
+    if let Ok(db) = LsmStore::open_on(devices, &opts, lsm) {
+        let _ = db.get(b"key");
+        let _ = db.scan_collect(KeyRange::all(), 64);
+        let _ = db.put(b"key", b"value");
+        let _ = db.flush();
+        let _ = db.verify();
+    }
+});

@@ -14,33 +14,14 @@
 //! SHORTCUT companion on, whose training walks the inner pages.
 #![no_main]
 
-use std::sync::Arc;
-
 use ferrite_btree::{BTreeOptions, BTreeStore, ChainRef, Devices, MetaPage, ShortcutOptions};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
-use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
 use libfuzzer_sys::fuzz_target;
 
+mod image;
+use image::{batch, u64_at};
+
 const PAGE: usize = 1024;
-
-/// A device of page-sized blocks holding `bytes`.
-fn device(bytes: &[u8]) -> Option<Arc<dyn BlockDevice>> {
-    let dev = MemDevice::with_block_size(PAGE).ok()?;
-    if !bytes.is_empty() {
-        let mut buf = AlignedBuf::zeroed(bytes.len().div_ceil(PAGE) * PAGE);
-        buf[..bytes.len()].copy_from_slice(bytes);
-        dev.write_at(&buf, 0).ok()?;
-    }
-    Some(Arc::new(dev))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
-}
 
 /// A meta page from the first 48 bytes of `b`: epoch, root, height, page
 /// count and free-list chain, reduced to small values unless `raw`.
@@ -59,24 +40,12 @@ fn meta(b: &[u8], raw: bool) -> MetaPage {
     }
 }
 
-/// WAL records of `epoch`, each a write batch: a length byte, then up to
-/// 63 bytes; the first two bits of the length byte pick the key's length
-/// (1 to 4 bytes) and the rest is the value (a delete when empty).
+/// WAL records of `epoch`, each a write batch drawn from one of the
+/// input's pieces ([`image::pieces`], [`image::batch`]).
 fn wal(epoch: u64, bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut rest = bytes;
-    while let Some((&n, tail)) = rest.split_first() {
-        let len = usize::from(n & 0x3f).min(tail.len());
-        let (chunk, after) = tail.split_at(len);
-        rest = after;
-        let (key, value) = chunk.split_at(chunk.len().min(1 + (n as usize >> 6)));
-        let mut batch = WriteBatch::new();
-        let made = if value.is_empty() {
-            batch.delete(key).map(|_| ())
-        } else {
-            batch.put(key, value).map(|_| ())
-        };
-        if made.is_ok() {
+    for (n, chunk) in image::pieces(bytes) {
+        if let Some(batch) = batch(n, chunk) {
             let mut payload = Vec::new();
             batch.encode(&mut payload);
             ferrite_wal::encode_record(epoch, &payload, &mut out);
@@ -128,11 +97,16 @@ fuzz_target!(|data: &[u8]| {
     } else {
         wal_bytes.to_vec()
     };
-    let (Some(pages), Some(wal_dev)) = (device(&file), device(&log)) else {
+    let (Some(pages), Some(wal_dev)) = (image::device(&file, PAGE), image::device(&log, PAGE)) else {
         return;
     };
     let (Some(dwb), Some(spill), Some(c0), Some(c1)) =
-        (device(&[]), device(&[]), device(&[]), device(&[]))
+        (
+        image::device(&[], PAGE),
+        image::device(&[], PAGE),
+        image::device(&[], PAGE),
+        image::device(&[], PAGE),
+    )
     else {
         return;
     };

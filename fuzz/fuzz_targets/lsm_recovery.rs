@@ -14,32 +14,19 @@
 
 use std::sync::Arc;
 
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
-use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
+use ferrite_io::{BlockDevice, MemDevice};
 use ferrite_lsm::{
     Devices, IndexKind, LsmOptions, LsmStore, ManifestState, TableRecord, WAL_DEVICES,
 };
 use libfuzzer_sys::fuzz_target;
 
+mod image;
+use image::{batch, u64_at};
+
+const BLOCK: usize = 4096;
+
 const RECORD: usize = 8 + 2 + 1 + 8 + 8;
-
-fn device(bytes: &[u8]) -> Option<Arc<dyn BlockDevice>> {
-    let dev = MemDevice::new();
-    if !bytes.is_empty() {
-        let mut buf = AlignedBuf::zeroed(bytes.len().div_ceil(4096) * 4096);
-        buf[..bytes.len()].copy_from_slice(bytes);
-        dev.write_at(&buf, 0).ok()?;
-    }
-    Some(Arc::new(dev))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
-}
 
 /// A manifest of one partition: generation, next table id, log number and
 /// last sequence number from the first 32 bytes, then a table record per
@@ -67,33 +54,21 @@ fn manifest(bytes: &[u8]) -> ManifestState {
     }
 }
 
-/// WAL records of `epoch`: each takes a length byte and up to 63 bytes
-/// after it. A length byte with its top bit set makes the payload those
-/// bytes as they are; otherwise the payload is a sequence number (the
-/// first 8 bytes) and a batch putting the next byte's worth of key and
-/// the rest as value (or deleting the key when the rest is empty).
+/// WAL records of `epoch`, one per piece of the input ([`image::pieces`]):
+/// a length byte with its top bit set makes the payload the piece as it
+/// is; otherwise the payload is a sequence number (the piece's first 8
+/// bytes) and a batch drawn from the rest ([`image::batch`]).
 fn wal(epoch: u64, bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut rest = bytes;
-    while let Some((&n, tail)) = rest.split_first() {
-        let len = usize::from(n & 0x3f).min(tail.len());
-        let (chunk, after) = tail.split_at(len);
-        rest = after;
+    for (n, chunk) in image::pieces(bytes) {
         let payload = if n & 0x80 != 0 {
             chunk.to_vec()
         } else {
             let (seq, body) = chunk.split_at(chunk.len().min(8));
-            let mut p = u64_at(seq, 0).to_le_bytes().to_vec();
-            let (key, value) = body.split_at(body.len().min(1 + (n as usize >> 6)));
-            let mut batch = WriteBatch::new();
-            let made = if value.is_empty() {
-                batch.delete(key).map(|_| ())
-            } else {
-                batch.put(key, value).map(|_| ())
-            };
-            if made.is_err() {
+            let Some(batch) = batch(n, body) else {
                 continue;
-            }
+            };
+            let mut p = u64_at(seq, 0).to_le_bytes().to_vec();
             batch.encode(&mut p);
             p
         };
@@ -124,10 +99,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         wal_bytes.to_vec()
     };
-    let Some(tables) = device(table_bytes) else {
+    let Some(tables) = image::device(table_bytes, BLOCK) else {
         return;
     };
-    let Some(slot) = device(&man) else {
+    let Some(slot) = image::device(&man, BLOCK) else {
         return;
     };
     let mut wals: [Option<Arc<dyn BlockDevice>>; WAL_DEVICES] = Default::default();
@@ -137,7 +112,7 @@ fuzz_target!(|data: &[u8]| {
         } else {
             &[][..]
         };
-        *w = device(bytes);
+        *w = image::device(bytes, BLOCK);
     }
     let Some(wal) = wals.into_iter().collect::<Option<Vec<_>>>() else {
         return;

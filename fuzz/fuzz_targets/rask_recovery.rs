@@ -6,22 +6,10 @@
 //! the checksums see arbitrary runs.
 #![no_main]
 
-use std::sync::Arc;
-
-use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
 use ferrite_rask::{BlockRange, DurableOptions, DurableRask, PhysicalRun, RaskDevices};
 use libfuzzer_sys::fuzz_target;
 
-fn device(bytes: &[u8]) -> Option<Arc<dyn BlockDevice>> {
-    let dev = MemDevice::new();
-    if !bytes.is_empty() {
-        let len = bytes.len().div_ceil(4096) * 4096;
-        let mut buf = AlignedBuf::zeroed(len);
-        buf[..bytes.len()].copy_from_slice(bytes);
-        dev.write_at(&buf, 0).ok()?;
-    }
-    Some(Arc::new(dev))
-}
+mod image;
 
 /// A snapshot of epoch `epoch` whose payload is the whole runs in `runs`
 /// (16-byte ranges, 8-byte values), with a valid header and checksums.
@@ -60,7 +48,11 @@ fuzz_target!(|data: &[u8]| {
     } else {
         s0
     };
-    let (Some(d0), Some(d1), Some(dl)) = (device(s0), device(s1), device(log)) else {
+    let (Some(d0), Some(d1), Some(dl)) = (
+        image::device(s0, 4096),
+        image::device(s1, 4096),
+        image::device(log, 4096),
+    ) else {
         return;
     };
     let devices = RaskDevices {

@@ -1,0 +1,56 @@
+//! Building blocks of the device images the recovery targets open: a
+//! device holding bytes, little-endian fields read leniently, and write
+//! batches drawn from input bytes.
+#![allow(dead_code, reason = "each target uses part of it")]
+
+use std::sync::Arc;
+
+use ferrite_core::WriteBatch;
+use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
+
+/// A device of `block`-byte blocks holding `bytes` from offset 0.
+pub fn device(bytes: &[u8], block: usize) -> Option<Arc<dyn BlockDevice>> {
+    let dev = MemDevice::with_block_size(block).ok()?;
+    if !bytes.is_empty() {
+        let mut buf = AlignedBuf::zeroed(bytes.len().div_ceil(block) * block);
+        buf[..bytes.len()].copy_from_slice(bytes);
+        dev.write_at(&buf, 0).ok()?;
+    }
+    Some(Arc::new(dev))
+}
+
+/// The u64 at `at`, with missing bytes read as zero.
+pub fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    for (i, x) in b.iter().skip(at).take(8).enumerate() {
+        w[i] = *x;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// `bytes` cut into pieces, each a length byte `n` followed by up to
+/// `n & 0x3f` bytes: `(n, piece)` in order.
+pub fn pieces(bytes: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while let Some((&n, tail)) = rest.split_first() {
+        let (piece, after) = tail.split_at(usize::from(n & 0x3f).min(tail.len()));
+        out.push((n, piece));
+        rest = after;
+    }
+    out
+}
+
+/// A batch of one operation drawn from `chunk`: its first `1 + (n >> 6)`
+/// bytes are the key, the rest the value (a delete when there is none);
+/// `None` when the key is not one a store takes.
+pub fn batch(n: u8, chunk: &[u8]) -> Option<WriteBatch> {
+    let (key, value) = chunk.split_at(chunk.len().min(1 + (n as usize >> 6)));
+    let mut batch = WriteBatch::new();
+    let made = if value.is_empty() {
+        batch.delete(key).map(|_| ())
+    } else {
+        batch.put(key, value).map(|_| ())
+    };
+    made.ok().map(|()| batch)
+}

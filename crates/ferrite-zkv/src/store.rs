@@ -498,8 +498,9 @@ impl Inner {
     }
 
     /// Refuses, before anything changes, a write the device may not have
-    /// the zones for (see [`gc_policy::admits`]), once reclamation has had
-    /// its chance to free them.
+    /// the zones for (see [`gc_policy::admission_floor`] and
+    /// [`ZoneSpace::admit`]), once reclamation has had its chance to free
+    /// them. An admitted write must end with [`ZoneSpace::finish`].
     fn admit(&self, batch: &WriteBatch) -> Result<()> {
         let adds = batch
             .ops()
@@ -507,15 +508,21 @@ impl Inner {
             .any(|op| matches!(op, BatchOp::Put { .. }));
         let floor =
             gc_policy::admission_floor(adds, self.opts.gc_reserve_zones, self.opts.flushers);
-        if self.io.space.lock().has_room(floor) {
-            return Ok(());
-        }
-        let r = self.gc(floor);
+        let need = {
+            let mut space = self.io.space.lock();
+            if space.admit(floor) {
+                return Ok(());
+            }
+            space.admission_need(floor)
+        };
+        let r = self.gc(need);
         self.poison_on(r)?;
-        let room = self.io.space.lock().room();
-        if room >= floor {
+        let mut space = self.io.space.lock();
+        if space.admit(floor) {
             return Ok(());
         }
+        let room = space.room();
+        drop(space);
         self.c.refused.fetch_add(1, Ordering::Relaxed);
         Err(Error::StoreFull {
             reason: format!(
@@ -529,6 +536,13 @@ impl Inner {
     fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.check()?;
         self.admit(batch)?;
+        let r = self.admitted_write(batch);
+        self.io.space.lock().finish();
+        r
+    }
+
+    /// The part of [`Self::write`] after admission.
+    fn admitted_write(&self, batch: &WriteBatch) -> Result<()> {
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
         if !self.wal.has_room(payload.len()) {

@@ -47,6 +47,8 @@ pub struct ZoneSpace {
     /// Writable pages per zone.
     pub capacity_pages: u64,
     clock: u64,
+    /// Writes admitted and not yet finished (see [`ZoneSpace::admit`]).
+    writing: usize,
 }
 
 impl ZoneSpace {
@@ -83,6 +85,7 @@ impl ZoneSpace {
             pages_per_zone,
             capacity_pages,
             clock: 0,
+            writing: 0,
         }
     }
 
@@ -104,6 +107,30 @@ impl ZoneSpace {
     /// list first, so the common case counts nothing).
     pub fn has_room(&self, n: usize) -> bool {
         self.free.len() >= n || self.room() >= n
+    }
+
+    /// Admits a write if `floor` zones stay free or pending beside one
+    /// for each write already admitted and not finished: a write takes at
+    /// most one zone of its own (a value-log zone, or a flusher's next),
+    /// so writers admitted together cannot eat into the zones kept for
+    /// reclamation. Each admission is ended by [`ZoneSpace::finish`].
+    pub fn admit(&mut self, floor: usize) -> bool {
+        let ok = self.has_room(self.admission_need(floor));
+        if ok {
+            self.writing += 1;
+        }
+        ok
+    }
+
+    /// Zones [`ZoneSpace::admit`] wants free or pending to admit one more
+    /// write over `floor`.
+    pub fn admission_need(&self, floor: usize) -> usize {
+        floor + self.writing
+    }
+
+    /// Ends an admitted write.
+    pub fn finish(&mut self) {
+        self.writing = self.writing.saturating_sub(1);
     }
 
     /// Takes an empty zone for `role`.
@@ -239,6 +266,26 @@ impl ZoneSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_admitted_together_leave_what_one_write_alone_would() {
+        // Six data zones and a floor of three. One write alone is admitted
+        // at three zones and may leave two; writes admitted together may
+        // leave no fewer.
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192);
+        for _ in 0..4 {
+            assert!(s.admit(3));
+        }
+        assert!(!s.admit(3), "a fifth could leave one zone");
+        for _ in 0..4 {
+            s.take(Role::Vlog).unwrap();
+        }
+        assert_eq!(s.room(), 2);
+        for _ in 0..4 {
+            s.finish();
+        }
+        assert!(!s.admit(3), "two zones are below the floor");
+    }
 
     #[test]
     fn roles_and_free_list() {

@@ -824,15 +824,15 @@ impl Inner {
         self.relocate_values(z)
     }
 
-    /// Free zones that moving value-log records may fill: all but a
-    /// flusher's next and those the checkpoint after the moves may take
-    /// for the pool's dirty pages (baselines), so that checkpoint, which
-    /// frees the emptied zones, always has room.
+    /// Free zones that moving value-log records may fill: all but those
+    /// the admitted writes may take ([`ZoneSpace::movable`]) and those the
+    /// checkpoint after the moves may take for the pool's dirty pages
+    /// (baselines), so that checkpoint, which frees the emptied zones,
+    /// always has room.
     fn zones_for_moves(&self) -> u64 {
-        let free = self.io.space.lock().free_zones() as u64;
         let dirty = self.lru.lock().dirty_frames() as u64 * self.io.page_size as u64;
         let checkpoint = dirty.div_ceil(self.dev.geometry().zone_capacity);
-        free.saturating_sub(1 + checkpoint)
+        self.io.space.lock().movable(checkpoint)
     }
 
     /// Copies the live records of value-log zone `z` to the log's head and

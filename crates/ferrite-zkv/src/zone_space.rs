@@ -103,23 +103,28 @@ impl ZoneSpace {
         self.free.len() + self.zones.iter().filter(|s| s.pending_reset).count()
     }
 
-    /// Whether at least `n` zones are free or pending (checks the free
-    /// list first, so the common case counts nothing).
-    pub fn has_room(&self, n: usize) -> bool {
-        self.free.len() >= n || self.room() >= n
-    }
-
-    /// Admits a write if `floor` zones stay free or pending beside one
-    /// for each write already admitted and not finished: a write takes at
-    /// most one zone of its own (a value-log zone, or a flusher's next),
-    /// so writers admitted together cannot eat into the zones kept for
-    /// reclamation. Each admission is ended by [`ZoneSpace::finish`].
+    /// Admits a write if `floor` zones stay free beside one for each write
+    /// already admitted and not finished: a write takes at most one zone
+    /// of its own (a value-log zone, or a flusher's next), so writers
+    /// admitted together cannot eat into the zones kept for reclamation.
+    /// Zones waiting for their reset do not count: a flusher can take
+    /// only free ones, and those become free only at the next checkpoint,
+    /// which the refused writer's reclamation runs. Each admission is
+    /// ended by [`ZoneSpace::finish`].
     pub fn admit(&mut self, floor: usize) -> bool {
-        let ok = self.has_room(self.admission_need(floor));
+        let ok = self.free.len() >= self.admission_need(floor);
         if ok {
             self.writing += 1;
         }
         ok
+    }
+
+    /// Free zones that reclamation may fill with moved records, when the
+    /// checkpoint after the moves may take `checkpoint` zones: what is
+    /// left once every admitted write has its zone (at least one, a
+    /// flusher's next, when none is admitted).
+    pub fn movable(&self, checkpoint: u64) -> u64 {
+        (self.free.len() as u64).saturating_sub(checkpoint + self.writing.max(1) as u64)
     }
 
     /// Zones [`ZoneSpace::admit`] wants free or pending to admit one more
@@ -285,6 +290,36 @@ mod tests {
             s.finish();
         }
         assert!(!s.admit(3), "two zones are below the floor");
+    }
+
+    #[test]
+    fn zones_waiting_for_their_reset_do_not_admit_writes() {
+        // Six data zones, four emptied by reclamation and not yet reset:
+        // room for a floor of three, but a flusher could take only two.
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192);
+        for _ in 0..4 {
+            let z = s.take(Role::Leaf).unwrap();
+            s.close(z as usize);
+            s.mark_pending_reset(z as usize);
+        }
+        assert_eq!(s.room(), 6);
+        assert!(!s.admit(3));
+        for z in s.pending_resets() {
+            s.freed(z);
+        }
+        assert!(s.admit(3));
+    }
+
+    #[test]
+    fn moves_leave_a_zone_for_every_admitted_write() {
+        let mut s = ZoneSpace::new(12, 2, 2, 256, 192);
+        // Eight free: one kept for a flusher's next, two for a checkpoint.
+        assert_eq!(s.movable(2), 5);
+        for _ in 0..3 {
+            assert!(s.admit(0));
+        }
+        assert_eq!(s.movable(2), 3, "three writers, three zones kept");
+        assert_eq!(s.movable(8), 0);
     }
 
     #[test]

@@ -174,14 +174,22 @@ fn full_baselines_refuse_puts_and_recover_room_from_deletes() {
 /// after a reopen.
 #[test]
 fn concurrent_writers_fill_the_device_without_poisoning_it() {
+    // More writers than cores, so writes are admitted together while
+    // others reclaim; value-log records make them take zones of their own.
+    for writers in [3u64, 5] {
+        fill_concurrently(writers, 100 * writers);
+    }
+}
+
+fn fill_concurrently(writers: u64, seed: u64) {
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
     let db = Arc::new(open(&dev, Variant::Zkv));
-    let writers: Vec<_> = (0..3u64)
+    let writers: Vec<_> = (0..writers)
         .map(|t| {
             let db = db.clone();
             std::thread::spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(100 + t);
+                let mut rng = SmallRng::seed_from_u64(seed + t);
                 let mut acked = Model::new();
                 loop {
                     let k = format!("{t}-{:012}", rng.gen_range(0..u64::MAX / 2)).into_bytes();

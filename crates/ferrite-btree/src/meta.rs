@@ -84,13 +84,16 @@ impl Meta {
         };
         // A checkpoint writes a shape its tree can have: pages of a size
         // the engine makes, a root and free-list head among the file's
-        // tree pages, and a file whose pages all have offsets.
+        // tree pages, a height that page headers can name (they keep a
+        // page's level in one byte), and a file whose pages all have
+        // offsets.
         let sized = page_size.is_power_of_two() && (512..=1 << 16).contains(&page_size);
         let tree_pages = 2..page_count;
         let shaped = sized
             && page::offset(page_count, page_size as usize).is_some()
             && tree_pages.contains(&root)
             && u64::from(height) < page_count
+            && height <= u32::from(u8::MAX)
             && (free.head == 0 || tree_pages.contains(&free.head));
         shaped.then_some(Self {
             page_size,
@@ -159,10 +162,14 @@ mod tests {
             page_count: 77,
             free: ChainRef { head: 70, len: 900 },
         };
-        let edits: [fn(&mut Meta); 7] = [
+        let edits: [fn(&mut Meta); 8] = [
             |m| m.root = 1,
             |m| m.root = 77,
             |m| m.height = 77,
+            |m| {
+                m.page_count = 1 << 40;
+                m.height = 256;
+            },
             |m| m.page_count = u64::MAX / 2,
             |m| m.page_size = 3000,
             |m| m.free.head = 1,

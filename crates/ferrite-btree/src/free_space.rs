@@ -224,7 +224,9 @@ pub fn read(
             format!("length {} exceeds the file", at.len),
         ));
     }
-    let mut bytes = Vec::with_capacity(at.len as usize);
+    // The length is checked against the pages as they are read; until
+    // then it reserves no more than a few pages' worth.
+    let mut bytes = Vec::with_capacity(at.len.min(per * 64) as usize);
     let mut pages = Vec::new();
     let mut id = at.head;
     let mut b = AlignedBuf::zeroed(page_size);
@@ -372,6 +374,14 @@ mod tests {
         assert!(read(&dev, longer, 400, ps).is_err());
         assert!(read(&dev, ChainRef { head: 500, ..at }, 400, ps).is_err());
         assert!(read(&dev, at, 400, ps).is_ok());
+        // A meta page may claim a file of 2^50 pages and a chain to match:
+        // the first page that disagrees ends the read, before anything of
+        // that size is allocated.
+        let huge = ChainRef { len: 1 << 58, ..at };
+        assert!(matches!(
+            read(&dev, huge, 1 << 50, ps),
+            Err(Error::Corruption { .. })
+        ));
     }
 
     #[test]

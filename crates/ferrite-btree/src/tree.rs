@@ -403,6 +403,14 @@ impl Tree {
     }
 
     fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {
+        // No put stores a longer value: a longer length is damage, and is
+        // not allocated for.
+        if len as usize > ferrite_core::MAX_VALUE_LEN {
+            return Err(Error::corruption(
+                format!("overflow chain at page {first}"),
+                format!("a value of {len} bytes is longer than any put stores"),
+            ));
+        }
         let mut out = Vec::with_capacity(len as usize);
         let mut id = first;
         let per = page::usable(self.page_size);

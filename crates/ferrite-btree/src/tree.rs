@@ -601,6 +601,14 @@ impl Tree {
         let cuts = split_plan(&cells, kind, page::usable(self.page_size), &low, &high).ok_or_else(
             || Error::corruption(format!("page {id}"), "no split of the page fits its pages"),
         )?;
+        if cuts.is_empty() {
+            // The insert found no room, yet the cells fit one page: the
+            // page's count of reclaimable bytes is short of its cells'.
+            return Err(Error::corruption(
+                format!("page {id}"),
+                "the page's free space disagrees with its cells",
+            ));
+        }
         let seps: Vec<Vec<u8>> = cuts.iter().map(|&m| up_key(&cells, kind, m)).collect();
         // The new pages, left to right, written one at a time so a split
         // pins at most two frames; each takes the cells up to the next cut

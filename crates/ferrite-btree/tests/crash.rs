@@ -406,6 +406,49 @@ fn damaged_meta_pages_are_a_typed_error_not_a_new_store() {
     }
 }
 
+/// A leaf page that passes its checksum but counts fewer dead bytes than
+/// it holds: an insert into the empty leaf finds no room, yet the one cell
+/// fits a page, so there is nothing to split. The put is refused as
+/// corruption (it used to index an empty list of cuts).
+#[test]
+fn a_leaf_short_of_its_dead_bytes_is_a_typed_error() {
+    let d = fresh();
+    {
+        let db = open(&d).unwrap();
+        // One leaf, filled, then emptied oldest key first, so every cell
+        // but the last becomes dead bytes inside the cell area.
+        for i in 0..34u32 {
+            db.put(&i.to_be_bytes(), &[7; 100]).unwrap();
+        }
+        for i in 0..34u32 {
+            db.delete(&i.to_be_bytes()).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let pages = d[0].inner();
+    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
+    let mut edited = 0;
+    for id in 2..pages.len() / 4096 {
+        pages.read_at(&mut b, id * 4096).unwrap();
+        // A leaf (kind 1) with dead bytes: count none, and reseal.
+        if b[4] == 1 && b[10..12] != [0, 0] {
+            b[10..12].fill(0);
+            let crc = crc32c::crc32c(&b[4..]);
+            b[..4].copy_from_slice(&crc.to_le_bytes());
+            pages.write_at(&b, id * 4096).unwrap();
+            edited += 1;
+        }
+    }
+    assert_eq!(edited, 1, "one leaf held the deletes");
+    d[1].inner().set_len(0).unwrap();
+    let db = open(&d).unwrap();
+    // More than the 430 bytes the leaf shows free, less than a page.
+    match db.put(b"next", &[9; 600]) {
+        Err(e) => assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}"),
+        Ok(()) => panic!("the damaged leaf took a value"),
+    }
+}
+
 /// A full disk, reached at a different point in each run (inside
 /// checkpoints and evictions too): the write that meets it and every later
 /// call report it (`is_no_space`), a reopen on the still-full disk fails

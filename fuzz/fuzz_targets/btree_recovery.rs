@@ -97,17 +97,16 @@ fuzz_target!(|data: &[u8]| {
     } else {
         wal_bytes.to_vec()
     };
-    let (Some(pages), Some(wal_dev)) = (image::device(&file, PAGE), image::device(&log, PAGE)) else {
+    let (Some(pages), Some(wal_dev)) = (image::device(&file, PAGE), image::device(&log, PAGE))
+    else {
         return;
     };
-    let (Some(dwb), Some(spill), Some(c0), Some(c1)) =
-        (
+    let (Some(dwb), Some(spill), Some(c0), Some(c1)) = (
         image::device(&[], PAGE),
         image::device(&[], PAGE),
         image::device(&[], PAGE),
         image::device(&[], PAGE),
-    )
-    else {
+    ) else {
         return;
     };
     let devices = Devices {

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use ferrite_core::{check_counter, ByteReader, Error, Result};
-use ferrite_io::{AlignedBuf, ZonedDevice};
+use ferrite_io::{AlignedBuf, ZoneGeometry, ZonedDevice};
 
 use crate::pair::{Bytes, Pair, Val};
 use crate::zone_space::Role;
@@ -157,6 +157,93 @@ impl Snapshot {
             leaves,
             buffered,
         })
+    }
+}
+
+/// Where a store keeps what on its device: `meta` MetaLog zones first,
+/// then `wal` zones of WAL ring, then data zones.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub geometry: ZoneGeometry,
+    pub meta: u32,
+    pub wal: u32,
+}
+
+impl Layout {
+    /// The role a zone has before the store uses it.
+    fn fixed_role(&self, zone: u32) -> Option<Role> {
+        if zone < self.meta {
+            Some(Role::Meta)
+        } else if zone < self.meta + self.wal {
+            Some(Role::Wal)
+        } else {
+            None
+        }
+    }
+}
+
+impl Snapshot {
+    /// Checks what only the device's layout can judge, so a damaged
+    /// snapshot that passed its checksum is refused before recovery
+    /// trusts it: the zone table names every zone, the MetaLog and WAL
+    /// zones keep their roles and data zones are free, leaf or value-log
+    /// zones (a MetaLog zone counted free would be handed to a flusher);
+    /// a value-log zone counts no more live bytes than it holds; replay
+    /// starts on a block boundary inside the ring zone it names; and every
+    /// buffered value-log location lies in a value-log zone.
+    pub fn check_layout(&self, layout: &Layout) -> Result<()> {
+        let bad = |r: String| Error::corruption("zkv MetaLog", r);
+        let g = &layout.geometry;
+        if self.zones.len() != g.zone_count as usize {
+            return Err(bad(format!(
+                "{} zones recorded, device has {}",
+                self.zones.len(),
+                g.zone_count
+            )));
+        }
+        for (z, &(role, valid)) in (0u32..).zip(&self.zones) {
+            let fits = match layout.fixed_role(z) {
+                Some(fixed) => role == fixed,
+                None => matches!(role, Role::Free | Role::Leaf | Role::Vlog),
+            };
+            if !fits {
+                return Err(bad(format!("zone {z} recorded as {role:?}")));
+            }
+            if role == Role::Vlog && valid > g.zone_capacity {
+                return Err(bad(format!(
+                    "value-log zone {z} counts {valid} live bytes, more than it holds"
+                )));
+            }
+        }
+        let wal = self.wal;
+        let start = (wal.ring < layout.wal)
+            .then(|| u64::from(layout.meta + wal.ring) * g.zone_size)
+            .ok_or_else(|| {
+                bad(format!(
+                    "replay starts in WAL zone {} of {}",
+                    wal.ring, layout.wal
+                ))
+            })?;
+        if !(start..=start + g.zone_capacity).contains(&wal.addr)
+            || wal.addr % u64::from(g.block_size) != 0
+        {
+            return Err(bad(format!(
+                "replay starts at byte {}, not a block of WAL zone {}",
+                wal.addr, wal.ring
+            )));
+        }
+        for p in &self.buffered {
+            if let Val::Vlog(loc) = p.val {
+                let z = crate::vlog::loc_addr(loc) / g.zone_size;
+                let role = usize::try_from(z).ok().and_then(|z| self.zones.get(z));
+                if !matches!(role, Some((Role::Vlog, _))) {
+                    return Err(bad(format!(
+                        "a buffered value points into zone {z}, not a value-log zone"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -397,6 +484,59 @@ mod tests {
             f[byte] ^= 0x40;
             assert_ne!(frame_crc(&f[..FRAME], &body), stored, "byte {byte}");
             f[byte] ^= 0x40;
+        }
+    }
+
+    #[test]
+    fn a_snapshot_must_fit_the_device_layout() {
+        // Two MetaLog zones, two WAL zones, four data zones.
+        let layout = Layout {
+            geometry: ZoneGeometry::small(8, 4, 4),
+            meta: 2,
+            wal: 2,
+        };
+        let zone = layout.geometry.zone_size;
+        let good = Snapshot {
+            wal: WalPosition {
+                ring: 1,
+                addr: 3 * zone + 8192,
+                seq: 77,
+            },
+            zones: vec![
+                (Role::Meta, 0),
+                (Role::Meta, 0),
+                (Role::Wal, 0),
+                (Role::Wal, 0),
+                (Role::Leaf, 0),
+                (Role::Vlog, 900),
+                (Role::Free, 0),
+                (Role::Free, 0),
+            ],
+            buffered: vec![Pair::new(
+                b"b",
+                Val::Vlog(crate::vlog::location(5 * zone, 30)),
+            )],
+            ..snap(3, 2)
+        };
+        good.check_layout(&layout).unwrap();
+        let edits: [fn(&mut Snapshot, u64); 9] = [
+            |s, _| s.zones.truncate(7),
+            |s, _| s.zones[0].0 = Role::Free,
+            |s, _| s.zones[2].0 = Role::Leaf,
+            |s, _| s.zones[6].0 = Role::Meta,
+            |s, _| s.zones[5].1 = u64::MAX,
+            |s, _| s.wal.ring = 2,
+            |s, z| s.wal.addr = 2 * z,
+            |s, _| s.wal.addr += 100,
+            |s, z| s.buffered[0].val = Val::Vlog(crate::vlog::location(4 * z, 30)),
+        ];
+        for (i, edit) in edits.iter().enumerate() {
+            let mut s = good.clone();
+            edit(&mut s, zone);
+            assert!(
+                matches!(s.check_layout(&layout), Err(Error::Corruption { .. })),
+                "edit {i}"
+            );
         }
     }
 

@@ -51,7 +51,7 @@ use crate::flusher::Flusher;
 use crate::gc_policy::{self, Candidate, Deferral};
 use crate::lru_pool::LruPool;
 use crate::merged_filter::MergedFilter;
-use crate::metalog::{MetaLog, Snapshot};
+use crate::metalog::{Layout, MetaLog, Snapshot};
 use crate::options::{Variant, ZkvOptions};
 use crate::page_io::PageIo;
 use crate::pair::{Bytes, Pair, Val};
@@ -230,16 +230,11 @@ impl ZkvStore {
                 Tree::new(&zkv, budget.adb, budget.delta)
             }
             Some(s) => {
-                if s.zones.len() != g.zone_count as usize {
-                    return Err(Error::corruption(
-                        "zkv MetaLog",
-                        format!(
-                            "{} zones recorded, device has {}",
-                            s.zones.len(),
-                            g.zone_count
-                        ),
-                    ));
-                }
+                s.check_layout(&Layout {
+                    geometry: g,
+                    meta,
+                    wal: zkv.wal_zones,
+                })?;
                 for (z, &(role, valid)) in s.zones.iter().enumerate() {
                     space.zones[z].role = role;
                     space.zones[z].valid = if role == Role::Vlog { valid } else { 0 };

@@ -192,10 +192,15 @@ impl Vlog {
         Ok(())
     }
 
-    /// The record at `loc` is dead.
+    /// The record at `loc` is dead. Only a value-log zone's count moves:
+    /// a location from a damaged page that names another zone must not
+    /// lower a leaf zone's count of live pages.
     pub fn release(&self, loc: u64, space: &Mutex<ZoneSpace>) {
         let z = (loc_addr(loc) / self.dev.geometry().zone_size) as usize;
-        space.lock().sub_valid(z, RECORD_HEADER + loc_len(loc));
+        let mut s = space.lock();
+        if s.zones.get(z).is_some_and(|zs| zs.role == Role::Vlog) {
+            s.sub_valid(z, RECORD_HEADER + loc_len(loc));
+        }
     }
 
     pub fn zone(&self) -> Option<u32> {

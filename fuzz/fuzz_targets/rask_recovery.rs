@@ -1,12 +1,14 @@
 //! RASK recovery from arbitrary bytes: the input is cut into two snapshot
 //! files and a redo log. Opening never panics; it yields an index that
-//! passes `verify` and keeps working, or a typed error. With the third
+//! passes `verify` and keeps working, or a typed error. An index that
+//! took a snapshot and a synced write reopens mapping every block as
+//! before. With the third
 //! byte odd, the first snapshot is instead sealed around the input as its
 //! runs (spec: `docs/format/rask-snapshot.md`), so the run checks behind
 //! the checksums see arbitrary runs.
 #![no_main]
 
-use ferrite_rask::{BlockRange, DurableOptions, DurableRask, PhysicalRun, RaskDevices};
+use ferrite_rask::{BlockRange, DurableOptions, DurableRask, PhysicalRun, RangeValue, RaskDevices};
 use libfuzzer_sys::fuzz_target;
 
 mod image;
@@ -59,14 +61,53 @@ fuzz_target!(|data: &[u8]| {
         snapshots: [d0, d1],
         log: dl,
     };
-    if let Ok(db) = DurableRask::<PhysicalRun>::open_on(devices, DurableOptions::default()) {
-        assert!(db.index().verify().is_ok());
-        let r = BlockRange::new(7, 9).unwrap_or(BlockRange::block(7));
-        if let Some(v) = PhysicalRun::new(1, 1) {
-            let _ = db.put(r, v);
-        }
-        let _ = db.get(r);
-        // A snapshot raises the recovered epoch.
-        let _ = db.snapshot();
+    let again = RaskDevices {
+        snapshots: devices.snapshots.clone(),
+        log: devices.log.clone(),
+    };
+    let Ok(db) = DurableRask::<PhysicalRun>::open_on(devices, DurableOptions::default()) else {
+        return;
+    };
+    assert!(db.index().verify().is_ok());
+    let r = BlockRange::new(7, 9).unwrap_or(BlockRange::block(7));
+    let Some(v) = PhysicalRun::new(1, 1) else {
+        return;
+    };
+    let _ = db.get(r);
+    // A snapshot raises the recovered epoch; a put after it goes to the
+    // redo log.
+    let written = db
+        .snapshot()
+        .and_then(|()| db.put(r, v))
+        .and_then(|()| db.sync());
+    let held = runs(&db);
+    drop(db);
+    // What a snapshot and a synced log held comes back at a reopen.
+    if written.is_ok() {
+        let db = DurableRask::<PhysicalRun>::open_on(again, DurableOptions::default())
+            .expect("a synced index reopens");
+        assert_eq!(runs(&db), held, "a reopen maps every block as before");
     }
 });
+
+/// Every mapped run of the index, continuous pieces joined (a reopened
+/// index may cut runs where the one before it did not).
+fn runs(db: &DurableRask<PhysicalRun>) -> Vec<(BlockRange, PhysicalRun)> {
+    let mut out: Vec<(BlockRange, PhysicalRun)> = Vec::new();
+    for seg in db.get(BlockRange::new(0, u64::MAX).unwrap_or(BlockRange::block(0))) {
+        let Some(v) = seg.value else {
+            continue;
+        };
+        if let Some((lr, lv)) = out.last_mut() {
+            if lr.r().checked_add(1) == Some(seg.range.l()) {
+                if let Some(m) = PhysicalRun::merge(*lr, lv, seg.range, &v) {
+                    *lr = BlockRange::new(lr.l(), seg.range.r()).unwrap_or(*lr);
+                    *lv = m;
+                    continue;
+                }
+            }
+        }
+        out.push((seg.range, v));
+    }
+    out
+}

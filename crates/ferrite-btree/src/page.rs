@@ -550,10 +550,16 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
             page_id(b)
         ));
     }
-    match kind(b) {
-        KIND_LEAF | KIND_INNER => {}
-        KIND_OVERFLOW | KIND_FREELIST => return Ok(()),
-        k => return bad(format!("unknown page kind {k}")),
+    match (kind(b), level(b)) {
+        // Leaves are the bottom level, inner pages above it.
+        (KIND_LEAF, 0) => {}
+        (KIND_INNER, l) if l > 0 => {}
+        (k, l) if k == KIND_LEAF || k == KIND_INNER => {
+            let name = if k == KIND_LEAF { "a leaf" } else { "an inner" };
+            return bad(format!("{name} page at level {l}"));
+        }
+        (KIND_OVERFLOW | KIND_FREELIST, _) => return Ok(()),
+        (k, _) => return bad(format!("unknown page kind {k}")),
     }
     let n = count(b);
     let cs = cell_start(b);
@@ -839,6 +845,26 @@ mod tests {
         assert!(check(&b, 8, &|| "p".into()).is_err(), "wrong id");
         b[100] ^= 1;
         assert!(check(&b, 7, &|| "p".into()).is_err(), "bit flip");
+    }
+
+    #[test]
+    fn leaves_sit_at_level_zero_and_inner_pages_above() {
+        for (kind, level, ok) in [
+            (KIND_LEAF, 0, true),
+            (KIND_LEAF, 255, false),
+            (KIND_INNER, 1, true),
+            (KIND_INNER, 0, false),
+        ] {
+            let mut b = vec![0u8; 1024];
+            init(&mut b, 7, kind, level);
+            assert!(set_fences(&mut b, None, None));
+            seal(&mut b);
+            assert_eq!(
+                check(&b, 7, &|| "p".into()).is_ok(),
+                ok,
+                "kind {kind} level {level}"
+            );
+        }
     }
 
     #[test]

@@ -595,6 +595,11 @@ impl Tree {
         let mut lb = p.write();
         let kind = page::kind(&lb);
         let level = page::level(&lb);
+        // Page headers name levels in one byte; no tree with pages of at
+        // least two cells grows that tall, so a page at the top is damage.
+        let parent_level = level
+            .checked_add(1)
+            .ok_or_else(|| Error::corruption(format!("page {id}"), "a page at level 255 split"))?;
         let (low, high) = page::fences_owned(&lb);
         let mut cells = page::raw_cells(&lb);
         cells.insert(pos.min(cells.len()), cell);
@@ -662,7 +667,7 @@ impl Tree {
             } else {
                 self.path_to_level(shape, &sep, u32::from(level) + 1)?
             };
-            self.insert_into_parent(shape, &ancestors, sep, new_id, level + 1)?;
+            self.insert_into_parent(shape, &ancestors, sep, new_id, parent_level)?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 //! describe no tree (a root outside the file, a file no offset reaches)
 //! does not decode, like one whose checksum fails.
 
-use ferrite_core::ByteReader;
+use ferrite_core::{ByteReader, Error, Result};
 
 use crate::free_space::ChainRef;
 use crate::page::{self, PageId};
@@ -105,6 +105,23 @@ impl Meta {
         })
     }
 
+    /// Refuses a meta page that would not read back: an epoch at the
+    /// counter limit (risen from a damaged one) or a shape recovery
+    /// refuses. Written, it would leave the store to fall back to an
+    /// older checkpoint, or to none.
+    pub fn check_persistable(&self) -> Result<()> {
+        let mut probe = [0u8; LEN + 4];
+        self.encode(&mut probe);
+        if Self::decode(&probe) == Some(*self) {
+            return Ok(());
+        }
+        ferrite_core::persistable_counter(self.epoch, "btree meta page")?;
+        Err(Error::corruption(
+            "btree meta page",
+            format!("the checkpoint's meta page would not read back: {self:?}"),
+        ))
+    }
+
     /// The meta page slot this checkpoint is written to.
     pub fn slot(&self) -> PageId {
         self.epoch % 2
@@ -150,6 +167,27 @@ mod tests {
         m.epoch = u64::MAX;
         m.encode(&mut b);
         assert_eq!(Meta::decode(&b), None);
+    }
+
+    #[test]
+    fn only_meta_pages_that_read_back_are_persisted() {
+        let mut m = Meta {
+            page_size: 4096,
+            epoch: ferrite_core::COUNTER_LIMIT - 1,
+            root: 5,
+            height: 1,
+            page_count: 8,
+            free: ChainRef::default(),
+        };
+        m.check_persistable().unwrap();
+        m.epoch += 1;
+        assert!(matches!(
+            m.check_persistable(),
+            Err(Error::Corruption { .. })
+        ));
+        m.epoch = 3;
+        m.root = 9;
+        assert!(m.check_persistable().is_err(), "a root past the file");
     }
 
     #[test]

@@ -1112,8 +1112,9 @@ impl Shared {
             page_count: st.shape.page_count,
             free,
         };
-        let result = self
-            .carry_over(st, meta.epoch, inflight)
+        let result = meta
+            .check_persistable()
+            .and_then(|()| self.carry_over(st, meta.epoch, inflight))
             .and_then(|_| {
                 checkpoint::install(
                     self.devices.pages.as_ref(),

@@ -15,6 +15,21 @@ pub fn check_counter(v: u64) -> Option<u64> {
     (v < COUNTER_LIMIT).then_some(v)
 }
 
+/// Refuses to persist counter `v` once it reached the limit: a decoder
+/// would take what is written for damage, and the store would come back
+/// without it. A store reaches the limit only from a damaged value that
+/// recovery read as one just below it, so the refusal is corruption.
+pub fn persistable_counter(v: u64, what: &str) -> crate::Result<u64> {
+    check_counter(v).ok_or_else(|| {
+        crate::Error::corruption(
+            what,
+            format!(
+                "counter {v} reached the limit of persisted counters; it rose from a damaged value"
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -25,5 +40,10 @@ mod tests {
         assert_eq!(check_counter(COUNTER_LIMIT - 1), Some(COUNTER_LIMIT - 1));
         assert_eq!(check_counter(COUNTER_LIMIT), None);
         assert_eq!(check_counter(u64::MAX), None);
+        assert!(persistable_counter(COUNTER_LIMIT - 1, "x").is_ok());
+        assert!(matches!(
+            persistable_counter(COUNTER_LIMIT, "x"),
+            Err(crate::Error::Corruption { .. })
+        ));
     }
 }

@@ -37,7 +37,7 @@ mod store;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use byte_reader::ByteReader;
-pub use counter::{check_counter, COUNTER_LIMIT};
+pub use counter::{check_counter, persistable_counter, COUNTER_LIMIT};
 pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
 pub use identity::{Established, StoreIdentity, IDENTITY_FILE};

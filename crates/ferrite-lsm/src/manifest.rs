@@ -195,9 +195,19 @@ impl Manifest {
     }
 
     /// Writes `state` (whose generation the caller has advanced) durably.
+    /// A state that would not read back (a counter at its limit, or table
+    /// extents recovery would refuse) is refused before the slot is
+    /// touched: the slot holds the snapshot a crash falls back to.
     pub fn store(&self, state: &ManifestState) -> Result<()> {
         let dev = &self.slots[(state.generation % 2) as usize];
         let bytes = state.encode();
+        if ManifestState::decode(&bytes).as_ref() != Some(state) {
+            ferrite_core::persistable_counter(state.generation, "manifest")?;
+            return Err(Error::corruption(
+                "manifest",
+                "the state to store would not read back",
+            ));
+        }
         let bs = dev.block_size();
         let len = bytes.len().div_ceil(bs) * bs;
         let mut buf = AlignedBuf::zeroed(len);

@@ -701,6 +701,8 @@ impl Inner {
             self.make_room(&mut w)?;
             let seq = w.next_seq;
             let n = batch.len() as u64;
+            // Replay refuses a record whose numbers reach the limit.
+            ferrite_core::persistable_counter(seq + n, "lsm wal")?;
             let lsn = w
                 .wal
                 .append(&encode_record(seq, batch))

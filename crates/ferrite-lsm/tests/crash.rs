@@ -251,3 +251,72 @@ fn a_full_disk_is_reported_and_loses_nothing() {
         db.put(b"after", b"space returned").unwrap();
     }
 }
+
+/// A manifest whose counters recovery accepts just below the limit (a
+/// damaged value can be): the flush that would store a generation at the
+/// limit, and the write that would take a sequence number to it, are
+/// refused as corruption. Written, the manifest would read as damage and
+/// a reopen would fall back to the one before, without the flushed data.
+#[test]
+fn counters_at_their_limit_are_refused_not_written() {
+    let limit = ferrite_core::COUNTER_LIMIT;
+    for (generation, last_seq) in [(limit - 2, 7), (4, limit - 3)] {
+        let d = common::fresh();
+        let state = ferrite_lsm::ManifestState {
+            generation,
+            next_table: 1,
+            log_number: 0,
+            last_seq,
+            partitions: 1,
+            tables: Vec::new(),
+            part_logs: vec![0],
+        };
+        let bytes = state.encode();
+        let mut buf = ferrite_io::AlignedBuf::zeroed(bytes.len().div_ceil(4096) * 4096);
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        d[1 + (generation % 2) as usize].write_at(&buf, 0).unwrap();
+        let lsm = common::tiny(IndexKind::Sparse);
+        let db = common::open(&d, lsm.clone(), SyncMode::Always).unwrap();
+        let mut acked = BTreeMap::new();
+        let mut refused = None;
+        for i in 0..4u32 {
+            let k = i.to_be_bytes().to_vec();
+            match db.put(&k, b"v").and_then(|()| db.flush()) {
+                Ok(()) => {
+                    acked.insert(k, b"v".to_vec());
+                }
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        // Refused in the write, or in a background flush that poisoned
+        // the store.
+        let e = refused.expect("a counter passed the limit");
+        let limit_named = |s: &str| s.contains("reached the limit");
+        assert!(
+            match &e {
+                ferrite_core::Error::Corruption { reason, .. } => limit_named(reason),
+                ferrite_core::Error::Poisoned { cause, .. } => limit_named(cause),
+                _ => false,
+            },
+            "{e}"
+        );
+        drop(db);
+        // Nothing acknowledged is lost: the store reopens with it, or
+        // refuses to open.
+        match common::open(&d, lsm, SyncMode::Always) {
+            Ok(db) => {
+                let got = common::contents(&db);
+                assert!(
+                    acked.iter().all(|(k, v)| got.get(k) == Some(v)),
+                    "{} of {} acknowledged keys reopened",
+                    got.len(),
+                    acked.len()
+                );
+            }
+            Err(e) => assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}"),
+        }
+    }
+}

@@ -256,6 +256,14 @@ impl<V: RangeValue> DurableRask<V> {
         let mut w = self.writer.lock();
         w.poisoned.check()?;
         let epoch = w.epoch + 1;
+        if ferrite_core::check_counter(epoch).is_none() {
+            // A reader would take the snapshot for damage and fall back to
+            // the older one without this log: refuse before writing.
+            return Err(corrupt(
+                "rask snapshot",
+                format!("epoch {epoch} reached the limit; it rose from a damaged one"),
+            ));
+        }
         let dev = self.devices.snapshots[(epoch % 2) as usize].as_ref();
         if let Err(e) =
             write_snapshot(dev, &self.index, epoch).and_then(|()| Ok(self.wal.reset(epoch)?))

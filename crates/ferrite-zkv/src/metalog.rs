@@ -225,7 +225,7 @@ impl Snapshot {
                 ))
             })?;
         if !(start..=start + g.zone_capacity).contains(&wal.addr)
-            || wal.addr % u64::from(g.block_size) != 0
+            || !wal.addr.is_multiple_of(u64::from(g.block_size))
         {
             return Err(bad(format!(
                 "replay starts at byte {}, not a block of WAL zone {}",
@@ -360,6 +360,10 @@ impl MetaLog {
 
     /// Appends `snap` durably (the caller synced the data it refers to).
     pub fn write(&mut self, snap: &Snapshot) -> Result<()> {
+        // Recovery would take a snapshot with a counter at the limit for
+        // damage and fall back to an older one: refuse it unwritten.
+        ferrite_core::persistable_counter(snap.version, "zkv MetaLog version")?;
+        ferrite_core::persistable_counter(snap.wal.seq, "zkv MetaLog WAL position")?;
         let g = *self.dev.geometry();
         let bs = g.block_size as usize;
         let body = snap.encode();
@@ -472,6 +476,23 @@ mod tests {
         let mut s = snap(1, 4);
         s.wal.seq = limit;
         assert!(Snapshot::decode(1, &s.encode()).is_err());
+    }
+
+    #[test]
+    fn snapshots_with_counters_at_the_limit_are_not_written() {
+        let dev: Arc<dyn ZonedDevice> = Arc::new(
+            EmulatedZonedDevice::format(MemDevice::new(), ZoneGeometry::small(8, 4, 4)).unwrap(),
+        );
+        let (mut log, _) = MetaLog::load(dev.clone(), 1).unwrap();
+        let limit = ferrite_core::COUNTER_LIMIT;
+        log.write(&snap(limit - 1, 4)).unwrap();
+        let mut over = snap(limit, 4);
+        assert!(matches!(log.write(&over), Err(Error::Corruption { .. })));
+        over.version = limit - 1;
+        over.wal.seq = limit;
+        assert!(matches!(log.write(&over), Err(Error::Corruption { .. })));
+        let (_, got) = MetaLog::load(dev, 1).unwrap();
+        assert_eq!(got.unwrap(), snap(limit - 1, 4));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Building blocks of the device images the recovery targets open: a
-//! device holding bytes, little-endian fields read leniently, and write
-//! batches drawn from input bytes.
+//! device holding bytes, little-endian fields read leniently, write
+//! batches drawn from input bytes, and the durability check a store that
+//! opened must pass.
 #![allow(dead_code, reason = "each target uses part of it")]
 
 use std::sync::Arc;
 
-use ferrite_core::WriteBatch;
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, WriteBatch};
 use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
 
 /// A device of `block`-byte blocks holding `bytes` from offset 0.
@@ -53,4 +54,40 @@ pub fn batch(n: u8, chunk: &[u8]) -> Option<WriteBatch> {
         batch.put(key, value).map(|_| ())
     };
     made.ok().map(|()| batch)
+}
+
+/// The durability oracle of the recovery targets: `db`, opened from a
+/// damaged image, takes a put, a value long enough for an engine's out-of-
+/// line path and a delete of `victim`, flushes and verifies. If all of that
+/// succeeds and it scans, the store `reopen` opens on the same devices must
+/// hold exactly what it held.
+pub fn check_durable<S: KvStore>(
+    db: S,
+    victim: &[u8],
+    reopen: impl FnOnce() -> ferrite_core::Result<S>,
+) {
+    let _ = db.get(b"key");
+    let written = db
+        .put(b"key", b"value")
+        .and_then(|()| db.put(b"long", &[7u8; 300]))
+        .and_then(|()| db.delete(victim))
+        .and_then(|()| db.flush())
+        .and_then(|()| db.verify());
+    let held = db.scan_collect(KeyRange::all(), usize::MAX);
+    drop(db);
+    if let (Ok(()), Ok(held)) = (written, held) {
+        let db = reopen().expect("a store that flushed and verified reopens");
+        let found = db
+            .scan_collect(KeyRange::all(), usize::MAX)
+            .expect("a reopened store scans");
+        assert_eq!(found, held, "a reopen finds what the flush held");
+    }
+}
+
+/// The first key `scan` found, or one no store holds.
+pub fn first_key(scan: &ferrite_core::Result<Vec<(Vec<u8>, Vec<u8>)>>) -> Vec<u8> {
+    match scan {
+        Ok(kv) => kv.first().map_or(b"absent".to_vec(), |(k, _)| k.clone()),
+        Err(_) => b"absent".to_vec(),
+    }
 }

@@ -226,31 +226,8 @@ fn structured(data: &[u8]) {
     let Ok(db) = ZkvStore::open_on(dev.clone(), &opts, zo.clone()) else {
         return;
     };
-    let before = db.scan_collect(KeyRange::all(), usize::MAX);
-    let _ = db.get(b"key");
-    let written = db
-        .put(b"key", b"value")
-        .and_then(|()| db.put(b"long", &[7u8; 300]))
-        .and_then(|()| db.delete(leaves_first_key(&before)))
-        .and_then(|()| db.checkpoint())
-        .and_then(|()| db.verify());
-    let after = db.scan_collect(KeyRange::all(), usize::MAX);
-    drop(db);
-    if let (Ok(()), Ok(after)) = (written, after) {
-        let db = ZkvStore::open_on(dev, &opts, zo).expect("a store that checkpointed reopens");
-        let again = db
-            .scan_collect(KeyRange::all(), usize::MAX)
-            .expect("a reopened store scans");
-        assert_eq!(again, after, "a reopen finds what the checkpoint held");
-    }
-}
-
-/// A key the store held at open, or one it did not.
-fn leaves_first_key(scan: &ferrite_core::Result<Vec<(Vec<u8>, Vec<u8>)>>) -> &[u8] {
-    match scan {
-        Ok(kv) => kv.first().map_or(b"absent", |(k, _)| k.as_slice()),
-        Err(_) => b"absent",
-    }
+    let victim = image::first_key(&db.scan_collect(KeyRange::all(), 64));
+    image::check_durable(db, &victim, || ZkvStore::open_on(dev, &opts, zo));
 }
 
 fn frame(body: &[u8]) -> AlignedBuf {

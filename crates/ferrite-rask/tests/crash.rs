@@ -267,10 +267,9 @@ fn corrupt_snapshots_and_records_are_typed_errors() {
     }
 }
 
-/// A snapshot header that passes its checksum yet names an epoch no store
-/// reaches is refused: the next snapshot's epoch would overflow.
-#[test]
-fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
+/// Devices holding an index of one run (blocks 3..=9) whose one snapshot
+/// is resealed to name `epoch`, as damage that passes the checksum can.
+fn snapshot_of_epoch(epoch: u64) -> [Dev; 3] {
     let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
     let db = open(&d).unwrap();
     db.put(
@@ -280,17 +279,27 @@ fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
     .unwrap();
     db.snapshot().unwrap();
     drop(db);
+    let mut edited = 0;
     for dev in &d[..2] {
         let mut b = ferrite_io::AlignedBuf::zeroed(4096);
         if dev.read_at(&mut b, 0).is_err() || &b[..8] != b"FRRASKSN" {
             continue;
         }
-        b[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        b[16..24].copy_from_slice(&epoch.to_le_bytes());
         let crc = crc32c::crc32c(&b[..44]);
         b[44..48].copy_from_slice(&crc.to_le_bytes());
         dev.write_at(&b, 0).unwrap();
+        edited += 1;
     }
-    match open(&d) {
+    assert_eq!(edited, 1, "one snapshot was written");
+    d
+}
+
+/// A snapshot header that passes its checksum yet names an epoch no store
+/// reaches is refused: the next snapshot's epoch would overflow.
+#[test]
+fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
+    match open(&snapshot_of_epoch(u64::MAX)) {
         Err(ferrite_rask::RaskError::Corruption { .. }) => {}
         Err(e) => panic!("expected a corruption error, got {e}"),
         Ok(_) => panic!("a snapshot of epoch u64::MAX was accepted"),
@@ -303,29 +312,7 @@ fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
 /// and the writes since stay in the log.
 #[test]
 fn a_snapshot_at_the_counter_limit_is_refused_and_loses_nothing() {
-    let d: [Dev; 3] = std::array::from_fn(|_| Arc::new(FaultyDevice::new(MemDevice::new())));
-    let db = open(&d).unwrap();
-    db.put(
-        BlockRange::new(3, 9).unwrap(),
-        PhysicalRun::new(0, 7).unwrap(),
-    )
-    .unwrap();
-    db.snapshot().unwrap();
-    drop(db);
-    let last = ferrite_core::COUNTER_LIMIT - 1;
-    let mut edited = 0;
-    for dev in &d[..2] {
-        let mut b = ferrite_io::AlignedBuf::zeroed(4096);
-        if dev.read_at(&mut b, 0).is_err() || &b[..8] != b"FRRASKSN" {
-            continue;
-        }
-        b[16..24].copy_from_slice(&last.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..44]);
-        b[44..48].copy_from_slice(&crc.to_le_bytes());
-        dev.write_at(&b, 0).unwrap();
-        edited += 1;
-    }
-    assert_eq!(edited, 1);
+    let d = snapshot_of_epoch(ferrite_core::COUNTER_LIMIT - 1);
     let db = open(&d).unwrap();
     db.put(
         BlockRange::new(20, 29).unwrap(),

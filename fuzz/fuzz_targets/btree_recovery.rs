@@ -15,7 +15,9 @@
 //! SHORTCUT companion on, whose training walks the inner pages.
 #![no_main]
 
-use ferrite_btree::{BTreeOptions, BTreeStore, ChainRef, Devices, MetaPage, ShortcutOptions};
+use ferrite_btree::{
+    BTreeOptions, BTreeStore, Carried, ChainRef, Devices, MetaPage, ShortcutOptions,
+};
 use ferrite_core::{KeyRange, KvStoreExt, Options, SyncMode};
 use libfuzzer_sys::fuzz_target;
 
@@ -25,7 +27,8 @@ use image::{batch, u64_at};
 const PAGE: usize = 1024;
 
 /// A meta page from the first 48 bytes of `b`: epoch, root, height, page
-/// count and free-list chain, reduced to small values unless `raw`.
+/// count and free-list chain, reduced to small values unless `raw`; what
+/// it says of the carry-over comes from the epoch's high bits.
 fn meta(b: &[u8], raw: bool) -> MetaPage {
     let small = |v: u64, m: u64| if raw { v } else { v % m };
     MetaPage {
@@ -38,6 +41,8 @@ fn meta(b: &[u8], raw: bool) -> MetaPage {
             head: small(u64_at(b, 32), 16),
             len: small(u64_at(b, 40), 4096),
         },
+        carried: [Carried::Unrecorded, Carried::Nothing, Carried::Written]
+            [(u64_at(b, 0) >> 61) as usize % 3],
     }
 }
 

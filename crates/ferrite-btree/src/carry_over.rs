@@ -11,7 +11,10 @@
 //! the previous epoch's copy, so a crash while writing a slot (before its
 //! meta page) loses nothing: the old meta page, the old slot and the old
 //! WAL still describe the store. A checkpoint with nothing to carry writes
-//! nothing; the slot's stale epoch then keeps recovery from reading it.
+//! nothing, and its meta page says so (`Carried::Nothing`); one that wrote
+//! a carry-over says that too, and since the slot was synced before the
+//! meta page, recovery then takes a missing or damaged slot for corruption
+//! rather than for an empty one (which would silently drop the records).
 //!
 //! Layout (spec: `docs/format/btree-page.md`, "Carry-over slots"): one
 //! header block — magic `FBTCRY01`, epoch u64, payload length u64, payload
@@ -51,13 +54,28 @@ pub fn write(dev: &dyn BlockDevice, epoch: u64, batches: &[&[u8]]) -> Result<()>
     Ok(())
 }
 
-/// Reads the carry-over of `epoch`: empty if the slot holds none of that
-/// epoch (another epoch, torn, or never written); a payload that passes its
-/// checksum but does not decode is corruption.
-pub fn read(dev: &dyn BlockDevice, epoch: u64) -> Result<Vec<WriteBatch>> {
+/// Reads the carry-over of `epoch`. When the meta page says one was
+/// written (`required`), a slot without a valid one of that epoch is
+/// corruption; otherwise (a meta page too old to say) such a slot reads as
+/// empty. A payload that passes its checksum but does not decode is
+/// corruption either way.
+pub fn read(dev: &dyn BlockDevice, epoch: u64, required: bool) -> Result<Vec<WriteBatch>> {
+    match find(dev, epoch)? {
+        Ok(payload) => decode(&payload),
+        Err(why) if required => Err(Error::corruption(
+            "carry-over slot",
+            format!("the carry-over of checkpoint {epoch} is {why}"),
+        )),
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// The slot's payload if it holds a valid carry-over of `epoch`, else
+/// why not.
+fn find(dev: &dyn BlockDevice, epoch: u64) -> Result<std::result::Result<Vec<u8>, String>> {
     let bs = dev.block_size();
     if dev.len() < bs as u64 {
-        return Ok(Vec::new());
+        return Ok(Err("missing".into()));
     }
     let mut head = AlignedBuf::zeroed(bs);
     dev.read_at(&mut head, 0)?;
@@ -71,22 +89,25 @@ pub fn read(dev: &dyn BlockDevice, epoch: u64) -> Result<Vec<WriteBatch>> {
         Some((magic == MAGIC, e, len, crc, hcrc))
     })();
     let Some((true, e, len, crc, hcrc)) = parsed else {
-        return Ok(Vec::new());
+        return Ok(Err("missing (no header)".into()));
     };
-    if crc32c::crc32c(head.get(..HEADER - 4).unwrap_or_default()) != hcrc || e != epoch {
-        return Ok(Vec::new());
+    if crc32c::crc32c(head.get(..HEADER - 4).unwrap_or_default()) != hcrc {
+        return Ok(Err("damaged (header checksum)".into()));
+    }
+    if e != epoch {
+        return Ok(Err(format!("missing (the slot holds checkpoint {e}'s)")));
     }
     let total = (bs as u64).saturating_add(len).div_ceil(bs as u64) * bs as u64;
     if total > dev.len() {
-        return Ok(Vec::new());
+        return Ok(Err("cut short".into()));
     }
     let mut all = AlignedBuf::zeroed(total as usize);
     dev.read_at(&mut all, 0)?;
     let payload = all.get(bs..bs + len as usize).unwrap_or_default();
     if crc32c::crc32c(payload) != crc {
-        return Ok(Vec::new());
+        return Ok(Err("damaged (payload checksum)".into()));
     }
-    decode(payload)
+    Ok(Ok(payload.to_vec()))
 }
 
 /// Decodes a carry-over payload (the batches, in order). Never panics: a
@@ -119,23 +140,36 @@ mod tests {
     #[test]
     fn round_trips_and_rejects_other_epochs_and_damage() {
         let dev = MemDevice::new();
-        assert!(read(&dev, 1).unwrap().is_empty());
+        assert!(read(&dev, 1, false).unwrap().is_empty());
+        assert!(
+            read(&dev, 1, true).is_err(),
+            "a required carry-over is missing"
+        );
         let mut b = WriteBatch::new();
         b.put(b"a", b"1").unwrap();
         b.delete(b"b").unwrap();
         let mut enc = Vec::new();
         b.encode(&mut enc);
         write(&dev, 7, &[&enc, &enc]).unwrap();
-        assert_eq!(read(&dev, 7).unwrap(), vec![b.clone(), b.clone()]);
-        assert!(read(&dev, 8).unwrap().is_empty());
+        for required in [false, true] {
+            assert_eq!(read(&dev, 7, required).unwrap(), vec![b.clone(), b.clone()]);
+        }
+        assert!(read(&dev, 8, false).unwrap().is_empty());
+        assert!(matches!(read(&dev, 8, true), Err(Error::Corruption { .. })));
         // Flip a payload byte: the checksum catches it.
         let mut all = AlignedBuf::zeroed(dev.len() as usize);
         dev.read_at(&mut all, 0).unwrap();
         all[dev.block_size() + 3] ^= 1;
         dev.write_at(&all, 0).unwrap();
-        assert!(read(&dev, 7).unwrap().is_empty());
+        assert!(read(&dev, 7, false).unwrap().is_empty());
+        match read(&dev, 7, true) {
+            Err(Error::Corruption { reason, .. }) => {
+                assert!(reason.contains("damaged"), "{reason}")
+            }
+            other => panic!("a damaged required carry-over read as {other:?}"),
+        }
         write(&dev, 9, &[]).unwrap();
-        assert!(read(&dev, 9).unwrap().is_empty());
+        assert!(read(&dev, 9, true).unwrap().is_empty());
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! starts. Pages 0 and 1 hold two copies; checkpoint `e` writes copy
 //! `e mod 2`, so a torn meta write leaves the previous one intact.
 //! Version 2 adds the free-list chain (see `free_space`); a version-1 page
-//! (no chain) still decodes, with no free ids. A page whose fields
+//! (no chain) still decodes, with no free ids. Version 3 records whether
+//! the checkpoint wrote a carry-over (see `carry_over`), so recovery can
+//! tell a damaged one from none; a page of an older version decodes as
+//! [`Carried::Unrecorded`]. A page whose fields
 //! describe no tree (a root outside the file, a file no offset reaches)
 //! does not decode, like one whose checksum fails.
 
@@ -12,7 +15,7 @@ use crate::free_space::ChainRef;
 use crate::page::{self, PageId};
 
 const MAGIC: &[u8; 8] = b"FBTMETA1";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const LEN_V1: usize = 8 + 4 + 4 + 8 + 8 + 4 + 4 + 8;
 const LEN: usize = LEN_V1 + 8 + 8;
 
@@ -28,18 +31,39 @@ pub struct Meta {
     pub page_count: u64,
     /// The unused ids' chain (`ChainRef::default()`: none).
     pub free: ChainRef,
+    /// Whether the checkpoint wrote a carry-over to slot `epoch % 2`.
+    pub carried: Carried,
+}
+
+/// What a meta page says of its checkpoint's carry-over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    /// A page from before version 3, which does not say: the slot is
+    /// replayed if it holds a valid carry-over of the epoch.
+    Unrecorded,
+    /// The checkpoint carried nothing; the slot holds an older epoch's.
+    Nothing,
+    /// The checkpoint wrote one, synced before this page: it must be there.
+    Written,
 }
 
 impl Meta {
     pub fn encode(&self, out: &mut [u8]) {
         let mut v = Vec::with_capacity(LEN + 4);
+        // An unrecorded carry-over is what version 2 means by the same
+        // bytes, so a decoded page encodes back to itself.
+        let (version, carried) = match self.carried {
+            Carried::Unrecorded => (2u32, 0u32),
+            Carried::Nothing => (VERSION, 0),
+            Carried::Written => (VERSION, 1),
+        };
         v.extend_from_slice(MAGIC);
-        v.extend_from_slice(&VERSION.to_le_bytes());
+        v.extend_from_slice(&version.to_le_bytes());
         v.extend_from_slice(&self.page_size.to_le_bytes());
         v.extend_from_slice(&self.epoch.to_le_bytes());
         v.extend_from_slice(&self.root.to_le_bytes());
         v.extend_from_slice(&self.height.to_le_bytes());
-        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&carried.to_le_bytes());
         v.extend_from_slice(&self.page_count.to_le_bytes());
         v.extend_from_slice(&self.free.head.to_le_bytes());
         v.extend_from_slice(&self.free.len.to_le_bytes());
@@ -56,7 +80,7 @@ impl Meta {
         let version = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?);
         let len = match version {
             1 => LEN_V1,
-            VERSION => LEN,
+            2 | VERSION => LEN,
             _ => return None,
         };
         let body = b.get(..len)?;
@@ -72,7 +96,12 @@ impl Meta {
         let epoch = r.counter()?;
         let root = r.u64()?;
         let height = r.u32()?;
-        let _pad = r.u32()?;
+        let carried = match (version, r.u32()?) {
+            (1 | 2, _) => Carried::Unrecorded,
+            (_, 0) => Carried::Nothing,
+            (_, 1) => Carried::Written,
+            _ => return None,
+        };
         let page_count = r.u64()?;
         let free = if version == 1 {
             ChainRef::default()
@@ -102,6 +131,7 @@ impl Meta {
             height,
             page_count,
             free,
+            carried,
         })
     }
 
@@ -141,6 +171,7 @@ mod tests {
             height: 3,
             page_count: 77,
             free: ChainRef { head: 70, len: 900 },
+            carried: Carried::Written,
         };
         let mut b = vec![0u8; 4096];
         m.encode(&mut b);
@@ -159,6 +190,7 @@ mod tests {
             height: 0,
             page_count: 8,
             free: ChainRef::default(),
+            carried: Carried::Nothing,
         };
         let mut b = vec![0u8; 4096];
         m.encode(&mut b);
@@ -178,6 +210,7 @@ mod tests {
             height: 1,
             page_count: 8,
             free: ChainRef::default(),
+            carried: Carried::Nothing,
         };
         m.check_persistable().unwrap();
         m.epoch += 1;
@@ -199,6 +232,7 @@ mod tests {
             height: 2,
             page_count: 77,
             free: ChainRef { head: 70, len: 900 },
+            carried: Carried::Written,
         };
         let edits: [fn(&mut Meta); 8] = [
             |m| m.root = 1,
@@ -240,5 +274,41 @@ mod tests {
         v.resize(4096, 0);
         let m = Meta::decode(&v).unwrap();
         assert_eq!((m.epoch, m.page_count, m.free), (3, 9, ChainRef::default()));
+        assert_eq!(m.carried, Carried::Unrecorded);
+    }
+
+    #[test]
+    fn the_carry_over_record_round_trips_and_older_pages_leave_it_unrecorded() {
+        let mut m = Meta {
+            page_size: 4096,
+            epoch: 9,
+            root: 5,
+            height: 3,
+            page_count: 77,
+            free: ChainRef::default(),
+            carried: Carried::Nothing,
+        };
+        let mut b = vec![0u8; 4096];
+        for carried in [Carried::Unrecorded, Carried::Nothing, Carried::Written] {
+            m.carried = carried;
+            m.encode(&mut b);
+            assert_eq!(Meta::decode(&b), Some(m));
+            m.check_persistable().unwrap();
+        }
+        // Version 2 bytes: the same page, which does not say.
+        assert_eq!(&b[8..12], &3u32.to_le_bytes());
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..LEN]);
+        b[LEN..LEN + 4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Meta::decode(&b).map(|m| m.carried),
+            Some(Carried::Unrecorded)
+        );
+        // A version-3 record other than 0 or 1 is damage.
+        b[8..12].copy_from_slice(&3u32.to_le_bytes());
+        b[36..40].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..LEN]);
+        b[LEN..LEN + 4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(Meta::decode(&b), None);
     }
 }

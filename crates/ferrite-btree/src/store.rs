@@ -50,7 +50,7 @@ use crate::checkpoint;
 use crate::free_space;
 use crate::insert_buffer::gate::{self, GateState, Window};
 use crate::insert_buffer::{BufferCounters, InsertBuffer, InsertBufferOptions, LoadReason, Offer};
-use crate::meta::Meta;
+use crate::meta::{Carried, Meta};
 use crate::page::{self, PageId, KIND_LEAF};
 use crate::shortcut::relayout::{self, LevelMove};
 use crate::shortcut::{Progress, Shortcut, ShortcutOptions, ShortcutReport, Variant};
@@ -453,9 +453,11 @@ impl BTreeStore {
             }
         };
         let mut replayed = Vec::new();
-        if !fresh {
+        let carried = meta.map_or(Carried::Nothing, |m| m.carried);
+        if carried != Carried::Nothing {
             let slot = &devices.carry[(epoch % 2) as usize];
-            replayed.extend(carry_over::read(slot.as_ref(), epoch)?);
+            let required = carried == Carried::Written;
+            replayed.extend(carry_over::read(slot.as_ref(), epoch, required)?);
         }
         let wal = Wal::open(devices.wal.clone(), epoch, &mut |payload| {
             replayed.push(WriteBatch::decode(payload)?);
@@ -1048,8 +1050,9 @@ impl Shared {
     }
 
     /// Writes what checkpoint `epoch` carries over — the insert buffer's
-    /// records, then the batch in flight — to its slot.
-    fn carry_over(&self, st: &State, epoch: u64, inflight: Option<&[u8]>) -> Result<()> {
+    /// records, then the batch in flight — to its slot, and says whether
+    /// there was anything to write.
+    fn carry_over(&self, st: &State, epoch: u64, inflight: Option<&[u8]>) -> Result<Carried> {
         let buffered = match &st.ib {
             Some(ib) if !ib.is_empty() => Some(Self::buffered_batch(ib)?),
             _ => None,
@@ -1062,10 +1065,11 @@ impl Shared {
             parts.push(p);
         }
         if parts.is_empty() {
-            return Ok(());
+            return Ok(Carried::Nothing);
         }
         let slot = &self.devices.carry[(epoch % 2) as usize];
-        carry_over::write(slot.as_ref(), epoch, &parts)
+        carry_over::write(slot.as_ref(), epoch, &parts)?;
+        Ok(Carried::Written)
     }
 
     /// The insert buffer's records as one encoded batch.
@@ -1104,18 +1108,20 @@ impl Shared {
         ids.retain(|id| chain.binary_search_by_key(id, |(c, _)| *c).is_err());
         ids.extend(chain.iter().map(|(id, _)| *id));
         ids.sort_unstable();
-        let meta = Meta {
+        let mut meta = Meta {
             page_size: self.tree.page_size as u32,
             epoch: st.epoch + 1,
             root: st.shape.root,
             height: st.shape.height,
             page_count: st.shape.page_count,
             free,
+            carried: Carried::Nothing,
         };
         let result = meta
             .check_persistable()
             .and_then(|()| self.carry_over(st, meta.epoch, inflight))
-            .and_then(|_| {
+            .and_then(|carried| {
+                meta.carried = carried;
                 checkpoint::install(
                     self.devices.pages.as_ref(),
                     self.devices.dwb.as_ref(),

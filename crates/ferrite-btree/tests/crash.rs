@@ -4,110 +4,19 @@
 //! nothing, and the tree must pass `verify`.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
-use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice};
+use common::{contents, fresh, open, open_as, open_with, Mode};
+use ferrite_core::{KvStore, SyncMode, WriteBatch};
+use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-type Dev = Arc<FaultyDevice<MemDevice>>;
 /// The writes of one batch: key and new value (`None` for a delete).
 type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-/// Devices: pages, double-write file, WAL, spill file, then the two
-/// carry-over slots.
-type Devs = [Dev; 6];
-
-fn fresh() -> Devs {
-    // Page, double-write and spill devices take 1 KiB blocks, for 1 KiB pages.
-    std::array::from_fn(|i| {
-        let dev = if i < 2 || i == 3 {
-            MemDevice::with_block_size(1024).unwrap()
-        } else {
-            MemDevice::new()
-        };
-        Arc::new(FaultyDevice::new(dev))
-    })
-}
-
-/// Which engine configuration a crash loop runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Plain,
-    /// The insert buffer on, small pages and a pool far smaller than the
-    /// data, so most writes are buffered and snapshots carry records
-    /// across checkpoints.
-    Turbo,
-    /// SHORTCUT on, small pages and a low rebuild threshold, so companions
-    /// are rebuilt in the background while writes (and crashes) happen.
-    Shortcut,
-}
-
-fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
-    open_with(d, mode, SyncMode::Always)
-}
-
-fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<BTreeStore> {
-    let turbo = mode == Mode::Turbo;
-    let devs = Devices {
-        pages: d[0].clone() as Arc<dyn BlockDevice>,
-        dwb: d[1].clone(),
-        wal: d[2].clone(),
-        spill: d[3].clone(),
-        carry: [d[4].clone(), d[5].clone()],
-    };
-    let opts = Options {
-        // Plain: 4 KiB pages, about sixty frames.
-        cache_bytes: if turbo { 100 << 10 } else { 320 << 10 },
-        sync,
-        ..Options::default()
-    };
-    let bt = if mode == Mode::Shortcut {
-        BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 64 << 10,
-            ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
-                stash_threshold: 0.02,
-                relocate_threshold: 0.02,
-                walk_chunk: 2,
-                ..Default::default()
-            })
-        }
-    } else if turbo {
-        BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 64 << 10,
-            insert_buffer: Some(ferrite_btree::InsertBufferOptions {
-                share: 0.3,
-                ..Default::default()
-            }),
-            shortcut: None,
-        }
-    } else {
-        BTreeOptions {
-            page_size: 4096,
-            checkpoint_wal_bytes: 64 << 10,
-            insert_buffer: None,
-            shortcut: None,
-        }
-    };
-    BTreeStore::open_on(devs, &opts, bt)
-}
-
-fn open(d: &Devs) -> ferrite_core::Result<BTreeStore> {
-    open_as(d, Mode::Plain)
-}
-
-fn contents(db: &BTreeStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan_collect(KeyRange::all(), usize::MAX)
-        .unwrap()
-        .into_iter()
-        .collect()
-}
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
@@ -356,100 +265,6 @@ fn a_failed_sync_poisons_the_store() {
     d[2].clear_faults();
     let db = open(&d).unwrap();
     assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
-}
-
-#[test]
-fn a_corrupt_page_is_a_typed_error() {
-    let d = fresh();
-    {
-        let db = open(&d).unwrap();
-        for i in 0..2000u32 {
-            db.put(&i.to_be_bytes(), &[7; 50]).unwrap();
-        }
-    }
-    // Flip a byte in every tree page on the device.
-    let pages = d[0].inner();
-    let len = pages.len();
-    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
-    for off in (2 * 4096..len).step_by(4096) {
-        pages.read_at(&mut b, off).unwrap();
-        b[200] ^= 0xff;
-        pages.write_at(&b, off).unwrap();
-    }
-    let db = open(&d).unwrap();
-    let e = db.get(&5u32.to_be_bytes()).unwrap_err();
-    assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}");
-}
-
-/// A page file whose meta pages are both damaged, with nothing in the
-/// double-write file to finish a checkpoint from, is corruption: opening
-/// it as a new, empty store would overwrite the tree at the next
-/// checkpoint.
-#[test]
-fn damaged_meta_pages_are_a_typed_error_not_a_new_store() {
-    let d = fresh();
-    {
-        let db = open(&d).unwrap();
-        for i in 0..2000u32 {
-            db.put(&i.to_be_bytes(), &[7; 50]).unwrap();
-        }
-        db.flush().unwrap();
-    }
-    let pages = d[0].inner();
-    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
-    for slot in 0..2u64 {
-        pages.read_at(&mut b, slot * 4096).unwrap();
-        b[20] ^= 0xff;
-        pages.write_at(&b, slot * 4096).unwrap();
-    }
-    d[1].inner().set_len(0).unwrap();
-    match open(&d) {
-        Err(e) => assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}"),
-        Ok(db) => panic!("opened as a store holding {} keys", contents(&db).len()),
-    }
-}
-
-/// A leaf page that passes its checksum but counts fewer dead bytes than
-/// it holds: an insert into the empty leaf finds no room, yet the one cell
-/// fits a page, so there is nothing to split. The put is refused as
-/// corruption (it used to index an empty list of cuts).
-#[test]
-fn a_leaf_short_of_its_dead_bytes_is_a_typed_error() {
-    let d = fresh();
-    {
-        let db = open(&d).unwrap();
-        // One leaf, filled, then emptied oldest key first, so every cell
-        // but the last becomes dead bytes inside the cell area.
-        for i in 0..34u32 {
-            db.put(&i.to_be_bytes(), &[7; 100]).unwrap();
-        }
-        for i in 0..34u32 {
-            db.delete(&i.to_be_bytes()).unwrap();
-        }
-        db.flush().unwrap();
-    }
-    let pages = d[0].inner();
-    let mut b = ferrite_io::AlignedBuf::zeroed(4096);
-    let mut edited = 0;
-    for id in 2..pages.len() / 4096 {
-        pages.read_at(&mut b, id * 4096).unwrap();
-        // A leaf (kind 1) with dead bytes: count none, and reseal.
-        if b[4] == 1 && b[10..12] != [0, 0] {
-            b[10..12].fill(0);
-            let crc = crc32c::crc32c(&b[4..]);
-            b[..4].copy_from_slice(&crc.to_le_bytes());
-            pages.write_at(&b, id * 4096).unwrap();
-            edited += 1;
-        }
-    }
-    assert_eq!(edited, 1, "one leaf held the deletes");
-    d[1].inner().set_len(0).unwrap();
-    let db = open(&d).unwrap();
-    // More than the 430 bytes the leaf shows free, less than a page.
-    match db.put(b"next", &[9; 600]) {
-        Err(e) => assert!(matches!(e, ferrite_core::Error::Corruption { .. }), "{e}"),
-        Ok(()) => panic!("the damaged leaf took a value"),
-    }
 }
 
 /// A full disk, reached at a different point in each run (inside

@@ -51,8 +51,14 @@ pub fn open(d: &Devs, lsm: LsmOptions, sync: SyncMode) -> ferrite_core::Result<L
 }
 
 pub fn contents(db: &LsmStore) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan_collect(KeyRange::all(), usize::MAX)
-        .expect("scan")
+    contents_result(db).expect("scan")
+}
+
+pub fn contents_result(
+    db: &LsmStore,
+) -> ferrite_core::Result<std::collections::BTreeMap<Vec<u8>, Vec<u8>>> {
+    Ok(db
+        .scan_collect(KeyRange::all(), usize::MAX)?
         .into_iter()
-        .collect()
+        .collect())
 }

@@ -1,0 +1,205 @@
+//! Bad bytes in a table never become an answer: a bit flipped anywhere in
+//! the tables device is refused at open, or every lookup and scan returns
+//! the right data or a typed corruption error, `verify` fails exactly
+//! when the bit lies in a table the manifest names, and compactions over the damage fail without a panic and
+//! without changing what the intact tables answer.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use ferrite_core::SyncMode;
+use ferrite_core::{Error, KvStore};
+use ferrite_io::{AlignedBuf, BlockDevice};
+use ferrite_lsm::{IndexKind, LsmOptions};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const KEYS: u32 = 600;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// Whether `e` says the store met bad bytes: directly, or through the
+/// poison a background compaction left when it met them.
+fn is_damage(e: &Error) -> bool {
+    match e {
+        Error::Corruption { .. } => true,
+        Error::Poisoned { cause, .. } => cause.contains("corrupt") || cause.contains("checksum"),
+        _ => false,
+    }
+}
+
+/// One lookup per key, against the model: a right answer or damage. A
+/// write that failed may or may not have happened, so its key may also
+/// answer with the failed value. Returns how many lookups reported damage.
+fn check_lookups(
+    db: &dyn KvStore,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    failed: Option<&(Vec<u8>, Vec<u8>)>,
+    what: &str,
+) -> usize {
+    let mut damaged = 0;
+    for i in 0..KEYS {
+        let k = key(i);
+        match db.get(&k) {
+            Ok(got) => {
+                let maybe = failed.filter(|(fk, _)| *fk == k).map(|(_, v)| v);
+                assert!(
+                    got.as_ref() == model.get(&k) || (maybe.is_some() && got.as_ref() == maybe),
+                    "{what}: key {i}: {got:?} against {:?}",
+                    model.get(&k)
+                );
+            }
+            Err(e) => {
+                assert!(is_damage(&e), "{what}: key {i}: {e}");
+                damaged += 1;
+            }
+        }
+    }
+    damaged
+}
+
+/// The pages of the tables the newest manifest names.
+fn live_pages(d: &common::Devs) -> Vec<std::ops::Range<u64>> {
+    let newest = d[1..3]
+        .iter()
+        .filter_map(|slot| {
+            let len = slot.len();
+            let mut buf = AlignedBuf::zeroed(len as usize);
+            slot.read_at(&mut buf, 0).unwrap();
+            ferrite_lsm::ManifestState::decode(&buf)
+        })
+        .max_by_key(|m| m.generation)
+        .expect("a manifest");
+    newest
+        .tables
+        .iter()
+        .map(|t| t.start..t.start + t.pages)
+        .collect()
+}
+
+#[test]
+fn a_flipped_bit_in_a_table_is_refused_never_answered() {
+    let mut detected = 0;
+    let mut opened = 0;
+    for seed in 0..48u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let index = match seed % 3 {
+            0 => IndexKind::LEARNED,
+            1 => IndexKind::Sparse,
+            _ => IndexKind::Bourbon { eps: 8.0 },
+        };
+        let lsm = LsmOptions {
+            partitions: if seed % 4 == 0 { 3 } else { 1 },
+            ..common::tiny(index)
+        };
+        let d = common::fresh();
+        let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
+        let mut model = BTreeMap::new();
+        for n in 0..1500u32 {
+            let k = key(rng.gen_range(0..KEYS));
+            if rng.gen_bool(0.15) {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            } else {
+                let len = if rng.gen_bool(0.02) {
+                    9000
+                } else {
+                    rng.gen_range(0..120)
+                };
+                let v = vec![(n % 251) as u8; len];
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        db.flush().unwrap();
+        db.sync().unwrap();
+        drop(db);
+
+        // One bit, anywhere the tables device has ever been written; the
+        // manifest says whether it lands in a live table.
+        let live = live_pages(&d);
+        let tables = d[0].inner();
+        let len = tables.len();
+        assert!(len >= 4096 * 8, "seed {seed}: the load wrote tables");
+        let at = rng.gen_range(0..len);
+        let page = at / 4096 * 4096;
+        let mut buf = AlignedBuf::zeroed(4096);
+        tables.read_at(&mut buf, page).unwrap();
+        buf[(at - page) as usize] ^= 1 << rng.gen_range(0..8);
+        tables.write_at(&buf, page).unwrap();
+        let in_live_table = live.iter().any(|r| r.contains(&(page / 4096)));
+
+        let db = match common::open(&d, lsm.clone(), SyncMode::Never) {
+            Ok(db) => db,
+            Err(e) => {
+                assert!(is_damage(&e), "seed {seed}: open: {e}");
+                assert!(
+                    in_live_table,
+                    "seed {seed}: a flip outside every table refused the open: {e}"
+                );
+                detected += 1;
+                continue;
+            }
+        };
+        opened += 1;
+        let what = format!("seed {seed} (bit at byte {at})");
+        let damaged = check_lookups(&db, &model, None, &what);
+        match common::contents_result(&db) {
+            Ok(got) => assert!(got == model, "{what}: scan differs from the model"),
+            Err(e) => assert!(is_damage(&e), "{what}: scan: {e}"),
+        }
+        let verified = db.verify();
+        if damaged > 0 {
+            assert!(
+                verified.is_err(),
+                "{what}: verify passed after a lookup met damage"
+            );
+            detected += 1;
+        }
+        match &verified {
+            Err(e) => {
+                assert!(is_damage(e), "{what}: verify: {e}");
+                assert!(
+                    in_live_table,
+                    "{what}: a flip outside every table failed verify: {e}"
+                );
+            }
+            Ok(()) => assert!(
+                !in_live_table,
+                "{what}: verify passed a flip in a live table"
+            ),
+        }
+
+        // More writes push the damaged tables through compactions: each
+        // write goes through or fails with a typed error, and no lookup
+        // ever answers wrongly.
+        let mut after = model.clone();
+        let mut failed = None;
+        for n in 0..600u32 {
+            let k = key(rng.gen_range(0..KEYS));
+            let v = vec![(n % 13) as u8; rng.gen_range(1..100)];
+            match db.put(&k, &v) {
+                Ok(()) => {
+                    after.insert(k, v);
+                }
+                Err(e) => {
+                    assert!(is_damage(&e), "{what}: write after damage: {e}");
+                    failed = Some((k, v));
+                    break;
+                }
+            }
+        }
+        check_lookups(&db, &after, failed.as_ref(), &what);
+        drop(db);
+    }
+    // Not every flip may land where nothing reads: about half the device
+    // is live tables, so about half the runs detect their flip.
+    assert!(
+        detected >= 10,
+        "{detected} of 48 flips detected ({opened} stores opened)"
+    );
+}

@@ -1448,27 +1448,35 @@ impl KvStore for ZkvStore {
             .lock()
             .check()
             .map_err(|r| Error::corruption("zkv merged filter", r))?;
-        let tree = me.tree.read();
-        tree.verify(&me.ctx())?;
-        let s = me.io.space.lock();
-        let counted = tree.pages_per_zone(s.zones.len(), s.pages_per_zone);
-        for (z, zs) in s.zones.iter().enumerate() {
-            if zs.role == Role::Leaf && zs.valid != counted[z] {
-                return Err(Error::corruption(
-                    "zkv zone accounting",
-                    format!(
-                        "zone {z} counts {} valid pages; leaves point to {}",
-                        zs.valid, counted[z]
-                    ),
-                ));
-            }
-            if counted[z] > 0 && zs.role != Role::Leaf {
-                return Err(Error::corruption(
-                    "zkv zone accounting",
-                    format!("leaves point into zone {z}, which is not a leaf zone"),
-                ));
+        // The tree's leaves and the zones' accounting of them; the guards
+        // go before the scan below takes them again.
+        {
+            let tree = me.tree.read();
+            tree.verify(&me.ctx())?;
+            let s = me.io.space.lock();
+            let counted = tree.pages_per_zone(s.zones.len(), s.pages_per_zone);
+            for (z, zs) in s.zones.iter().enumerate() {
+                if zs.role == Role::Leaf && zs.valid != counted[z] {
+                    return Err(Error::corruption(
+                        "zkv zone accounting",
+                        format!(
+                            "zone {z} counts {} valid pages; leaves point to {}",
+                            zs.valid, counted[z]
+                        ),
+                    ));
+                }
+                if counted[z] > 0 && zs.role != Role::Leaf {
+                    return Err(Error::corruption(
+                        "zkv zone accounting",
+                        format!("leaves point into zone {z}, which is not a leaf zone"),
+                    ));
+                }
             }
         }
+        // Every answer the store gives, through the read path: buffered
+        // pairs, leaf pages and the value-log records they point to (the
+        // checks above read no value).
+        me.scan(KeyRange::all(), &mut |_, _| ControlFlow::Continue(()))?;
         Ok(())
     }
 }

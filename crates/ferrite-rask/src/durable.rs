@@ -13,6 +13,10 @@
 //! - a snapshot is written and synced before the log moves to its epoch,
 //!   so a crash at any point leaves either the old snapshot with the whole
 //!   old log, or the new snapshot (which includes that log);
+//! - a log moved to epoch `e` starts with a synced epoch mark, so a log
+//!   ahead of the newest valid snapshot can only mean snapshot `e` is
+//!   damaged: recovery refuses it rather than fall back to `e - 1`, whose
+//!   log is gone;
 //! - log records are appended and applied to the index in one order, under
 //!   the writer lock, so replay rebuilds exactly the live index;
 //! - after a failed log write or sync the store is poisoned: every later
@@ -40,6 +44,10 @@ const MAGIC: &[u8; 8] = b"FRRASKSN";
 const HEADER_LEN: usize = 48;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+/// The first record of a log reset to a new epoch (no body): it says the
+/// snapshot of that epoch was complete, so recovery can tell a damaged
+/// snapshot from one a crash interrupted.
+const OP_EPOCH: u8 = 3;
 /// Snapshot payload is written in pieces of this size.
 const WRITE_CHUNK: usize = 4 << 20;
 
@@ -145,10 +153,26 @@ impl<V: RangeValue> DurableRask<V> {
             }
             None => 0,
         };
+        if let Some(logged) = log_epoch(devices.log.as_ref())? {
+            // The log moves to epoch `e` only after snapshot `e` is synced:
+            // a log ahead of every valid snapshot means that snapshot is
+            // damaged, and replaying an older one would silently drop it
+            // (and the log, which opening cuts off).
+            if logged > epoch {
+                return Err(corrupt(
+                    "rask snapshot",
+                    format!(
+                        "the log continues snapshot {logged}, which is missing or damaged \
+                         (the newest valid snapshot is {epoch})"
+                    ),
+                ));
+            }
+        }
         let mut replayed = 0u64;
         let wal = Wal::open(devices.log.clone(), epoch, &mut |payload| {
-            apply_record(&index, payload).map_err(ferrite_core::Error::from)?;
-            replayed += 1;
+            if apply_record(&index, payload).map_err(ferrite_core::Error::from)? {
+                replayed += 1;
+            }
             Ok(())
         })?;
         report.replayed_records = replayed;
@@ -265,9 +289,12 @@ impl<V: RangeValue> DurableRask<V> {
             ));
         }
         let dev = self.devices.snapshots[(epoch % 2) as usize].as_ref();
-        if let Err(e) =
-            write_snapshot(dev, &self.index, epoch).and_then(|()| Ok(self.wal.reset(epoch)?))
-        {
+        let written = write_snapshot(dev, &self.index, epoch).and_then(|()| {
+            self.wal.reset(epoch)?;
+            let lsn = self.wal.append(&[OP_EPOCH])?;
+            Ok(self.wal.commit(lsn, true)?)
+        });
+        if let Err(e) = written {
             w.poisoned
                 .set_text(format!("snapshot {epoch} failed: {e}"), e.is_no_space());
             return Err(e);
@@ -336,11 +363,26 @@ fn read_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(a)
 }
 
-/// Decodes one log record and applies it.
-fn apply_record<V: RangeValue>(index: &Rask<V>, p: &[u8]) -> Result<()> {
+/// The epoch of the log's first record, if it has a valid one.
+fn log_epoch(log: &dyn BlockDevice) -> Result<Option<u64>> {
+    let bs = log.block_size();
+    if log.len() < bs as u64 {
+        return Ok(None);
+    }
+    let mut b = AlignedBuf::zeroed(bs);
+    log.read_at(&mut b, 0)?;
+    Ok(ferrite_wal::decode_record(&b).map(|(h, _)| h.epoch))
+}
+
+/// Decodes one log record and applies it; false for an epoch mark, which
+/// changes nothing.
+fn apply_record<V: RangeValue>(index: &Rask<V>, p: &[u8]) -> Result<bool> {
     let (&op, rest) = p
         .split_first()
         .ok_or_else(|| corrupt("rask log record", "empty record"))?;
+    if op == OP_EPOCH && rest.is_empty() {
+        return Ok(false);
+    }
     if rest.len() < 16 {
         return Err(corrupt(
             "rask log record",
@@ -356,11 +398,12 @@ fn apply_record<V: RangeValue>(index: &Rask<V>, p: &[u8]) -> Result<()> {
                 V::decode(body).ok_or_else(|| corrupt("rask log record", "undecodable value"))?;
             index
                 .put(range, v)
-                .map_err(|e| corrupt("rask log record", e.to_string()))
+                .map_err(|e| corrupt("rask log record", e.to_string()))?;
+            Ok(true)
         }
         OP_DELETE if body.is_empty() => {
             index.delete(range);
-            Ok(())
+            Ok(true)
         }
         _ => Err(corrupt(
             "rask log record",

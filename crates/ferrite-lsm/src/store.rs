@@ -30,7 +30,7 @@ use ferrite_core::{
     check_counter, check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts,
     Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
 };
-use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -198,7 +198,9 @@ impl LsmStore {
             )));
         }
         let manifest = Manifest::new(devices.manifest.clone());
-        let mut state = match manifest.load()? {
+        let loaded = manifest.load()?;
+        check_logs_behind(&devices, loaded.as_ref())?;
+        let mut state = match loaded {
             Some(s) => s,
             None => {
                 let s = ManifestState {
@@ -529,11 +531,57 @@ impl LsmReport {
     }
 }
 
+/// A new, empty WAL for memtable `mem_id`, on the device it takes in turn.
+/// Its first record, synced at once, is an empty batch: it marks the
+/// device as memtable `mem_id`'s from the start, which is what
+/// [`check_logs_behind`] reads.
 fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
     let dev = devices.wal[(mem_id % WAL_DEVICES as u64) as usize].clone();
     dev.set_len(0)?;
     dev.sync()?;
-    Wal::open(dev, mem_id, &mut |_| Ok(()))
+    let wal = Wal::open(dev, mem_id, &mut |_| Ok(()))?;
+    let lsn = wal.append(&encode_record(0, &WriteBatch::new()))?;
+    wal.commit(lsn, true)?;
+    Ok(wal)
+}
+
+/// Refuses a manifest the WALs have moved past. A WAL device is given to
+/// memtable `m + WAL_DEVICES` only after memtable `m` is in tables a
+/// manifest names, so a device holding a memtable at least
+/// `WAL_DEVICES` past the manifest's log number proves a newer manifest
+/// was committed: the one that should have loaded is damaged, and
+/// replaying from the older one would drop what it named (and cut off
+/// the WALs it does not expect). `loaded` is `None` for a new store,
+/// whose log number is 1.
+fn check_logs_behind(devices: &Devices, loaded: Option<&ManifestState>) -> Result<()> {
+    let log_number = loaded.map_or(1, |s| s.log_number);
+    for dev in &devices.wal {
+        let bs = dev.block_size();
+        if dev.len() < bs as u64 {
+            continue;
+        }
+        let mut first = AlignedBuf::zeroed(bs);
+        dev.read_at(&mut first, 0)?;
+        let Some((head, _)) = ferrite_wal::decode_record(&first) else {
+            continue;
+        };
+        if head.epoch >= log_number.saturating_add(WAL_DEVICES as u64) {
+            return Err(Error::corruption(
+                "manifest",
+                format!(
+                    "a WAL holds memtable {}, so a manifest with log number {} or later \
+                     was committed, but the newest valid one{} has log number {log_number}",
+                    head.epoch,
+                    head.epoch + 1 - WAL_DEVICES as u64,
+                    loaded.map_or(" (none: the store looks new)".to_string(), |s| format!(
+                        ", generation {},",
+                        s.generation
+                    )),
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A WAL record: `seq: u64 LE` then the batch's encoding.

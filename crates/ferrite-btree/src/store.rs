@@ -58,8 +58,12 @@ use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 
 /// On-disk format version recorded in the store identity. Format 2 adds
 /// fence keys to every tree page; a format-1 directory is refused with
-/// [`Error::WrongFormat`] rather than read without them.
-pub const FORMAT_VERSION: u32 = 2;
+/// [`Error::WrongFormat`] rather than read without them. Format 3 writes
+/// version-3 meta pages (they record whether a checkpoint carried records
+/// over); format-2 stores are read and upgraded.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this engine reads.
+pub const OLDEST_READABLE_FORMAT: u32 = 2;
 
 /// Options specific to the B+tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -308,7 +312,7 @@ impl BTreeStore {
             (None, Some(_)) => EngineKind::Shortcut,
             (None, None) => EngineKind::Btree,
         };
-        StoreIdentity::establish(dir, kind, FORMAT_VERSION, options)?;
+        StoreIdentity::establish(dir, kind, OLDEST_READABLE_FORMAT..=FORMAT_VERSION, options)?;
         let devices = Devices::open_dir(dir, options.direct_io, bt.page_size)?;
         Self::open_on(devices, options, bt)
     }

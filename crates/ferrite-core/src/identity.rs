@@ -7,6 +7,7 @@
 //! another engine, or by nothing, becomes a clear error instead of a
 //! misread. The file is checksummed and replaced atomically.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -37,6 +38,12 @@ pub struct StoreIdentity {
 pub enum Established {
     Created,
     Existing,
+    /// An existing store of an older format this engine still reads; its
+    /// identity now names the current format, which the engine writes from
+    /// here on (so an engine that only knows the older one refuses it).
+    Upgraded {
+        from: u32,
+    },
 }
 
 impl StoreIdentity {
@@ -123,8 +130,12 @@ impl StoreIdentity {
         Ok(())
     }
 
-    /// Opens or creates the store directory `dir` for `engine`:
-    /// - an existing store must be of `engine` at `engine_format`;
+    /// Opens or creates the store directory `dir` for `engine`, whose
+    /// current format is the end of `formats` and which reads every format
+    /// in it:
+    /// - an existing store must be of `engine` at a format in `formats`;
+    ///   an older one is upgraded (its identity rewritten to the current
+    ///   format) before the engine writes anything;
     /// - a missing or empty directory becomes a new store if
     ///   `opts.create_if_missing`;
     /// - a non-empty directory without an identity file is refused, so a
@@ -132,23 +143,42 @@ impl StoreIdentity {
     pub fn establish(
         dir: &Path,
         engine: EngineKind,
-        engine_format: u32,
+        formats: RangeInclusive<u32>,
         opts: &Options,
     ) -> Result<Established> {
+        let engine_format = *formats.end();
         if let Some(found) = Self::read(dir)? {
             if opts.error_if_exists {
                 return Err(Error::AlreadyExists {
                     path: dir.to_path_buf(),
                 });
             }
-            if found.engine != engine || found.engine_format != engine_format {
+            if found.engine != engine || !formats.contains(&found.engine_format) {
+                let expected = if formats.start() == formats.end() {
+                    format!("a {engine} store (format {engine_format})")
+                } else {
+                    format!(
+                        "a {engine} store (formats {} to {engine_format})",
+                        formats.start()
+                    )
+                };
                 return Err(Error::WrongFormat {
                     path: dir.to_path_buf(),
-                    expected: format!("a {engine} store (format {engine_format})"),
+                    expected,
                     found: format!("a {} store (format {})", found.engine, found.engine_format),
                 });
             }
-            return Ok(Established::Existing);
+            if found.engine_format == engine_format {
+                return Ok(Established::Existing);
+            }
+            Self {
+                engine_format,
+                ..found.clone()
+            }
+            .write(dir)?;
+            return Ok(Established::Upgraded {
+                from: found.engine_format,
+            });
         }
         let empty = match std::fs::read_dir(dir) {
             Ok(mut entries) => entries.next().is_none(),
@@ -197,19 +227,19 @@ mod tests {
         let dir = root.path().join("store");
         let opts = Options::default();
         assert_eq!(
-            StoreIdentity::establish(&dir, EngineKind::Btree, 1, &opts).unwrap(),
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=1, &opts).unwrap(),
             Established::Created
         );
         assert_eq!(
-            StoreIdentity::establish(&dir, EngineKind::Btree, 1, &opts).unwrap(),
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=1, &opts).unwrap(),
             Established::Existing
         );
         assert!(matches!(
-            StoreIdentity::establish(&dir, EngineKind::Lsm, 1, &opts),
+            StoreIdentity::establish(&dir, EngineKind::Lsm, 1..=1, &opts),
             Err(Error::WrongFormat { .. })
         ));
         assert!(matches!(
-            StoreIdentity::establish(&dir, EngineKind::Btree, 2, &opts),
+            StoreIdentity::establish(&dir, EngineKind::Btree, 2..=2, &opts),
             Err(Error::WrongFormat { .. })
         ));
         let strict = Options {
@@ -217,15 +247,36 @@ mod tests {
             ..Options::default()
         };
         assert!(matches!(
-            StoreIdentity::establish(&dir, EngineKind::Btree, 1, &strict),
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=1, &strict),
             Err(Error::AlreadyExists { .. })
+        ));
+        // An engine that reads formats 1 and 2 upgrades a format-1 store,
+        // which an engine that knows only format 1 then refuses.
+        let created = StoreIdentity::read(&dir).unwrap().unwrap().created_unix;
+        assert_eq!(
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=2, &opts).unwrap(),
+            Established::Upgraded { from: 1 }
+        );
+        let now = StoreIdentity::read(&dir).unwrap().unwrap();
+        assert_eq!((now.engine_format, now.created_unix), (2, created));
+        assert_eq!(
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=2, &opts).unwrap(),
+            Established::Existing
+        );
+        assert!(matches!(
+            StoreIdentity::establish(&dir, EngineKind::Btree, 1..=1, &opts),
+            Err(Error::WrongFormat { .. })
+        ));
+        assert!(matches!(
+            StoreIdentity::establish(&dir, EngineKind::Btree, 3..=4, &opts),
+            Err(Error::WrongFormat { .. })
         ));
         // A directory with foreign files is never turned into a store.
         let foreign = root.path().join("photos");
         std::fs::create_dir(&foreign).unwrap();
         std::fs::write(foreign.join("cat.jpg"), b"meow").unwrap();
         assert!(matches!(
-            StoreIdentity::establish(&foreign, EngineKind::Btree, 1, &opts),
+            StoreIdentity::establish(&foreign, EngineKind::Btree, 1..=1, &opts),
             Err(Error::NotAStore { .. })
         ));
         let no_create = Options {
@@ -233,7 +284,12 @@ mod tests {
             ..Options::default()
         };
         assert!(matches!(
-            StoreIdentity::establish(&root.path().join("new"), EngineKind::Btree, 1, &no_create),
+            StoreIdentity::establish(
+                &root.path().join("new"),
+                EngineKind::Btree,
+                1..=1,
+                &no_create
+            ),
             Err(Error::NotAStore { .. })
         ));
     }

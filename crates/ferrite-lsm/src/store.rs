@@ -182,7 +182,12 @@ impl LsmStore {
     /// Opens or creates the store in directory `dir`.
     pub fn open(dir: &Path, options: &Options, lsm: LsmOptions) -> Result<Self> {
         options.validate()?;
-        StoreIdentity::establish(dir, EngineKind::Lsm, FORMAT_VERSION, options)?;
+        StoreIdentity::establish(
+            dir,
+            EngineKind::Lsm,
+            FORMAT_VERSION..=FORMAT_VERSION,
+            options,
+        )?;
         Self::open_on(Devices::open_dir(dir, options.direct_io)?, options, lsm)
     }
 

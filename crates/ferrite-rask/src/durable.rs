@@ -39,7 +39,12 @@ use crate::index::{Rask, RaskOptions, RaskStats};
 use crate::range::BlockRange;
 use crate::value::RangeValue;
 
-const FORMAT_VERSION: u32 = 1;
+/// The store's format in its identity file. Format 2 adds the log's epoch
+/// marks; format-1 stores are read and upgraded.
+const STORE_FORMAT: u32 = 2;
+const OLDEST_READABLE_STORE_FORMAT: u32 = 1;
+/// The snapshot header's format.
+const SNAPSHOT_FORMAT: u32 = 1;
 const MAGIC: &[u8; 8] = b"FRRASKSN";
 const HEADER_LEN: usize = 48;
 const OP_PUT: u8 = 1;
@@ -120,7 +125,12 @@ impl<V: RangeValue> DurableRask<V> {
     /// Opens or creates the index in directory `dir`.
     pub fn open(dir: &Path, opts: DurableOptions) -> Result<Self> {
         opts.store.validate()?;
-        StoreIdentity::establish(dir, EngineKind::Rask, FORMAT_VERSION, &opts.store)?;
+        StoreIdentity::establish(
+            dir,
+            EngineKind::Rask,
+            OLDEST_READABLE_STORE_FORMAT..=STORE_FORMAT,
+            &opts.store,
+        )?;
         let d = opts.store.direct_io;
         let devices = RaskDevices {
             snapshots: [
@@ -430,11 +440,11 @@ fn read_header(dev: &dyn BlockDevice, value_len: usize) -> Result<Option<Header>
     if &b[..8] != MAGIC || crc32c::crc32c(&b[..HEADER_LEN - 4]) != read_u32(&b, HEADER_LEN - 4) {
         return Ok(None);
     }
-    if read_u32(&b, 8) != FORMAT_VERSION || read_u32(&b, 12) as usize != value_len {
+    if read_u32(&b, 8) != SNAPSHOT_FORMAT || read_u32(&b, 12) as usize != value_len {
         return Err(corrupt(
             "rask snapshot",
             format!(
-                "format {} with {}-byte values; expected format {FORMAT_VERSION} with {value_len}",
+                "format {} with {}-byte values; expected format {SNAPSHOT_FORMAT} with {value_len}",
                 read_u32(&b, 8),
                 read_u32(&b, 12)
             ),
@@ -518,7 +528,7 @@ fn write_snapshot<V: RangeValue>(dev: &dyn BlockDevice, index: &Rask<V>, epoch: 
     dev.sync()?;
     let mut h = AlignedBuf::zeroed(bs);
     h[..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&SNAPSHOT_FORMAT.to_le_bytes());
     h[12..16].copy_from_slice(&(V::ENCODED_LEN as u32).to_le_bytes());
     h[16..24].copy_from_slice(&epoch.to_le_bytes());
     h[24..32].copy_from_slice(&runs.to_le_bytes());

@@ -60,8 +60,11 @@ use crate::vlog::{Vlog, ZoneRecord};
 use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
-/// On-disk format version in the identity file.
-pub const FORMAT_VERSION: u32 = 4;
+/// On-disk format version in the identity file. Format 5 adds checkpoint
+/// marks to the WAL; format-4 stores are read and upgraded.
+pub const FORMAT_VERSION: u32 = 5;
+/// The oldest format this engine reads.
+pub const OLDEST_READABLE_FORMAT: u32 = 4;
 const DEVICE_FILE: &str = "zones.img";
 /// Page fill of a bulk load: room for inserts before the first split.
 const BULK_FILL: f64 = 0.8;
@@ -183,7 +186,12 @@ impl ZkvStore {
     pub fn open(dir: &Path, options: &Options, zkv: ZkvOptions) -> Result<Self> {
         options.validate()?;
         zkv.validate().map_err(Error::InvalidOptions)?;
-        StoreIdentity::establish(dir, EngineKind::Zkv, FORMAT_VERSION, options)?;
+        StoreIdentity::establish(
+            dir,
+            EngineKind::Zkv,
+            OLDEST_READABLE_FORMAT..=FORMAT_VERSION,
+            options,
+        )?;
         let dev = EmulatedZonedDevice::open_or_create(dir.join(DEVICE_FILE), zkv.geometry)?;
         Self::open_on(Arc::new(dev), options, zkv)
     }
@@ -217,7 +225,25 @@ impl ZkvStore {
         let tree = match &snap {
             None => {
                 // A new device, or one whose first MetaLog never became
-                // durable: nothing on it is referenced.
+                // durable: nothing on it is referenced. That first
+                // snapshot is written before anything else (and followed
+                // by its WAL mark), so data outside the MetaLog's zones
+                // means the snapshots are damaged: wiping would lose it.
+                let written = (meta..g.zone_count).find(|&z| {
+                    dev.report_zones(z, 1)
+                        .first()
+                        .is_some_and(|i| i.write_pointer > i.start)
+                });
+                if let Some(z) = written {
+                    return Err(Error::corruption(
+                        "zkv MetaLog",
+                        format!(
+                            "no valid snapshot, yet zone {z} holds data: the MetaLog is \
+                             damaged, or the device holds something else (reset its zones \
+                             to start a new store)"
+                        ),
+                    ));
+                }
                 for z in 0..g.zone_count {
                     let info = dev.report_zones(z, 1);
                     if info
@@ -345,12 +371,32 @@ impl ZkvStore {
             me.apply_pair(p)?;
             me.maintain_buffers()?;
         }
-        let (next_seq, tail) =
-            zone_wal::replay(me.dev.as_ref(), &me.ring, snap.wal, &mut |_, payload| {
-                let batch = WriteBatch::decode(payload)?;
-                me.apply_batch(&batch, &mut || {})?;
-                me.maintain_buffers()
-            })?;
+        let replayed = zone_wal::replay(me.dev.as_ref(), &me.ring, snap.wal, &mut |_, payload| {
+            if zone_wal::mark_version(payload).is_some() {
+                return Ok(());
+            }
+            let batch = WriteBatch::decode(payload)?;
+            me.apply_batch(&batch, &mut || {})?;
+            me.maintain_buffers()
+        })?;
+        // A checkpoint's mark follows its MetaLog snapshot: one past the
+        // gap means a newer snapshot was committed and the log from this
+        // one to it is gone. Falling back would silently lose those writes.
+        let newer = replayed
+            .stranded
+            .iter()
+            .find_map(|(seq, p)| zone_wal::mark_version(p).map(|v| (seq, v)));
+        if let Some((seq, v)) = newer.filter(|&(_, v)| v > snap.version) {
+            return Err(Error::corruption(
+                "zkv MetaLog",
+                format!(
+                    "WAL record {seq} marks checkpoint {v}, but the newest valid MetaLog \
+                     snapshot is {} and the log between them is gone: snapshot {v} is damaged",
+                    snap.version
+                ),
+            ));
+        }
+        let (next_seq, tail) = (replayed.next_seq, replayed.tail);
         let g = *me.dev.geometry();
         let z = me.ring[tail as usize];
         let wp = me
@@ -1116,6 +1162,8 @@ impl Inner {
             self.dev.reset_zone(z)?;
             self.io.space.lock().freed(z);
         }
+        // After the resets, so the ring has room for it.
+        self.wal.write_mark(&mut held, snap.version)?;
         self.wal.checkpointed();
         self.c.checkpoints.fetch_add(1, Ordering::Relaxed);
         drop(tree);

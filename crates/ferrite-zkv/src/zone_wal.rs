@@ -21,6 +21,13 @@
 //! instance whose buffer has lagged `lag_bytes` behind the log is flushed
 //! by the next writer that writes a unit.
 //!
+//! Each checkpoint ends with a *mark*, a record of its own sequence number
+//! naming the MetaLog version it follows ([`ZoneWal::write_mark`]), written
+//! and synced before any record after it. A mark replay cannot reach
+//! (stranded past a gap) proves a MetaLog newer than the one replay
+//! started from was committed, and that the log between is gone: the
+//! newer snapshot is damaged, not torn, and recovery refuses to fall back.
+//!
 //! Invariants: an acknowledged durable commit of sequence `s` wrote and
 //! synced every buffered record below `s`, in every instance, so replay's
 //! gap-free run reaches it. A checkpoint holds every instance, so every
@@ -38,6 +45,36 @@ use ferrite_core::{Error, Poison, Result};
 use ferrite_io::{AlignedBuf, ZonedDevice};
 use ferrite_wal::{decode_record, encode_record, HEADER_LEN};
 use parking_lot::{Mutex, MutexGuard};
+
+/// The payload of a checkpoint mark: this magic, then the MetaLog version.
+/// A write batch's encoding never starts with it (its count would be 1.3
+/// billion operations in 16 bytes).
+const MARK_MAGIC: &[u8; 8] = b"ZKVCKPT1";
+
+/// A checkpoint mark's payload.
+pub fn mark(version: u64) -> Vec<u8> {
+    let mut out = MARK_MAGIC.to_vec();
+    out.extend_from_slice(&version.to_le_bytes());
+    out
+}
+
+/// The MetaLog version a payload marks, if it is a checkpoint mark.
+pub fn mark_version(payload: &[u8]) -> Option<u64> {
+    let rest = payload.strip_prefix(MARK_MAGIC)?;
+    Some(u64::from_le_bytes(rest.try_into().ok()?))
+}
+
+/// What replay found.
+#[derive(Debug)]
+pub struct Replayed {
+    /// The sequence number after the gap-free run.
+    pub next_seq: u64,
+    /// Ring index of the last zone holding log bytes (where the log
+    /// continues, behind anything replay left out).
+    pub tail: u32,
+    /// Records past the first gap, by sequence number.
+    pub stranded: Vec<(u64, Vec<u8>)>,
+}
 
 /// Where replay starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,6 +365,37 @@ impl ZoneWal {
         Ok(Commit::Durable)
     }
 
+    /// Writes a checkpoint mark as the next record, after whatever the
+    /// instances still buffer (a checkpoint has dropped it all), and syncs
+    /// it. The caller holds every instance (`held`), so the mark follows
+    /// every record handed out before it. False, with nothing written and
+    /// the buffers kept, when the ring has no room.
+    pub fn write_mark(&self, held: &mut [MutexGuard<'_, Instance>], version: u64) -> Result<bool> {
+        debug_assert_eq!(held.len(), self.instances.len());
+        self.check()?;
+        let seq = self.next_seq.load(Ordering::Acquire);
+        let mut unit = Vec::new();
+        for g in held.iter_mut() {
+            unit.append(&mut g.tail);
+        }
+        let buffered = unit.len();
+        encode_record(seq, &mark(version), &mut unit);
+        let mut r = self.ring.lock();
+        if !self.write_unit(&mut r, &mut unit)? {
+            unit.truncate(buffered);
+            if let Some(g) = held.first_mut() {
+                g.tail = unit;
+            }
+            return Ok(false);
+        }
+        if let Err(e) = self.dev.sync() {
+            return Err(poison(&mut r, e.into()));
+        }
+        self.next_seq.store(seq + 1, Ordering::Release);
+        self.durable.fetch_max(seq + 1, Ordering::AcqRel);
+        Ok(true)
+    }
+
     pub fn since_last_sync(&self) -> std::time::Duration {
         self.sync.lock().elapsed()
     }
@@ -404,15 +472,13 @@ fn poison(r: &mut Ring, e: Error) -> Error {
 }
 
 /// Replays records from `pos` into `apply(seq, payload)` in sequence
-/// order, up to the first missing sequence number. Returns the next
-/// sequence number and the ring index of the last zone holding log bytes
-/// (where the log continues, behind anything replay left out).
+/// order, up to the first missing sequence number.
 pub fn replay(
     dev: &dyn ZonedDevice,
     ring: &[u32],
     pos: WalPosition,
     apply: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<(u64, u32)> {
+) -> Result<Replayed> {
     let g = *dev.geometry();
     let bs = u64::from(g.block_size) as usize;
     let n = ring.len().max(1);
@@ -463,7 +529,11 @@ pub fn replay(
         }
         cur = (cur + 1) % n;
     }
-    Ok((seq, last))
+    Ok(Replayed {
+        next_seq: seq,
+        tail: last,
+        stranded: early.into_iter().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -519,6 +589,37 @@ mod tests {
             w.bytes_written() > 3 * 4096,
             "the records span several units"
         );
+    }
+
+    #[test]
+    fn a_mark_replay_cannot_reach_is_reported_stranded() {
+        let (dev, w, pos) = wal(2);
+        let mut held = w.enter_all();
+        let mut last = 0;
+        for _ in 0..20 {
+            last = put(&w, &mut held[0]);
+        }
+        assert!(w.write_mark(&mut held, 7).unwrap());
+        drop(held);
+        w.commit(last).unwrap();
+        // From its own position the mark is one more record in the run.
+        let from_start = replay(dev.as_ref(), &[2, 3, 4], pos, &mut |_, _| Ok(())).unwrap();
+        assert_eq!(from_start.next_seq, last + 2);
+        assert!(from_start.stranded.is_empty());
+        // From a position whose first record is gone, the records and the
+        // mark are stranded, and the mark names its checkpoint.
+        let gone = WalPosition { seq: 0, ..pos };
+        let r = replay(dev.as_ref(), &[2, 3, 4], gone, &mut |_, _| Ok(())).unwrap();
+        assert_eq!(r.next_seq, 0);
+        assert_eq!(r.stranded.len() as u64, last + 1);
+        let marks: Vec<u64> = r
+            .stranded
+            .iter()
+            .filter_map(|(_, p)| mark_version(p))
+            .collect();
+        assert_eq!(marks, vec![7]);
+        assert_eq!(mark_version(&mark(u64::MAX)), Some(u64::MAX));
+        assert_eq!(mark_version(b"ZKVCKPT1short"), None);
     }
 
     #[test]

@@ -455,3 +455,45 @@ fn batched_writes_become_durable_without_a_later_write() {
         );
     }
 }
+
+/// A power cut while a new store is being created, at every write the
+/// creation makes: the device then holds no valid MetaLog snapshot, or
+/// the first one. Either way nothing was acknowledged, and reopening
+/// makes (or finds) an empty store that takes writes; it is never refused
+/// as damaged.
+#[test]
+fn a_crash_while_a_store_is_created_leaves_one_that_opens() {
+    for variant in common::VARIANTS {
+        let zo = common::small_opts(variant);
+        let writes = {
+            let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+            let dev: Arc<dyn ZonedDevice> =
+                Arc::new(EmulatedZonedDevice::format(faulty.clone(), zo.geometry).unwrap());
+            let before = faulty.io_stats().writes;
+            drop(ZkvStore::open_on(dev, &common::options(SyncMode::Always), zo.clone()).unwrap());
+            faulty.io_stats().writes - before
+        };
+        assert!(writes > 1, "{variant:?}: creation wrote {writes} times");
+        for n in 1..=writes {
+            for mode in [
+                CrashMode::DropAll,
+                CrashMode::KeepRandom { seed: n, keep: 0.5 },
+            ] {
+                let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+                let dev: Arc<dyn ZonedDevice> =
+                    Arc::new(EmulatedZonedDevice::format(faulty.clone(), zo.geometry).unwrap());
+                faulty.inject(FaultRule::nth(
+                    FaultOp::Write,
+                    n,
+                    FaultKind::Torn { blocks: 1 },
+                ));
+                let opened = ZkvStore::open_on(dev, &common::options(SyncMode::Always), zo.clone());
+                faulty.crash(mode).unwrap();
+                drop(opened);
+                let db = recover(&faulty, &common::options(SyncMode::Always), zo.clone(), n);
+                assert_eq!(db.scan_collect(KeyRange::all(), 10).unwrap(), vec![]);
+                db.put(b"k", b"v").unwrap();
+            }
+        }
+    }
+}

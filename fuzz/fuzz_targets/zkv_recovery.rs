@@ -8,7 +8,8 @@
 //! store image built from the input: a snapshot encoded from input-drawn
 //! zone roles and counts, leaves, buffered pairs and a replay position;
 //! leaf pages encoded from input-drawn entries (or input bytes sealed as
-//! pages); value-log records and WAL records with valid checksums. A
+//! pages); value-log records and WAL records with valid checksums, a
+//! checkpoint mark among them at times. A
 //! store that opens answers reads, takes writes, checkpoints and
 //! verifies; if all of that succeeds, a reopen finds the same contents.
 #![no_main]
@@ -197,6 +198,14 @@ fn structured(data: &[u8]) {
             p
         })
         .collect();
+    // A checkpoint mark among them, naming the snapshot's version or a
+    // later one (which, stranded past a gap, refuses the open).
+    let version = 1 + u64::from(*flags >> 1 & 7);
+    if w & 0x10 != 0 {
+        let at = usize::from(*w >> 6) % (batches.len() + 1);
+        let marked = version + u64::from(*w >> 5 & 1);
+        batches.insert(at, ferrite_zkv::zone_wal::mark(marked));
+    }
     if flags & 1 != 0 && batches.len() > 1 {
         batches.swap(0, 1);
     }
@@ -206,7 +215,7 @@ fn structured(data: &[u8]) {
     }
     fill_zone(&dev, META + ring.min(WAL - 1), &log);
     let snap = Snapshot {
-        version: 1 + u64::from(*flags >> 1 & 7),
+        version,
         leaf_size: PAGE as u32,
         wal: WalPosition {
             ring,

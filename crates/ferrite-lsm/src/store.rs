@@ -271,6 +271,7 @@ impl LsmStore {
         };
         let mut max_seq = state.last_seq;
         let mut next_mem = state.log_number;
+        check_wal_ends(&devices, state.log_number)?;
         for m in state.log_number..state.log_number + WAL_DEVICES as u64 {
             let dev = devices.wal[(m % WAL_DEVICES as u64) as usize].clone();
             let mut records = 0u64;
@@ -548,6 +549,37 @@ fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
     let lsn = wal.append(&encode_record(0, &WriteBatch::new()))?;
     wal.commit(lsn, true)?;
     Ok(wal)
+}
+
+/// Refuses WALs that replay would read with a hole in them. A memtable's
+/// WAL is synced before the next memtable's WAL begins, so only the last
+/// WAL can end short (torn by a crash) or hold nothing yet; an earlier one
+/// that stops before its end, or holds no record, is damaged. Replay
+/// would stop there and silently drop the acknowledged writes of it and
+/// of every WAL after it. Surveyed before any is opened, since opening a
+/// WAL cuts it off at its end.
+fn check_wal_ends(devices: &Devices, log_number: u64) -> Result<()> {
+    let mut surveys = Vec::with_capacity(WAL_DEVICES);
+    for m in log_number..log_number + WAL_DEVICES as u64 {
+        let dev = &devices.wal[(m % WAL_DEVICES as u64) as usize];
+        surveys.push((m, ferrite_wal::survey(dev.as_ref(), m)?));
+    }
+    let Some(last) = surveys.iter().rposition(|(_, s)| s.records > 0) else {
+        return Ok(());
+    };
+    for &(m, s) in &surveys[..last] {
+        if s.records == 0 || s.end != ferrite_wal::LogEnd::Clean {
+            return Err(Error::corruption(
+                "lsm wal",
+                format!(
+                    "the WAL of memtable {m} ends short ({:?}) after {} records, yet \
+                     memtable {}'s WAL follows it",
+                    s.end, s.records, surveys[last].0
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a manifest the WALs have moved past. A WAL device is given to

@@ -64,9 +64,9 @@ fn check_lookups(
     damaged
 }
 
-/// The pages of the tables the newest manifest names.
-fn live_pages(d: &common::Devs) -> Vec<std::ops::Range<u64>> {
-    let newest = d[1..3]
+/// The newest valid manifest snapshot.
+fn newest_manifest(d: &common::Devs) -> ferrite_lsm::ManifestState {
+    d[1..3]
         .iter()
         .filter_map(|slot| {
             let len = slot.len();
@@ -75,16 +75,21 @@ fn live_pages(d: &common::Devs) -> Vec<std::ops::Range<u64>> {
             ferrite_lsm::ManifestState::decode(&buf)
         })
         .max_by_key(|m| m.generation)
-        .expect("a manifest");
-    newest
+        .expect("a manifest")
+}
+
+/// The pages of the tables the newest manifest names.
+fn live_pages(d: &common::Devs) -> Vec<std::ops::Range<u64>> {
+    newest_manifest(d)
         .tables
         .iter()
         .map(|t| t.start..t.start + t.pages)
         .collect()
 }
 
-/// A closed store after a random load that flushed and compacted.
-fn load(seed: u64, rng: &mut SmallRng) -> (common::Devs, LsmOptions, Model) {
+/// A closed store after a random load that flushed and compacted, and
+/// then flushed what was left with probability `final_flush`.
+fn load(seed: u64, rng: &mut SmallRng, final_flush: f64) -> (common::Devs, LsmOptions, Model) {
     let index = match seed % 3 {
         0 => IndexKind::LEARNED,
         1 => IndexKind::Sparse,
@@ -113,7 +118,7 @@ fn load(seed: u64, rng: &mut SmallRng) -> (common::Devs, LsmOptions, Model) {
             model.insert(k, v);
         }
     }
-    if rng.gen_bool(0.8) {
+    if rng.gen_bool(final_flush) {
         db.flush().unwrap();
     }
     db.sync().unwrap();
@@ -178,7 +183,7 @@ fn a_flipped_bit_in_a_table_is_refused_never_answered() {
     let mut detected = 0;
     for seed in 0..48u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (d, lsm, model) = load(seed, &mut rng);
+        let (d, lsm, model) = load(seed, &mut rng, 0.8);
         // One bit, anywhere the tables device has ever been written; the
         // manifest says whether it lands in a live table.
         let live = live_pages(&d);
@@ -233,7 +238,7 @@ fn a_flipped_bit_in_a_manifest_is_refused_never_rolled_back() {
     let runs = 64;
     for seed in (0..runs * 4).step_by(4) {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (d, lsm, model) = load(seed, &mut rng);
+        let (d, lsm, model) = load(seed, &mut rng, 0.8);
         assert_eq!(lsm.partitions, 3);
         let generation = |i: usize| {
             let mut buf = AlignedBuf::zeroed(d[i].len() as usize);
@@ -271,4 +276,63 @@ fn a_flipped_bit_in_a_manifest_is_refused_never_rolled_back() {
     }
     // About one run in six damages the newest manifest after a WAL reuse.
     assert!(refused >= 2, "{refused} of {runs} flips refused");
+}
+
+/// A bit flipped in a WAL that a later WAL follows (partitions' flush
+/// buffers keep several memtables' WALs alive, so the runs use three
+/// partitions). A WAL is synced before the next memtable's begins, so
+/// only the last one can end torn: an earlier one that stops short is
+/// damaged. Replaying past it would keep later writes and drop earlier
+/// ones, a state the store never had; the open must be refused, or give
+/// back exactly the data.
+#[test]
+fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
+    let (mut refused, mut tried) = (0, 0);
+    let runs = 64;
+    for seed in (0..runs * 4).step_by(4) {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (d, lsm, model) = load(seed, &mut rng, 0.0);
+        // WAL devices holding records replay reads, by the memtable they
+        // log (earlier ones are in tables already).
+        let log_number = newest_manifest(&d).log_number;
+        let mut wals: Vec<(u64, usize)> = (3..d.len())
+            .filter_map(|i| {
+                let mut b = AlignedBuf::zeroed(4096);
+                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
+                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
+            })
+            .filter(|&(mem, _)| mem >= log_number)
+            .collect();
+        wals.sort_unstable();
+        if wals.len() < 2 {
+            continue;
+        }
+        // Any but the newest, inside its records.
+        let (mem, i) = wals[rng.gen_range(0..wals.len() - 1)];
+        let dev = d[i].inner();
+        let mut log = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut log, 0).unwrap();
+        let mut end = 0;
+        while let Some((_, p)) = ferrite_wal::decode_record(&log[end..]) {
+            end += ferrite_wal::HEADER_LEN + p.len();
+        }
+        let at = rng.gen_range(0..end as u64);
+        flip(dev, at, rng.gen_range(0..8));
+        tried += 1;
+        let what = format!("seed {seed} (WAL of memtable {mem}, bit at byte {at})");
+        match common::open(&d, lsm, SyncMode::Never) {
+            Ok(db) => {
+                if let Err(e) = exercise(&db, &model, &mut rng, &what) {
+                    panic!("{what}: opened over a damaged WAL, then failed verify: {e}");
+                }
+            }
+            Err(e) => {
+                assert!(is_damage(&e), "{what}: open: {e}");
+                refused += 1;
+            }
+        }
+    }
+    // Every flip lands in a record a later WAL follows: each run refuses.
+    assert_eq!(refused, tried, "{refused} of {tried} damaged WALs refused");
+    assert!(tried >= 8, "only {tried} of {runs} runs had two WALs");
 }

@@ -12,7 +12,10 @@
 //!   error or a panic, and opening the log cuts off whatever lies past it,
 //!   so no record from before a crash can follow one written after it;
 //! - after a failed write or sync the log is poisoned: every later call
-//!   fails, because what reached the device is unknown.
+//!   fails, because what reached the device is unknown;
+//! - [`survey`] reads a log without changing it, so a caller holding
+//!   several logs can tell a torn last one from a damaged earlier one
+//!   before opening (and so cutting off) any.
 //!
 //! The device is written in whole blocks (O_DIRECT rules): the partially
 //! filled last block is kept in memory and rewritten as it grows.
@@ -56,6 +59,65 @@ pub struct Wal {
     bs: usize,
     tail: Mutex<Tail>,
     synced: Condvar,
+}
+
+/// How a log's run of records of one epoch ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEnd {
+    /// At zero bytes or the end of the device: nothing was cut short.
+    Clean,
+    /// At a record of another epoch.
+    Foreign { epoch: u64 },
+    /// At bytes that are no valid record: a torn write, or damage.
+    Broken { offset: u64 },
+}
+
+/// What [`survey`] found on a log device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Survey {
+    /// Valid records of the epoch, from the start.
+    pub records: u64,
+    pub end: LogEnd,
+}
+
+/// Reads a log without changing it: how many records of `epoch` it holds
+/// from the start, and how they end. Opening a log cuts off whatever lies
+/// past its end, so a caller that must judge that end (a torn tail is the
+/// end of the last log, but a log another one followed was complete)
+/// surveys first.
+pub fn survey(dev: &dyn BlockDevice, epoch: u64) -> Result<Survey> {
+    let bs = dev.block_size();
+    let len = dev.len() - dev.len() % bs as u64;
+    let mut buf = AlignedBuf::zeroed(len as usize);
+    if len > 0 {
+        dev.read_at(&mut buf, 0)?;
+    }
+    let mut at = 0usize;
+    let mut records = 0;
+    loop {
+        let rest = buf.get(at..).unwrap_or_default();
+        match decode_record(rest) {
+            Some((hdr, payload)) if hdr.epoch == epoch => {
+                records += 1;
+                at += HEADER_LEN + payload.len();
+            }
+            Some((hdr, _)) => {
+                return Ok(Survey {
+                    records,
+                    end: LogEnd::Foreign { epoch: hdr.epoch },
+                })
+            }
+            None => {
+                let clean = rest.iter().take(HEADER_LEN).all(|&b| b == 0);
+                let end = if clean {
+                    LogEnd::Clean
+                } else {
+                    LogEnd::Broken { offset: at as u64 }
+                };
+                return Ok(Survey { records, end });
+            }
+        }
+    }
 }
 
 impl Wal {
@@ -325,6 +387,60 @@ mod tests {
         for (i, p) in got.iter().enumerate() {
             assert_eq!(p, &vec![i as u8; 100], "records replay as a prefix");
         }
+    }
+
+    #[test]
+    fn a_survey_counts_records_and_tells_a_clean_end_from_a_broken_one() {
+        let mem = Arc::new(MemDevice::new());
+        let dev: Arc<dyn BlockDevice> = mem.clone();
+        let empty = survey(dev.as_ref(), 4).unwrap();
+        assert_eq!(
+            empty,
+            Survey {
+                records: 0,
+                end: LogEnd::Clean
+            }
+        );
+        let wal = Wal::open(dev.clone(), 4, &mut |_| Ok(())).unwrap();
+        let mut ends = Vec::new();
+        for i in 0..40u8 {
+            let lsn = wal.append(&[i; 300]).unwrap();
+            wal.commit(lsn, true).unwrap();
+            ends.push(lsn);
+        }
+        let whole = survey(dev.as_ref(), 4).unwrap();
+        assert_eq!(
+            whole,
+            Survey {
+                records: 40,
+                end: LogEnd::Clean
+            }
+        );
+        assert_eq!(
+            survey(dev.as_ref(), 5).unwrap(),
+            Survey {
+                records: 0,
+                end: LogEnd::Foreign { epoch: 4 }
+            }
+        );
+        // A flipped bit in record 10 ends the run there, broken; the
+        // survey changed nothing, so the bytes are still there to judge.
+        let at = ends[9] + 20;
+        let mut b = AlignedBuf::zeroed(4096);
+        let block = at / 4096 * 4096;
+        mem.read_at(&mut b, block).unwrap();
+        b[(at - block) as usize] ^= 2;
+        mem.write_at(&b, block).unwrap();
+        let len = mem.len();
+        let broken = survey(dev.as_ref(), 4).unwrap();
+        assert_eq!(
+            broken,
+            Survey {
+                records: 10,
+                end: LogEnd::Broken { offset: ends[9] }
+            }
+        );
+        assert_eq!(mem.len(), len);
     }
 
     /// Records of 1 KiB, four to a block, so record boundaries fall on

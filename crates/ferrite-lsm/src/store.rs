@@ -609,7 +609,7 @@ fn check_logs_behind(devices: &Devices, loaded: Option<&ManifestState>) -> Resul
                     "a WAL holds memtable {}, so a manifest with log number {} or later \
                      was committed, but the newest valid one{} has log number {log_number}",
                     head.epoch,
-                    head.epoch + 1 - WAL_DEVICES as u64,
+                    head.epoch.saturating_sub(WAL_DEVICES as u64 - 1),
                     loaded.map_or(" (none: the store looks new)".to_string(), |s| format!(
                         ", generation {},",
                         s.generation

@@ -336,3 +336,23 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
     assert_eq!(refused, tried, "{refused} of {tried} damaged WALs refused");
     assert!(tried >= 8, "only {tried} of {runs} runs had two WALs");
 }
+
+/// A WAL whose first record names a memtable no store reaches (damage
+/// that passes the checksum) is refused as corruption, without
+/// arithmetic on the number overflowing.
+#[test]
+fn a_wal_naming_an_unreachable_memtable_is_refused() {
+    for epoch in [u64::MAX, u64::MAX - 2, 1 << 62] {
+        let d = common::fresh();
+        let mut rec = Vec::new();
+        ferrite_wal::encode_record(epoch, &[0; 12], &mut rec);
+        let mut b = AlignedBuf::zeroed(4096);
+        b[..rec.len()].copy_from_slice(&rec);
+        d[3].write_at(&b, 0).unwrap();
+        match common::open(&d, common::tiny(IndexKind::Sparse), SyncMode::Always) {
+            Err(Error::Corruption { .. }) => {}
+            Err(e) => panic!("memtable {epoch}: {e}"),
+            Ok(_) => panic!("memtable {epoch}: opened"),
+        }
+    }
+}

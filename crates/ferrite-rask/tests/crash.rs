@@ -512,3 +512,45 @@ fn a_full_disk_is_reported_and_loses_nothing() {
         );
     }
 }
+
+/// An index directory whose identity names format 1 (before the log's
+/// epoch marks) opens, keeps its runs, and is upgraded to the current
+/// format; a format this build does not read is refused.
+#[test]
+fn an_index_of_the_older_format_opens_and_is_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let opts = DurableOptions {
+        store: Options {
+            direct_io: false,
+            ..Options::default()
+        },
+        index: RaskOptions::default(),
+        checkpoint_log_bytes: 1 << 20,
+    };
+    let r = BlockRange::new(10, 19).unwrap();
+    let v = PhysicalRun::new(1, 500).unwrap();
+    {
+        let db = DurableRask::<PhysicalRun>::open(&path, opts.clone()).unwrap();
+        db.put(r, v).unwrap();
+    }
+    let mut id = ferrite_core::StoreIdentity::read(&path).unwrap().unwrap();
+    let current = id.engine_format;
+    id.engine_format = 1;
+    id.write(&path).unwrap();
+    {
+        let db = DurableRask::<PhysicalRun>::open(&path, opts.clone()).unwrap();
+        assert_eq!(db.get(r)[0].value, Some(v));
+    }
+    let now = ferrite_core::StoreIdentity::read(&path).unwrap().unwrap();
+    assert_eq!(now.engine_format, current);
+    assert!(current > 1);
+    id.engine_format = current + 1;
+    id.write(&path).unwrap();
+    assert!(matches!(
+        DurableRask::<PhysicalRun>::open(&path, opts),
+        Err(ferrite_rask::RaskError::Store(
+            ferrite_core::Error::WrongFormat { .. }
+        ))
+    ));
+}

@@ -161,6 +161,40 @@ mod tests {
         db.verify().unwrap();
     }
 
+    /// A store whose identity names an older format the engine still
+    /// reads opens, and its identity then names the current format; one
+    /// older than that is refused as the wrong format.
+    #[cfg(all(feature = "btree", feature = "zkv"))]
+    #[test]
+    fn older_formats_an_engine_reads_are_upgraded_and_older_ones_refused() {
+        for (kind, older, current) in [
+            (EngineKind::Btree, 2, ferrite_btree::FORMAT_VERSION),
+            (EngineKind::Zkv, 4, ferrite_zkv::FORMAT_VERSION),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("db");
+            drop(open(&path, kind, &Options::default()).unwrap());
+            let mut id = detect(&path).unwrap();
+            assert_eq!(id.engine_format, current);
+            id.engine_format = older;
+            id.write(&path).unwrap();
+            {
+                let db = open_existing(&path, &Options::default()).unwrap();
+                db.put(b"k", b"v").unwrap();
+            }
+            assert_eq!(detect(&path).unwrap().engine_format, current, "{kind}");
+            id.engine_format = older - 1;
+            id.write(&path).unwrap();
+            assert!(
+                matches!(
+                    open_existing(&path, &Options::default()),
+                    Err(Error::WrongFormat { .. })
+                ),
+                "{kind}"
+            );
+        }
+    }
+
     #[test]
     fn invalid_options_are_refused_before_anything_is_opened() {
         let dir = tempfile::tempdir().unwrap();

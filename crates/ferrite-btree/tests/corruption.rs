@@ -8,7 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{contents, fresh, open, open_as, Mode};
-use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt};
+use ferrite_core::testkit::{self, Model};
+use ferrite_core::{Error, KvStore};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -156,7 +157,7 @@ fn a_damaged_newest_meta_page_is_restored_from_the_double_write_file() {
         let db = open_as(&d, mode).unwrap();
         let mut model = BTreeMap::new();
         for n in 0..rng.gen_range(1000..4000u32) {
-            let k = key(rng.gen_range(0..KEYS));
+            let k = testkit::key(rng.gen_range(0..KEYS));
             let v = vec![(n % 251) as u8; rng.gen_range(0..120)];
             db.put(&k, &v).unwrap();
             model.insert(k, v);
@@ -184,57 +185,17 @@ fn a_damaged_newest_meta_page_is_restored_from_the_double_write_file() {
         pages.write_at(&b, newest * ps as u64).unwrap();
         let what = format!("seed {seed} ({mode:?}, meta slot {newest})");
         let db = open_as(&d, mode).unwrap_or_else(|e| panic!("{what}: open: {e}"));
-        assert_eq!(check_lookups(&db, &model, None, &what), 0, "{what}");
+        assert_eq!(
+            testkit::check_lookups(&db, &testkit::keys(KEYS), &model, None, &what),
+            0,
+            "{what}"
+        );
         db.verify()
             .unwrap_or_else(|e| panic!("{what}: verify: {e}"));
     }
 }
 
 const KEYS: u32 = 600;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Whether `e` says the store met bad bytes: directly, or through the
-/// poison a background task left when it met them.
-fn is_damage(e: &Error) -> bool {
-    match e {
-        Error::Corruption { .. } => true,
-        Error::Poisoned { cause, .. } => cause.contains("corrupt") || cause.contains("checksum"),
-        _ => false,
-    }
-}
-
-/// One lookup per key, against the model: a right answer or damage. A
-/// write that failed may or may not have happened, so its key may also
-/// answer with the failed value. Returns how many lookups reported damage.
-fn check_lookups(
-    db: &dyn KvStore,
-    model: &BTreeMap<Vec<u8>, Vec<u8>>,
-    failed: Option<&(Vec<u8>, Vec<u8>)>,
-    what: &str,
-) -> usize {
-    let mut damaged = 0;
-    for i in 0..KEYS {
-        let k = key(i);
-        match db.get(&k) {
-            Ok(got) => {
-                let maybe = failed.filter(|(fk, _)| *fk == k).map(|(_, v)| v);
-                assert!(
-                    got.as_ref() == model.get(&k) || (maybe.is_some() && got.as_ref() == maybe),
-                    "{what}: key {i}: {got:?} against {:?}",
-                    model.get(&k)
-                );
-            }
-            Err(e) => {
-                assert!(is_damage(&e), "{what}: key {i}: {e}");
-                damaged += 1;
-            }
-        }
-    }
-    damaged
-}
 
 /// One bit flipped anywhere in the page file, the double-write file or a
 /// carry-over slot of a closed store (the WAL is left out: its replay
@@ -251,23 +212,11 @@ fn a_flipped_bit_is_refused_never_answered() {
         let mode = [Mode::Plain, Mode::Turbo, Mode::Shortcut][seed as usize % 3];
         let d = fresh();
         let db = open_as(&d, mode).unwrap();
-        let mut model = BTreeMap::new();
+        let mut model = Model::new();
         let ops = rng.gen_range(500..3000u32);
         for n in 0..ops {
-            let k = key(rng.gen_range(0..KEYS));
-            if rng.gen_bool(0.15) {
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            } else {
-                let len = if rng.gen_bool(0.02) {
-                    9000
-                } else {
-                    rng.gen_range(0..120)
-                };
-                let v = vec![(n % 251) as u8; len];
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
+            let w = testkit::random_write(&mut rng, KEYS, true, (n % 251) as u8);
+            testkit::apply(&db, &mut model, w);
             if n == ops / 2 {
                 db.flush().unwrap();
             }
@@ -294,53 +243,15 @@ fn a_flipped_bit_is_refused_never_answered() {
         let db = match open_as(&d, mode) {
             Ok(db) => db,
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 detected += 1;
                 continue;
             }
         };
-        let damaged = check_lookups(&db, &model, None, &what);
-        match db.scan_collect(KeyRange::all(), usize::MAX) {
-            Ok(got) => assert!(
-                got.into_iter().collect::<BTreeMap<_, _>>() == model,
-                "{what}: scan differs from the model"
-            ),
-            Err(e) => assert!(is_damage(&e), "{what}: scan: {e}"),
-        }
-        let verified = db.verify();
-        if let Err(e) = &verified {
-            assert!(is_damage(e), "{what}: verify: {e}");
-        }
-        if damaged > 0 {
-            assert!(
-                verified.is_err(),
-                "{what}: verify passed after a lookup met damage"
-            );
-        }
-        if verified.is_err() {
+        let writes = testkit::random_puts(&mut rng, KEYS, 1500);
+        if testkit::exercise(&db, &testkit::keys(KEYS), &model, writes, &what).is_err() {
             detected += 1;
         }
-
-        let mut after = model.clone();
-        let mut failed = None;
-        for n in 0..1500u32 {
-            let k = key(rng.gen_range(0..KEYS));
-            let v = vec![(n % 13) as u8; rng.gen_range(1..100)];
-            match db.put(&k, &v) {
-                Ok(()) => {
-                    after.insert(k, v);
-                }
-                Err(e) => {
-                    assert!(is_damage(&e), "{what}: write after damage: {e}");
-                    failed = Some((k, v));
-                    break;
-                }
-            }
-        }
-        if let Err(e) = db.flush() {
-            assert!(is_damage(&e), "{what}: checkpoint after damage: {e}");
-        }
-        check_lookups(&db, &after, failed.as_ref(), &what);
     }
     assert!(detected >= 10, "{detected} of 60 flips detected");
 }

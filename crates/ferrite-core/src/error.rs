@@ -57,9 +57,15 @@ pub enum Error {
     /// A write or sync failed earlier; the store can no longer promise
     /// durability and refuses every operation. Reopen it to recover from
     /// the log. `no_space` says the failure was a full device, so freeing
-    /// space is what the reopen needs.
+    /// space is what the reopen needs; `corruption` says it was bad bytes
+    /// the store read (a background task met them), so a reopen will meet
+    /// them too.
     #[error("store is poisoned after a failed write or sync ({cause}); reopen it to recover")]
-    Poisoned { cause: String, no_space: bool },
+    Poisoned {
+        cause: String,
+        no_space: bool,
+        corruption: bool,
+    },
 
     /// The store refused a write for want of space before changing
     /// anything: it keeps serving reads, and the writes that free space
@@ -102,6 +108,21 @@ impl Error {
             Error::Device(DeviceError::NoSpace { .. })
                 | Error::StoreFull { .. }
                 | Error::Poisoned { no_space: true, .. }
+        )
+    }
+
+    /// True when the store met bad bytes: a checksum or an invariant of
+    /// what it read failed ([`Error::Corruption`]), the device's own
+    /// metadata is damaged, or such a failure poisoned the store earlier.
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            Error::Corruption { .. }
+                | Error::Device(DeviceError::CorruptMetadata { .. })
+                | Error::Poisoned {
+                    corruption: true,
+                    ..
+                }
         )
     }
 

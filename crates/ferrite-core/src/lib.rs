@@ -17,6 +17,8 @@
 //!   made a directory.
 //! - [`COUNTER_LIMIT`], the bound decoders hold persisted epochs, sequence
 //!   numbers and ids to.
+//! - With the `testkit` feature, `testkit`: the oracle engines' tests use
+//!   for stores opened over damaged bytes.
 //!
 //! Engines depend on this crate and on `ferrite-io`; nothing here depends
 //! on an engine.
@@ -34,6 +36,8 @@ mod poison;
 mod range;
 mod stats;
 mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use byte_reader::ByteReader;

@@ -124,6 +124,7 @@ mod tests {
             Err(crate::Error::Poisoned {
                 cause: "test".into(),
                 no_space: false,
+                corruption: false,
             })
         })
         .unwrap();

@@ -3,9 +3,10 @@
 //!
 //! Invariants: the first recorded failure wins and is never replaced; a
 //! check on the hot path is one atomic load; the error every later call
-//! returns carries the first failure's text and whether it was a full
-//! device ([`Error::is_no_space`]), so a caller can tell "free space and
-//! reopen" from "the device is failing".
+//! returns carries the first failure's text, whether it was a full
+//! device ([`Error::is_no_space`]) and whether it was bad bytes read back
+//! ([`Error::is_corruption`]), so a caller can tell "free space and
+//! reopen" from "the data is damaged" from "the device is failing".
 
 use std::sync::OnceLock;
 
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 struct Cause {
     text: String,
     no_space: bool,
+    corruption: bool,
 }
 
 /// Set once, by the first failed write or sync.
@@ -40,16 +42,21 @@ impl Poison {
     }
 
     fn set_cause(&self, text: String, e: &Error) -> bool {
-        self.set_text(text, e.is_no_space())
+        self.set_text(text, e.is_no_space(), e.is_corruption())
     }
 
     /// Records a cause given as text, for callers whose error type is
-    /// their own; `no_space` says whether it was a full device.
-    pub fn set_text(&self, text: String, no_space: bool) -> bool {
+    /// their own; `no_space` says whether it was a full device and
+    /// `corruption` whether it was bad bytes read back.
+    pub fn set_text(&self, text: String, no_space: bool, corruption: bool) -> bool {
         let mut won = false;
         self.first.get_or_init(|| {
             won = true;
-            Cause { text, no_space }
+            Cause {
+                text,
+                no_space,
+                corruption,
+            }
         });
         won
     }
@@ -65,6 +72,7 @@ impl Poison {
             Some(c) => Err(Error::Poisoned {
                 cause: c.text.clone(),
                 no_space: c.no_space,
+                corruption: c.corruption,
             }),
         }
     }
@@ -75,7 +83,7 @@ mod tests {
     use super::*;
     use ferrite_io::{DeviceError, IoOp};
 
-    fn full() -> Error {
+    fn full_device() -> Error {
         Error::Device(DeviceError::NoSpace {
             op: IoOp::Write,
             offset: 4096,
@@ -86,10 +94,11 @@ mod tests {
     fn the_first_cause_wins_and_keeps_its_kind() {
         let p = Poison::new();
         assert!(p.check().is_ok());
-        assert!(p.set_in("flush", &full()));
+        assert!(p.set_in("flush", &full_device()));
         assert!(!p.set(&Error::corruption("page 7", "bad checksum")));
         let e = p.check().unwrap_err();
         assert!(e.is_no_space(), "{e}");
+        assert!(!e.is_corruption(), "{e}");
         match e {
             Error::Poisoned { cause, .. } => {
                 assert!(cause.starts_with("flush: no space"), "{cause}")
@@ -103,6 +112,11 @@ mod tests {
         let p = Poison::new();
         p.set(&Error::corruption("page 7", "bad checksum"));
         assert!(p.is_set());
-        assert!(!p.check().unwrap_err().is_no_space());
+        let e = p.check().unwrap_err();
+        assert!(!e.is_no_space());
+        assert!(e.is_corruption(), "bad bytes poison as corruption: {e}");
+        let full = Poison::new();
+        full.set(&full_device());
+        assert!(!full.check().unwrap_err().is_corruption());
     }
 }

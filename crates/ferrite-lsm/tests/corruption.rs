@@ -1,68 +1,22 @@
 //! Bad bytes in a table never become an answer: a bit flipped anywhere in
 //! the tables device is refused at open, or every lookup and scan returns
 //! the right data or a typed corruption error, `verify` fails exactly
-//! when the bit lies in a table the manifest names, and compactions over the damage fail without a panic and
-//! without changing what the intact tables answer.
+//! when the bit lies in a table the manifest names, and compactions over
+//! the damage fail without a panic and without changing what the intact
+//! tables answer (`ferrite_core::testkit`). Damaged manifests and WALs are
+//! refused, never rolled back past.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
 
-use std::collections::BTreeMap;
-
-use ferrite_core::{Error, KvStore};
-use ferrite_core::{KeyRange, KvStoreExt, SyncMode};
+use ferrite_core::testkit::{self, Model};
+use ferrite_core::{Error, KvStore, SyncMode};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use ferrite_lsm::{IndexKind, LsmOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 const KEYS: u32 = 600;
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Whether `e` says the store met bad bytes: directly, or through the
-/// poison a background compaction left when it met them.
-fn is_damage(e: &Error) -> bool {
-    match e {
-        Error::Corruption { .. } => true,
-        Error::Poisoned { cause, .. } => cause.contains("corrupt") || cause.contains("checksum"),
-        _ => false,
-    }
-}
-
-/// One lookup per key, against the model: a right answer or damage. A
-/// write that failed may or may not have happened, so its key may also
-/// answer with the failed value. Returns how many lookups reported damage.
-fn check_lookups(
-    db: &dyn KvStore,
-    model: &Model,
-    failed: Option<&(Vec<u8>, Vec<u8>)>,
-    what: &str,
-) -> usize {
-    let mut damaged = 0;
-    for i in 0..KEYS {
-        let k = key(i);
-        match db.get(&k) {
-            Ok(got) => {
-                let maybe = failed.filter(|(fk, _)| *fk == k).map(|(_, v)| v);
-                assert!(
-                    got.as_ref() == model.get(&k) || (maybe.is_some() && got.as_ref() == maybe),
-                    "{what}: key {i}: {got:?} against {:?}",
-                    model.get(&k)
-                );
-            }
-            Err(e) => {
-                assert!(is_damage(&e), "{what}: key {i}: {e}");
-                damaged += 1;
-            }
-        }
-    }
-    damaged
-}
 
 /// The newest valid manifest snapshot.
 fn newest_manifest(d: &common::Devs) -> ferrite_lsm::ManifestState {
@@ -101,22 +55,10 @@ fn load(seed: u64, rng: &mut SmallRng, final_flush: f64) -> (common::Devs, LsmOp
     };
     let d = common::fresh();
     let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
-    let mut model = BTreeMap::new();
+    let mut model = Model::new();
     for n in 0..1500u32 {
-        let k = key(rng.gen_range(0..KEYS));
-        if rng.gen_bool(0.15) {
-            db.delete(&k).unwrap();
-            model.remove(&k);
-        } else {
-            let len = if rng.gen_bool(0.02) {
-                9000
-            } else {
-                rng.gen_range(0..120)
-            };
-            let v = vec![(n % 251) as u8; len];
-            db.put(&k, &v).unwrap();
-            model.insert(k, v);
-        }
+        let w = testkit::random_write(rng, KEYS, true, (n % 251) as u8);
+        testkit::apply(&db, &mut model, w);
     }
     if rng.gen_bool(final_flush) {
         db.flush().unwrap();
@@ -135,47 +77,12 @@ fn flip(dev: &ferrite_io::MemDevice, at: u64, bit: u8) {
     dev.write_at(&buf, page).unwrap();
 }
 
-/// Lookups, a scan and `verify` on a store opened over damage, then more
-/// writes that push the damage through flushes and compactions: every
-/// answer is right or a typed damage error, and so is every failed call.
-/// Returns `verify`'s result.
+/// The oracle's questions to a store opened over damage, with 600 more
+/// writes that push the damage through flushes and compactions. Returns
+/// `verify`'s result.
 fn exercise(db: &dyn KvStore, model: &Model, rng: &mut SmallRng, what: &str) -> Result<(), Error> {
-    let damaged = check_lookups(db, model, None, what);
-    match db.scan_collect(KeyRange::all(), usize::MAX) {
-        Ok(got) => assert!(
-            got.into_iter().collect::<Model>() == *model,
-            "{what}: scan differs from the model"
-        ),
-        Err(e) => assert!(is_damage(&e), "{what}: scan: {e}"),
-    }
-    let verified = db.verify();
-    if let Err(e) = &verified {
-        assert!(is_damage(e), "{what}: verify: {e}");
-    }
-    if damaged > 0 {
-        assert!(
-            verified.is_err(),
-            "{what}: verify passed after a lookup met damage"
-        );
-    }
-    let mut after = model.clone();
-    let mut failed = None;
-    for n in 0..600u32 {
-        let k = key(rng.gen_range(0..KEYS));
-        let v = vec![(n % 13) as u8; rng.gen_range(1..100)];
-        match db.put(&k, &v) {
-            Ok(()) => {
-                after.insert(k, v);
-            }
-            Err(e) => {
-                assert!(is_damage(&e), "{what}: write after damage: {e}");
-                failed = Some((k, v));
-                break;
-            }
-        }
-    }
-    check_lookups(db, &after, failed.as_ref(), what);
-    verified
+    let writes = testkit::random_puts(rng, KEYS, 600);
+    testkit::exercise(db, &testkit::keys(KEYS), model, writes, what)
 }
 
 #[test]
@@ -211,7 +118,7 @@ fn a_flipped_bit_in_a_table_is_refused_never_answered() {
                 ),
             },
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 assert!(
                     in_live_table,
                     "{what}: a flip outside every table refused the open: {e}"
@@ -269,7 +176,7 @@ fn a_flipped_bit_in_a_manifest_is_refused_never_rolled_back() {
                 }
             }
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 refused += 1;
             }
         }
@@ -327,7 +234,7 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
                 }
             }
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 refused += 1;
             }
         }

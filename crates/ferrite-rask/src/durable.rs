@@ -305,8 +305,11 @@ impl<V: RangeValue> DurableRask<V> {
             Ok(self.wal.commit(lsn, true)?)
         });
         if let Err(e) = written {
-            w.poisoned
-                .set_text(format!("snapshot {epoch} failed: {e}"), e.is_no_space());
+            w.poisoned.set_text(
+                format!("snapshot {epoch} failed: {e}"),
+                e.is_no_space(),
+                e.is_corruption(),
+            );
             return Err(e);
         }
         w.epoch = epoch;

@@ -41,6 +41,19 @@ pub enum RaskError {
 }
 
 impl RaskError {
+    /// True when the index met bad bytes (see
+    /// [`ferrite_core::Error::is_corruption`]).
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            RaskError::Corruption { .. } => true,
+            RaskError::Store(e) => e.is_corruption(),
+            RaskError::Device(e) => {
+                matches!(e, ferrite_io::DeviceError::CorruptMetadata { .. })
+            }
+            _ => false,
+        }
+    }
+
     /// True when the failure was a full device (see
     /// [`ferrite_core::Error::is_no_space`]).
     pub fn is_no_space(&self) -> bool {

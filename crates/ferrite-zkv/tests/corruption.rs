@@ -7,8 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use std::collections::BTreeMap;
-
+use ferrite_core::testkit::{self, Model};
 use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt, SyncMode};
 use ferrite_io::{
     AlignedBuf, BlockDevice, CrashMode, EmulatedZonedDevice, FaultyDevice, MemDevice, ZonedDevice,
@@ -64,50 +63,6 @@ fn a_corrupt_leaf_page_is_a_typed_error() {
 
 const KEYS: u32 = 600;
 
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-/// Whether `e` says the store met bad bytes: directly, or through the
-/// poison a background task left when it met them.
-fn is_damage(e: &Error) -> bool {
-    match e {
-        Error::Corruption { .. } => true,
-        Error::Poisoned { cause, .. } => cause.contains("corrupt") || cause.contains("checksum"),
-        _ => false,
-    }
-}
-
-/// One lookup per key, against the model: a right answer or damage. A
-/// write that failed may or may not have happened, so its key may also
-/// answer with the failed value. Returns how many lookups reported damage.
-fn check_lookups(
-    db: &dyn KvStore,
-    model: &BTreeMap<Vec<u8>, Vec<u8>>,
-    failed: Option<&(Vec<u8>, Vec<u8>)>,
-    what: &str,
-) -> usize {
-    let mut damaged = 0;
-    for i in 0..KEYS {
-        let k = key(i);
-        match db.get(&k) {
-            Ok(got) => {
-                let maybe = failed.filter(|(fk, _)| *fk == k).map(|(_, v)| v);
-                assert!(
-                    got.as_ref() == model.get(&k) || (maybe.is_some() && got.as_ref() == maybe),
-                    "{what}: key {i}: {got:?} against {:?}",
-                    model.get(&k)
-                );
-            }
-            Err(e) => {
-                assert!(is_damage(&e), "{what}: key {i}: {e}");
-                damaged += 1;
-            }
-        }
-    }
-    damaged
-}
-
 /// One bit flipped anywhere a zone has been written, on a closed store
 /// (the media going bad under the zoned device; its own zone table is the
 /// device's business). The store refuses to open, or every lookup and
@@ -127,20 +82,11 @@ fn a_flipped_bit_is_refused_never_answered() {
             Arc::new(EmulatedZonedDevice::format(mem.clone(), geo).unwrap());
         let opts = common::options(SyncMode::Never);
         let db = ZkvStore::open_on(dev.clone(), &opts, common::small_opts(variant)).unwrap();
-        let mut model = BTreeMap::new();
-        let ops = rng.gen_range(500..3000u32);
-        for n in 0..ops {
-            let k = key(rng.gen_range(0..KEYS));
-            if rng.gen_bool(0.15) {
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            } else {
-                // Longer than 64 bytes goes to the value log.
-                let len = rng.gen_range(0..120);
-                let v = vec![(n % 251) as u8; len];
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
+        let mut model = Model::new();
+        // Values longer than 64 bytes go to the value log.
+        for n in 0..rng.gen_range(500..3000u32) {
+            let w = testkit::random_write(&mut rng, KEYS, false, (n % 251) as u8);
+            testkit::apply(&db, &mut model, w);
         }
         db.sync().unwrap();
         drop(db);
@@ -178,50 +124,15 @@ fn a_flipped_bit_is_refused_never_answered() {
         let db = match ZkvStore::open_on(dev.clone(), &opts, common::small_opts(variant)) {
             Ok(db) => db,
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 detected += 1;
                 continue;
             }
         };
-        let damaged = check_lookups(&db, &model, None, &what);
-        match db.scan_collect(KeyRange::all(), usize::MAX) {
-            Ok(got) => assert!(
-                got.into_iter().collect::<BTreeMap<_, _>>() == model,
-                "{what}: scan differs from the model"
-            ),
-            Err(e) => assert!(is_damage(&e), "{what}: scan: {e}"),
-        }
-        let verified = db.verify();
-        if let Err(e) = &verified {
-            assert!(is_damage(e), "{what}: verify: {e}");
-        }
-        if damaged > 0 {
-            assert!(
-                verified.is_err(),
-                "{what}: verify passed after a lookup met damage"
-            );
-        }
-        if verified.is_err() {
+        let writes = testkit::random_puts(&mut rng, KEYS, 1500);
+        if testkit::exercise(&db, &testkit::keys(KEYS), &model, writes, &what).is_err() {
             detected += 1;
         }
-
-        let mut after = model.clone();
-        let mut failed = None;
-        for n in 0..1500u32 {
-            let k = key(rng.gen_range(0..KEYS));
-            let v = vec![(n % 13) as u8; rng.gen_range(1..100)];
-            match db.put(&k, &v) {
-                Ok(()) => {
-                    after.insert(k, v);
-                }
-                Err(e) => {
-                    assert!(is_damage(&e), "{what}: write after damage: {e}");
-                    failed = Some((k, v));
-                    break;
-                }
-            }
-        }
-        check_lookups(&db, &after, failed.as_ref(), &what);
     }
     // Most written bytes are stale copies (the store appends every change),
     // so about one flip in seven lands in a live page or record.
@@ -247,17 +158,10 @@ fn a_damaged_newest_snapshot_is_refused_or_loses_nothing() {
             Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
         let opts = common::options(SyncMode::Never);
         let db = ZkvStore::open_on(dev, &opts, common::small_opts(variant)).unwrap();
-        let mut model = BTreeMap::new();
+        let mut model = Model::new();
         for n in 0..rng.gen_range(500..4000u32) {
-            let k = key(rng.gen_range(0..KEYS));
-            if rng.gen_bool(0.15) {
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            } else {
-                let v = vec![(n % 251) as u8; rng.gen_range(0..120)];
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
-            }
+            let w = testkit::random_write(&mut rng, KEYS, false, (n % 251) as u8);
+            testkit::apply(&db, &mut model, w);
         }
         db.sync().unwrap();
         faulty.crash(CrashMode::DropAll).unwrap();
@@ -297,12 +201,12 @@ fn a_damaged_newest_snapshot_is_refused_or_loses_nothing() {
         let what = format!("seed {seed} ({variant:?}, snapshot {version})");
         match ZkvStore::open_on(dev, &opts, common::small_opts(variant)) {
             Ok(db) => {
-                check_lookups(&db, &model, None, &what);
+                testkit::check_lookups(&db, &testkit::keys(KEYS), &model, None, &what);
                 db.verify()
                     .unwrap_or_else(|e| panic!("{what}: opened, then failed verify: {e}"));
             }
             Err(e) => {
-                assert!(is_damage(&e), "{what}: open: {e}");
+                assert!(e.is_corruption(), "{what}: open: {e}");
                 refused += 1;
             }
         }

@@ -247,6 +247,68 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Refuses a snapshot that names bytes its device no longer holds: a
+    /// leaf page, a buffered value-log record or the replay start past
+    /// its zone's write pointer. Such a zone was reset after a newer
+    /// checkpoint made it obsolete, so this snapshot is not the newest one
+    /// committed (that one is damaged), and opening from it would serve
+    /// errors or lose the log after it.
+    pub fn check_written(&self, dev: &dyn ZonedDevice) -> Result<()> {
+        let g = *dev.geometry();
+        let wps: Vec<u64> = dev
+            .report_zones(0, g.zone_count)
+            .iter()
+            .map(|z| z.write_pointer)
+            .collect();
+        let bad = |what: String| {
+            Error::corruption(
+                "zkv MetaLog",
+                format!("snapshot {} names {what}, past its zone's write pointer: the zone was reset after a newer snapshot, which is damaged", self.version),
+            )
+        };
+        let written = |end: u64| {
+            let zone = usize::try_from(end.saturating_sub(1) / g.zone_size).ok();
+            zone.and_then(|z| wps.get(z)).is_some_and(|&wp| end <= wp)
+        };
+        let ps = u64::from(self.leaf_size);
+        for (_, page) in &self.leaves {
+            if *page != u64::MAX {
+                let end = page.saturating_add(1).saturating_mul(ps);
+                if !written(end) {
+                    return Err(bad(format!("leaf page {page}")));
+                }
+            }
+        }
+        for p in &self.buffered {
+            if let Val::Vlog(loc) = p.val {
+                let end = crate::vlog::loc_addr(loc)
+                    .saturating_add(crate::vlog::RECORD_HEADER)
+                    .saturating_add(crate::vlog::loc_len(loc));
+                if !written(end) {
+                    return Err(bad(format!(
+                        "the value-log record at byte {}",
+                        crate::vlog::loc_addr(loc)
+                    )));
+                }
+            }
+        }
+        // The replay start may sit at its zone's write pointer (nothing
+        // logged since), never past it.
+        let zone = usize::try_from(self.wal.addr / g.zone_size).ok();
+        let at_or_below = zone
+            .and_then(|z| wps.get(z))
+            .is_some_and(|&wp| self.wal.addr <= wp);
+        if !at_or_below {
+            return Err(bad(format!(
+                "the WAL replay start at byte {}",
+                self.wal.addr
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One MetaLog frame around `body`, padded to whole blocks of `block`.
 pub fn encode_frame(version: u64, body: &[u8], block: usize) -> AlignedBuf {
     let total = (FRAME + body.len()).div_ceil(block) * block;
@@ -559,6 +621,65 @@ mod tests {
                 "edit {i}"
             );
         }
+    }
+
+    #[test]
+    fn a_snapshot_naming_bytes_past_a_write_pointer_is_refused() {
+        let geo = ZoneGeometry::small(8, 8, 8);
+        let dev = EmulatedZonedDevice::format(MemDevice::new(), geo).unwrap();
+        let zone = geo.zone_size;
+        let ps = 4096u64;
+        // Zone 2 (the WAL) holds one block, zone 4 three leaf pages and
+        // zone 5 one value-log block.
+        let block = AlignedBuf::zeroed(4096);
+        dev.write_at(&block, 2 * zone).unwrap();
+        for i in 0..3 {
+            dev.write_at(&block, 4 * zone + i * ps).unwrap();
+        }
+        dev.write_at(&block, 5 * zone).unwrap();
+        let first_leaf = 4 * zone / ps;
+        let mut s = Snapshot {
+            version: 3,
+            leaf_size: ps as u32,
+            wal: WalPosition {
+                ring: 0,
+                addr: 2 * zone + 4096,
+                seq: 10,
+            },
+            zones: Vec::new(),
+            leaves: vec![(Vec::new(), first_leaf), (b"m".to_vec(), first_leaf + 2)],
+            buffered: vec![Pair::new(
+                b"v",
+                Val::Vlog(crate::vlog::location(5 * zone, 100)),
+            )],
+        };
+        s.check_written(&dev).unwrap();
+        s.leaves.push((b"z".to_vec(), first_leaf + 3));
+        assert!(matches!(
+            s.check_written(&dev),
+            Err(Error::Corruption { .. })
+        ));
+        s.leaves.pop();
+        s.buffered = vec![Pair::new(
+            b"v",
+            Val::Vlog(crate::vlog::location(5 * zone + 4000, 200)),
+        )];
+        assert!(
+            s.check_written(&dev).is_err(),
+            "a record running past the pointer"
+        );
+        s.buffered.clear();
+        s.wal.addr += 4096;
+        assert!(
+            s.check_written(&dev).is_err(),
+            "a replay start past the pointer"
+        );
+        s.wal.addr -= 4096;
+        dev.reset_zone(4).unwrap();
+        assert!(
+            s.check_written(&dev).is_err(),
+            "leaves in a zone reset since"
+        );
     }
 
     #[test]

@@ -261,6 +261,7 @@ impl ZkvStore {
                     meta,
                     wal: zkv.wal_zones,
                 })?;
+                s.check_written(dev.as_ref())?;
                 for (z, &(role, valid)) in s.zones.iter().enumerate() {
                     space.zones[z].role = role;
                     space.zones[z].valid = if role == Role::Vlog { valid } else { 0 };

@@ -1,7 +1,9 @@
 //! A zoned device emulated on a regular block device.
 //!
-//! The backing device holds a geometry header, two alternating copies of the
-//! zone table, then the zones' data (see `docs/format/emulated-zoned-device.md`).
+//! The backing device holds a geometry header, four copies of the zone table
+//! (two pairs, written in turn, both copies of a pair at once; two single
+//! copies on a device of format 1), then the zones' data (see
+//! `docs/format/emulated-zoned-device.md`).
 //! Every command is checked against [`ZoneTable`] before any byte moves, so
 //! a broken rule is a typed [`ZoneError`] and changes nothing.
 //!
@@ -44,6 +46,9 @@ struct Meta {
 pub struct EmulatedZonedDevice<D: BlockDevice = DirectFile> {
     dev: D,
     geo: ZoneGeometry,
+    /// Zone table copies on the device: 4 (two pairs), or 2 on a device
+    /// of format 1.
+    copies: u8,
     base: u64,
     meta: Mutex<Meta>,
     gate: RwLock<()>,
@@ -92,14 +97,15 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
                 geo.block_size
             )));
         }
-        let base = codec::data_base(&geo);
+        let copies = codec::copies(codec::VERSION);
+        let base = codec::data_base(&geo, copies);
         dev.set_len(0)?;
         dev.set_len(base + geo.address_space())?;
         let mut header = AlignedBuf::zeroed(geo.block_size as usize);
         codec::encode_header(&geo, &mut header);
         dev.write_at(&header, 0)?;
-        let me = Self::assemble(dev, geo, ZoneTable::new(geo), 0);
-        // Both copies start valid, so either may be overwritten first.
+        let me = Self::assemble(dev, geo, copies, ZoneTable::new(geo), 0);
+        // Both pairs start valid, so either may be overwritten first.
         me.persist_locked(&mut me.meta.lock())?;
         me.persist_locked(&mut me.meta.lock())?;
         Ok(me)
@@ -117,7 +123,8 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
             return Err(corrupt("too short to hold a zoned-device header".into()));
         }
         dev.read_at(&mut probe, 0)?;
-        let geo = codec::decode_header(&probe).map_err(&corrupt)?;
+        let (geo, version) = codec::decode_header(&probe).map_err(&corrupt)?;
+        let copies = codec::copies(version);
         if dev.block_size() != geo.block_size as usize {
             return Err(corrupt(format!(
                 "header block size {} differs from the backing device's {}",
@@ -128,7 +135,7 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
         let copy_len = (codec::copy_blocks(&geo) * u64::from(geo.block_size)) as usize;
         let mut best: Option<codec::TableCopy> = None;
         let mut errors = Vec::new();
-        for which in 0..2u8 {
+        for which in 0..copies {
             // Checked before allocating: the header's numbers are untrusted.
             let off = codec::copy_offset(&geo, which);
             if off + copy_len as u64 > dev.len() {
@@ -147,15 +154,16 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
             return Err(corrupt(errors.join("; ")));
         };
         let table = ZoneTable::restore(geo, &copy.entries);
-        Ok(Self::assemble(dev, geo, table, copy.seq))
+        Ok(Self::assemble(dev, geo, copies, table, copy.seq))
     }
 
-    fn assemble(dev: D, geo: ZoneGeometry, table: ZoneTable, seq: u64) -> Self {
+    fn assemble(dev: D, geo: ZoneGeometry, copies: u8, table: ZoneTable, seq: u64) -> Self {
         let label = PathBuf::from(dev.describe());
         Self {
-            base: codec::data_base(&geo),
+            base: codec::data_base(&geo, copies),
             dev,
             geo,
+            copies,
             meta: Mutex::new(Meta {
                 table,
                 seq,
@@ -181,17 +189,22 @@ impl<D: BlockDevice> EmulatedZonedDevice<D> {
         Ok(())
     }
 
-    /// Writes the table to the copy not holding the newest version, after
-    /// syncing data so the new write pointers only cover durable bytes.
+    /// Writes the table where the newest version is not, after syncing
+    /// data so the new write pointers only cover durable bytes: both
+    /// copies of the pair not holding it, in one write (one copy on a
+    /// format-1 device, which has no pairs).
     fn persist_locked(&self, m: &mut Meta) -> Result<()> {
         self.dev.sync()?;
         let seq = m.seq + 1;
         let copy_len = (codec::copy_blocks(&self.geo) * u64::from(self.geo.block_size)) as usize;
-        let mut buf = AlignedBuf::zeroed(copy_len);
-        codec::encode_table(seq, m.table.entries(), self.geo.zone_count, &mut buf);
-        let which = (seq % 2) as u8;
+        let per_write = if self.copies == 4 { 2 } else { 1 };
+        let mut buf = AlignedBuf::zeroed(copy_len * per_write);
+        for copy in buf.chunks_mut(copy_len) {
+            codec::encode_table(seq, m.table.entries(), self.geo.zone_count, copy);
+        }
+        let first = (seq % 2) as u8 * per_write as u8;
         self.dev
-            .write_at(&buf, codec::copy_offset(&self.geo, which))?;
+            .write_at(&buf, codec::copy_offset(&self.geo, first))?;
         self.dev.sync()?;
         m.seq = seq;
         m.dirty = false;
@@ -396,5 +409,53 @@ impl<D: BlockDevice> Drop for EmulatedZonedDevice<D> {
                 log::warn!("zone table not saved on close: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemDevice;
+
+    /// A device of format 1 (two single table copies, data right after
+    /// them) still loads, and keeps its layout as it is written to.
+    #[test]
+    fn a_format_1_device_loads_and_keeps_its_layout() {
+        let geo = ZoneGeometry::small(8, 4, 4);
+        let bs = geo.block_size as usize;
+        let dev = std::sync::Arc::new(MemDevice::new());
+        let base = codec::data_base(&geo, 2);
+        dev.set_len(base + geo.address_space()).unwrap();
+        let mut header = AlignedBuf::zeroed(bs);
+        codec::encode_header(&geo, &mut header);
+        header[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let body_len = 52;
+        let crc = crc32c::crc32c(&header[..body_len]);
+        header[body_len..body_len + 4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(codec::decode_header(&header).map(|h| h.1), Ok(1));
+        dev.write_at(&header, 0).unwrap();
+        // Zone 0 holds one block; copy 1 (the newer) says so.
+        let mut table = ZoneTable::new(geo);
+        table.admit_write(0, None, bs as u64).unwrap();
+        for (which, seq) in [(0u8, 4u64), (1, 5)] {
+            let mut copy = AlignedBuf::zeroed(codec::copy_blocks(&geo) as usize * bs);
+            codec::encode_table(seq, table.entries(), geo.zone_count, &mut copy);
+            dev.write_at(&copy, codec::copy_offset(&geo, which))
+                .unwrap();
+        }
+        let mut data = AlignedBuf::zeroed(bs);
+        data.fill(9);
+        dev.write_at(&data, base).unwrap();
+
+        let d = EmulatedZonedDevice::load(dev.clone()).unwrap();
+        assert_eq!(d.copies, 2);
+        let mut back = AlignedBuf::zeroed(bs);
+        d.read_at(&mut back, 0).unwrap();
+        assert!(back.iter().all(|&b| b == 9));
+        d.append(0, &data).unwrap();
+        d.sync().unwrap();
+        drop(d);
+        let d = EmulatedZonedDevice::load(dev).unwrap();
+        assert_eq!(d.report_zones(0, 1)[0].write_pointer, 2 * bs as u64);
     }
 }

@@ -1,16 +1,20 @@
 //! On-disk form of an emulated zoned device's metadata (spec:
 //! `docs/format/emulated-zoned-device.md`).
 //!
-//! Block 0 holds the geometry; then two copies of the zone table, written
-//! alternately with a rising sequence number, so a crash while one copy is
-//! being written leaves the other intact. Every part carries a CRC-32C.
-//! Decoding never panics: any inconsistency is a typed error.
+//! Block 0 holds the geometry; then copies of the zone table, each with a
+//! rising sequence number. Format 2 keeps four copies in two pairs: a
+//! persist writes both copies of one pair in one write, so a crash while
+//! writing leaves the other pair intact, and once written the newest table
+//! is in two places, so damage to one copy loses nothing. Format 1 (read
+//! only) kept two copies written alternately. Every part carries a
+//! CRC-32C. Decoding never panics: any inconsistency is a typed error.
 
 use crate::zoned::geometry::ZoneGeometry;
 use crate::zoned::zone_table::ZoneCondition;
 
 pub const MAGIC: &[u8; 8] = b"FZONEMU1";
-pub const VERSION: u32 = 1;
+/// The format new devices get; format 1 is still read.
+pub const VERSION: u32 = 2;
 const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 8 + 4;
 const ENTRY_LEN: usize = 9;
 /// Table copies' sequence numbers stay below this (one per persist: no
@@ -23,14 +27,24 @@ pub fn copy_blocks(geo: &ZoneGeometry) -> u64 {
     bytes.div_ceil(u64::from(geo.block_size))
 }
 
-/// Device offset of table copy `which` (0 or 1).
+/// Zone table copies a device of format `version` keeps.
+pub fn copies(version: u32) -> u8 {
+    if version == 1 {
+        2
+    } else {
+        4
+    }
+}
+
+/// Device offset of table copy `which` (below [`copies`]); copies are
+/// back to back, so pair `p` (copies `2p` and `2p + 1`) is one range.
 pub fn copy_offset(geo: &ZoneGeometry, which: u8) -> u64 {
     u64::from(geo.block_size) * (1 + u64::from(which) * copy_blocks(geo))
 }
 
 /// Offset of zone 0's first byte on the backing device.
-pub fn data_base(geo: &ZoneGeometry) -> u64 {
-    u64::from(geo.block_size) * (1 + 2 * copy_blocks(geo))
+pub fn data_base(geo: &ZoneGeometry, copies: u8) -> u64 {
+    u64::from(geo.block_size) * (1 + u64::from(copies) * copy_blocks(geo))
 }
 
 /// Encodes the header into `out` (one block, zero padded).
@@ -73,8 +87,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decodes and checks a header block.
-pub fn decode_header(buf: &[u8]) -> Result<ZoneGeometry, String> {
+/// Decodes and checks a header block: the geometry and the format version.
+pub fn decode_header(buf: &[u8]) -> Result<(ZoneGeometry, u32), String> {
     let body = buf.get(..HEADER_LEN - 4).ok_or("header block too short")?;
     let mut r = Reader { buf, at: 0 };
     let magic = r.take::<8>().ok_or("header truncated")?;
@@ -82,7 +96,7 @@ pub fn decode_header(buf: &[u8]) -> Result<ZoneGeometry, String> {
         return Err("not an emulated zoned device (bad magic)".into());
     }
     let version = r.u32().ok_or("header truncated")?;
-    if version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(format!("unsupported format version {version}"));
     }
     let geo = ZoneGeometry {
@@ -100,7 +114,7 @@ pub fn decode_header(buf: &[u8]) -> Result<ZoneGeometry, String> {
     }
     geo.validate()
         .map_err(|e| format!("header describes an impossible device: {e}"))?;
-    Ok(geo)
+    Ok((geo, version))
 }
 
 /// Encodes one table copy into `out` (exactly `copy_blocks` blocks).
@@ -179,7 +193,14 @@ mod tests {
         let g = ZoneGeometry::default();
         let mut b = vec![0u8; 4096];
         encode_header(&g, &mut b);
-        assert_eq!(decode_header(&b), Ok(g));
+        assert_eq!(decode_header(&b), Ok((g, VERSION)));
+        // A format-1 header still decodes.
+        let mut old = b.clone();
+        old[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let crc = crc32c::crc32c(&old[..HEADER_LEN - 4]);
+        old[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_header(&old), Ok((g, 1)));
+        assert_eq!((copies(1), copies(VERSION)), (2, 4));
         b[20] ^= 1;
         assert!(decode_header(&b).is_err());
     }

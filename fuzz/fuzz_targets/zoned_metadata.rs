@@ -8,7 +8,8 @@
 //! the spec (`docs/format/emulated-zoned-device.md`) puts it, so the
 //! geometry and table checks behind the checksums see arbitrary values.
 //! With its second bit set as well, the fields are shaped into a geometry
-//! that validates, so the table checks are reached on most inputs.
+//! that validates, so the table checks are reached on most inputs. Its
+//! third bit picks the format: 2 (four table copies) or 1 (two).
 #![no_main]
 
 use ferrite_io::{AlignedBuf, BlockDevice, EmulatedZonedDevice, MemDevice, ZonedDevice};
@@ -20,13 +21,15 @@ const FIELDS: usize = 40;
 /// Largest table a sealed image is built for, in zones.
 const MAX_SEALED_ZONES: u64 = 4096;
 
-/// A device image with a sealed header whose fields are `fields` and two
-/// sealed table copies taken from `tables` (halves, each at its copy's
-/// offset); `None` when the fields name a table too large to build.
-fn sealed_image(fields: &[u8; FIELDS], tables: &[u8]) -> Option<Vec<u8>> {
+/// A device image of format `version` with a sealed header whose fields
+/// are `fields` and sealed table copies (two in format 1, four in format
+/// 2) taken from `tables` (equal parts, each at its copy's offset);
+/// `None` when the fields name a table too large to build.
+fn sealed_image(version: u32, fields: &[u8; FIELDS], tables: &[u8]) -> Option<Vec<u8>> {
+    let copies = if version == 1 { 2 } else { 4 };
     let mut image = vec![0u8; BLOCK];
     image[..8].copy_from_slice(b"FZONEMU1");
-    image[8..12].copy_from_slice(&1u32.to_le_bytes());
+    image[8..12].copy_from_slice(&version.to_le_bytes());
     image[12..52].copy_from_slice(fields);
     let crc = crc32c::crc32c(&image[..52]);
     image[52..56].copy_from_slice(&crc.to_le_bytes());
@@ -43,9 +46,9 @@ fn sealed_image(fields: &[u8; FIELDS], tables: &[u8]) -> Option<Vec<u8>> {
     }
     let body = 12 + 9 * zones as usize;
     let copy = (body + 4).div_ceil(BLOCK) * BLOCK;
-    image.resize(BLOCK + 2 * copy, 0);
-    let (first, second) = tables.split_at(tables.len() / 2);
-    for (which, part) in [first, second].into_iter().enumerate() {
+    image.resize(BLOCK + copies * copy, 0);
+    let part_len = tables.len() / copies;
+    for (which, part) in tables.chunks(part_len.max(1)).take(copies).enumerate() {
         let at = BLOCK + which * copy;
         let n = part.len().min(body);
         image[at..at + n].copy_from_slice(&part[..n]);
@@ -89,7 +92,8 @@ fuzz_target!(|data: &[u8]| {
         if pick & 2 == 2 {
             fields = valid_fields(&fields);
         }
-        let Some(img) = sealed_image(&fields, &rest[FIELDS..]) else {
+        let version = if pick & 4 == 4 { 2 } else { 1 };
+        let Some(img) = sealed_image(version, &fields, &rest[FIELDS..]) else {
             return;
         };
         sealed = img;

@@ -139,6 +139,37 @@ fn a_flipped_bit_is_refused_never_answered() {
     assert!(detected >= 8, "{detected} of 150 flips detected");
 }
 
+/// A store of the variant `seed` picks, on a faulty device, after a
+/// random number (in `writes`) of random writes, a sync and a power cut;
+/// the device is restarted, ready to load.
+fn crashed_store(
+    seed: u64,
+    opts: &ferrite_core::Options,
+    writes: std::ops::Range<u32>,
+) -> (
+    Arc<FaultyDevice<MemDevice>>,
+    ferrite_zkv::Variant,
+    Model,
+    SmallRng,
+) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let variant = common::VARIANTS[seed as usize % 3];
+    let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(faulty.clone(), common::geometry(24)).unwrap());
+    let db = ZkvStore::open_on(dev, opts, common::small_opts(variant)).unwrap();
+    let mut model = Model::new();
+    for n in 0..rng.gen_range(writes) {
+        let w = testkit::random_write(&mut rng, KEYS, false, (n % 251) as u8);
+        testkit::apply(&db, &mut model, w);
+    }
+    db.sync().unwrap();
+    faulty.crash(CrashMode::DropAll).unwrap();
+    drop(db);
+    faulty.restart();
+    (faulty, variant, model, rng)
+}
+
 /// A bit flipped in the newest MetaLog snapshot of a store that lost
 /// power (so the snapshot is one a checkpoint wrote while writes went on,
 /// not the one closing writes last): the store refuses to open, or opens
@@ -150,23 +181,9 @@ fn a_damaged_newest_snapshot_is_refused_or_loses_nothing() {
     let mut refused = 0;
     let runs = 48u64;
     for seed in 0..runs {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let variant = common::VARIANTS[seed as usize % 3];
-        let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
-        let geo = common::geometry(24);
-        let dev: Arc<dyn ZonedDevice> =
-            Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
         let opts = common::options(SyncMode::Never);
-        let db = ZkvStore::open_on(dev, &opts, common::small_opts(variant)).unwrap();
-        let mut model = Model::new();
-        for n in 0..rng.gen_range(500..4000u32) {
-            let w = testkit::random_write(&mut rng, KEYS, false, (n % 251) as u8);
-            testkit::apply(&db, &mut model, w);
-        }
-        db.sync().unwrap();
-        faulty.crash(CrashMode::DropAll).unwrap();
-        drop(db);
-        faulty.restart();
+        let (faulty, variant, model, mut rng) = crashed_store(seed, &opts, 500..4000);
+        let geo = common::geometry(24);
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
 
@@ -257,22 +274,8 @@ proptest! {
 #[test]
 fn a_flipped_bit_in_the_newest_zone_table_copy_loses_nothing() {
     for seed in 0..100u64 {
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let variant = common::VARIANTS[seed as usize % 3];
-        let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
-        let geo = common::geometry(24);
-        let dev: Arc<dyn ZonedDevice> =
-            Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
         let opts = common::options(SyncMode::Always);
-        let db = ZkvStore::open_on(dev, &opts, common::small_opts(variant)).unwrap();
-        let mut model = Model::new();
-        for n in 0..rng.gen_range(100..2000u32) {
-            let w = testkit::random_write(&mut rng, KEYS, false, (n % 251) as u8);
-            testkit::apply(&db, &mut model, w);
-        }
-        faulty.crash(CrashMode::DropAll).unwrap();
-        drop(db);
-        faulty.restart();
+        let (faulty, variant, model, mut rng) = crashed_store(seed, &opts, 100..2000);
         // The header block, then four one-block table copies (24 zones).
         let mem = faulty.inner();
         let seq = |off: u64| {

@@ -386,8 +386,9 @@ impl ZkvStore {
         let newer = replayed
             .stranded
             .iter()
-            .find_map(|(seq, p)| zone_wal::mark_version(p).map(|v| (seq, v)));
-        if let Some((seq, v)) = newer.filter(|&(_, v)| v > snap.version) {
+            .filter_map(|(seq, p)| zone_wal::mark_version(p).map(|v| (seq, v)))
+            .find(|&(_, v)| v > snap.version);
+        if let Some((seq, v)) = newer {
             return Err(Error::corruption(
                 "zkv MetaLog",
                 format!(

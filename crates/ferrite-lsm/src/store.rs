@@ -30,7 +30,7 @@ use ferrite_core::{
     check_counter, check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts,
     Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
 };
-use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -593,23 +593,17 @@ fn check_wal_ends(devices: &Devices, log_number: u64) -> Result<()> {
 fn check_logs_behind(devices: &Devices, loaded: Option<&ManifestState>) -> Result<()> {
     let log_number = loaded.map_or(1, |s| s.log_number);
     for dev in &devices.wal {
-        let bs = dev.block_size();
-        if dev.len() < bs as u64 {
-            continue;
-        }
-        let mut first = AlignedBuf::zeroed(bs);
-        dev.read_at(&mut first, 0)?;
-        let Some((head, _)) = ferrite_wal::decode_record(&first) else {
+        let Some(mem) = ferrite_wal::first_epoch(dev.as_ref())? else {
             continue;
         };
-        if head.epoch >= log_number.saturating_add(WAL_DEVICES as u64) {
+        if mem >= log_number.saturating_add(WAL_DEVICES as u64) {
             return Err(Error::corruption(
                 "manifest",
                 format!(
                     "a WAL holds memtable {}, so a manifest with log number {} or later \
                      was committed, but the newest valid one{} has log number {log_number}",
-                    head.epoch,
-                    head.epoch.saturating_sub(WAL_DEVICES as u64 - 1),
+                    mem,
+                    mem.saturating_sub(WAL_DEVICES as u64 - 1),
                     loaded.map_or(" (none: the store looks new)".to_string(), |s| format!(
                         ", generation {},",
                         s.generation

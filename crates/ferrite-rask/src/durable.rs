@@ -163,7 +163,7 @@ impl<V: RangeValue> DurableRask<V> {
             }
             None => 0,
         };
-        if let Some(logged) = log_epoch(devices.log.as_ref())? {
+        if let Some(logged) = ferrite_wal::first_epoch(devices.log.as_ref())? {
             // The log moves to epoch `e` only after snapshot `e` is synced:
             // a log ahead of every valid snapshot means that snapshot is
             // damaged, and replaying an older one would silently drop it
@@ -374,17 +374,6 @@ fn read_u32(b: &[u8], at: usize) -> u32 {
         a.copy_from_slice(s);
     }
     u32::from_le_bytes(a)
-}
-
-/// The epoch of the log's first record, if it has a valid one.
-fn log_epoch(log: &dyn BlockDevice) -> Result<Option<u64>> {
-    let bs = log.block_size();
-    if log.len() < bs as u64 {
-        return Ok(None);
-    }
-    let mut b = AlignedBuf::zeroed(bs);
-    log.read_at(&mut b, 0)?;
-    Ok(ferrite_wal::decode_record(&b).map(|(h, _)| h.epoch))
 }
 
 /// Decodes one log record and applies it; false for an epoch mark, which

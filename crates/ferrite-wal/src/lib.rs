@@ -120,6 +120,19 @@ pub fn survey(dev: &dyn BlockDevice, epoch: u64) -> Result<Survey> {
     }
 }
 
+/// The epoch of the log's first record, if its first block holds a valid
+/// one: which epoch a log device was last reset to, when that reset wrote a
+/// first record at once.
+pub fn first_epoch(dev: &dyn BlockDevice) -> Result<Option<u64>> {
+    let bs = dev.block_size();
+    if dev.len() < bs as u64 {
+        return Ok(None);
+    }
+    let mut b = AlignedBuf::zeroed(bs);
+    dev.read_at(&mut b, 0)?;
+    Ok(decode_record(&b).map(|(h, _)| h.epoch))
+}
+
 impl Wal {
     /// Opens the log on `dev`, replaying every valid record of `epoch` into
     /// `replay` in order, and positions the log after the last one.
@@ -393,6 +406,7 @@ mod tests {
     fn a_survey_counts_records_and_tells_a_clean_end_from_a_broken_one() {
         let mem = Arc::new(MemDevice::new());
         let dev: Arc<dyn BlockDevice> = mem.clone();
+        assert_eq!(first_epoch(dev.as_ref()).unwrap(), None);
         let empty = survey(dev.as_ref(), 4).unwrap();
         assert_eq!(
             empty,
@@ -408,6 +422,7 @@ mod tests {
             wal.commit(lsn, true).unwrap();
             ends.push(lsn);
         }
+        assert_eq!(first_epoch(dev.as_ref()).unwrap(), Some(4));
         let whole = survey(dev.as_ref(), 4).unwrap();
         assert_eq!(
             whole,

@@ -75,6 +75,27 @@ fn apply(o: &mut Oracle, op: Op) {
     }
 }
 
+/// A put of a fresh run (85%) or a delete, over a range of 1 to 79 blocks
+/// below block 3080.
+fn random_op(rng: &mut SmallRng) -> Op {
+    let r = BlockRange::with_len(rng.gen_range(0..3000), rng.gen_range(1..80)).unwrap();
+    if rng.gen_bool(0.15) {
+        Op::Delete(r)
+    } else {
+        Op::Put(
+            r,
+            PhysicalRun::new(rng.gen_range(0..4), rng.gen_range(0..1 << 30)).unwrap(),
+        )
+    }
+}
+
+fn submit(db: &DurableRask<PhysicalRun>, op: Op) -> ferrite_rask::Result<()> {
+    match op {
+        Op::Put(r, v) => db.put(r, v),
+        Op::Delete(r) => db.delete(r),
+    }
+}
+
 #[test]
 fn acknowledged_writes_survive_crashes() {
     for seed in 0..40u64 {
@@ -94,19 +115,8 @@ fn acknowledged_writes_survive_crashes() {
                 };
                 dev.inject(FaultRule::nth(op, rng.gen_range(1..4), kind));
             }
-            let r = BlockRange::with_len(rng.gen_range(0..3000), rng.gen_range(1..80)).unwrap();
-            let op = if rng.gen_bool(0.15) {
-                Op::Delete(r)
-            } else {
-                Op::Put(
-                    r,
-                    PhysicalRun::new(rng.gen_range(0..4), rng.gen_range(0..1 << 30)).unwrap(),
-                )
-            };
-            let res = match op {
-                Op::Put(r, v) => db.put(r, v),
-                Op::Delete(r) => db.delete(r),
-            };
+            let op = random_op(&mut rng);
+            let res = submit(&db, op);
             match res {
                 Ok(()) => apply(&mut acked, op),
                 Err(_) => {
@@ -281,19 +291,8 @@ fn a_flipped_bit_in_a_snapshot_is_refused_never_rolled_back() {
         let db = open(&d).unwrap();
         let mut acked = Oracle::new();
         for _ in 0..rng.gen_range(100..900) {
-            let r = BlockRange::with_len(rng.gen_range(0..3000), rng.gen_range(1..80)).unwrap();
-            let op = if rng.gen_bool(0.15) {
-                Op::Delete(r)
-            } else {
-                Op::Put(
-                    r,
-                    PhysicalRun::new(rng.gen_range(0..4), rng.gen_range(0..1 << 30)).unwrap(),
-                )
-            };
-            match op {
-                Op::Put(r, v) => db.put(r, v).unwrap(),
-                Op::Delete(r) => db.delete(r).unwrap(),
-            }
+            let op = random_op(&mut rng);
+            submit(&db, op).unwrap();
             apply(&mut acked, op);
         }
         // Sometimes the log is empty, right after a snapshot.

@@ -56,12 +56,24 @@ enum Command {
     Trace(command::trace::TraceArgs),
 }
 
+/// Lets a closed output pipe (`ferrite kv scan ... | head`) end the
+/// process quietly, as it ends other Unix tools, rather than make the next
+/// `println!` panic: Rust's runtime ignores SIGPIPE by default.
+fn restore_sigpipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 #[cfg(feature = "counting-alloc")]
 #[global_allocator]
 static ALLOC: ferrite_bench::counting_alloc::CountingAlloc =
     ferrite_bench::counting_alloc::CountingAlloc::new();
 
 fn main() -> anyhow::Result<()> {
+    restore_sigpipe();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     // Record commit and machine now, before any long run starts.

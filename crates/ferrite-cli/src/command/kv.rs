@@ -12,9 +12,11 @@ use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode};
 
 #[derive(Args, Clone)]
 pub struct StoreArgs {
-    /// Engine to open the store with (see `ferrite engines`).
+    /// Engine to create the store with (see `ferrite engines`). An existing
+    /// store opens with the engine that made it, which this must match if
+    /// given.
     #[arg(long)]
-    engine: EngineKind,
+    engine: Option<EngineKind>,
     /// Store directory.
     #[arg(long)]
     path: PathBuf,
@@ -90,8 +92,16 @@ fn open(store: &StoreArgs) -> Result<Box<dyn KvStore>> {
         sync: store.sync,
         ..Options::default()
     };
-    ferrite::open(&store.path, store.engine, &opts)
-        .with_context(|| format!("opening {} as {}", store.path.display(), store.engine))
+    match store.engine {
+        Some(engine) => ferrite::open(&store.path, engine, &opts)
+            .with_context(|| format!("opening {} as {engine}", store.path.display())),
+        None => ferrite::open_existing(&store.path, &opts).with_context(|| {
+            format!(
+                "opening {} (give --engine to create a store there)",
+                store.path.display()
+            )
+        }),
+    }
 }
 
 pub fn run(op: KvOp) -> Result<()> {

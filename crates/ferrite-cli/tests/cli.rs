@@ -1,0 +1,168 @@
+//! The `ferrite` binary as a user drives it: key-value access that
+//! survives between invocations, the engine recorded at creation, typed
+//! refusals with a non-zero exit, `inspect`, the RASK map, and output into
+//! a pipe that closes early.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn ferrite(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = ferrite(args);
+    assert!(
+        out.status.success(),
+        "ferrite {args:?} failed: {}",
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn every_engine_keeps_writes_between_invocations() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in ["btree", "lsm", "zkv"] {
+        let p = dir.path().join(engine);
+        let p = path(&p);
+        ok(&["kv", "put", "--engine", engine, "--path", p, "b", "2"]);
+        ok(&["kv", "put", "--engine", engine, "--path", p, "a", "1"]);
+        ok(&["kv", "put", "--engine", engine, "--path", p, "c", "3"]);
+        // Later invocations find the engine in the store's identity.
+        ok(&["kv", "del", "--path", p, "c"]);
+        assert_eq!(ok(&["kv", "get", "--path", p, "a"]), "1\n", "{engine}");
+        assert_eq!(ok(&["kv", "scan", "--path", p]), "a\t1\nb\t2\n", "{engine}");
+        let missing = ferrite(&["kv", "get", "--path", p, "c"]);
+        assert_eq!(missing.status.code(), Some(1), "{engine}");
+        assert!(stderr(&missing).contains("not found"), "{engine}");
+    }
+}
+
+#[test]
+fn scans_honour_bounds_limits_and_hex() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    for (k, v) in [("k1", "v1"), ("k2", "v2"), ("k3", "v3"), ("k4", "v4")] {
+        ok(&["kv", "put", "--engine", "btree", "--path", p, k, v]);
+    }
+    let scan = ok(&["kv", "scan", "--path", p, "--from", "k2", "--to", "k4"]);
+    assert_eq!(scan, "k2\tv2\nk3\tv3\n");
+    assert_eq!(ok(&["kv", "scan", "--path", p, "--limit", "1"]), "k1\tv1\n");
+    ok(&["kv", "put", "--path", p, "--hex", "00ff", "0a"]);
+    assert_eq!(ok(&["kv", "get", "--path", p, "--hex", "00ff"]), "\\n\n");
+    let odd = ferrite(&["kv", "get", "--path", p, "--hex", "0"]);
+    assert!(!odd.status.success());
+    assert!(stderr(&odd).contains("odd number of digits"));
+}
+
+#[test]
+fn refusals_exit_non_zero_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let p = path(&store);
+    ok(&["kv", "put", "--engine", "btree", "--path", p, "k", "v"]);
+
+    let wrong = ferrite(&["kv", "get", "--engine", "lsm", "--path", p, "k"]);
+    assert!(!wrong.status.success());
+    assert!(
+        stderr(&wrong).contains("holds a btree store"),
+        "{}",
+        stderr(&wrong)
+    );
+
+    let absent = dir.path().join("absent");
+    let none = ferrite(&["kv", "put", "--path", path(&absent), "k", "v"]);
+    assert!(!none.status.success());
+    assert!(stderr(&none).contains("give --engine"), "{}", stderr(&none));
+    assert!(!absent.exists(), "a refused open creates nothing");
+
+    let key = "k".repeat(70_000);
+    let long = ferrite(&["kv", "put", "--path", p, &key, "v"]);
+    assert!(!long.status.success());
+    assert!(
+        stderr(&long).contains("exceeds the maximum"),
+        "{}",
+        stderr(&long)
+    );
+    // The refused write changed nothing.
+    assert_eq!(ok(&["kv", "scan", "--path", p]), "k\tv\n");
+}
+
+#[test]
+fn inspect_names_the_engine_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    ok(&["kv", "put", "--engine", "lsm", "--path", p, "k", "v"]);
+    let report = ok(&["inspect", "--path", p]);
+    assert!(report.contains("engine     lsm"), "{report}");
+    assert!(report.contains("verify     ok"), "{report}");
+    let absent = ferrite(&["inspect", "--path", path(&dir.path().join("absent"))]);
+    assert!(!absent.status.success());
+}
+
+#[test]
+fn the_block_map_answers_piece_by_piece() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    ok(&["rask", "put", "--path", p, "100-199", "0:5000"]);
+    ok(&["rask", "put", "--path", p, "150+10", "1:7"]);
+    ok(&["rask", "del", "--path", p, "190-199"]);
+    let pieces = ok(&["rask", "get", "--path", p, "90-209"]);
+    assert_eq!(
+        pieces,
+        "90-99\t-\n100-149\t0:5000\n150-159\t1:7\n160-189\t0:5060\n190-209\t-\n"
+    );
+    ok(&["rask", "snapshot", "--path", p]);
+    assert_eq!(
+        ok(&["rask", "get", "--path", p, "150-151"]),
+        "150-151\t1:7\n"
+    );
+    let inverted = ferrite(&["rask", "get", "--path", p, "9-3"]);
+    assert!(!inverted.status.success());
+}
+
+#[test]
+fn a_pipe_closed_early_ends_the_output_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    // More output than a pipe buffers (64 KiB), so the scan is still
+    // writing when its reader goes away.
+    let big = "x".repeat(100_000);
+    ok(&["kv", "put", "--engine", "btree", "--path", p, "a", &big]);
+    ok(&["kv", "put", "--path", p, "b", &big]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["kv", "scan", "--path", p])
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    reader.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"a\txxxxxx");
+    drop(reader);
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}

@@ -36,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrite_core::{
-    check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
+    check_key, check_value, ApiCounters, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error,
+    KeyRange, KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
     SyncMode, WriteBatch,
 };
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
@@ -186,13 +186,7 @@ const LOAD_BATCH: usize = 8;
 
 #[derive(Default)]
 struct Counters {
-    gets: AtomicU64,
-    puts: AtomicU64,
-    deletes: AtomicU64,
-    scans: AtomicU64,
-    batches: AtomicU64,
-    user_written: AtomicU64,
-    user_read: AtomicU64,
+    api: ApiCounters,
     checkpoints: AtomicU64,
     /// Writes whose leaf was in the pool / was not.
     write_hits: AtomicU64,
@@ -575,7 +569,7 @@ impl BTreeStore {
             sc.stash.take();
             sc.rebuild_locked(&s.tree, &st.shape)?;
         }
-        s.counters.puts.fetch_add(n, Relaxed);
+        s.counters.api.count_puts(n);
         Ok(n)
     }
 
@@ -1202,9 +1196,7 @@ impl Shared {
             }
             lsn
         };
-        self.counters
-            .user_written
-            .fetch_add(batch.payload_bytes() as u64, Relaxed);
+        self.counters.api.add_written(batch.payload_bytes() as u64);
         let r = match self.sync {
             SyncMode::Always => self.wal.commit(lsn, true),
             _ => self.wal.write_if_over(self.wal_buffer),
@@ -1237,9 +1229,7 @@ impl Shared {
         } else {
             c.read_misses.fetch_add(1, Relaxed);
         }
-        if let Some(v) = value {
-            c.user_read.fetch_add((key.len() + v.len()) as u64, Relaxed);
-        }
+        c.api.count_get(key, value);
     }
 
     fn check_key_len(&self, key: &[u8]) -> Result<()> {
@@ -1260,7 +1250,6 @@ impl KvStore for BTreeStore {
         let s = &self.shared;
         s.check_poison()?;
         s.check_key_len(key)?;
-        s.counters.gets.fetch_add(1, Relaxed);
         if s.lock_free_lookups() {
             let lookup = || {
                 let leaf = s.tree.leaf_for_published(key)?;
@@ -1295,18 +1284,14 @@ impl KvStore for BTreeStore {
                 return Ok(v);
             }
         };
-        if let Some(v) = &v {
-            s.counters
-                .user_read
-                .fetch_add((key.len() + v.len()) as u64, Relaxed);
-        }
+        s.counters.api.count_get(key, v.as_deref());
         Ok(v)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.shared.check_key_len(key)?;
         check_value(value)?;
-        self.shared.counters.puts.fetch_add(1, Relaxed);
+        self.shared.counters.api.count_puts(1);
         let mut b = WriteBatch::new();
         b.put(key, value)?;
         self.shared.write(&b)
@@ -1314,7 +1299,7 @@ impl KvStore for BTreeStore {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.shared.check_key_len(key)?;
-        self.shared.counters.deletes.fetch_add(1, Relaxed);
+        self.shared.counters.api.count_delete();
         let mut b = WriteBatch::new();
         b.delete(key)?;
         self.shared.write(&b)
@@ -1323,7 +1308,7 @@ impl KvStore for BTreeStore {
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
         let s = &self.shared;
         s.check_poison()?;
-        s.counters.scans.fetch_add(1, Relaxed);
+        s.counters.api.count_scan();
         let mut got = Collected::default();
         let mut prefix_at = None;
         if s.lock_free_lookups() {
@@ -1334,7 +1319,7 @@ impl KvStore for BTreeStore {
             match s.tree.version.optimistic_at(read) {
                 Some((Ok(true), _)) => {
                     let bytes = visit_collected(&got, visit).0;
-                    s.counters.user_read.fetch_add(bytes, Relaxed);
+                    s.counters.api.add_read(bytes);
                     return Ok(());
                 }
                 Some((Ok(false), v)) => prefix_at = Some(v),
@@ -1355,7 +1340,7 @@ impl KvStore for BTreeStore {
                 };
                 bytes += s.tree.scan(&st.shape, rest, visit)?;
             }
-            s.counters.user_read.fetch_add(bytes, Relaxed);
+            s.counters.api.add_read(bytes);
             return Ok(());
         }
         let bytes = match &st.ib {
@@ -1365,7 +1350,7 @@ impl KvStore for BTreeStore {
             }
             _ => s.tree.scan(&st.shape, range, visit)?,
         };
-        s.counters.user_read.fetch_add(bytes, Relaxed);
+        s.counters.api.add_read(bytes);
         Ok(())
     }
 
@@ -1373,7 +1358,7 @@ impl KvStore for BTreeStore {
         for op in batch.ops() {
             self.shared.check_key_len(op.key())?;
         }
-        self.shared.counters.batches.fetch_add(1, Relaxed);
+        self.shared.counters.api.count_batch();
         self.shared.write(batch)
     }
 
@@ -1402,15 +1387,9 @@ impl KvStore for BTreeStore {
             + DeviceCounts::from(s.devices.carry[1].io_stats());
         let st = s.state.read();
         Stats {
-            ops: OpCounts {
-                gets: c.gets.load(Relaxed),
-                puts: c.puts.load(Relaxed),
-                deletes: c.deletes.load(Relaxed),
-                scans: c.scans.load(Relaxed),
-                batches: c.batches.load(Relaxed),
-            },
-            user_bytes_written: c.user_written.load(Relaxed),
-            user_bytes_read: c.user_read.load(Relaxed),
+            ops: c.api.ops(),
+            user_bytes_written: c.api.bytes_written(),
+            user_bytes_read: c.api.bytes_read(),
             device: dev,
             cache: CacheCounts {
                 hits: pool.counters.hits.load(Relaxed),

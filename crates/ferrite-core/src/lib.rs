@@ -50,5 +50,5 @@ pub use options::{Options, SyncMode};
 pub use periodic_sync::PeriodicSync;
 pub use poison::Poison;
 pub use range::KeyRange;
-pub use stats::{CacheCounts, DeviceCounts, OpCounts, Stats};
+pub use stats::{ApiCounters, CacheCounts, DeviceCounts, OpCounts, Stats};
 pub use store::{KvStore, KvStoreExt, ScanVisitor};

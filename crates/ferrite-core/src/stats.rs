@@ -4,7 +4,10 @@
 //! compare them: operation counts, user bytes in and out, device bytes in
 //! and out (their ratio is read and write amplification), cache hits and
 //! misses, and memory held by engine structures. Engine-specific counters go
-//! in [`Stats::extra`] under stable names.
+//! in [`Stats::extra`] under stable names. [`ApiCounters`] is what every
+//! engine counts its API calls with.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use ferrite_io::IoStats;
 
@@ -16,6 +19,76 @@ pub struct OpCounts {
     pub deletes: u64,
     pub scans: u64,
     pub batches: u64,
+}
+
+/// The counters behind [`Stats::ops`], [`Stats::user_bytes_written`] and
+/// [`Stats::user_bytes_read`], shared by concurrent callers. Relaxed: they
+/// are statistics, read apart from the data they count, so a snapshot may
+/// mix counts from either side of a call in flight.
+#[derive(Debug, Default)]
+pub struct ApiCounters {
+    gets: AtomicU64,
+    puts: AtomicU64,
+    deletes: AtomicU64,
+    scans: AtomicU64,
+    batches: AtomicU64,
+    written: AtomicU64,
+    read: AtomicU64,
+}
+
+impl ApiCounters {
+    /// One get of `key`, and the bytes it returned if it `found` a value.
+    pub fn count_get(&self, key: &[u8], found: Option<&[u8]>) {
+        self.gets.fetch_add(1, Relaxed);
+        if let Some(v) = found {
+            self.add_read((key.len() + v.len()) as u64);
+        }
+    }
+
+    /// `n` puts (a bulk load counts each pair).
+    pub fn count_puts(&self, n: u64) {
+        self.puts.fetch_add(n, Relaxed);
+    }
+
+    pub fn count_delete(&self) {
+        self.deletes.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_scan(&self) {
+        self.scans.fetch_add(1, Relaxed);
+    }
+
+    pub fn count_batch(&self) {
+        self.batches.fetch_add(1, Relaxed);
+    }
+
+    /// Key and value bytes a write passed in.
+    pub fn add_written(&self, bytes: u64) {
+        self.written.fetch_add(bytes, Relaxed);
+    }
+
+    /// Key and value bytes a read or scan returned.
+    pub fn add_read(&self, bytes: u64) {
+        self.read.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn ops(&self) -> OpCounts {
+        OpCounts {
+            gets: self.gets.load(Relaxed),
+            puts: self.puts.load(Relaxed),
+            deletes: self.deletes.load(Relaxed),
+            scans: self.scans.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+        }
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Relaxed)
+    }
+
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Relaxed)
+    }
 }
 
 /// Device traffic, from `ferrite-io` accounting.
@@ -107,6 +180,28 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_counters_count_calls_and_bytes() {
+        let c = ApiCounters::default();
+        c.count_get(b"key", Some(b"value"));
+        c.count_get(b"absent", None);
+        c.count_puts(3);
+        c.count_delete();
+        c.count_scan();
+        c.count_batch();
+        c.add_written(10);
+        c.add_read(4);
+        let ops = OpCounts {
+            gets: 2,
+            puts: 3,
+            deletes: 1,
+            scans: 1,
+            batches: 1,
+        };
+        assert_eq!(c.ops(), ops);
+        assert_eq!((c.bytes_written(), c.bytes_read()), (10, 8 + 4));
+    }
 
     #[test]
     fn ratios() {

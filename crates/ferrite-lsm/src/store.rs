@@ -27,8 +27,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferrite_core::{
-    check_counter, check_key, check_value, BatchOp, EngineKind, Error, KeyRange, KvStore, OpCounts,
-    Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode, WriteBatch,
+    check_counter, check_key, check_value, ApiCounters, BatchOp, EngineKind, Error, KeyRange,
+    KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
+    WriteBatch,
 };
 use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -122,13 +123,7 @@ struct Meta {
 
 #[derive(Default)]
 struct Counters {
-    gets: AtomicU64,
-    puts: AtomicU64,
-    deletes: AtomicU64,
-    scans: AtomicU64,
-    batches: AtomicU64,
-    user_written: AtomicU64,
-    user_read: AtomicU64,
+    api: ApiCounters,
     flushes: AtomicU64,
     /// L0 tables written by flushes (of memtables or flush buffers).
     l0_flushed: AtomicU64,
@@ -805,9 +800,7 @@ impl Inner {
             };
             (w.wal.clone(), lsn, sync_now)
         };
-        self.counters
-            .user_written
-            .fetch_add(payload_bytes, Ordering::Relaxed);
+        self.counters.api.add_written(payload_bytes);
         let r = if sync_now {
             wal.commit(lsn, true)
         } else {
@@ -1453,12 +1446,7 @@ impl KvStore for LsmStore {
         check_key(key)?;
         self.inner.check()?;
         let v = self.inner.get(key)?;
-        let c = &self.inner.counters;
-        c.gets.fetch_add(1, Ordering::Relaxed);
-        if let Some(v) = &v {
-            c.user_read
-                .fetch_add((key.len() + v.len()) as u64, Ordering::Relaxed);
-        }
+        self.inner.counters.api.count_get(key, v.as_deref());
         Ok(v)
     }
 
@@ -1468,7 +1456,7 @@ impl KvStore for LsmStore {
         let mut b = WriteBatch::new();
         b.put(key, value)?;
         self.inner.write(&b)?;
-        self.inner.counters.puts.fetch_add(1, Ordering::Relaxed);
+        self.inner.counters.api.count_puts(1);
         Ok(())
     }
 
@@ -1477,7 +1465,7 @@ impl KvStore for LsmStore {
         let mut b = WriteBatch::new();
         b.delete(key)?;
         self.inner.write(&b)?;
-        self.inner.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        self.inner.counters.api.count_delete();
         Ok(())
     }
 
@@ -1485,14 +1473,14 @@ impl KvStore for LsmStore {
         self.inner.check()?;
         let read = self.inner.scan(range, visit)?;
         let c = &self.inner.counters;
-        c.scans.fetch_add(1, Ordering::Relaxed);
-        c.user_read.fetch_add(read, Ordering::Relaxed);
+        c.api.count_scan();
+        c.api.add_read(read);
         Ok(())
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         self.inner.write(batch)?;
-        self.inner.counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.inner.counters.api.count_batch();
         Ok(())
     }
 
@@ -1566,15 +1554,9 @@ impl KvStore for LsmStore {
             extra.push((format!("l{l}_model_segments"), lr.model_segments as f64));
         }
         Stats {
-            ops: OpCounts {
-                gets: ld(&c.gets),
-                puts: ld(&c.puts),
-                deletes: ld(&c.deletes),
-                scans: ld(&c.scans),
-                batches: ld(&c.batches),
-            },
-            user_bytes_written: ld(&c.user_written),
-            user_bytes_read: ld(&c.user_read),
+            ops: c.api.ops(),
+            user_bytes_written: c.api.bytes_written(),
+            user_bytes_read: c.api.bytes_read(),
             device,
             cache: inner.cache.counts(),
             memory_bytes: report.cache_bytes + report.memtable_bytes + table_memory,

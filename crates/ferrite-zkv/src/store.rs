@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferrite_core::{
-    check_key, check_value, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error, KeyRange,
-    KvStore, OpCounts, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
+    check_key, check_value, ApiCounters, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error,
+    KeyRange, KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
     SyncMode, WriteBatch,
 };
 use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
@@ -73,13 +73,7 @@ const OVERLAY_CHUNK: usize = 64;
 
 #[derive(Default)]
 struct Counters {
-    gets: AtomicU64,
-    puts: AtomicU64,
-    deletes: AtomicU64,
-    scans: AtomicU64,
-    batches: AtomicU64,
-    user_written: AtomicU64,
-    user_read: AtomicU64,
+    api: ApiCounters,
     checkpoints: AtomicU64,
     evictions: AtomicU64,
     gc_zones: AtomicU64,
@@ -1295,39 +1289,35 @@ impl KvStore for ZkvStore {
         check_key(key)?;
         let me = &self.inner;
         me.check()?;
-        me.c.gets.fetch_add(1, Ordering::Relaxed);
         let v = me.get(key)?;
-        if let Some(v) = &v {
-            me.c.user_read
-                .fetch_add((key.len() + v.len()) as u64, Ordering::Relaxed);
-        }
+        me.c.api.count_get(key, v.as_deref());
         Ok(v)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key, value)?;
-        self.inner.c.puts.fetch_add(1, Ordering::Relaxed);
+        self.inner.c.api.count_puts(1);
         self.inner
             .c
-            .user_written
-            .fetch_add((key.len() + value.len()) as u64, Ordering::Relaxed);
+            .api
+            .add_written((key.len() + value.len()) as u64);
         self.inner.write(&b)
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key)?;
-        self.inner.c.deletes.fetch_add(1, Ordering::Relaxed);
+        self.inner.c.api.count_delete();
         self.inner.write(&b)
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
         let me = &self.inner;
         me.check()?;
-        me.c.scans.fetch_add(1, Ordering::Relaxed);
+        me.c.api.count_scan();
         let bytes = me.scan(range, visit)?;
-        me.c.user_read.fetch_add(bytes, Ordering::Relaxed);
+        me.c.api.add_read(bytes);
         Ok(())
     }
 
@@ -1338,11 +1328,8 @@ impl KvStore for ZkvStore {
                 check_value(value)?;
             }
         }
-        self.inner.c.batches.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .c
-            .user_written
-            .fetch_add(batch.payload_bytes() as u64, Ordering::Relaxed);
+        self.inner.c.api.count_batch();
+        self.inner.c.api.add_written(batch.payload_bytes() as u64);
         self.inner.write(batch)
     }
 
@@ -1450,15 +1437,9 @@ impl KvStore for ZkvStore {
         let mut extra = extra;
         extra.push(("space_amplification".into(), self.space_amplification()));
         Stats {
-            ops: OpCounts {
-                gets: c.gets.load(Ordering::Relaxed),
-                puts: c.puts.load(Ordering::Relaxed),
-                deletes: c.deletes.load(Ordering::Relaxed),
-                scans: c.scans.load(Ordering::Relaxed),
-                batches: c.batches.load(Ordering::Relaxed),
-            },
-            user_bytes_written: c.user_written.load(Ordering::Relaxed),
-            user_bytes_read: c.user_read.load(Ordering::Relaxed),
+            ops: c.api.ops(),
+            user_bytes_written: c.api.bytes_written(),
+            user_bytes_read: c.api.bytes_read(),
             device: DeviceCounts::from(me.dev.io_stats()),
             cache: CacheCounts {
                 hits,
@@ -1485,7 +1466,7 @@ impl KvStore for ZkvStore {
             tree.bulk_load(sorted, &mut |k, v| me.value_of(k, v), BULK_FILL, &me.ctx())
         };
         let n = me.poison_on(r)?;
-        me.c.puts.fetch_add(n, Ordering::Relaxed);
+        me.c.api.count_puts(n);
         let r = me.checkpoint();
         me.poison_on(r)?;
         Ok(n)

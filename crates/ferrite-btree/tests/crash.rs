@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::{contents, fresh, open, open_as, open_with, Mode};
+use ferrite_core::testkit::{full_disk, FullDisk};
 use ferrite_core::{KvStore, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
@@ -278,51 +279,18 @@ fn a_full_disk_is_reported_and_loses_nothing() {
         let mut rng = SmallRng::seed_from_u64(seed);
         let d = fresh();
         let mode = [Mode::Plain, Mode::Turbo, Mode::Shortcut][seed as usize % 3];
-        let db = open_as(&d, mode).unwrap();
-        let mut acked = BTreeMap::new();
-        let headroom = rng.gen_range(0..64u64) << 10;
-        let mut write = || {
-            let k = rng.gen_range(0..20_000u32).to_be_bytes().to_vec();
-            (k, vec![rng.gen(); rng.gen_range(1..200)])
+        let shape = FullDisk {
+            keys: 20_000,
+            max_value: 200,
+            warm: seed % 12 * 300,
+            max_headroom: 64 << 10,
         };
-        for _ in 0..(seed % 12 * 300) {
-            let (k, v) = write();
-            db.put(&k, &v).unwrap();
-            acked.insert(k, v);
-        }
-        for dev in &d {
-            dev.fill_up(headroom);
-        }
-        let (failed, first) = loop {
-            let (k, v) = write();
-            match db.put(&k, &v) {
-                Ok(()) => acked.insert(k, v),
-                Err(e) => break ((k, v), e),
-            };
-            assert!(acked.len() < 100_000, "seed {seed}: the disk never filled");
-        };
-        assert!(first.is_no_space(), "seed {seed}: {first}");
-        let later = db.get(b"k").unwrap_err();
-        assert!(later.is_no_space(), "seed {seed}: {later}");
-        drop(db);
-        if let Err(e) = open_as(&d, mode) {
-            assert!(e.is_no_space(), "seed {seed}: reopen on a full disk: {e}");
-        }
-        for dev in &d {
-            dev.clear_faults();
-        }
-        let db = open_as(&d, mode).unwrap();
-        db.verify().unwrap();
-        // The write that met the full disk is all or nothing.
-        let mut with_failed = acked.clone();
-        with_failed.insert(failed.0, failed.1);
-        let got = contents(&db);
-        assert!(
-            got == acked || got == with_failed,
-            "seed {seed}: {} keys recovered, {} acknowledged",
-            got.len(),
-            acked.len()
+        full_disk(
+            &mut rng,
+            &d,
+            shape,
+            || open_as(&d, mode),
+            &format!("seed {seed}"),
         );
-        db.put(b"after", b"space returned").unwrap();
     }
 }

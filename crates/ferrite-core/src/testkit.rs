@@ -5,10 +5,13 @@
 //! that says the store met bad bytes ([`Error::is_corruption`]). Never a
 //! wrong value, never another kind of error, never a panic in the store.
 //! The checks panic with `what` and the key on a broken rule, since tests
-//! are their only users; they hold no state.
+//! are their only users; they hold no state. [`full_disk`] holds a store
+//! to the same standard when its devices run out of space.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use ferrite_io::{BlockDevice, FaultyDevice};
 use rand::Rng;
 
 use crate::error::{Error, Result};
@@ -162,4 +165,81 @@ pub fn exercise(
     }
     check_lookups(db, keys, &after, failed.as_ref(), what);
     verified
+}
+
+/// How [`full_disk`] writes: puts to 4-byte keys below `keys` with values
+/// of 1 to `max_value - 1` bytes, `warm` of them before the devices fill,
+/// each device then left with less than `max_headroom` free bytes (whole
+/// KiB).
+#[derive(Debug, Clone, Copy)]
+pub struct FullDisk {
+    pub keys: u32,
+    pub max_value: usize,
+    pub warm: u64,
+    pub max_headroom: u64,
+}
+
+/// A full disk, met at a point `rng` picks (inside the store's own
+/// background writes too): the put that meets it and every later call
+/// report it (`is_no_space`); a reopen on the still-full disk fails the
+/// same way or works; once space returns the store opens, verifies, holds
+/// every acknowledged write (the failed put all or nothing) and takes
+/// writes again. `open` opens the store over `devices`.
+pub fn full_disk<S: KvStore, D: BlockDevice>(
+    rng: &mut impl Rng,
+    devices: &[Arc<FaultyDevice<D>>],
+    shape: FullDisk,
+    open: impl Fn() -> Result<S>,
+    what: &str,
+) {
+    let db = open().expect("opening on empty devices");
+    let mut acked = Model::new();
+    let headroom = rng.gen_range(0..(shape.max_headroom >> 10).max(1)) << 10;
+    let mut write = || {
+        let k = rng.gen_range(0..shape.keys).to_be_bytes().to_vec();
+        (k, vec![rng.gen(); rng.gen_range(1..shape.max_value)])
+    };
+    for _ in 0..shape.warm {
+        let (k, v) = write();
+        db.put(&k, &v).expect("a put before the disk fills");
+        acked.insert(k, v);
+    }
+    for dev in devices {
+        dev.fill_up(headroom);
+    }
+    let (failed, first) = loop {
+        let (k, v) = write();
+        match db.put(&k, &v) {
+            Ok(()) => acked.insert(k, v),
+            Err(e) => break ((k, v), e),
+        };
+        assert!(acked.len() < 100_000, "{what}: the disk never filled");
+    };
+    assert!(first.is_no_space(), "{what}: {first}");
+    let later = db.get(b"k").expect_err("a call after the disk filled");
+    assert!(later.is_no_space(), "{what}: {later}");
+    drop(db);
+    if let Err(e) = open() {
+        assert!(e.is_no_space(), "{what}: reopen on a full disk: {e}");
+    }
+    for dev in devices {
+        dev.clear_faults();
+    }
+    let db = open().expect("reopening once space returned");
+    db.verify().expect("verifying once space returned");
+    let mut with_failed = acked.clone();
+    with_failed.insert(failed.0, failed.1);
+    let got: Model = db
+        .scan_collect(KeyRange::all(), usize::MAX)
+        .expect("scanning once space returned")
+        .into_iter()
+        .collect();
+    assert!(
+        got == acked || got == with_failed,
+        "{what}: {} keys recovered, {} acknowledged",
+        got.len(),
+        acked.len()
+    );
+    db.put(b"after", b"space returned")
+        .expect("a put once space returned");
 }

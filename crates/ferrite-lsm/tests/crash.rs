@@ -12,6 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use ferrite_core::testkit::{full_disk, FullDisk};
 use ferrite_core::{KvStore, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use ferrite_lsm::IndexKind;
@@ -203,52 +204,14 @@ fn a_full_disk_is_reported_and_loses_nothing() {
             IndexKind::Sparse
         };
         let d = common::fresh();
-        let db = common::open(&d, common::tiny(index), SyncMode::Always).unwrap();
-        let mut acked = BTreeMap::new();
-        let headroom = rng.gen_range(0..32u64) << 10;
-        let mut write = || {
-            let k = rng.gen_range(0..5_000u32).to_be_bytes().to_vec();
-            (k, vec![rng.gen(); rng.gen_range(1..100)])
+        let shape = FullDisk {
+            keys: 5_000,
+            max_value: 100,
+            warm: seed % 8 * 100,
+            max_headroom: 32 << 10,
         };
-        for _ in 0..(seed % 8 * 100) {
-            let (k, v) = write();
-            db.put(&k, &v).unwrap();
-            acked.insert(k, v);
-        }
-        for dev in &d {
-            dev.fill_up(headroom);
-        }
-        let (failed, first) = loop {
-            let (k, v) = write();
-            match db.put(&k, &v) {
-                Ok(()) => acked.insert(k, v),
-                Err(e) => break ((k, v), e),
-            };
-            assert!(acked.len() < 100_000, "seed {seed}: the disk never filled");
-        };
-        assert!(first.is_no_space(), "seed {seed}: {first}");
-        let later = db.get(b"k").unwrap_err();
-        assert!(later.is_no_space(), "seed {seed}: {later}");
-        drop(db);
-        if let Err(e) = common::open(&d, common::tiny(index), SyncMode::Always) {
-            assert!(e.is_no_space(), "seed {seed}: reopen on a full disk: {e}");
-        }
-        for dev in &d {
-            dev.clear_faults();
-        }
-        let db = common::open(&d, common::tiny(index), SyncMode::Always).unwrap();
-        db.verify().unwrap();
-        // The write that met the full disk is all or nothing.
-        let mut with_failed = acked.clone();
-        with_failed.insert(failed.0, failed.1);
-        let got = common::contents(&db);
-        assert!(
-            got == acked || got == with_failed,
-            "seed {seed}: {} keys recovered, {} acknowledged",
-            got.len(),
-            acked.len()
-        );
-        db.put(b"after", b"space returned").unwrap();
+        let open = || common::open(&d, common::tiny(index), SyncMode::Always);
+        full_disk(&mut rng, &d, shape, open, &format!("seed {seed}"));
     }
 }
 

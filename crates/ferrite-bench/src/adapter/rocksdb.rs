@@ -12,18 +12,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
-    WriteBatch,
+    check_key, check_value, ApiCounters, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats,
+    SyncMode, WriteBatch,
 };
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
 
-use super::op_counter::OpCounter;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Rocks {
     db: Arc<DB>,
     write_opts: WriteOptions,
-    ops: OpCounter,
+    ops: ApiCounters,
     _cache: Cache,
     _ticker: Option<ferrite::PeriodicSync>,
 }
@@ -71,7 +70,7 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         Box::new(Rocks {
             db,
             write_opts,
-            ops: OpCounter::default(),
+            ops: ApiCounters::default(),
             _cache: cache,
             _ticker: ticker,
         }),
@@ -82,18 +81,20 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
 impl KvStore for Rocks {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        self.ops.get();
-        Ok(self
+        let v = self
             .db
             .get_pinned(key)
             .map_err(|e| foreign("rocksdb")(&e))?
-            .map(|v| v.to_vec()))
+            .map(|v| v.to_vec());
+        self.ops.count_get(key, v.as_deref());
+        Ok(v)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.ops.put();
+        self.ops.count_puts(1);
+        self.ops.add_written((key.len() + value.len()) as u64);
         self.db
             .put_opt(key, value, &self.write_opts)
             .map_err(|e| foreign("rocksdb")(&e))
@@ -101,15 +102,17 @@ impl KvStore for Rocks {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.ops.delete();
+        self.ops.count_delete();
+        self.ops.add_written(key.len() as u64);
         self.db
             .delete_opt(key, &self.write_opts)
             .map_err(|e| foreign("rocksdb")(&e))
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.scan();
+        self.ops.count_scan();
         let mut it = self.db.raw_iterator();
+        let mut read = 0;
         match range.start {
             std::ops::Bound::Included(s) | std::ops::Bound::Excluded(s) => it.seek(s),
             std::ops::Bound::Unbounded => it.seek_to_first(),
@@ -121,16 +124,21 @@ impl KvStore for Rocks {
             if !range.before_end(k) {
                 break;
             }
-            if range.after_start(k) && visit(k, v).is_break() {
-                break;
+            if range.after_start(k) {
+                read += (k.len() + v.len()) as u64;
+                if visit(k, v).is_break() {
+                    break;
+                }
             }
             it.next();
         }
+        self.ops.add_read(read);
         it.status().map_err(|e| foreign("rocksdb")(&e))
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.batch();
+        self.ops.count_batch();
+        self.ops.add_written(batch.payload_bytes() as u64);
         let mut b = rocksdb::WriteBatch::default();
         for op in batch.ops() {
             match op {
@@ -176,7 +184,9 @@ impl KvStore for Rocks {
     fn stats(&self) -> Stats {
         let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
         Stats {
-            ops: self.ops.snapshot(),
+            ops: self.ops.ops(),
+            user_bytes_written: self.ops.bytes_written(),
+            user_bytes_read: self.ops.bytes_read(),
             memory_bytes: prop("rocksdb.block-cache-usage")
                 + prop("rocksdb.cur-size-all-mem-tables"),
             ..Stats::default()

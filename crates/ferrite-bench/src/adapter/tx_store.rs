@@ -4,10 +4,9 @@
 //! counting and the order check.
 
 use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, WriteBatch,
+    check_key, check_value, ApiCounters, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats,
+    WriteBatch,
 };
-
-use super::op_counter::OpCounter;
 
 /// A store whose writes are transactions of batch operations.
 pub(crate) trait TxBackend: Send + Sync {
@@ -21,14 +20,14 @@ pub(crate) trait TxBackend: Send + Sync {
 
 pub(crate) struct TxStore<B> {
     backend: B,
-    ops: OpCounter,
+    ops: ApiCounters,
 }
 
 impl<B: TxBackend> TxStore<B> {
     pub fn new(backend: B) -> Self {
         Self {
             backend,
-            ops: OpCounter::default(),
+            ops: ApiCounters::default(),
         }
     }
 }
@@ -36,14 +35,16 @@ impl<B: TxBackend> TxStore<B> {
 impl<B: TxBackend> KvStore for TxStore<B> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        self.ops.get();
-        self.backend.get(key)
+        let v = self.backend.get(key)?;
+        self.ops.count_get(key, v.as_deref());
+        Ok(v)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.ops.put();
+        self.ops.count_puts(1);
+        self.ops.add_written((key.len() + value.len()) as u64);
         self.backend.apply(&[BatchOp::Put {
             key: key.to_vec(),
             value: value.to_vec(),
@@ -52,17 +53,25 @@ impl<B: TxBackend> KvStore for TxStore<B> {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.ops.delete();
+        self.ops.count_delete();
+        self.ops.add_written(key.len() as u64);
         self.backend.apply(&[BatchOp::Delete { key: key.to_vec() }])
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.scan();
-        self.backend.scan(range, visit)
+        self.ops.count_scan();
+        let mut read = 0;
+        self.backend.scan(range, &mut |k, v| {
+            read += (k.len() + v.len()) as u64;
+            visit(k, v)
+        })?;
+        self.ops.add_read(read);
+        Ok(())
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.batch();
+        self.ops.count_batch();
+        self.ops.add_written(batch.payload_bytes() as u64);
         self.backend.apply(batch.ops())
     }
 
@@ -76,7 +85,9 @@ impl<B: TxBackend> KvStore for TxStore<B> {
 
     fn stats(&self) -> Stats {
         Stats {
-            ops: self.ops.snapshot(),
+            ops: self.ops.ops(),
+            user_bytes_written: self.ops.bytes_written(),
+            user_bytes_read: self.ops.bytes_read(),
             ..Stats::default()
         }
     }

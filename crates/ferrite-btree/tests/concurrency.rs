@@ -4,14 +4,15 @@
 //! final states and passes `verify`.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
-use ferrite_io::{BlockDevice, MemDevice};
+use ferrite_btree::{BTreeOptions, BTreeStore};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -34,20 +35,7 @@ fn plausible(k: &[u8], v: &[u8]) -> bool {
 
 /// A store on memory devices (1 KiB blocks for pages), no syncs.
 fn mem_store(cache_bytes: u64, bt: BTreeOptions) -> Arc<BTreeStore> {
-    let page_dev = || Arc::new(MemDevice::with_block_size(1024).unwrap());
-    let devs = Devices {
-        pages: page_dev() as Arc<dyn BlockDevice>,
-        dwb: page_dev(),
-        wal: Arc::new(MemDevice::new()),
-        spill: page_dev(),
-        carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
-    };
-    let opts = Options {
-        cache_bytes,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    Arc::new(BTreeStore::open_on(devs, &opts, bt).unwrap())
+    Arc::new(common::open_unsynced(&common::mem_devices(1024), cache_bytes, bt).unwrap())
 }
 
 /// Which engine configuration the stress test runs.
@@ -87,15 +75,7 @@ fn stress(mode: Mode) {
         Mode::Shortcut => 96 << 10,
     };
     let bt = if mode == Mode::Shortcut {
-        BTreeOptions {
-            page_size: 1024,
-            ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
-                stash_threshold: 0.02,
-                relocate_threshold: 0.02,
-                walk_chunk: 2,
-                ..Default::default()
-            })
-        }
+        common::restless_shortcut()
     } else if turbo {
         BTreeOptions {
             page_size: 1024,

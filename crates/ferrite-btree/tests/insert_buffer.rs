@@ -5,36 +5,23 @@
 //! records over — all constantly.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices, InsertBufferOptions};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
-use ferrite_io::{BlockDevice, MemDevice};
+use ferrite_btree::{BTreeOptions, BTreeStore, InsertBufferOptions};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, WriteBatch};
+use ferrite_io::MemDevice;
 use proptest::prelude::*;
 
 type Devs = [Arc<MemDevice>; 6];
 
 fn devices() -> Devs {
-    std::array::from_fn(|i| {
-        let bs = if i < 2 || i == 3 { 1024 } else { 4096 };
-        Arc::new(MemDevice::with_block_size(bs).unwrap())
-    })
+    common::mem_devices(1024)
 }
 
 fn open(d: &Devs, threshold: u8) -> BTreeStore {
-    let devs = Devices {
-        pages: d[0].clone() as Arc<dyn BlockDevice>,
-        dwb: d[1].clone(),
-        wal: d[2].clone(),
-        spill: d[3].clone(),
-        carry: [d[4].clone(), d[5].clone()],
-    };
-    let opts = Options {
-        cache_bytes: 100 << 10,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
     let bt = BTreeOptions {
         page_size: 1024,
         checkpoint_wal_bytes: 256 << 10,
@@ -45,7 +32,7 @@ fn open(d: &Devs, threshold: u8) -> BTreeStore {
         }),
         shortcut: None,
     };
-    BTreeStore::open_on(devs, &opts, bt).unwrap()
+    common::open_unsynced(d, 100 << 10, bt).unwrap()
 }
 
 fn key(i: u32) -> Vec<u8> {

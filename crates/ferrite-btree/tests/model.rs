@@ -3,26 +3,20 @@
 //! middle of batches, eviction, and reopening from disk.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode, WriteBatch};
-use ferrite_io::{BlockDevice, MemDevice};
+use ferrite_btree::{BTreeOptions, BTreeStore};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt, WriteBatch};
+use ferrite_io::MemDevice;
 use proptest::prelude::*;
 
-/// Pages, double-write file, WAL, spill file, and the two carry-over slots.
 type Devs = [Arc<MemDevice>; 6];
 
 fn devices_for(page_size: usize) -> Devs {
-    std::array::from_fn(|i| {
-        let bs = if i < 2 || i == 3 {
-            page_size.min(4096)
-        } else {
-            4096
-        };
-        Arc::new(MemDevice::with_block_size(bs).unwrap())
-    })
+    common::mem_devices(page_size)
 }
 
 fn devices() -> Devs {
@@ -34,28 +28,13 @@ fn open_with(
     page_size: usize,
     cache_bytes: u64,
 ) -> Result<BTreeStore, ferrite_core::Error> {
-    let devs = Devices {
-        pages: d[0].clone() as Arc<dyn BlockDevice>,
-        dwb: d[1].clone(),
-        wal: d[2].clone(),
-        spill: d[3].clone(),
-        carry: [d[4].clone(), d[5].clone()],
+    let bt = BTreeOptions {
+        page_size,
+        checkpoint_wal_bytes: 256 << 10,
+        insert_buffer: None,
+        shortcut: None,
     };
-    let opts = Options {
-        cache_bytes,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    BTreeStore::open_on(
-        devs,
-        &opts,
-        BTreeOptions {
-            page_size,
-            checkpoint_wal_bytes: 256 << 10,
-            insert_buffer: None,
-            shortcut: None,
-        },
-    )
+    common::open_unsynced(d, cache_bytes, bt)
 }
 
 fn open(d: &Devs, page_size: usize) -> BTreeStore {

@@ -5,39 +5,23 @@
 //! run per level.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices, ShortcutOptions, ShortcutVariant};
-use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
-use ferrite_io::{BlockDevice, MemDevice};
+use ferrite_btree::{BTreeOptions, BTreeStore, ShortcutOptions, ShortcutVariant};
+use ferrite_core::{KeyRange, KvStore, KvStoreExt};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn open(page_size: usize, cache: u64, sc: ShortcutOptions) -> BTreeStore {
-    let dev = || Arc::new(MemDevice::with_block_size(page_size.min(4096)).unwrap());
-    let devs = Devices {
-        pages: dev() as Arc<dyn BlockDevice>,
-        dwb: dev(),
-        wal: Arc::new(MemDevice::new()),
-        spill: dev(),
-        carry: [Arc::new(MemDevice::new()), Arc::new(MemDevice::new())],
+    let bt = BTreeOptions {
+        page_size,
+        ..BTreeOptions::shortcut(sc)
     };
-    let opts = Options {
-        cache_bytes: cache,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    BTreeStore::open_on(
-        devs,
-        &opts,
-        BTreeOptions {
-            page_size,
-            ..BTreeOptions::shortcut(sc)
-        },
-    )
-    .unwrap()
+    common::open_unsynced(&common::mem_devices(page_size), cache, bt).unwrap()
 }
 
 fn key(i: u64) -> Vec<u8> {

@@ -13,16 +13,66 @@ pub type Dev = Arc<FaultyDevice<MemDevice>>;
 /// carry-over slots.
 pub type Devs = [Dev; 6];
 
-pub fn fresh() -> Devs {
-    // Page, double-write and spill devices take 1 KiB blocks, for 1 KiB pages.
+/// The six devices in memory, in [`Devs`] order: the page, double-write
+/// and spill devices in blocks of `page_size` (at most 4 KiB), so pages
+/// that small fit them; the rest in 4 KiB blocks.
+fn mem_devices_with(page_size: usize) -> [MemDevice; 6] {
     std::array::from_fn(|i| {
-        let dev = if i < 2 || i == 3 {
-            MemDevice::with_block_size(1024).unwrap()
+        let block = if i < 2 || i == 3 {
+            page_size.min(4096)
         } else {
-            MemDevice::new()
+            4096
         };
-        Arc::new(FaultyDevice::new(dev))
+        MemDevice::with_block_size(block).unwrap()
     })
+}
+
+pub fn mem_devices(page_size: usize) -> [Arc<MemDevice>; 6] {
+    mem_devices_with(page_size).map(Arc::new)
+}
+
+/// Fault-injecting devices for pages of up to 1 KiB.
+pub fn fresh() -> Devs {
+    mem_devices_with(1024).map(|d| Arc::new(FaultyDevice::new(d)))
+}
+
+/// The store's devices from six in [`Devs`] order.
+pub fn wire<D: BlockDevice + 'static>(d: &[Arc<D>; 6]) -> Devices {
+    Devices {
+        pages: d[0].clone(),
+        dwb: d[1].clone(),
+        wal: d[2].clone(),
+        spill: d[3].clone(),
+        carry: [d[4].clone(), d[5].clone()],
+    }
+}
+
+/// A store on `d` with durability `never`.
+pub fn open_unsynced<D: BlockDevice + 'static>(
+    d: &[Arc<D>; 6],
+    cache_bytes: u64,
+    bt: BTreeOptions,
+) -> ferrite_core::Result<BTreeStore> {
+    let opts = Options {
+        cache_bytes,
+        sync: SyncMode::Never,
+        ..Options::default()
+    };
+    BTreeStore::open_on(wire(d), &opts, bt)
+}
+
+/// SHORTCUT with thresholds low enough that companions are rebuilt and
+/// levels re-laid out every few splits, on 1 KiB pages.
+pub fn restless_shortcut() -> BTreeOptions {
+    BTreeOptions {
+        page_size: 1024,
+        ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
+            stash_threshold: 0.02,
+            relocate_threshold: 0.02,
+            walk_chunk: 2,
+            ..Default::default()
+        })
+    }
 }
 
 /// Which engine configuration a crash loop runs.
@@ -44,13 +94,6 @@ pub fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
 
 pub fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<BTreeStore> {
     let turbo = mode == Mode::Turbo;
-    let devs = Devices {
-        pages: d[0].clone() as Arc<dyn BlockDevice>,
-        dwb: d[1].clone(),
-        wal: d[2].clone(),
-        spill: d[3].clone(),
-        carry: [d[4].clone(), d[5].clone()],
-    };
     let opts = Options {
         // Plain: 4 KiB pages, about sixty frames.
         cache_bytes: if turbo { 100 << 10 } else { 320 << 10 },
@@ -59,14 +102,8 @@ pub fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<B
     };
     let bt = if mode == Mode::Shortcut {
         BTreeOptions {
-            page_size: 1024,
             checkpoint_wal_bytes: 64 << 10,
-            ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
-                stash_threshold: 0.02,
-                relocate_threshold: 0.02,
-                walk_chunk: 2,
-                ..Default::default()
-            })
+            ..restless_shortcut()
         }
     } else if turbo {
         BTreeOptions {
@@ -86,7 +123,7 @@ pub fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<B
             shortcut: None,
         }
     };
-    BTreeStore::open_on(devs, &opts, bt)
+    BTreeStore::open_on(wire(d), &opts, bt)
 }
 
 pub fn open(d: &Devs) -> ferrite_core::Result<BTreeStore> {

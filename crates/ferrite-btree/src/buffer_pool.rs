@@ -11,10 +11,9 @@
 //!   reads it, since the WAL redoes everything since the checkpoint — and
 //!   is forgotten by the next checkpoint, which installs every dirty frame
 //!   and every spilled page;
-//! - at most [`SPILL_PER_FRAME`] × frames pages are spilled between
-//!   checkpoints (the tree checkpoints before that, which bounds a
-//!   checkpoint's size); with that many spilled, dirty frames are not
-//!   evicted;
+//! - at most [`spill_cap`] pages are spilled between checkpoints (the tree
+//!   checkpoints before that, which bounds a checkpoint's size); with that
+//!   many spilled, dirty frames are not evicted;
 //! - the memory it holds (frames, their metadata, the page table) stays
 //!   within the budget given at creation; the spill set adds one bit per
 //!   page of the tree, counted in [`BufferPool::memory_bytes`];
@@ -52,6 +51,16 @@ pub const FRAME_OVERHEAD: usize = 128;
 
 /// Pages that may be spilled between checkpoints, per frame.
 pub const SPILL_PER_FRAME: usize = 4;
+
+/// How many pages a pool of `frames` frames may spill between
+/// checkpoints: [`SPILL_PER_FRAME`] per frame, or `floor` if that is more.
+/// The store sets the floor to the pages its WAL bound covers, so a small
+/// pool under random writes is not checkpointed every few hundred writes:
+/// each checkpoint rewrites every page dirtied since the last, and a
+/// larger allowance lets one write absorb several changes to a page.
+pub fn spill_cap(frames: usize, floor: usize) -> usize {
+    frames.saturating_mul(SPILL_PER_FRAME).max(floor)
+}
 
 /// The clock hand and the frames known to be empty (taken before the
 /// clock runs, so an emptied frame is reused before any page is evicted).
@@ -136,6 +145,8 @@ pub struct BufferPool {
     /// ones are lent.
     active: AtomicUsize,
     base: usize,
+    /// The least number of pages that may be spilled (see [`spill_cap`]).
+    spill_floor: usize,
     table: RwLock<PageTable>,
     hand: Mutex<Hand>,
     dirty: AtomicUsize,
@@ -238,12 +249,13 @@ impl BufferPool {
             spill: Mutex::new(SpillSet {
                 bits: Vec::new(),
                 count: 0,
-                cap: n * SPILL_PER_FRAME,
+                cap: spill_cap(n, 0),
             }),
             page_size,
             frames,
             active: AtomicUsize::new(n),
             base: n,
+            spill_floor: 0,
             table: RwLock::new(PageTable::with_capacity_and_hasher(
                 n + spare,
                 Default::default(),
@@ -312,7 +324,7 @@ impl BufferPool {
             hand.free.push(i);
         }
         self.active.store(n, Release);
-        self.spill.lock().cap = n * SPILL_PER_FRAME;
+        self.spill.lock().cap = spill_cap(n, self.spill_floor);
         true
     }
 
@@ -334,7 +346,7 @@ impl BufferPool {
         let dirty = spare().filter(|f| f.dirty.load(Acquire)).count();
         {
             let sp = self.spill.lock();
-            if sp.count + dirty > self.base * SPILL_PER_FRAME {
+            if sp.count + dirty > spill_cap(self.base, self.spill_floor) {
                 return Ok(false);
             }
         }
@@ -346,7 +358,7 @@ impl BufferPool {
         }
         hand.free.retain(|&i| i < self.base);
         hand.at = 0;
-        self.spill.lock().cap = self.base * SPILL_PER_FRAME;
+        self.spill.lock().cap = spill_cap(self.base, self.spill_floor);
         Ok(true)
     }
 
@@ -369,6 +381,14 @@ impl BufferPool {
     /// Pages in the spill file.
     pub fn spilled(&self) -> usize {
         self.spill.lock().count
+    }
+
+    /// Lets at least `pages` pages be spilled between checkpoints,
+    /// whatever the pool's size.
+    pub fn with_spill_floor(mut self, pages: usize) -> Self {
+        self.spill_floor = pages;
+        self.spill.get_mut().cap = spill_cap(self.capacity(), pages);
+        self
     }
 
     /// How many pages may be spilled between checkpoints.
@@ -882,6 +902,40 @@ mod tests {
         assert_eq!(pool.fetch(9).unwrap().read()[MARK], 1);
         // The normal path still reports the damage.
         assert!(pool.fetch(20).is_err());
+    }
+
+    #[test]
+    fn the_spill_allowance_is_four_pages_a_frame_or_the_floor() {
+        assert_eq!(spill_cap(16, 0), 64);
+        assert_eq!(spill_cap(16, 1000), 1000);
+        assert_eq!(spill_cap(1000, 16), 4000);
+        assert_eq!(spill_cap(usize::MAX, 0), usize::MAX);
+    }
+
+    #[test]
+    fn a_floor_lets_a_small_pool_spill_past_four_pages_a_frame() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        for id in 0..200u64 {
+            dev.write_at(&image(id, 1), id * PS as u64).unwrap();
+        }
+        let per = (PS + FRAME_OVERHEAD) as u64;
+        let pool = BufferPool::new(dev, spill, PS, 16 * per).with_spill_floor(150);
+        assert_eq!(pool.spill_capacity(), 150);
+        // Every page changed once: all but the resident ones are spilled,
+        // more than the 64 that four per frame would allow.
+        for id in 0..150u64 {
+            let r = pool.fetch(id).unwrap();
+            let mut w = r.write();
+            w[MARK] = 4;
+            page::seal(&mut w);
+        }
+        assert!(pool.spilled() > 64, "{}", pool.spilled());
+        for id in 0..150u64 {
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], 4, "page {id}");
+        }
+        pool.checkpoint_done().unwrap();
+        assert_eq!(pool.spilled(), 0);
     }
 
     #[test]

@@ -345,13 +345,17 @@ impl BTreeStore {
             Some(ib) if ib.adaptive => (cache_bytes / per) as usize,
             _ => 0,
         };
+        // A checkpoint may rewrite as many page bytes as the WAL it ends
+        // holds, however small the pool.
+        let wal_pages = usize::try_from(bt.checkpoint_wal_bytes / ps as u64).unwrap_or(usize::MAX);
         let pool = BufferPool::with_spare(
             devices.pages.clone(),
             devices.spill.clone(),
             ps,
             pool_budget,
             lent_frames,
-        );
+        )
+        .with_spill_floor(wal_pages);
         if pool.capacity() < MIN_FRAMES {
             return Err(Error::InvalidOptions(format!(
                 "a cache of {} B leaves the buffer pool {} frames of {ps} B; it needs at least {MIN_FRAMES}",

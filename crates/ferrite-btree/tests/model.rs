@@ -288,6 +288,54 @@ fn dirty_pages_spill_and_come_back_between_checkpoints() {
     check(&db, &model);
 }
 
+/// A pool far smaller than the WAL bound spills as many pages as that
+/// bound covers before it checkpoints, not four per frame: under random
+/// writes each checkpoint then rewrites a page once for many changes.
+#[test]
+fn a_small_pool_spills_up_to_the_wal_bound_before_it_checkpoints() {
+    let d = devices_for(1024);
+    let bt = BTreeOptions {
+        page_size: 1024,
+        checkpoint_wal_bytes: 4 << 20,
+        insert_buffer: None,
+        shortcut: None,
+    };
+    // The smallest cache a store takes: 56 frames of 1 KiB pages, about a
+    // tenth of the data.
+    let open = || common::open_unsynced(&d, 64 << 10, bt).unwrap();
+    let db = open();
+    let created = db.stats().extra("checkpoints");
+    let mut model = BTreeMap::new();
+    let mut x = 5u64;
+    for i in 0..20_000u32 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = ((x >> 33) % 8_000) as u32;
+        let v = value_of(&k.to_be_bytes(), (i % 40) as usize);
+        db.put(&k.to_be_bytes(), &v).unwrap();
+        model.insert(k.to_be_bytes().to_vec(), v);
+    }
+    let s = db.stats();
+    let frames = s.extra("pool_frames").unwrap();
+    let spilled = s.extra("spilled_pages").unwrap();
+    assert!(
+        spilled > 4.0 * frames,
+        "{spilled} pages spilled by {frames} frames"
+    );
+    assert_eq!(
+        s.extra("checkpoints"),
+        created,
+        "no checkpoint since creation"
+    );
+    check(&db, &model);
+    drop(db);
+    // Recovery replays the log over the untouched checkpoint; the spill
+    // file is scratch it never reads.
+    let db = open();
+    check(&db, &model);
+}
+
 /// Large values rewritten across checkpoints and reopens take the pages of
 /// the values they replaced: the free list survives a restart, and
 /// overflow chains reuse the ids the durable checkpoint no longer needs, so

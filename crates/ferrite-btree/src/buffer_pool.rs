@@ -867,25 +867,34 @@ mod tests {
         b
     }
 
-    #[test]
-    fn prefetch_reads_each_page_from_the_file_that_holds_its_newest_image() {
+    /// A page file holding pages `0..pages` (marked 1) and an empty spill
+    /// file.
+    fn devices_holding(pages: u64) -> (Arc<dyn BlockDevice>, Arc<dyn BlockDevice>) {
         let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        for id in 0..40u64 {
+        for id in 0..pages {
             dev.write_at(&image(id, 1), id * PS as u64).unwrap();
         }
+        (dev, Arc::new(MemDevice::new()))
+    }
+
+    /// Marks page `id` in the pool, which makes it dirty.
+    fn change(pool: &BufferPool, id: PageId, mark: u8) {
+        let r = pool.fetch(id).unwrap();
+        let mut w = r.write();
+        w[MARK] = mark;
+        page::seal(&mut w);
+    }
+
+    #[test]
+    fn prefetch_reads_each_page_from_the_file_that_holds_its_newest_image() {
+        let (dev, spill) = devices_holding(40);
         let mut bad = image(20, 1);
         bad[100] ^= 0xff;
         dev.write_at(&bad, 20 * PS as u64).unwrap();
         let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
         // Page 30 is changed in the pool and spilled: its page-file image
         // is stale, the spill file has the newest.
-        {
-            let r = pool.fetch(30).unwrap();
-            let mut w = r.write();
-            w[MARK] = 2;
-            page::seal(&mut w);
-        }
+        change(&pool, 30, 2);
         pool.evict(30).unwrap();
         assert!(!pool.is_resident(30));
         // Page 3 is resident already; 20 fails its checksum.
@@ -914,21 +923,14 @@ mod tests {
 
     #[test]
     fn a_floor_lets_a_small_pool_spill_past_four_pages_a_frame() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        for id in 0..200u64 {
-            dev.write_at(&image(id, 1), id * PS as u64).unwrap();
-        }
+        let (dev, spill) = devices_holding(200);
         let per = (PS + FRAME_OVERHEAD) as u64;
         let pool = BufferPool::new(dev, spill, PS, 16 * per).with_spill_floor(150);
         assert_eq!(pool.spill_capacity(), 150);
         // Every page changed once: all but the resident ones are spilled,
         // more than the 64 that four per frame would allow.
         for id in 0..150u64 {
-            let r = pool.fetch(id).unwrap();
-            let mut w = r.write();
-            w[MARK] = 4;
-            page::seal(&mut w);
+            change(&pool, id, 4);
         }
         assert!(pool.spilled() > 64, "{}", pool.spilled());
         for id in 0..150u64 {
@@ -940,11 +942,7 @@ mod tests {
 
     #[test]
     fn lent_frames_hold_pages_and_give_them_back_intact() {
-        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        let spill: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
-        for id in 0..64u64 {
-            dev.write_at(&image(id, 1), id * PS as u64).unwrap();
-        }
+        let (dev, spill) = devices_holding(64);
         let per = (PS + FRAME_OVERHEAD) as u64;
         let pool = BufferPool::with_spare(dev, spill, PS, 16 * per, 23);
         assert_eq!((pool.capacity(), pool.spare_capacity()), (15, 8));
@@ -957,10 +955,7 @@ mod tests {
         // Fill every frame, changing each page, so spare frames hold dirty
         // pages when they are taken back.
         for id in 0..23u64 {
-            let r = pool.fetch(id).unwrap();
-            let mut w = r.write();
-            w[MARK] = 3;
-            page::seal(&mut w);
+            change(&pool, id, 3);
         }
         assert_eq!(
             pool.counters.evictions.load(Relaxed),

@@ -250,6 +250,21 @@ fn oversized_keys_are_typed_errors() {
     assert_eq!(db.get(&[1; 1024]).unwrap().map(|v| v.len()), Some(100_000));
 }
 
+/// `n` puts to keys below 8000 in an order `seed` picks (a linear
+/// congruential generator), values of 0 to 39 bytes: each with its index
+/// and the generator's state, for probes drawn from it.
+fn scattered_puts(seed: u64, n: u32) -> impl Iterator<Item = (u32, u64, Vec<u8>, Vec<u8>)> {
+    let mut x = seed;
+    (0..n).map(move |i| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let k = ((x >> 33) % 8_000) as u32;
+        let v = value_of(&k.to_be_bytes(), (i % 40) as usize);
+        (i, x, k.to_be_bytes().to_vec(), v)
+    })
+}
+
 #[test]
 fn dirty_pages_spill_and_come_back_between_checkpoints() {
     // 1 KiB pages, a 64-frame pool and data many times its size: most
@@ -258,15 +273,9 @@ fn dirty_pages_spill_and_come_back_between_checkpoints() {
     let d = devices_for(1024);
     let db = open(&d, 1024);
     let mut model = BTreeMap::new();
-    let mut x = 3u64;
-    for i in 0..30_000u32 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let k = ((x >> 33) % 8_000) as u32;
-        let v = value_of(&k.to_be_bytes(), (i % 40) as usize);
-        db.put(&k.to_be_bytes(), &v).unwrap();
-        model.insert(k.to_be_bytes().to_vec(), v);
+    for (i, x, k, v) in scattered_puts(3, 30_000) {
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
         if i % 1000 == 0 {
             let probe = ((x >> 13) % 8_000) as u32;
             assert_eq!(
@@ -306,15 +315,9 @@ fn a_small_pool_spills_up_to_the_wal_bound_before_it_checkpoints() {
     let db = open();
     let created = db.stats().extra("checkpoints");
     let mut model = BTreeMap::new();
-    let mut x = 5u64;
-    for i in 0..20_000u32 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let k = ((x >> 33) % 8_000) as u32;
-        let v = value_of(&k.to_be_bytes(), (i % 40) as usize);
-        db.put(&k.to_be_bytes(), &v).unwrap();
-        model.insert(k.to_be_bytes().to_vec(), v);
+    for (_, _, k, v) in scattered_puts(5, 20_000) {
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
     }
     let s = db.stats();
     let frames = s.extra("pool_frames").unwrap();

@@ -4,7 +4,7 @@
 //! a pipe that closes early.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly by design")]
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -14,6 +14,20 @@ fn ferrite(args: &[&str]) -> Output {
         .env("RUST_BACKTRACE", "0")
         .output()
         .unwrap()
+}
+
+/// Runs the tool with `input` on its standard input.
+fn ferrite_fed(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 fn stdout(out: &Output) -> String {
@@ -72,6 +86,70 @@ fn scans_honour_bounds_limits_and_hex() {
     let odd = ferrite(&["kv", "get", "--path", p, "--hex", "0"]);
     assert!(!odd.status.success());
     assert!(stderr(&odd).contains("odd number of digits"));
+}
+
+/// `scan --all` of one store, fed to `load` of another, copies it across
+/// engines: every byte value survives the escaped text form, tabs and
+/// newlines included.
+#[test]
+fn a_dump_loads_into_a_store_of_another_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("from");
+    let to = dir.path().join("to");
+    let (from, to) = (path(&from), path(&to));
+    ok(&[
+        "kv",
+        "put",
+        "--engine",
+        "btree",
+        "--path",
+        from,
+        "--hex",
+        "00090a5c27225c78",
+        "ff0d0a09",
+    ]);
+    let mut hex = String::new();
+    for i in 0..300u32 {
+        let v = format!("{:02x}", i % 256).repeat(i as usize % 7);
+        hex += &format!("{:08x}\t{v}\n", i.wrapping_mul(2_654_435_761));
+    }
+    let seeded = ferrite_fed(&["kv", "load", "--path", from, "--hex"], hex.as_bytes());
+    assert!(seeded.status.success(), "{}", stderr(&seeded));
+    let pairs = 301;
+    let dump = ok(&["kv", "scan", "--path", from, "--all"]);
+    assert_eq!(dump.lines().count(), pairs);
+    let awkward = "\\x00\\t\\n\\\\\\'\\\"\\\\x\t\\xff\\r\\n\\t";
+    assert!(dump.lines().any(|l| l == awkward), "{dump}");
+    let loaded = ferrite_fed(
+        &[
+            "kv", "load", "--engine", "lsm", "--path", to, "--batch", "64",
+        ],
+        dump.as_bytes(),
+    );
+    assert!(loaded.status.success(), "{}", stderr(&loaded));
+    assert!(stderr(&loaded).contains(&format!("loaded {pairs} pairs")));
+    assert_eq!(ok(&["kv", "scan", "--path", to, "--all"]), dump);
+    let report = ok(&["inspect", "--path", to]);
+    assert!(report.contains("engine     lsm"), "{report}");
+}
+
+/// A line that is not a pair stops a load and is named; every pair
+/// before it is stored, none after it.
+#[test]
+fn a_bad_line_stops_a_load_after_the_pairs_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    ok(&["kv", "put", "--engine", "zkv", "--path", p, "seed", "0"]);
+    let input = b"a\t1\nb\t2\n\nc\\q\t3\nd\t4\n";
+    let out = ferrite_fed(&["kv", "load", "--path", p, "--batch", "1"], input);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("line 4: unknown escape \\q"), "{err}");
+    assert!(err.contains("the 2 pairs before it are stored"), "{err}");
+    assert_eq!(ok(&["kv", "scan", "--path", p]), "a\t1\nb\t2\nseed\t0\n");
+    let hex = ferrite_fed(&["kv", "load", "--path", p, "--hex"], b"0a\t0b\nzz\t00\n");
+    assert!(stderr(&hex).contains("line 2"), "{}", stderr(&hex));
+    assert_eq!(ok(&["kv", "get", "--path", p, "--hex", "0a"]), "\\x0b\n");
 }
 
 #[test]

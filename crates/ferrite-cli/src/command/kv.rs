@@ -1,14 +1,19 @@
-//! `ferrite kv put|get|del|scan`: key-value access to a store directory.
+//! `ferrite kv put|get|del|scan|load`: key-value access to a store
+//! directory.
 //!
 //! Keys and values are taken as UTF-8 text, or as hex with `--hex`; output
-//! prints printable bytes as text and the rest escaped.
+//! prints printable bytes as text and the rest escaped (`\t`, `\n`,
+//! `\\`, `\xNN`, ...), one `KEY<TAB>VALUE` line per pair. `load` reads
+//! that same form back, so `scan --all` of one store piped into `load` of
+//! another copies it, whichever engines the two use.
 
+use std::io::{BufRead, Write};
 use std::ops::{Bound, ControlFlow};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode};
+use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode, WriteBatch};
 
 #[derive(Args, Clone)]
 pub struct StoreArgs {
@@ -57,8 +62,23 @@ pub enum KvOp {
         from: Option<String>,
         #[arg(long)]
         to: Option<String>,
+        /// Most pairs printed.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Print every pair in the range, whatever `--limit` says.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Put every `KEY<TAB>VALUE` line of a file, or of standard input, in
+    /// the form `scan` prints (or hex with `--hex`), a batch at a time.
+    Load {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// File to read; standard input if absent.
+        input: Option<PathBuf>,
+        /// Pairs per atomic write batch.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
     },
 }
 
@@ -85,6 +105,84 @@ fn decode(s: &str, hex: bool) -> Result<Vec<u8>> {
 
 fn show(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
+}
+
+/// The bytes `show` printed as `s`.
+fn unescape(s: &str) -> Result<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let byte = match b.get(i + 1) {
+            Some(b't') => b'\t',
+            Some(b'r') => b'\r',
+            Some(b'n') => b'\n',
+            Some(&e @ (b'\\' | b'\'' | b'"')) => e,
+            Some(b'x') => {
+                let digits = s.get(i + 2..i + 4).context("\\x wants two hex digits")?;
+                i += 2;
+                u8::from_str_radix(digits, 16)
+                    .with_context(|| format!("\\x{digits} is not a hex byte"))?
+            }
+            Some(&e) => bail!("unknown escape \\{}", char::from(e)),
+            None => bail!("a line ends in a lone backslash"),
+        };
+        out.push(byte);
+        i += 2;
+    }
+    Ok(out)
+}
+
+/// Puts the pairs of `lines` into `db`, `batch` to a write batch, and
+/// syncs. A line that is not a pair stops the load with an error naming
+/// it, once every pair before it is stored. Returns how many pairs it put.
+fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Result<u64> {
+    let column = |s: &str| if hex { decode(s, true) } else { unescape(s) };
+    let pair = |line: &str| -> Result<(Vec<u8>, Vec<u8>)> {
+        let (k, v) = line
+            .split_once('\t')
+            .context("no tab between key and value")?;
+        Ok((column(k)?, column(v)?))
+    };
+    let mut b = WriteBatch::new();
+    let mut pairs = 0u64;
+    let mut stopped = None;
+    for (n, line) in lines.lines().enumerate() {
+        let parsed = line
+            .context("reading the input")
+            .and_then(|line| match line.is_empty() {
+                true => Ok(None),
+                false => pair(&line).map(Some),
+            });
+        let put = parsed.and_then(|p| match p {
+            Some((k, v)) => Ok(b.put(&k, &v).map(|_| 1)?),
+            None => Ok(0),
+        });
+        match put {
+            Ok(added) => pairs += added,
+            Err(e) => {
+                stopped = Some((n + 1, e));
+                break;
+            }
+        }
+        if b.len() >= batch.max(1) {
+            db.write_batch(&b)?;
+            b = WriteBatch::new();
+        }
+    }
+    if !b.is_empty() {
+        db.write_batch(&b)?;
+    }
+    db.sync()?;
+    match stopped {
+        Some((line, e)) => bail!("line {line}: {e:#} (the {pairs} pairs before it are stored)"),
+        None => Ok(pairs),
+    }
 }
 
 fn open(store: &StoreArgs) -> Result<Box<dyn KvStore>> {
@@ -131,6 +229,7 @@ pub fn run(op: KvOp) -> Result<()> {
             from,
             to,
             limit,
+            all,
         } => {
             let db = open(&store)?;
             let from = from.map(|f| decode(&f, store.hex)).transpose()?;
@@ -139,15 +238,42 @@ pub fn run(op: KvOp) -> Result<()> {
                 start: from.as_deref().map_or(Bound::Unbounded, Bound::Included),
                 end: to.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
             };
-            let mut left = limit;
+            let mut left = if all { usize::MAX } else { limit };
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut failed = None;
             db.scan(range, &mut |k, v| {
                 if left == 0 {
                     return ControlFlow::Break(());
                 }
                 left -= 1;
-                println!("{}\t{}", show(k), show(v));
-                ControlFlow::Continue(())
+                match writeln!(out, "{}\t{}", k.escape_ascii(), v.escape_ascii()) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(e) => {
+                        failed = Some(e);
+                        ControlFlow::Break(())
+                    }
+                }
             })?;
+            if let Some(e) = failed {
+                return Err(e).context("writing the pairs");
+            }
+            out.flush().context("writing the pairs")?;
+        }
+        KvOp::Load {
+            store,
+            input,
+            batch,
+        } => {
+            let db = open(&store)?;
+            let pairs = match &input {
+                Some(path) => {
+                    let file = std::fs::File::open(path)
+                        .with_context(|| format!("opening {}", path.display()))?;
+                    load(db.as_ref(), std::io::BufReader::new(file), store.hex, batch)?
+                }
+                None => load(db.as_ref(), std::io::stdin().lock(), store.hex, batch)?,
+            };
+            eprintln!("loaded {pairs} pairs");
         }
     }
     Ok(())

@@ -7,11 +7,11 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use ferrite::{
-    check_key, check_value, ApiCounters, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats,
-    WriteBatch,
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, WriteBatch,
 };
 use parking_lot::RwLock;
 
+use super::counted::Counted;
 use super::{StoreConfig, TargetInfo};
 
 /// Heap bytes per entry beyond key and value: two Vec headers (48 B) and a
@@ -23,7 +23,6 @@ const ENTRY_OVERHEAD: u64 = 80;
 struct Map {
     map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
     payload: AtomicU64,
-    ops: ApiCounters,
 }
 
 pub fn open(cfg: &StoreConfig) -> (Box<dyn KvStore>, TargetInfo) {
@@ -37,7 +36,7 @@ pub fn open(cfg: &StoreConfig) -> (Box<dyn KvStore>, TargetInfo) {
             cfg.cache_bytes
         ),
     };
-    (Box::new(Map::default()), info)
+    (Box::new(Counted::new(Map::default())), info)
 }
 
 impl Map {
@@ -61,16 +60,12 @@ impl Map {
 impl KvStore for Map {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let v = self.map.read().get(key).cloned();
-        self.ops.count_get(key, v.as_deref());
-        Ok(v)
+        Ok(self.map.read().get(key).cloned())
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.ops.count_puts(1);
-        self.ops.add_written((key.len() + value.len()) as u64);
         let op = BatchOp::Put {
             key: key.to_vec(),
             value: value.to_vec(),
@@ -81,8 +76,6 @@ impl KvStore for Map {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.ops.count_delete();
-        self.ops.add_written(key.len() as u64);
         Self::apply(
             &mut self.map.write(),
             &self.payload,
@@ -92,22 +85,16 @@ impl KvStore for Map {
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.count_scan();
         let map = self.map.read();
-        let mut read = 0;
         for (k, v) in map.range::<[u8], _>((range.start, range.end)) {
-            read += (k.len() + v.len()) as u64;
             if visit(k, v) == ControlFlow::Break(()) {
                 break;
             }
         }
-        self.ops.add_read(read);
         Ok(())
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.count_batch();
-        self.ops.add_written(batch.payload_bytes() as u64);
         let mut map = self.map.write();
         for op in batch.ops() {
             Self::apply(&mut map, &self.payload, op);
@@ -126,9 +113,6 @@ impl KvStore for Map {
     fn stats(&self) -> Stats {
         let entries = self.map.read().len() as u64;
         Stats {
-            ops: self.ops.ops(),
-            user_bytes_written: self.ops.bytes_written(),
-            user_bytes_read: self.ops.bytes_read(),
             memory_bytes: self.payload.load(Relaxed) + entries * ENTRY_OVERHEAD,
             ..Stats::default()
         }

@@ -9,18 +9,18 @@ use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
 use ferrite::{
-    check_key, check_value, ApiCounters, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats,
-    SyncMode, WriteBatch,
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    WriteBatch,
 };
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
+use super::counted::Counted;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Fjall {
     db: Database,
     ks: Keyspace,
     always: bool,
-    ops: ApiCounters,
     _ticker: Option<ferrite::PeriodicSync>,
 }
 
@@ -56,13 +56,12 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
             .into(),
     };
     Ok((
-        Box::new(Fjall {
+        Box::new(Counted::new(Fjall {
             db,
             ks,
             always: cfg.sync == SyncMode::Always,
-            ops: ApiCounters::default(),
             _ticker: ticker,
-        }),
+        })),
         info,
     ))
 }
@@ -79,20 +78,16 @@ impl Fjall {
 impl KvStore for Fjall {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let v = self
+        Ok(self
             .ks
             .get(key)
             .map_err(|e| foreign("fjall")(&e))?
-            .map(|v| v.to_vec());
-        self.ops.count_get(key, v.as_deref());
-        Ok(v)
+            .map(|v| v.to_vec()))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.ops.count_puts(1);
-        self.ops.add_written((key.len() + value.len()) as u64);
         self.ks
             .insert(key, value)
             .map_err(|e| foreign("fjall")(&e))?;
@@ -101,30 +96,22 @@ impl KvStore for Fjall {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.ops.count_delete();
-        self.ops.add_written(key.len() as u64);
         self.ks.remove(key).map_err(|e| foreign("fjall")(&e))?;
         self.persist_if_always()
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.count_scan();
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
-        let mut read = 0;
         for guard in self.ks.range::<&[u8], _>(bounds) {
             let (k, v) = guard.into_inner().map_err(|e| foreign("fjall")(&e))?;
-            read += (k.len() + v.len()) as u64;
             if visit(&k, &v) == ControlFlow::Break(()) {
                 break;
             }
         }
-        self.ops.add_read(read);
         Ok(())
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.count_batch();
-        self.ops.add_written(batch.payload_bytes() as u64);
         let mut b = self.db.batch();
         for op in batch.ops() {
             match op {
@@ -148,9 +135,6 @@ impl KvStore for Fjall {
 
     fn stats(&self) -> Stats {
         Stats {
-            ops: self.ops.ops(),
-            user_bytes_written: self.ops.bytes_written(),
-            user_bytes_read: self.ops.bytes_read(),
             memory_bytes: self.db.cache_size() + self.db.write_buffer_size(),
             ..Stats::default()
         }

@@ -13,6 +13,7 @@ use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 
+use super::counted::Counted;
 use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
@@ -70,11 +71,11 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         notes: "memory-mapped: no cache of its own, so the byte budget does not bind it; cached by the OS page cache; no O_DIRECT".into(),
     };
     Ok((
-        Box::new(TxStore::new(Lmdb {
+        Box::new(Counted::new(TxStore::new(Lmdb {
             env,
             db,
             _ticker: ticker,
-        })),
+        }))),
         info,
     ))
 }

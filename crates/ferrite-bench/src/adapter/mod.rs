@@ -8,6 +8,7 @@
 //! honoured it, because not every peer can (LMDB has no cache of its own).
 
 mod btreemap;
+mod counted;
 #[cfg(feature = "fjall")]
 mod fjall;
 #[cfg(feature = "lmdb")]

@@ -12,6 +12,7 @@ use std::path::Path;
 use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
+use super::counted::Counted;
 use super::tx_store::{TxBackend, TxStore};
 use super::{foreign, StoreConfig, TargetInfo};
 
@@ -66,11 +67,11 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
             .into(),
     };
     Ok((
-        Box::new(TxStore::new(Redb {
+        Box::new(Counted::new(TxStore::new(Redb {
             db,
             durability: cfg.sync,
             _ticker: ticker,
-        })),
+        }))),
         info,
     ))
 }

@@ -12,17 +12,17 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ferrite::{
-    check_key, check_value, ApiCounters, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats,
-    SyncMode, WriteBatch,
+    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    WriteBatch,
 };
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
 
+use super::counted::Counted;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Rocks {
     db: Arc<DB>,
     write_opts: WriteOptions,
-    ops: ApiCounters,
     _cache: Cache,
     _ticker: Option<ferrite::PeriodicSync>,
 }
@@ -67,13 +67,12 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         notes: "LRU block cache = budget, index and filter blocks charged to it; memtables (64 MiB) outside the budget".into(),
     };
     Ok((
-        Box::new(Rocks {
+        Box::new(Counted::new(Rocks {
             db,
             write_opts,
-            ops: ApiCounters::default(),
             _cache: cache,
             _ticker: ticker,
-        }),
+        })),
         info,
     ))
 }
@@ -81,20 +80,16 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
 impl KvStore for Rocks {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
-        let v = self
+        Ok(self
             .db
             .get_pinned(key)
             .map_err(|e| foreign("rocksdb")(&e))?
-            .map(|v| v.to_vec());
-        self.ops.count_get(key, v.as_deref());
-        Ok(v)
+            .map(|v| v.to_vec()))
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
         check_value(value)?;
-        self.ops.count_puts(1);
-        self.ops.add_written((key.len() + value.len()) as u64);
         self.db
             .put_opt(key, value, &self.write_opts)
             .map_err(|e| foreign("rocksdb")(&e))
@@ -102,17 +97,13 @@ impl KvStore for Rocks {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         check_key(key)?;
-        self.ops.count_delete();
-        self.ops.add_written(key.len() as u64);
         self.db
             .delete_opt(key, &self.write_opts)
             .map_err(|e| foreign("rocksdb")(&e))
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.ops.count_scan();
         let mut it = self.db.raw_iterator();
-        let mut read = 0;
         match range.start {
             std::ops::Bound::Included(s) | std::ops::Bound::Excluded(s) => it.seek(s),
             std::ops::Bound::Unbounded => it.seek_to_first(),
@@ -124,21 +115,15 @@ impl KvStore for Rocks {
             if !range.before_end(k) {
                 break;
             }
-            if range.after_start(k) {
-                read += (k.len() + v.len()) as u64;
-                if visit(k, v).is_break() {
-                    break;
-                }
+            if range.after_start(k) && visit(k, v).is_break() {
+                break;
             }
             it.next();
         }
-        self.ops.add_read(read);
         it.status().map_err(|e| foreign("rocksdb")(&e))
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.ops.count_batch();
-        self.ops.add_written(batch.payload_bytes() as u64);
         let mut b = rocksdb::WriteBatch::default();
         for op in batch.ops() {
             match op {
@@ -184,9 +169,6 @@ impl KvStore for Rocks {
     fn stats(&self) -> Stats {
         let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
         Stats {
-            ops: self.ops.ops(),
-            user_bytes_written: self.ops.bytes_written(),
-            user_bytes_read: self.ops.bytes_read(),
             memory_bytes: prop("rocksdb.block-cache-usage")
                 + prop("rocksdb.cur-size-all-mem-tables"),
             ..Stats::default()

@@ -179,10 +179,9 @@ fn a_damaged_newest_meta_page_is_restored_from_the_double_write_file() {
             ferrite_btree::MetaPage::decode(&b).map_or(0, |m| m.epoch)
         };
         let newest = if epoch(0) > epoch(1) { 0 } else { 1 };
-        let mut b = AlignedBuf::zeroed(ps);
-        pages.read_at(&mut b, newest * ps as u64).unwrap();
-        b[rng.gen_range(0..68)] ^= 1 << rng.gen_range(0..8);
-        pages.write_at(&b, newest * ps as u64).unwrap();
+        let bit = rng.gen_range(0..8);
+        let byte = newest * ps as u64 + rng.gen_range(0..68);
+        testkit::flip_bit(pages, byte, bit);
         let what = format!("seed {seed} ({mode:?}, meta slot {newest})");
         let db = open_as(&d, mode).unwrap_or_else(|e| panic!("{what}: open: {e}"));
         assert_eq!(
@@ -231,13 +230,8 @@ fn a_flipped_bit_is_refused_never_answered() {
             .collect();
         let target = targets[rng.gen_range(0..targets.len())];
         let dev = d[target].inner();
-        let bs = dev.block_size() as u64;
         let at = rng.gen_range(0..dev.len());
-        let block = at / bs * bs;
-        let mut buf = AlignedBuf::zeroed(bs as usize);
-        dev.read_at(&mut buf, block).unwrap();
-        buf[(at - block) as usize] ^= 1 << rng.gen_range(0..8);
-        dev.write_at(&buf, block).unwrap();
+        testkit::flip_bit(dev, at, rng.gen_range(0..8));
 
         let what = format!("seed {seed} ({mode:?}, device {target}, bit at byte {at})");
         let db = match open_as(&d, mode) {

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_io::{BlockDevice, FaultyDevice};
+use ferrite_io::{AlignedBuf, BlockDevice, FaultyDevice};
 use rand::Rng;
 
 use crate::error::{Error, Result};
@@ -80,6 +80,21 @@ pub fn apply(db: &dyn KvStore, model: &mut Model, (k, v): (Vec<u8>, Option<Vec<u
             model.remove(&k);
         }
     }
+}
+
+/// Flips bit `bit` of byte `byte` of `dev`, rewriting the block that holds
+/// it: damage as a device returns it, under every checksum.
+pub fn flip_bit(dev: &dyn BlockDevice, byte: u64, bit: u32) {
+    let bs = dev.block_size() as u64;
+    let block = byte / bs * bs;
+    let mut buf = AlignedBuf::zeroed(bs as usize);
+    dev.read_at(&mut buf, block)
+        .expect("reading the block to damage");
+    if let Some(b) = buf.get_mut((byte - block) as usize) {
+        *b ^= 1 << bit;
+    }
+    dev.write_at(&buf, block)
+        .expect("writing the damaged block");
 }
 
 /// Panics unless `e` reports bad bytes.

@@ -69,14 +69,6 @@ fn load(seed: u64, rng: &mut SmallRng, final_flush: f64) -> (common::Devs, LsmOp
 }
 
 /// Flips one bit at byte `at` of `dev`.
-fn flip(dev: &ferrite_io::MemDevice, at: u64, bit: u8) {
-    let page = at / 4096 * 4096;
-    let mut buf = AlignedBuf::zeroed(4096);
-    dev.read_at(&mut buf, page).unwrap();
-    buf[(at - page) as usize] ^= 1 << bit;
-    dev.write_at(&buf, page).unwrap();
-}
-
 /// The oracle's questions to a store opened over damage, with 600 more
 /// writes that push the damage through flushes and compactions. Returns
 /// `verify`'s result.
@@ -100,7 +92,7 @@ fn a_flipped_bit_in_a_table_is_refused_never_answered() {
             "seed {seed}: the load wrote tables"
         );
         let at = rng.gen_range(0..tables.len());
-        flip(tables, at, rng.gen_range(0..8));
+        testkit::flip_bit(tables, at, rng.gen_range(0..8));
         let in_live_table = live.iter().any(|r| r.contains(&(at / 4096)));
         let what = format!("seed {seed} (bit at byte {at})");
         match common::open(&d, lsm, SyncMode::Never) {
@@ -167,7 +159,7 @@ fn a_flipped_bit_in_a_manifest_is_refused_never_rolled_back() {
             .rposition(|&b| b != 0)
             .map_or(1, |p| p as u64 + 1);
         let at = rng.gen_range(0..used);
-        flip(slot, at, rng.gen_range(0..8));
+        testkit::flip_bit(slot, at, rng.gen_range(0..8));
         let what = format!("seed {seed} (manifest slot {pick}, bit at byte {at})");
         match common::open(&d, lsm, SyncMode::Never) {
             Ok(db) => {
@@ -224,7 +216,7 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
             end += ferrite_wal::HEADER_LEN + p.len();
         }
         let at = rng.gen_range(0..end as u64);
-        flip(dev, at, rng.gen_range(0..8));
+        testkit::flip_bit(dev, at, rng.gen_range(0..8));
         tried += 1;
         let what = format!("seed {seed} (WAL of memtable {mem}, bit at byte {at})");
         match common::open(&d, lsm, SyncMode::Never) {

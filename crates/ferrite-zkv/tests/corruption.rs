@@ -110,12 +110,7 @@ fn a_flipped_bit_is_refused_never_answered() {
             pick -= w - s;
         }
         let base = mem.len() - geo.address_space();
-        let bs = u64::from(geo.block_size);
-        let block = (base + at) / bs * bs;
-        let mut buf = AlignedBuf::zeroed(bs as usize);
-        mem.read_at(&mut buf, block).unwrap();
-        buf[(base + at - block) as usize] ^= 1 << rng.gen_range(0..8);
-        mem.write_at(&buf, block).unwrap();
+        testkit::flip_bit(mem.as_ref(), base + at, rng.gen_range(0..8));
 
         let what = format!(
             "seed {seed} ({variant:?}, bit at zone byte {at}, zone {})",
@@ -209,11 +204,7 @@ fn a_damaged_newest_snapshot_is_refused_or_loses_nothing() {
         let mem = faulty.inner();
         let base = mem.len() - geo.address_space();
         let byte = base + at + 32 + rng.gen_range(0..len.max(1));
-        let block = byte / bs * bs;
-        let mut b = AlignedBuf::zeroed(bs as usize);
-        mem.read_at(&mut b, block).unwrap();
-        b[(byte - block) as usize] ^= 1 << rng.gen_range(0..8);
-        mem.write_at(&b, block).unwrap();
+        testkit::flip_bit(mem, byte, rng.gen_range(0..8));
 
         let what = format!("seed {seed} ({variant:?}, snapshot {version})");
         match ZkvStore::open_on(dev, &opts, common::small_opts(variant)) {

@@ -1,5 +1,6 @@
 //! Oracles the engines' tests share (cargo feature `testkit`): what a
-//! store may answer once bytes on its device have gone bad.
+//! store may answer once bytes on its device have gone bad
+//! ([`flip_bit`] makes them so).
 //!
 //! The rule every check enforces: an answer is the model's, or an error
 //! that says the store met bad bytes ([`Error::is_corruption`]). Never a

@@ -1,11 +1,12 @@
 //! What a checkpoint carries over: writes that are in neither the pages
 //! it installs nor the WAL it starts, replayed on top of it at recovery.
 //!
-//! Two kinds: the insert buffer's records (the WAL that logged them is
-//! reset, and they are in no page), and the batch in flight when a
-//! checkpoint happens halfway through it (its first operations are in the
-//! installed pages, so the whole batch must be replayed to keep it all or
-//! nothing). A checkpoint of epoch `E` writes them to slot `E % 2` and
+//! Three kinds: the insert buffer's records (the WAL that logged them is
+//! reset, and they are in no page); the batch in flight when a checkpoint
+//! happens halfway through it (its first operations are in the installed
+//! pages, so the whole batch must be replayed to keep it all or nothing);
+//! and, for a checkpoint recovery itself takes, the batches it has yet to
+//! replay (they are in the WAL that checkpoint resets). A checkpoint of epoch `E` writes them to slot `E % 2` and
 //! syncs it before the meta page of `E` is written; recovery replays the
 //! slot whose epoch is the meta page's, then the WAL. The other slot keeps
 //! the previous epoch's copy, so a crash while writing a slot (before its

@@ -30,6 +30,7 @@
 //! - any failed device write or sync poisons the store: every later call
 //!   returns [`Error::Poisoned`]; reopening recovers from disk.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -132,6 +133,11 @@ struct State {
     hot: Vec<PageId>,
     /// The adaptive insert buffer's gate (unused without one).
     gate: GateWindow,
+    /// While recovery replays: the batches after the one being applied,
+    /// encoded. A checkpoint taken halfway through recovery resets the WAL
+    /// that holds them, so it carries them over too; otherwise a crash
+    /// before recovery's closing checkpoint would lose them.
+    unreplayed: VecDeque<Vec<u8>>,
 }
 
 /// Where the gate's current window started, and what it learned.
@@ -473,6 +479,7 @@ impl BTreeStore {
                 ib,
                 hot: Vec::new(),
                 gate: GateWindow::default(),
+                unreplayed: VecDeque::new(),
             }),
             devices,
             wal,
@@ -489,11 +496,18 @@ impl BTreeStore {
         });
         {
             let mut st = shared.state.write();
+            st.unreplayed = replayed
+                .iter()
+                .map(|batch| {
+                    let mut payload = Vec::with_capacity(batch.encoded_len());
+                    batch.encode(&mut payload);
+                    payload
+                })
+                .collect();
             for batch in &replayed {
                 // Carried as in flight, so a checkpoint halfway through
                 // replaying it keeps it all or nothing.
-                let mut payload = Vec::with_capacity(batch.encoded_len());
-                batch.encode(&mut payload);
+                let payload = st.unreplayed.pop_front().unwrap_or_default();
                 shared.apply(&mut st, batch, Some(&payload))?;
             }
             shared.tree.publish(&st.shape);
@@ -1052,8 +1066,9 @@ impl Shared {
     }
 
     /// Writes what checkpoint `epoch` carries over — the insert buffer's
-    /// records, then the batch in flight — to its slot, and says whether
-    /// there was anything to write.
+    /// records, then the batch in flight, then (during recovery) the
+    /// batches not yet replayed — to its slot, and says whether there was
+    /// anything to write.
     fn carry_over(&self, st: &State, epoch: u64, inflight: Option<&[u8]>) -> Result<Carried> {
         let buffered = match &st.ib {
             Some(ib) if !ib.is_empty() => Some(Self::buffered_batch(ib)?),
@@ -1066,6 +1081,7 @@ impl Shared {
         if let Some(p) = inflight {
             parts.push(p);
         }
+        parts.extend(st.unreplayed.iter().map(Vec::as_slice));
         if parts.is_empty() {
             return Ok(Carried::Nothing);
         }

@@ -9,9 +9,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{contents, fresh, open, open_as, open_with, Mode};
+use common::{contents, fresh, open, open_as, open_with, wire, Devs, Mode};
+use ferrite_btree::{BTreeOptions, BTreeStore};
 use ferrite_core::testkit::{full_disk, FullDisk};
-use ferrite_core::{KvStore, SyncMode, WriteBatch};
+use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -293,4 +294,90 @@ fn a_full_disk_is_reported_and_loses_nothing() {
             &format!("seed {seed}"),
         );
     }
+}
+
+/// Recovery that must checkpoint halfway through its replay (reopened
+/// with a pool too small to hold what the WAL dirties) and then fails
+/// before its closing checkpoint loses nothing: the batches it had yet to
+/// replay travel in that checkpoint's carry-over, not only in the WAL the
+/// checkpoint resets. Each run fails a different sync of the double-write
+/// file, so a different one of the reopen's checkpoints.
+#[test]
+fn a_recovery_that_checkpoints_and_then_fails_loses_nothing() {
+    let open_sized = |d: &Devs, cache_bytes: u64| {
+        let opts = Options {
+            cache_bytes,
+            sync: SyncMode::Always,
+            ..Options::default()
+        };
+        let bt = BTreeOptions {
+            page_size: 1024,
+            checkpoint_wal_bytes: 96 << 10,
+            ..BTreeOptions::default()
+        };
+        BTreeStore::open_on(wire(d), &opts, bt)
+    };
+    let mut failed_reopens = 0;
+    let mut mid_replay_checkpoints = 0.0;
+    for nth in 1..=8u64 {
+        let mut rng = SmallRng::seed_from_u64(nth);
+        let d = fresh();
+        let db = open_sized(&d, 4 << 20).unwrap();
+        let mut acked = BTreeMap::new();
+        let mut b = WriteBatch::new();
+        for k in 0..3000u32 {
+            b.put(&k.to_be_bytes(), &[1; 40]).unwrap();
+            acked.insert(k.to_be_bytes().to_vec(), vec![1; 40]);
+        }
+        db.write_batch(&b).unwrap();
+        db.flush().unwrap();
+        // Small batches over the whole key space: each dirties its own
+        // leaf, which a small pool can only spill.
+        for i in 0..400u32 {
+            let mut b = WriteBatch::new();
+            for _ in 0..3 {
+                let k = rng.gen_range(0..3000u32).to_be_bytes().to_vec();
+                let v = vec![(i % 250) as u8 + 2; 40];
+                b.put(&k, &v).unwrap();
+                acked.insert(k, v);
+            }
+            db.write_batch(&b).unwrap();
+        }
+        for dev in &d {
+            dev.crash(CrashMode::DropAll).unwrap();
+        }
+        drop(db);
+        for dev in &d {
+            dev.restart();
+        }
+        d[1].inject(FaultRule::nth(FaultOp::Sync, nth, FaultKind::Eio));
+        match open_sized(&d, 64 << 10) {
+            Ok(db) => {
+                mid_replay_checkpoints += db.stats().extra("checkpoints").unwrap_or(0.0) - 1.0;
+                drop(db);
+            }
+            Err(_) => failed_reopens += 1,
+        }
+        for dev in &d {
+            dev.clear_faults();
+            dev.crash(CrashMode::DropAll).unwrap();
+            dev.restart();
+        }
+        let db = open_sized(&d, 4 << 20).unwrap();
+        db.verify().unwrap();
+        let got = contents(&db);
+        let lost = acked.iter().filter(|(k, v)| got.get(*k) != Some(v)).count();
+        assert_eq!(
+            lost, 0,
+            "failing sync {nth} of the reopen: {lost} writes lost"
+        );
+    }
+    // The sweep must reach past recovery's first checkpoint: reopens that
+    // failed after checkpoints of their own, and reopens that checkpointed
+    // before the closing one.
+    assert!(failed_reopens > 2, "only {failed_reopens} reopens failed");
+    assert!(
+        mid_replay_checkpoints > 0.0,
+        "no reopen checkpointed halfway through its replay"
+    );
 }

@@ -2,7 +2,13 @@
 //! cells, with no I/O (spec: `docs/format/btree-page.md`).
 //!
 //! A page is a header, a slot array growing up from the header, and cells
-//! growing down from the page end. Slots hold cell offsets in key order.
+//! growing down from the page end. Slots hold cell offsets in key order,
+//! each with the key's *head*: the four bytes after the prefix every key
+//! of the page shares (as long as its fences share), so a search runs over
+//! the slot array alone and reads a cell only to settle equal heads and to
+//! confirm the prefix (LeanStore's layout). Pages written by format 3 and
+//! older have plain 2-byte slots; they are read as they are and take heads
+//! when a split or bulk load rebuilds them.
 //! Leaf cells hold a key and a value (inline, or a pointer to an overflow
 //! chain); inner cells hold a separator key and the child for keys at or
 //! above it, with the child for keys below the first separator in the
@@ -11,7 +17,9 @@
 //! unbounded), equal to the separators its parent routes by, in one fence
 //! cell in the cell area (not in the slot array). Invariants: slots are
 //! sorted by key with no duplicates; every slot and the fence cell point
-//! inside `[cell_start, page_size)`; `HEADER + 2n ≤ cell_start`; `garbage`
+//! inside `[cell_start, page_size)`; `HEADER + stride·n ≤ cell_start`; every
+//! key starts with the page's prefix and its slot's head is [`head_of`] it;
+//! the prefix is no longer than what the fences share; `garbage`
 //! counts dead bytes in the cell area, so the live cells, the fence cell
 //! and the garbage together fit in it; a leaf's keys lie in `[low, high)`,
 //! an inner page's separators in `(low, high)`.
@@ -35,6 +43,18 @@ pub const OVERFLOW_REF: usize = 12;
 const UNBOUNDED: u16 = u16::MAX;
 /// Header offset of the fence cell's offset.
 const FENCE_AT: usize = 12;
+/// Header offset of the slot layout of a leaf or inner page.
+const LAYOUT_AT: usize = 14;
+/// Header offset of the prefix length that heads skip (head slots only).
+const PREFIX_AT: usize = 15;
+/// Plain slots: a 2-byte cell offset (format 3 and older).
+const LAYOUT_PLAIN: u8 = 0;
+/// Head slots: a 2-byte cell offset, then the key's 4-byte head.
+const LAYOUT_HEADS: u8 = 1;
+/// Bytes of a head slot, what [`raw_cell_size`] plans new pages with.
+const HEAD_SLOT: usize = 6;
+/// Longest prefix a head skips (it is kept in one header byte).
+const MAX_PREFIX: usize = u8::MAX as usize;
 
 /// A page id; 0 and 1 are the meta pages, so 0 also means "none".
 pub type PageId = u64;
@@ -91,6 +111,9 @@ pub fn init(b: &mut [u8], id: PageId, kind: u8, level: u8) {
     wr(b, 8, &n.to_le_bytes());
     wr(b, 24, &id.to_le_bytes());
     if kind == KIND_LEAF || kind == KIND_INNER {
+        if let Some(x) = b.get_mut(LAYOUT_AT) {
+            *x = LAYOUT_HEADS;
+        }
         place_fences(b, None, None);
     }
 }
@@ -135,8 +158,105 @@ fn set_cell_start(b: &mut [u8], v: usize) {
 fn set_garbage(b: &mut [u8], v: usize) {
     wr(b, 10, &(v as u16).to_le_bytes());
 }
+/// Whether the page's slots carry heads.
+pub(crate) fn has_heads(b: &[u8]) -> bool {
+    b.get(LAYOUT_AT) == Some(&LAYOUT_HEADS)
+}
+/// Bytes one slot of the page takes.
+fn stride(b: &[u8]) -> usize {
+    if has_heads(b) {
+        HEAD_SLOT
+    } else {
+        2
+    }
+}
+/// Bytes of key prefix the heads skip (0 on a page of plain slots).
+fn prefix_len(b: &[u8]) -> usize {
+    if has_heads(b) {
+        b.get(PREFIX_AT).copied().unwrap_or(0) as usize
+    } else {
+        0
+    }
+}
 fn slot(b: &[u8], i: usize) -> usize {
-    rd16(b, HEADER + 2 * i) as usize
+    rd16(b, HEADER + stride(b) * i) as usize
+}
+fn set_slot(b: &mut [u8], i: usize, at: usize) {
+    let s = stride(b);
+    wr(b, HEADER + s * i, &(at as u16).to_le_bytes());
+}
+/// The head of slot `i` (head slots only).
+fn slot_head(b: &[u8], i: usize) -> u32 {
+    b.get(HEADER + HEAD_SLOT * i + 2..HEADER + HEAD_SLOT * i + 6)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
+}
+fn set_slot_head(b: &mut [u8], i: usize, head: u32) {
+    wr(b, HEADER + HEAD_SLOT * i + 2, &head.to_be_bytes());
+}
+
+/// The head of `k` on a page whose prefix is `prefix` bytes: the four key
+/// bytes after it, zero-padded, as a big-endian integer. For keys sharing
+/// the prefix, a smaller head means a smaller key, and a smaller key never
+/// has a larger head.
+fn head_of(k: &[u8], prefix: usize) -> u32 {
+    let mut h = [0u8; 4];
+    if let Some(rest) = k.get(prefix..) {
+        let m = rest.len().min(4);
+        h[..m].copy_from_slice(&rest[..m]);
+    }
+    u32::from_be_bytes(h)
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The prefix a head page should skip: what its fences share (nothing if
+/// one is unbounded), cut to what its first and last keys share.
+fn wanted_prefix(b: &[u8]) -> usize {
+    let p = match fences(b) {
+        (Some(l), Some(h)) => common_prefix(l, h),
+        _ => 0,
+    };
+    let n = count(b);
+    let p = if n > 0 {
+        let (first, last) = (key(b, 0), key(b, n - 1));
+        p.min(common_prefix(first, last)).min(first.len())
+    } else {
+        p
+    };
+    p.min(MAX_PREFIX)
+}
+
+/// Sets a head page's prefix to `p` and recomputes every head.
+fn set_prefix(b: &mut [u8], p: usize) {
+    wr(b, PREFIX_AT, &[p.min(MAX_PREFIX) as u8]);
+    for i in 0..count(b) {
+        let h = head_of(key(b, i), p);
+        set_slot_head(b, i, h);
+    }
+}
+
+/// Shortens a head page's prefix so `k` shares it. Keys are placed within
+/// their page's fences, so this is a guard: a key from outside them must
+/// not leave heads that misorder it.
+fn admit_prefix(b: &mut [u8], k: &[u8]) {
+    let p = prefix_len(b);
+    if p == 0 {
+        return;
+    }
+    let shared = {
+        let reference = if count(b) > 0 {
+            key(b, 0)
+        } else {
+            fences(b).0.unwrap_or_default()
+        };
+        common_prefix(k, reference.get(..p).unwrap_or(reference))
+    };
+    if shared < p {
+        set_prefix(b, shared);
+    }
 }
 fn fence_offset(b: &[u8]) -> usize {
     rd16(b, FENCE_AT) as usize
@@ -214,13 +334,19 @@ pub fn set_fences(b: &mut [u8], low: Option<&[u8]>, high: Option<&[u8]>) -> bool
 /// released any previous fence cell.
 fn place_fences(b: &mut [u8], low: Option<&[u8]>, high: Option<&[u8]>) {
     let cell = encode_fences(low, high);
-    if cell_start(b) < HEADER + 2 * count(b) + cell.len() {
+    if cell_start(b) < HEADER + stride(b) * count(b) + cell.len() {
         compact(b);
     }
     let at = cell_start(b) - cell.len();
     wr(b, at, &cell);
     wr(b, FENCE_AT, &(at as u16).to_le_bytes());
     set_cell_start(b, at);
+    if has_heads(b) {
+        let p = wanted_prefix(b);
+        if p != prefix_len(b) {
+            set_prefix(b, p);
+        }
+    }
 }
 
 /// Seals the page: writes its checksum.
@@ -281,13 +407,76 @@ pub fn child(b: &[u8], i: usize) -> PageId {
 
 /// Binary search: `Ok(i)` if slot `i` holds `k`, else `Err(i)` where it would go.
 pub fn search(b: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    if has_heads(b) {
+        search_heads(b, k)
+    } else {
+        search_keys(b, k, 0, count(b))
+    }
+}
+
+/// The search on a page of head slots. The heads narrow the search to the
+/// slots whose head equals `k`'s, usually none or one, without reading a
+/// cell; cells are read only among those, and one more to check that `k`
+/// has the page's prefix (a key without it lies below or above every key
+/// of the page, whatever its head says). The cell read for that check is
+/// the one the caller reads next: the match, or the slot before the gap,
+/// whose child an inner page routes to.
+fn search_heads(b: &[u8], k: &[u8]) -> std::result::Result<usize, usize> {
+    let n = count(b);
+    if n == 0 {
+        return Err(0);
+    }
+    let p = prefix_len(b);
+    let hk = head_of(k, p);
+    // Lower bound of `hk`, noting the lowest slot seen with a greater head.
+    let (mut lo, mut hi, mut above) = (0usize, n, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let h = slot_head(b, mid);
+        if h < hk {
+            lo = mid + 1;
+        } else {
+            if h > hk {
+                above = mid;
+            }
+            hi = mid;
+        }
+    }
+    let (mut end, mut z) = (lo, above);
+    while end < z {
+        let mid = (end + z) / 2;
+        if slot_head(b, mid) <= hk {
+            end = mid + 1;
+        } else {
+            z = mid;
+        }
+    }
+    let found = search_keys(b, k, lo, end);
+    let Err(i) = found else {
+        return found;
+    };
+    if p > 0 {
+        let known = key(b, i.saturating_sub(1).min(n - 1));
+        let m = k.len().min(p);
+        match k[..m].cmp(known.get(..m).unwrap_or(known)) {
+            std::cmp::Ordering::Less => return Err(0),
+            std::cmp::Ordering::Greater => return Err(n),
+            std::cmp::Ordering::Equal if k.len() < p => return Err(0),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    Err(i)
+}
+
+/// Binary search by whole keys over slots `lo..hi`, where `k` belongs.
+fn search_keys(b: &[u8], k: &[u8], lo: usize, hi: usize) -> std::result::Result<usize, usize> {
     let kstart = if kind(b) == KIND_INNER { 10 } else { 6 };
     let key_at = |i: usize| {
         let off = slot(b, i);
         let klen = rd16(b, off) as usize;
         b.get(off + kstart..off + kstart + klen).unwrap_or_default()
     };
-    let (mut lo, mut hi) = (0usize, count(b));
+    let (mut lo, mut hi) = (lo, hi);
     while lo < hi {
         let mid = (lo + hi) / 2;
         match cmp_keys(key_at(mid), k) {
@@ -344,7 +533,7 @@ pub fn set_page_id(b: &mut [u8], id: PageId) {
 
 /// Free bytes if the page were compacted.
 pub fn free_space(b: &[u8]) -> usize {
-    (cell_start(b) + garbage(b)).saturating_sub(HEADER + 2 * count(b))
+    (cell_start(b) + garbage(b)).saturating_sub(HEADER + stride(b) * count(b))
 }
 
 /// Bytes slot `i` and its cell take (what removing it frees).
@@ -352,21 +541,21 @@ pub fn slot_cell_size(b: &[u8], i: usize) -> usize {
     if i >= count(b) {
         return 0;
     }
-    2 + cell_len(b, slot(b, i))
+    stride(b) + cell_len(b, slot(b, i))
 }
 
-/// Bytes a new leaf cell needs, slot included.
-pub fn leaf_cell_size(klen: usize, v: &StoredValue<'_>) -> usize {
+/// Bytes a new leaf cell needs in page `b`, slot included.
+pub fn leaf_cell_size(b: &[u8], klen: usize, v: &StoredValue<'_>) -> usize {
     let vlen = match v {
         StoredValue::Inline(x) => x.len(),
         StoredValue::Overflow { .. } => OVERFLOW_REF,
     };
-    2 + 2 + 4 + klen + vlen
+    stride(b) + 2 + 4 + klen + vlen
 }
 
-/// Bytes a new inner cell needs, slot included.
-pub fn inner_cell_size(klen: usize) -> usize {
-    2 + 2 + 8 + klen
+/// Bytes a new inner cell needs in page `b`, slot included.
+fn inner_cell_size(b: &[u8], klen: usize) -> usize {
+    stride(b) + 2 + 8 + klen
 }
 
 /// Rewrites the cell area without dead bytes.
@@ -390,7 +579,7 @@ fn compact(b: &mut [u8]) {
     for (i, c) in cells.iter().enumerate() {
         at -= c.len();
         wr(b, at, c);
-        wr(b, HEADER + 2 * i, &(at as u16).to_le_bytes());
+        set_slot(b, i, at);
     }
     set_cell_start(b, at);
     set_garbage(b, 0);
@@ -398,17 +587,29 @@ fn compact(b: &mut [u8]) {
 
 /// Places raw cell bytes at slot position `i`. The caller checked space.
 fn place(b: &mut [u8], i: usize, cell: &[u8]) {
+    let heads = has_heads(b);
+    let k = raw_cell_key(cell, kind(b));
+    if heads {
+        admit_prefix(b, k);
+    }
     let n = count(b);
-    if cell_start(b) < HEADER + 2 * (n + 1) + cell.len() {
+    let s = stride(b);
+    if cell_start(b) < HEADER + s * (n + 1) + cell.len() {
         compact(b);
     }
     let at = cell_start(b) - cell.len();
     wr(b, at, cell);
     // Shift slots i.. right by one.
-    let from = HEADER + 2 * i;
-    let to = HEADER + 2 * n;
-    b.copy_within(from..to, from + 2);
-    wr(b, from, &(at as u16).to_le_bytes());
+    let from = HEADER + s * i;
+    let to = HEADER + s * n;
+    if from <= to && to + s <= b.len() {
+        b.copy_within(from..to, from + s);
+    }
+    set_slot(b, i, at);
+    if heads {
+        let h = head_of(k, prefix_len(b));
+        set_slot_head(b, i, h);
+    }
     set_cell_start(b, at);
     set_count(b, n + 1);
 }
@@ -442,7 +643,7 @@ pub fn encode_inner_cell(k: &[u8], child: PageId) -> Vec<u8> {
 
 /// Inserts a leaf cell at slot `i` if it fits; returns false if it does not.
 pub fn leaf_insert(b: &mut [u8], i: usize, k: &[u8], v: &StoredValue<'_>) -> bool {
-    if free_space(b) < leaf_cell_size(k.len(), v) {
+    if free_space(b) < leaf_cell_size(b, k.len(), v) {
         return false;
     }
     place(b, i, &encode_leaf_cell(k, v));
@@ -451,7 +652,7 @@ pub fn leaf_insert(b: &mut [u8], i: usize, k: &[u8], v: &StoredValue<'_>) -> boo
 
 /// Inserts an inner cell at slot `i` if it fits.
 pub fn inner_insert(b: &mut [u8], i: usize, k: &[u8], child: PageId) -> bool {
-    if free_space(b) < inner_cell_size(k.len()) {
+    if free_space(b) < inner_cell_size(b, k.len()) {
         return false;
     }
     place(b, i, &encode_inner_cell(k, child));
@@ -466,9 +667,12 @@ pub fn remove(b: &mut [u8], i: usize) {
     }
     let off = slot(b, i);
     let len = cell_len(b, off);
-    let from = HEADER + 2 * (i + 1);
-    let to = HEADER + 2 * n;
-    b.copy_within(from..to, from - 2);
+    let s = stride(b);
+    let from = HEADER + s * (i + 1);
+    let to = HEADER + s * n;
+    if to <= b.len() {
+        b.copy_within(from..to, from - s);
+    }
     set_count(b, n - 1);
     if off == cell_start(b) {
         set_cell_start(b, off + len);
@@ -495,16 +699,17 @@ pub fn raw_cell(b: &[u8], i: usize) -> Vec<u8> {
 
 /// Inserts raw cell bytes (of this page's kind) at slot `i` if they fit.
 pub fn insert_raw(b: &mut [u8], i: usize, cell: &[u8]) -> bool {
-    if free_space(b) < raw_cell_size(cell) {
+    if free_space(b) < cell.len() + stride(b) {
         return false;
     }
     place(b, i, cell);
     true
 }
 
-/// Bytes a raw cell needs in a page, slot included.
+/// Bytes a raw cell needs in a page that [`init`] or [`rebuild`] wrote
+/// (head slots), slot included.
 pub fn raw_cell_size(cell: &[u8]) -> usize {
-    cell.len() + 2
+    cell.len() + HEAD_SLOT
 }
 
 /// The key of a raw cell of a page of `kind`.
@@ -520,8 +725,11 @@ pub fn raw_cell_child(cell: &[u8]) -> PageId {
 }
 
 /// Replaces the page's cells with `cells` and its fences with `(low,
-/// high)` (which must fit together), keeping the rest of the header.
+/// high)` (which must fit together, planned with [`raw_cell_size`]),
+/// keeping the rest of the header. The page gets head slots whatever it
+/// had before.
 pub fn rebuild(b: &mut [u8], cells: &[Vec<u8>], low: Option<&[u8]>, high: Option<&[u8]>) {
+    wr(b, LAYOUT_AT, &[LAYOUT_HEADS, 0]);
     set_count(b, 0);
     set_cell_start(b, b.len());
     set_garbage(b, 0);
@@ -561,9 +769,14 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
         (KIND_OVERFLOW | KIND_FREELIST, _) => return Ok(()),
         (k, _) => return bad(format!("unknown page kind {k}")),
     }
+    let heads = match b.get(LAYOUT_AT..PREFIX_AT + 1) {
+        Some([LAYOUT_HEADS, _]) => true,
+        Some([LAYOUT_PLAIN, 0]) => false,
+        _ => return bad("unknown slot layout".into()),
+    };
     let n = count(b);
     let cs = cell_start(b);
-    if HEADER + 2 * n > cs || cs > b.len() {
+    if HEADER + stride(b) * n > cs || cs > b.len() {
         return bad(format!("{n} slots overlap the cell area at {cs}"));
     }
     for i in 0..n {
@@ -607,6 +820,28 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
         };
         if below_low || high.is_some_and(|h| last >= h) {
             return bad("keys outside the page's fences".into());
+        }
+    }
+    if heads {
+        // The search trusts the heads and reads the prefix from any one
+        // key: every key must start with the same prefix, and inserts
+        // within the fences must keep doing so.
+        let p = prefix_len(b);
+        let fenced = match (low, high) {
+            (Some(l), Some(h)) => common_prefix(l, h),
+            _ => 0,
+        };
+        let shared = match n {
+            0 => p,
+            _ => common_prefix(key(b, 0), key(b, n - 1)).min(key(b, 0).len()),
+        };
+        if p > fenced || p > shared {
+            return bad(format!(
+                "a {p}-byte key prefix where the fences share {fenced} bytes"
+            ));
+        }
+        if let Some(i) = (0..n).find(|&i| slot_head(b, i) != head_of(key(b, i), p)) {
+            return bad(format!("slot {i} holds a head its key does not have"));
         }
     }
     Ok(())
@@ -690,6 +925,26 @@ pub fn decode(b: &[u8], id: PageId) -> Result<DecodedPage> {
         })
         .collect();
     Ok(out)
+}
+
+/// A copy of page `b` with the plain slots format 3 wrote, for tests of
+/// stores that predate head slots.
+#[cfg(test)]
+pub(crate) fn to_plain(b: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; b.len()];
+    init(&mut out, page_id(b), kind(b), level(b));
+    if kind(b) != KIND_LEAF && kind(b) != KIND_INNER {
+        return b.to_vec();
+    }
+    wr(&mut out, LAYOUT_AT, &[LAYOUT_PLAIN, 0]);
+    let (low, high) = fences(b);
+    assert!(set_fences(&mut out, low, high));
+    set_link(&mut out, link(b));
+    for (i, c) in raw_cells(b).iter().enumerate() {
+        assert!(insert_raw(&mut out, i, c));
+    }
+    seal(&mut out);
+    out
 }
 
 #[cfg(test)]
@@ -821,6 +1076,145 @@ mod tests {
                 prop_assert!(ks.windows(2).all(|w| w[0] < w[1]));
             }
         }
+    }
+
+    /// Keys sharing a prefix of `0..24` bytes, with few distinct bytes
+    /// after it so heads often tie; and probes that have the prefix,
+    /// a shorter piece of it, or bytes below and above it.
+    fn prefixed_keys() -> impl Strategy<Value = (Vec<u8>, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+        (
+            proptest::collection::vec(1u8..200, 0..24),
+            proptest::collection::btree_set(proptest::collection::vec(0u8..3, 0..9), 0..60),
+            proptest::collection::vec((0u8..4, proptest::collection::vec(0u8..4, 0..9)), 0..40),
+        )
+            .prop_map(|(prefix, suffixes, probes)| {
+                let keys = suffixes
+                    .into_iter()
+                    .map(|s| [prefix.clone(), s].concat())
+                    .collect();
+                let probes = probes
+                    .into_iter()
+                    .map(|(how, s)| match how {
+                        0 => [prefix.clone(), s].concat(),
+                        1 => prefix[..prefix.len() / 2].to_vec(),
+                        2 => [vec![0u8], s].concat(),
+                        _ => [vec![255u8], s].concat(),
+                    })
+                    .collect();
+                (prefix, keys, probes)
+            })
+    }
+
+    proptest! {
+        /// Searching by heads finds what a binary search over the keys
+        /// finds, on leaf and inner pages, in head and plain slots, for
+        /// keys inside the page and far outside it.
+        #[test]
+        fn heads_search_like_the_keys((prefix, keys, probes) in prefixed_keys(), inner in any::<bool>()) {
+            let kind = if inner { KIND_INNER } else { KIND_LEAF };
+            let mut b = vec![0u8; 4096];
+            init(&mut b, 7, kind, u8::from(inner));
+            let high = [prefix.clone(), vec![9]].concat();
+            prop_assert!(set_fences(&mut b, Some(&prefix), Some(&high)));
+            let keys: Vec<Vec<u8>> = keys.into_iter().filter(|k| !inner || *k != prefix).collect();
+            for (i, k) in keys.iter().enumerate() {
+                let ok = if inner {
+                    inner_insert(&mut b, i, k, 100 + i as u64)
+                } else {
+                    leaf_insert(&mut b, i, k, &StoredValue::Inline(b"v"))
+                };
+                prop_assert!(ok);
+            }
+            seal(&mut b);
+            check(&b, 7, &|| "heads".into()).unwrap();
+            prop_assert_eq!(prefix_len(&b), prefix.len().min(MAX_PREFIX));
+            let plain = to_plain(&b);
+            check(&plain, 7, &|| "plain".into()).unwrap();
+            prop_assert!(!has_heads(&plain));
+            for k in keys.iter().chain(&probes) {
+                let want = keys.binary_search(k);
+                prop_assert_eq!(search(&b, k), want, "heads, probe {:?}", k);
+                prop_assert_eq!(search(&plain, k), want, "plain, probe {:?}", k);
+            }
+        }
+
+        /// A key placed outside the page's prefix (no caller does; the
+        /// fences rule it out) shortens the prefix rather than leave heads
+        /// that misorder it.
+        #[test]
+        fn a_key_without_the_prefix_shortens_it((prefix, keys, probes) in prefixed_keys()) {
+            let mut b = leaf(4096);
+            let high = [prefix.clone(), vec![9]].concat();
+            prop_assert!(set_fences(&mut b, Some(&prefix), Some(&high)));
+            let mut model: Vec<Vec<u8>> = Vec::new();
+            for k in keys.iter().chain(&probes) {
+                if let Err(i) = model.binary_search(k) {
+                    if leaf_insert(&mut b, i, k, &StoredValue::Inline(b"v")) {
+                        model.insert(i, k.clone());
+                    }
+                }
+            }
+            for k in keys.iter().chain(&probes) {
+                prop_assert_eq!(search(&b, k), model.binary_search(k));
+            }
+        }
+    }
+
+    #[test]
+    fn a_rebuild_gives_plain_pages_heads() {
+        let mut b = leaf(4096);
+        assert!(set_fences(&mut b, Some(b"user100"), Some(b"user2")));
+        for (i, k) in [b"user1000", b"user1500", b"user1999"].iter().enumerate() {
+            assert!(leaf_insert(&mut b, i, &k[..], &StoredValue::Inline(b"v")));
+        }
+        assert_eq!(prefix_len(&b), 4);
+        let mut plain = to_plain(&b);
+        assert_eq!(search(&plain, b"user1500"), Ok(1));
+        let cells = raw_cells(&plain);
+        // A plain page takes inserts in its own layout.
+        assert!(leaf_insert(
+            &mut plain,
+            3,
+            b"user1a",
+            &StoredValue::Inline(b"w")
+        ));
+        assert!(!has_heads(&plain));
+        rebuild(&mut plain, &cells, Some(b"user1"), Some(b"user1a"));
+        seal(&mut plain);
+        check(&plain, 7, &|| "rebuilt".into()).unwrap();
+        assert!(has_heads(&plain));
+        assert_eq!(prefix_len(&plain), 5);
+        assert_eq!(search(&plain, b"user1999"), Ok(2));
+        assert_eq!(search(&plain, b"user0"), Err(0));
+        assert_eq!(search(&plain, b"user3"), Err(3));
+    }
+
+    #[test]
+    fn heads_that_disagree_with_their_keys_are_damage() {
+        let mut b = leaf(4096);
+        assert!(set_fences(&mut b, Some(b"ab"), Some(b"ac")));
+        assert!(leaf_insert(&mut b, 0, b"abc", &StoredValue::Inline(b"v")));
+        assert!(leaf_insert(&mut b, 1, b"abd", &StoredValue::Inline(b"v")));
+        seal(&mut b);
+        check(&b, 7, &|| "p".into()).unwrap();
+        let mut wrong_head = b.clone();
+        set_slot_head(&mut wrong_head, 1, head_of(b"abc", 1));
+        seal(&mut wrong_head);
+        assert!(check(&wrong_head, 7, &|| "p".into()).is_err());
+        let mut long_prefix = b.clone();
+        set_prefix(&mut long_prefix, 0);
+        seal(&mut long_prefix);
+        check(&long_prefix, 7, &|| "p".into()).unwrap();
+        set_prefix(&mut long_prefix, 2);
+        seal(&mut long_prefix);
+        assert!(
+            check(&long_prefix, 7, &|| "p".into()).is_err(),
+            "a prefix longer than the fences share"
+        );
+        let mut layout = b.clone();
+        wr(&mut layout, LAYOUT_AT, &[7]);
+        seal(&mut layout);
+        assert!(check(&layout, 7, &|| "p".into()).is_err());
     }
 
     #[test]

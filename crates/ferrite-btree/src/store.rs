@@ -61,8 +61,10 @@ use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 /// fence keys to every tree page; a format-1 directory is refused with
 /// [`Error::WrongFormat`] rather than read without them. Format 3 writes
 /// version-3 meta pages (they record whether a checkpoint carried records
-/// over); format-2 stores are read and upgraded.
-pub const FORMAT_VERSION: u32 = 3;
+/// over). Format 4 gives pages head slots (see `page`); format-2 and
+/// format-3 stores are read and upgraded, their plain pages taking heads
+/// as splits rebuild them.
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 2;
 
@@ -1581,5 +1583,87 @@ impl Drop for BTreeStore {
                 log::warn!("checkpoint on close failed: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_core::KvStoreExt;
+    use ferrite_io::MemDevice;
+
+    fn devices(d: &[Arc<MemDevice>; 6]) -> Devices {
+        Devices {
+            pages: d[0].clone(),
+            dwb: d[1].clone(),
+            wal: d[2].clone(),
+            spill: d[3].clone(),
+            carry: [d[4].clone(), d[5].clone()],
+        }
+    }
+
+    /// Rewrites every tree page of a closed store in place with `f`, and
+    /// counts the pages with head slots it finds.
+    fn each_tree_page(pages: &MemDevice, ps: usize, f: impl Fn(&[u8]) -> Vec<u8>) -> usize {
+        let mut heads = 0;
+        for id in 2..pages.len() / ps as u64 {
+            let mut b = AlignedBuf::zeroed(ps);
+            pages.read_at(&mut b, id * ps as u64).unwrap();
+            if page::check(&b, id, &|| String::new()).is_err()
+                || !matches!(page::kind(&b), page::KIND_LEAF | page::KIND_INNER)
+            {
+                continue;
+            }
+            heads += usize::from(page::has_heads(&b));
+            let out = f(&b);
+            b.copy_from_slice(&out);
+            pages.write_at(&b, id * ps as u64).unwrap();
+        }
+        heads
+    }
+
+    /// A store whose pages have the plain slots of format 3 opens, reads
+    /// and verifies as it is, and its pages take head slots as writes
+    /// split them, every record kept.
+    #[test]
+    fn pages_of_plain_slots_are_read_and_take_heads_when_they_split() {
+        let d: [Arc<MemDevice>; 6] =
+            std::array::from_fn(|_| Arc::new(MemDevice::with_block_size(1024).unwrap()));
+        let opts = Options {
+            cache_bytes: 256 << 10,
+            sync: SyncMode::Never,
+            ..Options::default()
+        };
+        let bt = BTreeOptions {
+            page_size: 1024,
+            ..BTreeOptions::default()
+        };
+        let key = |i: u32| format!("user{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000);
+        let mut model = std::collections::BTreeMap::new();
+        let db = BTreeStore::open_on(devices(&d), &opts, bt).unwrap();
+        for i in 0..4000u32 {
+            db.put(key(i).as_bytes(), &i.to_le_bytes()).unwrap();
+            model.insert(key(i).into_bytes(), i.to_le_bytes().to_vec());
+        }
+        drop(db);
+        let converted = each_tree_page(&d[0], 1024, page::to_plain);
+        assert!(converted > 100, "only {converted} pages had heads");
+        assert_eq!(each_tree_page(&d[0], 1024, <[u8]>::to_vec), 0);
+
+        let db = BTreeStore::open_on(devices(&d), &opts, bt).unwrap();
+        db.verify().unwrap();
+        for (k, v) in &model {
+            assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+        }
+        for i in 4000..6000u32 {
+            db.put(key(i).as_bytes(), &i.to_le_bytes()).unwrap();
+            model.insert(key(i).into_bytes(), i.to_le_bytes().to_vec());
+        }
+        db.verify().unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
+        assert!(got.into_iter().eq(model.clone()));
+        drop(db);
+        let split = each_tree_page(&d[0], 1024, <[u8]>::to_vec);
+        assert!(split > 50, "only {split} pages took heads");
     }
 }

@@ -551,7 +551,7 @@ impl Tree {
             expect_kind(leaf, &b, KIND_LEAF)?;
             let found = page::search(&b, key);
             let freed = found.map_or(0, |i| page::slot_cell_size(&b, i));
-            if page::free_space(&b) + freed < page::leaf_cell_size(key.len(), &stored) {
+            if page::free_space(&b) + freed < page::leaf_cell_size(&b, key.len(), &stored) {
                 // A split: lookups must not see the leaf between the old
                 // cell's removal and the new one's placement on either half.
                 change = Some(self.version.change());

@@ -1,7 +1,8 @@
 //! Crash tests: faults at random points, a power cut that keeps a random
 //! subset of unsynced blocks, then recovery. Every write acknowledged under
 //! `SyncMode::Always` must be present, the one that failed must be all or
-//! nothing, and the tree must pass `verify`.
+//! nothing, and the tree must pass `verify`; in half the runs a second
+//! fault and power cut interrupt the first recovery.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{contents, fresh, open, open_as, open_with, wire, Devs, Mode};
 use ferrite_btree::{BTreeOptions, BTreeStore};
-use ferrite_core::testkit::{full_disk, FullDisk};
+use ferrite_core::testkit::{full_disk, interrupted_recovery, FullDisk};
 use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
@@ -44,6 +45,7 @@ fn crash_loop(mode: Mode) {
     let mut rebuilds = 0.0;
     let mut prefetch_used = 0.0;
     let mut relocated = 0.0;
+    let mut interrupted = 0;
     for seed in 0..40u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let d = fresh();
@@ -149,6 +151,9 @@ fn crash_loop(mode: Mode) {
         for dev in &d {
             dev.restart();
         }
+        if seed % 2 == 1 {
+            interrupted += u32::from(interrupted_recovery(&mut rng, &d, || open_as(&d, mode)));
+        }
         let db = open_as(&d, mode).unwrap_or_else(|e| {
             panic!("seed {seed} (failed at op {fail_at}, {crash:?}): reopen: {e}")
         });
@@ -199,6 +204,8 @@ fn crash_loop(mode: Mode) {
         db.put(b"after", b"crash").unwrap();
         assert_eq!(db.get(b"after").unwrap(), Some(b"crash".to_vec()));
     }
+    // Some of the interrupted recoveries met their fault (and failed).
+    assert!(interrupted > 0, "no interrupted recovery met its fault");
     if turbo {
         // The runs must actually have buffered writes (not just loaded pages).
         assert!(buffered > 1000.0, "only {buffered} writes were buffered");

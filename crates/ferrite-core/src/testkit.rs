@@ -7,12 +7,13 @@
 //! wrong value, never another kind of error, never a panic in the store.
 //! The checks panic with `what` and the key on a broken rule, since tests
 //! are their only users; they hold no state. [`full_disk`] holds a store
-//! to the same standard when its devices run out of space.
+//! to the same standard when its devices run out of space, and
+//! [`interrupted_recovery`] cuts the power while a store recovers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_io::{AlignedBuf, BlockDevice, FaultyDevice};
+use ferrite_io::{AlignedBuf, BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice};
 use rand::Rng;
 
 use crate::error::{Error, Result};
@@ -181,6 +182,50 @@ pub fn exercise(
     }
     check_lookups(db, keys, &after, failed.as_ref(), what);
     verified
+}
+
+/// A recovery cut short, for crash tests to run between a crash and the
+/// reopen they check: the store is opened on the restarted `devices` with
+/// a fault `rng` picks waiting in one of them (an I/O error or torn write
+/// on one of its first writes, or a failed sync), so it meets recovery's
+/// own writes; then the power is cut (every unsynced block lost, or half
+/// of them kept) under the store, if it opened, and the devices are
+/// restarted without faults. Recovery must not have made the store lose
+/// what the first crash left recoverable, so the caller's reopen and
+/// checks after it are the same as after any crash. Returns whether the
+/// faulted open failed.
+pub fn interrupted_recovery<S, E, D: BlockDevice>(
+    rng: &mut impl Rng,
+    devices: &[Arc<FaultyDevice<D>>],
+    open: impl FnOnce() -> std::result::Result<S, E>,
+) -> bool {
+    let dev = &devices[rng.gen_range(0..devices.len())];
+    let (op, kind) = match rng.gen_range(0..3) {
+        0 => (FaultOp::Write, FaultKind::Eio),
+        1 => (FaultOp::Write, FaultKind::Torn { blocks: 1 }),
+        _ => (FaultOp::Sync, FaultKind::Eio),
+    };
+    dev.inject(FaultRule::nth(op, rng.gen_range(1..8), kind));
+    let opened = open();
+    let failed = opened.is_err();
+    let crash = if rng.gen_bool(0.5) {
+        CrashMode::DropAll
+    } else {
+        CrashMode::KeepRandom {
+            seed: rng.gen(),
+            keep: 0.5,
+        }
+    };
+    for d in devices {
+        d.clear_faults();
+        d.crash(crash).expect("cutting the power");
+    }
+    // Dropped after the power cut, so closing it writes nothing.
+    drop(opened);
+    for d in devices {
+        d.restart();
+    }
+    failed
 }
 
 /// How [`full_disk`] writes: puts to 4-byte keys below `keys` with values

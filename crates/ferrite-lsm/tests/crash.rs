@@ -4,7 +4,8 @@
 //! `SyncMode::Always` must be present, the write that failed must be all or
 //! nothing, and the store must pass `verify`. Memtables and tables are tiny,
 //! so crashes land in flushes, compactions and manifest writes too, and
-//! faults hit background work while foreground writes continue.
+//! faults hit background work while foreground writes continue. In half
+//! the runs a second fault and power cut interrupt the first recovery.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -12,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ferrite_core::testkit::{full_disk, FullDisk};
+use ferrite_core::testkit::{full_disk, interrupted_recovery, FullDisk};
 use ferrite_core::{KvStore, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use ferrite_lsm::IndexKind;
@@ -25,6 +26,7 @@ type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 fn acknowledged_writes_survive_crashes() {
     let mut flushes = 0.0;
     let mut compactions = 0.0;
+    let mut interrupted = 0;
     for seed in 0..100u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let index = if seed % 2 == 0 {
@@ -109,6 +111,11 @@ fn acknowledged_writes_survive_crashes() {
         for dev in &d {
             dev.restart();
         }
+        if seed % 4 >= 2 {
+            interrupted += u32::from(interrupted_recovery(&mut rng, &d, || {
+                common::open(&d, lsm.clone(), SyncMode::Always)
+            }));
+        }
         let db = common::open(&d, lsm, SyncMode::Always).unwrap_or_else(|e| {
             panic!("seed {seed} (fault at op {fail_at}, {crash:?}): reopen: {e}")
         });
@@ -134,6 +141,8 @@ fn acknowledged_writes_survive_crashes() {
         db.put(b"after", b"crash").unwrap();
         assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"crash"[..]));
     }
+    // Some of the interrupted recoveries met their fault (and failed).
+    assert!(interrupted > 0, "no interrupted recovery met its fault");
     assert!(flushes > 500.0, "flushes happened ({flushes})");
     assert!(compactions > 100.0, "compactions happened ({compactions})");
 }

@@ -2,6 +2,8 @@
 //! workloads cut by power loss or I/O faults at random points, then
 //! recovery. Every write acknowledged under `SyncMode::Always` must be
 //! present, the write in flight all-or-nothing, and the tree must verify.
+//! In half the runs a second fault and power cut interrupt the first
+//! recovery.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -11,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferrite_core::testkit::interrupted_recovery;
 use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
 use ferrite_io::{
     BlockDevice, CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice,
@@ -194,6 +197,13 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
     };
     faulty.crash(crash_mode(&mut rng, seed)).unwrap();
     drop(db);
+    if seed % 2 == 1 {
+        faulty.restart();
+        interrupted_recovery(&mut rng, std::slice::from_ref(&faulty), || {
+            let dev: Arc<dyn ZonedDevice> = Arc::new(EmulatedZonedDevice::load(faulty.clone())?);
+            ZkvStore::open_on(dev, &opts, zo.clone())
+        });
+    }
     let db = recover(&faulty, &opts, zo, seed);
     let got: Model = db
         .scan_collect(KeyRange::all(), usize::MAX)

@@ -2,8 +2,10 @@
 //! meta page and a free-list payload. Decoding never panics; a page that
 //! passes its checks has its keys in order and inside its fences; a meta
 //! page or free list that decodes encodes back to bytes that decode the
-//! same. Page images are also fed sealed with a valid checksum, so the
-//! layout checks behind it see arbitrary bytes too.
+//! same; the page's own search (heads and all) finds every key where the
+//! decoded keys put it, and every key between them where it belongs. Page
+//! images are also fed sealed with a valid checksum, so the layout checks
+//! behind it see arbitrary bytes too.
 #![no_main]
 
 use ferrite_btree::{DecodedCell, DecodedPage, FreeSpace, MetaPage};
@@ -47,6 +49,22 @@ fuzz_target!(|data: &[u8]| {
             let id = u64::from_le_bytes(b[24..32].try_into().unwrap_or_default());
             if let Ok(p) = ferrite_btree::decode_page(&b, id) {
                 page(&p);
+                let keys: Vec<&[u8]> = p.cells.iter().map(key_of).collect();
+                for k in &keys {
+                    // The key itself, and keys just below and above it.
+                    let mut probes = vec![k.to_vec(), [*k, &[0][..]].concat()];
+                    if let Some((last, head)) = k.split_last() {
+                        probes.push([head, &[last.wrapping_sub(1)][..]].concat());
+                        probes.push(head.to_vec());
+                    }
+                    for q in probes {
+                        assert_eq!(
+                            ferrite_btree::search_page(&b, &q),
+                            keys.binary_search(&q.as_slice()),
+                            "search for {q:?}"
+                        );
+                    }
+                }
             }
         }
         1 => {

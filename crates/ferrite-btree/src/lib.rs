@@ -39,7 +39,7 @@ pub use carry_over::decode as decode_carry_over;
 pub use free_space::{ChainRef, FreeSpace};
 pub use insert_buffer::InsertBufferOptions;
 pub use meta::{Carried, Meta as MetaPage};
-pub use page::{decode as decode_page, DecodedCell, DecodedPage};
+pub use page::{decode as decode_page, search as search_page, DecodedCell, DecodedPage};
 pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
 pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;

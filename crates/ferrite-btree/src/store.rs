@@ -41,7 +41,7 @@ use ferrite_core::{
     KeyRange, KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
     SyncMode, WriteBatch,
 };
-use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions, MemDevice};
 use ferrite_wal::Wal;
 use parking_lot::{Mutex, RwLock};
 
@@ -114,6 +114,7 @@ impl BTreeOptions {
 }
 
 /// The devices a store lives on.
+#[derive(Clone)]
 pub struct Devices {
     pub pages: Arc<dyn BlockDevice>,
     pub dwb: Arc<dyn BlockDevice>,
@@ -295,6 +296,22 @@ impl Devices {
                 open_file(dir, "carry-0", direct, 4096)?,
                 open_file(dir, "carry-1", direct, 4096)?,
             ],
+        })
+    }
+
+    /// Devices in memory, for a store that lives as long as they do
+    /// (block sizes as [`Devices::open_dir`] gives the files).
+    pub fn in_memory(page_size: usize) -> Result<Self> {
+        let dev = |block: usize| -> Result<Arc<dyn BlockDevice>> {
+            Ok(Arc::new(MemDevice::with_block_size(block)?))
+        };
+        let pb = page_size.min(4096);
+        Ok(Self {
+            pages: dev(pb)?,
+            dwb: dev(pb)?,
+            wal: dev(4096)?,
+            spill: dev(pb)?,
+            carry: [dev(4096)?, dev(4096)?],
         })
     }
 }
@@ -1590,21 +1607,10 @@ impl Drop for BTreeStore {
 mod tests {
     use super::*;
     use ferrite_core::KvStoreExt;
-    use ferrite_io::MemDevice;
-
-    fn devices(d: &[Arc<MemDevice>; 6]) -> Devices {
-        Devices {
-            pages: d[0].clone(),
-            dwb: d[1].clone(),
-            wal: d[2].clone(),
-            spill: d[3].clone(),
-            carry: [d[4].clone(), d[5].clone()],
-        }
-    }
 
     /// Rewrites every tree page of a closed store in place with `f`, and
     /// counts the pages with head slots it finds.
-    fn each_tree_page(pages: &MemDevice, ps: usize, f: impl Fn(&[u8]) -> Vec<u8>) -> usize {
+    fn each_tree_page(pages: &dyn BlockDevice, ps: usize, f: impl Fn(&[u8]) -> Vec<u8>) -> usize {
         let mut heads = 0;
         for id in 2..pages.len() / ps as u64 {
             let mut b = AlignedBuf::zeroed(ps);
@@ -1627,8 +1633,7 @@ mod tests {
     /// split them, every record kept.
     #[test]
     fn pages_of_plain_slots_are_read_and_take_heads_when_they_split() {
-        let d: [Arc<MemDevice>; 6] =
-            std::array::from_fn(|_| Arc::new(MemDevice::with_block_size(1024).unwrap()));
+        let d = Devices::in_memory(1024).unwrap();
         let opts = Options {
             cache_bytes: 256 << 10,
             sync: SyncMode::Never,
@@ -1640,17 +1645,17 @@ mod tests {
         };
         let key = |i: u32| format!("user{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000);
         let mut model = std::collections::BTreeMap::new();
-        let db = BTreeStore::open_on(devices(&d), &opts, bt).unwrap();
+        let db = BTreeStore::open_on(d.clone(), &opts, bt).unwrap();
         for i in 0..4000u32 {
             db.put(key(i).as_bytes(), &i.to_le_bytes()).unwrap();
             model.insert(key(i).into_bytes(), i.to_le_bytes().to_vec());
         }
         drop(db);
-        let converted = each_tree_page(&d[0], 1024, page::to_plain);
+        let converted = each_tree_page(d.pages.as_ref(), 1024, page::to_plain);
         assert!(converted > 100, "only {converted} pages had heads");
-        assert_eq!(each_tree_page(&d[0], 1024, <[u8]>::to_vec), 0);
+        assert_eq!(each_tree_page(d.pages.as_ref(), 1024, <[u8]>::to_vec), 0);
 
-        let db = BTreeStore::open_on(devices(&d), &opts, bt).unwrap();
+        let db = BTreeStore::open_on(d.clone(), &opts, bt).unwrap();
         db.verify().unwrap();
         for (k, v) in &model {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
@@ -1663,7 +1668,7 @@ mod tests {
         let got: Vec<(Vec<u8>, Vec<u8>)> = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
         assert!(got.into_iter().eq(model.clone()));
         drop(db);
-        let split = each_tree_page(&d[0], 1024, <[u8]>::to_vec);
+        let split = each_tree_page(d.pages.as_ref(), 1024, <[u8]>::to_vec);
         assert!(split > 50, "only {split} pages took heads");
     }
 }

@@ -479,15 +479,24 @@ impl BTreeStore {
                 )
             }
         };
-        let mut replayed = Vec::new();
+        // What recovery replays, as encoded batches: decoded one at a time,
+        // so the log is held in memory once.
+        let mut replayed: VecDeque<Vec<u8>> = VecDeque::new();
         let carried = meta.map_or(Carried::Nothing, |m| m.carried);
         if carried != Carried::Nothing {
             let slot = &devices.carry[(epoch % 2) as usize];
             let required = carried == Carried::Written;
-            replayed.extend(carry_over::read(slot.as_ref(), epoch, required)?);
+            for batch in carry_over::read(slot.as_ref(), epoch, required)? {
+                let mut payload = Vec::with_capacity(batch.encoded_len());
+                batch.encode(&mut payload);
+                replayed.push_back(payload);
+            }
         }
         let wal = Wal::open(devices.wal.clone(), epoch, &mut |payload| {
-            replayed.push(WriteBatch::decode(payload)?);
+            // Damage that passed the record checksum is refused here, before
+            // anything is applied.
+            WriteBatch::decode(payload)?;
+            replayed.push_back(payload.to_vec());
             Ok(())
         })?;
         let shared = Arc::new(Shared {
@@ -515,22 +524,16 @@ impl BTreeStore {
         });
         {
             let mut st = shared.state.write();
-            st.unreplayed = replayed
-                .iter()
-                .map(|batch| {
-                    let mut payload = Vec::with_capacity(batch.encoded_len());
-                    batch.encode(&mut payload);
-                    payload
-                })
-                .collect();
-            for batch in &replayed {
+            let replaying = !replayed.is_empty();
+            st.unreplayed = replayed;
+            while let Some(payload) = st.unreplayed.pop_front() {
                 // Carried as in flight, so a checkpoint halfway through
                 // replaying it keeps it all or nothing.
-                let payload = st.unreplayed.pop_front().unwrap_or_default();
-                shared.apply(&mut st, batch, Some(&payload))?;
+                let batch = WriteBatch::decode(&payload)?;
+                shared.apply(&mut st, &batch, Some(&payload))?;
             }
             shared.tree.publish(&st.shape);
-            if fresh || !replayed.is_empty() {
+            if fresh || replaying {
                 shared.checkpoint(&mut st, None)?;
             }
             if let Some(sc) = &shared.tree.shortcut {

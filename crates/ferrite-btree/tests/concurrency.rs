@@ -122,7 +122,11 @@ fn stress(mode: Mode) {
             std::thread::spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(100 + r);
                 let mut checked = 0u64;
-                while !stop.load(Ordering::Acquire) {
+                // A reader starved by a loaded host keeps going after the
+                // writers until it has checked something.
+                let mut rounds = 0u32;
+                while !stop.load(Ordering::Acquire) || (checked == 0 && rounds < 100_000) {
+                    rounds += 1;
                     let mut k = vec![rng.gen_range(0..3u8)];
                     k.extend_from_slice(&rng.gen_range(0..1500u32).to_be_bytes());
                     if let Some(v) = db.get(&k).unwrap() {
@@ -259,7 +263,13 @@ fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
                     v.map_or(0, |v| u32::from_le_bytes(v[..4].try_into().unwrap()))
                 };
                 let (mut pairs, mut longs) = (0u64, 0u64);
-                while !stop.load(Ordering::Acquire) {
+                // A reader starved by a loaded host keeps going after the
+                // writer until it has seen both kinds of value.
+                let mut rounds = 0u32;
+                while !stop.load(Ordering::Acquire)
+                    || ((pairs == 0 || longs == 0) && rounds < 100_000)
+                {
+                    rounds += 1;
                     let a = version(db.get(b"pair-a").unwrap());
                     let b = version(db.get(b"pair-b").unwrap());
                     assert!(b >= a, "pair-b at {b} after pair-a at {a}: a torn batch");

@@ -1541,6 +1541,7 @@ impl KvStore for BTreeStore {
                         (format!("fill_level_{i}"), f.mean_fill()),
                         (format!("min_fill_level_{i}"), f.min_fill),
                         (format!("under_half_level_{i}"), f.under_half as f64),
+                        (format!("plain_pages_level_{i}"), f.plain_slots as f64),
                     ]);
                 }
                 extra
@@ -1660,6 +1661,13 @@ mod tests {
 
         let db = BTreeStore::open_on(d.clone(), &opts, bt).unwrap();
         db.verify().unwrap();
+        // Verification counts the pages still to take heads.
+        let (plain, leaves) = {
+            let s = db.stats();
+            (s.extra("plain_pages_level_0"), s.extra("pages_level_0"))
+        };
+        assert!(leaves.is_some_and(|n| n > 100.0));
+        assert_eq!(plain, leaves);
         for (k, v) in &model {
             assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
         }
@@ -1668,6 +1676,8 @@ mod tests {
             model.insert(key(i).into_bytes(), i.to_le_bytes().to_vec());
         }
         db.verify().unwrap();
+        let s = db.stats();
+        assert!(s.extra("plain_pages_level_0") < s.extra("pages_level_0"));
         let got: Vec<(Vec<u8>, Vec<u8>)> = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
         assert!(got.into_iter().eq(model.clone()));
         drop(db);

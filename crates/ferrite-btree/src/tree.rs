@@ -139,6 +139,9 @@ pub struct LevelFill {
     pub min_fill: f64,
     /// Pages under half full.
     pub under_half: u64,
+    /// Pages with the plain slots of format 3 and older (they take key
+    /// heads when a split rebuilds them).
+    pub plain_slots: u64,
 }
 
 impl LevelFill {
@@ -1177,6 +1180,7 @@ impl Tree {
         let usable = page::usable(self.page_size);
         if let Some(f) = walk.levels.get_mut(level as usize) {
             f.add(usable - page::free_space(&b), usable);
+            f.plain_slots += u64::from(!page::has_heads(&b));
         }
         let n = page::count(&b);
         for i in 0..n {

@@ -59,10 +59,11 @@ pub fn write(dev: &dyn BlockDevice, epoch: u64, batches: &[&[u8]]) -> Result<()>
 /// written (`required`), a slot without a valid one of that epoch is
 /// corruption; otherwise (a meta page too old to say) such a slot reads as
 /// empty. A payload that passes its checksum but does not decode is
-/// corruption either way.
-pub fn read(dev: &dyn BlockDevice, epoch: u64, required: bool) -> Result<Vec<WriteBatch>> {
+/// corruption either way. The batches come encoded, each checked to
+/// decode, as recovery replays them.
+pub fn read(dev: &dyn BlockDevice, epoch: u64, required: bool) -> Result<Vec<Vec<u8>>> {
     match find(dev, epoch)? {
-        Ok(payload) => decode(&payload),
+        Ok(payload) => Ok(split(&payload)?.into_iter().map(<[u8]>::to_vec).collect()),
         Err(why) if required => Err(Error::corruption(
             "carry-over slot",
             format!("the carry-over of checkpoint {epoch} is {why}"),
@@ -114,6 +115,15 @@ fn find(dev: &dyn BlockDevice, epoch: u64) -> Result<std::result::Result<Vec<u8>
 /// Decodes a carry-over payload (the batches, in order). Never panics: a
 /// payload that does not decode is a corruption error.
 pub fn decode(payload: &[u8]) -> Result<Vec<WriteBatch>> {
+    split(payload)?
+        .into_iter()
+        .map(WriteBatch::decode)
+        .collect()
+}
+
+/// The encoded batches of a carry-over payload, in order, each checked to
+/// decode. A payload that does not is a corruption error.
+fn split(payload: &[u8]) -> Result<Vec<&[u8]>> {
     let bad = |what: String| Error::corruption("carry-over slot", what);
     let mut r = ByteReader::new(payload);
     let count = r.u32().ok_or_else(|| bad("no batch count".into()))?;
@@ -125,7 +135,8 @@ pub fn decode(payload: &[u8]) -> Result<Vec<WriteBatch>> {
         let bytes = r
             .bytes(len as usize)
             .ok_or_else(|| bad(format!("batch {i} is cut short")))?;
-        out.push(WriteBatch::decode(bytes).map_err(|e| bad(format!("batch {i}: {e}")))?);
+        WriteBatch::decode(bytes).map_err(|e| bad(format!("batch {i}: {e}")))?;
+        out.push(bytes);
     }
     if r.remaining() != 0 {
         return Err(bad("trailing bytes after the last batch".into()));
@@ -153,7 +164,12 @@ mod tests {
         b.encode(&mut enc);
         write(&dev, 7, &[&enc, &enc]).unwrap();
         for required in [false, true] {
-            assert_eq!(read(&dev, 7, required).unwrap(), vec![b.clone(), b.clone()]);
+            let got: Vec<WriteBatch> = read(&dev, 7, required)
+                .unwrap()
+                .iter()
+                .map(|e| WriteBatch::decode(e).unwrap())
+                .collect();
+            assert_eq!(got, vec![b.clone(), b.clone()]);
         }
         assert!(read(&dev, 8, false).unwrap().is_empty());
         assert!(matches!(read(&dev, 8, true), Err(Error::Corruption { .. })));

@@ -486,11 +486,7 @@ impl BTreeStore {
         if carried != Carried::Nothing {
             let slot = &devices.carry[(epoch % 2) as usize];
             let required = carried == Carried::Written;
-            for batch in carry_over::read(slot.as_ref(), epoch, required)? {
-                let mut payload = Vec::with_capacity(batch.encoded_len());
-                batch.encode(&mut payload);
-                replayed.push_back(payload);
-            }
+            replayed.extend(carry_over::read(slot.as_ref(), epoch, required)?);
         }
         let wal = Wal::open(devices.wal.clone(), epoch, &mut |payload| {
             // Damage that passed the record checksum is refused here, before

@@ -28,12 +28,27 @@ pub struct Scratch {
     lt_vals: Vec<u64>,
     lt_used: Vec<bool>,
     keep: Vec<bool>,
-    cover: NonOverlap,
+    pub(crate) cover: NonOverlap,
     dead: NonOverlap,
     order: Vec<(u64, usize)>,
-    pieces: Vec<BlockRange>,
+    pub(crate) pieces: Vec<BlockRange>,
     /// Sorted (left, right) bounds for choosing a split's cut.
     pub spans: Vec<(u64, u64)>,
+    /// First and last visible block of each entry [`trim_hidden`] kept.
+    pub(crate) extents: Vec<(u64, u64)>,
+    /// Per boundary between visible parts: written ranges on both sides
+    /// (and its difference array).
+    pub spread: Vec<u32>,
+    pub diff: Vec<i32>,
+    pub plan: CutPlan,
+}
+
+/// Working space of the fallback cut's choice of boundaries.
+#[derive(Debug, Default)]
+pub struct CutPlan {
+    pub cost: Vec<u64>,
+    pub from: Vec<usize>,
+    pub bounds: Vec<usize>,
 }
 
 /// Lightweight GC; returns how many entries it removed.
@@ -128,11 +143,17 @@ pub fn collect_overlapping<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Sc
 
 /// Cuts every entry down to the parts no newer entry covers and drops
 /// tombstones, so the entries become disjoint; leaves them ascending by
-/// left bound with continuous neighbours joined. With disjoint entries
+/// left bound with continuous neighbours joined. `sc.extents` receives,
+/// for every entry that still shows data, its first and last visible
+/// block. With disjoint entries
 /// every boundary between two of them is a cut point that divides no
 /// visible run.
 pub fn trim_hidden<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) {
-    if !disjoint_in(entries, &mut sc.order) {
+    sc.extents.clear();
+    if disjoint_in(entries, &mut sc.order) {
+        sc.extents
+            .extend(entries.iter().map(|e| (e.range.l(), e.range.r())));
+    } else {
         sc.cover.segs.clear();
         let mut visible = EntryBuf::<V>::new();
         for e in entries.iter().rev() {
@@ -146,9 +167,13 @@ pub fn trim_hidden<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) {
             }
             if held == Held::Nothing {
                 visible.push(*e);
+                sc.extents.push((e.range.l(), e.range.r()));
             } else {
                 sc.cover.subtract_into(e.range, &mut sc.pieces);
                 visible.extend(sc.pieces.iter().map(|piece| e.part(*piece)));
+                if let (Some(first), Some(last)) = (sc.pieces.first(), sc.pieces.last()) {
+                    sc.extents.push((first.l(), last.r()));
+                }
             }
             sc.cover.add(e.range);
         }

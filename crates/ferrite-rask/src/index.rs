@@ -87,8 +87,12 @@ pub struct RaskStats {
     /// Cut points chosen by those splits and by resplits (a split that had
     /// to cut a side again counts two).
     pub cuts: u64,
-    /// Cuts that divided at least one range.
+    /// Cuts that left the visible data of a written range in two leaves
+    /// (the range fragmentation a range-conscious split avoids).
     pub dividing_cuts: u64,
+    /// Cuts that fell inside a range as written that still held visible
+    /// data, whether or not that data lay on both sides of the cut.
+    pub straddling_cuts: u64,
     pub merges: u64,
     pub resplits: u64,
     /// Merges skipped because the left neighbour was busy.
@@ -115,6 +119,7 @@ struct Counters {
     append_splits: AtomicU64,
     cuts: AtomicU64,
     dividing_cuts: AtomicU64,
+    straddling_cuts: AtomicU64,
     merges: AtomicU64,
     resplits: AtomicU64,
     merge_skips: AtomicU64,
@@ -529,6 +534,7 @@ impl<V: RangeValue> Rask<V> {
         bump(&self.c.splits, 1);
         bump(&self.c.cuts, settled.cuts as u64);
         bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
+        bump(&self.c.straddling_cuts, settled.straddling_cuts as u64);
         let after = leaf.next.load(Ordering::Acquire, guard);
         self.install(leaf, log.last(), &settled, after, guard);
         true
@@ -725,6 +731,7 @@ impl<V: RangeValue> Rask<V> {
             bump(&self.c.resplits, 1);
             bump(&self.c.cuts, settled.cuts as u64);
             bump(&self.c.dividing_cuts, settled.dividing_cuts as u64);
+            bump(&self.c.straddling_cuts, settled.straddling_cuts as u64);
             self.install(p, llog.last(), &settled, after, guard);
             leaf.mark_deleted();
             self.retired.fetch_add(1, Ordering::SeqCst);
@@ -752,6 +759,7 @@ impl<V: RangeValue> Rask<V> {
             append_splits: g(&self.c.append_splits),
             cuts: g(&self.c.cuts),
             dividing_cuts: g(&self.c.dividing_cuts),
+            straddling_cuts: g(&self.c.straddling_cuts),
             merges: g(&self.c.merges),
             resplits: g(&self.c.resplits),
             merge_skips: g(&self.c.merge_skips),

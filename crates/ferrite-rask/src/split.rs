@@ -20,12 +20,20 @@
 //! an ascending insert stream the same way.
 //!
 //! When no candidate qualifies (typically the union is one segment) the
-//! paper falls back to a median cut that divides ranges. Here the fallback first
-//! trims every entry to its visible parts, which makes the entries disjoint
-//! and ascending, and then cuts them into equal shares: a cut divides no
-//! *visible* run, but it does fall inside a range as written that still
-//! shows data on both sides, and is counted as a dividing cut. Every piece
-//! holds at most the limit, so no leaf overflows however its ranges nest.
+//! paper falls back to a median cut, and the ranges crossing it are
+//! divided and stored in both leaves. Here the fallback first trims every
+//! entry to its visible parts, which makes the entries disjoint and
+//! ascending, so a cut between two of them never stores one range twice.
+//! A written range is still divided when its visible data lies on both
+//! sides of the cut (a newer write punched a hole in it, and the cut falls
+//! in the hole): its pieces then land in two leaves. Among the cuts into
+//! the fewest pieces the limit allows, the fallback takes the one that
+//! divides the fewest written ranges, then the most balanced, with no
+//! piece under half an equal share. A cut that only passes through the
+//! hidden part of a range (its visible data all on one side) is counted
+//! apart, as straddling: the range as written spans the cut, but it is
+//! stored in one leaf. Every piece holds at most the limit, so no leaf
+//! overflows however its ranges nest.
 
 use smallvec::SmallVec;
 
@@ -51,8 +59,11 @@ pub struct Settled<V> {
     pub pieces: SmallVec<[Piece; 4]>,
     /// Cuts made.
     pub cuts: usize,
-    /// Cuts that fell inside a range (as written) still holding visible data.
+    /// Cuts that left the visible data of a written range in two pieces.
     pub dividing_cuts: usize,
+    /// Cuts that fell inside a range as written still holding visible
+    /// data, whether or not its visible data lies on both sides.
+    pub straddling_cuts: usize,
 }
 
 impl<V: RangeValue> Settled<V> {
@@ -126,6 +137,7 @@ impl<V> Settled<V> {
             pieces: SmallVec::new(),
             cuts: 0,
             dividing_cuts: 0,
+            straddling_cuts: 0,
         }
     }
 
@@ -135,6 +147,7 @@ impl<V> Settled<V> {
         self.pieces.clear();
         self.cuts = 0;
         self.dividing_cuts = 0;
+        self.straddling_cuts = 0;
     }
 }
 
@@ -221,21 +234,133 @@ fn cut_into<V: RangeValue>(
         }
         return;
     }
+    cut_visible(entries, anchor, limit, out, sc);
+}
+
+/// The fallback when no NonOverlap candidate qualifies: `entries` trimmed
+/// to their visible parts (disjoint, ascending), cut at boundaries between
+/// those parts into the fewest pieces `limit` allows. Among the ways to do
+/// so it takes the one that splits the visible data of the fewest written
+/// ranges between two leaves, then the most balanced; no piece holds less
+/// than half an equal share, so the cut leaves no near-empty leaf.
+fn cut_visible<V: RangeValue>(
+    entries: &[Entry<V>],
+    anchor: u64,
+    limit: usize,
+    out: &mut Settled<V>,
+    sc: &mut gc::Scratch,
+) {
     let mut visible = EntryBuf::from_slice(entries);
     gc::trim_hidden(&mut visible, sc);
     let m = visible.len();
     let shares = m.div_ceil(limit).max(1);
-    for j in 0..shares {
-        let (s, e) = (j * m / shares, (j + 1) * m / shares);
-        let a = if j == 0 { anchor } else { visible[s].range.l() };
-        if j > 0 {
+    if shares == 1 {
+        out.push(anchor, &visible);
+        return;
+    }
+    spread(&visible, sc);
+    let bounds = choose_bounds(&sc.spread, m, shares, limit, &mut sc.plan);
+    let mut start = 0;
+    for &b in bounds.iter().chain(std::iter::once(&m)) {
+        let a = if start == 0 {
+            anchor
+        } else {
+            visible[start].range.l()
+        };
+        if start > 0 {
             out.cuts += 1;
-            if entries.iter().any(|x| x.range.l() < a && a <= x.range.r()) {
+            if sc.spread[start] > 0 {
                 out.dividing_cuts += 1;
             }
+            if entries.iter().any(|x| x.range.l() < a && a <= x.range.r()) {
+                out.straddling_cuts += 1;
+            }
         }
-        out.push(a, &visible[s..e]);
+        out.push(a, &visible[start..b]);
+        start = b;
     }
+}
+
+/// Fills `sc.spread` with, for each boundary `j` in `1..m` between the
+/// `m` visible parts `j - 1` and `j`, how many written ranges still show
+/// data on both sides of it (from `sc.extents`, which [`gc::trim_hidden`]
+/// filled): the ranges a cut there would leave in two leaves.
+fn spread<V: RangeValue>(visible: &[Entry<V>], sc: &mut gc::Scratch) {
+    let m = visible.len();
+    sc.diff.clear();
+    sc.diff.resize(m + 1, 0);
+    let part_of = |b: u64| visible.partition_point(|p| p.range.r() < b);
+    for &(first, last) in &sc.extents {
+        let (i, k) = (part_of(first), part_of(last));
+        if k > i {
+            sc.diff[i + 1] += 1;
+            sc.diff[k + 1] -= 1;
+        }
+    }
+    sc.spread.clear();
+    let mut run = 0i32;
+    for d in &sc.diff[..m] {
+        run += d;
+        sc.spread.push(run.max(0) as u32);
+    }
+}
+
+/// The inner boundaries (ascending, in `1..m`) that cut `m` parts into
+/// `shares` groups of at most `limit` and at least half an equal share
+/// each, fewest dividing boundaries first (`spread[j] > 0`), then least
+/// imbalance. Equal shares always qualify, so there is an answer.
+fn choose_bounds<'a>(
+    spread: &[u32],
+    m: usize,
+    shares: usize,
+    limit: usize,
+    plan: &'a mut gc::CutPlan,
+) -> &'a [usize] {
+    let lo = (m / (2 * shares)).max(1);
+    let imbalance = |size: usize| (size * shares).abs_diff(m) as u64;
+    // Any number of dividing cuts outweighs the worst total imbalance.
+    let weight = (m * shares * shares) as u64 + 1;
+    let cut = |t: usize| if spread[t] > 0 { weight } else { 0 };
+    plan.bounds.clear();
+    if shares == 2 {
+        // The common case, one cut: scan the boundaries that qualify.
+        let best = (m.saturating_sub(limit).max(lo)..=limit.min(m - lo))
+            .min_by_key(|&t| cut(t) + imbalance(t) + imbalance(m - t));
+        plan.bounds.push(best.unwrap_or(m / 2));
+        return &plan.bounds;
+    }
+    let width = m + 1;
+    plan.cost.clear();
+    plan.cost.resize((shares + 1) * width, u64::MAX);
+    plan.from.clear();
+    plan.from.resize((shares + 1) * width, 0);
+    plan.cost[0] = 0;
+    for g in 1..=shares {
+        // Group `g` ends at `i`, leaving room for the groups after it.
+        let ends = (g * lo).max(m.saturating_sub((shares - g) * limit))
+            ..=(g * limit).min(m - (shares - g) * lo);
+        for i in ends {
+            for size in lo..=limit.min(i) {
+                let t = i - size;
+                let before = plan.cost[(g - 1) * width + t];
+                if before == u64::MAX || (t == 0) != (g == 1) {
+                    continue;
+                }
+                let c = before + if t > 0 { cut(t) } else { 0 } + imbalance(size);
+                if c < plan.cost[g * width + i] {
+                    plan.cost[g * width + i] = c;
+                    plan.from[g * width + i] = t;
+                }
+            }
+        }
+    }
+    let mut i = m;
+    for g in (2..=shares).rev() {
+        i = plan.from[g * width + i];
+        plan.bounds.push(i);
+    }
+    plan.bounds.reverse();
+    &plan.bounds
 }
 
 #[cfg(test)]
@@ -331,6 +456,34 @@ mod tests {
     }
 
     #[test]
+    fn the_fallback_cuts_where_no_range_shows_data_on_both_sides() {
+        // One segment, so no NonOverlap candidate. Newer writes hide the
+        // left half of [0, 99] entirely and punch three holes in its right
+        // half; its visible data starts at 50. Equal shares would cut at
+        // 60, leaving its data in both leaves; 50 leaves it on the right.
+        let mut v = vec![e(0, 99)];
+        v.extend((0..5).map(|i| e(10 * i, 10 * i + 9)));
+        v.extend([e(60, 64), e(70, 74), e(80, 84)]);
+        let mut s = Settled::new();
+        settle(&v, 0, 8, &mut gc::Scratch::default(), &mut s);
+        assert_eq!(
+            s.pieces.iter().map(|p| p.anchor).collect::<Vec<_>>(),
+            [0, 50]
+        );
+        // The cut falls inside [0, 99] as written, but divides none of the
+        // visible data: [0, 99] is stored in the right leaf alone.
+        assert_eq!((s.cuts, s.dividing_cuts, s.straddling_cuts), (1, 0, 1));
+        assert!(s.piece(0).iter().all(|x| x.range.r() < 50));
+        assert_eq!(
+            s.piece(1)
+                .iter()
+                .filter(|x| x.value == v[0].value.divide(v[0].range, x.range))
+                .count(),
+            4
+        );
+    }
+
+    #[test]
     fn nested_ranges_are_trimmed_and_cut_into_equal_shares() {
         // One segment: no NonOverlap candidate. Each newer range nests in
         // the older ones, so trimming leaves 2 * 20 - 1 visible pieces.
@@ -349,7 +502,66 @@ mod tests {
         (!e.value.is_tombstone()).then(|| e.value.divide(e.range, BlockRange::block(b)).block())
     }
 
+    /// The cost [`choose_bounds`] minimises, for `bounds` (inner cuts) of
+    /// `m` parts into `bounds.len() + 1` groups; `None` if a group's size
+    /// is out of bounds.
+    fn plan_cost(spread: &[u32], m: usize, limit: usize, bounds: &[usize]) -> Option<u64> {
+        let shares = bounds.len() + 1;
+        let lo = (m / (2 * shares)).max(1);
+        let weight = (m * shares * shares) as u64 + 1;
+        let mut cost = 0;
+        let mut start = 0;
+        for &b in bounds.iter().chain(std::iter::once(&m)) {
+            let size = b.checked_sub(start)?;
+            if size < lo || size > limit {
+                return None;
+            }
+            cost += (size * shares).abs_diff(m) as u64;
+            if start > 0 && spread[start] > 0 {
+                cost += weight;
+            }
+            start = b;
+        }
+        Some(cost)
+    }
+
     proptest! {
+        /// The fallback's choice of boundaries is the cheapest: compared
+        /// with every way to cut `m` parts into the same number of groups.
+        #[test]
+        fn choose_bounds_finds_the_cheapest_cuts(
+            spread in proptest::collection::vec(0u32..2, 2..26),
+            limit in 2usize..12,
+        ) {
+            let m = spread.len();
+            let shares = m.div_ceil(limit);
+            prop_assume!((2..=4).contains(&shares));
+            let mut plan = gc::CutPlan::default();
+            let got = choose_bounds(&spread, m, shares, limit, &mut plan).to_vec();
+            prop_assert_eq!(got.len(), shares - 1);
+            let cost = plan_cost(&spread, m, limit, &got);
+            prop_assert!(cost.is_some(), "{:?}", got);
+            let mut best = u64::MAX;
+            let mut bounds = vec![0; shares - 1];
+            // Every increasing choice of shares - 1 boundaries in 1..m.
+            fn each(k: usize, from: usize, m: usize, b: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+                if k == b.len() {
+                    f(b);
+                    return;
+                }
+                for t in from..m {
+                    b[k] = t;
+                    each(k + 1, t + 1, m, b, f);
+                }
+            }
+            each(0, 1, m, &mut bounds, &mut |b| {
+                if let Some(c) = plan_cost(&spread, m, limit, b) {
+                    best = best.min(c);
+                }
+            });
+            prop_assert_eq!(cost, Some(best));
+        }
+
         /// Settling keeps every block's newest value, tiles the leaf's
         /// space with increasing anchors, and bounds every piece.
         #[test]
@@ -389,6 +601,25 @@ mod tests {
                 let i = s.pieces.iter().rposition(|p| p.anchor <= b).unwrap();
                 prop_assert_eq!(newest(s.piece(i), b), newest(&v, b), "block {}", b);
             }
+            // A cut divides when one written range (of those settled) is
+            // the newest on blocks both below and above it.
+            let owner = |b: u64| {
+                collected
+                    .iter()
+                    .rposition(|x| x.range.contains(b))
+                    .filter(|&i| !collected[i].value.is_tombstone())
+            };
+            let dividing = s.pieces[1..]
+                .iter()
+                .filter(|p| {
+                    (0..collected.len()).any(|i| {
+                        (0..p.anchor).any(|b| owner(b) == Some(i))
+                            && (p.anchor..80).any(|b| owner(b) == Some(i))
+                    })
+                })
+                .count();
+            prop_assert_eq!(s.dividing_cuts, dividing);
+            prop_assert!(s.straddling_cuts >= s.dividing_cuts);
         }
     }
 }

@@ -59,6 +59,14 @@ impl RangeIndex for RaskIndex {
                     1.0 - s.dividing_cuts as f64 / s.cuts as f64
                 },
             ),
+            (
+                "split_no_straddle_fraction".into(),
+                if s.cuts == 0 {
+                    1.0
+                } else {
+                    1.0 - s.straddling_cuts as f64 / s.cuts as f64
+                },
+            ),
             ("gc_fraction_of_writes".into(), s.gc_writes as f64 / writes),
             (
                 "full_leaf_fraction_of_writes".into(),

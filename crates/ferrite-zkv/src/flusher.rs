@@ -77,6 +77,18 @@ impl Flusher {
         }
     }
 
+    /// Takes back `zone`, a leaf zone partly written before a restart
+    /// with `written` bytes (a whole number of pages) of `capacity`: the
+    /// next page goes at its write pointer. The flusher must hold no zone.
+    pub fn resume(&mut self, zone: u32, written: u64, zone_size: u64, capacity: u64) {
+        debug_assert!(self.zone.is_none() && self.fifo.is_empty());
+        let start = u64::from(zone) * zone_size / self.page_size;
+        self.zone = Some(zone);
+        self.next = start + written / self.page_size;
+        self.written = self.next;
+        self.end = start + capacity / self.page_size;
+    }
+
     pub fn zone(&self) -> Option<u32> {
         self.zone
     }

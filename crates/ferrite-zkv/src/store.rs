@@ -216,6 +216,9 @@ impl ZkvStore {
             g.zone_capacity / ps,
         );
         let fresh = snap.is_none();
+        // Partly written leaf zones the flushers take back, as (zone,
+        // bytes written).
+        let mut resumed: Vec<(u32, u64)> = Vec::new();
         let tree = match &snap {
             None => {
                 // A new device, or one whose first MetaLog never became
@@ -275,8 +278,15 @@ impl ZkvStore {
                     }
                 }
                 // Zones written after the MetaLog hold nothing it refers
-                // to: free zones are emptied, partly written data zones
-                // finished so they stop holding open/active resources.
+                // to: free zones are emptied. Partly written leaf zones go
+                // back to the flushers, as many as there are flushers: a
+                // crash would otherwise cost each flusher the rest of its
+                // zone, and the zones a crash costs come out of the
+                // reserve reclamation needs (its checkpoint writes into
+                // the flushers' zones). The value log's zone and any other
+                // partly written data zone are finished so they stop
+                // holding open/active resources.
+                let mut partly = Vec::new();
                 for z in meta + zkv.wal_zones..g.zone_count {
                     let Some(info) = dev.report_zones(z, 1).first().copied() else {
                         continue;
@@ -287,8 +297,26 @@ impl ZkvStore {
                     } else if matches!(role, Role::Leaf | Role::Vlog)
                         && !matches!(info.condition, ZoneCondition::Full | ZoneCondition::Empty)
                     {
+                        if role == Role::Leaf {
+                            partly.push((z, info.write_pointer.saturating_sub(info.start)));
+                        } else {
+                            dev.finish_zone(z)?;
+                        }
+                    }
+                }
+                resumed = crate::zone_space::resumed_leaf_zones(
+                    &partly,
+                    ps,
+                    g.zone_capacity,
+                    zkv.flushers,
+                );
+                for &(z, _) in &partly {
+                    if !resumed.iter().any(|&(r, _)| r == z) {
                         dev.finish_zone(z)?;
                     }
+                }
+                for &(z, _) in &resumed {
+                    space.zones[z as usize].open = true;
                 }
                 space.rebuild_free();
                 tree
@@ -303,7 +331,14 @@ impl ZkvStore {
             (0, 1)
         };
         let flushers = (0..zkv.flushers)
-            .map(|_| Flusher::new(cap, group, zkv.cache_threshold, Role::Leaf, zkv.leaf_size))
+            .map(|i| {
+                let mut f =
+                    Flusher::new(cap, group, zkv.cache_threshold, Role::Leaf, zkv.leaf_size);
+                if let Some(&(z, written)) = resumed.get(i) {
+                    f.resume(z, written, g.zone_size, g.zone_capacity);
+                }
+                f
+            })
             .collect();
         let io = PageIo::new(
             dev.clone(),

@@ -15,6 +15,28 @@ use std::collections::VecDeque;
 
 use crate::gc_policy::Candidate;
 
+/// Of the leaf zones a restart found partly written, as (zone, bytes
+/// written), the ones the flushers take back, at most `flushers`: those
+/// with the most room first, and only where the write pointer sits on a
+/// page boundary with room for a page (a torn write can leave it inside a
+/// page, and such a zone is finished instead).
+pub fn resumed_leaf_zones(
+    partly: &[(u32, u64)],
+    page: u64,
+    capacity: u64,
+    flushers: usize,
+) -> Vec<(u32, u64)> {
+    let page = page.max(1);
+    let mut ok: Vec<(u32, u64)> = partly
+        .iter()
+        .copied()
+        .filter(|&(_, w)| w.is_multiple_of(page) && w.saturating_add(page) <= capacity)
+        .collect();
+    ok.sort_by_key(|&(z, w)| (w, z));
+    ok.truncate(flushers);
+    ok
+}
+
 /// What a zone is used for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -271,6 +293,27 @@ impl ZoneSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flushers_take_back_the_emptiest_page_aligned_zones() {
+        let page = 4096;
+        let cap = 16 * page;
+        let partly = [
+            (7, 9 * page),
+            (8, 2 * page),
+            (9, 3 * page + 512), // torn inside a page
+            (10, 15 * page),     // room for one more page
+            (11, 16 * page - 1), // no room for a page
+            (12, 2 * page),
+        ];
+        assert_eq!(
+            resumed_leaf_zones(&partly, page, cap, 2),
+            vec![(8, 2 * page), (12, 2 * page)]
+        );
+        assert_eq!(resumed_leaf_zones(&partly, page, cap, 5).len(), 4);
+        assert!(resumed_leaf_zones(&partly, page, cap, 0).is_empty());
+        assert!(resumed_leaf_zones(&[(3, u64::MAX)], page, cap, 2).is_empty());
+    }
 
     #[test]
     fn writes_admitted_together_leave_what_one_write_alone_would() {

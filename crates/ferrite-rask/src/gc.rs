@@ -38,17 +38,17 @@ pub struct Scratch {
     pub(crate) extents: Vec<(u64, u64)>,
     /// Per boundary between visible parts: written ranges on both sides
     /// (and its difference array).
-    pub spread: Vec<u32>,
-    pub diff: Vec<i32>,
-    pub plan: CutPlan,
+    pub(crate) spread: Vec<u32>,
+    pub(crate) diff: Vec<i32>,
+    pub(crate) plan: CutPlan,
 }
 
 /// Working space of the fallback cut's choice of boundaries.
 #[derive(Debug, Default)]
 pub struct CutPlan {
-    pub cost: Vec<u64>,
-    pub from: Vec<usize>,
-    pub bounds: Vec<usize>,
+    pub(crate) cost: Vec<u64>,
+    pub(crate) from: Vec<usize>,
+    pub(crate) bounds: Vec<usize>,
 }
 
 /// Lightweight GC; returns how many entries it removed.
@@ -143,11 +143,10 @@ pub fn collect_overlapping<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Sc
 
 /// Cuts every entry down to the parts no newer entry covers and drops
 /// tombstones, so the entries become disjoint; leaves them ascending by
-/// left bound with continuous neighbours joined. `sc.extents` receives,
-/// for every entry that still shows data, its first and last visible
-/// block. With disjoint entries
+/// left bound with continuous neighbours joined. With disjoint entries
 /// every boundary between two of them is a cut point that divides no
-/// visible run.
+/// visible run. `sc.extents` receives, for every entry that still shows
+/// data, its first and last visible block.
 pub fn trim_hidden<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) {
     sc.extents.clear();
     if disjoint_in(entries, &mut sc.order) {

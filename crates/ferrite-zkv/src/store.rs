@@ -381,7 +381,14 @@ impl ZkvStore {
             ticker: None,
         };
         if let Some(s) = snap {
-            store.recover(s)?;
+            if let Err(e) = store.recover(s) {
+                // Closing checkpoints unless the store is poisoned, and a
+                // checkpoint of a recovery cut short would record part of
+                // the buffered pairs and the replay with the snapshot's
+                // WAL position: the rest would be lost.
+                store.inner.poisoned.set(&e);
+                return Err(e);
+            }
         }
         if fresh {
             store.checkpoint()?;

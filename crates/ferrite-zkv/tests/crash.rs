@@ -569,3 +569,67 @@ fn a_restart_gives_the_flushers_their_zones_back() {
         );
     }
 }
+
+/// A recovery that fails part way leaves the device as it found it.
+/// Closing a store checkpoints it, and a checkpoint of a recovery cut
+/// short would record the snapshot's buffered pairs applied so far with
+/// the snapshot's WAL position: the rest, which only that snapshot held,
+/// would be lost to the next recovery. Each run fails the recovery at its
+/// `n`-th device read or write: while the snapshot's buffered pairs are
+/// applied (they overflow the merged filter into the leaves, which are
+/// read and written), while the WAL is replayed, or at the checkpoint
+/// that ends recovery.
+#[test]
+fn a_recovery_that_fails_part_way_writes_nothing() {
+    let runs = (1..=16u64)
+        .map(|n| (FaultOp::Read, n))
+        .chain((1..=8).map(|n| (FaultOp::Write, n)));
+    let mut failed_opens = 0;
+    for (op, n) in runs {
+        let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+        let geo = common::geometry(24);
+        let zo = ferrite_zkv::ZkvOptions {
+            geometry: geo,
+            ..common::small_opts(Variant::Zkv)
+        };
+        let opts = common::options(SyncMode::Always);
+        let dev: Arc<dyn ZonedDevice> =
+            Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
+        let db = ZkvStore::open_on(dev, &opts, zo.clone()).unwrap();
+        let mut acked = Model::new();
+        for i in 0..3000u32 {
+            let k = format!("key{:05}", (i * 7919) % 2000).into_bytes();
+            let v = vec![i as u8; 10 + (i % 90) as usize];
+            db.put(&k, &v).unwrap();
+            acked.insert(k, v);
+            if i == 2900 {
+                // The snapshot holds the pairs still buffered; the last
+                // hundred puts are only in the WAL.
+                db.checkpoint().unwrap();
+            }
+        }
+        faulty.crash(CrashMode::DropAll).unwrap();
+        drop(db);
+        faulty.restart();
+        faulty.inject(FaultRule::nth(op, n, FaultKind::Eio));
+        let opened = EmulatedZonedDevice::load(faulty.clone())
+            .map_err(Error::from)
+            .and_then(|d| ZkvStore::open_on(Arc::new(d), &opts, zo.clone()));
+        failed_opens += usize::from(opened.is_err());
+        // The power goes before a store that did open closes, so only
+        // what a failed open did before returning reaches the device.
+        faulty.clear_faults();
+        faulty.crash(CrashMode::DropAll).unwrap();
+        drop(opened);
+        let db = recover(&faulty, &opts, zo, n);
+        for (k, v) in &acked {
+            assert_eq!(
+                db.get(k).unwrap().as_ref(),
+                Some(v),
+                "{op:?} {n} failed: lost {:?}",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    assert!(failed_opens >= 12, "only {failed_opens} opens failed");
+}

@@ -85,9 +85,46 @@ pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usiz
 /// at them) pays: it must free at least a quarter of the zone net, and fit
 /// in `free_zones` zones.
 pub fn relocation_pays(need: u64, zone_bytes: u64, free_zones: u64) -> bool {
+    zones_relocation_pays(need, 1, zone_bytes, free_zones)
+}
+
+/// [`relocation_pays`] for emptying `zones` zones at once.
+pub fn zones_relocation_pays(need: u64, zones: u64, zone_bytes: u64, free_zones: u64) -> bool {
     let need = u128::from(need);
-    need * 4 <= u128::from(zone_bytes) * 3
+    need * 4 <= u128::from(zones) * u128::from(zone_bytes) * 3
         && need <= u128::from(free_zones) * u128::from(zone_bytes)
+}
+
+/// The value-log zones to empty together when none pays alone, from
+/// `zones` as (zone, live bytes); `leaf_bytes` is what rewriting every
+/// leaf of the tree writes. Moving a zone's records directly rewrites
+/// each leaf pointing into it, and when a zone's records belong to keys
+/// all over the tree those leaves cost more than the zone frees; moving
+/// several zones' records rewrites each such leaf once for all of them.
+/// The cost is bounded without a scan (the live bytes and every leaf), so
+/// the group chosen pays whatever the scan finds. Takes the most of the
+/// emptiest zones that pays and fits in `free_zones` (`None` if no number
+/// does): one pass over the leaves then frees as much as it can.
+pub fn relocation_group(
+    zones: &[(u32, u64)],
+    leaf_bytes: u64,
+    zone_bytes: u64,
+    free_zones: u64,
+) -> Option<Vec<u32>> {
+    let mut by_live = zones.to_vec();
+    by_live.sort_by_key(|&(z, live)| (live, z));
+    let mut need = leaf_bytes;
+    let mut best = None;
+    for (k, &(_, live)) in by_live.iter().enumerate() {
+        need = need.saturating_add(live);
+        if need > free_zones.saturating_mul(zone_bytes) {
+            break; // more zones only need more room
+        }
+        if zones_relocation_pays(need, k as u64 + 1, zone_bytes, free_zones) {
+            best = Some(k + 1);
+        }
+    }
+    best.map(|k| by_live[..k].iter().map(|&(z, _)| z).collect())
 }
 
 /// Why a value-log zone is not scanned again yet: each scan reads the
@@ -219,6 +256,31 @@ mod tests {
         assert!(!relocation_pays(751, 1000, 1), "frees less than a quarter");
         assert!(!relocation_pays(10, 1000, 0), "no zone to write into");
         assert!(!relocation_pays(u64::MAX, u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn zones_whose_leaves_cost_too_much_alone_are_emptied_together() {
+        // Four zones 8-14% live, whose records point into 1000 bytes of
+        // leaves: alone, none pays (1000 + 86 > 750).
+        let zones = [(4, 128), (7, 132), (12, 86), (13, 114)];
+        assert!(!relocation_pays(1000 + 86, 1000, 2));
+        // Two would pay (1200 <= 1500); all four pay and fit in two free
+        // zones (1460 <= 2000), and one pass over the leaves frees them
+        // all.
+        assert_eq!(
+            relocation_group(&zones, 1000, 1000, 2),
+            Some(vec![12, 13, 4, 7])
+        );
+        // With one free zone nothing fits.
+        assert_eq!(relocation_group(&zones, 1000, 1000, 1), None);
+        // Room caps the group: the fourth zone's records would not fit.
+        let zones = [(1, 100), (2, 200), (3, 300), (4, 950)];
+        assert_eq!(relocation_group(&zones, 1500, 1000, 3), Some(vec![1, 2, 3]));
+        assert_eq!(relocation_group(&zones, 1500, 1000, 2), None);
+        // A group pays only if it frees a quarter of its zones net.
+        assert_eq!(relocation_group(&[(1, 900), (2, 900)], 0, 1000, 9), None);
+        assert_eq!(relocation_group(&[], 0, 1000, 9), None);
+        assert_eq!(relocation_group(&[(1, 5)], u64::MAX, 1000, 9), None);
     }
 
     #[test]

@@ -853,6 +853,22 @@ impl Inner {
                 gc_policy::choose_victim(self.opts.gc, &cands)
             };
             let Some(z) = victim else {
+                // Value-log zones that do not pay alone may together
+                // (deferred ones too: the group's cost is bounded without
+                // scanning them).
+                if short {
+                    let emptied = self.empty_value_zones_together()?;
+                    if !emptied.is_empty() {
+                        let mut s = self.io.space.lock();
+                        for &z in &emptied {
+                            s.mark_pending_reset(z as usize);
+                            self.deferred.lock().remove(&z);
+                        }
+                        reclaimed += emptied.len();
+                        passed.clear();
+                        continue;
+                    }
+                }
                 break;
             };
             let mut tree = self.tree.write();
@@ -900,7 +916,34 @@ impl Inner {
         if !gc_policy::relocation_pays(valid, zone_bytes, self.zones_for_moves()) {
             return Ok(false);
         }
-        self.relocate_values(z)
+        self.relocate_values(&[z])
+    }
+
+    /// Empties the value-log zones of a [`gc_policy::relocation_group`]
+    /// with one direct move of all their live records, when none of them
+    /// pays alone; returns the zones emptied (none if no group pays).
+    fn empty_value_zones_together(&self) -> Result<Vec<u32>> {
+        let leaf_bytes = self.tree.read().leaf_count() as u64 * self.io.page_size as u64;
+        let room = self.zones_for_moves();
+        let zone_bytes = self.dev.geometry().zone_capacity;
+        let group = {
+            let s = self.io.space.lock();
+            let zones: Vec<(u32, u64)> = s
+                .candidates(Role::Vlog, zone_bytes)
+                .iter()
+                .map(|c| (c.zone, c.valid))
+                .collect();
+            gc_policy::relocation_group(&zones, leaf_bytes, zone_bytes, room)
+        };
+        let Some(group) = group.filter(|g| g.len() > 1) else {
+            return Ok(Vec::new());
+        };
+        self.relocate_values(&group)?;
+        let s = self.io.space.lock();
+        Ok(group
+            .into_iter()
+            .filter(|&z| s.zones[z as usize].valid == 0)
+            .collect())
     }
 
     /// Free zones that moving value-log records may fill: all but those
@@ -914,10 +957,12 @@ impl Inner {
         self.io.space.lock().movable(checkpoint)
     }
 
-    /// Copies the live records of value-log zone `z` to the log's head and
-    /// points their pairs at the copies; true when nothing in `z` is live
-    /// afterwards. The zone is scanned beside the writers
-    /// ([`Inner::live_records`]); only the moves hold them off.
+    /// Copies the live records of the value-log `zones` to the log's head
+    /// and points their pairs at the copies; true when nothing in them is
+    /// live afterwards. The zones are scanned beside the writers
+    /// ([`Inner::live_records`]); only the moves hold them off. Several
+    /// zones are emptied together only the direct way, which rewrites
+    /// each leaf pointing into any of them once.
     ///
     /// A record is live while any pair holds its location: the merged
     /// filter's, or the tree's for that key, visible or shadowed by a
@@ -940,31 +985,35 @@ impl Inner {
     /// it. The copies are durable with the next checkpoint, which comes
     /// before the zone is reset; a crash before it recovers a state in
     /// which the zone's records are still where its pairs point.
-    fn relocate_values(&self, z: u32) -> Result<bool> {
-        let (live, need, copies) = self.live_records(z)?;
+    fn relocate_values(&self, zones: &[u32]) -> Result<bool> {
+        let (live, need, copies) = self.live_records(zones)?;
         // Worth it only if what is written takes at most three quarters of
-        // the zone it frees, and fits in the free zones but one (a
+        // the zones it frees, and fits in the free zones but one (a
         // flusher's next).
         let zone_bytes = self.dev.geometry().zone_capacity;
         let free = self.zones_for_moves();
         let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
-        let direct = gc_policy::relocation_pays(need, zone_bytes, free);
+        let n = zones.len() as u64;
+        let direct = gc_policy::zones_relocation_pays(need, n, zone_bytes, free);
         // Moves through the buffers free nothing until the zone drains, so
         // they may not eat into the reserve that leaf migration, direct
-        // moves and checkpoints count on.
+        // moves and checkpoints count on. Zones emptied together go the
+        // direct way only.
         let slack = free.saturating_sub(self.opts.gc_reserve_zones as u64);
-        let buffered = use_mf && gc_policy::relocation_pays(copies, zone_bytes, u64::MAX);
+        let buffered = n == 1 && use_mf && gc_policy::relocation_pays(copies, zone_bytes, u64::MAX);
         let buffered_fits = buffered && gc_policy::relocation_pays(copies, zone_bytes, slack);
         if !(direct || buffered_fits) {
-            let valid = self.io.space.lock().zones[z as usize].valid;
-            let why = if gc_policy::relocation_pays(need, zone_bytes, u64::MAX) || buffered {
-                // It would pay but does not fit.
-                gc_policy::retry_with_room(valid, free)
-            } else {
-                // Too costly either way until more of it dies.
-                gc_policy::retry_below(valid)
-            };
-            self.deferred.lock().insert(z, why);
+            if let [z] = *zones {
+                let valid = self.io.space.lock().zones[z as usize].valid;
+                let why = if gc_policy::relocation_pays(need, zone_bytes, u64::MAX) || buffered {
+                    // It would pay but does not fit.
+                    gc_policy::retry_with_room(valid, free)
+                } else {
+                    // Too costly either way until more of it dies.
+                    gc_policy::retry_below(valid)
+                };
+                self.deferred.lock().insert(z, why);
+            }
             return Ok(false);
         }
         let held = self.wal.enter_all();
@@ -1035,8 +1084,13 @@ impl Inner {
         drop(tree);
         drop(mf);
         drop(held);
-        let valid = self.io.space.lock().zones[z as usize].valid;
-        if valid > 0 {
+        let mut emptied = true;
+        for &z in zones {
+            let valid = self.io.space.lock().zones[z as usize].valid;
+            if valid == 0 {
+                continue;
+            }
+            emptied = false;
             if direct {
                 log::warn!("zkv: value-log zone {z} keeps {valid} live bytes after relocation");
             } else {
@@ -1046,18 +1100,21 @@ impl Inner {
                 self.deferred.lock().insert(z, gc_policy::drain_mark(valid));
             }
         }
-        Ok(valid == 0)
+        Ok(emptied)
     }
 
-    /// The records of value-log zone `z` that a pair still points to, the
+    /// The records of the value-log `zones` that a pair still points to, the
     /// bytes moving them directly would write (copies and rewritten
     /// leaves), and the bytes of the copies alone.
     /// Runs beside writers: a pair only moves down (merged filter → batch
     /// array → tree) or dies, so looking at the levels in that order misses
     /// no live record, and a record found dead stays dead (locations are
     /// never reused while the zone holds them).
-    fn live_records(&self, z: u32) -> Result<(Vec<ZoneRecord>, u64, u64)> {
-        let records = crate::vlog::records(self.dev.as_ref(), z)?;
+    fn live_records(&self, zones: &[u32]) -> Result<(Vec<ZoneRecord>, u64, u64)> {
+        let mut records = Vec::new();
+        for &z in zones {
+            records.extend(crate::vlog::records(self.dev.as_ref(), z)?);
+        }
         let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
         let ctx = self.ctx();
         // By leaf, so that each leaf's page is read once.

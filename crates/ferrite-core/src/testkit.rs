@@ -187,25 +187,30 @@ pub fn exercise(
 /// A recovery cut short, for crash tests to run between a crash and the
 /// reopen they check: the store is opened on the restarted `devices` with
 /// a fault `rng` picks waiting in one of them (an I/O error or torn write
-/// on one of its first writes, or a failed sync), so it meets recovery's
-/// own writes; then the power is cut (every unsynced block lost, or half
-/// of them kept) under the store, if it opened, and the devices are
-/// restarted without faults. Recovery must not have made the store lose
-/// what the first crash left recoverable, so the caller's reopen and
-/// checks after it are the same as after any crash. Returns whether the
-/// faulted open failed.
+/// on one of its first writes, a failed sync, or an I/O error on one of
+/// its first reads), so it meets recovery's own writes, or cuts recovery
+/// short after it has changed state in memory; then the power is cut
+/// (every unsynced block lost, or half of them kept) under the store, if
+/// it opened, and the devices are restarted without faults. Recovery must
+/// not have made the store lose what the first crash left recoverable
+/// (an open that fails must leave nothing behind that a later one
+/// trusts), so the caller's reopen and checks after it are the same as
+/// after any crash. Returns whether the faulted open failed.
 pub fn interrupted_recovery<S, E, D: BlockDevice>(
     rng: &mut impl Rng,
     devices: &[Arc<FaultyDevice<D>>],
     open: impl FnOnce() -> std::result::Result<S, E>,
 ) -> bool {
     let dev = &devices[rng.gen_range(0..devices.len())];
-    let (op, kind) = match rng.gen_range(0..3) {
-        0 => (FaultOp::Write, FaultKind::Eio),
-        1 => (FaultOp::Write, FaultKind::Torn { blocks: 1 }),
-        _ => (FaultOp::Sync, FaultKind::Eio),
+    let (op, kind, within) = match rng.gen_range(0..4) {
+        0 => (FaultOp::Write, FaultKind::Eio, 8),
+        1 => (FaultOp::Write, FaultKind::Torn { blocks: 1 }, 8),
+        2 => (FaultOp::Sync, FaultKind::Eio, 8),
+        // Recovery reads far more than it writes: reach past its first
+        // reads (the snapshot, the log's head) into the replay.
+        _ => (FaultOp::Read, FaultKind::Eio, 64),
     };
-    dev.inject(FaultRule::nth(op, rng.gen_range(1..8), kind));
+    dev.inject(FaultRule::nth(op, rng.gen_range(1..within), kind));
     let opened = open();
     let failed = opened.is_err();
     let crash = if rng.gen_bool(0.5) {

@@ -67,6 +67,9 @@ pub struct ZkvOptions {
     pub adb: bool,
     /// Insert a run of pairs per leaf per traversal (off: one pair each).
     pub batch_merge: bool,
+    /// Join a nearly empty leaf with a neighbour when the two fit in one
+    /// page (see `tree`); off, leaves only leave the tree once empty.
+    pub leaf_joins: bool,
     /// Baselines only: write evicted pages through the ZFlushers' sequencer
     /// and ring merger (the breakdown's "+ZFlusher" step) instead of one
     /// page per zone write.
@@ -106,6 +109,7 @@ impl Default for ZkvOptions {
             merged_filter: true,
             adb: true,
             batch_merge: true,
+            leaf_joins: true,
             baseline_zflusher: false,
             mf_node_pairs: 64,
             inline_value_max: 256,

@@ -1032,8 +1032,7 @@ impl Inner {
         let ctx = self.ctx();
         let mut in_mf = Vec::new();
         let mut to_tree = Vec::new();
-        let mut by_leaf: std::collections::BTreeMap<u32, Vec<(ZoneRecord, bool)>> =
-            std::collections::BTreeMap::new();
+        let mut direct_moves: Vec<(ZoneRecord, bool)> = Vec::new();
         let mut groups: std::collections::BTreeMap<u32, Vec<ZoneRecord>> = Default::default();
         for r in live {
             groups.entry(tree.find(&r.key)).or_default().push(r);
@@ -1047,7 +1046,7 @@ impl Inner {
                     in_mf.push((r.key.clone(), r.value.clone()));
                 }
                 if direct && anywhere {
-                    by_leaf.entry(id).or_default().push((r, visible));
+                    direct_moves.push((r, visible));
                 } else if visible && above.is_none() {
                     // Through the buffers: only a pair nothing shadows
                     // needs a copy; a shadowed one dies at its leaf's next
@@ -1065,15 +1064,20 @@ impl Inner {
             let old = mf.insert(Pair::new(&key, copy(&key, &value)?));
             self.release(old);
         }
-        for (id, moves) in by_leaf {
+        if !direct_moves.is_empty() {
+            // By key, not by the leaves found above: rewriting one leaf may
+            // join it with its neighbour or split it.
+            let mut keys = Vec::with_capacity(direct_moves.len());
             let mut incoming = Vec::new();
-            for (r, visible) in moves {
+            for (r, visible) in direct_moves {
                 if visible {
                     incoming.push(Pair::new(&r.key, copy(&r.key, &r.value)?));
                 }
+                keys.push(r.key);
             }
+            keys.sort();
             incoming.sort_by(|a, b| a.key().cmp(b.key()));
-            tree.rewrite_leaf(id, incoming, &ctx)?;
+            tree.rewrite_leaves(&keys, incoming, &ctx)?;
         }
         if !to_tree.is_empty() {
             // Nothing above the tree holds these keys (the merged filter
@@ -1501,6 +1505,8 @@ impl KvStore for ZkvStore {
             ("pressure_merges".into(), t.pressure_merges as f64),
             ("consolidations".into(), t.consolidations as f64),
             ("splits".into(), t.splits as f64),
+            ("removed_leaves".into(), t.removed_leaves as f64),
+            ("joined_leaves".into(), t.joined_leaves as f64),
             ("batches".into(), t.batches as f64),
             ("batch_pairs".into(), t.batch_pairs as f64),
             ("traversals".into(), t.traversals as f64),

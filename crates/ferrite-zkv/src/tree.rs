@@ -14,9 +14,13 @@
 //! ZFlusher (several pages when the result overflows: a split, whose new
 //! leaves enter the map). The baselines keep leaf images in an LRU pool and
 //! write a dirty image to a new page when it is evicted. A leaf left empty
-//! leaves the map (its left neighbour takes its range): deletes are lazy,
-//! nodes are never merged, and a lookup never sees an empty leaf but the
-//! first.
+//! leaves the map (its left neighbour takes its range), so a lookup never
+//! sees an empty leaf but the first. In ZKV a merge that leaves a page
+//! under a quarter full joins the leaf with a neighbour when the two fit
+//! in three quarters of a page (the baselines, as in the paper, never
+//! join leaves): a leaf's page is its unit of zone space and of work for
+//! scans and value-log moves, so after deletes the leaf count follows the
+//! data down.
 //!
 //! Invariants: the map's first key is empty; every live leaf's page, ADB
 //! and delta keys lie in `[low, next low)`; a zone's valid count equals the
@@ -41,6 +45,8 @@ use crate::pair::{merge_over, Bytes, Pair, Val};
 use crate::vlog::Vlog;
 
 pub const NO_PAGE: u64 = u64::MAX;
+/// A page's fill the tree has not seen yet.
+const UNKNOWN_BYTES: u32 = u32::MAX;
 
 /// Turns a loaded `(key, value)` into what a leaf stores (large values go
 /// to the value log).
@@ -58,6 +64,9 @@ pub struct Ctx<'a> {
 pub struct Leaf {
     pub low: Bytes,
     pub page: AtomicU64,
+    /// Cell bytes of the page as this tree last wrote it
+    /// ([`UNKNOWN_BYTES`] for a page it did not write, as after a restore).
+    pub page_bytes: u32,
     pub adb: Option<Adb>,
     /// Changes whenever the ADB changes class or is merged.
     pub gen: u32,
@@ -70,6 +79,7 @@ impl Leaf {
         Self {
             low,
             page: AtomicU64::new(page),
+            page_bytes: if page == NO_PAGE { 0 } else { UNKNOWN_BYTES },
             adb: None,
             gen: 0,
             delta: Vec::new(),
@@ -90,6 +100,8 @@ pub struct TreeCounters {
     pub pressure_merges: u64,
     pub splits: u64,
     pub removed_leaves: u64,
+    /// Leaves that joined a neighbour (ZKV, after deletes).
+    pub joined_leaves: u64,
     pub consolidations: u64,
     pub migrated_pages: u64,
     pub batches: u64,
@@ -107,6 +119,24 @@ pub struct Tree {
     delta_fifo: VecDeque<u32>,
     pub c: TreeCounters,
     baseline: bool,
+}
+
+/// Cell bytes of `pairs` in a page.
+fn cells(pairs: &[Pair]) -> usize {
+    pairs
+        .iter()
+        .map(|p| cell_bytes(p.key().len(), &p.val))
+        .sum()
+}
+
+/// The join policy: a leaf whose page would be under a quarter full takes
+/// in a neighbour holding `theirs` bytes when the two fill at most three
+/// quarters of a page's `usable` bytes. Both bounds keep a join and a
+/// split apart: a split leaves each half about half full, so neither
+/// half joins again at once, and a joined page has a quarter of its room
+/// left for inserts before it splits.
+fn joins(ours: usize, theirs: usize, usable: usize) -> bool {
+    ours < usable / 4 && ours + theirs <= usable * 3 / 4
 }
 
 fn newest_last_dedup(mut v: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
@@ -356,11 +386,33 @@ impl Tree {
             .collect())
     }
 
-    /// Merges leaf `id`'s buffers and `incoming` (sorted, newer than
-    /// everything the leaf holds) into new pages, releasing every value
-    /// they replace.
-    pub fn rewrite_leaf(&mut self, id: u32, incoming: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
-        self.merge_leaf(id, incoming, ctx)
+    /// Merges the buffers of every leaf holding one of `keys` (sorted),
+    /// with the pairs of `incoming` (sorted, unique, keys among `keys`,
+    /// newer than everything the tree holds), into new pages, releasing
+    /// every value they replace. Each leaf is found when its turn comes,
+    /// as rewriting one may join or split leaves.
+    pub fn rewrite_leaves(
+        &mut self,
+        keys: &[Vec<u8>],
+        incoming: Vec<Pair>,
+        ctx: &Ctx<'_>,
+    ) -> Result<()> {
+        let mut incoming = incoming.into_iter().peekable();
+        let mut i = 0;
+        while i < keys.len() {
+            let id = self.find(&keys[i]);
+            let upper = self.upper(&keys[i]).cloned();
+            let below = |k: &[u8]| upper.as_ref().is_none_or(|u| k < u.as_slice());
+            let j = i + keys[i..].partition_point(|k| below(k));
+            let mut run = Vec::new();
+            while let Some(p) = incoming.next_if(|p| below(p.key())) {
+                run.push(p);
+            }
+            self.merge_leaf(id, run, ctx)?;
+            i = j;
+        }
+        debug_assert!(incoming.next().is_none(), "a pair without its key");
+        Ok(())
     }
 
     fn release_dead(dead: Vec<Val>, ctx: &Ctx<'_>) {
@@ -489,26 +541,31 @@ impl Tree {
     }
 
     /// Replaces leaf `id`'s content with `entries` (sorted, live), split
-    /// over as many pages as they need.
+    /// over as many pages as they need, or joined with a neighbour's when
+    /// both are small (ZKV).
     fn rebuild(&mut self, id: u32, entries: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
         let ps = ctx.io.page_size;
         if entries.is_empty() {
-            let low = self.leaf(id).low.clone();
-            let old = self.leaf(id).page.swap(NO_PAGE, Ordering::AcqRel);
-            if old != NO_PAGE {
-                ctx.io.release(old);
-            }
-            if self.baseline {
-                ctx.lru.lock().remove(id);
-            }
-            if !low.as_slice().is_empty() && self.leaf(id).delta.is_empty() {
-                self.map.remove(&low);
-                self.leaves[id as usize].live = false;
-                self.free.push(id);
-                self.c.removed_leaves += 1;
+            let l = self.leaf(id);
+            if !l.low.as_slice().is_empty() && l.delta.is_empty() {
+                self.remove_leaf(id, ctx);
+            } else {
+                let old = l.page.swap(NO_PAGE, Ordering::AcqRel);
+                if old != NO_PAGE {
+                    ctx.io.release(old);
+                }
+                if self.baseline {
+                    ctx.lru.lock().remove(id);
+                }
+                self.leaves[id as usize].page_bytes = 0;
             }
             return Ok(());
         }
+        let (id, entries) = if self.baseline || !ctx.opts.leaf_joins {
+            (id, entries)
+        } else {
+            self.join_neighbour(id, entries, ctx)?
+        };
         let usable = ps - page::HEADER;
         let sizes: Vec<usize> = entries
             .iter()
@@ -543,6 +600,7 @@ impl Tree {
             } else {
                 self.add_leaf(entries[r.start].key.clone(), NO_PAGE)
             };
+            self.leaves[target_leaf as usize].page_bytes = sizes[r].iter().sum::<usize>() as u32;
             if self.baseline {
                 self.put_lru(target_leaf, Arc::new(buf), true, ctx)?;
             } else {
@@ -555,6 +613,97 @@ impl Tree {
             }
         }
         Ok(())
+    }
+
+    /// Drops leaf `id` (not the first) from the map: its left neighbour
+    /// takes its range. Its buffers must be empty or taken.
+    fn remove_leaf(&mut self, id: u32, ctx: &Ctx<'_>) {
+        let old = self.leaf(id).page.swap(NO_PAGE, Ordering::AcqRel);
+        if old != NO_PAGE {
+            ctx.io.release(old);
+        }
+        if self.baseline {
+            ctx.lru.lock().remove(id);
+        }
+        let low = self.leaf(id).low.clone();
+        self.map.remove(&low);
+        self.leaves[id as usize].live = false;
+        self.free.push(id);
+        self.c.removed_leaves += 1;
+    }
+
+    /// ZKV: leaf `id`, about to hold `entries`, joins a neighbour (the
+    /// right one first) when [`joins`] says the two belong in one page.
+    /// Returns the leaf that is to hold the joined entries and those
+    /// entries; the other leaf has left the map. Deletes would otherwise
+    /// leave a tree of nearly empty pages, each a page of zone space, a
+    /// page to read per scan step, and a page to rewrite whenever a
+    /// value-log zone's records in it move.
+    fn join_neighbour(
+        &mut self,
+        id: u32,
+        entries: Vec<Pair>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(u32, Vec<Pair>)> {
+        let usable = ctx.io.page_size - page::HEADER;
+        let ours = cells(&entries);
+        if !joins(ours, 0, usable) {
+            return Ok((id, entries));
+        }
+        let low = self.leaf(id).low.clone();
+        let right = self
+            .map
+            .range::<Bytes, _>((Bound::Excluded(&low), Bound::Unbounded))
+            .next()
+            .map(|(_, &r)| r);
+        let left = if low.as_slice().is_empty() {
+            None
+        } else {
+            self.map
+                .range::<Bytes, _>((Bound::Unbounded, Bound::Excluded(&low)))
+                .next_back()
+                .map(|(_, &l)| l)
+        };
+        for (n, is_right) in [(right, true), (left, false)] {
+            let Some(n) = n else { continue };
+            let l = self.leaf(n);
+            if !l.delta.is_empty() {
+                continue;
+            }
+            // An upper bound: buffered pairs may replace page pairs.
+            let buffered = l.adb.as_ref().map_or(0, |a| cells(&a.pairs()));
+            if l.page_bytes != UNKNOWN_BYTES
+                && !joins(ours, l.page_bytes as usize + buffered, usable)
+            {
+                continue;
+            }
+            let page = self.page_pairs(n, ctx)?;
+            let on_page = cells(&page);
+            self.leaves[n as usize].page_bytes = on_page as u32;
+            if !joins(ours, on_page + buffered, usable) {
+                continue;
+            }
+            let mut dead = Vec::new();
+            let newer = self.take_buffers(n, &mut dead);
+            let theirs: Vec<Pair> = merge_over(page, newer, &mut dead)
+                .into_iter()
+                .filter(|p| p.val != Val::Del)
+                .collect();
+            Self::release_dead(dead, ctx);
+            self.c.joined_leaves += 1;
+            return Ok(if is_right {
+                self.remove_leaf(n, ctx);
+                let mut all = entries;
+                all.extend(theirs);
+                (id, all)
+            } else {
+                self.remove_leaf(id, ctx);
+                let mut all = theirs;
+                all.extend(entries);
+                (n, all)
+            });
+        }
+        Ok((id, entries))
     }
 
     /// Whether the tree holds nothing (one empty leaf, no buffers).
@@ -600,6 +749,7 @@ impl Tree {
             };
             *first = false;
             t.leaf(id).page.store(pid, Ordering::Release);
+            t.leaves[id as usize].page_bytes = cells(chunk) as u32;
             t.c.leaf_writes += 1;
             chunk.clear();
             Ok(())
@@ -825,5 +975,32 @@ impl Tree {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::joins;
+
+    #[test]
+    fn a_small_leaf_joins_a_neighbour_it_fits_with() {
+        let usable = 4080;
+        assert!(joins(0, 0, usable));
+        assert!(joins(1000, 2000, usable));
+        assert!(joins(1019, usable * 3 / 4 - 1019, usable));
+        // Not small enough itself.
+        assert!(!joins(1020, 0, usable));
+        // Together past three quarters.
+        assert!(!joins(1000, 2061, usable));
+    }
+
+    #[test]
+    fn the_halves_of_a_split_do_not_join() {
+        let usable = 4080;
+        // A split of an overfull page leaves each part about half a
+        // page: neither is small.
+        for half in [usable / 2, usable * 3 / 8] {
+            assert!(!joins(half, half, usable));
+        }
     }
 }

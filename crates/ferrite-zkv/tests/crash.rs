@@ -78,6 +78,9 @@ struct Load {
     /// A refused write (the device is full) ends the run early and is
     /// not a failure: the run is about what survives the crash.
     may_fill: bool,
+    /// From this share of the run on, nine writes in ten delete: leaves
+    /// empty and join their neighbours.
+    thinning_from: Option<f64>,
 }
 
 const MIXED: Load = Load {
@@ -86,6 +89,7 @@ const MIXED: Load = Load {
     keys: 1500,
     logged: 0.05,
     may_fill: false,
+    thinning_from: None,
 };
 
 /// What a crash run did: writes acknowledged, whether a write failed
@@ -102,6 +106,8 @@ struct Moves {
     relocated: f64,
     /// Zones left draining (their records moved through the buffers).
     drained: f64,
+    /// Leaves that joined a neighbour.
+    joined: f64,
 }
 
 fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
@@ -151,9 +157,13 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
         };
         attempt.clear();
         let mut batch = WriteBatch::new();
+        let thinning = load
+            .thinning_from
+            .is_some_and(|f| i as f64 >= f * ops as f64);
+        let deletes = if thinning { 0.9 } else { 0.15 };
         for _ in 0..n {
             let k = format!("key{:05}", rng.gen_range(0..load.keys)).into_bytes();
-            if rng.gen_bool(0.15) {
+            if rng.gen_bool(deletes) {
                 batch.delete(&k).unwrap();
                 attempt.push((k, None));
             } else {
@@ -194,6 +204,7 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
     let moves = Moves {
         relocated: st.extra("relocated_values").unwrap_or(0.0),
         drained: st.extra("drained_relocations").unwrap_or(0.0),
+        joined: st.extra("joined_leaves").unwrap_or(0.0),
     };
     faulty.crash(crash_mode(&mut rng, seed)).unwrap();
     drop(db);
@@ -265,6 +276,7 @@ fn crashes_while_value_log_zones_are_reclaimed() {
         keys: 400,
         logged: 0.7,
         may_fill: false,
+        thinning_from: None,
     };
     let mut relocated = 0.0;
     for seed in 0..40 {
@@ -286,12 +298,32 @@ fn crashes_while_value_log_zones_drain_through_the_buffers() {
         keys: 20_000,
         logged: 0.9,
         may_fill: true,
+        thinning_from: None,
     };
     let mut drained = 0.0;
     for seed in 0..12 {
         drained += run_load(seed + 2000, Variant::Zkv, &load).2.drained;
     }
     assert!(drained > 10.0, "only {drained} zones drained");
+}
+
+/// The keys are written, then nearly all deleted: nearly empty leaves
+/// join their neighbours while faults and power cuts land.
+#[test]
+fn crashes_while_leaves_join() {
+    let load = Load {
+        zones: 20,
+        ops: 8_000..12_000,
+        keys: 3000,
+        logged: 0.05,
+        may_fill: false,
+        thinning_from: Some(0.5),
+    };
+    let mut joined = 0.0;
+    for seed in 0..32 {
+        joined += run_load(seed + 3000, Variant::Zkv, &load).2.joined;
+    }
+    assert!(joined > 30.0, "only {joined} leaves joined");
 }
 
 #[test]

@@ -18,19 +18,14 @@ use std::sync::Arc;
 
 use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt, SyncMode};
 use ferrite_io::{EmulatedZonedDevice, MemDevice, ZonedDevice};
-use ferrite_zkv::{Variant, ZkvStore};
+use ferrite_zkv::{Variant, ZkvOptions, ZkvStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn open(dev: &Arc<dyn ZonedDevice>, variant: Variant) -> ZkvStore {
-    let db = ZkvStore::open_on(
-        dev.clone(),
-        &common::options(SyncMode::Never),
-        common::small_opts(variant),
-    )
-    .unwrap();
+fn open(dev: &Arc<dyn ZonedDevice>, zo: &ZkvOptions) -> ZkvStore {
+    let db = ZkvStore::open_on(dev.clone(), &common::options(SyncMode::Never), zo.clone()).unwrap();
     db.verify().unwrap();
     db
 }
@@ -92,45 +87,13 @@ fn fill(db: &ZkvStore, model: &mut Model, rng: &mut SmallRng, values: Values, ro
 }
 
 fn run(variant: Variant, values: Values, seed: u64) {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let dev: Arc<dyn ZonedDevice> =
-        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
-    let mut db = open(&dev, variant);
-    let mut model = Model::new();
-    let mut taken = Vec::new();
-    let mut relocated = 0.0;
-    for round in 0..3u64 {
-        taken.push(fill(&db, &mut model, &mut rng, values, round));
-        // Full only after reclamation ran out of zones to free.
-        let s = db.stats();
-        assert!(s.extra("refused_writes").unwrap() >= 1.0);
-        assert!(s.extra("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
-        relocated += s.extra("relocated_values").unwrap();
-        // The store is not poisoned: reads answer.
-        assert_matches(&db, &model, "full");
-        // A reopen on the full device works.
-        drop(db);
-        db = open(&dev, variant);
-        assert_matches(&db, &model, "reopened full");
-        // Deletes go through on the full device. Scattered ones leave
-        // leaves part full (they are not merged); a slice of the key space
-        // empties whole leaves and returns their pages.
-        let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
-        let from = rng.gen_range(0..keys.len() / 3);
-        let slice = from..from + keys.len() * 3 / 5;
-        let victims: Vec<&Vec<u8>> = keys
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| slice.contains(i) || rng.gen_bool(0.2))
-            .map(|(_, k)| k)
-            .collect();
-        for k in victims {
-            db.delete(k)
-                .unwrap_or_else(|e| panic!("{variant:?} round {round}: delete refused: {e}"));
-            model.remove(k);
-        }
-        assert_matches(&db, &model, "after deletes");
+    let r = rounds(&common::small_opts(variant), values, seed);
+    if let Some((round, e)) = &r.refused_delete {
+        panic!("{variant:?} {values:?}: round {round}: delete refused: {e}");
     }
+    let Rounds {
+        taken, relocated, ..
+    } = r;
     // Each round deletes about two thirds of the keys. Without logged
     // values the next round puts back at least half as many as the first
     // took; with a tenth logged, at least a third: value-log zones return
@@ -138,7 +101,10 @@ fn run(variant: Variant, values: Values, seed: u64) {
     // (without that, the third round fell to a fifth). With a third
     // logged, at least a quarter: a zone's records then belong to keys in
     // every leaf, so no zone pays to empty alone, and zones are emptied
-    // together (without that, the third round took nothing).
+    // together (without that, the third round took nothing). Emptying
+    // them together also rewrites every leaf, which fits in the free
+    // zones only once nearly empty leaves have joined their neighbours
+    // (without joins, seed 104's second round took one put).
     if values.logged > 0.0 {
         assert!(
             relocated > 0.0,
@@ -159,9 +125,77 @@ fn run(variant: Variant, values: Values, seed: u64) {
             taken[0]
         );
     }
+}
+
+/// What [`rounds`] saw.
+struct Rounds {
+    /// Puts each round took before the store refused one.
+    taken: Vec<usize>,
+    /// Value-log records reclamation moved.
+    relocated: f64,
+    /// The round whose deletes the full store refused, which ends the run.
+    refused_delete: Option<(u64, Error)>,
+}
+
+/// Three rounds of filling the device and deleting about two thirds of
+/// the keys, each checked against the model.
+fn rounds(zo: &ZkvOptions, values: Values, seed: u64) -> Rounds {
+    let variant = zo.variant;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
+    let mut db = open(&dev, zo);
+    let mut model = Model::new();
+    let mut taken = Vec::new();
+    let mut relocated = 0.0;
+    for round in 0..3u64 {
+        taken.push(fill(&db, &mut model, &mut rng, values, round));
+        // Full only after reclamation ran out of zones to free.
+        let s = db.stats();
+        assert!(s.extra("refused_writes").unwrap() >= 1.0);
+        assert!(s.extra("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
+        relocated += s.extra("relocated_values").unwrap();
+        // The store is not poisoned: reads answer.
+        assert_matches(&db, &model, "full");
+        // A reopen on the full device works.
+        drop(db);
+        db = open(&dev, zo);
+        assert_matches(&db, &model, "reopened full");
+        // Deletes go through on the full device. Scattered ones leave
+        // leaves part full, and nearly empty ones join a neighbour; a
+        // slice of the key space empties whole leaves and returns their
+        // pages.
+        let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+        let from = rng.gen_range(0..keys.len() / 3);
+        let slice = from..from + keys.len() * 3 / 5;
+        let victims: Vec<&Vec<u8>> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| slice.contains(i) || rng.gen_bool(0.2))
+            .map(|(_, k)| k)
+            .collect();
+        for k in victims {
+            if let Err(e) = db.delete(k) {
+                assert!(e.is_no_space(), "{variant:?} round {round}: {e}");
+                assert_matches(&db, &model, "a delete refused");
+                return Rounds {
+                    taken,
+                    relocated,
+                    refused_delete: Some((round, e)),
+                };
+            }
+            model.remove(k);
+        }
+        assert_matches(&db, &model, "after deletes");
+    }
     drop(db);
-    let db = open(&dev, variant);
+    let db = open(&dev, zo);
     assert_matches(&db, &model, "final reopen");
+    Rounds {
+        taken,
+        relocated,
+        refused_delete: None,
+    }
 }
 
 #[test]
@@ -169,6 +203,52 @@ fn a_full_zkv_refuses_puts_and_recovers_room_from_deletes() {
     run(Variant::Zkv, Values { logged: 0.0 }, 1);
     run(Variant::Zkv, Values { logged: 0.1 }, 2);
     run(Variant::Zkv, Values { logged: 0.3 }, 3);
+    run(Variant::Zkv, Values { logged: 0.3 }, 104);
+}
+
+/// What deletes give back on a full device, with leaf joins on and off:
+/// the puts each round after the first takes, as a share of the first,
+/// over 64 seeds per value mix (a run whose deletes are refused counts
+/// its later rounds as taking nothing). A measurement (every round is
+/// still checked against the model); `docs/results/zkv-space.md` holds a
+/// run.
+#[test]
+#[ignore = "a measurement, run by hand: cargo test --release -p ferrite-zkv --test disk_full -- --ignored --nocapture"]
+fn space_returned_by_deletes() {
+    const SEEDS: std::ops::Range<u64> = 100..164;
+    let n = SEEDS.end - SEEDS.start;
+    println!(
+        "| values logged | leaf joins | round 2 / round 1 (min, median) | \
+         round 3 / round 1 (min, median) | seeds under 5% in a round | seeds with deletes refused |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for logged in [0.0, 0.1, 0.3] {
+        for joins in [false, true] {
+            let zo = ZkvOptions {
+                leaf_joins: joins,
+                ..common::small_opts(Variant::Zkv)
+            };
+            let mut shares: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+            let (mut starved, mut refused) = (0, 0);
+            for seed in SEEDS {
+                let mut r = rounds(&zo, Values { logged }, seed);
+                refused += usize::from(r.refused_delete.is_some());
+                r.taken.resize(3, 0);
+                for i in 1..3 {
+                    shares[i - 1].push(r.taken[i] as f64 / r.taken[0] as f64);
+                }
+                starved += usize::from(r.taken[1..].iter().any(|&t| t * 20 < r.taken[0]));
+            }
+            let cell = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                let mid = v.len() / 2;
+                format!("{:.3}, {:.3}", v[0], (v[mid - 1] + v[mid]) / 2.0)
+            };
+            let (a, b) = (cell(&mut shares[0]), cell(&mut shares[1]));
+            let on = if joins { "on" } else { "off" };
+            println!("| {logged} | {on} | {a} | {b} | {starved} of {n} | {refused} of {n} |");
+        }
+    }
 }
 
 #[test]
@@ -192,7 +272,7 @@ fn concurrent_writers_fill_the_device_without_poisoning_it() {
 fn fill_concurrently(writers: u64, seed: u64) {
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
-    let db = Arc::new(open(&dev, Variant::Zkv));
+    let db = Arc::new(open(&dev, &common::small_opts(Variant::Zkv)));
     let writers: Vec<_> = (0..writers)
         .map(|t| {
             let db = db.clone();
@@ -222,6 +302,6 @@ fn fill_concurrently(writers: u64, seed: u64) {
     assert_matches(&db, &model, "full");
     let db = Arc::into_inner(db).unwrap();
     drop(db);
-    let db = open(&dev, Variant::Zkv);
+    let db = open(&dev, &common::small_opts(Variant::Zkv));
     assert_matches(&db, &model, "reopened");
 }

@@ -18,6 +18,12 @@ enum Op {
     Get(u16),
     Scan(u16, u16),
     Batch(Vec<(u16, Option<Vec<u8>>)>),
+    /// Puts keys `a..b` (beyond the keys the other operations use), so
+    /// the tree has leaves to split and join.
+    Fill(u16, u16),
+    /// Deletes keys `a..b`: empties leaves or leaves them nearly empty,
+    /// so neighbours join.
+    DeleteRun(u16, u16),
     Reopen,
     Checkpoint,
     Collect,
@@ -46,6 +52,8 @@ fn op() -> impl Strategy<Value = Op> {
         15 => (0..400u16).prop_map(Op::Get),
         4 => (0..400u16, 0..80u16).prop_map(|(a, n)| Op::Scan(a, a + n)),
         4 => proptest::collection::vec((0..400u16, proptest::option::of(value())), 1..20).prop_map(Op::Batch),
+        2 => (0..2600u16, 1..400u16).prop_map(|(a, n)| Op::Fill(a, a + n)),
+        3 => (0..3000u16, 0..400u16).prop_map(|(a, n)| Op::DeleteRun(a, a + n)),
         1 => Just(Op::Reopen),
         1 => Just(Op::Checkpoint),
         1 => Just(Op::Collect),
@@ -105,6 +113,19 @@ fn run_with(zo: ZkvOptions, ops: &[Op]) {
                     }
                 }
                 db.write_batch(&b).unwrap();
+            }
+            Op::Fill(a, b) => {
+                for k in *a..*b {
+                    let v = u64::from(k).to_le_bytes().repeat(5);
+                    db.put(&key(k), &v).unwrap();
+                    model.insert(key(k), v);
+                }
+            }
+            Op::DeleteRun(a, b) => {
+                for k in *a..*b {
+                    db.delete(&key(k)).unwrap();
+                    model.remove(&key(k));
+                }
             }
             Op::Reopen => {
                 drop(db);
@@ -235,6 +256,61 @@ fn mechanisms_fire(leaf_size: usize) {
     }
     let n = db.scan_collect(KeyRange::all(), usize::MAX).unwrap().len();
     assert_eq!(n, model.len());
+}
+
+/// Scattered deletes leave leaves nearly empty; ZKV joins them with their
+/// neighbours, so the leaf count follows the data down, and every key
+/// left reads back, before and after a reopen.
+#[test]
+fn deletes_join_nearly_empty_leaves() {
+    let dev = common::mem_device(24);
+    let opts = common::options(SyncMode::Never);
+    let zo = common::small_opts(Variant::Zkv);
+    let db = ZkvStore::open_on(dev.clone(), &opts, zo.clone()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for i in 0..20_000u32 {
+        let k = format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000).into_bytes();
+        // Some values in the value log, whose records the joined leaves
+        // must keep pointing at.
+        let v = if i.is_multiple_of(13) {
+            vec![i as u8; 150]
+        } else {
+            i.to_le_bytes().to_vec()
+        };
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.checkpoint().unwrap();
+    let leaves = |db: &ZkvStore| db.stats().extra("leaves").unwrap();
+    let before = leaves(&db);
+    // Nine keys in ten, spread over every leaf.
+    let victims: Vec<Vec<u8>> = model
+        .keys()
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 3)
+        .map(|(_, k)| k.clone())
+        .collect();
+    for k in &victims {
+        db.delete(k).unwrap();
+        model.remove(k);
+    }
+    db.checkpoint().unwrap();
+    db.verify().unwrap();
+    let after = leaves(&db);
+    assert!(db.stats().extra("joined_leaves").unwrap() > 0.0);
+    assert!(
+        after * 3.0 <= before,
+        "{before} leaves before the deletes, {after} after"
+    );
+    let check = |db: &ZkvStore| {
+        let all = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
+        assert!(all.into_iter().eq(model.clone()));
+    };
+    check(&db);
+    drop(db);
+    let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
+    db.verify().unwrap();
+    check(&db);
 }
 
 #[test]

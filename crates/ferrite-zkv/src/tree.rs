@@ -46,7 +46,7 @@ use crate::vlog::Vlog;
 
 pub const NO_PAGE: u64 = u64::MAX;
 /// A page's fill the tree has not seen yet.
-const UNKNOWN_BYTES: u32 = u32::MAX;
+const UNKNOWN_BYTES: u16 = u16::MAX;
 
 /// Turns a loaded `(key, value)` into what a leaf stores (large values go
 /// to the value log).
@@ -66,7 +66,9 @@ pub struct Leaf {
     pub page: AtomicU64,
     /// Cell bytes of the page as this tree last wrote it
     /// ([`UNKNOWN_BYTES`] for a page it did not write, as after a restore).
-    pub page_bytes: u32,
+    /// 16 bits hold any page's (at most 32 KiB) and keep `Leaf` as small as
+    /// it was without it: every leaf of the tree has one, in memory.
+    pub page_bytes: u16,
     pub adb: Option<Adb>,
     /// Changes whenever the ADB changes class or is merged.
     pub gen: u32,
@@ -119,6 +121,11 @@ pub struct Tree {
     delta_fifo: VecDeque<u32>,
     pub c: TreeCounters,
     baseline: bool,
+}
+
+/// `bytes` as a leaf's `page_bytes`.
+fn fill_hint(bytes: usize) -> u16 {
+    u16::try_from(bytes).map_or(UNKNOWN_BYTES, |b| b.min(UNKNOWN_BYTES - 1))
 }
 
 /// Cell bytes of `pairs` in a page.
@@ -600,7 +607,7 @@ impl Tree {
             } else {
                 self.add_leaf(entries[r.start].key.clone(), NO_PAGE)
             };
-            self.leaves[target_leaf as usize].page_bytes = sizes[r].iter().sum::<usize>() as u32;
+            self.leaves[target_leaf as usize].page_bytes = fill_hint(sizes[r].iter().sum());
             if self.baseline {
                 self.put_lru(target_leaf, Arc::new(buf), true, ctx)?;
             } else {
@@ -679,7 +686,7 @@ impl Tree {
             }
             let page = self.page_pairs(n, ctx)?;
             let on_page = cells(&page);
-            self.leaves[n as usize].page_bytes = on_page as u32;
+            self.leaves[n as usize].page_bytes = fill_hint(on_page);
             if !joins(ours, on_page + buffered, usable) {
                 continue;
             }
@@ -749,7 +756,7 @@ impl Tree {
             };
             *first = false;
             t.leaf(id).page.store(pid, Ordering::Release);
-            t.leaves[id as usize].page_bytes = cells(chunk) as u32;
+            t.leaves[id as usize].page_bytes = fill_hint(cells(chunk));
             t.c.leaf_writes += 1;
             chunk.clear();
             Ok(())

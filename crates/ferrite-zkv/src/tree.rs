@@ -101,6 +101,7 @@ pub struct TreeCounters {
     pub direct_merges: u64,
     pub pressure_merges: u64,
     pub splits: u64,
+    /// Leaves that left the map: emptied, or joined into a neighbour.
     pub removed_leaves: u64,
     /// Leaves that joined a neighbour (ZKV, after deletes).
     pub joined_leaves: u64,

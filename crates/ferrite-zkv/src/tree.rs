@@ -558,14 +558,7 @@ impl Tree {
             if !l.low.as_slice().is_empty() && l.delta.is_empty() {
                 self.remove_leaf(id, ctx);
             } else {
-                let old = l.page.swap(NO_PAGE, Ordering::AcqRel);
-                if old != NO_PAGE {
-                    ctx.io.release(old);
-                }
-                if self.baseline {
-                    ctx.lru.lock().remove(id);
-                }
-                self.leaves[id as usize].page_bytes = 0;
+                self.drop_page(id, ctx);
             }
             return Ok(());
         }
@@ -623,9 +616,9 @@ impl Tree {
         Ok(())
     }
 
-    /// Drops leaf `id` (not the first) from the map: its left neighbour
-    /// takes its range. Its buffers must be empty or taken.
-    fn remove_leaf(&mut self, id: u32, ctx: &Ctx<'_>) {
+    /// Leaves leaf `id` without a page (its pooled image too), releasing
+    /// the one it had.
+    fn drop_page(&mut self, id: u32, ctx: &Ctx<'_>) {
         let old = self.leaf(id).page.swap(NO_PAGE, Ordering::AcqRel);
         if old != NO_PAGE {
             ctx.io.release(old);
@@ -633,6 +626,13 @@ impl Tree {
         if self.baseline {
             ctx.lru.lock().remove(id);
         }
+        self.leaves[id as usize].page_bytes = 0;
+    }
+
+    /// Drops leaf `id` (not the first) from the map: its left neighbour
+    /// takes its range. Its buffers must be empty or taken.
+    fn remove_leaf(&mut self, id: u32, ctx: &Ctx<'_>) {
+        self.drop_page(id, ctx);
         let low = self.leaf(id).low.clone();
         self.map.remove(&low);
         self.leaves[id as usize].live = false;

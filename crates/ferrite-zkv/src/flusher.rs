@@ -122,7 +122,7 @@ impl Flusher {
             hits: 0,
         });
         if let Some(z) = self.zone {
-            space.lock().add_valid(z as usize, 1);
+            space.lock().add_page(z as usize);
         }
         while self.fifo.len() > self.capacity && self.fifo.len() >= self.group {
             self.write_head(self.group, dev, cache)?;

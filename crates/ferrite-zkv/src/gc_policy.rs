@@ -14,7 +14,9 @@
 //! a write that adds data is refused (the store stays open and readable)
 //! once reclamation cannot keep the reserve free, so the zones left
 //! always suffice for deletes, which free space, and for reclamation
-//! itself, which needs a zone for each flusher to move on to.
+//! itself, which needs a zone for each flusher to move on to. A flusher
+//! moves on only once its zone is full, so the pages left in the zones
+//! the flushers hold count as zones beside the free ones.
 
 /// How victims are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +80,22 @@ pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usiz
     } else {
         reclaim
     }
+}
+
+/// Whole zones' worth of pages the flushers can still put in the zones
+/// they hold (`rooms`: each held zone's pages not yet handed out), as a
+/// number to count beside the free zones. Flushers take pages in turn, so
+/// the one with the least room fills first and each is counted with that
+/// room; a flusher holding no zone has none. Without this, a full device
+/// whose flushers had just moved on to fresh zones refused deletes for
+/// want of zones to move on to, while those zones stood nearly empty.
+pub fn flusher_room(rooms: &[u64], flushers: usize, zone_pages: u64) -> usize {
+    if flushers == 0 || rooms.len() < flushers {
+        return 0;
+    }
+    let least = rooms.iter().copied().min().unwrap_or(0);
+    let pages = u128::from(least) * flushers as u128;
+    usize::try_from(pages / u128::from(zone_pages.max(1))).unwrap_or(usize::MAX)
 }
 
 /// Whether emptying a value-log zone of `zone_bytes` by writing `need`
@@ -247,6 +265,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn flushers_count_as_many_zones_as_the_least_roomy_one_allows_them_all() {
+        // Two flushers, 192-page zones, nearly empty: one zone's worth.
+        assert_eq!(flusher_room(&[191, 191], 2, 192), 1);
+        assert_eq!(flusher_room(&[192, 192], 2, 192), 2);
+        // The fuller one decides: 2 * 95 pages is less than a zone.
+        assert_eq!(flusher_room(&[191, 95], 2, 192), 0);
+        assert_eq!(flusher_room(&[96, 191], 2, 192), 1);
+        // A flusher without a zone has no room, whatever the others have.
+        assert_eq!(flusher_room(&[192], 2, 192), 0);
+        assert_eq!(flusher_room(&[], 0, 192), 0);
+        assert_eq!(flusher_room(&[u64::MAX; 4], 4, 0), usize::MAX);
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl ZkvStore {
             zkv.wal_zones,
             g.zone_size / ps,
             g.zone_capacity / ps,
+            zkv.flushers,
         );
         let fresh = snap.is_none();
         // Partly written leaf zones the flushers take back, as (zone,
@@ -320,8 +321,8 @@ impl ZkvStore {
                         dev.finish_zone(z)?;
                     }
                 }
-                for &(z, _) in &resumed {
-                    space.zones[z as usize].open = true;
+                for &(z, written) in &resumed {
+                    space.resume(z as usize, written / ps);
                 }
                 space.rebuild_free();
                 tree

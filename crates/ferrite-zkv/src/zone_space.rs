@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use crate::gc_policy::Candidate;
+use crate::gc_policy::{self, Candidate};
 
 /// Of the leaf zones a restart found partly written, as (zone, bytes
 /// written), the ones the flushers take back, at most `flushers`: those
@@ -54,6 +54,9 @@ pub struct ZoneStat {
     pub valid: u64,
     /// Being written (a flusher or the value log holds it open).
     pub open: bool,
+    /// Pages a flusher has handed out in this zone, written or waiting
+    /// (leaf zones; what is left of an open one is room to write in).
+    pub handed: u64,
     /// Emptied by reclamation; reset after the next MetaLog.
     pub pending_reset: bool,
     /// Clock value of the zone's last write.
@@ -71,6 +74,8 @@ pub struct ZoneSpace {
     clock: u64,
     /// Writes admitted and not yet finished (see [`ZoneSpace::admit`]).
     writing: usize,
+    /// Flushers writing leaf zones in turn.
+    flushers: usize,
 }
 
 impl ZoneSpace {
@@ -81,6 +86,7 @@ impl ZoneSpace {
         wal_zones: u32,
         pages_per_zone: u64,
         capacity_pages: u64,
+        flushers: usize,
     ) -> Self {
         let mut zones = Vec::with_capacity(zone_count as usize);
         let mut free = VecDeque::new();
@@ -97,6 +103,7 @@ impl ZoneSpace {
                 role,
                 valid: 0,
                 open: false,
+                handed: 0,
                 pending_reset: false,
                 stamp: 0,
             });
@@ -108,6 +115,7 @@ impl ZoneSpace {
             capacity_pages,
             clock: 0,
             writing: 0,
+            flushers,
         }
     }
 
@@ -144,15 +152,30 @@ impl ZoneSpace {
     /// Free zones that reclamation may fill with moved records, when the
     /// checkpoint after the moves may take `checkpoint` zones: what is
     /// left once every admitted write has its zone (at least one, a
-    /// flusher's next, when none is admitted).
+    /// flusher's next, when none is admitted). The room left in the
+    /// flushers' zones counts as zones ([`gc_policy::flusher_room`]).
     pub fn movable(&self, checkpoint: u64) -> u64 {
-        (self.free.len() as u64).saturating_sub(checkpoint + self.writing.max(1) as u64)
+        ((self.free.len() + self.flusher_room()) as u64)
+            .saturating_sub(checkpoint + self.writing.max(1) as u64)
     }
 
     /// Zones [`ZoneSpace::admit`] wants free or pending to admit one more
-    /// write over `floor`.
+    /// write over `floor`, less the zones' worth of room the flushers'
+    /// zones still have: a flusher moves on to a free zone only once its
+    /// own is full.
     pub fn admission_need(&self, floor: usize) -> usize {
-        floor + self.writing
+        (floor + self.writing).saturating_sub(self.flusher_room())
+    }
+
+    /// [`gc_policy::flusher_room`] of the leaf zones held open.
+    pub fn flusher_room(&self) -> usize {
+        let rooms: Vec<u64> = self
+            .zones
+            .iter()
+            .filter(|s| s.open && s.role == Role::Leaf)
+            .map(|s| self.capacity_pages.saturating_sub(s.handed))
+            .collect();
+        gc_policy::flusher_room(&rooms, self.flushers, self.capacity_pages)
     }
 
     /// Ends an admitted write.
@@ -169,6 +192,7 @@ impl ZoneSpace {
                 role,
                 valid: 0,
                 open: true,
+                handed: 0,
                 pending_reset: false,
                 stamp: self.clock,
             };
@@ -187,6 +211,23 @@ impl ZoneSpace {
     pub fn close(&mut self, zone: usize) {
         if let Some(s) = self.zones.get_mut(zone) {
             s.open = false;
+        }
+    }
+
+    /// A flusher handed out the next page of `zone`, valid from now on.
+    pub fn add_page(&mut self, zone: usize) {
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.valid += 1;
+            s.handed += 1;
+        }
+    }
+
+    /// A partly written leaf zone goes back to a flusher, with `handed`
+    /// pages already in it.
+    pub fn resume(&mut self, zone: usize, handed: u64) {
+        if let Some(s) = self.zones.get_mut(zone) {
+            s.open = true;
+            s.handed = handed;
         }
     }
 
@@ -240,6 +281,7 @@ impl ZoneSpace {
                 role: Role::Free,
                 valid: 0,
                 open: false,
+                handed: 0,
                 pending_reset: false,
                 stamp: 0,
             };
@@ -320,7 +362,7 @@ mod tests {
         // Six data zones and a floor of three. One write alone is admitted
         // at three zones and may leave two; writes admitted together may
         // leave no fewer.
-        let mut s = ZoneSpace::new(10, 2, 2, 256, 192);
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192, 2);
         for _ in 0..4 {
             assert!(s.admit(3));
         }
@@ -336,10 +378,45 @@ mod tests {
     }
 
     #[test]
+    fn room_in_the_flushers_zones_counts_towards_admission_and_moves() {
+        // Six data zones: two held by the flushers, three by the value
+        // log, one free. A delete's floor is two zones.
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192, 2);
+        let flushers = [s.take(Role::Leaf).unwrap(), s.take(Role::Leaf).unwrap()];
+        for _ in 0..3 {
+            s.take(Role::Vlog).unwrap();
+        }
+        assert_eq!(s.free_zones(), 1);
+        // Both flushers just moved on: a zone's worth of room between them.
+        for &z in &flushers {
+            s.add_page(z as usize);
+        }
+        assert_eq!(s.flusher_room(), 1);
+        assert_eq!(s.admission_need(2), 1);
+        assert_eq!(s.movable(0), 1);
+        assert!(s.admit(2));
+        s.finish();
+        // Once one flusher's zone is half written, the two cannot both
+        // write another half zone: the free zone must serve.
+        for _ in 0..96 {
+            s.add_page(flushers[0] as usize);
+        }
+        assert_eq!(s.flusher_room(), 0);
+        assert_eq!(s.admission_need(2), 2);
+        assert!(!s.admit(2));
+        // Pages handed out count as valid until released.
+        assert_eq!(s.zones[flushers[0] as usize].valid, 97);
+        // A zone taken back after a restart keeps what it held.
+        s.close(flushers[0] as usize);
+        s.resume(flushers[0] as usize, 10);
+        assert_eq!(s.flusher_room(), 1);
+    }
+
+    #[test]
     fn zones_waiting_for_their_reset_do_not_admit_writes() {
         // Six data zones, four emptied by reclamation and not yet reset:
         // room for a floor of three, but a flusher could take only two.
-        let mut s = ZoneSpace::new(10, 2, 2, 256, 192);
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192, 2);
         for _ in 0..4 {
             let z = s.take(Role::Leaf).unwrap();
             s.close(z as usize);
@@ -355,7 +432,7 @@ mod tests {
 
     #[test]
     fn moves_leave_a_zone_for_every_admitted_write() {
-        let mut s = ZoneSpace::new(12, 2, 2, 256, 192);
+        let mut s = ZoneSpace::new(12, 2, 2, 256, 192, 2);
         // Eight free: one kept for a flusher's next, two for a checkpoint.
         assert_eq!(s.movable(2), 5);
         for _ in 0..3 {
@@ -367,7 +444,7 @@ mod tests {
 
     #[test]
     fn roles_and_free_list() {
-        let mut s = ZoneSpace::new(8, 2, 2, 256, 192);
+        let mut s = ZoneSpace::new(8, 2, 2, 256, 192, 2);
         assert_eq!(s.free_zones(), 4);
         assert_eq!(s.zones[0].role, Role::Meta);
         assert_eq!(s.zones[3].role, Role::Wal);

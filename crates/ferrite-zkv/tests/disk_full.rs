@@ -206,6 +206,23 @@ fn a_full_zkv_refuses_puts_and_recovers_room_from_deletes() {
     run(Variant::Zkv, Values { logged: 0.3 }, 104);
 }
 
+/// Seed 134 with a third of the values logged and joins off: a full store
+/// whose two flushers had just moved on to fresh zones refused its deletes
+/// with one zone free, although the flushers' zones stood nearly empty;
+/// their room now counts towards admission.
+#[test]
+fn deletes_go_through_while_the_flushers_zones_have_room() {
+    let zo = ZkvOptions {
+        leaf_joins: false,
+        ..common::small_opts(Variant::Zkv)
+    };
+    let r = rounds(&zo, Values { logged: 0.3 }, 134);
+    if let Some((round, e)) = &r.refused_delete {
+        panic!("round {round} refused deletes: {e}");
+    }
+    assert_eq!(r.taken.len(), 3);
+}
+
 /// What deletes give back on a full device, with leaf joins on and off:
 /// the puts each round after the first takes, as a share of the first,
 /// over 64 seeds per value mix (a run whose deletes are refused counts

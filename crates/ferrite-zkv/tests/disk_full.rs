@@ -286,6 +286,84 @@ fn concurrent_writers_fill_the_device_without_poisoning_it() {
     }
 }
 
+#[test]
+fn concurrent_deletes_on_a_full_device_free_room_for_puts() {
+    for writers in [2u64, 4] {
+        fill_and_delete_concurrently(writers, 1000 + 100 * writers);
+    }
+}
+
+/// What one writer of [`fill_and_delete_concurrently`] leaves: its
+/// acknowledged pairs, the keys it deleted, and the puts it made.
+type Phase = (Model, Vec<Vec<u8>>, usize);
+
+/// Writers fill the device together until each is refused, then delete
+/// two thirds of their keys together, then put again: no delete may be
+/// refused, nothing may poison the store, and every acknowledged write
+/// must read back, also after a reopen.
+fn fill_and_delete_concurrently(writers: u64, seed: u64) {
+    let dev: Arc<dyn ZonedDevice> =
+        Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
+    let db = Arc::new(open(&dev, &common::small_opts(Variant::Zkv)));
+    let phase = |round: u64| -> Vec<std::thread::JoinHandle<Phase>> {
+        (0..writers)
+            .map(|t| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(seed + 10 * round + t);
+                    let mut acked = Model::new();
+                    let mut puts = 0;
+                    loop {
+                        let k = format!("{t}-{:012}", rng.gen_range(0..u64::MAX / 2)).into_bytes();
+                        let v = value(&mut rng, Values { logged: 0.1 }, round);
+                        match db.put(&k, &v) {
+                            Ok(()) => {
+                                acked.insert(k, v);
+                                puts += 1;
+                            }
+                            Err(e) => {
+                                assert!(matches!(e, Error::StoreFull { .. }), "writer {t}: {e}");
+                                break;
+                            }
+                        }
+                    }
+                    let mut deleted = Vec::new();
+                    if round == 0 {
+                        let keys: Vec<Vec<u8>> = acked.keys().cloned().collect();
+                        for k in keys.into_iter().filter(|_| rng.gen_bool(2.0 / 3.0)) {
+                            db.delete(&k)
+                                .unwrap_or_else(|e| panic!("writer {t}: a delete refused: {e}"));
+                            acked.remove(&k);
+                            deleted.push(k);
+                        }
+                    }
+                    (acked, deleted, puts)
+                })
+            })
+            .collect()
+    };
+    let mut model = Model::new();
+    for round in 0..2 {
+        let mut puts = 0;
+        for w in phase(round) {
+            let (acked, deleted, n) = w.join().unwrap();
+            for k in deleted {
+                model.remove(&k);
+            }
+            model.extend(acked);
+            puts += n;
+        }
+        assert_matches(&db, &model, "after a round");
+        if round == 1 {
+            assert!(puts > 0, "the deletes freed no room for puts");
+        }
+    }
+    let db = Arc::into_inner(db).unwrap();
+    drop(db);
+    let db = open(&dev, &common::small_opts(Variant::Zkv));
+    assert_matches(&db, &model, "reopened");
+}
+
 fn fill_concurrently(writers: u64, seed: u64) {
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());

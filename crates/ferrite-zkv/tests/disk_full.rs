@@ -312,21 +312,7 @@ fn fill_and_delete_concurrently(writers: u64, seed: u64) {
                 std::thread::spawn(move || {
                     let mut rng = SmallRng::seed_from_u64(seed + 10 * round + t);
                     let mut acked = Model::new();
-                    let mut puts = 0;
-                    loop {
-                        let k = format!("{t}-{:012}", rng.gen_range(0..u64::MAX / 2)).into_bytes();
-                        let v = value(&mut rng, Values { logged: 0.1 }, round);
-                        match db.put(&k, &v) {
-                            Ok(()) => {
-                                acked.insert(k, v);
-                                puts += 1;
-                            }
-                            Err(e) => {
-                                assert!(matches!(e, Error::StoreFull { .. }), "writer {t}: {e}");
-                                break;
-                            }
-                        }
-                    }
+                    let puts = fill(&db, &mut acked, &mut rng, Values { logged: 0.1 }, round);
                     let mut deleted = Vec::new();
                     if round == 0 {
                         let keys: Vec<Vec<u8>> = acked.keys().cloned().collect();

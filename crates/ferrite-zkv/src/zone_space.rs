@@ -8,8 +8,11 @@
 //!
 //! Invariants: a page id is a global page offset (device address / page
 //! size); a leaf zone's `valid` counts the pages that leaf metadata points
-//! to; a vlog zone's `valid` counts live value bytes. All counts are
-//! rebuilt from the MetaLog at recovery.
+//! to; a vlog zone's `valid` counts live value bytes; an open leaf zone's
+//! `handed` counts the pages its flusher has given ids, written or
+//! waiting, so the rest of its capacity is room the flusher can still
+//! write. All counts are rebuilt from the MetaLog at recovery (`handed`
+//! from the write pointer of a zone a flusher takes back).
 
 use std::collections::VecDeque;
 

@@ -291,11 +291,14 @@ fn concurrent_writers_fill_the_device_without_poisoning_it() {
 /// `NoSpace` instead of `StoreFull`: a flusher found no free zone, which
 /// poisons the store. It happens with or without the room in the
 /// flushers' zones counted towards admission, and a failing seed does not
-/// fail again when rerun (30 tries). The likely cause, not yet confirmed:
-/// admission lets each admitted write take one zone, but a writer that
-/// helps insert an evicted batch of the merged filter can write more
-/// pages than that. Until that is found and bounded, this test would make
-/// CI fail now and then, so it is kept out of it.
+/// fail again when rerun (30 tries). Backtraces taken where the flusher
+/// found no zone show the pages come from inserting evicted batches of the
+/// merged filter into their leaves: once from the checkpoint that a
+/// refused writer's reclamation ran (to reset the zones it had emptied),
+/// once from a writer's own maintenance. Admission lets each admitted
+/// write take one zone, and that insertion can write more pages than
+/// that. Until it is bounded, this test would make CI fail now and then,
+/// so it is kept out of it.
 #[test]
 #[ignore = "fails now and then: a flusher can find no free zone while writers insert evicted batches together (see the doc comment)"]
 fn concurrent_deletes_on_a_full_device_are_admitted_and_lose_nothing() {

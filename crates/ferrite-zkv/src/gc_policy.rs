@@ -89,11 +89,17 @@ pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usiz
 /// room; a flusher holding no zone has none. Without this, a full device
 /// whose flushers had just moved on to fresh zones refused deletes for
 /// want of zones to move on to, while those zones stood nearly empty.
-pub fn flusher_room(rooms: &[u64], flushers: usize, zone_pages: u64) -> usize {
-    if flushers == 0 || rooms.len() < flushers {
+pub fn flusher_room(
+    rooms: impl IntoIterator<Item = u64>,
+    flushers: usize,
+    zone_pages: u64,
+) -> usize {
+    let (held, least) = rooms
+        .into_iter()
+        .fold((0usize, u64::MAX), |(n, least), r| (n + 1, least.min(r)));
+    if flushers == 0 || held < flushers {
         return 0;
     }
-    let least = rooms.iter().copied().min().unwrap_or(0);
     let pages = u128::from(least) * flushers as u128;
     usize::try_from(pages / u128::from(zone_pages.max(1))).unwrap_or(usize::MAX)
 }
@@ -270,15 +276,15 @@ mod tests {
     #[test]
     fn flushers_count_as_many_zones_as_the_least_roomy_one_allows_them_all() {
         // Two flushers, 192-page zones, nearly empty: one zone's worth.
-        assert_eq!(flusher_room(&[191, 191], 2, 192), 1);
-        assert_eq!(flusher_room(&[192, 192], 2, 192), 2);
+        assert_eq!(flusher_room([191, 191], 2, 192), 1);
+        assert_eq!(flusher_room([192, 192], 2, 192), 2);
         // The fuller one decides: 2 * 95 pages is less than a zone.
-        assert_eq!(flusher_room(&[191, 95], 2, 192), 0);
-        assert_eq!(flusher_room(&[96, 191], 2, 192), 1);
+        assert_eq!(flusher_room([191, 95], 2, 192), 0);
+        assert_eq!(flusher_room([96, 191], 2, 192), 1);
         // A flusher without a zone has no room, whatever the others have.
-        assert_eq!(flusher_room(&[192], 2, 192), 0);
-        assert_eq!(flusher_room(&[], 0, 192), 0);
-        assert_eq!(flusher_room(&[u64::MAX; 4], 4, 0), usize::MAX);
+        assert_eq!(flusher_room([192], 2, 192), 0);
+        assert_eq!(flusher_room([], 0, 192), 0);
+        assert_eq!(flusher_room([u64::MAX; 4], 4, 0), usize::MAX);
     }
 
     #[test]

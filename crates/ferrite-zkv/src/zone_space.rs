@@ -172,13 +172,12 @@ impl ZoneSpace {
 
     /// [`gc_policy::flusher_room`] of the leaf zones held open.
     pub fn flusher_room(&self) -> usize {
-        let rooms: Vec<u64> = self
+        let rooms = self
             .zones
             .iter()
             .filter(|s| s.open && s.role == Role::Leaf)
-            .map(|s| self.capacity_pages.saturating_sub(s.handed))
-            .collect();
-        gc_policy::flusher_room(&rooms, self.flushers, self.capacity_pages)
+            .map(|s| self.capacity_pages.saturating_sub(s.handed));
+        gc_policy::flusher_room(rooms, self.flushers, self.capacity_pages)
     }
 
     /// Ends an admitted write.

@@ -6,9 +6,16 @@
 //! cursor and inserts it; the array stays readable by lookups and scans
 //! until every batch is in the tree and the array is retired, so a pair is
 //! always in the filter, the array or the tree.
+//!
+//! Each batch is marked inserted by its inserter while it still holds the
+//! tree's write lock, so whoever holds that lock sees exactly which
+//! batches the tree holds. A checkpoint records the others as buffered
+//! pairs instead of inserting them: inserting writes leaf pages, and a
+//! checkpoint must be able to run (it frees reclaimed zones) when no zone
+//! is left for them.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::merged_filter::{after_start, before_end};
 use crate::pair::{Pair, Val};
@@ -16,6 +23,8 @@ use crate::pair::{Pair, Val};
 #[derive(Debug, Default)]
 pub struct BatchArray {
     batches: Vec<Vec<Pair>>,
+    /// Per batch: in the tree (set under the tree's write lock).
+    inserted: Vec<AtomicBool>,
     next: AtomicUsize,
     done: AtomicUsize,
 }
@@ -23,6 +32,7 @@ pub struct BatchArray {
 impl BatchArray {
     pub fn new(batches: Vec<Vec<Pair>>) -> Self {
         Self {
+            inserted: batches.iter().map(|_| AtomicBool::new(false)).collect(),
             batches,
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
@@ -43,6 +53,13 @@ impl BatchArray {
         self.batches.get(i).map(|b| (i, b.as_slice()))
     }
 
+    /// Batch `i` is in the tree; called under the tree's write lock.
+    pub fn mark_inserted(&self, i: usize) {
+        if let Some(f) = self.inserted.get(i) {
+            f.store(true, Ordering::Release);
+        }
+    }
+
     pub fn finish_one(&self) {
         self.done.fetch_add(1, Ordering::AcqRel);
     }
@@ -50,6 +67,22 @@ impl BatchArray {
     /// Every batch is in the tree.
     pub fn finished(&self) -> bool {
         self.done.load(Ordering::Acquire) >= self.batches.len()
+    }
+
+    /// Every batch claimed so far is finished (unclaimed ones may remain).
+    pub fn settled(&self) -> bool {
+        let claimed = self.next.load(Ordering::Acquire).min(self.batches.len());
+        self.done.load(Ordering::Acquire) >= claimed
+    }
+
+    /// The pairs of the batches not yet in the tree, sorted. Exact only
+    /// under the tree's lock (see [`BatchArray::mark_inserted`]).
+    pub fn not_inserted(&self) -> impl Iterator<Item = &Pair> {
+        self.batches
+            .iter()
+            .zip(&self.inserted)
+            .filter(|(_, f)| !f.load(Ordering::Acquire))
+            .flat_map(|(b, _)| b)
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Val> {
@@ -110,10 +143,20 @@ mod tests {
             2
         );
         assert_eq!(a.range(Bound::Unbounded, Bound::Unbounded, 3).len(), 3);
-        assert!(a.claim().is_some() && a.claim().is_some() && a.claim().is_none());
-        assert!(!a.finished());
+        assert_eq!(a.not_inserted().count(), 4);
+        assert!(a.settled());
+        assert!(a.claim().is_some());
+        assert!(!a.settled());
+        a.mark_inserted(0);
         a.finish_one();
+        assert!(a.settled() && !a.finished());
+        let left: Vec<&[u8]> = a.not_inserted().map(Pair::key).collect();
+        assert_eq!(left, [&[5u8][..], &[9u8][..]]);
+        assert!(a.claim().is_some() && a.claim().is_none());
+        assert!(!a.finished() && !a.settled());
+        a.mark_inserted(1);
         a.finish_one();
-        assert!(a.finished());
+        assert!(a.finished() && a.settled());
+        assert_eq!(a.not_inserted().count(), 0);
     }
 }

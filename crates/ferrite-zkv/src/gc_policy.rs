@@ -82,26 +82,42 @@ pub fn admission_floor(adds_data: bool, reserve: usize, flushers: usize) -> usiz
     }
 }
 
-/// Whole zones' worth of pages the flushers can still put in the zones
-/// they hold (`rooms`: each held zone's pages not yet handed out), as a
-/// number to count beside the free zones. Flushers take pages in turn, so
-/// the one with the least room fills first and each is counted with that
-/// room; a flusher holding no zone has none. Without this, a full device
-/// whose flushers had just moved on to fresh zones refused deletes for
-/// want of zones to move on to, while those zones stood nearly empty.
-pub fn flusher_room(
-    rooms: impl IntoIterator<Item = u64>,
-    flushers: usize,
-    zone_pages: u64,
-) -> usize {
+/// Whether a write takes zones of its own and so must be admitted: all
+/// do but deletes that go to the merged filter (`buffered`). Those write
+/// nothing but the WAL until their batch reaches the leaves, and that
+/// leaf work waits for zones by itself; counting them as admitted writes
+/// refused a delete on a full device because other deletes were in
+/// flight.
+pub fn takes_zones(adds_data: bool, buffered: bool) -> bool {
+    adds_data || !buffered
+}
+
+/// Pages the flushers can still put in the zones they hold (`rooms`:
+/// each held zone's pages not yet handed out) before one of them needs a
+/// free zone. Flushers take pages in turn, so the one with the least room
+/// fills first and each is counted with that room; a flusher holding no
+/// zone has none.
+pub fn flusher_pages(rooms: impl IntoIterator<Item = u64>, flushers: usize) -> u64 {
     let (held, least) = rooms
         .into_iter()
         .fold((0usize, u64::MAX), |(n, least), r| (n + 1, least.min(r)));
     if flushers == 0 || held < flushers {
         return 0;
     }
-    let pages = u128::from(least) * flushers as u128;
-    usize::try_from(pages / u128::from(zone_pages.max(1))).unwrap_or(usize::MAX)
+    least.saturating_mul(flushers as u64)
+}
+
+/// [`flusher_pages`] as whole zones of `zone_pages`, a number to count
+/// beside the free zones. Without it, a full device whose flushers had
+/// just moved on to fresh zones refused deletes for want of zones to move
+/// on to, while those zones stood nearly empty.
+pub fn flusher_room(
+    rooms: impl IntoIterator<Item = u64>,
+    flushers: usize,
+    zone_pages: u64,
+) -> usize {
+    let pages = flusher_pages(rooms, flushers);
+    usize::try_from(pages / zone_pages.max(1)).unwrap_or(usize::MAX)
 }
 
 /// Whether emptying a value-log zone of `zone_bytes` by writing `need`
@@ -263,6 +279,8 @@ mod tests {
         // A reserve below the reclamation floor is raised above it, so
         // deletes always have zones that puts cannot take.
         assert_eq!(admission_floor(true, 1, 2), 3);
+        assert!(takes_zones(true, true) && takes_zones(true, false));
+        assert!(takes_zones(false, false) && !takes_zones(false, true));
         for reserve in 0..10 {
             for flushers in 1..5 {
                 assert!(
@@ -285,6 +303,8 @@ mod tests {
         assert_eq!(flusher_room([192], 2, 192), 0);
         assert_eq!(flusher_room([], 0, 192), 0);
         assert_eq!(flusher_room([u64::MAX; 4], 4, 0), usize::MAX);
+        assert_eq!(flusher_pages([191, 95], 2), 190);
+        assert_eq!(flusher_pages([191], 2), 0);
     }
 
     #[test]

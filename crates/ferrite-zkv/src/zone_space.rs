@@ -162,6 +162,14 @@ impl ZoneSpace {
             .saturating_sub(checkpoint + self.writing.max(1) as u64)
     }
 
+    /// Pages a leaf zone's migration may write: those of the free zones
+    /// and the room in the flushers' zones, less a zone for each admitted
+    /// write.
+    pub fn movable_pages(&self) -> u64 {
+        let free = self.free.len() as u64 * self.capacity_pages;
+        (free + self.flusher_pages()).saturating_sub(self.writing as u64 * self.capacity_pages)
+    }
+
     /// Zones [`ZoneSpace::admit`] wants free or pending to admit one more
     /// write over `floor`, less the zones' worth of room the flushers'
     /// zones still have: a flusher moves on to a free zone only once its
@@ -170,14 +178,30 @@ impl ZoneSpace {
         (floor + self.writing).saturating_sub(self.flusher_room())
     }
 
-    /// [`gc_policy::flusher_room`] of the leaf zones held open.
-    pub fn flusher_room(&self) -> usize {
+    /// Whether deferred leaf writes (inserting evicted batches into the
+    /// leaves, and the merges that follow) may go on: the free zones and
+    /// the flushers' room still cover `floor` and a zone for each admitted
+    /// write but the caller's own (`admitted`: the caller is one of them).
+    /// Those writes are not bounded by any one admission, so they stop
+    /// here and wait, rather than take the zones kept for reclamation.
+    pub fn admits_leaf_work(&self, floor: usize, admitted: bool) -> bool {
+        let others = self.writing.saturating_sub(usize::from(admitted));
+        self.free.len() + self.flusher_room() >= floor + others
+    }
+
+    /// [`gc_policy::flusher_pages`] of the leaf zones held open.
+    pub fn flusher_pages(&self) -> u64 {
         let rooms = self
             .zones
             .iter()
             .filter(|s| s.open && s.role == Role::Leaf)
             .map(|s| self.capacity_pages.saturating_sub(s.handed));
-        gc_policy::flusher_room(rooms, self.flushers, self.capacity_pages)
+        gc_policy::flusher_pages(rooms, self.flushers)
+    }
+
+    /// [`ZoneSpace::flusher_pages`] as whole zones.
+    pub fn flusher_room(&self) -> usize {
+        usize::try_from(self.flusher_pages() / self.capacity_pages.max(1)).unwrap_or(usize::MAX)
     }
 
     /// Ends an admitted write.

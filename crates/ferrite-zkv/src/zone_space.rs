@@ -469,6 +469,49 @@ mod tests {
     }
 
     #[test]
+    fn leaf_work_and_migration_leave_the_zones_admitted_writes_may_take() {
+        // Six data zones: two held by the flushers, three free, one value
+        // log. The deletes' floor is two zones.
+        let mut s = ZoneSpace::new(10, 2, 2, 256, 192, 2);
+        let flushers = [s.take(Role::Leaf).unwrap(), s.take(Role::Leaf).unwrap()];
+        s.take(Role::Vlog).unwrap();
+        for _ in 0..150 {
+            for &z in &flushers {
+                s.add_page(z as usize);
+            }
+        }
+        // 42 pages left in each flusher's zone: 84 between them.
+        assert_eq!(s.flusher_pages(), 84);
+        assert_eq!(s.movable_pages(), 3 * 192 + 84);
+        assert!(s.admits_leaf_work(2, false));
+        // Two admitted writes may take a zone each: leaf work keeps them,
+        // and a migration may not write into them, but a write's own
+        // zone is its own leaf work's to use.
+        assert!(s.admit(2) && s.admit(2));
+        assert_eq!(s.movable_pages(), 192 + 84);
+        assert!(s.admits_leaf_work(2, true));
+        assert!(!s.admits_leaf_work(3, true));
+        assert!(!s.admits_leaf_work(2, false));
+        assert!(s.admits_leaf_work(1, false));
+        // The free zones go to the value log: nothing is left to move into
+        // but the flushers' room, and no leaf work may go on.
+        for _ in 0..3 {
+            s.take(Role::Vlog).unwrap();
+        }
+        assert_eq!(s.movable_pages(), 0);
+        assert!(!s.admits_leaf_work(2, true));
+        s.finish();
+        s.finish();
+        assert_eq!(s.movable_pages(), 84);
+        assert!(!s.admits_leaf_work(2, false));
+        assert!(
+            !s.admits_leaf_work(1, false),
+            "84 pages are less than a zone"
+        );
+        assert!(s.admits_leaf_work(0, false));
+    }
+
+    #[test]
     fn roles_and_free_list() {
         let mut s = ZoneSpace::new(8, 2, 2, 256, 192, 2);
         assert_eq!(s.free_zones(), 4);

@@ -188,6 +188,12 @@ impl ZkvOptions {
         (self.sequencer_bytes / self.leaf_size.max(1)).max(self.group_pages)
     }
 
+    /// Writes go to the merged filter first (ZKV with its filter on); the
+    /// other variants and ablations apply them to the tree directly.
+    pub fn buffers_writes(&self) -> bool {
+        self.variant == Variant::Zkv && self.merged_filter
+    }
+
     /// WAL bytes between checkpoints.
     pub fn checkpoint_bytes(&self) -> u64 {
         self.checkpoint_wal_bytes.unwrap_or_else(|| {

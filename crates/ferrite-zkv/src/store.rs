@@ -540,7 +540,7 @@ impl Inner {
 
     /// Applies one buffered pair to the first buffer of this variant.
     fn apply_pair(&self, pair: Pair) -> Result<()> {
-        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+        if self.opts.buffers_writes() {
             let old = self.mf.lock().insert(pair);
             self.release(old);
             Ok(())
@@ -566,7 +566,7 @@ impl Inner {
                 BatchOp::Delete { key } => Pair::new(key, Val::Del),
             });
         }
-        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+        if self.opts.buffers_writes() {
             let replaced: Vec<Option<Val>> = {
                 let mut mf = self.mf.lock();
                 order();
@@ -626,8 +626,7 @@ impl Inner {
             .ops()
             .iter()
             .any(|op| matches!(op, BatchOp::Put { .. }));
-        let buffered = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
-        let admitted = gc_policy::takes_zones(adds, buffered);
+        let admitted = gc_policy::takes_zones(adds, self.opts.buffers_writes());
         if admitted {
             self.admit(adds)?;
         }
@@ -685,7 +684,7 @@ impl Inner {
     /// keeps answering reads, and the filter is not evicted again until
     /// they are in. `admitted`: the caller is an admitted write.
     fn maintain_buffers(&self, admitted: bool) -> Result<()> {
-        if self.opts.variant != Variant::Zkv || !self.opts.merged_filter {
+        if !self.opts.buffers_writes() {
             return Ok(());
         }
         loop {
@@ -814,8 +813,7 @@ impl Inner {
     /// need time to drain): the store has the merged filter and a value
     /// log.
     fn drains_values(&self) -> bool {
-        self.opts.variant == Variant::Zkv
-            && self.opts.merged_filter
+        self.opts.buffers_writes()
             && self
                 .io
                 .space
@@ -1045,7 +1043,7 @@ impl Inner {
         // flusher's next).
         let zone_bytes = self.dev.geometry().zone_capacity;
         let free = self.zones_for_moves();
-        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
+        let use_mf = self.opts.buffers_writes();
         let n = zones.len() as u64;
         let direct = gc_policy::zones_relocation_pays(need, n, zone_bytes, free);
         // Moves through the buffers free nothing until the zone drains, so
@@ -1175,7 +1173,7 @@ impl Inner {
         for &z in zones {
             records.extend(crate::vlog::records(self.dev.as_ref(), z)?);
         }
-        let use_mf = self.opts.variant == Variant::Zkv && self.opts.merged_filter;
+        let use_mf = self.opts.buffers_writes();
         let ctx = self.ctx();
         // By leaf, so that each leaf's page is read once.
         let mut groups: std::collections::BTreeMap<u32, Vec<ZoneRecord>> = Default::default();
@@ -1337,7 +1335,7 @@ impl Inner {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if self.opts.variant == Variant::Zkv && self.opts.merged_filter {
+        if self.opts.buffers_writes() {
             if let Some(v) = self.mf.lock().get(key) {
                 self.c.mf_hits.fetch_add(1, Ordering::Relaxed);
                 return self.resolve(v);
@@ -1358,7 +1356,7 @@ impl Inner {
     /// Up to [`OVERLAY_CHUNK`] buffered pairs from `lo` on, merged (filter
     /// newest), and the key up to which they are complete (`None`: to `end`).
     fn overlay_chunk(&self, lo: Bound<&[u8]>, end: Bound<&[u8]>) -> (Vec<Pair>, Option<Vec<u8>>) {
-        if self.opts.variant != Variant::Zkv || !self.opts.merged_filter {
+        if !self.opts.buffers_writes() {
             return (Vec::new(), None);
         }
         let mf = self.mf.lock().range(lo, end, OVERLAY_CHUNK);

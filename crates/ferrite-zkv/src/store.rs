@@ -710,21 +710,25 @@ impl Inner {
 
     /// Claims and inserts batches of `arr` while the zones allow it.
     fn insert_batches(&self, arr: &BatchArray, admitted: bool) -> Result<()> {
-        while self.leaf_work_allowed(admitted) {
-            let Some((i, batch)) = arr.claim() else {
-                break;
-            };
-            let r = {
-                let mut tree = self.tree.write();
-                let r = tree.insert_batch(batch, &self.ctx());
-                // Under the tree's lock (see `BatchArray::not_inserted`).
-                arr.mark_inserted(i);
-                r
-            };
-            arr.finish_one();
-            r?;
-        }
+        while self.leaf_work_allowed(admitted) && self.insert_next(arr)? {}
         Ok(())
+    }
+
+    /// Claims the next batch of `arr` and inserts it; false when none is
+    /// left to claim.
+    fn insert_next(&self, arr: &BatchArray) -> Result<bool> {
+        let Some((i, batch)) = arr.claim() else {
+            return Ok(false);
+        };
+        let r = {
+            let mut tree = self.tree.write();
+            let r = tree.insert_batch(batch, &self.ctx());
+            // Under the tree's lock (see `BatchArray::not_inserted`).
+            arr.mark_inserted(i);
+            r
+        };
+        arr.finish_one();
+        r.map(|()| true)
     }
 
     /// Whether deferred leaf writes may take pages now: the free zones
@@ -1767,13 +1771,7 @@ mod tests {
             *me.batches.write() = arr.clone();
             arr
         };
-        let (i, batch) = arr.claim().unwrap();
-        {
-            let mut tree = me.tree.write();
-            tree.insert_batch(batch, &me.ctx()).unwrap();
-            arr.mark_inserted(i);
-        }
-        arr.finish_one();
+        assert!(me.insert_next(&arr).unwrap());
         // Newest of all: in the filter, over a waiting batch's pair (put
         // there directly: a write's maintenance would insert the batches;
         // the checkpoint makes it durable).

@@ -191,17 +191,20 @@ impl ZoneSpace {
 
     /// [`gc_policy::flusher_pages`] of the leaf zones held open.
     pub fn flusher_pages(&self) -> u64 {
-        let rooms = self
-            .zones
-            .iter()
-            .filter(|s| s.open && s.role == Role::Leaf)
-            .map(|s| self.capacity_pages.saturating_sub(s.handed));
-        gc_policy::flusher_pages(rooms, self.flushers)
+        gc_policy::flusher_pages(self.held_rooms(), self.flushers)
     }
 
-    /// [`ZoneSpace::flusher_pages`] as whole zones.
+    /// [`gc_policy::flusher_room`] of the leaf zones held open.
     pub fn flusher_room(&self) -> usize {
-        usize::try_from(self.flusher_pages() / self.capacity_pages.max(1)).unwrap_or(usize::MAX)
+        gc_policy::flusher_room(self.held_rooms(), self.flushers, self.capacity_pages)
+    }
+
+    /// Pages not yet handed out in each leaf zone a flusher holds.
+    fn held_rooms(&self) -> impl Iterator<Item = u64> + '_ {
+        self.zones
+            .iter()
+            .filter(|s| s.open && s.role == Role::Leaf)
+            .map(|s| self.capacity_pages.saturating_sub(s.handed))
     }
 
     /// Ends an admitted write.

@@ -105,8 +105,16 @@ pub struct RaskStats {
     pub wide_leaves: u64,
     pub entries: u64,
     /// Bytes of leaves, logs and ART nodes (the counting allocator's view
-    /// also includes allocator rounding).
+    /// also includes allocator rounding): the sum of the four below.
     pub index_bytes: u64,
+    /// Log slots holding entries.
+    pub entry_bytes: u64,
+    /// Log slots allocated and not yet written (room to append).
+    pub free_slot_bytes: u64,
+    /// Leaf structures and log headers.
+    pub header_bytes: u64,
+    /// ART nodes.
+    pub art_bytes: u64,
 }
 
 #[derive(Default)]
@@ -771,23 +779,31 @@ impl<V: RangeValue> Rask<V> {
     /// Counters plus a walk of the leaves for sizes.
     pub fn stats(&self) -> RaskStats {
         let guard = epoch::pin();
-        let (mut leaves, mut entries, mut bytes) = (0u64, 0u64, 0u64);
-        let mut wide_leaves = 0u64;
+        let (mut leaves, mut entries, mut wide_leaves) = (0u64, 0u64, 0u64);
+        let (mut entry_bytes, mut free_slot_bytes, mut header_bytes) = (0u64, 0u64, 0u64);
         let mut leaf = Some(self.head(&guard));
         while let Some(l) = leaf {
             let log = l.current(&guard);
             leaves += 1;
             wide_leaves += u64::from(log.is_wide());
             entries += log.len() as u64;
-            bytes += (std::mem::size_of::<Leaf<V>>() + log.heap_bytes()) as u64;
+            let slot = log.slot_bytes() as u64;
+            let slots = log.slots() as u64 * slot;
+            entry_bytes += log.len() as u64 * slot;
+            free_slot_bytes += slots - log.len() as u64 * slot;
+            header_bytes += (std::mem::size_of::<Leaf<V>>() + log.heap_bytes()) as u64 - slots;
             leaf = l.next_leaf(&guard);
         }
-        bytes += self.art.read().heap_bytes() as u64;
+        let art_bytes = self.art.read().heap_bytes() as u64;
         RaskStats {
             leaves,
             wide_leaves,
             entries,
-            index_bytes: bytes,
+            index_bytes: entry_bytes + free_slot_bytes + header_bytes + art_bytes,
+            entry_bytes,
+            free_slot_bytes,
+            header_bytes,
+            art_bytes,
             ..self.counters()
         }
     }

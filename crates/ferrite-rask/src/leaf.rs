@@ -420,6 +420,11 @@ impl<V: RangeValue> Log<V> {
         true
     }
 
+    /// Bytes one slot of this log's format takes.
+    pub fn slot_bytes(&self) -> usize {
+        stride::<V>(self.is_wide()) * 8
+    }
+
     pub fn heap_bytes(&self) -> usize {
         log_layout::<V>(shape_words::<V>(self.shape)).map_or(0, |(l, _)| l.size())
     }

@@ -169,6 +169,33 @@ fn far_apart_ranges_are_stored_exactly() {
     }
 }
 
+/// Where the index's bytes go: a compact slot takes 16 bytes (two 32-bit
+/// offsets and the 8-byte run), a plain one 24, and entries, free slots,
+/// headers and ART nodes add up to the index's bytes.
+#[test]
+fn stats_break_the_index_bytes_down() {
+    let index = Rask::<PhysicalRun>::new();
+    for i in 0..100u64 {
+        let r = BlockRange::with_len(i * 16, 8).unwrap();
+        index.put(r, PhysicalRun::new(1, i).unwrap()).unwrap();
+    }
+    let s = index.stats();
+    assert!(s.leaves > 1 && s.art_bytes > 0, "{s:?}");
+    assert_eq!(s.entry_bytes, 16 * s.entries, "{s:?}");
+    assert!(s.header_bytes >= 48 * s.leaves, "{s:?}");
+    assert_eq!(
+        s.entry_bytes + s.free_slot_bytes + s.header_bytes + s.art_bytes,
+        s.index_bytes
+    );
+    let wide = Rask::<PhysicalRun>::new();
+    for l in [10, 10 + (1 << 40)] {
+        let r = BlockRange::with_len(l, 8).unwrap();
+        wide.put(r, PhysicalRun::new(1, 5).unwrap()).unwrap();
+    }
+    let s = wide.stats();
+    assert_eq!((s.wide_leaves, s.entry_bytes), (1, 2 * 24), "{s:?}");
+}
+
 /// A leaf whose space is wider than 2^32 blocks counts its compact slots
 /// from its lowest entry; a get that starts below that entry still finds it.
 #[test]

@@ -85,6 +85,10 @@ impl RangeIndex for RaskIndex {
             ("fragments".into(), s.fragments as f64),
             ("wide_leaves".into(), s.wide_leaves as f64),
             ("index_bytes".into(), s.index_bytes as f64),
+            ("entry_bytes".into(), s.entry_bytes as f64),
+            ("free_slot_bytes".into(), s.free_slot_bytes as f64),
+            ("header_bytes".into(), s.header_bytes as f64),
+            ("art_bytes".into(), s.art_bytes as f64),
         ]
     }
 }

@@ -52,8 +52,9 @@ pub trait RangeIndex: Send + Sync {
         Vec::new()
     }
     /// Frees what the index has retired but not yet released (RASK's
-    /// epoch garbage), so it is not released during the next replay's
-    /// memory measurement.
+    /// epoch garbage), so the memory measured after a replay is what the
+    /// index holds, and nothing is released during the next replay's
+    /// measurement.
     fn settle(&self) {}
 }
 

@@ -273,8 +273,11 @@ impl Replayer {
             }
         }
         let seconds = started.elapsed().as_secs_f64();
-        let extra = ix.extra(writes);
+        // The heap is read before the counters are gathered: their names
+        // and the vector holding them are the harness's, not the index's.
+        ix.settle();
         let after = live_heap();
+        let extra = ix.extra(writes);
         let memory_bytes = match (before, after) {
             (Some(b), Some(a)) => Some(a.saturating_sub(b)),
             _ => None,

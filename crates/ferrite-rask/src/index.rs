@@ -104,8 +104,8 @@ pub struct RaskStats {
     /// far apart for offsets from one base (see `leaf`).
     pub wide_leaves: u64,
     pub entries: u64,
-    /// Bytes of leaves, logs and ART nodes (the counting allocator's view
-    /// also includes allocator rounding): the sum of the four below.
+    /// Bytes of leaves, logs and ART nodes, the sum of the four below (the
+    /// heap the index holds also has its fixed part and scratch buffers).
     pub index_bytes: u64,
     /// Log slots holding entries.
     pub entry_bytes: u64,

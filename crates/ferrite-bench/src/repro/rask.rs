@@ -707,7 +707,8 @@ fn memory_breakdown(results: &Results, md: &mut String) {
         md,
         "\n## Where RASK's memory goes (main streams)\n\n\
          The index's own count of its bytes after the replay (the counting allocator's figure in \
-         the main table adds allocator rounding): log slots holding entries (16 bytes each: a \
+         the main table also holds the index's fixed part and its scratch buffers, within 2% of \
+         this count on these streams): log slots holding entries (16 bytes each: a \
          range as two 32-bit offsets from the leaf's base and the 8-byte run), slots allocated \
          and not yet written, leaf structures and log headers, and ART nodes. The last column is \
          the bytes per entry that `memory_ratio_vs_best_range` <= 0.6 would leave RASK, \

@@ -42,7 +42,6 @@ impl RangeIndex for RaskIndex {
     }
 
     fn extra(&self, writes: u64) -> Vec<(String, f64)> {
-        self.index.reclaim();
         let s = self.index.stats();
         let writes = writes.max(1) as f64;
         vec![

@@ -193,11 +193,13 @@ fn open(store: &StoreArgs) -> Result<Box<dyn KvStore>> {
     match store.engine {
         Some(engine) => ferrite::open(&store.path, engine, &opts)
             .with_context(|| format!("opening {} as {engine}", store.path.display())),
-        None => ferrite::open_existing(&store.path, &opts).with_context(|| {
-            format!(
-                "opening {} (give --engine to create a store there)",
-                store.path.display()
-            )
+        None => ferrite::open_existing(&store.path, &opts).map_err(|e| {
+            let hint = if matches!(e, ferrite::Error::NotAStore { .. }) {
+                " (give --engine to create a store there)"
+            } else {
+                ""
+            };
+            anyhow::Error::new(e).context(format!("opening {}{hint}", store.path.display()))
         }),
     }
 }

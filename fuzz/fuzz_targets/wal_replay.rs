@@ -1,15 +1,17 @@
-//! WAL replay from arbitrary device bytes: opening never panics, and a
-//! log opened on whatever it found keeps exactly what it replayed, then
-//! what is appended after: a record written after the open is followed by
-//! nothing from before it, even when it ends on a block boundary. With the
-//! epoch byte's top bit set, the bytes are first made into a log of valid
-//! records, so replay runs through many of them before it meets the end.
+//! WAL replay from arbitrary device bytes: opening never panics; an open
+//! refused as damage leaves the bytes as they were; and a log opened on
+//! whatever it found keeps exactly what it replayed, then what is appended
+//! after: a record written after the open is followed by nothing from
+//! before it, even when it ends on a block boundary. With the epoch byte's
+//! top bit set, the bytes are first made into a log of valid records
+//! (some claiming how far the log was synced), so replay runs through many
+//! of them before it meets the end.
 #![no_main]
 
 use std::sync::Arc;
 
 use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
-use ferrite_wal::{encode_record, Wal, HEADER_LEN};
+use ferrite_wal::{encode_claiming_record, encode_record, Wal, CLAIM_LEN, HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
 fn replay(dev: &Arc<dyn BlockDevice>, epoch: u64) -> Option<(Wal, Vec<Vec<u8>>)> {
@@ -23,19 +25,33 @@ fn replay(dev: &Arc<dyn BlockDevice>, epoch: u64) -> Option<(Wal, Vec<Vec<u8>>)>
 }
 
 /// `bytes` as records with valid checksums: each takes a length byte and
-/// up to 127 payload bytes after it; a length byte with its top bit set
-/// makes a record of the next epoch, which ends replay.
+/// up to 63 payload bytes after it; a length byte with its top bit set
+/// makes a record of the next epoch, which ends replay; one with the next
+/// bit set claims the log was synced below its first payload byte times
+/// 16 (at most its own offset).
 fn sealed_log(epoch: u64, bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut rest = bytes;
     while let Some((&n, tail)) = rest.split_first() {
-        let len = usize::from(n & 0x7f).min(tail.len());
+        let len = usize::from(n & 0x3f).min(tail.len());
         let (payload, after) = tail.split_at(len);
         let e = if n & 0x80 != 0 { epoch + 1 } else { epoch };
-        encode_record(e, payload, &mut out);
+        if n & 0x40 != 0 {
+            let claim = (u64::from(payload.first().copied().unwrap_or(0)) * 16)
+                .min(out.len() as u64);
+            encode_claiming_record(e, claim, false, payload, &mut out);
+        } else {
+            encode_record(e, payload, &mut out);
+        }
         rest = after;
     }
     out
+}
+
+fn image(dev: &dyn BlockDevice) -> Vec<u8> {
+    let mut buf = AlignedBuf::zeroed(dev.len() as usize);
+    dev.read_at(&mut buf, 0).expect("a memory device reads");
+    buf.to_vec()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -61,14 +77,17 @@ fuzz_target!(|data: &[u8]| {
     }
     let dev: Arc<dyn BlockDevice> = Arc::new(dev);
     let epoch = u64::from(*epoch % 4);
+    let before = image(dev.as_ref());
     let Some((wal, mut want)) = replay(&dev, epoch) else {
+        assert!(image(dev.as_ref()) == before, "a refused open changed the log");
         return;
     };
-    let end: usize = want.iter().map(|p| HEADER_LEN + p.len()).sum();
+    let end = wal.len() as usize;
     let to_boundary = 4096 - end % 4096;
+    let header = HEADER_LEN + CLAIM_LEN;
     let len = match fill % 3 {
-        0 => to_boundary.saturating_sub(HEADER_LEN),
-        1 => to_boundary + 4096 - HEADER_LEN,
+        0 => to_boundary.saturating_sub(header),
+        1 => to_boundary + 4096 - header,
         _ => usize::from(*fill),
     };
     let record = vec![*fill; len];

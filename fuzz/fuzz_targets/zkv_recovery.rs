@@ -210,8 +210,12 @@ fn structured(data: &[u8]) {
         batches.swap(0, 1);
     }
     let mut log = vec![0u8; skip * PAGE];
+    // Records claim what was durable when they were appended: nothing
+    // past the replay start, or (with the flag) everything before them,
+    // which makes a gap in front of them damage.
     for (i, b) in batches.iter().enumerate() {
-        ferrite_wal::encode_record(seq + i as u64, b, &mut log);
+        let claim = if flags & 0x40 != 0 { seq + i as u64 } else { seq };
+        ferrite_wal::encode_claiming_record(seq + i as u64, claim, false, b, &mut log);
     }
     fill_zone(&dev, META + ring.min(WAL - 1), &log);
     let snap = Snapshot {

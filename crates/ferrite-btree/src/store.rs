@@ -63,8 +63,10 @@ use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 /// version-3 meta pages (they record whether a checkpoint carried records
 /// over). Format 4 gives pages head slots (see `page`); format-2 and
 /// format-3 stores are read and upgraded, their plain pages taking heads
-/// as splits rebuild them.
-pub const FORMAT_VERSION: u32 = 4;
+/// as splits rebuild them. Format 5 writes WAL records that claim how far
+/// the log was synced (`docs/format/wal.md`), which a format-4 build would
+/// read as the log's end; older logs are read as they are.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 2;
 

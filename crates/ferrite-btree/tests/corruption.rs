@@ -249,3 +249,72 @@ fn a_flipped_bit_is_refused_never_answered() {
     }
     assert!(detected >= 10, "{detected} of 60 flips detected");
 }
+
+/// A bit flipped in a WAL record that a later record vouches for (it was
+/// appended after the damaged one was synced) is damage to acknowledged
+/// writes, not a torn tail: recovery refuses it as corruption and leaves
+/// the log as it was, where cutting the log off at the damage would
+/// silently drop every write after it. A flip in the last record, which
+/// nothing vouches for, is a torn tail: recovery keeps the writes before
+/// it.
+#[test]
+fn a_flipped_bit_in_a_vouched_wal_record_is_refused_and_left_in_place() {
+    for seed in 0..24u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let d = fresh();
+        let db = common::open_with(&d, Mode::Plain, ferrite_core::SyncMode::Always).unwrap();
+        let n = rng.gen_range(5..60u32);
+        for i in 0..n {
+            db.put(format!("key{i:03}").as_bytes(), &[i as u8; 40])
+                .unwrap();
+        }
+        // Power cut with the store open: the writes are in the WAL only.
+        for dev in &d {
+            dev.crash(ferrite_io::CrashMode::DropAll).unwrap();
+        }
+        drop(db);
+        for dev in &d {
+            dev.restart();
+        }
+        let wal = d[2].inner();
+        let mut log = AlignedBuf::zeroed(wal.len() as usize);
+        wal.read_at(&mut log, 0).unwrap();
+        let mut starts = vec![0];
+        while let Some((h, _)) = ferrite_wal::decode_record(&log[*starts.last().unwrap()..]) {
+            starts.push(starts.last().unwrap() + h.encoded_len());
+        }
+        assert_eq!(
+            starts.len() as u32,
+            n + 1,
+            "seed {seed}: one record per put"
+        );
+        let last = starts[starts.len() - 2];
+        let vouched = seed % 4 != 0;
+        let at = if vouched {
+            rng.gen_range(0..last as u64)
+        } else {
+            rng.gen_range(last as u64..starts[starts.len() - 1] as u64)
+        };
+        testkit::flip_bit(wal, at, rng.gen_range(0..8));
+        let mut damaged = AlignedBuf::zeroed(wal.len() as usize);
+        wal.read_at(&mut damaged, 0).unwrap();
+        let what = format!("seed {seed}: bit at byte {at} of {n} records");
+        match open(&d) {
+            Ok(db) if !vouched => {
+                let got = contents(&db);
+                assert_eq!(got.len() as u32, n - 1, "{what}: the torn tail");
+            }
+            Ok(_) => panic!("{what}: opened over damage"),
+            Err(e) => {
+                assert!(vouched, "{what}: a torn tail refused: {e}");
+                assert!(e.is_corruption(), "{what}: {e}");
+                let mut after = AlignedBuf::zeroed(wal.len() as usize);
+                wal.read_at(&mut after, 0).unwrap();
+                assert!(
+                    after[..] == damaged[..],
+                    "{what}: the refused open changed the log"
+                );
+            }
+        }
+    }
+}

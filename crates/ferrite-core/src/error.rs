@@ -29,6 +29,10 @@ pub enum Error {
     #[error("value of {len} bytes exceeds the maximum of {max}")]
     ValueTooLarge { len: usize, max: usize },
 
+    /// A write batch whose encoding is larger than one log record holds.
+    #[error("write batch of {len} bytes exceeds the log's largest record, {max} bytes")]
+    BatchTooLarge { len: usize, max: usize },
+
     /// A device or file operation failed; the cause names path and offset.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -133,6 +137,7 @@ impl Error {
             Error::EmptyKey
                 | Error::KeyTooLarge { .. }
                 | Error::ValueTooLarge { .. }
+                | Error::BatchTooLarge { .. }
                 | Error::InvalidOptions(_)
         )
     }

@@ -48,8 +48,13 @@ use crate::table::{BuiltTable, Found, Table, TableBuilder, TableIter};
 use crate::table_space::TableSpace;
 use crate::version::Version;
 
-/// On-disk format version of an LSM store directory.
-pub const FORMAT_VERSION: u32 = 1;
+/// On-disk format version of an LSM store directory. Format 2 writes WAL
+/// records that claim how far the log was synced (`docs/format/wal.md`),
+/// which a format-1 build would read as the log's end; format-1 stores are
+/// read and upgraded.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this engine reads.
+pub const OLDEST_READABLE_FORMAT: u32 = 1;
 /// WAL devices, used in turn by successive memtables.
 pub const WAL_DEVICES: usize = 4;
 
@@ -180,7 +185,7 @@ impl LsmStore {
         StoreIdentity::establish(
             dir,
             EngineKind::Lsm,
-            FORMAT_VERSION..=FORMAT_VERSION,
+            OLDEST_READABLE_FORMAT..=FORMAT_VERSION,
             options,
         )?;
         Self::open_on(Devices::open_dir(dir, options.direct_io)?, options, lsm)
@@ -1580,8 +1585,9 @@ impl Drop for LsmStore {
             let _ = t.join();
         }
         if !self.inner.poisoned.is_set() {
+            // Sealed, so damage to any of the log is told from a torn tail.
             let wal = self.inner.writer.lock().wal.clone();
-            if let Err(e) = wal.sync() {
+            if let Err(e) = wal.seal() {
                 log::error!("closing sync of the WAL failed: {e}");
             }
         }

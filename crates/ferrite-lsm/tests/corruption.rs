@@ -212,8 +212,8 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
         let mut log = AlignedBuf::zeroed(dev.len() as usize);
         dev.read_at(&mut log, 0).unwrap();
         let mut end = 0;
-        while let Some((_, p)) = ferrite_wal::decode_record(&log[end..]) {
-            end += ferrite_wal::HEADER_LEN + p.len();
+        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
+            end += h.encoded_len();
         }
         let at = rng.gen_range(0..end as u64);
         testkit::flip_bit(dev, at, rng.gen_range(0..8));
@@ -234,6 +234,57 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
     // Every flip lands in a record a later WAL follows: each run refuses.
     assert_eq!(refused, tried, "{refused} of {tried} damaged WALs refused");
     assert!(tried >= 8, "only {tried} of {runs} runs had two WALs");
+}
+
+/// A bit flipped in the records of the newest WAL of a cleanly closed
+/// store is damage to acknowledged writes, not a torn tail: the seal the
+/// close appended vouches for every record before it. The open is
+/// refused as corruption and leaves the log as it was, where cutting it
+/// off at the damage would silently drop every write after it.
+#[test]
+fn a_flipped_bit_in_the_newest_wal_is_refused_and_left_in_place() {
+    for seed in 0..48u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (d, lsm, _) = load(seed, &mut rng, 0.0);
+        let log_number = newest_manifest(&d).log_number;
+        let (mem, i) = (3..d.len())
+            .filter_map(|i| {
+                let mut b = AlignedBuf::zeroed(4096);
+                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
+                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
+            })
+            .filter(|&(mem, _)| mem >= log_number)
+            .max()
+            .expect("a live WAL");
+        let dev = d[i].inner();
+        let mut log = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut log, 0).unwrap();
+        // Up to the seal, the last record.
+        let (mut end, mut sealed) = (0, false);
+        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
+            if h.seal {
+                sealed = true;
+                break;
+            }
+            end += h.encoded_len();
+        }
+        assert!(sealed, "seed {seed}: the closed store's WAL has no seal");
+        let at = rng.gen_range(0..end as u64);
+        testkit::flip_bit(dev, at, rng.gen_range(0..8));
+        let mut damaged = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut damaged, 0).unwrap();
+        let what = format!("seed {seed} (WAL of memtable {mem}, bit at byte {at})");
+        match common::open(&d, lsm, SyncMode::Never) {
+            Ok(_) => panic!("{what}: opened over damage"),
+            Err(e) => assert!(e.is_corruption(), "{what}: {e}"),
+        }
+        let mut after = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut after, 0).unwrap();
+        assert!(
+            after[..] == damaged[..],
+            "{what}: the refused open changed the log"
+        );
+    }
 }
 
 /// A WAL whose first record names a memtable no store reaches (damage

@@ -40,8 +40,10 @@ use crate::range::BlockRange;
 use crate::value::RangeValue;
 
 /// The store's format in its identity file. Format 2 adds the log's epoch
-/// marks; format-1 stores are read and upgraded.
-const STORE_FORMAT: u32 = 2;
+/// marks; format 3 writes log records that claim how far the log was
+/// synced (`docs/format/wal.md`), which an older build would read as the
+/// log's end. Older stores are read and upgraded.
+const STORE_FORMAT: u32 = 3;
 const OLDEST_READABLE_STORE_FORMAT: u32 = 1;
 /// The snapshot header's format.
 const SNAPSHOT_FORMAT: u32 = 1;
@@ -336,11 +338,12 @@ impl<V: RangeValue> DurableRask<V> {
 }
 
 impl<V: RangeValue> Drop for DurableRask<V> {
-    /// Closing makes every write durable, whatever the sync mode.
+    /// Closing makes every write durable, whatever the sync mode, and
+    /// seals the log, so damage to any of it is told from a torn tail.
     fn drop(&mut self) {
         drop(self.ticker.take());
         if !self.writer.lock().poisoned.is_set() {
-            if let Err(e) = self.wal.sync() {
+            if let Err(e) = self.wal.seal() {
                 log::warn!("closing sync of the RASK redo log failed: {e}");
             }
         }

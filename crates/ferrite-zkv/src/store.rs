@@ -67,8 +67,10 @@ use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, Commit, WalPosition, ZoneWal};
 
 /// On-disk format version in the identity file. Format 5 adds checkpoint
-/// marks to the WAL; format-4 stores are read and upgraded.
-pub const FORMAT_VERSION: u32 = 5;
+/// marks to the WAL; format 6 makes WAL records claim how far the log was
+/// synced (`docs/format/zkv.md`). Format-4 and -5 stores are read and
+/// upgraded.
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 4;
 const DEVICE_FILE: &str = "zones.img";
@@ -443,6 +445,19 @@ impl ZkvStore {
                     "WAL record {seq} marks checkpoint {v}, but the newest valid MetaLog \
                      snapshot is {} and the log between them is gone: snapshot {v} is damaged",
                     snap.version
+                ),
+            ));
+        }
+        // A record past the gap appended after the missing one was synced:
+        // the gap is damage to acknowledged writes, not a torn tail.
+        if let Some((seq, claim)) = replayed.vouched {
+            return Err(Error::corruption(
+                "zkv WAL",
+                format!(
+                    "record {} is missing or damaged, but record {seq} was appended after \
+                     every record below {claim} was synced; recovery stops rather than drop \
+                     the acknowledged writes after the damage",
+                    replayed.next_seq
                 ),
             ));
         }

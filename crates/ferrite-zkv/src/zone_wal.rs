@@ -2,7 +2,11 @@
 //! one ring of zones they flush to, written only at write pointers.
 //!
 //! Records use `ferrite-wal`'s checksummed framing with the record's
-//! sequence number in the epoch field. A writer appends to an *instance*
+//! sequence number in the epoch field, and claim the sequence number below
+//! which every record was durable when they were appended: a record past
+//! a gap that claims the gap's record was durable proves the gap is
+//! damage, not a torn tail, and recovery refuses it rather than drop the
+//! acknowledged writes after it. A writer appends to an *instance*
 //! (the one its thread last used, or any free one), so concurrent writers
 //! do not contend on one buffer. An instance holds whole records and
 //! leaves as a *unit* when the next record would pass 4 KiB (the paper's
@@ -43,7 +47,7 @@ use std::time::Instant;
 
 use ferrite_core::{Error, Poison, Result};
 use ferrite_io::{AlignedBuf, ZonedDevice};
-use ferrite_wal::{decode_record, encode_record, HEADER_LEN};
+use ferrite_wal::{decode_record, encode_claiming_record, CLAIM_LEN, HEADER_LEN};
 use parking_lot::{Mutex, MutexGuard};
 
 /// The payload of a checkpoint mark: this magic, then the MetaLog version.
@@ -74,6 +78,10 @@ pub struct Replayed {
     pub tail: u32,
     /// Records past the first gap, by sequence number.
     pub stranded: Vec<(u64, Vec<u8>)>,
+    /// A record past the gap that claims every record below a sequence
+    /// number past the gap was durable, as (its sequence, the claim):
+    /// the gap is damage.
+    pub vouched: Option<(u64, u64)>,
 }
 
 /// Where replay starts.
@@ -218,7 +226,7 @@ impl ZoneWal {
     /// room to spare for every instance's buffer.
     pub fn has_room(&self, payload_len: usize) -> bool {
         let bs = self.bs();
-        let need = (HEADER_LEN + payload_len) as u64;
+        let need = (HEADER_LEN + CLAIM_LEN + payload_len) as u64;
         let spare = self.instances.len() as u64 * bs;
         let r = self.ring.lock();
         if r.full {
@@ -247,7 +255,7 @@ impl ZoneWal {
     pub fn append(&self, inst: &mut Instance, seq: u64, payload: &[u8]) -> Result<()> {
         self.check()?;
         let bs = self.bs() as usize;
-        let need = HEADER_LEN + payload.len();
+        let need = HEADER_LEN + CLAIM_LEN + payload.len();
         let cap = self.dev.geometry().zone_capacity;
         if need as u64 > cap / 2 {
             return Err(Error::InvalidOptions(format!(
@@ -261,7 +269,10 @@ impl ZoneWal {
         if inst.tail.is_empty() {
             inst.started = self.ring.lock().bytes_written;
         }
-        encode_record(seq, payload, &mut inst.tail);
+        // Every record below `durable` is synced, and `seq` is not yet
+        // (a commit covering it waits for this instance).
+        let durable = self.durable.load(Ordering::Acquire);
+        encode_claiming_record(seq, durable, false, payload, &mut inst.tail);
         if inst.tail.len() >= bs {
             wrote |= self.flush(inst)?;
         }
@@ -379,7 +390,8 @@ impl ZoneWal {
             unit.append(&mut g.tail);
         }
         let buffered = unit.len();
-        encode_record(seq, &mark(version), &mut unit);
+        let durable = self.durable.load(Ordering::Acquire);
+        encode_claiming_record(seq, durable, false, &mark(version), &mut unit);
         let mut r = self.ring.lock();
         if !self.write_unit(&mut r, &mut unit)? {
             unit.truncate(buffered);
@@ -488,6 +500,9 @@ pub fn replay(
     let mut last = cur as u32;
     // Records that arrived before an earlier sequence number did.
     let mut early: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
+    // The largest claim of a record of this log's life (a claim is never
+    // past the record's own sequence number; one that is, is noise).
+    let mut claimed: Option<(u64, u64)> = None;
     for step in 0..n {
         let z = ring[cur];
         let start = u64::from(z) * g.zone_size;
@@ -510,6 +525,11 @@ pub fn replay(
             while at < buf.len() {
                 match decode_record(&buf[at..]) {
                     Some((h, payload)) => {
+                        if let Some(c) = h.durable.filter(|&c| c <= h.epoch && h.epoch >= pos.seq) {
+                            if claimed.is_none_or(|(_, m)| c > m) {
+                                claimed = Some((h.epoch, c));
+                            }
+                        }
                         if h.epoch == seq {
                             apply(seq, payload)?;
                             seq += 1;
@@ -520,7 +540,7 @@ pub fn replay(
                         } else if h.epoch > seq {
                             early.insert(h.epoch, payload.to_vec());
                         }
-                        at += HEADER_LEN + payload.len();
+                        at += h.encoded_len();
                     }
                     // Zero padding or a torn unit: units start on a block.
                     None => at = (at / bs + 1) * bs,
@@ -533,13 +553,14 @@ pub fn replay(
         next_seq: seq,
         tail: last,
         stranded: early.into_iter().collect(),
+        vouched: claimed.filter(|&(_, c)| c > seq),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite_io::{EmulatedZonedDevice, MemDevice, ZoneGeometry};
+    use ferrite_io::{BlockDevice, EmulatedZonedDevice, MemDevice, ZoneGeometry};
 
     fn wal(instances: usize) -> (Arc<dyn ZonedDevice>, ZoneWal, WalPosition) {
         let dev: Arc<dyn ZonedDevice> = Arc::new(
@@ -620,6 +641,39 @@ mod tests {
         assert_eq!(marks, vec![7]);
         assert_eq!(mark_version(&mark(u64::MAX)), Some(u64::MAX));
         assert_eq!(mark_version(b"ZKVCKPT1short"), None);
+    }
+
+    /// A record lost to damage is told from one lost to a crash: the
+    /// records after it were appended once it was synced, and say so.
+    #[test]
+    fn a_gap_a_later_record_vouches_for_is_reported() {
+        for damaged in [4u64, 30] {
+            let mem = Arc::new(MemDevice::new());
+            let geo = ZoneGeometry::small(6, 6, 6);
+            let dev: Arc<dyn ZonedDevice> =
+                Arc::new(EmulatedZonedDevice::format(mem.clone(), geo).unwrap());
+            let pos = WalPosition {
+                ring: 0,
+                addr: 2 * geo.zone_size,
+                seq: 1,
+            };
+            let w = ZoneWal::new(dev.clone(), vec![2, 3, 4], pos, 1);
+            for _ in 0..30 {
+                let s = put(&w, &mut w.enter());
+                assert_eq!(w.commit(s).unwrap(), Commit::Durable);
+            }
+            // One record per synced unit, one unit per block.
+            let base = mem.len() - geo.address_space();
+            let at = base + pos.addr + (damaged - 1) * 4096 + 40;
+            ferrite_core::testkit::flip_bit(mem.as_ref(), at, 3);
+            let r = replay(dev.as_ref(), &[2, 3, 4], pos, &mut |_, _| Ok(())).unwrap();
+            assert_eq!(r.next_seq, damaged);
+            if damaged < 30 {
+                assert_eq!(r.vouched, Some((30, 30)), "damage to record {damaged}");
+            } else {
+                assert_eq!(r.vouched, None, "the last record is a torn tail");
+            }
+        }
     }
 
     #[test]

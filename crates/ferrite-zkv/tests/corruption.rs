@@ -289,3 +289,70 @@ fn a_flipped_bit_in_the_newest_zone_table_copy_loses_nothing() {
         );
     }
 }
+
+/// A bit flipped in a synced WAL record that later records vouch for (they
+/// were appended after it was synced) is damage to acknowledged writes,
+/// not a torn tail: recovery refuses it as corruption rather than replay
+/// up to the gap and drop every write after it.
+#[test]
+fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
+    let mut refused = 0;
+    for seed in 0..24u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let variant = common::VARIANTS[seed as usize % 3];
+        let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
+        let geo = common::geometry(24);
+        let dev: Arc<dyn ZonedDevice> =
+            Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
+        let opts = common::options(SyncMode::Always);
+        let db = ZkvStore::open_on(dev, &opts, common::small_opts(variant)).unwrap();
+        // Fewer 4 KiB units than the 96 KiB that start a checkpoint.
+        let n = rng.gen_range(6..20u32);
+        for i in 0..n {
+            db.put(
+                format!("key{i:04}").as_bytes(),
+                format!("wal-value-{i:04}").as_bytes(),
+            )
+            .unwrap();
+        }
+        // Power cut with the store open: the puts are in the WAL only.
+        faulty.crash(CrashMode::DropAll).unwrap();
+        drop(db);
+        faulty.restart();
+        // The record of an early put: a synced unit's first block.
+        let target = format!("wal-value-{:04}", rng.gen_range(0..n / 2));
+        let mem = faulty.inner();
+        let base = mem.len() - geo.address_space();
+        let mut block = AlignedBuf::zeroed(4096);
+        let mut found = None;
+        for at in (base..mem.len()).step_by(4096) {
+            mem.read_at(&mut block, at).unwrap();
+            let Some((h, p)) = ferrite_wal::decode_record(&block) else {
+                continue;
+            };
+            if h.durable.is_some() && p.windows(target.len()).any(|w| w == target.as_bytes()) {
+                found = Some(at + 30);
+            }
+        }
+        let at = found.unwrap_or_else(|| panic!("seed {seed}: no record holds {target}"));
+        testkit::flip_bit(mem, at, rng.gen_range(0..8));
+        let dev: Arc<dyn ZonedDevice> =
+            Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
+        match ZkvStore::open_on(dev, &opts, common::small_opts(variant)) {
+            Ok(db) => {
+                for i in 0..n {
+                    assert_eq!(
+                        db.get(format!("key{i:04}").as_bytes()).unwrap(),
+                        Some(format!("wal-value-{i:04}").into_bytes()),
+                        "seed {seed} ({variant:?}): opened over damage to {target}, put {i} lost"
+                    );
+                }
+            }
+            Err(e) => {
+                assert!(e.is_corruption(), "seed {seed}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 24, "{refused} of 24 damaged logs refused");
+}

@@ -164,12 +164,13 @@ mod tests {
     /// A store whose identity names an older format the engine still
     /// reads opens, and its identity then names the current format; one
     /// older than that is refused as the wrong format.
-    #[cfg(all(feature = "btree", feature = "zkv"))]
+    #[cfg(all(feature = "btree", feature = "zkv", feature = "lsm"))]
     #[test]
     fn older_formats_an_engine_reads_are_upgraded_and_older_ones_refused() {
         for (kind, older, current) in [
             (EngineKind::Btree, 2, ferrite_btree::FORMAT_VERSION),
             (EngineKind::Zkv, 4, ferrite_zkv::FORMAT_VERSION),
+            (EngineKind::Lsm, 1, ferrite_lsm::FORMAT_VERSION),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("db");

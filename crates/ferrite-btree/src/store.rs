@@ -490,13 +490,25 @@ impl BTreeStore {
             let required = carried == Carried::Written;
             replayed.extend(carry_over::read(slot.as_ref(), epoch, required)?);
         }
-        let wal = Wal::open(devices.wal.clone(), epoch, &mut |payload| {
-            // Damage that passed the record checksum is refused here, before
-            // anything is applied.
-            WriteBatch::decode(payload)?;
-            replayed.push_back(payload.to_vec());
-            Ok(())
-        })?;
+        let (wal, salvaged) = Wal::open_with(
+            devices.wal.clone(),
+            epoch,
+            options.wal_recovery,
+            &mut |payload| {
+                // Damage that passed the record checksum is refused here,
+                // before anything is applied.
+                WriteBatch::decode(payload)?;
+                replayed.push_back(payload.to_vec());
+                Ok(())
+            },
+        )?;
+        if let Some(s) = salvaged {
+            log::warn!(
+                "btree: WAL damaged at offset {}: recovered up to it, {} bytes after it dropped",
+                s.offset,
+                s.dropped_bytes
+            );
+        }
         let shared = Arc::new(Shared {
             tree,
             state: RwLock::new(State {

@@ -254,7 +254,8 @@ fn a_flipped_bit_is_refused_never_answered() {
 /// appended after the damaged one was synced) is damage to acknowledged
 /// writes, not a torn tail: recovery refuses it as corruption and leaves
 /// the log as it was, where cutting the log off at the damage would
-/// silently drop every write after it. A flip in the last record, which
+/// silently drop every write after it. Asked to salvage, recovery keeps
+/// the writes before the damaged record. A flip in the last record, which
 /// nothing vouches for, is a torn tail: recovery keeps the writes before
 /// it.
 #[test]
@@ -314,6 +315,33 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused_and_left_in_place() {
                     after[..] == damaged[..],
                     "{what}: the refused open changed the log"
                 );
+                // Salvaged, the store holds the puts before the damaged
+                // record, and reopens as it is.
+                let hit = starts.iter().filter(|&&s| s as u64 <= at).count() - 1;
+                let want: Vec<Vec<u8>> = (0..hit)
+                    .map(|i| format!("key{i:03}").into_bytes())
+                    .collect();
+                let salvaged = ferrite_btree::BTreeStore::open_on(
+                    common::wire(&d),
+                    &ferrite_core::Options {
+                        cache_bytes: 320 << 10,
+                        wal_recovery: ferrite_core::WalRecovery::TruncateAtDamage,
+                        ..ferrite_core::Options::default()
+                    },
+                    ferrite_btree::BTreeOptions {
+                        page_size: 4096,
+                        checkpoint_wal_bytes: 64 << 10,
+                        insert_buffer: None,
+                        shortcut: None,
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{what}: salvage: {e}"));
+                let keys: Vec<Vec<u8>> = contents(&salvaged).into_keys().collect();
+                assert_eq!(keys, want, "{what}: salvaged contents");
+                drop(salvaged);
+                let db = open(&d).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+                let keys: Vec<Vec<u8>> = contents(&db).into_keys().collect();
+                assert_eq!(keys, want, "{what}: reopened after salvage");
             }
         }
     }

@@ -244,3 +244,59 @@ fn a_pipe_closed_early_ends_the_output_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!err.contains("Broken pipe"), "{err}");
 }
+
+/// A store whose WAL is damaged where later records vouch for it is
+/// refused with the reason and left as it is; `--salvage-wal` opens it
+/// with the writes logged before the damage.
+#[test]
+fn a_damaged_wal_is_refused_and_salvaged_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("lsm");
+    let p = path(&p);
+    ok(&["kv", "put", "--path", p, "--engine", "lsm", "k0000", "v"]);
+    let lines: String = (1..2000).map(|i| format!("k{i:04}\tvalue-{i}\n")).collect();
+    let out = ferrite_fed(
+        &["kv", "load", "--path", p, "--sync", "never"],
+        lines.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The live WAL is the largest; damage the middle of its records.
+    let wal = std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
+        .max_by_key(|f| std::fs::metadata(f).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    let mid = bytes.iter().rposition(|&b| b != 0).unwrap() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&wal, &bytes).unwrap();
+    let refused = ferrite(&["kv", "get", "--path", p, "k0001"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("corruption"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(
+        !stderr(&refused).contains("give --engine"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read(&wal).unwrap(),
+        bytes,
+        "the refused open changed the WAL"
+    );
+    let all = ok(&["kv", "scan", "--path", p, "--all", "--salvage-wal"]);
+    let keys: Vec<&str> = all.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert!(
+        keys.len() > 1 && keys.len() < 2000,
+        "{} pairs salvaged",
+        keys.len()
+    );
+    let want: Vec<String> = (0..keys.len()).map(|i| format!("k{i:04}")).collect();
+    assert_eq!(keys, want, "the salvaged pairs are the ones loaded first");
+    // Salvaged once, the store opens as it is.
+    assert_eq!(ok(&["kv", "get", "--path", p, "k0000"]).trim(), "v");
+}

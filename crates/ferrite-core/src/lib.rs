@@ -46,7 +46,7 @@ pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
 pub use identity::{Established, StoreIdentity, IDENTITY_FILE};
 pub use key::{check_key, check_value, key_to_u64, u64_to_key, MAX_KEY_LEN, MAX_VALUE_LEN};
-pub use options::{Options, SyncMode};
+pub use options::{Options, SyncMode, WalRecovery};
 pub use periodic_sync::PeriodicSync;
 pub use poison::Poison;
 pub use range::KeyRange;

@@ -49,6 +49,21 @@ impl std::fmt::Display for SyncMode {
     }
 }
 
+/// What opening a store does with a write-ahead log that is damaged where
+/// a later record proves it had been synced (`docs/format/wal.md`): the
+/// writes logged after the damage were acknowledged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// Refuse to open ([`Error::Corruption`]), changing nothing.
+    #[default]
+    Refuse,
+    /// Replay the log up to the damage and cut it off there: every write
+    /// logged after the damage is lost, and the store opens as it was
+    /// just before it. For salvaging a store whose log cannot be restored
+    /// from elsewhere.
+    TruncateAtDamage,
+}
+
 /// Options every engine understands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -62,6 +77,8 @@ pub struct Options {
     pub error_if_exists: bool,
     /// Bypass the OS page cache (O_DIRECT) so only the engine caches.
     pub direct_io: bool,
+    /// What opening does with a damaged write-ahead log.
+    pub wal_recovery: WalRecovery,
 }
 
 impl Default for Options {
@@ -72,6 +89,7 @@ impl Default for Options {
             create_if_missing: true,
             error_if_exists: false,
             direct_io: true,
+            wal_recovery: WalRecovery::Refuse,
         }
     }
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use ferrite_core::{
     check_counter, check_key, check_value, ApiCounters, BatchOp, EngineKind, Error, KeyRange,
     KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity, SyncMode,
-    WriteBatch,
+    WalRecovery, WriteBatch,
 };
 use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
@@ -271,11 +271,12 @@ impl LsmStore {
         };
         let mut max_seq = state.last_seq;
         let mut next_mem = state.log_number;
-        check_wal_ends(&devices, state.log_number)?;
+        let salvage = options.wal_recovery == WalRecovery::TruncateAtDamage;
+        let cut = check_wal_ends(&devices, state.log_number, salvage)?;
         for m in state.log_number..state.log_number + WAL_DEVICES as u64 {
             let dev = devices.wal[(m % WAL_DEVICES as u64) as usize].clone();
             let mut records = 0u64;
-            Wal::open(dev, m, &mut |payload| {
+            let (_, salvaged) = Wal::open_with(dev, m, options.wal_recovery, &mut |payload| {
                 let (seq, batch) = decode_record(payload)?;
                 for (i, op) in batch.ops().iter().enumerate() {
                     let s = seq + i as u64;
@@ -293,10 +294,33 @@ impl LsmStore {
                 records += 1;
                 Ok(())
             })?;
+            if let Some(s) = salvaged {
+                log::warn!(
+                    "lsm: the WAL of memtable {m} is damaged at offset {}: recovered up to \
+                     it, {} bytes after it dropped",
+                    s.offset,
+                    s.dropped_bytes
+                );
+            }
             if records == 0 {
                 break;
             }
             next_mem = m + 1;
+            if cut == Some(m) {
+                break;
+            }
+        }
+        if let Some(m) = cut {
+            // Salvaging past a damaged WAL: the WALs after it hold writes
+            // made after the lost ones, which must not be replayed over the
+            // hole. Emptied before the manifest moves on, so a crash in
+            // between recovers the same prefix.
+            log::warn!("lsm: the WALs after memtable {m}'s are dropped");
+            for later in next_mem..state.log_number + WAL_DEVICES as u64 {
+                let dev = &devices.wal[(later % WAL_DEVICES as u64) as usize];
+                dev.set_len(0)?;
+                dev.sync()?;
+            }
         }
         let counters = Counters::default();
         if !recovered.is_empty() {
@@ -557,18 +581,22 @@ fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
 /// that stops before its end, or holds no record, is damaged. Replay
 /// would stop there and silently drop the acknowledged writes of it and
 /// of every WAL after it. Surveyed before any is opened, since opening a
-/// WAL cuts it off at its end.
-fn check_wal_ends(devices: &Devices, log_number: u64) -> Result<()> {
+/// WAL cuts it off at its end. When `salvage`, the damaged WAL's memtable
+/// is returned instead: replay stops after it.
+fn check_wal_ends(devices: &Devices, log_number: u64, salvage: bool) -> Result<Option<u64>> {
     let mut surveys = Vec::with_capacity(WAL_DEVICES);
     for m in log_number..log_number + WAL_DEVICES as u64 {
         let dev = &devices.wal[(m % WAL_DEVICES as u64) as usize];
         surveys.push((m, ferrite_wal::survey(dev.as_ref(), m)?));
     }
     let Some(last) = surveys.iter().rposition(|(_, s)| s.records > 0) else {
-        return Ok(());
+        return Ok(None);
     };
     for &(m, s) in &surveys[..last] {
         if s.records == 0 || s.end != ferrite_wal::LogEnd::Clean {
+            if salvage {
+                return Ok(Some(m));
+            }
             return Err(Error::corruption(
                 "lsm wal",
                 format!(
@@ -579,7 +607,7 @@ fn check_wal_ends(devices: &Devices, log_number: u64) -> Result<()> {
             ));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Refuses a manifest the WALs have moved past. A WAL device is given to

@@ -287,6 +287,90 @@ fn a_flipped_bit_in_the_newest_wal_is_refused_and_left_in_place() {
     }
 }
 
+/// Asked to salvage, a store whose newest or an earlier WAL is damaged
+/// opens with the writes logged before the damage and none after (every
+/// key is written once, in order, so that is a prefix of the keys), and
+/// goes on from there.
+#[test]
+fn a_salvaging_open_keeps_the_writes_before_the_damage() {
+    use ferrite_core::WalRecovery;
+    let key = |i: u32| format!("key{i:05}").into_bytes();
+    for seed in 0..32u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let lsm = common::tiny(if seed % 2 == 0 {
+            IndexKind::LEARNED
+        } else {
+            IndexKind::Sparse
+        });
+        let d = common::fresh();
+        let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
+        let n = rng.gen_range(300..2000u32);
+        for i in 0..n {
+            db.put(&key(i), &[(i % 251) as u8; 20]).unwrap();
+        }
+        drop(db);
+        let log_number = newest_manifest(&d).log_number;
+        let wals: Vec<(u64, usize)> = (3..d.len())
+            .filter_map(|i| {
+                let mut b = AlignedBuf::zeroed(4096);
+                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
+                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
+            })
+            .filter(|&(mem, _)| mem >= log_number)
+            .collect();
+        let (mem, i) = wals[rng.gen_range(0..wals.len())];
+        let dev = d[i].inner();
+        let mut log = AlignedBuf::zeroed(dev.len() as usize);
+        dev.read_at(&mut log, 0).unwrap();
+        let mut end = 0;
+        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
+            if h.seal {
+                break;
+            }
+            end += h.encoded_len();
+        }
+        // Past the first record, the empty batch that names the memtable.
+        let first = ferrite_wal::decode_record(&log).map_or(0, |(h, _)| h.encoded_len());
+        if end <= first {
+            continue;
+        }
+        let at = rng.gen_range(first as u64..end as u64);
+        testkit::flip_bit(dev, at, rng.gen_range(0..8));
+        let what = format!("seed {seed} (WAL of memtable {mem} of {wals:?}, bit at byte {at})");
+        assert!(
+            common::open(&d, lsm.clone(), SyncMode::Never).is_err(),
+            "{what}: opened over damage"
+        );
+        let db = common::open_with(
+            &d,
+            lsm.clone(),
+            SyncMode::Never,
+            WalRecovery::TruncateAtDamage,
+        )
+        .unwrap_or_else(|e| panic!("{what}: salvage: {e}"));
+        let got: Vec<Vec<u8>> = common::contents(&db).into_keys().collect();
+        let k = got.len() as u32;
+        assert!(k < n, "{what}: nothing was lost");
+        assert_eq!(
+            got,
+            (0..k).map(key).collect::<Vec<_>>(),
+            "{what}: not a prefix"
+        );
+        db.put(b"zafter", b"salvage").unwrap();
+        drop(db);
+        let db = common::open(&d, lsm, SyncMode::Never)
+            .unwrap_or_else(|e| panic!("{what}: reopen after salvage: {e}"));
+        let again = common::contents(&db);
+        assert_eq!(again.len() as u32, k + 1, "{what}: reopened");
+        assert_eq!(
+            again.get(&b"zafter"[..]).map(Vec::as_slice),
+            Some(&b"salvage"[..])
+        );
+        db.verify()
+            .unwrap_or_else(|e| panic!("{what}: verify: {e}"));
+    }
+}
+
 /// A WAL whose first record names a memtable no store reaches (damage
 /// that passes the checksum) is refused as corruption, without
 /// arithmetic on the number overflowing.

@@ -92,6 +92,9 @@ pub struct RecoveryReport {
     pub snapshot_epoch: u64,
     pub snapshot_runs: u64,
     pub replayed_records: u64,
+    /// Bytes of a damaged log dropped after the damage, when the options
+    /// asked to salvage it ([`ferrite_core::WalRecovery`]).
+    pub dropped_log_bytes: u64,
     pub seconds: f64,
 }
 
@@ -181,12 +184,25 @@ impl<V: RangeValue> DurableRask<V> {
             }
         }
         let mut replayed = 0u64;
-        let wal = Wal::open(devices.log.clone(), epoch, &mut |payload| {
-            if apply_record(&index, payload).map_err(ferrite_core::Error::from)? {
-                replayed += 1;
-            }
-            Ok(())
-        })?;
+        let (wal, salvaged) = Wal::open_with(
+            devices.log.clone(),
+            epoch,
+            opts.store.wal_recovery,
+            &mut |payload| {
+                if apply_record(&index, payload).map_err(ferrite_core::Error::from)? {
+                    replayed += 1;
+                }
+                Ok(())
+            },
+        )?;
+        if let Some(s) = salvaged {
+            log::warn!(
+                "rask: redo log damaged at offset {}: recovered up to it, {} bytes after it dropped",
+                s.offset,
+                s.dropped_bytes
+            );
+            report.dropped_log_bytes = s.dropped_bytes;
+        }
         report.replayed_records = replayed;
         report.seconds = started.elapsed().as_secs_f64();
         let wal = Arc::new(wal);

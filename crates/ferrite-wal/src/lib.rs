@@ -16,9 +16,10 @@
 //!   synced beyond it: then the bytes there were durable and are damaged,
 //!   and opening refuses with [`Error::Corruption`], changing nothing,
 //!   where cutting the log off would silently drop every acknowledged
-//!   write after the damage. Opening a log otherwise cuts off whatever
-//!   lies past its end, so no record from before a crash can follow one
-//!   written after it;
+//!   write after the damage (a caller salvaging the store asks for that
+//!   cut with [`WalRecovery::TruncateAtDamage`], and is told). Opening a
+//!   log otherwise cuts off whatever lies past its end, so no record from
+//!   before a crash can follow one written after it;
 //! - after a failed write or sync the log is poisoned: every later call
 //!   fails, because what reached the device is unknown;
 //! - [`survey`] reads a log without changing it, so a caller holding
@@ -41,7 +42,7 @@ pub use record::{
 
 use std::sync::Arc;
 
-use ferrite_core::{Error, Poison, Result};
+use ferrite_core::{Error, Poison, Result, WalRecovery};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::{Condvar, Mutex};
 
@@ -186,22 +187,52 @@ pub fn first_epoch(dev: &dyn BlockDevice) -> Result<Option<u64>> {
     Ok(decode_record(&b).map(|(h, _)| h.epoch))
 }
 
+/// Where [`Wal::open_with`] cut off a damaged log it was told to salvage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Salvaged {
+    /// Offset of the damage: the log now ends here.
+    pub offset: u64,
+    /// Bytes dropped after it (records, padding and the damage itself).
+    pub dropped_bytes: u64,
+}
+
 impl Wal {
     /// Opens the log on `dev`, replaying every valid record of `epoch` into
-    /// `replay` in order, and positions the log after the last one.
+    /// `replay` in order, and positions the log after the last one. A log
+    /// damaged where a later record proves it had been synced is refused
+    /// ([`Error::Corruption`]) and left as it is.
     pub fn open(
         dev: Arc<dyn BlockDevice>,
         epoch: u64,
         replay: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<Self> {
+        Self::open_with(dev, epoch, WalRecovery::Refuse, replay).map(|(wal, _)| wal)
+    }
+
+    /// [`Wal::open`], with `recovery` saying what to do with a damaged log:
+    /// refuse it, or replay up to the damage and cut the log off there
+    /// (reported as [`Salvaged`]).
+    pub fn open_with(
+        dev: Arc<dyn BlockDevice>,
+        epoch: u64,
+        recovery: WalRecovery,
+        replay: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<(Self, Option<Salvaged>)> {
         let bs = dev.block_size();
         let len = dev.len() - dev.len() % bs as u64;
         let mut end = 0u64;
+        let mut salvaged = None;
         if len > 0 {
             let mut buf = AlignedBuf::zeroed(len as usize);
             dev.read_at(&mut buf, 0)?;
             let (_, at, _) = run_of(&buf, epoch);
-            if let Some((w, d)) = witness(&buf, at, epoch) {
+            let damage = witness(&buf, at, epoch);
+            if let (Some(_), WalRecovery::TruncateAtDamage) = (damage, recovery) {
+                salvaged = Some(Salvaged {
+                    offset: at as u64,
+                    dropped_bytes: len - at as u64,
+                });
+            } else if let Some((w, d)) = damage {
                 return Err(Error::corruption(
                     format!("wal (epoch {epoch}) offset {at}"),
                     format!(
@@ -248,7 +279,7 @@ impl Wal {
             dev.read_at(&mut b, block_start)?;
             partial.extend_from_slice(&b[..(end - block_start) as usize]);
         }
-        Ok(Self {
+        let wal = Self {
             dev,
             bs,
             tail: Mutex::new(Tail {
@@ -263,7 +294,8 @@ impl Wal {
                 base: 0,
             }),
             synced: Condvar::new(),
-        })
+        };
+        Ok((wal, salvaged))
     }
 
     /// Appends a record; returns the LSN to pass to [`Wal::commit`].
@@ -633,6 +665,45 @@ mod tests {
                 faulty.restart();
             }
         }
+    }
+
+    /// Told to salvage, opening replays a damaged log up to the damage,
+    /// cuts it off there and says so; the log then goes on from there.
+    #[test]
+    fn a_salvaging_open_keeps_what_precedes_the_damage() {
+        let mem = Arc::new(MemDevice::new());
+        let dev: Arc<dyn BlockDevice> = mem.clone();
+        let wal = Wal::open(dev.clone(), 1, &mut |_| Ok(())).unwrap();
+        let mut ends = Vec::new();
+        for i in 0..20u8 {
+            let lsn = wal.append(&[i; 300]).unwrap();
+            wal.commit(lsn, true).unwrap();
+            ends.push(lsn);
+        }
+        drop(wal);
+        let at = ends[6] + 50;
+        let mut b = AlignedBuf::zeroed(4096);
+        let block = at / 4096 * 4096;
+        mem.read_at(&mut b, block).unwrap();
+        b[(at - block) as usize] ^= 4;
+        mem.write_at(&b, block).unwrap();
+        assert!(Wal::open(dev.clone(), 1, &mut |_| Ok(())).is_err());
+        let mut got = Vec::new();
+        let (wal, salvaged) =
+            Wal::open_with(dev.clone(), 1, WalRecovery::TruncateAtDamage, &mut |p| {
+                got.push(p.to_vec());
+                Ok(())
+            })
+            .unwrap();
+        let s = salvaged.expect("the cut is reported");
+        assert_eq!(s.offset, ends[6]);
+        assert!(s.dropped_bytes >= ends[19] - ends[6], "{s:?}");
+        assert_eq!(got, (0..7u8).map(|i| vec![i; 300]).collect::<Vec<_>>());
+        let lsn = wal.append(b"after").unwrap();
+        wal.commit(lsn, true).unwrap();
+        drop(wal);
+        got.push(b"after".to_vec());
+        assert_eq!(replay_all(dev, 1), got);
     }
 
     /// Records without claims, as logs held before claims existed, replay;

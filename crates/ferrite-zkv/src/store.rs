@@ -47,7 +47,7 @@ use std::sync::Arc;
 use ferrite_core::{
     check_key, check_value, ApiCounters, BatchOp, CacheCounts, DeviceCounts, EngineKind, Error,
     KeyRange, KvStore, Options, PeriodicSync, Poison, Result, ScanVisitor, Stats, StoreIdentity,
-    SyncMode, WriteBatch,
+    SyncMode, WalRecovery, WriteBatch,
 };
 use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
 use parking_lot::{Mutex, RwLock};
@@ -395,7 +395,7 @@ impl ZkvStore {
             ticker: None,
         };
         if let Some(s) = snap {
-            if let Err(e) = store.recover(s) {
+            if let Err(e) = store.recover(s, options.wal_recovery) {
                 // Closing checkpoints unless the store is poisoned, and a
                 // checkpoint of a recovery cut short would record part of
                 // the buffered pairs and the replay with the snapshot's
@@ -416,7 +416,7 @@ impl ZkvStore {
         Ok(store)
     }
 
-    fn recover(&self, snap: Snapshot) -> Result<()> {
+    fn recover(&self, snap: Snapshot, recovery: WalRecovery) -> Result<()> {
         let me = &self.inner;
         for p in snap.buffered {
             me.apply_pair(p)?;
@@ -451,15 +451,24 @@ impl ZkvStore {
         // A record past the gap appended after the missing one was synced:
         // the gap is damage to acknowledged writes, not a torn tail.
         if let Some((seq, claim)) = replayed.vouched {
-            return Err(Error::corruption(
-                "zkv WAL",
-                format!(
-                    "record {} is missing or damaged, but record {seq} was appended after \
+            if recovery == WalRecovery::TruncateAtDamage {
+                log::warn!(
+                    "zkv: WAL record {} is missing or damaged though record {seq} vouches for \
+                     it: recovered up to it, {} later records dropped",
+                    replayed.next_seq,
+                    replayed.stranded.len()
+                );
+            } else {
+                return Err(Error::corruption(
+                    "zkv WAL",
+                    format!(
+                        "record {} is missing or damaged, but record {seq} was appended after \
                      every record below {claim} was synced; recovery stops rather than drop \
                      the acknowledged writes after the damage",
-                    replayed.next_seq
-                ),
-            ));
+                        replayed.next_seq
+                    ),
+                ));
+            }
         }
         let (next_seq, tail) = (replayed.next_seq, replayed.tail);
         let g = *me.dev.geometry();

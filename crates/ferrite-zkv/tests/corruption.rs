@@ -293,7 +293,8 @@ fn a_flipped_bit_in_the_newest_zone_table_copy_loses_nothing() {
 /// A bit flipped in a synced WAL record that later records vouch for (they
 /// were appended after it was synced) is damage to acknowledged writes,
 /// not a torn tail: recovery refuses it as corruption rather than replay
-/// up to the gap and drop every write after it.
+/// up to the gap and drop every write after it. Asked to salvage, it keeps
+/// the writes before the damaged record and none after.
 #[test]
 fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
     let mut refused = 0;
@@ -320,7 +321,8 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
         drop(db);
         faulty.restart();
         // The record of an early put: a synced unit's first block.
-        let target = format!("wal-value-{:04}", rng.gen_range(0..n / 2));
+        let t = rng.gen_range(0..n / 2);
+        let target = format!("wal-value-{t:04}");
         let mem = faulty.inner();
         let base = mem.len() - geo.address_space();
         let mut block = AlignedBuf::zeroed(4096);
@@ -338,7 +340,7 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
         testkit::flip_bit(mem, at, rng.gen_range(0..8));
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::load(faulty.clone()).unwrap());
-        match ZkvStore::open_on(dev, &opts, common::small_opts(variant)) {
+        match ZkvStore::open_on(dev.clone(), &opts, common::small_opts(variant)) {
             Ok(db) => {
                 for i in 0..n {
                     assert_eq!(
@@ -351,6 +353,21 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
             Err(e) => {
                 assert!(e.is_corruption(), "seed {seed}: {e}");
                 refused += 1;
+                // Salvaged, the store keeps the puts before the damaged one.
+                let salvage = ferrite_core::Options {
+                    wal_recovery: ferrite_core::WalRecovery::TruncateAtDamage,
+                    ..opts.clone()
+                };
+                let db = ZkvStore::open_on(dev, &salvage, common::small_opts(variant))
+                    .unwrap_or_else(|e| panic!("seed {seed}: salvage: {e}"));
+                for i in 0..n {
+                    let want = (i < t).then(|| format!("wal-value-{i:04}").into_bytes());
+                    assert_eq!(
+                        db.get(format!("key{i:04}").as_bytes()).unwrap(),
+                        want,
+                        "seed {seed} ({variant:?}): salvaged past damage to put {t}, put {i}"
+                    );
+                }
             }
         }
     }

@@ -67,7 +67,10 @@ pub fn run(path: &Path) -> Result<()> {
         Err(Error::EngineUnavailable(k)) => {
             println!("verify     skipped: engine {k} is not in this build");
         }
-        Err(e) => return Err(e).context("opening the store"),
+        Err(e) => {
+            let hint = super::kv::salvage_hint(&e);
+            return Err(anyhow::Error::new(e).context(format!("opening the store{hint}")));
+        }
     }
     Ok(())
 }
@@ -77,7 +80,10 @@ fn inspect_rask(path: &Path) -> Result<()> {
     use ferrite_rask::{DurableOptions, DurableRask, PhysicalRun};
     let mut opts = DurableOptions::default();
     opts.store.create_if_missing = false;
-    let db = DurableRask::<PhysicalRun>::open(path, opts).context("opening the index")?;
+    let db = DurableRask::<PhysicalRun>::open(path, opts).map_err(|e| {
+        let hint = super::rask::salvage_hint(&e);
+        anyhow::Error::new(e).context(format!("opening the index{hint}"))
+    })?;
     let r = db.recovery();
     println!(
         "recovery   snapshot {} ({} runs) + {} log records in {:.3} s",

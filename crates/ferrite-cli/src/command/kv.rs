@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode, WriteBatch};
+use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode, WalRecovery, WriteBatch};
 
 #[derive(Args, Clone)]
 pub struct StoreArgs {
@@ -31,6 +31,11 @@ pub struct StoreArgs {
     /// Keys and values are hex strings.
     #[arg(long)]
     hex: bool,
+    /// Open a store whose write-ahead log is damaged by cutting the log
+    /// off at the damage: the writes logged after it are lost. Without
+    /// it, such a store is refused and left as it is.
+    #[arg(long)]
+    salvage_wal: bool,
 }
 
 #[derive(Subcommand)]
@@ -188,19 +193,43 @@ fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Resul
 fn open(store: &StoreArgs) -> Result<Box<dyn KvStore>> {
     let opts = Options {
         sync: store.sync,
+        wal_recovery: wal_recovery(store.salvage_wal),
         ..Options::default()
     };
-    match store.engine {
-        Some(engine) => ferrite::open(&store.path, engine, &opts)
-            .with_context(|| format!("opening {} as {engine}", store.path.display())),
-        None => ferrite::open_existing(&store.path, &opts).map_err(|e| {
-            let hint = if matches!(e, ferrite::Error::NotAStore { .. }) {
-                " (give --engine to create a store there)"
-            } else {
-                ""
-            };
-            anyhow::Error::new(e).context(format!("opening {}{hint}", store.path.display()))
-        }),
+    let opened = match store.engine {
+        Some(engine) => ferrite::open(&store.path, engine, &opts),
+        None => ferrite::open_existing(&store.path, &opts),
+    };
+    opened.map_err(|e| {
+        let hint = match (&e, store.engine) {
+            (ferrite::Error::NotAStore { .. }, None) => " (give --engine to create a store there)",
+            _ => salvage_hint(&e),
+        };
+        let what = store.engine.map(|e| format!(" as {e}")).unwrap_or_default();
+        anyhow::Error::new(e).context(format!("opening {}{what}{hint}", store.path.display()))
+    })
+}
+
+/// A hint for an error opening a store or index: how to salvage a damaged
+/// write-ahead log.
+pub fn salvage_hint(e: &ferrite::Error) -> &'static str {
+    match e {
+        ferrite::Error::Corruption { location, .. }
+            if location.to_ascii_lowercase().contains("wal") =>
+        {
+            " (--salvage-wal opens it as it was before the damage, dropping the writes logged \
+             after it)"
+        }
+        _ => "",
+    }
+}
+
+/// The recovery `--salvage-wal` asks for.
+pub fn wal_recovery(salvage: bool) -> WalRecovery {
+    if salvage {
+        WalRecovery::TruncateAtDamage
+    } else {
+        WalRecovery::Refuse
     }
 }
 

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use ferrite::SyncMode;
 use ferrite_bench::range_index::{compact_writes, ops_from_trace, RangeOp};
@@ -32,6 +32,11 @@ pub struct MapArgs {
     /// Durability: always, never or batched:<ms>.
     #[arg(long, default_value = "always", value_parser = super::kv::parse_sync)]
     sync: SyncMode,
+    /// Open an index whose redo log is damaged by cutting the log off at
+    /// the damage: the changes logged after it are lost. Without it, such
+    /// an index is refused and left as it is.
+    #[arg(long)]
+    salvage_wal: bool,
 }
 
 #[derive(Subcommand)]
@@ -130,22 +135,39 @@ pub fn parse_run(s: &str) -> Result<PhysicalRun, String> {
     })
 }
 
-fn open(path: &Path, sync: SyncMode, create: bool) -> Result<DurableRask<PhysicalRun>> {
+fn open(
+    path: &Path,
+    sync: SyncMode,
+    create: bool,
+    salvage: bool,
+) -> Result<DurableRask<PhysicalRun>> {
     let mut opts = DurableOptions::default();
     opts.store.sync = sync;
     opts.store.create_if_missing = create;
-    DurableRask::open(path, opts).with_context(|| format!("opening the index {}", path.display()))
+    opts.store.wal_recovery = super::kv::wal_recovery(salvage);
+    DurableRask::open(path, opts).map_err(|e| {
+        let hint = salvage_hint(&e);
+        anyhow::Error::new(e).context(format!("opening the index {}{hint}", path.display()))
+    })
+}
+
+/// [`super::kv::salvage_hint`] for an index's error.
+pub fn salvage_hint(e: &ferrite_rask::RaskError) -> &'static str {
+    match e {
+        ferrite_rask::RaskError::Store(inner) => super::kv::salvage_hint(inner),
+        _ => "",
+    }
 }
 
 pub fn run(op: RaskOp) -> Result<()> {
     match op {
         RaskOp::Put { map, range, run } => {
-            let db = open(&map.path, map.sync, true)?;
+            let db = open(&map.path, map.sync, true, map.salvage_wal)?;
             db.put(range, run)?;
             db.sync()?;
         }
         RaskOp::Get { map, range } => {
-            let db = open(&map.path, map.sync, false)?;
+            let db = open(&map.path, map.sync, false, map.salvage_wal)?;
             for seg in db.get(range) {
                 let (l, r) = (seg.range.l(), seg.range.r());
                 match seg.value {
@@ -155,12 +177,12 @@ pub fn run(op: RaskOp) -> Result<()> {
             }
         }
         RaskOp::Del { map, range } => {
-            let db = open(&map.path, map.sync, false)?;
+            let db = open(&map.path, map.sync, false, map.salvage_wal)?;
             db.delete(range)?;
             db.sync()?;
         }
         RaskOp::Snapshot { map } => {
-            let db = open(&map.path, map.sync, false)?;
+            let db = open(&map.path, map.sync, false, map.salvage_wal)?;
             let t = Instant::now();
             db.snapshot()?;
             let secs = t.elapsed().as_secs_f64();
@@ -248,7 +270,7 @@ fn load(a: LoadArgs) -> Result<()> {
     if a.window > 0 {
         ops = compact_writes(&ops, a.window);
     }
-    let db = open(&a.path, a.sync, true)?;
+    let db = open(&a.path, a.sync, true, false)?;
     let opened = db.recovery();
     let t = Instant::now();
     let done = replay(&db, &ops, a.file)?;
@@ -352,7 +374,7 @@ mod tests {
     #[test]
     fn loads_put_runs_after_the_ones_already_mapped() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open(dir.path(), SyncMode::Never, true).unwrap();
+        let db = open(dir.path(), SyncMode::Never, true, false).unwrap();
         assert_eq!(free_block(&db, 2), 0);
         db.put(
             BlockRange::new(100, 109).unwrap(),
@@ -375,7 +397,7 @@ mod tests {
     #[test]
     fn a_second_load_appends_and_trims_unmap() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open(dir.path(), SyncMode::Never, true).unwrap();
+        let db = open(dir.path(), SyncMode::Never, true, false).unwrap();
         let w = |start, blocks| BlockRequest {
             time_us: 0,
             op: BlockOp::Write,

@@ -36,6 +36,16 @@ pub fn tiny(index: IndexKind) -> LsmOptions {
 }
 
 pub fn open(d: &Devs, lsm: LsmOptions, sync: SyncMode) -> ferrite_core::Result<LsmStore> {
+    open_with(d, lsm, sync, ferrite_core::WalRecovery::Refuse)
+}
+
+/// [`open`] with the given handling of a damaged WAL.
+pub fn open_with(
+    d: &Devs,
+    lsm: LsmOptions,
+    sync: SyncMode,
+    wal_recovery: ferrite_core::WalRecovery,
+) -> ferrite_core::Result<LsmStore> {
     let dev = |i: usize| d[i].clone() as Arc<dyn BlockDevice>;
     let devices = Devices {
         tables: dev(0),
@@ -45,6 +55,7 @@ pub fn open(d: &Devs, lsm: LsmOptions, sync: SyncMode) -> ferrite_core::Result<L
     let opts = Options {
         cache_bytes: 64 << 10,
         sync,
+        wal_recovery,
         ..Options::default()
     };
     LsmStore::open_on(devices, &opts, lsm)

@@ -11,7 +11,7 @@ mod common;
 
 use ferrite_core::testkit::{self, Model};
 use ferrite_core::{Error, KvStore, SyncMode};
-use ferrite_io::{AlignedBuf, BlockDevice};
+use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
 use ferrite_lsm::{IndexKind, LsmOptions};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -66,6 +66,36 @@ fn load(seed: u64, rng: &mut SmallRng, final_flush: f64) -> (common::Devs, LsmOp
     db.sync().unwrap();
     drop(db);
     (d, lsm, model)
+}
+
+/// The WAL devices replay reads, as (memtable, device index) in memtable
+/// order (earlier ones are in tables already).
+fn live_wals(d: &common::Devs) -> Vec<(u64, usize)> {
+    let log_number = newest_manifest(d).log_number;
+    let mut wals: Vec<(u64, usize)> = (3..d.len())
+        .filter_map(|i| {
+            let mut b = AlignedBuf::zeroed(4096);
+            (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
+            ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
+        })
+        .filter(|&(mem, _)| mem >= log_number)
+        .collect();
+    wals.sort_unstable();
+    wals
+}
+
+/// Where a WAL's records end, before a seal, and whether one follows.
+fn records_end(dev: &MemDevice) -> (usize, bool) {
+    let mut log = AlignedBuf::zeroed(dev.len() as usize);
+    dev.read_at(&mut log, 0).unwrap();
+    let mut end = 0;
+    while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
+        if h.seal {
+            return (end, true);
+        }
+        end += h.encoded_len();
+    }
+    (end, false)
 }
 
 /// Flips one bit at byte `at` of `dev`.
@@ -191,30 +221,14 @@ fn a_flipped_bit_in_an_earlier_wal_is_refused_never_skipped() {
     for seed in (0..runs * 4).step_by(4) {
         let mut rng = SmallRng::seed_from_u64(seed);
         let (d, lsm, model) = load(seed, &mut rng, 0.0);
-        // WAL devices holding records replay reads, by the memtable they
-        // log (earlier ones are in tables already).
-        let log_number = newest_manifest(&d).log_number;
-        let mut wals: Vec<(u64, usize)> = (3..d.len())
-            .filter_map(|i| {
-                let mut b = AlignedBuf::zeroed(4096);
-                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
-                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
-            })
-            .filter(|&(mem, _)| mem >= log_number)
-            .collect();
-        wals.sort_unstable();
+        let wals = live_wals(&d);
         if wals.len() < 2 {
             continue;
         }
         // Any but the newest, inside its records.
         let (mem, i) = wals[rng.gen_range(0..wals.len() - 1)];
         let dev = d[i].inner();
-        let mut log = AlignedBuf::zeroed(dev.len() as usize);
-        dev.read_at(&mut log, 0).unwrap();
-        let mut end = 0;
-        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
-            end += h.encoded_len();
-        }
+        let (end, _) = records_end(dev);
         let at = rng.gen_range(0..end as u64);
         testkit::flip_bit(dev, at, rng.gen_range(0..8));
         tried += 1;
@@ -246,28 +260,9 @@ fn a_flipped_bit_in_the_newest_wal_is_refused_and_left_in_place() {
     for seed in 0..48u64 {
         let mut rng = SmallRng::seed_from_u64(seed);
         let (d, lsm, _) = load(seed, &mut rng, 0.0);
-        let log_number = newest_manifest(&d).log_number;
-        let (mem, i) = (3..d.len())
-            .filter_map(|i| {
-                let mut b = AlignedBuf::zeroed(4096);
-                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
-                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
-            })
-            .filter(|&(mem, _)| mem >= log_number)
-            .max()
-            .expect("a live WAL");
+        let (mem, i) = *live_wals(&d).last().expect("a live WAL");
         let dev = d[i].inner();
-        let mut log = AlignedBuf::zeroed(dev.len() as usize);
-        dev.read_at(&mut log, 0).unwrap();
-        // Up to the seal, the last record.
-        let (mut end, mut sealed) = (0, false);
-        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
-            if h.seal {
-                sealed = true;
-                break;
-            }
-            end += h.encoded_len();
-        }
+        let (end, sealed) = records_end(dev);
         assert!(sealed, "seed {seed}: the closed store's WAL has no seal");
         let at = rng.gen_range(0..end as u64);
         testkit::flip_bit(dev, at, rng.gen_range(0..8));
@@ -309,28 +304,14 @@ fn a_salvaging_open_keeps_the_writes_before_the_damage() {
             db.put(&key(i), &[(i % 251) as u8; 20]).unwrap();
         }
         drop(db);
-        let log_number = newest_manifest(&d).log_number;
-        let wals: Vec<(u64, usize)> = (3..d.len())
-            .filter_map(|i| {
-                let mut b = AlignedBuf::zeroed(4096);
-                (d[i].len() >= 4096).then(|| d[i].read_at(&mut b, 0).unwrap())?;
-                ferrite_wal::decode_record(&b).map(|(h, _)| (h.epoch, i))
-            })
-            .filter(|&(mem, _)| mem >= log_number)
-            .collect();
+        let wals = live_wals(&d);
         let (mem, i) = wals[rng.gen_range(0..wals.len())];
         let dev = d[i].inner();
-        let mut log = AlignedBuf::zeroed(dev.len() as usize);
-        dev.read_at(&mut log, 0).unwrap();
-        let mut end = 0;
-        while let Some((h, _)) = ferrite_wal::decode_record(&log[end..]) {
-            if h.seal {
-                break;
-            }
-            end += h.encoded_len();
-        }
+        let (end, _) = records_end(dev);
         // Past the first record, the empty batch that names the memtable.
-        let first = ferrite_wal::decode_record(&log).map_or(0, |(h, _)| h.encoded_len());
+        let mut head = AlignedBuf::zeroed(4096);
+        dev.read_at(&mut head, 0).unwrap();
+        let first = ferrite_wal::decode_record(&head).map_or(0, |(h, _)| h.encoded_len());
         if end <= first {
             continue;
         }

@@ -1,8 +1,9 @@
 //! WAL replay from arbitrary device bytes: opening never panics; an open
-//! refused as damage leaves the bytes as they were; and a log opened on
-//! whatever it found keeps exactly what it replayed, then what is appended
-//! after: a record written after the open is followed by nothing from
-//! before it, even when it ends on a block boundary. With the epoch byte's
+//! refused as damage leaves the bytes as they were, and a salvaging open
+//! of the same bytes replays the records before the damage; and a log
+//! opened on whatever it found keeps exactly what it replayed, then what
+//! is appended after: a record written after the open is followed by
+//! nothing from before it, even when it ends on a block boundary. With the epoch byte's
 //! top bit set, the bytes are first made into a log of valid records
 //! (some claiming how far the log was synced), so replay runs through many
 //! of them before it meets the end.
@@ -11,12 +12,17 @@
 use std::sync::Arc;
 
 use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
-use ferrite_wal::{encode_claiming_record, encode_record, Wal, CLAIM_LEN, HEADER_LEN};
+use ferrite_core::WalRecovery;
+use ferrite_wal::{encode_claiming_record, encode_record, survey, Wal, CLAIM_LEN, HEADER_LEN};
 use libfuzzer_sys::fuzz_target;
 
-fn replay(dev: &Arc<dyn BlockDevice>, epoch: u64) -> Option<(Wal, Vec<Vec<u8>>)> {
+fn replay(
+    dev: &Arc<dyn BlockDevice>,
+    epoch: u64,
+    recovery: WalRecovery,
+) -> Option<(Wal, Vec<Vec<u8>>)> {
     let mut got = Vec::new();
-    let wal = Wal::open(dev.clone(), epoch, &mut |p| {
+    let (wal, _) = Wal::open_with(dev.clone(), epoch, recovery, &mut |p| {
         got.push(p.to_vec());
         Ok(())
     })
@@ -78,8 +84,12 @@ fuzz_target!(|data: &[u8]| {
     let dev: Arc<dyn BlockDevice> = Arc::new(dev);
     let epoch = u64::from(*epoch % 4);
     let before = image(dev.as_ref());
-    let Some((wal, mut want)) = replay(&dev, epoch) else {
+    let Some((wal, mut want)) = replay(&dev, epoch, WalRecovery::Refuse) else {
         assert!(image(dev.as_ref()) == before, "a refused open changed the log");
+        let records = survey(dev.as_ref(), epoch).expect("a memory device reads").records;
+        let (_, got) = replay(&dev, epoch, WalRecovery::TruncateAtDamage)
+            .expect("a salvaging open of a damaged log succeeds");
+        assert_eq!(got.len() as u64, records, "salvage replays what precedes the damage");
         return;
     };
     let end = wal.len() as usize;
@@ -99,7 +109,7 @@ fuzz_target!(|data: &[u8]| {
     }
     drop(wal);
     want.push(record);
-    let (_, got) = replay(&dev, epoch).expect("a log it wrote reopens");
+    let (_, got) = replay(&dev, epoch, WalRecovery::Refuse).expect("a log it wrote reopens");
     assert_eq!(
         got, want,
         "the reopened log is what was replayed plus the append"

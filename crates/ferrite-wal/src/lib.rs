@@ -234,7 +234,7 @@ impl Wal {
                 });
             } else if let Some((w, d)) = damage {
                 return Err(Error::corruption(
-                    format!("wal (epoch {epoch}) offset {at}"),
+                    format!("wal offset {at} (epoch {epoch}) on {}", dev.describe()),
                     format!(
                         "the log's records stop here, but the record at offset {w} was \
                          appended after the log was synced below offset {d}: the bytes here \

@@ -161,7 +161,11 @@ fn witness(buf: &[u8], end: usize, epoch: u64) -> Option<(u64, u64)> {
     let want = epoch.to_le_bytes();
     let mut at = end + 1;
     while let Some(head) = buf.get(at..at + HEADER_LEN + CLAIM_LEN) {
-        let claims = head.get(7).is_some_and(|b| b & 0x80 != 0);
+        let flags_len = head
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes);
+        let claims = flags_len.is_some_and(|f| f & record::CLAIM != 0);
         if claims && head.get(8..16) == Some(&want[..]) {
             if let Some((h, _)) = buf.get(at..).and_then(decode_record) {
                 if let Some(d) = h.durable.filter(|&d| d > end as u64 && d <= at as u64) {

@@ -719,6 +719,68 @@ impl BufferPool {
         Ok(loaded)
     }
 
+    /// Loads the pages of `ids` that are neither resident nor spilled with
+    /// one read batch of the page file, so the reads overlap, and returns
+    /// how many it loaded. Unlike [`BufferPool::prefetch`] it claims each
+    /// page's frame before reading, as a miss does, so it may run beside
+    /// writers: a page forgotten meanwhile finds its frame pinned. Best
+    /// effort: it stops claiming when frames run out, and a page past the
+    /// end of the file, or whose read or checks fail, is left out for the
+    /// normal path to read (and report).
+    pub fn load(&self, ids: &[PageId]) -> usize {
+        let end = self.dev.len() / self.page_size as u64;
+        let mut claimed: Vec<(PageId, usize, RwLockWriteGuard<'_, AlignedBuf>)> = Vec::new();
+        {
+            let mut table = self.table.write();
+            for &id in ids {
+                if id >= end || table.contains_key(&id) || self.spill.lock().contains(id) {
+                    continue;
+                }
+                let Ok(i) = self.claim(&mut table, id) else {
+                    break;
+                };
+                // Latched before the table is released, so a reader that
+                // finds the frame waits for the bytes.
+                claimed.push((id, i, self.frame(i).data.write()));
+            }
+        }
+        if claimed.is_empty() {
+            return 0;
+        }
+        let ps = self.page_size as u64;
+        let read = {
+            let mut reqs: Vec<ferrite_io::ReadReq<'_>> = claimed
+                .iter_mut()
+                .map(|(id, _, data)| ferrite_io::ReadReq::new(*id * ps, &mut data[..]))
+                .collect();
+            self.dev.read_batch(&mut reqs).is_ok()
+        };
+        let mut failed = Vec::new();
+        let mut loaded = 0;
+        for (id, i, data) in claimed {
+            if read && page::check(&data, id, &String::new).is_ok() {
+                drop(data);
+                self.frame(i).pins.fetch_sub(1, AcqRel);
+                self.counters.misses.fetch_add(1, Relaxed);
+                loaded += 1;
+            } else {
+                failed.push((id, i, data));
+            }
+        }
+        if !failed.is_empty() {
+            let mut table = self.table.write();
+            for (id, i, data) in failed {
+                let f = self.frame(i);
+                table.remove(&id);
+                f.id.store(EMPTY, Release);
+                drop(data);
+                f.pins.fetch_sub(1, AcqRel);
+                self.hand.lock().free.push(i);
+            }
+        }
+        loaded
+    }
+
     /// Enters `image` as page `id` read from the spill file (`spilled`) or
     /// the page file, unless the page became resident, its spill state
     /// changed, or the image fails its checks.
@@ -911,6 +973,34 @@ mod tests {
         assert_eq!(pool.fetch(9).unwrap().read()[MARK], 1);
         // The normal path still reports the damage.
         assert!(pool.fetch(20).is_err());
+    }
+
+    #[test]
+    fn load_claims_frames_for_the_pages_the_page_file_holds_and_skips_the_rest() {
+        let (dev, spill) = devices_holding(40);
+        let mut bad = image(20, 1);
+        bad[100] ^= 0xff;
+        dev.write_at(&bad, 20 * PS as u64).unwrap();
+        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
+        // Page 30's newest image is in the spill file: load leaves it to
+        // the normal path. Page 3 is resident; 20 is damaged; 45 is past
+        // the end of the file.
+        change(&pool, 30, 2);
+        pool.evict(30).unwrap();
+        drop(pool.fetch(3).unwrap());
+        let misses = pool.counters.misses.load(Relaxed);
+        assert_eq!(pool.load(&[1, 2, 3, 20, 30, 9, 45]), 3, "1, 2 and 9");
+        assert_eq!(pool.counters.misses.load(Relaxed), misses + 3);
+        for id in [1, 2, 3, 9] {
+            assert!(pool.is_resident(id), "{id}");
+        }
+        for id in [20, 30, 45] {
+            assert!(!pool.is_resident(id), "{id}");
+        }
+        // Loaded pages are unpinned: a forget takes them at once.
+        assert!(pool.forget(9));
+        assert_eq!(pool.fetch(30).unwrap().read()[MARK], 2, "the spilled image");
+        assert!(pool.fetch(20).is_err(), "the normal path reports the damage");
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl FreeSpace {
             .partition(|id| chain.binary_search(id).is_ok());
         shape.free = free;
         shape.clean = clean;
+        sort_clean(shape);
         shape.spare = self.spare;
         shape.level_runs = self.level_runs;
     }
@@ -165,6 +166,12 @@ pub fn settle(shape: &mut Shape, chain: &[(PageId, AlignedBuf)]) {
         .partition(|id| chain.binary_search_by_key(id, |(c, _)| *c).is_ok());
     shape.free = free;
     shape.clean = clean;
+    sort_clean(shape);
+}
+
+/// Restores the order `Shape::clean` keeps: descending.
+fn sort_clean(shape: &mut Shape) {
+    shape.clean.sort_unstable_by(|a, b| b.cmp(a));
 }
 
 /// The chain a checkpoint writes for `shape`'s unused ids, as sealed page

@@ -10,7 +10,8 @@
 //! | `page` | the page layout and in-page operations (no I/O) |
 //! | `clock` | buffer-pool victim choice, a pure policy |
 //! | `buffer_pool` | frames, page table, pins, free list, spilling dirty victims |
-//! | `tree` | search, insert with splits, delete, scan, overflow values, verify |
+//! | `tree` | search, insert with splits, delete, scan, verify |
+//! | `overflow` | chains of overflow pages for long values: contiguous allocation, batched reads |
 //! | `bulk_load` | bottom-up construction from sorted input |
 //! | `meta` | the two meta pages naming the durable root |
 //! | `checkpoint` | installing a checkpoint through the double-write file; its recovery |
@@ -28,6 +29,7 @@ mod clock;
 mod free_space;
 pub mod insert_buffer;
 mod meta;
+mod overflow;
 mod page;
 mod page_map;
 pub mod shortcut;

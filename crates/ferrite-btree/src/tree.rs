@@ -26,7 +26,7 @@ use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
 use crate::buffer_pool::BufferPool;
 use crate::insert_buffer::Record;
-use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF, KIND_OVERFLOW};
+use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
 use crate::shortcut::Shortcut;
 use crate::structure_version::StructureVersion;
 
@@ -43,7 +43,9 @@ pub struct Shape {
     pub free: Vec<PageId>,
     /// Free pages the durable checkpoint does not use either (free when
     /// it was taken, and not holding its free list): they may be written
-    /// in place at once, so overflow chains take them.
+    /// in place at once, so overflow chains take them. Sorted descending,
+    /// so pops take the lowest ids and chains find runs of consecutive
+    /// ids (see `overflow::take_ids`).
     pub clean: Vec<PageId>,
     /// Runs of free page ids `(first, len)` kept whole for re-layouts
     /// (see `shortcut::relayout`), so a level can move back and forth
@@ -405,120 +407,6 @@ impl Tree {
         Ok((v, resident))
     }
 
-    fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {
-        // No put stores a longer value: a longer length is damage, and is
-        // not allocated for.
-        if len as usize > ferrite_core::MAX_VALUE_LEN {
-            return Err(Error::corruption(
-                format!("overflow chain at page {first}"),
-                format!("a value of {len} bytes is longer than any put stores"),
-            ));
-        }
-        let mut out = Vec::with_capacity(len as usize);
-        let mut id = first;
-        let per = page::usable(self.page_size);
-        // A lock-free lookup may follow a chain being freed and reused: it
-        // must end (and be discarded) rather than loop.
-        let mut pages_left = (len as usize).div_ceil(per).max(1);
-        while out.len() < len as usize {
-            if id < 2 || pages_left == 0 {
-                return Err(Error::corruption(
-                    format!("overflow chain at page {first}"),
-                    "chain ends early",
-                ));
-            }
-            let b = self.pool.read(id)?;
-            if page::kind(&b) != KIND_OVERFLOW {
-                return Err(Error::corruption(
-                    format!("page {id}"),
-                    "expected an overflow page",
-                ));
-            }
-            let n = page::count(&b).min(per);
-            out.extend_from_slice(b.get(page::HEADER..page::HEADER + n).unwrap_or_default());
-            id = page::link(&b);
-            pages_left -= 1;
-        }
-        out.truncate(len as usize);
-        Ok(out)
-    }
-
-    /// Writes a value's overflow chain straight to the page file, at ids
-    /// the durable checkpoint does not use (clean free ids first, then
-    /// fresh ones), so it neither fills the pool nor endangers the durable
-    /// checkpoint; the next checkpoint's sync makes it durable before any
-    /// meta page points to it. Consecutive ids go out as one write.
-    pub(crate) fn write_overflow(&self, shape: &mut Shape, value: &[u8]) -> Result<PageId> {
-        let ps = self.page_size;
-        let per = page::usable(ps);
-        // An empty value goes out of line when its key alone is long; it
-        // still gets a page, so the reference names a chain it owns.
-        let mut chunks: Vec<&[u8]> = value.chunks(per).collect();
-        if chunks.is_empty() {
-            chunks.push(&[]);
-        }
-        let mut ids: Vec<PageId> = Vec::with_capacity(chunks.len());
-        let mut held = Vec::new();
-        while ids.len() < chunks.len() {
-            match shape.clean.pop() {
-                // A reused id may still have a frame from its previous life
-                // (the freed chain was read to follow its links): the pool
-                // must not serve that image over the one written here. One
-                // a lookup holds right now waits for a later value.
-                Some(id) if self.pool.forget(id) => ids.push(id),
-                Some(id) => held.push(id),
-                None => {
-                    ids.push(shape.page_count);
-                    shape.page_count += 1;
-                }
-            }
-        }
-        shape.clean.append(&mut held);
-        let mut image = ferrite_io::AlignedBuf::zeroed(chunks.len() * ps);
-        for (i, chunk) in chunks.iter().enumerate() {
-            let b = &mut image[i * ps..(i + 1) * ps];
-            page::init(b, ids[i], KIND_OVERFLOW, 0);
-            page::set_link(b, ids.get(i + 1).copied().unwrap_or(0));
-            b[6..8].copy_from_slice(&(chunk.len() as u16).to_le_bytes());
-            b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
-            page::seal(b);
-        }
-        let mut start = 0;
-        for end in 1..=ids.len() {
-            if end == ids.len() || ids[end] != ids[end - 1] + 1 {
-                self.pool
-                    .device()
-                    .write_at(&image[start * ps..end * ps], ids[start] * ps as u64)?;
-                start = end;
-            }
-        }
-        Ok(ids[0])
-    }
-
-    /// Returns an overflow chain's pages to the free list; they are reused
-    /// only for tree pages, which reach the page file through checkpoints.
-    fn free_overflow(&self, shape: &mut Shape, first: PageId) -> Result<()> {
-        // Freed ids may be written at once: a lookup reading the chain
-        // must learn that it changed.
-        let _change = self.version.change();
-        let mut id = first;
-        let mut seen = 0u64;
-        while id >= 2 && seen <= shape.page_count {
-            let next = {
-                let p = self.pool.fetch(id)?;
-                let b = p.read();
-                page::link(&b)
-            };
-            // Nothing reads a freed page again: its frame is free at once
-            // (unless a lookup holds it now).
-            self.pool.forget(id);
-            shape.free.push(id);
-            id = next;
-            seen += 1;
-        }
-        Ok(())
-    }
-
     /// Inserts or replaces `key`.
     pub fn put(&self, shape: &mut Shape, key: &[u8], value: &[u8]) -> Result<()> {
         let mut path = Vec::with_capacity(8);
@@ -561,8 +449,8 @@ impl Tree {
             }
             let pos = match found {
                 Ok(i) => {
-                    if let StoredValue::Overflow { first, .. } = page::value(&b, i) {
-                        old_overflow = Some(first);
+                    if let StoredValue::Overflow { first, len } = page::value(&b, i) {
+                        old_overflow = Some((first, len));
                     }
                     page::remove(&mut b, i);
                     i
@@ -577,8 +465,8 @@ impl Tree {
             }
         }
         drop(change);
-        if let Some(first) = old_overflow {
-            self.free_overflow(shape, first)?;
+        if let Some((first, len)) = old_overflow {
+            self.free_overflow(shape, first, len)?;
         }
         Ok(())
     }
@@ -884,7 +772,7 @@ impl Tree {
             match page::search(&b, key) {
                 Ok(i) => {
                     let of = match page::value(&b, i) {
-                        StoredValue::Overflow { first, .. } => Some(first),
+                        StoredValue::Overflow { first, len } => Some((first, len)),
                         StoredValue::Inline(_) => None,
                     };
                     page::remove(&mut b, i);
@@ -896,8 +784,8 @@ impl Tree {
         match overflow {
             None => Ok(false),
             Some(of) => {
-                if let Some(first) = of {
-                    self.free_overflow(shape, first)?;
+                if let Some((first, len)) = of {
+                    self.free_overflow(shape, first, len)?;
                 }
                 Ok(true)
             }
@@ -951,7 +839,12 @@ impl Tree {
             }
             id = page::link(&b);
             drop(b);
-            // Long values are read with no leaf latched.
+            // Long values are read with no leaf latched, the leaf's chains
+            // all in one round of reads.
+            if long.len() > 1 {
+                let chains: Vec<(PageId, u32)> = long.iter().map(|&(_, f, l)| (f, l)).collect();
+                self.preload_overflow(&chains);
+            }
             for (pair, first, len) in long.drain(..) {
                 let v = self.read_overflow(first, len)?;
                 out.set_value(pair, &v);
@@ -1204,18 +1097,16 @@ impl Tree {
             }
             for i in 0..n {
                 if let StoredValue::Overflow { first, len } = page::value(&b, i) {
-                    let per = page::usable(self.page_size) as u64;
-                    let mut of = first;
-                    for _ in 0..u64::from(len).div_ceil(per) {
-                        if !walk.seen.insert(of) {
-                            return Err(Error::corruption(
+                    self.walk_overflow(first, len, &mut |of, _| {
+                        if walk.seen.insert(of) {
+                            Ok(())
+                        } else {
+                            Err(Error::corruption(
                                 loc(),
                                 format!("overflow page {of} shared"),
-                            ));
+                            ))
                         }
-                        let op = self.pool.fetch(of)?;
-                        of = page::link(&op.read());
-                    }
+                    })?;
                 }
             }
             walk.leaves.push(id);

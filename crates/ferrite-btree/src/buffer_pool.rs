@@ -947,20 +947,25 @@ mod tests {
         page::seal(&mut w);
     }
 
-    #[test]
-    fn prefetch_reads_each_page_from_the_file_that_holds_its_newest_image() {
+    /// A 64-frame pool over pages `0..40` where page 20 fails its
+    /// checksum, page 30 was changed and spilled (its page-file image is
+    /// stale, the spill file has the newest) and page 3 is resident.
+    fn pool_with_a_damaged_and_a_spilled_page() -> BufferPool {
         let (dev, spill) = devices_holding(40);
         let mut bad = image(20, 1);
         bad[100] ^= 0xff;
         dev.write_at(&bad, 20 * PS as u64).unwrap();
         let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
-        // Page 30 is changed in the pool and spilled: its page-file image
-        // is stale, the spill file has the newest.
         change(&pool, 30, 2);
         pool.evict(30).unwrap();
         assert!(!pool.is_resident(30));
-        // Page 3 is resident already; 20 fails its checksum.
         drop(pool.fetch(3).unwrap());
+        pool
+    }
+
+    #[test]
+    fn prefetch_reads_each_page_from_the_file_that_holds_its_newest_image() {
+        let pool = pool_with_a_damaged_and_a_spilled_page();
         let misses = pool.counters.misses.load(Relaxed);
         let ids = [1, 2, 3, 3, 20, 30, 9];
         assert_eq!(pool.prefetch(&ids).unwrap(), 4, "1, 2, 30 and 9");
@@ -977,17 +982,9 @@ mod tests {
 
     #[test]
     fn load_claims_frames_for_the_pages_the_page_file_holds_and_skips_the_rest() {
-        let (dev, spill) = devices_holding(40);
-        let mut bad = image(20, 1);
-        bad[100] ^= 0xff;
-        dev.write_at(&bad, 20 * PS as u64).unwrap();
-        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
-        // Page 30's newest image is in the spill file: load leaves it to
-        // the normal path. Page 3 is resident; 20 is damaged; 45 is past
-        // the end of the file.
-        change(&pool, 30, 2);
-        pool.evict(30).unwrap();
-        drop(pool.fetch(3).unwrap());
+        // Load leaves page 30, whose newest image is in the spill file, to
+        // the normal path, as it does 45, past the end of the file.
+        let pool = pool_with_a_damaged_and_a_spilled_page();
         let misses = pool.counters.misses.load(Relaxed);
         assert_eq!(pool.load(&[1, 2, 3, 20, 30, 9, 45]), 3, "1, 2 and 9");
         assert_eq!(pool.counters.misses.load(Relaxed), misses + 3);
@@ -1000,7 +997,10 @@ mod tests {
         // Loaded pages are unpinned: a forget takes them at once.
         assert!(pool.forget(9));
         assert_eq!(pool.fetch(30).unwrap().read()[MARK], 2, "the spilled image");
-        assert!(pool.fetch(20).is_err(), "the normal path reports the damage");
+        assert!(
+            pool.fetch(20).is_err(),
+            "the normal path reports the damage"
+        );
     }
 
     #[test]

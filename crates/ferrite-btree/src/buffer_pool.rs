@@ -27,7 +27,11 @@
 //! held exclusively only to claim a frame (and, for a dirty victim, while
 //! it is spilled, so a miss on that page finds it in the spill set); a
 //! frame being loaded is write-latched until its bytes arrive, and a failed
-//! load leaves it empty.
+//! load leaves it empty. Lock order: a thread may take the table lock while
+//! it holds latches of frames it pinned (a batch load latches each frame it
+//! claims, then claims the next), so under the table lock only unpinned
+//! frames are latched (victims, forgotten pages), and lookups by id release
+//! the table before latching the frame they found.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
@@ -730,19 +734,19 @@ impl BufferPool {
     pub fn load(&self, ids: &[PageId]) -> usize {
         let end = self.dev.len() / self.page_size as u64;
         let mut claimed: Vec<(PageId, usize, RwLockWriteGuard<'_, AlignedBuf>)> = Vec::new();
-        {
+        for &id in ids {
+            // The table is locked per page, as for a miss: a claim may
+            // spill a dirty victim, and readers must not wait on many.
             let mut table = self.table.write();
-            for &id in ids {
-                if id >= end || table.contains_key(&id) || self.spill.lock().contains(id) {
-                    continue;
-                }
-                let Ok(i) = self.claim(&mut table, id) else {
-                    break;
-                };
-                // Latched before the table is released, so a reader that
-                // finds the frame waits for the bytes.
-                claimed.push((id, i, self.frame(i).data.write()));
+            if id >= end || table.contains_key(&id) || self.spill.lock().contains(id) {
+                continue;
             }
+            let Ok(i) = self.claim(&mut table, id) else {
+                break;
+            };
+            // Latched before the table is released, so a reader that
+            // finds the frame waits for the bytes.
+            claimed.push((id, i, self.frame(i).data.write()));
         }
         if claimed.is_empty() {
             return 0;
@@ -807,7 +811,11 @@ impl BufferPool {
     /// it into the pool: from its frame if resident, else from the spill
     /// file or the page file. For walks that must not disturb the cache.
     pub fn peek(&self, id: PageId, dst: &mut [u8]) -> Result<()> {
-        if let Some(&i) = self.table.read().get(&id) {
+        // The table is released before the latch is taken (and the frame
+        // checked under it): a batch load holds latches while it takes the
+        // table lock.
+        let hit = self.table.read().get(&id).copied();
+        if let Some(i) = hit {
             let f = self.frame(i);
             let d = f.data.read();
             if f.id.load(Acquire) == id && d.len() == dst.len() {
@@ -870,7 +878,9 @@ impl BufferPool {
     /// Fills `dst` with the current, sealed image of page `id`: from its
     /// frame if resident, else from the spill file.
     pub fn copy_page(&self, id: PageId, dst: &mut [u8]) -> Result<()> {
-        if let Some(&i) = self.table.read().get(&id) {
+        // Released before latching, as in `peek`.
+        let hit = self.table.read().get(&id).copied();
+        if let Some(i) = hit {
             let f = self.frame(i);
             let mut d = f.data.write();
             if f.id.load(Acquire) == id {

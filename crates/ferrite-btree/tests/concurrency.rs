@@ -383,3 +383,102 @@ fn scans_see_batches_whole() {
         assert!(r.join().unwrap() > 0);
     }
 }
+
+/// Long values across many pages, in a pool much smaller than they are:
+/// lookups and scans load whole chains in batches, which claim frames
+/// while a writer overwrites and deletes values (reusing the freed chains'
+/// pages once a checkpoint has passed), spills dirty pages and
+/// checkpoints. Every value a reader sees must be one the writer wrote,
+/// whole.
+#[test]
+fn batched_chain_reads_beside_a_writer_see_long_values_whole() {
+    let db = mem_store(
+        256 << 10,
+        BTreeOptions {
+            page_size: 1024,
+            checkpoint_wal_bytes: 256 << 10,
+            ..BTreeOptions::default()
+        },
+    );
+    // A value names its key and version and is filled from both.
+    fn long(key: u32, version: u32, len: usize) -> Vec<u8> {
+        let mut v = key.to_le_bytes().to_vec();
+        v.extend_from_slice(&version.to_le_bytes());
+        v.extend((8..len).map(|i| (key as usize * 13 + version as usize * 7 + i) as u8));
+        v
+    }
+    fn whole(k: &[u8], v: &[u8]) -> bool {
+        let key = u32::from_be_bytes(k.try_into().unwrap());
+        v.len() >= 8
+            && v[..4] == key.to_le_bytes()
+            && *v
+                == long(
+                    key,
+                    u32::from_le_bytes(v[4..8].try_into().unwrap()),
+                    v.len(),
+                )
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut rng = SmallRng::seed_from_u64(11);
+            for version in 1..=10_000u32 {
+                let key = rng.gen_range(0..64u32);
+                if version % 7 == 0 {
+                    db.delete(&key.to_be_bytes()).unwrap();
+                } else {
+                    let len = rng.gen_range(2000..24_000);
+                    db.put(&key.to_be_bytes(), &long(key, version, len))
+                        .unwrap();
+                }
+            }
+        })
+    };
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(r);
+                let mut seen = 0u64;
+                let mut rounds = 0u32;
+                while !stop.load(Ordering::Acquire) || (seen == 0 && rounds < 100_000) {
+                    rounds += 1;
+                    if rng.gen_bool(0.8) {
+                        let k = rng.gen_range(0..64u32).to_be_bytes();
+                        if let Some(v) = db.get(&k).unwrap() {
+                            assert!(whole(&k, &v), "a torn value under {k:?}");
+                            seen += 1;
+                        }
+                    } else {
+                        let from = rng.gen_range(0..64u32).to_be_bytes();
+                        let mut n = 0;
+                        db.scan(KeyRange::from_bounds(&from[..]..), &mut |k, v| {
+                            assert!(whole(k, v), "a torn value in a scan under {k:?}");
+                            n += 1;
+                            if n < 8 {
+                                ControlFlow::Continue(())
+                            } else {
+                                ControlFlow::Break(())
+                            }
+                        })
+                        .unwrap();
+                        seen += n;
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    stop.store(true, Ordering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() > 0, "the reader saw values");
+    }
+    db.verify().unwrap();
+    let s = db.stats();
+    assert!(
+        s.extra("checkpoints").unwrap() > 2.0,
+        "freed pages were reused"
+    );
+}

@@ -143,10 +143,7 @@ pub fn load(
         let stored = if k.len() + v.len() <= tree.inline_max() {
             StoredValue::Inline(&v)
         } else {
-            StoredValue::Overflow {
-                first: tree.write_overflow(shape, &v)?,
-                len: v.len() as u32,
-            }
+            tree.write_overflow(shape, &v)?
         };
         pending.push_back(page::encode_leaf_cell(&k, &stored));
         prev_key = Some(k);

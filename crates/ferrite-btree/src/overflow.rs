@@ -13,6 +13,8 @@
 //!   ([`take_ids`]), and read in as few overlapped batches as its layout
 //!   allows: a whole contiguous chain costs one round of reads, not one
 //!   dependent read per page;
+//! - a leaf cell marks a chain on consecutive ids as a run, so freeing it
+//!   needs no reads; any other chain is walked to learn its ids;
 //! - freed chain ids are free, not clean: the durable checkpoint may still
 //!   name them, so they are reused only after the next checkpoint.
 
@@ -20,7 +22,7 @@ use std::ops::Range;
 
 use ferrite_core::{Error, Result};
 
-use crate::page::{self, PageId, KIND_OVERFLOW};
+use crate::page::{self, PageId, StoredValue, KIND_OVERFLOW};
 use crate::tree::{Shape, Tree};
 
 /// How many of the lowest clean ids [`take_ids`] looks through for a run.
@@ -221,7 +223,11 @@ impl Tree {
     /// fresh ones), so it neither fills the pool nor endangers the durable
     /// checkpoint; the next checkpoint's sync makes it durable before any
     /// meta page points to it. Consecutive ids go out as one write.
-    pub(crate) fn write_overflow(&self, shape: &mut Shape, value: &[u8]) -> Result<PageId> {
+    pub(crate) fn write_overflow(
+        &self,
+        shape: &mut Shape,
+        value: &[u8],
+    ) -> Result<StoredValue<'static>> {
         let ps = self.page_size;
         let per = page::usable(ps);
         // An empty value goes out of line when its key alone is long; it
@@ -272,22 +278,44 @@ impl Tree {
                 std::thread::yield_now();
             }
         }
-        Ok(ids[0])
+        Ok(StoredValue::Overflow {
+            first: ids[0],
+            len: value.len() as u32,
+            run: ids.windows(2).all(|w| w[1] == w[0] + 1),
+        })
     }
 
     /// Returns the chain of a `len`-byte value at `first` to the free list;
     /// its ids are reused only for tree pages until the next checkpoint. A
-    /// chain that cannot be walked frees nothing: a damaged link might name
-    /// a live page.
-    pub(crate) fn free_overflow(&self, shape: &mut Shape, first: PageId, len: u32) -> Result<()> {
+    /// chain on consecutive ids (`run`) needs no reads; another is walked
+    /// to learn its ids, and one that cannot be walked frees nothing: a
+    /// damaged link might name a live page.
+    pub(crate) fn free_overflow(
+        &self,
+        shape: &mut Shape,
+        first: PageId,
+        len: u32,
+        run: bool,
+    ) -> Result<()> {
         // Freed ids may be written at once: a lookup reading the chain
         // must learn that it changed.
         let _change = self.version.change();
         let mut ids = Vec::new();
-        self.walk_overflow(first, len, &mut |id, _| {
-            ids.push(id);
-            Ok(())
-        })?;
+        if run {
+            let n = chain_pages(len, page::usable(self.page_size)) as u64;
+            if first < 2 || first.saturating_add(n) > shape.page_count {
+                return Err(Error::corruption(
+                    format!("overflow chain at page {first}"),
+                    format!("a run of {n} pages past the {}-page file", shape.page_count),
+                ));
+            }
+            ids.extend(first..first + n);
+        } else {
+            self.walk_overflow(first, len, &mut |id, _| {
+                ids.push(id);
+                Ok(())
+            })?;
+        }
         for id in ids {
             // Nothing reads a freed page again: its frame is free at once
             // (unless a lookup holds it now).
@@ -412,12 +440,24 @@ mod tests {
         dev.rounds.load(Relaxed)
     }
 
+    /// Writes `v`'s chain: its first page and whether it is a run.
+    fn write(tree: &Tree, shape: &mut Shape, v: &[u8]) -> (PageId, bool) {
+        match tree.write_overflow(shape, v).unwrap() {
+            StoredValue::Overflow { first, len, run } => {
+                assert_eq!(len as usize, v.len());
+                (first, run)
+            }
+            StoredValue::Inline(_) => panic!("an overflow value"),
+        }
+    }
+
     #[test]
     fn a_contiguous_chain_is_read_in_one_round() {
         let (dev, tree, mut shape) = setup(10);
         let v = value(40_000, 1);
-        let first = tree.write_overflow(&mut shape, &v).unwrap();
+        let (first, run) = write(&tree, &mut shape, &v);
         assert_eq!(chain_ids(&dev, first), (10..20).collect::<Vec<_>>());
+        assert!(run);
         let before = rounds(&dev);
         assert_eq!(tree.read_overflow(first, v.len() as u32).unwrap(), v);
         assert_eq!(rounds(&dev) - before, 1, "ten pages, one batch");
@@ -434,7 +474,8 @@ mod tests {
         shape.clean = vec![110, 100, 90, 91, 80, 81, 82, 70, 71, 72, 73];
         shape.clean.sort_unstable_by(|a, b| b.cmp(a));
         let v = value(9 * page::usable(PS) + 5, 2);
-        let first = tree.write_overflow(&mut shape, &v).unwrap();
+        let (first, run) = write(&tree, &mut shape, &v);
+        assert!(!run);
         // Longest runs first, the lower of equal ones first.
         let ids = chain_ids(&dev, first);
         assert_eq!(ids, vec![70, 71, 72, 73, 80, 81, 82, 90, 91, 100]);
@@ -444,22 +485,25 @@ mod tests {
         assert_eq!(tree.read_overflow(first, v.len() as u32).unwrap(), v);
         let pieces = 4;
         assert!(rounds(&dev) - before <= pieces, "{}", rounds(&dev) - before);
+        // Freeing it walks it, in as many rounds again at most.
+        let before = rounds(&dev);
+        let tree = cold_tree(&dev);
+        tree.free_overflow(&mut shape, first, v.len() as u32, false)
+            .unwrap();
+        assert!(rounds(&dev) - before <= pieces);
+        shape.free.sort_unstable();
+        assert_eq!(shape.free, ids);
     }
 
     #[test]
     fn a_preload_reads_several_chains_in_one_round() {
         let (dev, tree, mut shape) = setup(4);
         let values: Vec<Vec<u8>> = (0..5).map(|i| value(3000 + 3000 * i, i as u8)).collect();
-        let firsts: Vec<PageId> = values
+        let chains: Vec<(PageId, u32)> = values
             .iter()
-            .map(|v| tree.write_overflow(&mut shape, v).unwrap())
+            .map(|v| (write(&tree, &mut shape, v).0, v.len() as u32))
             .collect();
         let tree = cold_tree(&dev);
-        let chains: Vec<(PageId, u32)> = firsts
-            .iter()
-            .zip(&values)
-            .map(|(&f, v)| (f, v.len() as u32))
-            .collect();
         // 13 pages: within one batch of a 64-frame pool.
         let before = rounds(&dev);
         tree.preload_overflow(&chains);
@@ -470,31 +514,37 @@ mod tests {
     }
 
     #[test]
-    fn a_freed_chain_gives_back_exactly_its_pages_in_one_round() {
+    fn a_freed_run_gives_back_exactly_its_pages_without_reads() {
         let (dev, tree, mut shape) = setup(4);
         let short = value(10, 3);
         let long = value(5 * page::usable(PS), 4);
-        let a = tree.write_overflow(&mut shape, &short).unwrap();
-        let b = tree.write_overflow(&mut shape, &long).unwrap();
-        let e = tree.write_overflow(&mut shape, &[]).unwrap();
+        let (a, _) = write(&tree, &mut shape, &short);
+        let (b, run) = write(&tree, &mut shape, &long);
+        let (e, _) = write(&tree, &mut shape, &[]);
+        assert!(run);
         let tree = cold_tree(&dev);
         let before = rounds(&dev);
-        tree.free_overflow(&mut shape, b, long.len() as u32)
+        tree.free_overflow(&mut shape, b, long.len() as u32, true)
             .unwrap();
-        assert_eq!(rounds(&dev) - before, 1);
+        assert_eq!(rounds(&dev), before);
         assert_eq!(shape.free, chain_ids(&dev, b));
         assert_eq!(shape.free.len(), 5);
         // An empty value still owns one page.
-        tree.free_overflow(&mut shape, e, 0).unwrap();
+        tree.free_overflow(&mut shape, e, 0, true).unwrap();
         assert_eq!(shape.free.len(), 6);
         assert_eq!(tree.read_overflow(a, 10).unwrap(), short);
+        // A run past the end of the file is damage, and frees nothing.
+        let mut s2 = shape.clone();
+        let past = shape.page_count - 1;
+        assert!(tree.free_overflow(&mut s2, past, 9000, true).is_err());
+        assert_eq!(s2.free, shape.free);
     }
 
     #[test]
     fn damaged_chains_are_typed_errors() {
         let (dev, tree, mut shape) = setup(4);
         let v = value(5 * page::usable(PS), 5);
-        let first = tree.write_overflow(&mut shape, &v).unwrap();
+        let (first, _) = write(&tree, &mut shape, &v);
         let ids = chain_ids(&dev, first);
         let len = v.len() as u32;
         let is_corruption = |r: Result<Vec<u8>>| match r {
@@ -524,7 +574,7 @@ mod tests {
         // Freeing a damaged chain frees none of its pages.
         let mut shape2 = shape.clone();
         assert!(cold_tree(&dev)
-            .free_overflow(&mut shape2, first, len)
+            .free_overflow(&mut shape2, first, len, false)
             .is_err());
         assert!(shape2.free.is_empty());
         // Repaired, it reads whole again.

@@ -37,6 +37,10 @@ pub const KIND_OVERFLOW: u8 = 3;
 pub const KIND_FREELIST: u8 = 4;
 /// Marks an out-of-line value in a leaf cell's length field.
 const OVERFLOW_FLAG: u32 = 0x8000_0000;
+/// Beside [`OVERFLOW_FLAG`]: the chain lies on consecutive ids. Cells
+/// written before it have the bit clear and are followed by their links,
+/// as readers that predate it follow every chain.
+const RUN_FLAG: u32 = 0x4000_0000;
 /// Bytes of an out-of-line value reference: first page (u64), length (u32).
 pub const OVERFLOW_REF: usize = 12;
 /// A fence length meaning "unbounded" (keys are far shorter).
@@ -95,7 +99,13 @@ fn wr(b: &mut [u8], at: usize, v: &[u8]) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoredValue<'a> {
     Inline(&'a [u8]),
-    Overflow { first: PageId, len: u32 },
+    /// A chain of overflow pages from `first` holding `len` bytes; `run`
+    /// when its pages are `first, first + 1, …` (see `overflow`).
+    Overflow {
+        first: PageId,
+        len: u32,
+        run: bool,
+    },
 }
 
 /// Formats `b` as an empty page of `kind` at `level`.
@@ -394,6 +404,7 @@ pub fn value(b: &[u8], i: usize) -> StoredValue<'_> {
         StoredValue::Overflow {
             first: rd64(b, vstart),
             len: rd32(b, vstart + 8),
+            run: v & RUN_FLAG != 0,
         }
     } else {
         StoredValue::Inline(b.get(vstart..vstart + v as usize).unwrap_or_default())
@@ -623,8 +634,9 @@ pub fn encode_leaf_cell(k: &[u8], v: &StoredValue<'_>) -> Vec<u8> {
             c.extend_from_slice(k);
             c.extend_from_slice(x);
         }
-        StoredValue::Overflow { first, len } => {
-            c.extend_from_slice(&OVERFLOW_FLAG.to_le_bytes());
+        StoredValue::Overflow { first, len, run } => {
+            let flags = OVERFLOW_FLAG | if *run { RUN_FLAG } else { 0 };
+            c.extend_from_slice(&flags.to_le_bytes());
             c.extend_from_slice(k);
             c.extend_from_slice(&first.to_le_bytes());
             c.extend_from_slice(&len.to_le_bytes());
@@ -857,6 +869,8 @@ pub enum DecodedCell {
         key: Vec<u8>,
         first: PageId,
         len: u32,
+        /// The chain lies on consecutive ids.
+        run: bool,
     },
     /// An inner page's separator and the child at or above it.
     Separator { key: Vec<u8>, child: PageId },
@@ -917,9 +931,12 @@ pub fn decode(b: &[u8], id: PageId) -> Result<DecodedPage> {
                         key,
                         value: v.to_vec(),
                     },
-                    StoredValue::Overflow { first, len } => {
-                        DecodedCell::OutOfLine { key, first, len }
-                    }
+                    StoredValue::Overflow { first, len, run } => DecodedCell::OutOfLine {
+                        key,
+                        first,
+                        len,
+                        run,
+                    },
                 }
             }
         })
@@ -1286,6 +1303,7 @@ mod tests {
         let over = StoredValue::Overflow {
             first: 12,
             len: 900,
+            run: true,
         };
         assert!(leaf_insert(&mut b, 1, b"m", &over));
         assert!(set_fences(&mut b, Some(b"a"), Some(b"q")));
@@ -1305,7 +1323,8 @@ mod tests {
                 DecodedCell::OutOfLine {
                     key: b"m".to_vec(),
                     first: 12,
-                    len: 900
+                    len: 900,
+                    run: true
                 },
             ]
         );

@@ -397,7 +397,7 @@ impl Tree {
         let v = match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {
                 StoredValue::Inline(v) => Some(v.to_vec()),
-                StoredValue::Overflow { first, len } => {
+                StoredValue::Overflow { first, len, .. } => {
                     drop(b);
                     Some(self.read_overflow(first, len)?)
                 }
@@ -427,10 +427,7 @@ impl Tree {
         let stored = if key.len() + value.len() <= self.inline_max() {
             StoredValue::Inline(value)
         } else {
-            StoredValue::Overflow {
-                first: self.write_overflow(shape, value)?,
-                len: value.len() as u32,
-            }
+            self.write_overflow(shape, value)?
         };
         let mut old_overflow = None;
         let mut change = None;
@@ -449,8 +446,8 @@ impl Tree {
             }
             let pos = match found {
                 Ok(i) => {
-                    if let StoredValue::Overflow { first, len } = page::value(&b, i) {
-                        old_overflow = Some((first, len));
+                    if let StoredValue::Overflow { first, len, run } = page::value(&b, i) {
+                        old_overflow = Some((first, len, run));
                     }
                     page::remove(&mut b, i);
                     i
@@ -465,8 +462,8 @@ impl Tree {
             }
         }
         drop(change);
-        if let Some((first, len)) = old_overflow {
-            self.free_overflow(shape, first, len)?;
+        if let Some((first, len, run)) = old_overflow {
+            self.free_overflow(shape, first, len, run)?;
         }
         Ok(())
     }
@@ -772,7 +769,7 @@ impl Tree {
             match page::search(&b, key) {
                 Ok(i) => {
                     let of = match page::value(&b, i) {
-                        StoredValue::Overflow { first, len } => Some((first, len)),
+                        StoredValue::Overflow { first, len, run } => Some((first, len, run)),
                         StoredValue::Inline(_) => None,
                     };
                     page::remove(&mut b, i);
@@ -784,8 +781,8 @@ impl Tree {
         match overflow {
             None => Ok(false),
             Some(of) => {
-                if let Some((first, len)) = of {
-                    self.free_overflow(shape, first, len)?;
+                if let Some((first, len, run)) = of {
+                    self.free_overflow(shape, first, len, run)?;
                 }
                 Ok(true)
             }
@@ -831,7 +828,7 @@ impl Tree {
                 }
                 match page::value(&b, i) {
                     StoredValue::Inline(v) => out.push(k, v),
-                    StoredValue::Overflow { first, len } => {
+                    StoredValue::Overflow { first, len, .. } => {
                         long.push((out.len(), first, len));
                         out.push(k, &[]);
                     }
@@ -936,7 +933,7 @@ impl Tree {
                             bytes += (k.len() + v.len()) as u64;
                             visit(k, v)
                         }
-                        StoredValue::Overflow { first, len } => {
+                        StoredValue::Overflow { first, len, .. } => {
                             let v = self.read_overflow(first, len)?;
                             bytes += (k.len() + v.len()) as u64;
                             visit(k, &v)
@@ -1096,8 +1093,16 @@ impl Tree {
                 return Err(Error::corruption(loc(), "expected a leaf"));
             }
             for i in 0..n {
-                if let StoredValue::Overflow { first, len } = page::value(&b, i) {
+                if let StoredValue::Overflow { first, len, run } = page::value(&b, i) {
+                    let mut next = first;
                     self.walk_overflow(first, len, &mut |of, _| {
+                        if run && of != next {
+                            return Err(Error::corruption(
+                                loc(),
+                                format!("the chain at {first} is marked consecutive but has page {of} after {}", next - 1),
+                            ));
+                        }
+                        next = of + 1;
                         if walk.seen.insert(of) {
                             Ok(())
                         } else {
@@ -1212,6 +1217,7 @@ mod tests {
         let over = StoredValue::Overflow {
             first: 9,
             len: 5000,
+            run: false,
         };
         let mut keys: Vec<Vec<u8>> = vec![b"a1".to_vec(), b"a2".to_vec(), b"a3".to_vec()];
         keys.extend([long(82), long(212), long(304)]);

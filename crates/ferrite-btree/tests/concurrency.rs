@@ -208,6 +208,42 @@ fn stress(mode: Mode) {
     }
 }
 
+/// Runs `write` on one thread and `read` on two others (each with its own
+/// seeded generator and counts) until the writer is done; a reader starved
+/// by a loaded host keeps going after that until `seen` holds for its
+/// counts, or for 100,000 rounds. Returns each reader's counts.
+fn race<C: Default + Send + 'static>(
+    db: &Arc<BTreeStore>,
+    write: impl FnOnce(&BTreeStore) + Send + 'static,
+    read: impl Fn(&BTreeStore, &mut SmallRng, &mut C) + Send + Sync + 'static,
+    seen: fn(&C) -> bool,
+) -> Vec<C> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || write(&db))
+    };
+    let read = Arc::new(read);
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (db, stop, read) = (db.clone(), stop.clone(), read.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(r);
+                let mut counts = C::default();
+                let mut rounds = 0u32;
+                while !stop.load(Ordering::Acquire) || (!seen(&counts) && rounds < 100_000) {
+                    rounds += 1;
+                    read(&db, &mut rng, &mut counts);
+                }
+                counts
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    stop.store(true, Ordering::Release);
+    readers.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
 /// Lookups take no lock in the plain tree (`structure_version`): while a
 /// writer splits pages, applies two-key batches and rewrites values long
 /// enough for overflow chains (whose freed pages later chains reuse once a
@@ -234,60 +270,37 @@ fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
         let version = u32::from_le_bytes(v[..4].try_into().unwrap());
         *v == long(version, v.len())
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            let mut rng = SmallRng::seed_from_u64(7);
-            for version in 1..=20_000u32 {
-                let mut batch = ferrite_core::WriteBatch::new();
-                batch.put(b"pair-a", &version.to_le_bytes()).unwrap();
-                batch.put(b"pair-b", &version.to_le_bytes()).unwrap();
-                let filler = rng.gen_range(0..4000u32).to_be_bytes();
-                batch.put(&filler, &[version as u8; 24]).unwrap();
-                db.write_batch(&batch).unwrap();
-                if version % 3 == 0 {
-                    let k = format!("long-{}", rng.gen_range(0..8u32));
-                    db.put(k.as_bytes(), &long(version, rng.gen_range(300..2500)))
-                        .unwrap();
-                }
+    let write = |db: &BTreeStore| {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for version in 1..=20_000u32 {
+            let mut batch = ferrite_core::WriteBatch::new();
+            batch.put(b"pair-a", &version.to_le_bytes()).unwrap();
+            batch.put(b"pair-b", &version.to_le_bytes()).unwrap();
+            let filler = rng.gen_range(0..4000u32).to_be_bytes();
+            batch.put(&filler, &[version as u8; 24]).unwrap();
+            db.write_batch(&batch).unwrap();
+            if version % 3 == 0 {
+                let k = format!("long-{}", rng.gen_range(0..8u32));
+                db.put(k.as_bytes(), &long(version, rng.gen_range(300..2500)))
+                    .unwrap();
             }
-        })
+        }
     };
-    let readers: Vec<_> = (0..2u64)
-        .map(|r| {
-            let (db, stop) = (db.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(r);
-                let version = |v: Option<Vec<u8>>| {
-                    v.map_or(0, |v| u32::from_le_bytes(v[..4].try_into().unwrap()))
-                };
-                let (mut pairs, mut longs) = (0u64, 0u64);
-                // A reader starved by a loaded host keeps going after the
-                // writer until it has seen both kinds of value.
-                let mut rounds = 0u32;
-                while !stop.load(Ordering::Acquire)
-                    || ((pairs == 0 || longs == 0) && rounds < 100_000)
-                {
-                    rounds += 1;
-                    let a = version(db.get(b"pair-a").unwrap());
-                    let b = version(db.get(b"pair-b").unwrap());
-                    assert!(b >= a, "pair-b at {b} after pair-a at {a}: a torn batch");
-                    pairs += u64::from(a > 0);
-                    let k = format!("long-{}", rng.gen_range(0..8u32));
-                    if let Some(v) = db.get(k.as_bytes()).unwrap() {
-                        assert!(untorn(&v), "{k}: a torn long value");
-                        longs += 1;
-                    }
-                }
-                (pairs, longs)
-            })
-        })
-        .collect();
-    writer.join().unwrap();
-    stop.store(true, Ordering::Release);
-    for r in readers {
-        let (pairs, longs) = r.join().unwrap();
+    // Counts of pairs and of long values seen.
+    let read = |db: &BTreeStore, rng: &mut SmallRng, (pairs, longs): &mut (u64, u64)| {
+        let version =
+            |v: Option<Vec<u8>>| v.map_or(0, |v| u32::from_le_bytes(v[..4].try_into().unwrap()));
+        let a = version(db.get(b"pair-a").unwrap());
+        let b = version(db.get(b"pair-b").unwrap());
+        assert!(b >= a, "pair-b at {b} after pair-a at {a}: a torn batch");
+        *pairs += u64::from(a > 0);
+        let k = format!("long-{}", rng.gen_range(0..8u32));
+        if let Some(v) = db.get(k.as_bytes()).unwrap() {
+            assert!(untorn(&v), "{k}: a torn long value");
+            *longs += 1;
+        }
+    };
+    for (pairs, longs) in race(&db, write, read, |&(p, l)| p > 0 && l > 0) {
         assert!(
             pairs > 0 && longs > 0,
             "readers ran: {pairs} pairs, {longs} long values"
@@ -418,62 +431,44 @@ fn batched_chain_reads_beside_a_writer_see_long_values_whole() {
                     v.len(),
                 )
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let db = db.clone();
-        std::thread::spawn(move || {
-            let mut rng = SmallRng::seed_from_u64(11);
-            for version in 1..=10_000u32 {
-                let key = rng.gen_range(0..64u32);
-                if version % 7 == 0 {
-                    db.delete(&key.to_be_bytes()).unwrap();
-                } else {
-                    let len = rng.gen_range(2000..24_000);
-                    db.put(&key.to_be_bytes(), &long(key, version, len))
-                        .unwrap();
-                }
+    let write = |db: &BTreeStore| {
+        let mut rng = SmallRng::seed_from_u64(11);
+        for version in 1..=10_000u32 {
+            let key = rng.gen_range(0..64u32);
+            if version % 7 == 0 {
+                db.delete(&key.to_be_bytes()).unwrap();
+            } else {
+                let len = rng.gen_range(2000..24_000);
+                db.put(&key.to_be_bytes(), &long(key, version, len))
+                    .unwrap();
             }
-        })
+        }
     };
-    let readers: Vec<_> = (0..2u64)
-        .map(|r| {
-            let (db, stop) = (db.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut rng = SmallRng::seed_from_u64(r);
-                let mut seen = 0u64;
-                let mut rounds = 0u32;
-                while !stop.load(Ordering::Acquire) || (seen == 0 && rounds < 100_000) {
-                    rounds += 1;
-                    if rng.gen_bool(0.8) {
-                        let k = rng.gen_range(0..64u32).to_be_bytes();
-                        if let Some(v) = db.get(&k).unwrap() {
-                            assert!(whole(&k, &v), "a torn value under {k:?}");
-                            seen += 1;
-                        }
-                    } else {
-                        let from = rng.gen_range(0..64u32).to_be_bytes();
-                        let mut n = 0;
-                        db.scan(KeyRange::from_bounds(&from[..]..), &mut |k, v| {
-                            assert!(whole(k, v), "a torn value in a scan under {k:?}");
-                            n += 1;
-                            if n < 8 {
-                                ControlFlow::Continue(())
-                            } else {
-                                ControlFlow::Break(())
-                            }
-                        })
-                        .unwrap();
-                        seen += n;
-                    }
+    let read = |db: &BTreeStore, rng: &mut SmallRng, seen: &mut u64| {
+        if rng.gen_bool(0.8) {
+            let k = rng.gen_range(0..64u32).to_be_bytes();
+            if let Some(v) = db.get(&k).unwrap() {
+                assert!(whole(&k, &v), "a torn value under {k:?}");
+                *seen += 1;
+            }
+        } else {
+            let from = rng.gen_range(0..64u32).to_be_bytes();
+            let mut n = 0;
+            db.scan(KeyRange::from_bounds(&from[..]..), &mut |k, v| {
+                assert!(whole(k, v), "a torn value in a scan under {k:?}");
+                n += 1;
+                if n < 8 {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(())
                 }
-                seen
             })
-        })
-        .collect();
-    writer.join().unwrap();
-    stop.store(true, Ordering::Release);
-    for r in readers {
-        assert!(r.join().unwrap() > 0, "the reader saw values");
+            .unwrap();
+            *seen += n;
+        }
+    };
+    for seen in race(&db, write, read, |&n| n > 0) {
+        assert!(seen > 0, "the reader saw values");
     }
     db.verify().unwrap();
     let s = db.stats();

@@ -119,6 +119,13 @@ pub(crate) fn next_batch(next: PageId, last: Option<(PageId, usize)>, left: usiz
 }
 
 impl Tree {
+    /// Most pages one batch of chain reads loads: [`MAX_BATCH`], and no
+    /// more than a quarter of the pool, so a batch never crowds out the
+    /// pages around it.
+    fn batch_cap(&self) -> usize {
+        (self.pool.capacity() / 4).clamp(1, MAX_BATCH)
+    }
+
     /// Visits the pages of the chain of a `len`-byte value starting at
     /// `first`, in order, with each page's id and payload. Pages are loaded
     /// through the pool in overlapped batches guessed from the layout
@@ -143,7 +150,7 @@ impl Tree {
         // must end (and be discarded) rather than loop.
         let mut left = chain_pages(len, per);
         let mut bytes_left = len as usize;
-        let cap = (self.pool.capacity() / 4).clamp(1, MAX_BATCH);
+        let cap = self.batch_cap();
         let mut asked: Option<Range<PageId>> = None;
         let mut used = 0;
         let mut id = first;
@@ -190,7 +197,7 @@ impl Tree {
     /// gets wrong are read again by the walk.
     pub(crate) fn preload_overflow(&self, chains: &[(PageId, u32)]) {
         let per = page::usable(self.page_size);
-        let cap = (self.pool.capacity() / 4).clamp(1, MAX_BATCH);
+        let cap = self.batch_cap();
         let mut ids = Vec::new();
         for &(first, len) in chains {
             let n = chain_pages(len.min(ferrite_core::MAX_VALUE_LEN as u32), per);

@@ -22,6 +22,7 @@ pub struct IoCounters {
     read_batches: AtomicU64,
     writes: AtomicU64,
     write_bytes: AtomicU64,
+    write_batches: AtomicU64,
     syncs: AtomicU64,
     sizes: [AtomicU64; SIZE_BUCKETS],
 }
@@ -36,6 +37,9 @@ pub struct IoStats {
     pub read_batches: u64,
     pub writes: u64,
     pub write_bytes: u64,
+    /// Submissions of several writes as one batch (a batch of N writes adds
+    /// N to `writes` and 1 here).
+    pub write_batches: u64,
     pub syncs: u64,
     /// I/O size histogram; see [`SIZE_BUCKETS`] for the bucket bounds.
     pub size_histogram: [u64; SIZE_BUCKETS],
@@ -77,6 +81,10 @@ impl IoCounters {
         self.bump_size(len);
     }
 
+    pub fn record_write_batch(&self) {
+        self.write_batches.fetch_add(1, Relaxed);
+    }
+
     pub fn record_sync(&self) {
         self.syncs.fetch_add(1, Relaxed);
     }
@@ -100,6 +108,7 @@ impl IoCounters {
             read_batches: self.read_batches.load(Relaxed),
             writes: self.writes.load(Relaxed),
             write_bytes: self.write_bytes.load(Relaxed),
+            write_batches: self.write_batches.load(Relaxed),
             syncs: self.syncs.load(Relaxed),
             size_histogram,
         }
@@ -123,6 +132,7 @@ impl IoStats {
             read_batches: self.read_batches.saturating_sub(earlier.read_batches),
             writes: self.writes.saturating_sub(earlier.writes),
             write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            write_batches: self.write_batches.saturating_sub(earlier.write_batches),
             syncs: self.syncs.saturating_sub(earlier.syncs),
             size_histogram,
         }

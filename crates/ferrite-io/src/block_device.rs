@@ -25,6 +25,19 @@ impl<'a> ReadReq<'a> {
     }
 }
 
+/// One write of a batch: `buf` at `offset`.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteReq<'a> {
+    pub offset: u64,
+    pub buf: &'a [u8],
+}
+
+impl<'a> WriteReq<'a> {
+    pub fn new(offset: u64, buf: &'a [u8]) -> Self {
+        Self { offset, buf }
+    }
+}
+
 /// A random-access block device. Object safe; shared as `Arc<dyn BlockDevice>`.
 pub trait BlockDevice: Send + Sync {
     /// The alignment unit for offsets, lengths and buffer addresses.
@@ -49,6 +62,21 @@ pub trait BlockDevice: Send + Sync {
     /// Writes `buf` at `offset`, extending the device if the range ends past
     /// `len()`. Not durable until [`BlockDevice::sync`].
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Performs every write in `reqs`, concurrently where the device can,
+    /// and returns when all have finished. The writes must not overlap
+    /// (their order is not kept). On error some may have landed and others
+    /// not, as after a crash before a sync; none is still in flight when
+    /// this returns.
+    ///
+    /// The default issues the writes one after another; devices that can
+    /// overlap them override it.
+    fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
+        for r in reqs {
+            self.write_at(r.buf, r.offset)?;
+        }
+        Ok(())
+    }
 
     /// Makes every completed write durable.
     fn sync(&self) -> Result<()>;
@@ -141,6 +169,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         (**self).write_at(buf, offset)
+    }
+    fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
+        (**self).write_batch(reqs)
     }
     fn sync(&self) -> Result<()> {
         (**self).sync()

@@ -5,7 +5,8 @@
 //! traffic. File systems that refuse O_DIRECT (tmpfs on older kernels) get a
 //! buffered file instead, reported once in a log line and in
 //! [`DirectFile::is_direct`]. Batched reads go through io_uring when the
-//! kernel allows it, otherwise through a pread thread pool.
+//! kernel allows it, otherwise through a pread thread pool; batched writes
+//! go through io_uring, otherwise one after another.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -15,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::accounting::{IoCounters, IoStats};
 use crate::block_device::{
-    check_aligned, check_block_size, check_read_range, BlockDevice, ReadReq,
+    check_aligned, check_block_size, check_read_range, BlockDevice, ReadReq, WriteReq,
 };
 use crate::error::{DeviceError, IoOp, Result};
 use crate::{read_pool, uring};
@@ -291,6 +292,51 @@ impl BlockDevice for DirectFile {
             .fetch_max(offset + buf.len() as u64, Ordering::AcqRel);
         self.counters.record_write(buf.len() as u64);
         Ok(())
+    }
+
+    fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
+        for r in reqs {
+            check_aligned(
+                self.block_size,
+                r.offset,
+                r.buf.len(),
+                r.buf.as_ptr() as usize,
+            )?;
+        }
+        // One write needs no ring; without io_uring the writes go one after
+        // another (the thread pool is for reads, which callers wait on).
+        let uring = matches!(self.batch_mode, BatchMode::Uring | BatchMode::Auto);
+        if reqs.len() < 2 || !uring {
+            for r in reqs {
+                self.write_at(r.buf, r.offset)?;
+            }
+            return Ok(());
+        }
+        let mut results = vec![0i32; reqs.len()];
+        if let Err(e) = uring::write_batch(self.file.as_raw_fd(), reqs, &mut results) {
+            // Every submitted write has completed, so writing all again
+            // lands the same bytes.
+            log::warn!("io_uring batch failed ({e}); writing one at a time");
+            for r in reqs {
+                self.write_at(r.buf, r.offset)?;
+            }
+            return Ok(());
+        }
+        self.counters.record_write_batch();
+        let mut first_error = None;
+        for (r, &res) in reqs.iter().zip(results.iter()) {
+            match self.check_result(IoOp::Write, r.offset, r.buf.len(), res) {
+                Ok(()) => {
+                    self.len
+                        .fetch_max(r.offset + r.buf.len() as u64, Ordering::AcqRel);
+                    self.counters.record_write(r.buf.len() as u64);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     fn sync(&self) -> Result<()> {

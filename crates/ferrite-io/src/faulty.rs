@@ -328,6 +328,16 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         Ok(())
     }
 
+    fn write_batch(&self, reqs: &[crate::WriteReq<'_>]) -> Result<()> {
+        if reqs.len() > 1 {
+            self.counters.record_write_batch();
+        }
+        for r in reqs {
+            self.write_at(r.buf, r.offset)?;
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         let mut st = self.state.lock();
         if st.crashed {
@@ -489,6 +499,30 @@ mod tests {
         dev.write_at(&block(3), 8192).unwrap();
         assert_eq!(read(&dev, 4096), 0);
         assert_eq!(read(&dev, 8192), 3);
+    }
+
+    #[test]
+    fn a_fault_inside_a_write_batch_stops_it_there() {
+        // Writes before the faulty one land (unsynced, as any write), the
+        // faulty one and those after it do not.
+        let dev = FaultyDevice::new(MemDevice::new());
+        dev.write_at(&AlignedBuf::zeroed(4 * 4096), 0).unwrap();
+        dev.inject(FaultRule::nth(FaultOp::Write, 2, FaultKind::Eio));
+        let bufs: Vec<AlignedBuf> = (1..=3).map(block).collect();
+        let reqs: Vec<crate::WriteReq<'_>> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| crate::WriteReq::new(i as u64 * 4096, b))
+            .collect();
+        assert!(matches!(
+            dev.write_batch(&reqs),
+            Err(DeviceError::Injected { offset: 4096, .. })
+        ));
+        assert_eq!(
+            (read(&dev, 0), read(&dev, 4096), read(&dev, 8192)),
+            (1, 0, 0)
+        );
+        assert_eq!(dev.io_stats().write_batches, 1);
     }
 
     #[test]

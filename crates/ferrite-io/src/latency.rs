@@ -21,7 +21,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal};
 
 use crate::accounting::IoStats;
-use crate::block_device::{BlockDevice, ReadReq};
+use crate::block_device::{BlockDevice, ReadReq, WriteReq};
 use crate::error::{DeviceError, Result};
 
 /// Below this much remaining wait, yield instead of sleeping.
@@ -173,6 +173,18 @@ impl<D: BlockDevice> BlockDevice for LatencyDevice<D> {
         let deadline = Instant::now() + self.sample(self.profile.write);
         let r = self.inner.write_at(buf, offset);
         wait_until(deadline);
+        r
+    }
+
+    fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
+        let start = Instant::now();
+        let delay = reqs
+            .iter()
+            .map(|_| self.sample(self.profile.write))
+            .max()
+            .unwrap_or_default();
+        let r = self.inner.write_batch(reqs);
+        wait_until(start + delay);
         r
     }
 

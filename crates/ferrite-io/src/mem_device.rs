@@ -85,6 +85,16 @@ impl BlockDevice for MemDevice {
         Ok(())
     }
 
+    fn write_batch(&self, reqs: &[crate::WriteReq<'_>]) -> Result<()> {
+        if reqs.len() > 1 {
+            self.counters.record_write_batch();
+        }
+        for r in reqs {
+            self.write_at(r.buf, r.offset)?;
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         self.counters.record_sync();
         Ok(())

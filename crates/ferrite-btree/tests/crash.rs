@@ -96,7 +96,11 @@ fn crash_loop(mode: Mode) {
                     effect.push((k, None));
                 } else {
                     let n = if rng.gen_bool(0.05) {
-                        6000
+                        // Chains of one to a few dozen pages, so runs and
+                        // multi-batch reads meet crashes and recovery.
+                        *[6000, 6000, 25_000, 60_000]
+                            .get(rng.gen_range(0..4))
+                            .unwrap_or(&6000)
                     } else if turbo {
                         rng.gen_range(1..40)
                     } else {

@@ -25,7 +25,7 @@
 //! place by reading the double-write file back.
 
 use ferrite_core::{ByteReader, Error, Result};
-use ferrite_io::{AlignedBuf, BlockDevice};
+use ferrite_io::{AlignedBuf, BlockDevice, WriteReq};
 
 use crate::meta::Meta;
 use crate::page::PageId;
@@ -41,14 +41,19 @@ pub fn chunk_pages(frames: usize) -> usize {
     (frames / 64).clamp(16, MAX_CHUNK)
 }
 
+/// Fills a chunk's buffer with the sealed images of a group of pages, in
+/// order.
+pub type FillImages<'a> = dyn FnMut(&[PageId], &mut [u8]) -> Result<()> + 'a;
+
 /// Writes a checkpoint of the pages `ids` (ascending), whose images
-/// `fill(id, buf)` provides sealed, and the meta page, through the
+/// `fill(group, buf)` provides sealed a chunk at a time (the images of
+/// `group`, in order, filling `buf`), and the meta page, through the
 /// double-write file.
 pub fn install(
     pages: &dyn BlockDevice,
     dwb: &dyn BlockDevice,
     ids: &[PageId],
-    fill: &mut dyn FnMut(PageId, &mut [u8]) -> Result<()>,
+    fill: &mut FillImages<'_>,
     meta: &Meta,
     chunk_pages: usize,
 ) -> Result<()> {
@@ -73,15 +78,15 @@ pub fn install(
     let mut crc = crc32c::crc32c(&meta_page);
     let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
     for (ci, group) in ids.chunks(chunk_pages).enumerate() {
-        for (k, &id) in group.iter().enumerate() {
-            let page = chunk
-                .get_mut(k * ps..(k + 1) * ps)
-                .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
-            fill(id, page)?;
+        let n = group.len() * ps;
+        let images = chunk
+            .get_mut(..n)
+            .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
+        fill(group, images)?;
+        for (&id, page) in group.iter().zip(images.chunks(ps)) {
             crc = crc32c::crc32c_append(crc, &id.to_le_bytes());
             crc = crc32c::crc32c_append(crc, page);
         }
-        let n = group.len() * ps;
         dwb.write_at(&chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
     }
     dwb.write_at(&meta_page, images_at + (ids.len() * ps) as u64)?;
@@ -116,16 +121,19 @@ fn write_in_place(
     for (ci, group) in ids.chunks(chunk_pages).enumerate() {
         let n = group.len() * ps;
         dwb.read_at(&mut chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
-        // Coalesce runs of consecutive page ids into single writes.
+        // Runs of consecutive page ids become single writes, and a chunk's
+        // writes go out as one overlapped batch.
+        let mut reqs = Vec::new();
         let mut i = 0;
         while i < group.len() {
             let mut j = i + 1;
             while j < group.len() && group[j] == group[j - 1] + 1 {
                 j += 1;
             }
-            pages.write_at(&chunk[i * ps..j * ps], group[i] * ps as u64)?;
+            reqs.push(WriteReq::new(group[i] * ps as u64, &chunk[i * ps..j * ps]));
             i = j;
         }
+        pages.write_batch(&reqs)?;
     }
     pages.sync()?;
     let mp = AlignedBuf::from_slice(meta_page);

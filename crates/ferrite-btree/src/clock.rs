@@ -4,7 +4,10 @@
 //! A frame may be chosen only if it is unpinned, and clean unless `steal`
 //! allows a dirty one (the pool then writes it to its spill file first;
 //! see `buffer_pool`). A referenced frame gets a second chance: its bit is
-//! cleared and the hand moves on. Empty frames are taken first.
+//! cleared and the hand moves on. Empty frames are taken first. A dirty
+//! victim's write takes along the cold dirty frames the hand reaches next
+//! ([`cleaning_batch`]), so one overlapped batch of writes pays for
+//! several evictions.
 
 /// What the policy needs to know about one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,36 @@ pub fn pick_victim(
         return Some((i, (i + 1) % n));
     }
     None
+}
+
+/// The frames to write out beside a dirty victim: at most `max` of the
+/// `window` frames after `from` (wrapping over `n`, never reaching
+/// `from - 1`, the victim), in hand order, that are dirty, unpinned and
+/// unreferenced. These are the frames the hand will evict next if nothing
+/// touches them, so writing them in the victim's batch turns their
+/// evictions into clean ones without writing pages the pool is using.
+pub fn cleaning_batch(
+    n: usize,
+    from: usize,
+    window: usize,
+    max: usize,
+    state: &dyn Fn(usize) -> FrameState,
+) -> Vec<usize> {
+    let mut out = Vec::new();
+    if n == 0 {
+        return out;
+    }
+    for step in 0..window.min(n - 1) {
+        if out.len() >= max {
+            break;
+        }
+        let i = (from + step) % n;
+        let s = state(i);
+        if !s.empty && !s.pinned && s.dirty && !s.referenced {
+            out.push(i);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -114,5 +147,35 @@ mod tests {
             ..CLEAN
         };
         assert_eq!(run(vec![hot; 3], 1).0, Some((1, 2)));
+    }
+
+    #[test]
+    fn the_cleaning_batch_takes_cold_dirty_frames_ahead_of_the_hand() {
+        let cold = FrameState {
+            dirty: true,
+            ..CLEAN
+        };
+        let hot = FrameState {
+            referenced: true,
+            ..cold
+        };
+        let pinned = FrameState {
+            pinned: true,
+            ..cold
+        };
+        let empty = FrameState {
+            empty: true,
+            ..cold
+        };
+        //          0     1    2       3      4     5     6     7
+        let s = [cold, hot, pinned, CLEAN, cold, empty, cold, cold];
+        let batch = |from, window, max| cleaning_batch(s.len(), from, window, max, &|i| s[i]);
+        // Victim at 0, hand at 1: hot, pinned, clean and empty frames stay.
+        assert_eq!(batch(1, 8, 8), vec![4, 6, 7]);
+        assert_eq!(batch(1, 8, 2), vec![4, 6], "at most `max`, in hand order");
+        assert_eq!(batch(1, 4, 8), vec![4], "only the window is looked at");
+        // Wrapping, and never the victim (at 6, hand at 7).
+        assert_eq!(batch(7, 100, 8), vec![7, 0, 4]);
+        assert_eq!(cleaning_batch(0, 0, 8, 8, &|i| s[i]), Vec::<usize>::new());
     }
 }

@@ -8,8 +8,8 @@
 //! | module | owns |
 //! |---|---|
 //! | `page` | the page layout and in-page operations (no I/O) |
-//! | `clock` | buffer-pool victim choice, a pure policy |
-//! | `buffer_pool` | frames, page table, pins, free list, spilling dirty victims |
+//! | `clock` | buffer-pool victim choice and the cold dirty frames cleaned beside a dirty one, pure policies |
+//! | `buffer_pool` | frames, page table, pins, free list, spilling dirty victims in batches |
 //! | `tree` | search, insert with splits, delete, scan, verify |
 //! | `overflow` | chains of overflow pages for long values: contiguous allocation, batched reads |
 //! | `bulk_load` | bottom-up construction from sorted input |

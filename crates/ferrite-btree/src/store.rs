@@ -1176,12 +1176,16 @@ impl Shared {
                     self.devices.pages.as_ref(),
                     self.devices.dwb.as_ref(),
                     &ids,
-                    &mut |id, buf| match chain.binary_search_by_key(&id, |(c, _)| *c) {
-                        Ok(i) => {
-                            buf.copy_from_slice(&chain[i].1);
-                            Ok(())
+                    &mut |group, images| {
+                        let ps = self.tree.page_size;
+                        let mut from_pool = Vec::with_capacity(group.len());
+                        for (&id, buf) in group.iter().zip(images.chunks_mut(ps)) {
+                            match chain.binary_search_by_key(&id, |(c, _)| *c) {
+                                Ok(i) => buf.copy_from_slice(&chain[i].1),
+                                Err(_) => from_pool.push((id, buf)),
+                            }
                         }
-                        Err(_) => pool.copy_page(id, buf),
+                        pool.copy_pages(&mut from_pool)
                     },
                     &meta,
                     self.chunk_pages,
@@ -1465,6 +1469,10 @@ impl KvStore for BTreeStore {
                     ("spilled_pages".into(), pool.spilled() as f64),
                     ("working_bytes".into(), s.reserve as f64),
                     ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
+                    (
+                        "spill_batches".into(),
+                        pool.counters.spill_batches.load(Relaxed) as f64,
+                    ),
                     ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
                     ("wal_bytes".into(), s.wal.len() as f64),
                     ("write_hits".into(), c.write_hits.load(Relaxed) as f64),

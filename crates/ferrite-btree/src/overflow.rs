@@ -21,6 +21,7 @@
 use std::ops::Range;
 
 use ferrite_core::{Error, Result};
+use ferrite_io::WriteReq;
 
 use crate::page::{self, PageId, StoredValue, KIND_OVERFLOW};
 use crate::tree::{Shape, Tree};
@@ -229,7 +230,8 @@ impl Tree {
     /// the durable checkpoint does not use (clean free ids first, then
     /// fresh ones), so it neither fills the pool nor endangers the durable
     /// checkpoint; the next checkpoint's sync makes it durable before any
-    /// meta page points to it. Consecutive ids go out as one write.
+    /// meta page points to it. Consecutive ids go out as one write, and a
+    /// chain in several pieces as one batch of writes.
     pub(crate) fn write_overflow(
         &self,
         shape: &mut Shape,
@@ -267,15 +269,19 @@ impl Tree {
             b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
             page::seal(b);
         }
+        // One write per run of consecutive ids, all in one overlapped batch.
+        let mut reqs = Vec::new();
         let mut start = 0;
         for end in 1..=ids.len() {
             if end == ids.len() || ids[end] != ids[end - 1] + 1 {
-                self.pool
-                    .device()
-                    .write_at(&image[start * ps..end * ps], ids[start] * ps as u64)?;
+                reqs.push(WriteReq::new(
+                    ids[start] * ps as u64,
+                    &image[start * ps..end * ps],
+                ));
                 start = end;
             }
         }
+        self.pool.device().write_batch(&reqs)?;
         // A lookup still on the freed chain these ids came from may have
         // loaded an old image between the forgetting above and the write:
         // drop it too, once that lookup lets go (it holds a page only for

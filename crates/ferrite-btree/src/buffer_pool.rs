@@ -607,35 +607,69 @@ impl BufferPool {
     /// take buffered records: their frame goes back to the free end of the
     /// clock instead of displacing a page in use.
     pub fn evict(&self, id: PageId) -> Result<()> {
+        self.evict_all(&[id])
+    }
+
+    /// [`BufferPool::evict`] for several pages, the dirty ones spilled in
+    /// one batch. A page in use (pinned, or latched by a lookup) stays, and
+    /// so do dirty pages past the spill file's room.
+    pub fn evict_all(&self, ids: &[PageId]) -> Result<()> {
         let mut table = self.table.write();
-        let Some(&i) = table.get(&id) else {
-            return Ok(());
-        };
-        let Some(mut latch) = self.seize(i) else {
-            return Ok(());
-        };
-        let f = self.frame(i);
-        if f.dirty.load(Acquire) {
-            let room = {
-                let sp = self.spill.lock();
-                sp.has_room() || sp.contains(id)
-            };
-            if !room {
-                f.referenced.store(false, Relaxed);
-                self.release(i, latch);
-                return Ok(());
+        let mut seized = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(&i) = table.get(id) {
+                if seized.iter().all(|&(j, _)| j != i) {
+                    if let Some(latch) = self.seize(i) {
+                        seized.push((i, latch));
+                    }
+                }
             }
-            if let Err(e) = self.spill_latched(&mut [(f, &mut *latch)]) {
-                self.release(i, latch);
+        }
+        // Dirty pages take spill room unless already spilled; those past
+        // the room stay, as the clock would leave them.
+        let mut room = self.spill.lock().room();
+        let mut keep = Vec::new();
+        let mut go = Vec::new();
+        for (i, latch) in seized {
+            let f = self.frame(i);
+            if f.dirty.load(Acquire) && !self.spill.lock().contains(f.id.load(Acquire)) {
+                if room == 0 {
+                    f.referenced.store(false, Relaxed);
+                    keep.push((i, latch));
+                    continue;
+                }
+                room -= 1;
+            }
+            go.push((i, latch));
+        }
+        for (i, latch) in keep {
+            self.release(i, latch);
+        }
+        let mut dirty: Vec<(&Frame, &mut AlignedBuf)> = go
+            .iter_mut()
+            .filter(|(i, _)| self.frame(*i).dirty.load(Acquire))
+            .map(|(i, latch)| (self.frame(*i), &mut **latch))
+            .collect();
+        if !dirty.is_empty() {
+            if let Err(e) = self.spill_latched(&mut dirty) {
+                drop(dirty);
+                for (i, latch) in go {
+                    self.release(i, latch);
+                }
                 return Err(e);
             }
         }
-        table.remove(&id);
-        f.id.store(EMPTY, Release);
-        f.referenced.store(false, Relaxed);
-        self.release(i, latch);
-        self.hand.lock().free.push(i);
-        self.counters.evictions.fetch_add(1, Relaxed);
+        drop(dirty);
+        let mut hand = self.hand.lock();
+        for (i, latch) in go {
+            let f = self.frame(i);
+            table.remove(&f.id.load(Acquire));
+            f.id.store(EMPTY, Release);
+            f.referenced.store(false, Relaxed);
+            self.release(i, latch);
+            hand.free.push(i);
+            self.counters.evictions.fetch_add(1, Relaxed);
+        }
         Ok(())
     }
 
@@ -1360,6 +1394,28 @@ mod tests {
         pinned.write()[MARK] = 6;
         drop(pinned);
         assert_eq!(pool.dirty_count(), 3);
+    }
+
+    #[test]
+    fn pages_evicted_together_are_spilled_in_one_batch() {
+        let (pool, probe) = pool_of_cold_dirty_frames();
+        // Page 2 is held by a reader: it stays, and its frame with it.
+        let held = pool.read(2).unwrap();
+        pool.evict_all(&[0, 1, 2, 3, 3, 4, 5, 6, 7, 99]).unwrap();
+        drop(held);
+        assert_eq!(probe.batches.load(Relaxed), 1);
+        assert_eq!(pool.counters.spills.load(Relaxed), 7);
+        assert_eq!((pool.dirty_count(), pool.spilled()), (9, 7));
+        let resident: Vec<PageId> = (0..8).filter(|&id| pool.is_resident(id)).collect();
+        assert_eq!(resident, vec![2]);
+        // The freed frames take the next pages without evicting any other.
+        for id in 50..57u64 {
+            drop(pool.fetch(id).unwrap());
+        }
+        assert!((8..16).all(|id| pool.is_resident(id)));
+        for id in 0..8u64 {
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], 5, "page {id}");
+        }
     }
 
     #[test]

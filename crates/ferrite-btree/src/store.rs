@@ -1015,14 +1015,19 @@ impl Shared {
         logged: Option<&[u8]>,
         release: bool,
     ) -> Result<()> {
+        let mut done = Vec::with_capacity(LOAD_BATCH);
         for chunk in pages.chunks(LOAD_BATCH) {
             self.tree.pool.prefetch(chunk)?;
+            done.clear();
             for &page in chunk {
                 self.apply_buffered(st, page, logged)?;
                 if release && !st.ib.as_ref().is_some_and(|ib| ib.is_hot(page)) {
-                    self.tree.pool.evict(page)?;
+                    done.push(page);
                 }
             }
+            // The chunk's released pages leave together: the changed ones
+            // go to the spill file in one batch of writes.
+            self.tree.pool.evict_all(&done)?;
         }
         Ok(())
     }

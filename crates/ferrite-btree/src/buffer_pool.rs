@@ -29,10 +29,12 @@
 //!   count hold pages.
 //!
 //! Readers of the tree fetch concurrently: the page table is behind a lock
-//! held exclusively only to claim a frame (and, for a dirty victim, while
-//! it is spilled, so a miss on that page finds it in the spill set); a
-//! frame being loaded is write-latched until its bytes arrive, and a failed
-//! load leaves it empty. A frame changes pages only once *seized*: pinned
+//! held exclusively only to claim a frame, never across I/O; a frame being
+//! loaded is write-latched until its bytes arrive, and a failed load leaves
+//! it empty. A dirty victim is spilled while it stays seized and in the
+//! table under its old id and the new one, so a lookup of either waits on
+//! its latch and then finds the new page (a miss on the old one then finds
+//! it in the spill set). A frame changes pages only once *seized*: pinned
 //! from zero to one and latched exclusively, both without waiting; anyone
 //! who pins a frame checks its page id under its latch, so a pin taken
 //! before the seizure makes it fail and one taken after finds the new id.
@@ -183,6 +185,14 @@ pub struct BufferPool {
     dirty: AtomicUsize,
     pub counters: PoolCounters,
 }
+
+/// What [`BufferPool::claim`] returns: the frame, pinned and latched, and
+/// the table lock.
+type Claimed<'p> = (
+    usize,
+    RwLockWriteGuard<'p, AlignedBuf>,
+    RwLockWriteGuard<'p, PageTable>,
+);
 
 /// A pinned page.
 pub struct PageRef<'p> {
@@ -385,28 +395,34 @@ impl BufferPool {
                 return Ok(false);
             }
         }
-        {
-            let mut latches: Vec<(&Frame, RwLockWriteGuard<'_, AlignedBuf>)> =
-                spare().map(|f| (f, f.data.write())).collect();
-            let mut dirty: Vec<(&Frame, &mut AlignedBuf)> = latches
-                .iter_mut()
-                .filter(|(f, _)| f.dirty.load(Acquire) && f.id.load(Acquire) != EMPTY)
-                .map(|(f, d)| (*f, &mut **d))
-                .collect();
-            if !dirty.is_empty() {
-                self.spill_latched(&mut dirty)?;
-            }
+        // Latches are only tried under the table lock: a lookup may hold
+        // one (it then holds a pin too, or is about to let go).
+        let Some(mut latches) = spare()
+            .map(|f| Some((f, f.data.try_write()?)))
+            .collect::<Option<Vec<(&Frame, RwLockWriteGuard<'_, AlignedBuf>)>>>()
+        else {
+            return Ok(false);
+        };
+        let mut dirty: Vec<(&Frame, &mut AlignedBuf)> = latches
+            .iter_mut()
+            .filter(|(f, _)| f.dirty.load(Acquire) && f.id.load(Acquire) != EMPTY)
+            .map(|(f, d)| (*f, &mut **d))
+            .collect();
+        if !dirty.is_empty() {
+            self.spill_latched(&mut dirty)?;
         }
+        drop(dirty);
         self.active.store(self.base, Release);
-        for f in spare() {
+        for (f, data) in &mut latches {
             let old = f.id.swap(EMPTY, AcqRel);
             if old != EMPTY {
                 table.remove(&old);
                 self.counters.evictions.fetch_add(1, Relaxed);
             }
             f.referenced.store(false, Relaxed);
-            *f.data.write() = AlignedBuf::zeroed(0);
+            **data = AlignedBuf::zeroed(0);
         }
+        drop(latches);
         hand.free.retain(|&i| i < self.base);
         hand.at = 0;
         self.spill.lock().cap = spill_cap(self.base, self.spill_floor);
@@ -475,11 +491,19 @@ impl BufferPool {
         self.frame(i).pins.fetch_sub(1, AcqRel);
     }
 
-    /// Claims a frame for `id` under the table lock and returns it pinned,
-    /// spilling a dirty victim first (with the cold dirty frames the hand
-    /// reaches next, in one batch). Errors if every frame is pinned (or
+    /// Claims a frame for `id` and returns it pinned and latched, with the
+    /// table lock (which the caller holds and gets back, having entered
+    /// `id`). A dirty victim is spilled first, with the cold dirty frames
+    /// the hand reaches next, in one batch written *without* the table
+    /// lock: the victim stays seized and in the table under both its old
+    /// id and `id`, so whoever looks either up waits on its latch and then
+    /// finds the frame holding `id`. Errors if every frame is pinned (or
     /// dirty, with the spill index full), or if the spill write fails.
-    fn claim(&self, table: &mut PageTable, id: PageId) -> Result<usize> {
+    fn claim<'p>(
+        &'p self,
+        mut table: RwLockWriteGuard<'p, PageTable>,
+        id: PageId,
+    ) -> Result<Claimed<'p>> {
         let mut hand = self.hand.lock();
         let active = self.capacity();
         while let Some(i) = hand.free.pop() {
@@ -493,10 +517,9 @@ impl BufferPool {
             };
             let f = self.frame(i);
             f.id.store(id, Release);
-            drop(latch);
             f.referenced.store(true, Release);
             table.insert(id, i);
-            return Ok(i);
+            return Ok((i, latch, table));
         }
         let state = |i: usize| {
             let f = self.frame(i);
@@ -523,6 +546,7 @@ impl BufferPool {
                 continue;
             };
             let f = self.frame(victim);
+            let old = f.id.load(Acquire);
             if f.dirty.load(Acquire) {
                 let room = self.spill.lock().room();
                 let max = (SPILL_BATCH - 1).min(room.saturating_sub(1));
@@ -533,25 +557,32 @@ impl BufferPool {
                     .into_iter()
                     .filter_map(|i| Some((self.frame(i), self.frame(i).data.try_write()?)))
                     .collect();
-                let mut pages: Vec<(&Frame, &mut AlignedBuf)> = std::iter::once((f, &mut *latch))
-                    .chain(more.iter_mut().map(|(g, d)| (*g, &mut **d)))
-                    .collect();
-                if let Err(e) = self.spill_latched(&mut pages) {
-                    drop(pages);
-                    drop(more);
+                table.insert(id, victim);
+                drop(hand);
+                drop(table);
+                let written = {
+                    let mut pages: Vec<(&Frame, &mut AlignedBuf)> =
+                        std::iter::once((f, &mut *latch))
+                            .chain(more.iter_mut().map(|(g, d)| (*g, &mut **d)))
+                            .collect();
+                    self.spill_latched(&mut pages)
+                };
+                drop(more);
+                table = self.table.write();
+                if let Err(e) = written {
+                    table.remove(&id);
                     self.release(victim, latch);
                     return Err(e);
                 }
             }
-            let old = f.id.swap(id, AcqRel);
             if old != EMPTY {
                 table.remove(&old);
                 self.counters.evictions.fetch_add(1, Relaxed);
             }
-            drop(latch);
+            f.id.store(id, Release);
             f.referenced.store(true, Release);
             table.insert(id, victim);
-            return Ok(victim);
+            return Ok((victim, latch, table));
         }
         Err(Error::corruption(
             "buffer pool",
@@ -560,9 +591,9 @@ impl BufferPool {
     }
 
     /// Writes latched dirty frames to the spill file in one batch and marks
-    /// them clean (the caller holds the table lock, so no page can miss on
-    /// these ids until their writes are done; they stay resident, and a
-    /// clean frame is evicted without a write).
+    /// them clean. They stay in the table while it runs, latched, so no
+    /// page can miss on these ids until their writes are done; a frame
+    /// left resident is clean, and is evicted without a write.
     fn spill_latched(&self, pages: &mut [(&Frame, &mut AlignedBuf)]) -> Result<()> {
         let ps = self.page_size as u64;
         let ids: Vec<PageId> = pages.iter().map(|(f, _)| f.id.load(Acquire)).collect();
@@ -614,7 +645,7 @@ impl BufferPool {
     /// one batch. A page in use (pinned, or latched by a lookup) stays, and
     /// so do dirty pages past the spill file's room.
     pub fn evict_all(&self, ids: &[PageId]) -> Result<()> {
-        let mut table = self.table.write();
+        let table = self.table.write();
         let mut seized = Vec::with_capacity(ids.len());
         for id in ids {
             if let Some(&i) = table.get(id) {
@@ -645,6 +676,10 @@ impl BufferPool {
         for (i, latch) in keep {
             self.release(i, latch);
         }
+        // Written without the table lock: the frames stay seized and in
+        // the table, so whoever looks one up waits on its latch, then finds
+        // it empty and misses (reading the spilled image).
+        drop(table);
         let mut dirty: Vec<(&Frame, &mut AlignedBuf)> = go
             .iter_mut()
             .filter(|(i, _)| self.frame(*i).dirty.load(Acquire))
@@ -660,6 +695,7 @@ impl BufferPool {
             }
         }
         drop(dirty);
+        let mut table = self.table.write();
         let mut hand = self.hand.lock();
         for (i, latch) in go {
             let f = self.frame(i);
@@ -754,33 +790,32 @@ impl BufferPool {
             if let Some(i) = hit {
                 let f = self.frame(i);
                 f.pins.fetch_add(1, AcqRel);
-                if f.id.load(Acquire) == id {
+                // The id is checked under the latch: that waits out a load
+                // in progress (a failed load empties the frame) and a
+                // victim's spill (after which the frame holds another page).
+                let ok = {
+                    let _g = f.data.read();
+                    f.id.load(Acquire) == id
+                };
+                if ok {
                     if !f.referenced.load(Relaxed) {
                         f.referenced.store(true, Relaxed);
                     }
-                    // Wait out a load in progress; a failed load empties the frame.
-                    let ok = {
-                        let _g = f.data.read();
-                        f.id.load(Acquire) == id
-                    };
-                    if ok {
-                        self.counters.hits.fetch_add(1, Relaxed);
-                        return Ok(PageRef {
-                            pool: self,
-                            frame: i,
-                        });
-                    }
+                    self.counters.hits.fetch_add(1, Relaxed);
+                    return Ok(PageRef {
+                        pool: self,
+                        frame: i,
+                    });
                 }
                 f.pins.fetch_sub(1, AcqRel);
                 continue;
             }
-            let mut table = self.table.write();
+            let table = self.table.write();
             if table.contains_key(&id) {
                 continue;
             }
-            let i = self.claim(&mut table, id)?;
+            let (i, mut data, table) = self.claim(table, id)?;
             let f = self.frame(i);
-            let mut data = f.data.write();
             let spilled = self.spill.lock().contains(id);
             drop(table);
             self.counters.misses.fetch_add(1, Relaxed);
@@ -893,16 +928,16 @@ impl BufferPool {
         for &id in ids {
             // The table is locked per page, as for a miss: a claim may
             // spill a dirty victim, and readers must not wait on many.
-            let mut table = self.table.write();
+            let table = self.table.write();
             if id >= end || table.contains_key(&id) || self.spill.lock().contains(id) {
                 continue;
             }
-            let Ok(i) = self.claim(&mut table, id) else {
+            // The frame comes latched, so a reader that finds it waits for
+            // the bytes.
+            let Ok((i, latch, _table)) = self.claim(table, id) else {
                 break;
             };
-            // Latched before the table is released, so a reader that
-            // finds the frame waits for the bytes.
-            claimed.push((id, i, self.frame(i).data.write()));
+            claimed.push((id, i, latch));
         }
         if claimed.is_empty() {
             return 0;
@@ -945,16 +980,15 @@ impl BufferPool {
     /// the page file, unless the page became resident, its spill state
     /// changed, or the image fails its checks.
     fn install(&self, id: PageId, image: &[u8], spilled: bool) -> Result<bool> {
-        let mut table = self.table.write();
+        let table = self.table.write();
         if table.contains_key(&id) || self.spill.lock().contains(id) != spilled {
             return Ok(false);
         }
         if page::check(image, id, &String::new).is_err() {
             return Ok(false);
         }
-        let i = self.claim(&mut table, id)?;
+        let (i, mut data, table) = self.claim(table, id)?;
         let f = self.frame(i);
-        let mut data = f.data.write();
         drop(table);
         data.copy_from_slice(image);
         drop(data);
@@ -995,24 +1029,38 @@ impl BufferPool {
     /// Pins a new page `id` (zeroed, dirty) without reading the device.
     pub fn create(&self, id: PageId) -> Result<PageRef<'_>> {
         let mut table = self.table.write();
-        if let Some(&i) = table.get(&id) {
+        while let Some(&i) = table.get(&id) {
             self.frame(i).pins.fetch_add(1, AcqRel);
             let r = PageRef {
                 pool: self,
                 frame: i,
             };
             drop(table);
-            r.write().fill(0);
-            return Ok(r);
+            {
+                let mut data = r.write();
+                // A miss on the id (a lookup on the page it used to be) may
+                // have been claiming this frame, and failed.
+                if self.frame(i).id.load(Acquire) == id {
+                    data.fill(0);
+                    drop(data);
+                    return Ok(r);
+                }
+            }
+            drop(r);
+            table = self.table.write();
         }
-        let i = self.claim(&mut table, id)?;
+        let (i, mut data, table) = self.claim(table, id)?;
         drop(table);
-        let r = PageRef {
+        data.fill(0);
+        let f = self.frame(i);
+        if !f.dirty.swap(true, AcqRel) {
+            self.dirty.fetch_add(1, AcqRel);
+        }
+        drop(data);
+        Ok(PageRef {
             pool: self,
             frame: i,
-        };
-        r.write().fill(0);
-        Ok(r)
+        })
     }
 
     /// The pages a checkpoint must install, ascending: every dirty frame's
@@ -1273,6 +1321,17 @@ mod tests {
         inner: MemDevice,
         batches: AtomicU64,
         fail: AtomicBool,
+        /// While set, a batch says it started and waits to be let go.
+        gate: Mutex<Option<Gate>>,
+    }
+
+    /// The two ends a test holds a spill write at: it hears the write
+    /// start, does what it must be able to do meanwhile, then lets go.
+    struct Gate {
+        started: std::sync::mpsc::Sender<()>,
+        go: std::sync::mpsc::Receiver<()>,
+        /// Whether the test let go (rather than the write giving up).
+        let_go: Arc<AtomicBool>,
     }
 
     impl BlockDevice for SpillProbe {
@@ -1289,6 +1348,14 @@ mod tests {
             self.inner.write_at(buf, offset)
         }
         fn write_batch(&self, reqs: &[WriteReq<'_>]) -> ferrite_io::Result<()> {
+            let gate = self.gate.lock().take();
+            if let Some(g) = gate {
+                g.started.send(()).unwrap();
+                // A bound, so a pool that wrongly waits on this write fails
+                // the test instead of hanging it.
+                let ok = g.go.recv_timeout(std::time::Duration::from_secs(20));
+                g.let_go.store(ok.is_ok(), Relaxed);
+            }
             self.batches.fetch_add(1, Relaxed);
             for r in reqs {
                 self.write_at(r.buf, r.offset)?;
@@ -1324,6 +1391,7 @@ mod tests {
             inner: MemDevice::new(),
             batches: AtomicU64::new(0),
             fail: AtomicBool::new(false),
+            gate: Mutex::new(None),
         });
         let per = (PS + FRAME_OVERHEAD) as u64;
         let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
@@ -1394,6 +1462,41 @@ mod tests {
         pinned.write()[MARK] = 6;
         drop(pinned);
         assert_eq!(pool.dirty_count(), 3);
+    }
+
+    #[test]
+    fn lookups_go_on_while_a_victim_is_spilled() {
+        let (pool, probe) = pool_of_cold_dirty_frames();
+        // Page 15 is referenced, so the hand passes it by.
+        drop(pool.read(15).unwrap());
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let let_go = Arc::new(AtomicBool::new(false));
+        *probe.gate.lock() = Some(Gate {
+            started: started_tx,
+            go: go_rx,
+            let_go: let_go.clone(),
+        });
+        std::thread::scope(|s| {
+            let miss = s.spawn(|| pool.fetch(50).map(|r| r.read()[MARK]));
+            started.recv().unwrap();
+            // The miss is writing its victim: the table is free, so a hit
+            // and a miss on a page outside the batch go ahead.
+            assert_eq!(pool.read(15).unwrap()[MARK], 5);
+            assert!(pool.is_resident(50), "the claimed page is entered already");
+            // A second miss passes over the frames the write holds and
+            // takes page 15's (spilling it alone).
+            assert_eq!(pool.fetch(60).unwrap().read()[MARK], 1);
+            assert!(!pool.is_resident(15));
+            go.send(()).unwrap();
+            assert_eq!(miss.join().unwrap().unwrap(), 1);
+        });
+        assert!(let_go.load(Relaxed), "the write waited for the test");
+        assert_eq!(pool.counters.spill_batches.load(Relaxed), 1);
+        assert_eq!(pool.counters.spills.load(Relaxed), 16);
+        for id in 0..16u64 {
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], 5, "page {id}");
+        }
     }
 
     #[test]

@@ -1159,6 +1159,7 @@ impl BufferPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe_device::{Gate, ProbeDevice};
     use ferrite_io::MemDevice;
 
     const PS: usize = 4096;
@@ -1315,84 +1316,12 @@ mod tests {
         assert!(pool.spilled() >= 8);
     }
 
-    /// Counts batched writes to the spill file, and fails every write
-    /// while `fail` is set.
-    struct SpillProbe {
-        inner: MemDevice,
-        batches: AtomicU64,
-        fail: AtomicBool,
-        /// While set, a batch says it started and waits to be let go.
-        gate: Mutex<Option<Gate>>,
-    }
-
-    /// The two ends a test holds a spill write at: it hears the write
-    /// start, does what it must be able to do meanwhile, then lets go.
-    struct Gate {
-        started: std::sync::mpsc::Sender<()>,
-        go: std::sync::mpsc::Receiver<()>,
-        /// Whether the test let go (rather than the write giving up).
-        let_go: Arc<AtomicBool>,
-    }
-
-    impl BlockDevice for SpillProbe {
-        fn block_size(&self) -> usize {
-            self.inner.block_size()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> ferrite_io::Result<()> {
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> ferrite_io::Result<()> {
-            if self.fail.load(Relaxed) {
-                return Err(ferrite_io::DeviceError::Crashed);
-            }
-            self.inner.write_at(buf, offset)
-        }
-        fn write_batch(&self, reqs: &[WriteReq<'_>]) -> ferrite_io::Result<()> {
-            let gate = self.gate.lock().take();
-            if let Some(g) = gate {
-                g.started.send(()).unwrap();
-                // A bound, so a pool that wrongly waits on this write fails
-                // the test instead of hanging it.
-                let ok = g.go.recv_timeout(std::time::Duration::from_secs(20));
-                g.let_go.store(ok.is_ok(), Relaxed);
-            }
-            self.batches.fetch_add(1, Relaxed);
-            for r in reqs {
-                self.write_at(r.buf, r.offset)?;
-            }
-            Ok(())
-        }
-        fn sync(&self) -> ferrite_io::Result<()> {
-            self.inner.sync()
-        }
-        fn discard(&self, offset: u64, len: u64) -> ferrite_io::Result<()> {
-            self.inner.discard(offset, len)
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-        fn set_len(&self, len: u64) -> ferrite_io::Result<()> {
-            self.inner.set_len(len)
-        }
-        fn io_stats(&self) -> ferrite_io::IoStats {
-            self.inner.io_stats()
-        }
-        fn describe(&self) -> String {
-            "spill probe".into()
-        }
-    }
-
     /// A 16-frame pool over pages `0..100` whose frames all hold changed
     /// pages `0..16` (marked 5), none referenced since, with a probe as its
     /// spill file.
-    fn pool_of_cold_dirty_frames() -> (BufferPool, Arc<SpillProbe>) {
+    fn pool_of_cold_dirty_frames() -> (BufferPool, Arc<ProbeDevice>) {
         let (dev, _) = devices_holding(100);
-        let probe = Arc::new(SpillProbe {
-            inner: MemDevice::new(),
-            batches: AtomicU64::new(0),
-            fail: AtomicBool::new(false),
-            gate: Mutex::new(None),
-        });
+        let probe = Arc::new(ProbeDevice::new());
         let per = (PS + FRAME_OVERHEAD) as u64;
         let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
         assert_eq!(pool.capacity(), 16);
@@ -1412,7 +1341,7 @@ mod tests {
         drop(pool.fetch(50).unwrap());
         // One write batch cleaned the victim and the other fifteen frames;
         // only the victim left the pool.
-        assert_eq!(probe.batches.load(Relaxed), 1);
+        assert_eq!(probe.write_batches.load(Relaxed), 1);
         assert_eq!(pool.counters.spills.load(Relaxed), 16);
         assert_eq!(pool.counters.spill_batches.load(Relaxed), 1);
         assert_eq!((pool.dirty_count(), pool.spilled()), (0, 16));
@@ -1422,7 +1351,7 @@ mod tests {
         for id in 51..66u64 {
             drop(pool.fetch(id).unwrap());
         }
-        assert_eq!(probe.batches.load(Relaxed), 1);
+        assert_eq!(probe.write_batches.load(Relaxed), 1);
         assert_eq!(pool.counters.spills.load(Relaxed), 16);
         // Every changed page comes back from the spill file as changed.
         for id in 0..16u64 {
@@ -1455,7 +1384,7 @@ mod tests {
         );
         assert_eq!(pool.counters.spills.load(Relaxed), 13);
         drop(latched);
-        assert!(probe.batches.load(Relaxed) >= 1);
+        assert!(probe.write_batches.load(Relaxed) >= 1);
         drop(held);
         // A change made through a pin taken before the spill keeps its page
         // dirty, so it cannot be lost.
@@ -1506,7 +1435,7 @@ mod tests {
         let held = pool.read(2).unwrap();
         pool.evict_all(&[0, 1, 2, 3, 3, 4, 5, 6, 7, 99]).unwrap();
         drop(held);
-        assert_eq!(probe.batches.load(Relaxed), 1);
+        assert_eq!(probe.write_batches.load(Relaxed), 1);
         assert_eq!(pool.counters.spills.load(Relaxed), 7);
         assert_eq!((pool.dirty_count(), pool.spilled()), (9, 7));
         let resident: Vec<PageId> = (0..8).filter(|&id| pool.is_resident(id)).collect();
@@ -1524,12 +1453,12 @@ mod tests {
     #[test]
     fn a_failed_spill_loses_nothing() {
         let (pool, probe) = pool_of_cold_dirty_frames();
-        probe.fail.store(true, Relaxed);
+        probe.fail_writes.store(true, Relaxed);
         assert!(pool.fetch(50).is_err());
         // Every page is still resident and dirty, and none counts as spilled.
         assert_eq!((pool.dirty_count(), pool.spilled()), (16, 0));
         assert!((0..16).all(|id| pool.is_resident(id)));
-        probe.fail.store(false, Relaxed);
+        probe.fail_writes.store(false, Relaxed);
         drop(pool.fetch(50).unwrap());
         for id in 0..16u64 {
             assert_eq!(pool.fetch(id).unwrap().read()[MARK], 5, "page {id}");

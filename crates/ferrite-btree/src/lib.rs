@@ -32,6 +32,8 @@ mod meta;
 mod overflow;
 mod page;
 mod page_map;
+#[cfg(test)]
+mod probe_device;
 pub mod shortcut;
 mod store;
 mod structure_version;

@@ -342,64 +342,20 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;
 
-    use ferrite_io::{AlignedBuf, BlockDevice, IoStats, MemDevice, ReadReq};
+    use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
 
     use crate::buffer_pool::{BufferPool, FRAME_OVERHEAD};
+    use crate::probe_device::ProbeDevice;
 
     const PS: usize = 4096;
 
-    /// A memory device that counts rounds of reads: a single read or a
-    /// whole batch is one round, the latency a lookup waits for.
-    struct Rounds {
-        inner: MemDevice,
-        rounds: AtomicU64,
-    }
-
-    impl BlockDevice for Rounds {
-        fn block_size(&self) -> usize {
-            self.inner.block_size()
-        }
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> ferrite_io::Result<()> {
-            self.rounds.fetch_add(1, Relaxed);
-            self.inner.read_at(buf, offset)
-        }
-        fn read_batch(&self, reqs: &mut [ReadReq<'_>]) -> ferrite_io::Result<()> {
-            self.rounds.fetch_add(1, Relaxed);
-            self.inner.read_batch(reqs)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> ferrite_io::Result<()> {
-            self.inner.write_at(buf, offset)
-        }
-        fn sync(&self) -> ferrite_io::Result<()> {
-            self.inner.sync()
-        }
-        fn discard(&self, offset: u64, len: u64) -> ferrite_io::Result<()> {
-            self.inner.discard(offset, len)
-        }
-        fn len(&self) -> u64 {
-            self.inner.len()
-        }
-        fn set_len(&self, len: u64) -> ferrite_io::Result<()> {
-            self.inner.set_len(len)
-        }
-        fn io_stats(&self) -> IoStats {
-            self.inner.io_stats()
-        }
-        fn describe(&self) -> String {
-            "round-counting memory device".into()
-        }
-    }
-
     /// A page file of `pages` pages (not overflow pages) and a tree over a
     /// fresh pool of 64 frames on it.
-    fn setup(pages: u64) -> (Arc<Rounds>, Tree, Shape) {
-        let dev = Arc::new(Rounds {
-            inner: MemDevice::new(),
-            rounds: AtomicU64::new(0),
-        });
+    fn setup(pages: u64) -> (Arc<ProbeDevice>, Tree, Shape) {
+        let dev = Arc::new(ProbeDevice::new());
         let mut b = AlignedBuf::zeroed(PS);
         for id in 0..pages {
             page::init(&mut b, id, page::KIND_LEAF, 0);
@@ -420,7 +376,7 @@ mod tests {
     }
 
     /// A tree with an empty pool over `dev`.
-    fn cold_tree(dev: &Arc<Rounds>) -> Tree {
+    fn cold_tree(dev: &Arc<ProbeDevice>) -> Tree {
         let pool = BufferPool::new(
             dev.clone(),
             Arc::new(MemDevice::new()),
@@ -437,7 +393,7 @@ mod tests {
     }
 
     /// The ids of the chain at `first`, read from the device.
-    fn chain_ids(dev: &Rounds, first: PageId) -> Vec<PageId> {
+    fn chain_ids(dev: &ProbeDevice, first: PageId) -> Vec<PageId> {
         let mut ids = Vec::new();
         let mut b = AlignedBuf::zeroed(PS);
         let mut id = first;
@@ -449,8 +405,8 @@ mod tests {
         ids
     }
 
-    fn rounds(dev: &Rounds) -> u64 {
-        dev.rounds.load(Relaxed)
+    fn rounds(dev: &ProbeDevice) -> u64 {
+        dev.read_rounds.load(Relaxed)
     }
 
     /// Writes `v`'s chain: its first page and whether it is a run.

@@ -72,10 +72,7 @@ pub trait BlockDevice: Send + Sync {
     /// The default issues the writes one after another; devices that can
     /// overlap them override it.
     fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
-        for r in reqs {
-            self.write_at(r.buf, r.offset)?;
-        }
-        Ok(())
+        write_each(self, reqs)
     }
 
     /// Makes every completed write durable.
@@ -102,6 +99,15 @@ pub trait BlockDevice: Send + Sync {
 
     /// A one-line description for logs and reports (kind, path, I/O mode).
     fn describe(&self) -> String;
+}
+
+/// Carries out a batch of writes one after another: the default for
+/// devices that cannot overlap writes, and the fallback of those that can.
+pub(crate) fn write_each<D: BlockDevice + ?Sized>(dev: &D, reqs: &[WriteReq<'_>]) -> Result<()> {
+    for r in reqs {
+        dev.write_at(r.buf, r.offset)?;
+    }
+    Ok(())
 }
 
 /// Checks the alignment rule shared by every device.

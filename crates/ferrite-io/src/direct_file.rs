@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::accounting::{IoCounters, IoStats};
 use crate::block_device::{
-    check_aligned, check_block_size, check_read_range, BlockDevice, ReadReq, WriteReq,
+    check_aligned, check_block_size, check_read_range, write_each, BlockDevice, ReadReq, WriteReq,
 };
 use crate::error::{DeviceError, IoOp, Result};
 use crate::{read_pool, uring};
@@ -307,20 +307,14 @@ impl BlockDevice for DirectFile {
         // another (the thread pool is for reads, which callers wait on).
         let uring = matches!(self.batch_mode, BatchMode::Uring | BatchMode::Auto);
         if reqs.len() < 2 || !uring {
-            for r in reqs {
-                self.write_at(r.buf, r.offset)?;
-            }
-            return Ok(());
+            return write_each(self, reqs);
         }
         let mut results = vec![0i32; reqs.len()];
         if let Err(e) = uring::write_batch(self.file.as_raw_fd(), reqs, &mut results) {
             // Every submitted write has completed, so writing all again
             // lands the same bytes.
             log::warn!("io_uring batch failed ({e}); writing one at a time");
-            for r in reqs {
-                self.write_at(r.buf, r.offset)?;
-            }
-            return Ok(());
+            return write_each(self, reqs);
         }
         self.counters.record_write_batch();
         let mut first_error = None;

@@ -332,10 +332,7 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
         if reqs.len() > 1 {
             self.counters.record_write_batch();
         }
-        for r in reqs {
-            self.write_at(r.buf, r.offset)?;
-        }
-        Ok(())
+        crate::block_device::write_each(self, reqs)
     }
 
     fn sync(&self) -> Result<()> {

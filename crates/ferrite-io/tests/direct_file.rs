@@ -10,16 +10,19 @@ use proptest::prelude::*;
 
 const B: usize = 4096;
 
-fn file_with_pattern(dir: &tempfile::TempDir, blocks: usize, mode: BatchMode) -> DirectFile {
-    let path = dir.path().join("dev");
-    let f = DirectFile::open_with(
-        &path,
+fn open_in(dir: &tempfile::TempDir, name: &str, mode: BatchMode) -> DirectFile {
+    DirectFile::open_with(
+        dir.path().join(name),
         DirectFileOptions {
             batch_mode: mode,
             ..Default::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn file_with_pattern(dir: &tempfile::TempDir, blocks: usize, mode: BatchMode) -> DirectFile {
+    let f = open_in(dir, "dev", mode);
     if f.is_empty() {
         let mut buf = AlignedBuf::zeroed(blocks * B);
         for (i, chunk) in buf.chunks_mut(8).enumerate() {
@@ -217,15 +220,7 @@ fn batched_writes_land_whichever_way_they_are_carried_out() {
         modes.push(BatchMode::Uring);
     }
     for (k, mode) in modes.into_iter().enumerate() {
-        let path = dir.path().join(format!("w{k}"));
-        let f = DirectFile::open_with(
-            &path,
-            DirectFileOptions {
-                batch_mode: mode,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let f = open_in(&dir, &format!("w{k}"), mode);
         let before = f.io_stats();
         write_scattered(&f, &at, 7).unwrap();
         let d = f.io_stats().since(&before);

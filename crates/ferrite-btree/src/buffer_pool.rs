@@ -646,16 +646,12 @@ impl BufferPool {
     /// so do dirty pages past the spill file's room.
     pub fn evict_all(&self, ids: &[PageId]) -> Result<()> {
         let table = self.table.write();
-        let mut seized = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(&i) = table.get(id) {
-                if seized.iter().all(|&(j, _)| j != i) {
-                    if let Some(latch) = self.seize(i) {
-                        seized.push((i, latch));
-                    }
-                }
-            }
-        }
+        // A repeated id finds its frame seized already, and is skipped.
+        let seized: Vec<(usize, RwLockWriteGuard<'_, AlignedBuf>)> = ids
+            .iter()
+            .filter_map(|id| table.get(id).copied())
+            .filter_map(|i| Some((i, self.seize(i)?)))
+            .collect();
         // Dirty pages take spill room unless already spilled; those past
         // the room stay, as the clock would leave them.
         let mut room = self.spill.lock().room();

@@ -38,6 +38,41 @@ impl<'a> WriteReq<'a> {
     }
 }
 
+/// One write of a batch gathered from several buffers: `bufs` back to
+/// back from `offset`, as one request where the device can (a vectored
+/// write), so consecutive pages held in separate buffers reach the disk as
+/// one sequential write.
+#[derive(Debug, Clone, Copy)]
+pub struct GatherReq<'a> {
+    pub offset: u64,
+    pub bufs: &'a [&'a [u8]],
+}
+
+impl<'a> GatherReq<'a> {
+    pub fn new(offset: u64, bufs: &'a [&'a [u8]]) -> Self {
+        Self { offset, bufs }
+    }
+
+    /// Bytes the request writes.
+    pub fn len(&self) -> usize {
+        self.bufs.iter().map(|b| b.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The request as plain writes, one per buffer.
+    pub fn pieces(&self) -> impl Iterator<Item = WriteReq<'a>> + '_ {
+        let mut at = self.offset;
+        self.bufs.iter().map(move |b| {
+            let r = WriteReq::new(at, b);
+            at += b.len() as u64;
+            r
+        })
+    }
+}
+
 /// A random-access block device. Object safe; shared as `Arc<dyn BlockDevice>`.
 pub trait BlockDevice: Send + Sync {
     /// The alignment unit for offsets, lengths and buffer addresses.
@@ -73,6 +108,17 @@ pub trait BlockDevice: Send + Sync {
     /// overlap them override it.
     fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
         write_each(self, reqs)
+    }
+
+    /// [`BlockDevice::write_batch`] for gathered writes: every request in
+    /// flight together where the device can, each as one vectored write.
+    /// The same rules hold for every buffer as for a plain write.
+    ///
+    /// The default splits the requests into plain writes, one per buffer,
+    /// and hands them to `write_batch`.
+    fn write_gathered(&self, reqs: &[GatherReq<'_>]) -> Result<()> {
+        let flat: Vec<WriteReq<'_>> = reqs.iter().flat_map(|r| r.pieces()).collect();
+        self.write_batch(&flat)
     }
 
     /// Makes every completed write durable.
@@ -178,6 +224,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
         (**self).write_batch(reqs)
+    }
+    fn write_gathered(&self, reqs: &[GatherReq<'_>]) -> Result<()> {
+        (**self).write_gathered(reqs)
     }
     fn sync(&self) -> Result<()> {
         (**self).sync()

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::accounting::{IoCounters, IoStats};
 use crate::block_device::{
-    check_aligned, check_block_size, check_read_range, write_each, BlockDevice, ReadReq, WriteReq,
+    check_aligned, check_block_size, check_read_range, write_each, BlockDevice, GatherReq, ReadReq,
+    WriteReq,
 };
 use crate::error::{DeviceError, IoOp, Result};
 use crate::{read_pool, uring};
@@ -324,6 +325,45 @@ impl BlockDevice for DirectFile {
                     self.len
                         .fetch_max(r.offset + r.buf.len() as u64, Ordering::AcqRel);
                     self.counters.record_write(r.buf.len() as u64);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn write_gathered(&self, reqs: &[GatherReq<'_>]) -> Result<()> {
+        for r in reqs {
+            for p in r.pieces() {
+                check_aligned(
+                    self.block_size,
+                    p.offset,
+                    p.buf.len(),
+                    p.buf.as_ptr() as usize,
+                )?;
+            }
+        }
+        let uring = matches!(self.batch_mode, BatchMode::Uring | BatchMode::Auto);
+        let flat = || -> Vec<WriteReq<'_>> { reqs.iter().flat_map(|r| r.pieces()).collect() };
+        if !uring || reqs.iter().all(|r| r.bufs.len() < 2) {
+            return self.write_batch(&flat());
+        }
+        let mut results = vec![0i32; reqs.len()];
+        if let Err(e) = uring::write_gathered(self.file.as_raw_fd(), reqs, &mut results) {
+            // As in `write_batch`: every submitted write has completed.
+            log::warn!("io_uring batch failed ({e}); writing one at a time");
+            return write_each(self, &flat());
+        }
+        self.counters.record_write_batch();
+        let mut first_error = None;
+        for (r, &res) in reqs.iter().zip(results.iter()) {
+            let len = r.len();
+            match self.check_result(IoOp::Write, r.offset, len, res) {
+                Ok(()) => {
+                    self.len.fetch_max(r.offset + len as u64, Ordering::AcqRel);
+                    self.counters.record_write(len as u64);
                 }
                 Err(e) => {
                     first_error.get_or_insert(e);

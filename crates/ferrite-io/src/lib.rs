@@ -33,7 +33,7 @@ pub mod zoned;
 
 pub use accounting::{bucket_upper_bound, size_bucket, IoCounters, IoStats, SIZE_BUCKETS};
 pub use aligned_buf::{AlignedBuf, BUF_ALIGN};
-pub use block_device::{check_aligned, BlockDevice, ReadReq, WriteReq};
+pub use block_device::{check_aligned, BlockDevice, GatherReq, ReadReq, WriteReq};
 pub use direct_file::{BatchMode, DirectFile, DirectFileOptions};
 pub use error::{DeviceError, IoOp, Result, ZoneError};
 pub use faulty::{CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, Trigger};

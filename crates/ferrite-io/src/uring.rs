@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::block_device::{ReadReq, WriteReq};
+use crate::block_device::{GatherReq, ReadReq, WriteReq};
 
 /// Submission-queue depth of each thread's ring; larger batches go in chunks.
 const RING_ENTRIES: u32 = 64;
@@ -35,13 +35,21 @@ pub fn available() -> bool {
     })
 }
 
-/// One operation of a batch as the ring sees it: a raw buffer pointer the
-/// submitter keeps alive until every completion is in.
+/// One operation of a batch as the ring sees it: a raw buffer pointer (or,
+/// for a gathered write, a pointer to `len` iovecs) the submitter keeps
+/// alive until every completion is in.
 struct Op {
     ptr: *mut u8,
     len: u32,
     offset: u64,
-    write: bool,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Read,
+    Write,
+    Writev,
 }
 
 fn len32(len: usize) -> std::io::Result<u32> {
@@ -58,7 +66,7 @@ pub fn read_batch(fd: RawFd, reqs: &mut [ReadReq<'_>], results: &mut [i32]) -> s
                 ptr: r.buf.as_mut_ptr(),
                 len: len32(r.buf.len())?,
                 offset: r.offset,
-                write: false,
+                kind: Kind::Read,
             })
         })
         .collect::<std::io::Result<Vec<Op>>>()?;
@@ -76,7 +84,44 @@ pub fn write_batch(fd: RawFd, reqs: &[WriteReq<'_>], results: &mut [i32]) -> std
                 ptr: r.buf.as_ptr().cast_mut(),
                 len: len32(r.buf.len())?,
                 offset: r.offset,
-                write: true,
+                kind: Kind::Write,
+            })
+        })
+        .collect::<std::io::Result<Vec<Op>>>()?;
+    run(fd, &ops, results)
+}
+
+/// Writes every gathered request to `fd` as one vectored write, writing
+/// each request's result (bytes written or negative errno) into `results`.
+pub fn write_gathered(
+    fd: RawFd,
+    reqs: &[GatherReq<'_>],
+    results: &mut [i32],
+) -> std::io::Result<()> {
+    // Every request's iovecs, kept here until `run` has seen every
+    // completion; the kernel reads them and the buffers they name.
+    let iovecs: Vec<Vec<libc::iovec>> = reqs
+        .iter()
+        .map(|r| {
+            r.bufs
+                .iter()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_ptr().cast_mut().cast(),
+                    iov_len: b.len(),
+                })
+                .collect()
+        })
+        .collect();
+    let ops = reqs
+        .iter()
+        .zip(&iovecs)
+        .map(|(r, iov)| {
+            len32(r.len())?;
+            Ok(Op {
+                ptr: iov.as_ptr().cast_mut().cast(),
+                len: len32(iov.len())?,
+                offset: r.offset,
+                kind: Kind::Writev,
             })
         })
         .collect::<std::io::Result<Vec<Op>>>()?;
@@ -116,18 +161,23 @@ fn submit_chunk(
             return Err(std::io::Error::other("io_uring submission queue full"));
         }
         for (i, op) in chunk.iter().enumerate() {
-            let sqe = if op.write {
-                opcode::Write::new(types::Fd(fd), op.ptr.cast_const(), op.len)
+            let sqe = match op.kind {
+                Kind::Write => opcode::Write::new(types::Fd(fd), op.ptr.cast_const(), op.len)
                     .offset(op.offset)
-                    .build()
-            } else {
-                opcode::Read::new(types::Fd(fd), op.ptr, op.len)
+                    .build(),
+                Kind::Writev => {
+                    opcode::Writev::new(types::Fd(fd), op.ptr.cast_const().cast(), op.len)
+                        .offset(op.offset)
+                        .build()
+                }
+                Kind::Read => opcode::Read::new(types::Fd(fd), op.ptr, op.len)
                     .offset(op.offset)
-                    .build()
+                    .build(),
             }
             .user_data((base + i) as u64);
-            // SAFETY: the buffer outlives the operation because this function
-            // waits for every completion below before returning; the room
+            // SAFETY: the buffer (and a gathered write's iovecs, which the
+            // caller of `run` holds) outlives the operation because this
+            // function waits for every completion below before returning; the room
             // was checked above, so every push succeeds.
             if unsafe { sq.push(&sqe) }.is_err() {
                 return Err(std::io::Error::other("io_uring submission queue full"));

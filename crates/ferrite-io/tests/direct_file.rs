@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use ferrite_io::{
-    AlignedBuf, BatchMode, BlockDevice, DeviceError, DirectFile, DirectFileOptions, ReadReq,
-    WriteReq,
+    AlignedBuf, BatchMode, BlockDevice, DeviceError, DirectFile, DirectFileOptions, GatherReq,
+    MemDevice, ReadReq, WriteReq,
 };
 use proptest::prelude::*;
 
@@ -243,6 +243,104 @@ fn batched_writes_land_whichever_way_they_are_carried_out() {
             "{mode:?}: a block no one wrote"
         );
     }
+}
+
+/// Blocks `first..first + n` as separate buffers, each filled with its
+/// block number plus `salt`.
+fn run_of_blocks(first: u64, n: u64, salt: u8) -> Vec<AlignedBuf> {
+    (first..first + n)
+        .map(|b| {
+            let mut buf = AlignedBuf::zeroed(B);
+            buf.fill((b as u8).wrapping_add(salt));
+            buf
+        })
+        .collect()
+}
+
+fn assert_blocks(f: &dyn BlockDevice, blocks: impl IntoIterator<Item = u64>, salt: u8, what: &str) {
+    let mut one = AlignedBuf::zeroed(B);
+    for b in blocks {
+        f.read_at(&mut one, b * B as u64).unwrap();
+        assert!(
+            one.iter().all(|&x| x == (b as u8).wrapping_add(salt)),
+            "{what}: block {b}"
+        );
+    }
+}
+
+#[test]
+fn gathered_writes_land_as_one_request_per_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // Three runs: sixteen blocks, one block, and three blocks.
+    let runs = [(100u64, 16u64), (7, 1), (40, 3)];
+    let mut modes = vec![BatchMode::Sequential, BatchMode::ThreadPool];
+    if ferrite_io::io_uring_available() {
+        modes.push(BatchMode::Uring);
+    }
+    for (k, mode) in modes.into_iter().enumerate() {
+        let f = open_in(&dir, &format!("g{k}"), mode);
+        let bufs: Vec<Vec<AlignedBuf>> =
+            runs.iter().map(|&(b, n)| run_of_blocks(b, n, 3)).collect();
+        let slices: Vec<Vec<&[u8]>> = bufs
+            .iter()
+            .map(|run| run.iter().map(|b| &b[..]).collect())
+            .collect();
+        let reqs: Vec<GatherReq<'_>> = runs
+            .iter()
+            .zip(&slices)
+            .map(|(&(b, _), s)| GatherReq::new(b * B as u64, s))
+            .collect();
+        let before = f.io_stats();
+        f.write_gathered(&reqs).unwrap();
+        let d = f.io_stats().since(&before);
+        assert_eq!(d.write_bytes, 20 * B as u64, "{mode:?}");
+        if mode == BatchMode::Uring {
+            // One request per run, all in one batch.
+            assert_eq!((d.writes, d.write_batches), (3, 1));
+        } else {
+            assert_eq!(d.writes, 20, "{mode:?}: one write per buffer");
+        }
+        assert_eq!(
+            f.len(),
+            116 * B as u64,
+            "the furthest write sets the length"
+        );
+        for &(b, n) in &runs {
+            assert_blocks(&f, b..b + n, 3, &format!("{mode:?}"));
+        }
+        let mut one = AlignedBuf::zeroed(B);
+        f.read_at(&mut one, 99 * B as u64).unwrap();
+        assert!(
+            one.iter().all(|&x| x == 0),
+            "{mode:?}: a block no one wrote"
+        );
+    }
+}
+
+#[test]
+fn the_default_gathered_write_is_one_plain_write_per_buffer() {
+    let dev = MemDevice::new();
+    let bufs = run_of_blocks(5, 4, 9);
+    let slices: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+    dev.write_gathered(&[GatherReq::new(5 * B as u64, &slices)])
+        .unwrap();
+    assert_eq!(dev.io_stats().writes, 4);
+    assert_blocks(&dev, 5..9, 9, "mem");
+}
+
+#[test]
+fn a_misaligned_buffer_in_a_gathered_write_fails_it_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 4, BatchMode::Auto);
+    let good = AlignedBuf::zeroed(2 * B);
+    let pieces: [&[u8]; 2] = [&good[..B], &good[1..B + 1]];
+    assert!(matches!(
+        f.write_gathered(&[GatherReq::new(0, &pieces)]),
+        Err(DeviceError::Misaligned { .. })
+    ));
+    let mut first = AlignedBuf::zeroed(B);
+    f.read_at(&mut first, 0).unwrap();
+    assert!(first.iter().any(|&x| x != 0), "block 0 keeps its pattern");
 }
 
 #[test]

@@ -5,23 +5,28 @@
 //! - a pinned frame is never evicted; guards pin and unpin;
 //! - the page file always holds exactly the last checkpoint (checkpoints
 //!   write through a double-write file; see `checkpoint`). A dirty frame
-//!   chosen as a victim is therefore *spilled*: written to the spill file
-//!   (a sparse mirror of the page file: page `p` at `p × page size`), its
-//!   id set in the spill set, and read back from there on its next miss.
-//!   The spill file is scratch space — recovery never reads it, since the
-//!   WAL redoes everything since the checkpoint — and is forgotten by the
-//!   next checkpoint, which installs every dirty frame and every spilled
-//!   page (a resident page in the spill set from its frame);
+//!   chosen as a victim is therefore *spilled*: written to the spill file,
+//!   where the spill log (`spill_log`) says, and read back from there on
+//!   its next miss. The spill file is scratch space — recovery never reads
+//!   it, since the WAL redoes everything since the checkpoint — and is
+//!   forgotten by the next checkpoint, which installs every dirty frame and
+//!   every spilled page (a resident page in the spill log from its frame);
 //! - a dirty victim's write carries the cold dirty frames the clock hand
-//!   reaches next (up to [`SPILL_BATCH`] pages in one overlapped batch of
-//!   writes); they stay resident and clean, so their evictions cost no
-//!   write;
+//!   reaches next (up to [`SPILL_BATCH`] pages); they stay resident and
+//!   clean, so their evictions cost no write. The batch takes consecutive
+//!   slots of the spill log and goes out as one gathered write per run of
+//!   them (`BlockDevice::write_gathered`): one sequential write instead
+//!   of sixteen random ones;
+//! - a spilled page's slot is held while it is read, so no spill hands it
+//!   to another page meanwhile;
 //! - at most [`spill_cap`] pages are spilled between checkpoints (the tree
 //!   checkpoints before that, which bounds a checkpoint's size); with that
 //!   many spilled, dirty frames are not evicted;
-//! - the memory it holds (frames, their metadata, the page table) stays
-//!   within the budget given at creation; the spill set adds one bit per
-//!   page of the tree, counted in [`BufferPool::memory_bytes`];
+//! - the memory it holds (frames, their metadata, the page table, the
+//!   spill log's map, whose share each frame carries: see
+//!   [`frame_overhead`]) stays within the budget given at creation; pages
+//!   past the map spill to the mirror region, which adds one bit per page
+//!   of the tree, counted in [`BufferPool::memory_bytes`];
 //! - a pool may have *spare* frames beyond its base ones: metadata only,
 //!   with no page buffer, until memory another structure gave up is lent
 //!   to the pool ([`BufferPool::lend`]); [`BufferPool::reclaim`] empties
@@ -50,12 +55,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering:
 use std::sync::Arc;
 
 use ferrite_core::{Error, Result};
-use ferrite_io::{AlignedBuf, BlockDevice, WriteReq};
+use ferrite_io::{AlignedBuf, BlockDevice, GatherReq};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::clock::{cleaning_batch, pick_victim, FrameState};
 use crate::page::{self, PageId};
 use crate::page_map::PageMap;
+use crate::spill_log::{self, SpillLog, Spot};
 
 const EMPTY: u64 = u64::MAX;
 
@@ -64,7 +70,27 @@ type PageTable = PageMap<usize>;
 /// Bytes of bookkeeping per frame beyond the page itself: the frame's
 /// atomics and lock, its buffer header, its free-list slot, and a
 /// page-table entry with load.
-pub const FRAME_OVERHEAD: usize = 128;
+const FRAME_METADATA: usize = 128;
+
+/// Page ids the spill log's map covers per frame (see `spill_log`): one
+/// per 100 bytes of page, 40 for 4 KiB pages. A pool of a twentieth of
+/// its tree's pages thus maps every page, so every spilled page goes to
+/// the log; past the map, pages go to the mirror, as they would with a
+/// smaller pool.
+pub fn spill_ids_per_frame(page_size: usize) -> usize {
+    (page_size / 100).max(1)
+}
+
+/// Bytes a frame costs beyond its page: its metadata and its share of
+/// the spill log's map (100 bytes with 4 KiB pages, 2.4% of the page).
+pub fn frame_overhead(page_size: usize) -> usize {
+    FRAME_METADATA + spill_log::map_bytes_for(spill_ids_per_frame(page_size))
+}
+
+/// What the spill log's map of a pool of `frames` frames is allowed.
+fn spill_map_reserve(frames: usize, page_size: usize) -> usize {
+    frames * (frame_overhead(page_size) - FRAME_METADATA)
+}
 
 /// Pages that may be spilled between checkpoints, per frame.
 pub const SPILL_PER_FRAME: usize = 4;
@@ -95,59 +121,6 @@ struct Hand {
     free: Vec<usize>,
 }
 
-/// Which pages are in the spill file: one bit per page id.
-struct SpillSet {
-    bits: Vec<u64>,
-    count: usize,
-    cap: usize,
-}
-
-impl SpillSet {
-    fn contains(&self, id: PageId) -> bool {
-        self.bits
-            .get((id / 64) as usize)
-            .is_some_and(|w| w & (1 << (id % 64)) != 0)
-    }
-
-    fn insert(&mut self, id: PageId) {
-        let w = (id / 64) as usize;
-        if w >= self.bits.len() {
-            self.bits.resize(w + 1, 0);
-        }
-        if self.bits[w] & (1 << (id % 64)) == 0 {
-            self.bits[w] |= 1 << (id % 64);
-            self.count += 1;
-        }
-    }
-
-    fn remove(&mut self, id: PageId) {
-        let w = (id / 64) as usize;
-        if let Some(word) = self.bits.get_mut(w) {
-            if *word & (1 << (id % 64)) != 0 {
-                *word &= !(1 << (id % 64));
-                self.count -= 1;
-            }
-        }
-    }
-
-    fn ids(&self) -> impl Iterator<Item = PageId> + '_ {
-        self.bits.iter().enumerate().flat_map(|(w, &word)| {
-            (0..64)
-                .filter(move |b| word & (1 << b) != 0)
-                .map(move |b| w as u64 * 64 + b)
-        })
-    }
-
-    fn has_room(&self) -> bool {
-        self.count < self.cap
-    }
-
-    /// Pages that may still be spilled before the cap.
-    fn room(&self) -> usize {
-        self.cap.saturating_sub(self.count)
-    }
-}
-
 struct Frame {
     id: AtomicU64,
     data: RwLock<AlignedBuf>,
@@ -166,12 +139,15 @@ pub struct PoolCounters {
     pub spills: AtomicU64,
     /// Spill writes that carried more than one page.
     pub spill_batches: AtomicU64,
+    /// Write requests spills made: one per run of pages contiguous in the
+    /// spill file.
+    pub spill_requests: AtomicU64,
 }
 
 pub struct BufferPool {
     dev: Arc<dyn BlockDevice>,
     spill_dev: Arc<dyn BlockDevice>,
-    spill: Mutex<SpillSet>,
+    spill: Mutex<SpillLog>,
     page_size: usize,
     frames: Vec<Frame>,
     /// Frames that may hold pages: `base`, or every frame while the spare
@@ -269,8 +245,9 @@ impl BufferPool {
         budget: u64,
         lent_frames: usize,
     ) -> Self {
-        let per = (page_size + FRAME_OVERHEAD) as u64;
-        let spare_metadata = lent_frames.saturating_sub((budget / per) as usize) * FRAME_OVERHEAD;
+        let per = (page_size + frame_overhead(page_size)) as u64;
+        let spare_metadata =
+            lent_frames.saturating_sub((budget / per) as usize) * frame_overhead(page_size);
         let budget = budget.saturating_sub(spare_metadata as u64);
         // The store refuses budgets too small for a working pool.
         let n = (budget / per).max(1) as usize;
@@ -291,11 +268,10 @@ impl BufferPool {
         Self {
             dev,
             spill_dev,
-            spill: Mutex::new(SpillSet {
-                bits: Vec::new(),
-                count: 0,
-                cap: spill_cap(n, 0),
-            }),
+            spill: Mutex::new(SpillLog::new(
+                spill_cap(n, 0),
+                ((n + spare) * spill_ids_per_frame(page_size)) as u64,
+            )),
             page_size,
             frames,
             active: AtomicUsize::new(n),
@@ -391,7 +367,7 @@ impl BufferPool {
         let dirty = spare().filter(|f| f.dirty.load(Acquire)).count();
         {
             let sp = self.spill.lock();
-            if sp.count + dirty > spill_cap(self.base, self.spill_floor) {
+            if sp.count() + dirty > spill_cap(self.base, self.spill_floor) {
                 return Ok(false);
             }
         }
@@ -435,9 +411,14 @@ impl BufferPool {
 
     /// Bytes the pool holds: active frames whole, spare ones' metadata.
     pub fn memory_bytes(&self) -> u64 {
-        let spill = self.spill.lock().bits.capacity() * 8;
-        let buffers = self.capacity() * self.page_size;
-        (self.frames.len() * FRAME_OVERHEAD + buffers + spill) as u64
+        let sp = self.spill.lock();
+        // The map's bytes are in the frames' overhead; anything past that
+        // share, and the mirror's bits, are counted on top.
+        let ps = self.page_size;
+        let reserved = spill_map_reserve(self.frames.len(), ps);
+        let spill = sp.mirror_bytes() + sp.map_bytes().saturating_sub(reserved);
+        let buffers = self.capacity() * ps;
+        (self.frames.len() * frame_overhead(ps) + buffers + spill) as u64
     }
 
     /// Bytes the spare frames' buffers take while lent.
@@ -447,7 +428,12 @@ impl BufferPool {
 
     /// Pages in the spill file.
     pub fn spilled(&self) -> usize {
-        self.spill.lock().count
+        self.spill.lock().count()
+    }
+
+    /// Pages the spill file spans: the highest slot ever written, plus one.
+    pub fn spill_extent(&self) -> u64 {
+        self.spill.lock().extent()
     }
 
     /// Lets at least `pages` pages be spilled between checkpoints,
@@ -595,31 +581,35 @@ impl BufferPool {
     /// page can miss on these ids until their writes are done; a frame
     /// left resident is clean, and is evicted without a write.
     fn spill_latched(&self, pages: &mut [(&Frame, &mut AlignedBuf)]) -> Result<()> {
-        let ps = self.page_size as u64;
         let ids: Vec<PageId> = pages.iter().map(|(f, _)| f.id.load(Acquire)).collect();
         for (_, data) in pages.iter_mut() {
             page::seal(data);
         }
-        let fresh: Vec<PageId> = {
-            let mut sp = self.spill.lock();
-            let fresh = ids.iter().copied().filter(|&id| !sp.contains(id)).collect();
-            for &id in &ids {
-                sp.insert(id);
-            }
-            fresh
+        let placed = self.spill.lock().place(&ids);
+        // Pages contiguous in the file go out as one gathered write each,
+        // all in flight together.
+        let Some(groups) = spill_log::runs(&placed, self.page_size) else {
+            self.spill.lock().finish(&placed, false);
+            return Err(Error::corruption(
+                format!("page {}", ids.iter().max().copied().unwrap_or(0)),
+                "an id past any spill file",
+            ));
         };
-        let reqs: Vec<WriteReq<'_>> = pages
+        let bufs: Vec<Vec<&[u8]>> = groups
             .iter()
-            .zip(&ids)
-            .map(|((_, data), &id)| WriteReq::new(id * ps, &data[..]))
+            .map(|(_, g)| g.iter().map(|&i| &pages[i].1[..]).collect())
             .collect();
-        if let Err(e) = self.spill_dev.write_batch(&reqs) {
-            let mut sp = self.spill.lock();
-            for id in fresh {
-                sp.remove(id);
-            }
-            return Err(e.into());
-        }
+        let reqs: Vec<GatherReq<'_>> = groups
+            .iter()
+            .zip(&bufs)
+            .map(|((off, _), b)| GatherReq::new(*off, b))
+            .collect();
+        self.counters
+            .spill_requests
+            .fetch_add(reqs.len() as u64, Relaxed);
+        let written = self.spill_dev.write_gathered(&reqs);
+        self.spill.lock().finish(&placed, written.is_ok());
+        written?;
         for (f, _) in pages.iter() {
             if f.dirty.swap(false, AcqRel) {
                 self.dirty.fetch_sub(1, AcqRel);
@@ -812,23 +802,10 @@ impl BufferPool {
             }
             let (i, mut data, table) = self.claim(table, id)?;
             let f = self.frame(i);
-            let spilled = self.spill.lock().contains(id);
+            let spot = self.spill.lock().hold_for_read(id);
             drop(table);
             self.counters.misses.fetch_add(1, Relaxed);
-            let (dev, file) = if spilled {
-                (&self.spill_dev, "spill file")
-            } else {
-                (&self.dev, "page file")
-            };
-            let loaded = self
-                .offset(id)
-                .and_then(|off| Ok((off, dev.read_at(&mut data, off)?)))
-                .and_then(|(off, ())| {
-                    page::check(&data, id, &|| {
-                        format!("page {id} at offset {off} of the {file}")
-                    })
-                });
-            if let Err(e) = loaded {
+            if let Err(e) = self.read_stored(id, spot, &mut data) {
                 let mut table = self.table.write();
                 table.remove(&id);
                 f.id.store(EMPTY, Release);
@@ -866,20 +843,23 @@ impl BufferPool {
     /// page that is neither resident nor being written keeps the image it
     /// has in the file the spill set names.
     pub fn prefetch(&self, ids: &[PageId]) -> Result<usize> {
-        let mut want: Vec<(PageId, bool)> = {
+        let mut ids: Vec<PageId> = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        // Each page with its spot in the spill file, if spilled (held
+        // until its read is done).
+        let want: Vec<(PageId, Option<Spot>)> = {
             let table = self.table.read();
-            let sp = self.spill.lock();
+            let mut sp = self.spill.lock();
             // An id no file reaches is left to the read that needs it,
             // which reports it.
             ids.iter()
                 .filter(|&&id| {
                     !table.contains_key(&id) && page::offset(id, self.page_size).is_some()
                 })
-                .map(|&id| (id, sp.contains(id)))
+                .map(|&id| (id, sp.hold_for_read(id)))
                 .collect()
         };
-        want.sort_unstable();
-        want.dedup();
         if want.is_empty() {
             return Ok(0);
         }
@@ -887,13 +867,20 @@ impl BufferPool {
             .iter()
             .map(|_| AlignedBuf::zeroed(self.page_size))
             .collect();
+        let ps = self.page_size as u64;
         let mut read_ok = [true, true];
         for (which, spilled) in [(0, false), (1, true)] {
             let mut reqs: Vec<ferrite_io::ReadReq<'_>> = want
                 .iter()
                 .zip(bufs.iter_mut())
-                .filter(|((_, s), _)| *s == spilled)
-                .map(|((id, _), b)| ferrite_io::ReadReq::new(id * self.page_size as u64, b))
+                .filter(|((_, s), _)| s.is_some() == spilled)
+                .filter_map(|((id, s), b)| {
+                    let off = match s {
+                        Some(s) => s.offset(self.page_size)?,
+                        None => id * ps,
+                    };
+                    Some(ferrite_io::ReadReq::new(off, b))
+                })
                 .collect();
             if reqs.is_empty() {
                 continue;
@@ -901,9 +888,16 @@ impl BufferPool {
             let dev = if spilled { &self.spill_dev } else { &self.dev };
             read_ok[which] = dev.read_batch(&mut reqs).is_ok();
         }
+        {
+            let mut sp = self.spill.lock();
+            for s in want.iter().filter_map(|(_, s)| *s) {
+                sp.release(s);
+            }
+        }
         let mut loaded = 0;
-        for ((id, spilled), buf) in want.iter().zip(&bufs) {
-            if read_ok[usize::from(*spilled)] && self.install(*id, buf, *spilled)? {
+        for ((id, slot), buf) in want.iter().zip(&bufs) {
+            let spilled = slot.is_some();
+            if read_ok[usize::from(spilled)] && self.install(*id, buf, spilled)? {
                 loaded += 1;
             }
         }
@@ -1009,17 +1003,38 @@ impl BufferPool {
                 return Ok(());
             }
         }
-        let spilled = self.spill.lock().contains(id);
-        let off = self.offset(id)?;
-        let (dev, file) = if spilled {
-            (&self.spill_dev, "spill file")
-        } else {
-            (&self.dev, "page file")
+        let spot = self.spill.lock().hold_for_read(id);
+        self.read_stored(id, spot, dst)
+    }
+
+    /// Reads the stored image of page `id` into `dst` and checks it: from
+    /// its spot in the spill file, which the caller holds for this read
+    /// ([`SpillLog::hold_for_read`]) and which is released here, or, if it
+    /// is not spilled, from the page file.
+    fn read_stored(&self, id: PageId, spot: Option<Spot>, dst: &mut [u8]) -> Result<()> {
+        let read = match spot {
+            Some(s) => self.spill_offset(id, s).and_then(|off| {
+                self.spill_dev.read_at(dst, off)?;
+                Ok((off, "spill file"))
+            }),
+            None => self.offset(id).and_then(|off| {
+                self.dev.read_at(dst, off)?;
+                Ok((off, "page file"))
+            }),
         };
-        dev.read_at(dst, off)?;
+        if let Some(s) = spot {
+            self.spill.lock().release(s);
+        }
+        let (off, file) = read?;
         page::check(dst, id, &|| {
             format!("page {id} at offset {off} of the {file}")
         })
+    }
+
+    /// The byte offset of `spot` in the spill file.
+    fn spill_offset(&self, id: PageId, spot: Spot) -> Result<u64> {
+        spot.offset(self.page_size)
+            .ok_or_else(|| Error::corruption(format!("page {id}"), "an id past any spill file"))
     }
 
     /// Pins a new page `id` (zeroed, dirty) without reading the device.
@@ -1084,33 +1099,37 @@ impl BufferPool {
         for ((id, dst), s) in pages.iter_mut().zip(spilled.iter_mut()) {
             *s = !self.copy_resident(*id, dst);
         }
+        // Where each page not resident lies in the spill file. No other
+        // pool user runs, so no slot changes hands meanwhile.
+        let mut offsets = Vec::new();
         {
             let sp = self.spill.lock();
-            if let Some(((id, _), _)) = pages
-                .iter()
-                .zip(&spilled)
-                .find(|((id, _), &s)| s && !sp.contains(*id))
-            {
-                return Err(Error::corruption(
-                    format!("page {id}"),
-                    "neither resident nor spilled at checkpoint",
-                ));
+            for ((id, _), _) in pages.iter().zip(&spilled).filter(|(_, &s)| s) {
+                let Some(spot) = sp.spot(*id) else {
+                    return Err(Error::corruption(
+                        format!("page {id}"),
+                        "neither resident nor spilled at checkpoint",
+                    ));
+                };
+                offsets.push(self.spill_offset(*id, spot)?);
             }
         }
         let mut reqs = Vec::new();
-        for ((id, dst), _) in pages.iter_mut().zip(&spilled).filter(|(_, &s)| s) {
-            reqs.push(ferrite_io::ReadReq::new(self.offset(*id)?, dst));
+        for (((_, dst), _), &off) in pages
+            .iter_mut()
+            .zip(&spilled)
+            .filter(|(_, &s)| s)
+            .zip(&offsets)
+        {
+            reqs.push(ferrite_io::ReadReq::new(off, dst));
         }
         if reqs.is_empty() {
             return Ok(());
         }
         self.spill_dev.read_batch(&mut reqs)?;
-        for ((id, dst), _) in pages.iter().zip(&spilled).filter(|(_, &s)| s) {
+        for (((id, dst), _), off) in pages.iter().zip(&spilled).filter(|(_, &s)| s).zip(&offsets) {
             page::check(dst, *id, &|| {
-                format!(
-                    "page {id} at offset {} of the spill file",
-                    id * self.page_size as u64
-                )
+                format!("page {id} at offset {off} of the spill file")
             })?;
         }
         Ok(())
@@ -1140,14 +1159,7 @@ impl BufferPool {
                 self.dirty.fetch_sub(1, AcqRel);
             }
         }
-        // The spill file keeps its blocks: stale images are never read
-        // (the set says what is there), and rewriting allocated blocks
-        // costs less than allocating them again after every checkpoint.
-        let mut sp = self.spill.lock();
-        if sp.count > 0 {
-            sp.bits.fill(0);
-            sp.count = 0;
-        }
+        self.spill.lock().clear();
         Ok(())
     }
 }
@@ -1196,7 +1208,7 @@ mod tests {
         let mut bad = image(20, 1);
         bad[100] ^= 0xff;
         dev.write_at(&bad, 20 * PS as u64).unwrap();
-        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + FRAME_OVERHEAD) as u64);
+        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + frame_overhead(PS)) as u64);
         change(&pool, 30, 2);
         pool.evict(30).unwrap();
         assert!(!pool.is_resident(30));
@@ -1255,7 +1267,7 @@ mod tests {
     #[test]
     fn a_floor_lets_a_small_pool_spill_past_four_pages_a_frame() {
         let (dev, spill) = devices_holding(200);
-        let per = (PS + FRAME_OVERHEAD) as u64;
+        let per = (PS + frame_overhead(PS)) as u64;
         let pool = BufferPool::new(dev, spill, PS, 16 * per).with_spill_floor(150);
         assert_eq!(pool.spill_capacity(), 150);
         // Every page changed once: all but the resident ones are spilled,
@@ -1274,7 +1286,7 @@ mod tests {
     #[test]
     fn lent_frames_hold_pages_and_give_them_back_intact() {
         let (dev, spill) = devices_holding(64);
-        let per = (PS + FRAME_OVERHEAD) as u64;
+        let per = (PS + frame_overhead(PS)) as u64;
         let pool = BufferPool::with_spare(dev, spill, PS, 16 * per, 23);
         assert_eq!((pool.capacity(), pool.spare_capacity()), (15, 8));
         let small = pool.memory_bytes();
@@ -1303,8 +1315,14 @@ mod tests {
         }
         assert!(pool.reclaim().unwrap());
         assert_eq!(pool.capacity(), 15);
-        // The buffers are freed; the spill set now names a few pages.
-        assert!(pool.memory_bytes() <= small + 64, "{}", pool.memory_bytes());
+        // The buffers are freed (4 KiB each); the spill log now maps a few
+        // pages (a slot number per page id, its slot bits, and the holds
+        // of the batch just written).
+        assert!(
+            pool.memory_bytes() <= small + 1024,
+            "{}",
+            pool.memory_bytes()
+        );
         // Every page comes back with its change, resident or spilled.
         for id in 0..23u64 {
             assert_eq!(pool.fetch(id).unwrap().read()[MARK], 3, "page {id}");
@@ -1318,7 +1336,7 @@ mod tests {
     fn pool_of_cold_dirty_frames() -> (BufferPool, Arc<ProbeDevice>) {
         let (dev, _) = devices_holding(100);
         let probe = Arc::new(ProbeDevice::new());
-        let per = (PS + FRAME_OVERHEAD) as u64;
+        let per = (PS + frame_overhead(PS)) as u64;
         let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
         assert_eq!(pool.capacity(), 16);
         for id in 0..16u64 {
@@ -1341,6 +1359,10 @@ mod tests {
         assert_eq!(pool.counters.spills.load(Relaxed), 16);
         assert_eq!(pool.counters.spill_batches.load(Relaxed), 1);
         assert_eq!((pool.dirty_count(), pool.spilled()), (0, 16));
+        // The sixteen pages took the spill log's first sixteen slots: one
+        // stripe, written as one sequential request.
+        assert_eq!(probe.gathered_requests.load(Relaxed), 1);
+        assert_eq!(pool.spill_extent(), 16);
         let gone: Vec<PageId> = (0..16).filter(|&id| !pool.is_resident(id)).collect();
         assert_eq!(gone.len(), 1, "{gone:?}");
         // The next fifteen misses evict clean frames: no more writes.
@@ -1353,6 +1375,42 @@ mod tests {
         for id in 0..16u64 {
             assert_eq!(pool.fetch(id).unwrap().read()[MARK], 5, "page {id}");
         }
+    }
+
+    #[test]
+    fn pages_past_the_spill_log_s_map_spill_to_the_mirror_and_come_back() {
+        // A 16-frame pool's map covers page ids below 640.
+        let (dev, _) = devices_holding(800);
+        let probe = Arc::new(ProbeDevice::new());
+        let per = (PS + frame_overhead(PS)) as u64;
+        let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
+        // Eight pages below the map's end and eight past it, changed, then
+        // pushed out by reads of others.
+        let changed: Vec<PageId> = (632..640).chain(700..708).collect();
+        for &id in &changed {
+            change(&pool, id, 6);
+        }
+        for id in 0..40u64 {
+            drop(pool.fetch(id).unwrap());
+        }
+        assert_eq!(pool.spilled(), 16);
+        // The log holds eight slots; the mirror pages take no slot.
+        assert_eq!(pool.spill_extent(), 8);
+        for &id in &changed {
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], 6, "page {id}");
+        }
+        // A checkpoint reads every spilled image from where it went.
+        let mut bufs: Vec<AlignedBuf> = changed.iter().map(|_| AlignedBuf::zeroed(PS)).collect();
+        for id in 0..40u64 {
+            drop(pool.fetch(id).unwrap());
+        }
+        let mut pages: Vec<(PageId, &mut [u8])> = changed
+            .iter()
+            .copied()
+            .zip(bufs.iter_mut().map(|b| &mut b[..]))
+            .collect();
+        pool.copy_pages(&mut pages).unwrap();
+        assert!(pages.iter().all(|(_, b)| b[MARK] == 6));
     }
 
     #[test]

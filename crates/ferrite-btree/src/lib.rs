@@ -10,6 +10,7 @@
 //! | `page` | the page layout and in-page operations (no I/O) |
 //! | `clock` | buffer-pool victim choice and the cold dirty frames cleaned beside a dirty one, pure policies |
 //! | `buffer_pool` | frames, page table, pins, free list, spilling dirty victims in batches |
+//! | `spill_log` | which slot of the spill file holds each spilled page; slots handed out in address order |
 //! | `tree` | search, insert with splits, delete, scan, verify |
 //! | `overflow` | chains of overflow pages for long values: contiguous allocation, batched reads |
 //! | `bulk_load` | bottom-up construction from sorted input |
@@ -35,6 +36,7 @@ mod page_map;
 #[cfg(test)]
 mod probe_device;
 pub mod shortcut;
+mod spill_log;
 mod store;
 mod structure_version;
 mod tree;

@@ -1,6 +1,7 @@
 //! A memory device for this crate's unit tests that counts what the
 //! pool's I/O paths promise: rounds of reads (a single read or a whole
-//! batch, what a lookup waits for) and batches of writes. It can also fail
+//! batch, what a lookup waits for), batches of writes, and the requests
+//! of gathered writes (each one sequential write). It can also fail
 //! every write, or hold one batch of writes open until the test lets it
 //! go. Every byte is kept by the `MemDevice` inside.
 
@@ -9,13 +10,15 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrite_io::{BlockDevice, DeviceError, IoStats, MemDevice, ReadReq, WriteReq};
+use ferrite_io::{BlockDevice, DeviceError, GatherReq, IoStats, MemDevice, ReadReq, WriteReq};
 use parking_lot::Mutex;
 
 pub(crate) struct ProbeDevice {
     pub inner: MemDevice,
     pub read_rounds: AtomicU64,
     pub write_batches: AtomicU64,
+    /// Requests of gathered writes, each one sequential write.
+    pub gathered_requests: AtomicU64,
     /// While set, every write fails.
     pub fail_writes: AtomicBool,
     /// While set, the next batch of writes says it started and waits.
@@ -37,6 +40,7 @@ impl ProbeDevice {
             inner: MemDevice::new(),
             read_rounds: AtomicU64::new(0),
             write_batches: AtomicU64::new(0),
+            gathered_requests: AtomicU64::new(0),
             fail_writes: AtomicBool::new(false),
             gate: Mutex::new(None),
         }
@@ -75,6 +79,11 @@ impl BlockDevice for ProbeDevice {
             self.write_at(r.buf, r.offset)?;
         }
         Ok(())
+    }
+    fn write_gathered(&self, reqs: &[GatherReq<'_>]) -> ferrite_io::Result<()> {
+        self.gathered_requests.fetch_add(reqs.len() as u64, Relaxed);
+        let flat: Vec<WriteReq<'_>> = reqs.iter().flat_map(|r| r.pieces()).collect();
+        self.write_batch(&flat)
     }
     fn sync(&self) -> ferrite_io::Result<()> {
         self.inner.sync()

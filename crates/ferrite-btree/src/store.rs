@@ -243,7 +243,7 @@ fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
     // its size by the record that crosses it, which the reserve's second
     // buffer covers.
     let mut wal_buffer = ((cache_bytes / 128) as usize).clamp(64 << 10, 1 << 20);
-    let frames = cache_bytes as usize / (ps + crate::buffer_pool::FRAME_OVERHEAD);
+    let frames = cache_bytes as usize / (ps + crate::buffer_pool::frame_overhead(ps));
     let mut chunk_pages = checkpoint::chunk_pages(frames);
     let reserve = |wal: usize, chunk: usize| (2 * wal + chunk * ps) as u64;
     // Small budgets get smaller checkpoint chunks (more, smaller writes)
@@ -367,7 +367,7 @@ impl BTreeStore {
         };
         // An adaptive insert buffer lends its memory to the pool while it
         // is off: as spare frames, up to a plain pool's count.
-        let per = (ps + crate::buffer_pool::FRAME_OVERHEAD) as u64;
+        let per = (ps + crate::buffer_pool::frame_overhead(ps)) as u64;
         let lent_frames = match &bt.insert_buffer {
             Some(ib) if ib.adaptive => (cache_bytes / per) as usize,
             _ => 0,
@@ -1472,11 +1472,16 @@ impl KvStore for BTreeStore {
                     ),
                     ("dirty_pages".into(), pool.dirty_count() as f64),
                     ("spilled_pages".into(), pool.spilled() as f64),
+                    ("spill_file_pages".into(), pool.spill_extent() as f64),
                     ("working_bytes".into(), s.reserve as f64),
                     ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
                     (
                         "spill_batches".into(),
                         pool.counters.spill_batches.load(Relaxed) as f64,
+                    ),
+                    (
+                        "spill_requests".into(),
+                        pool.counters.spill_requests.load(Relaxed) as f64,
                     ),
                     ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
                     ("wal_bytes".into(), s.wal.len() as f64),

@@ -431,8 +431,8 @@ impl BufferPool {
         self.spill.lock().count()
     }
 
-    /// Pages the spill file spans: the highest slot ever written, plus one.
-    pub fn spill_extent(&self) -> u64 {
+    /// Slots of the spill log ever taken (the log region's extent).
+    pub fn spill_log_slots(&self) -> u64 {
         self.spill.lock().extent()
     }
 
@@ -1362,7 +1362,7 @@ mod tests {
         // The sixteen pages took the spill log's first sixteen slots: one
         // stripe, written as one sequential request.
         assert_eq!(probe.gathered_requests.load(Relaxed), 1);
-        assert_eq!(pool.spill_extent(), 16);
+        assert_eq!(pool.spill_log_slots(), 16);
         let gone: Vec<PageId> = (0..16).filter(|&id| !pool.is_resident(id)).collect();
         assert_eq!(gone.len(), 1, "{gone:?}");
         // The next fifteen misses evict clean frames: no more writes.
@@ -1395,7 +1395,7 @@ mod tests {
         }
         assert_eq!(pool.spilled(), 16);
         // The log holds eight slots; the mirror pages take no slot.
-        assert_eq!(pool.spill_extent(), 8);
+        assert_eq!(pool.spill_log_slots(), 8);
         for &id in &changed {
             assert_eq!(pool.fetch(id).unwrap().read()[MARK], 6, "page {id}");
         }

@@ -1472,7 +1472,7 @@ impl KvStore for BTreeStore {
                     ),
                     ("dirty_pages".into(), pool.dirty_count() as f64),
                     ("spilled_pages".into(), pool.spilled() as f64),
-                    ("spill_file_pages".into(), pool.spill_extent() as f64),
+                    ("spill_log_slots".into(), pool.spill_log_slots() as f64),
                     ("working_bytes".into(), s.reserve as f64),
                     ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
                     (

@@ -210,6 +210,43 @@ impl DirectFile {
         Ok(())
     }
 
+    /// Refuses the batch if any write breaks the alignment rules, before
+    /// anything is written.
+    fn check_writes<'a>(&self, writes: impl IntoIterator<Item = WriteReq<'a>>) -> Result<()> {
+        for w in writes {
+            check_aligned(
+                self.block_size,
+                w.offset,
+                w.buf.len(),
+                w.buf.as_ptr() as usize,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Accounts a ring's batch of writes, each `(offset, length)` with its
+    /// result, and returns the first failure.
+    fn account_writes(
+        &self,
+        writes: impl Iterator<Item = (u64, usize)>,
+        results: &[i32],
+    ) -> Result<()> {
+        self.counters.record_write_batch();
+        let mut first_error = None;
+        for ((offset, len), &res) in writes.zip(results) {
+            match self.check_result(IoOp::Write, offset, len, res) {
+                Ok(()) => {
+                    self.len.fetch_max(offset + len as u64, Ordering::AcqRel);
+                    self.counters.record_write(len as u64);
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     fn check_result(&self, op: IoOp, offset: u64, len: usize, r: i32) -> Result<()> {
         if r < 0 {
             let e = std::io::Error::from_raw_os_error(-r);
@@ -296,14 +333,7 @@ impl BlockDevice for DirectFile {
     }
 
     fn write_batch(&self, reqs: &[WriteReq<'_>]) -> Result<()> {
-        for r in reqs {
-            check_aligned(
-                self.block_size,
-                r.offset,
-                r.buf.len(),
-                r.buf.as_ptr() as usize,
-            )?;
-        }
+        self.check_writes(reqs.iter().copied())?;
         // One write needs no ring; without io_uring the writes go one after
         // another (the thread pool is for reads, which callers wait on).
         let uring = matches!(self.batch_mode, BatchMode::Uring | BatchMode::Auto);
@@ -317,34 +347,11 @@ impl BlockDevice for DirectFile {
             log::warn!("io_uring batch failed ({e}); writing one at a time");
             return write_each(self, reqs);
         }
-        self.counters.record_write_batch();
-        let mut first_error = None;
-        for (r, &res) in reqs.iter().zip(results.iter()) {
-            match self.check_result(IoOp::Write, r.offset, r.buf.len(), res) {
-                Ok(()) => {
-                    self.len
-                        .fetch_max(r.offset + r.buf.len() as u64, Ordering::AcqRel);
-                    self.counters.record_write(r.buf.len() as u64);
-                }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        self.account_writes(reqs.iter().map(|r| (r.offset, r.buf.len())), &results)
     }
 
     fn write_gathered(&self, reqs: &[GatherReq<'_>]) -> Result<()> {
-        for r in reqs {
-            for p in r.pieces() {
-                check_aligned(
-                    self.block_size,
-                    p.offset,
-                    p.buf.len(),
-                    p.buf.as_ptr() as usize,
-                )?;
-            }
-        }
+        self.check_writes(reqs.iter().flat_map(|r| r.pieces()))?;
         let uring = matches!(self.batch_mode, BatchMode::Uring | BatchMode::Auto);
         let flat = || -> Vec<WriteReq<'_>> { reqs.iter().flat_map(|r| r.pieces()).collect() };
         if !uring || reqs.iter().all(|r| r.bufs.len() < 2) {
@@ -356,21 +363,7 @@ impl BlockDevice for DirectFile {
             log::warn!("io_uring batch failed ({e}); writing one at a time");
             return write_each(self, &flat());
         }
-        self.counters.record_write_batch();
-        let mut first_error = None;
-        for (r, &res) in reqs.iter().zip(results.iter()) {
-            let len = r.len();
-            match self.check_result(IoOp::Write, r.offset, len, res) {
-                Ok(()) => {
-                    self.len.fetch_max(r.offset + len as u64, Ordering::AcqRel);
-                    self.counters.record_write(len as u64);
-                }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        self.account_writes(reqs.iter().map(|r| (r.offset, r.len())), &results)
     }
 
     fn sync(&self) -> Result<()> {

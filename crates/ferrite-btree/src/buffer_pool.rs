@@ -39,7 +39,7 @@
 //! it empty. A dirty victim is spilled while it stays seized and in the
 //! table under its old id and the new one, so a lookup of either waits on
 //! its latch and then finds the new page (a miss on the old one then finds
-//! it in the spill set). A frame changes pages only once *seized*: pinned
+//! it in the spill log). A frame changes pages only once *seized*: pinned
 //! from zero to one and latched exclusively, both without waiting; anyone
 //! who pins a frame checks its page id under its latch, so a pin taken
 //! before the seizure makes it fail and one taken after finds the new id.
@@ -695,7 +695,7 @@ impl BufferPool {
         Ok(())
     }
 
-    /// Drops page `id` from the pool and the spill set without writing it
+    /// Drops page `id` from the pool and the spill log without writing it
     /// anywhere: for a page whose contents moved to another id and whose
     /// old id is free. A frame in use (pinned or latched by a lock-free
     /// lookup) is left alone; returns whether the pool no longer holds the
@@ -841,7 +841,7 @@ impl BufferPool {
     /// checks fail is left out, and the normal path reads it (and reports
     /// the failure) when it is next needed. Callers exclude writers, so a
     /// page that is neither resident nor being written keeps the image it
-    /// has in the file the spill set names.
+    /// has in the file the spill log names.
     pub fn prefetch(&self, ids: &[PageId]) -> Result<usize> {
         let mut ids: Vec<PageId> = ids.to_vec();
         ids.sort_unstable();
@@ -895,8 +895,8 @@ impl BufferPool {
             }
         }
         let mut loaded = 0;
-        for ((id, slot), buf) in want.iter().zip(&bufs) {
-            let spilled = slot.is_some();
+        for ((id, spot), buf) in want.iter().zip(&bufs) {
+            let spilled = spot.is_some();
             if read_ok[usize::from(spilled)] && self.install(*id, buf, spilled)? {
                 loaded += 1;
             }

@@ -518,7 +518,10 @@ fn batched_spills_beside_lock_free_readers_lose_nothing() {
                 *seen += 1;
             }
         },
-        |seen| *seen > 0,
+        // Readers the scheduler starved while the writer ran (both cores
+        // busy with other tests) make up their lookups after it, so the
+        // misses below are there however the threads were scheduled.
+        |seen| *seen > 1000,
     );
     assert!(counts.iter().sum::<u64>() > 0, "readers ran");
     let s = db.stats();

@@ -91,15 +91,23 @@ impl Spot {
     }
 }
 
-/// One page of a batch being spilled: where its new image goes, and the
-/// slot it leaves once the image is written.
+/// One page of a batch being spilled: where its new image goes, and where
+/// its image was before (`None` if it was not spilled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placed {
     pub id: PageId,
     pub to: Spot,
-    old: Option<u64>,
-    /// Not spilled before this batch.
-    fresh: bool,
+    before: Option<Spot>,
+}
+
+impl Placed {
+    /// The slot the page leaves once its new image is written.
+    fn old(&self) -> Option<u64> {
+        match self.before {
+            Some(Spot::Slot(s)) => Some(s),
+            _ => None,
+        }
+    }
 }
 
 /// Which pages are spilled, and where.
@@ -373,15 +381,7 @@ impl SpillLog {
                     Spot::Mirror(id)
                 }
             };
-            placed.push(Placed {
-                id,
-                to,
-                old: match before {
-                    Some(Spot::Slot(s)) => Some(s),
-                    _ => None,
-                },
-                fresh: before.is_none(),
-            });
+            placed.push(Placed { id, to, before });
         }
         placed
     }
@@ -423,7 +423,7 @@ impl SpillLog {
             let still = self.spot(p.id) == Some(p.to);
             if let Spot::Slot(s) = p.to {
                 self.release_slot(s);
-            } else if let Some(old) = p.old {
+            } else if let Some(old) = p.old() {
                 self.release_slot(old);
             }
             if still && !ok {
@@ -435,16 +435,16 @@ impl SpillLog {
                     }
                     Spot::Mirror(_) => self.set_mirror(p.id, false),
                 }
-                if let Some(old) = p.old {
-                    self.map_slot(p.id, Some(old));
-                } else if !p.fresh {
-                    self.set_mirror(p.id, true);
+                match p.before {
+                    Some(Spot::Slot(old)) => self.map_slot(p.id, Some(old)),
+                    Some(Spot::Mirror(_)) => self.set_mirror(p.id, true),
+                    None => {}
                 }
                 continue;
             }
             // Written, or removed meanwhile (then `remove` freed the new
             // slot, on the release above): the old slot is no one's.
-            if let Some(old) = p.old {
+            if let Some(old) = p.old() {
                 self.free(old);
             }
         }
@@ -583,7 +583,7 @@ mod tests {
         let mut log = SpillLog::new(100, 1000);
         spill(&mut log, &[5, 6]);
         let b = log.place(&[5]);
-        assert_eq!(b[0].old, Some(0));
+        assert_eq!(b[0].old(), Some(0));
         // Until the new image is written, the old slot is not handed out.
         assert!(log.is_taken(0));
         log.finish(&b, true);
@@ -701,8 +701,7 @@ mod tests {
         let mk = |to| Placed {
             id: 0,
             to,
-            old: None,
-            fresh: true,
+            before: None,
         };
         let st = STRIPE;
         let p = [

@@ -5,15 +5,15 @@
 //! unmapped blocks, so one oracle checks them all.
 //!
 //! Every index can be shared between threads, as a block server's index
-//! must be: RASK synchronises itself; each baseline is a single-threaded
-//! structure ([`SerialIndex`]) behind one `parking_lot::Mutex`, the way a
-//! team would first share it.
+//! must be: RASK and congee synchronise themselves; every other baseline
+//! is a single-threaded structure ([`SerialIndex`]) behind one
+//! `parking_lot::Mutex`, the way a team would first share it.
 //!
 //! | name | what it is |
 //! |---|---|
 //! | `rask` | `ferrite_rask::Rask` |
 //! | `btreemap-block` | `BTreeMap<block, run>`, one entry per block |
-//! | `art-block` | an ART with one 8-byte key per block (ferrite-rask's ART) |
+//! | `art-block` | the `congee` crate's ART-OLC with one 8-byte key per block (synchronises itself) |
 //! | `btree-lazy` | ranges keyed by left bound + sequence number; writes drop only fully covered ranges, reads pick the newest per block |
 //! | `btree-eager` | non-overlapping ranges; writes trim or split what they overlap |
 //! | `rangemap` | the `rangemap` crate's `RangeInclusiveMap` (eager, coalescing) |
@@ -106,7 +106,7 @@ pub fn make(name: &str) -> Option<Box<dyn RangeIndex>> {
     Some(match name {
         "rask" => Box::new(rask_index::RaskIndex::default()),
         "btreemap-block" => Box::new(Locked::<btree_block::BTreeBlock>::default()),
-        "art-block" => Box::new(Locked::<art_block::ArtBlock>::default()),
+        "art-block" => Box::new(art_block::ArtBlock::default()),
         "btree-lazy" => Box::new(Locked::<lazy::LazyBTree>::default()),
         "btree-eager" => Box::new(Locked::<eager::EagerBTree>::default()),
         "rangemap" => Box::new(Locked::<rangemap_index::RangeMapIndex>::default()),

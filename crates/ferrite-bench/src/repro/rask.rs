@@ -751,13 +751,13 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          replay of the stream's first {WARMUP_OPS} operations on a fresh index of the same \
          kind, so it finds its code and the stream in the caches rather than where the index \
          run before it left them (this matters on a stream as short as tectonic's). \
-         Every index is shareable between threads: RASK synchronises itself, each baseline sits \
-         behind one mutex. Memory: live heap growth over the replay (counting \
+         Every index is shareable between threads: RASK and `art-block` synchronise themselves, \
+         every other baseline sits behind one mutex. Memory: live heap growth over the replay (counting \
          allocator). Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\
          Parameters: `{}`\n\n\
          The baselines (`ferrite_bench::range_index`): `btreemap-block` and `art-block` keep one \
-         entry per block (the ART is the same one RASK uses for its inner nodes); `btree-lazy` keys \
-         ranges by left bound and sequence number, drops only fully covered ranges on write and \
+         entry per block (`art-block` is the `congee` crate's ART-OLC, which synchronises itself \
+         and so runs without the mutex); `btree-lazy` keys ranges by left bound and sequence number, drops only fully covered ranges on write and \
          resolves overlaps on read; `btree-eager` keeps ranges disjoint by trimming on write; \
          `rangemap` is the `rangemap` crate (eager, coalescing); `interval-tree` is the `iset` \
          crate's interval tree keeping every written range; `origin` is an EBS-index-like LSM: a \

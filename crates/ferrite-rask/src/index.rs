@@ -196,7 +196,7 @@ fn with_scratch<R>(f: impl FnOnce(&mut gc::Scratch) -> R) -> R {
 /// A concurrent, in-memory range-as-a-key index.
 pub struct Rask<V: RangeValue> {
     head: Atomic<Leaf<V>>,
-    art: RwLock<Art<usize>>,
+    art: RwLock<Art>,
     cap: usize,
     merge_threshold: u32,
     c: Counters,
@@ -241,7 +241,7 @@ impl<V: RangeValue> Rask<V> {
         let guard = unsafe { epoch::unprotected() };
         let head = head.into_shared(guard);
         let mut art = Art::new();
-        art.insert(0, head.as_raw() as usize);
+        art.insert(0, head.as_raw() as usize, Self::anchor_in_art);
         Self {
             head: Atomic::from(head),
             art: RwLock::new(art),
@@ -320,6 +320,15 @@ impl<V: RangeValue> Rask<V> {
         unsafe { self.head.load(Ordering::Relaxed, guard).deref() }
     }
 
+    /// The ART's `key_of`: the anchor of the leaf at `ptr`. The ART keeps
+    /// no keys of its own and calls this only for the values it holds.
+    fn anchor_in_art(ptr: usize) -> u64 {
+        // SAFETY: the ART only holds pointers to leaves not yet retired (see
+        // `leaf_at`), and it is read under its lock, so no leaf it holds is
+        // retired meanwhile.
+        unsafe { (*(ptr as *const Leaf<V>)).anchor }
+    }
+
     fn leaf_at<'g>(&self, ptr: usize, _guard: &'g Guard) -> &'g Leaf<V> {
         // SAFETY: the ART only holds pointers to leaves not yet retired
         // (it is updated before a leaf is retired, under the leaf's lock),
@@ -381,7 +390,7 @@ impl<V: RangeValue> Rask<V> {
 
     /// [`Rask::locate`] through the ART.
     fn locate_from_art<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
-        let start = self.art.read().predecessor(pos).map(|(_, p)| p);
+        let start = self.art.read().predecessor(pos, Self::anchor_in_art);
         let mut leaf = match start {
             Some(p) => self.leaf_at(p, guard),
             None => self.head(guard),
@@ -579,7 +588,9 @@ impl<V: RangeValue> Rask<V> {
         // log; every entry ends below `anchor` (`ascending_below`), and the
         // leaf holding the rest of the space is linked just above.
         unsafe { log.shrink_last(anchor - 1) };
-        self.art.write().insert(anchor, fresh.as_raw() as usize);
+        self.art
+            .write()
+            .insert(anchor, fresh.as_raw() as usize, Self::anchor_in_art);
     }
 
     /// Most entries a leaf keeps after a collection or a split.
@@ -656,7 +667,7 @@ impl<V: RangeValue> Rask<V> {
             for s in &created {
                 // SAFETY: just created and linked; alive under `guard`.
                 let anchor = unsafe { s.deref() }.anchor;
-                art.insert(anchor, s.as_raw() as usize);
+                art.insert(anchor, s.as_raw() as usize, Self::anchor_in_art);
             }
         }
     }
@@ -716,7 +727,7 @@ impl<V: RangeValue> Rask<V> {
         // Out of the ART before any new leaf (possibly with the same anchor)
         // goes in; until the new state is published, lookups through `p`
         // still reach `leaf` by its `next` pointer.
-        self.art.write().remove(leaf.anchor);
+        self.art.write().remove(leaf.anchor, Self::anchor_in_art);
         if pieces.len() == 1 {
             // Publish the merged log first: a reader with the old `p` log
             // still finds `leaf` (and its frozen snapshot) through `next`.
@@ -873,7 +884,7 @@ impl<V: RangeValue> Rask<V> {
             if l.prev.load(Ordering::Acquire, &guard).as_raw() != prev {
                 return Err(format!("leaf {} has a wrong prev pointer", l.anchor));
             }
-            if art.get(l.anchor) != Some(l as *const Leaf<V> as usize) {
+            if art.get(l.anchor, Self::anchor_in_art) != Some(l as *const Leaf<V> as usize) {
                 return Err(format!(
                     "the ART does not map anchor {} to its leaf",
                     l.anchor

@@ -16,7 +16,7 @@
 //!   snapshot and an append-only redo log.
 
 mod ablation;
-pub mod art;
+mod art;
 mod durable;
 mod entry;
 mod error;

@@ -134,8 +134,8 @@ trait Inner {
     fn head(&self) -> &Head;
     fn get(&self, b: u8) -> Option<Slot>;
     fn get_mut(&mut self, b: u8) -> Option<&mut Slot>;
-    /// The child for `b` and the one with the largest byte below `b`.
-    fn at_and_below(&self, b: u8) -> (Option<Slot>, Option<Slot>);
+    /// The child with the largest byte below `b`.
+    fn below(&self, b: u8) -> Option<Slot>;
     fn last(&self) -> Option<Slot>;
     /// Adds a child for a byte not present; false if the node is full.
     fn add(&mut self, b: u8, c: Slot) -> bool;
@@ -210,11 +210,9 @@ impl<const N: usize> Inner for Sorted<N> {
         let i = self.pos(b)?;
         Some(&mut self.kids[i])
     }
-    fn at_and_below(&self, b: u8) -> (Option<Slot>, Option<Slot>) {
-        let n = self.head.n as usize;
-        let i = self.keys[..n].partition_point(|&k| k < b);
-        let at = (i < n && self.keys[i] == b).then(|| self.kids[i]);
-        (at, i.checked_sub(1).map(|j| self.kids[j]))
+    fn below(&self, b: u8) -> Option<Slot> {
+        let i = self.keys[..self.head.n as usize].partition_point(|&k| k < b);
+        Some(self.kids[i.checked_sub(1)?])
     }
     fn last(&self) -> Option<Slot> {
         Some(self.kids[(self.head.n as usize).checked_sub(1)?])
@@ -272,12 +270,11 @@ impl Inner for Indexed {
             s => Some(&mut self.kids[s as usize - 1]),
         }
     }
-    fn at_and_below(&self, b: u8) -> (Option<Slot>, Option<Slot>) {
-        let below = highest_below(&self.present, b).and_then(|c| self.get(c));
-        (self.get(b), below)
+    fn below(&self, b: u8) -> Option<Slot> {
+        self.get(highest_below(&self.present, b)?)
     }
     fn last(&self) -> Option<Slot> {
-        self.get(255).or_else(|| self.at_and_below(255).1)
+        self.get(255).or_else(|| self.below(255))
     }
     fn add(&mut self, b: u8, c: Slot) -> bool {
         let Some(slot) = self.kids.iter().position(|k| k.is_empty()) else {
@@ -320,12 +317,11 @@ impl Inner for Direct {
         let c = &mut self.kids[b as usize];
         (!c.is_empty()).then_some(c)
     }
-    fn at_and_below(&self, b: u8) -> (Option<Slot>, Option<Slot>) {
-        let below = highest_below(&self.present, b).map(|c| self.kids[c as usize]);
-        (self.get(b), below)
+    fn below(&self, b: u8) -> Option<Slot> {
+        Some(self.kids[highest_below(&self.present, b)? as usize])
     }
     fn last(&self) -> Option<Slot> {
-        self.get(255).or_else(|| self.at_and_below(255).1)
+        self.get(255).or_else(|| self.below(255))
     }
     fn add(&mut self, b: u8, c: Slot) -> bool {
         self.kids[b as usize] = c;
@@ -610,11 +606,14 @@ fn pred(s: Slot, key: u64, key_of: &impl Fn(usize) -> u64) -> Option<usize> {
         // The whole subtree is on one side of `key`.
         return if theirs < mine { max_of(s) } else { None };
     }
-    let (at, below) = node!(ref p, x => x.at_and_below(byte_at(key, depth)));
+    let b = byte_at(key, depth);
+    let at = node!(ref p, x => x.get(b));
     if let Some(hit) = at.and_then(|c| pred(c, key, key_of)) {
         return Some(hit);
     }
-    below.and_then(max_of)
+    // Only when nothing at `b` is at or below `key`: the largest key left
+    // of it.
+    node!(ref p, x => x.below(b)).and_then(max_of)
 }
 
 fn insert(slot: &mut Slot, key: u64, val: usize, key_of: &impl Fn(usize) -> u64) -> Option<usize> {

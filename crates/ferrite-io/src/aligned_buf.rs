@@ -135,7 +135,7 @@ impl AlignedBuf {
 
 fn aligned_dangling() -> NonNull<u8> {
     // A non-null, BUF_ALIGN-aligned address that is never dereferenced.
-    NonNull::new(BUF_ALIGN as *mut u8).unwrap_or(NonNull::dangling())
+    NonNull::new(std::ptr::without_provenance_mut::<u8>(BUF_ALIGN)).unwrap_or(NonNull::dangling())
 }
 
 impl Drop for AlignedBuf {

@@ -21,7 +21,9 @@ const STRIPES: u64 = 64;
 #[test]
 fn writers_and_readers_agree_with_per_stripe_oracles() {
     let writers = 3u64;
-    let ops = if cfg!(debug_assertions) {
+    let ops = if cfg!(miri) {
+        200
+    } else if cfg!(debug_assertions) {
         20_000
     } else {
         100_000
@@ -126,7 +128,13 @@ fn writers_and_readers_agree_with_per_stripe_oracles() {
 fn sequential_sweeps_follow_their_fingers_through_merges() {
     let threads = 3u64;
     let region = 4096u64;
-    let rounds = if cfg!(debug_assertions) { 6 } else { 40 };
+    let rounds = if cfg!(miri) {
+        1
+    } else if cfg!(debug_assertions) {
+        6
+    } else {
+        40
+    };
     let index = Arc::new(
         Rask::<PhysicalRun>::with_options(RaskOptions {
             leaf_capacity: 4,
@@ -198,7 +206,9 @@ fn sequential_sweeps_follow_their_fingers_through_merges() {
 fn readers_see_every_acknowledged_write_while_leaves_fill_in_order() {
     use std::sync::atomic::AtomicU64;
     const PHYS: u64 = 1 << 30;
-    let blocks: u64 = if cfg!(debug_assertions) {
+    let blocks: u64 = if cfg!(miri) {
+        3_000
+    } else if cfg!(debug_assertions) {
         100_000
     } else {
         1_000_000

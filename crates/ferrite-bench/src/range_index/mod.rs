@@ -30,6 +30,7 @@ mod rangemap_index;
 mod rask_index;
 mod replay;
 mod segments;
+pub mod tail;
 
 pub use replay::{
     compact_writes, ops_from_trace, synthetic_ops, verify, RangeOp, ReplayResult, Replayer,

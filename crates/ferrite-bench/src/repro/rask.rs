@@ -29,6 +29,7 @@ use serde_json::json;
 
 use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
 use crate::error::{BenchError, Result};
+use crate::range_index::tail::{self, TailProfile};
 use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
 use crate::report;
 use crate::trace;
@@ -92,6 +93,9 @@ struct Results {
     /// RASK alone with each of [`CAPACITIES`] entries per leaf.
     #[serde(default)]
     capacity: Vec<Row>,
+    /// RASK's latencies by the work each operation did, per main stream.
+    #[serde(default)]
+    tails: Vec<(String, TailProfile)>,
 }
 
 /// Leaf capacities of the sensitivity sweep (the paper's default is 16).
@@ -426,6 +430,14 @@ impl Experiment for RaskRepro {
                 .map(|((name, _, reps), ops)| (name.as_str(), ops.as_slice(), *reps))
                 .collect();
             streams.push(("synthetic", &synthetic, s.synthetic_repeats));
+            for &(name, ops, _) in &streams {
+                if ctx.show_progress {
+                    eprintln!("rask: latency by operation class on {name}");
+                }
+                if let Some(p) = tail::profile(ops, latency_runs(ops.len())) {
+                    results.tails.push((name.to_string(), p));
+                }
+            }
             for &(name, ops, reps) in &streams {
                 if ctx.show_progress {
                     eprintln!("rask: leaf capacities on {name}");
@@ -727,6 +739,43 @@ fn memory_breakdown(results: &Results, md: &mut String) {
     }
 }
 
+/// The latency of RASK's operations by the work they did (see
+/// [`tail`]), and which of them make up the slowest percent.
+fn tail_breakdown(results: &Results, md: &mut String) {
+    if results.tails.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n## Where RASK's tail latency comes from (main streams)\n\n\
+         One more replay of each main stream (pooled like the latency runs, after the same \
+         warm-up) times every operation and classes it by the costliest structural work it did, \
+         read from RASK's event counters around it: a merge or resplit of a fragmented leaf, a \
+         split of a full leaf (range-conscious, or the append split of a leaf filled in address \
+         order), a collection of a full leaf (normal GC, or lightweight GC alone), or none (a \
+         plain put, delete or get). The last column is the class's share of the operations at or \
+         above that replay's own p99, given with each stream; its percentiles differ from the \
+         main table's, which come from another run.\n\n\
+         | dataset | p99 of the replay, ns | class | share of ops | p50 ns | p90 ns | p99 ns | share of ops at or above the replay's p99 |\n\
+         |---|---|---|---|---|---|---|---|"
+    );
+    for (dataset, p) in &results.tails {
+        for c in &p.classes {
+            let _ = writeln!(
+                md,
+                "| {dataset} | {} | {} | {:.2}% | {} | {} | {} | {:.1}% |",
+                p.p99_ns,
+                c.class,
+                100.0 * c.share,
+                c.p50_ns,
+                c.p90_ns,
+                c.p99_ns,
+                100.0 * c.share_of_tail
+            );
+        }
+    }
+}
+
 fn mib(b: Option<u64>) -> String {
     b.map_or("–".into(), |b| {
         format!("{:.2}", b as f64 / (1 << 20) as f64)
@@ -848,6 +897,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
         );
     }
     memory_breakdown(results, &mut md);
+    tail_breakdown(results, &mut md);
     let _ = writeln!(md, "\n## Correctness against a per-block oracle\n");
     for (ds, ix, v) in &results.verified {
         let _ = writeln!(

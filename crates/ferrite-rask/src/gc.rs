@@ -26,7 +26,10 @@ use crate::value::RangeValue;
 pub struct Scratch {
     lt_keys: Vec<u64>,
     lt_vals: Vec<u64>,
-    lt_used: Vec<bool>,
+    /// The collection that last wrote each LT-map slot: a slot stamped
+    /// with an older one is empty, so the map is never cleared.
+    lt_stamp: Vec<u32>,
+    lt_now: u32,
     keep: Vec<bool>,
     pub(crate) cover: NonOverlap,
     dead: NonOverlap,
@@ -62,27 +65,35 @@ pub fn lightweight_with<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scrat
     let n = entries.len();
     let size = (2 * n.max(4)).next_power_of_two();
     let mask = size - 1;
-    sc.lt_keys.clear();
-    sc.lt_keys.resize(size, 0);
-    sc.lt_vals.clear();
-    sc.lt_vals.resize(size, 0);
-    sc.lt_used.clear();
-    sc.lt_used.resize(size, false);
+    if sc.lt_keys.len() < size {
+        sc.lt_keys.resize(size, 0);
+        sc.lt_vals.resize(size, 0);
+        sc.lt_stamp.resize(size, 0);
+    }
+    sc.lt_now = sc.lt_now.wrapping_add(1);
+    if sc.lt_now == 0 {
+        // Stamps wrapped: empty every slot once.
+        sc.lt_stamp.fill(0);
+        sc.lt_now = 1;
+    }
+    let now = sc.lt_now;
     sc.keep.clear();
     sc.keep.resize(n, true);
     for (i, e) in entries.iter().enumerate().rev() {
         let key = e.range.l();
         // Open addressing with linear probing: the O(1) LT map.
         let mut slot = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask;
-        while sc.lt_used[slot] && sc.lt_keys[slot] != key {
+        while sc.lt_stamp[slot] == now && sc.lt_keys[slot] != key {
             slot = (slot + 1) & mask;
         }
-        if sc.lt_used[slot] && e.range.r() <= sc.lt_vals[slot] {
+        if sc.lt_stamp[slot] != now {
+            sc.lt_stamp[slot] = now;
+            sc.lt_keys[slot] = key;
+            sc.lt_vals[slot] = e.range.r();
+        } else if e.range.r() <= sc.lt_vals[slot] {
             sc.keep[i] = false;
         } else {
-            sc.lt_used[slot] = true;
-            sc.lt_keys[slot] = key;
-            sc.lt_vals[slot] = sc.lt_vals[slot].max(e.range.r());
+            sc.lt_vals[slot] = e.range.r();
         }
     }
     let mut i = 0;
@@ -116,6 +127,22 @@ pub fn collect_overlapping<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Sc
     let dead = &mut sc.dead;
     cover.segs.clear();
     dead.segs.clear();
+    if !entries.iter().any(|e| e.value.is_tombstone()) {
+        // Without tombstones nothing is trimmed: an entry stays whole or
+        // goes, so the survivors are filtered in place.
+        let n = entries.len();
+        sc.keep.clear();
+        sc.keep.resize(n, true);
+        for (i, e) in entries.iter().enumerate().rev() {
+            sc.keep[i] = cover.add(e.range) != Held::All;
+        }
+        let mut i = 0;
+        entries.retain(|_| {
+            i += 1;
+            sc.keep[i - 1]
+        });
+        return before - entries.len() as isize;
+    }
     let mut kept_rev = EntryBuf::<V>::new();
     for e in entries.iter().rev() {
         let held = cover.add(e.range);
@@ -375,6 +402,25 @@ mod tests {
         let mut v: EntryBuf<PhysicalRun> = smallvec![e(4, 7), e(1, 2), e(4, 9), e(9, 10), e(4, 5)];
         assert_eq!(lightweight(&mut v), 1);
         assert_eq!(ranges(&v), vec![(1, 2), (4, 9), (9, 10), (4, 5)]);
+    }
+
+    #[test]
+    fn a_reused_lt_map_forgets_earlier_collections_even_when_stamps_wrap() {
+        let mut sc = Scratch::default();
+        // Left bounds the next collection shares, with reaches that would
+        // wrongly hide its entries if they were remembered.
+        let mut first: EntryBuf<PhysicalRun> = smallvec![e(4, 100), e(1, 50), e(9, 90)];
+        assert_eq!(lightweight_with(&mut first, &mut sc), 0);
+        for now in [7, u32::MAX] {
+            sc.lt_now = now;
+            let mut v: EntryBuf<PhysicalRun> = smallvec![e(4, 7), e(1, 2), e(9, 10), e(4, 5)];
+            let mut fresh = v.clone();
+            assert_eq!(lightweight_with(&mut v, &mut sc), 0, "stamp {now}");
+            assert_eq!(lightweight(&mut fresh), 0);
+            assert_eq!(ranges(&v), ranges(&fresh));
+            let mut w: EntryBuf<PhysicalRun> = smallvec![e(4, 7), e(4, 9)];
+            assert_eq!(lightweight_with(&mut w, &mut sc), 1, "stamp {now}");
+        }
     }
 
     #[test]

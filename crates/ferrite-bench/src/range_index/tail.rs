@@ -43,7 +43,8 @@ pub enum OpClass {
 }
 
 impl OpClass {
-    /// Every class, in order.
+    /// Every class, in declaration order (a class's discriminant is its
+    /// place here).
     pub const ALL: [OpClass; 9] = [
         OpClass::Merge,
         OpClass::Resplit,
@@ -205,10 +206,8 @@ fn replay(
         let ns = started.elapsed().as_nanos() as u64;
         if let Some(h) = hists.as_deref_mut() {
             let after = ix.counters();
-            let class = OpClass::of(op, &before, &after);
-            if let Some(slot) = OpClass::ALL.iter().position(|c| *c == class) {
-                let _ = h[slot].record(ns);
-            }
+            // `ALL` lists the classes in declaration order.
+            let _ = h[OpClass::of(op, &before, &after) as usize].record(ns);
             before = after;
         }
     }
@@ -226,6 +225,13 @@ mod tests {
             BlockRange::new(0, 3).unwrap(),
             PhysicalRun::new(0, 0).unwrap(),
         )
+    }
+
+    #[test]
+    fn every_class_sits_at_its_discriminant() {
+        for (i, c) in OpClass::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{}", c.name());
+        }
     }
 
     #[test]

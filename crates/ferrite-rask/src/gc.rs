@@ -96,11 +96,7 @@ pub fn lightweight_with<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scrat
             sc.lt_vals[slot] = e.range.r();
         }
     }
-    let mut i = 0;
-    entries.retain(|_| {
-        i += 1;
-        sc.keep[i - 1]
-    });
+    retain_kept(entries, &sc.keep);
     n - entries.len()
 }
 
@@ -136,11 +132,7 @@ pub fn collect_overlapping<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Sc
         for (i, e) in entries.iter().enumerate().rev() {
             sc.keep[i] = cover.add(e.range) != Held::All;
         }
-        let mut i = 0;
-        entries.retain(|_| {
-            i += 1;
-            sc.keep[i - 1]
-        });
+        retain_kept(entries, &sc.keep);
         return before - entries.len() as isize;
     }
     let mut kept_rev = EntryBuf::<V>::new();
@@ -208,6 +200,12 @@ pub fn trim_hidden<V: RangeValue>(entries: &mut EntryBuf<V>, sc: &mut Scratch) {
     // Disjoint now, so the log order no longer carries meaning.
     entries.sort_unstable_by_key(|e| e.range.l());
     join_sorted(entries);
+}
+
+/// Keeps the entries whose flag in `keep` (one per entry, in order) is set.
+fn retain_kept<V: RangeValue>(entries: &mut EntryBuf<V>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    entries.retain(|_| flags.next().copied().unwrap_or(true));
 }
 
 /// True if no two entries overlap and none is a tombstone: then there is

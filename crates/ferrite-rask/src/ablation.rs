@@ -17,6 +17,7 @@ pub struct UnfoundList {
 }
 
 impl UnfoundList {
+    #[inline]
     pub fn reset(&mut self, target: BlockRange) {
         self.parts.clear();
         self.parts.push(target);
@@ -32,6 +33,7 @@ impl UnfoundList {
 
     /// Removes everything `r` covers, calling `found` with each removed
     /// piece (in ascending order).
+    #[inline]
     pub fn ablate(&mut self, r: BlockRange, mut found: impl FnMut(BlockRange)) {
         let first = self.parts.partition_point(|u| u.r() < r.l());
         let mut last = first;
@@ -71,6 +73,7 @@ impl UnfoundList {
 /// `target` may be left out) hold, as segments in ascending order; blocks
 /// no entry holds, or whose newest entry is a tombstone, become gaps
 /// (adjacent gaps are not joined here; see [`coalesce_gaps`]).
+#[inline]
 pub fn search<V: RangeValue>(
     newest_first: impl IntoIterator<Item = Entry<V>>,
     target: BlockRange,

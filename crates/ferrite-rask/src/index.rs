@@ -46,6 +46,7 @@ use crate::error::{RaskError, Result};
 use crate::gc;
 use crate::leaf::{Leaf, Log};
 use crate::range::BlockRange;
+use crate::slot::Format;
 use crate::split::{self, Settled};
 use crate::value::RangeValue;
 
@@ -100,8 +101,15 @@ pub struct RaskStats {
     /// Range pieces stored in a leaf other than the write's first.
     pub fragments: u64,
     pub leaves: u64,
-    /// Leaves whose log stores plain ranges because its entries lie too
-    /// far apart for offsets from one base (see `leaf`).
+    /// Leaves by the slot format of their log (see `slot`): 8-byte slots
+    /// (16-bit range offsets, 32-bit value offsets).
+    pub narrow_leaves: u64,
+    /// 12-byte slots (32-bit range and value offsets).
+    pub packed_leaves: u64,
+    /// 32-bit range offsets and values as they are.
+    pub compact_leaves: u64,
+    /// Plain ranges and values: entries too far apart for offsets from
+    /// one base.
     pub wide_leaves: u64,
     pub entries: u64,
     /// Bytes of leaves, logs and ART nodes, the sum of the four below (the
@@ -301,7 +309,7 @@ impl<V: RangeValue> Rask<V> {
                 }
                 let hi = target.r().min(last);
                 let part = BlockRange::ordered(pos, hi);
-                ablation::search(log.overlapping(part), part, &mut unfound, out);
+                log.search(part, &mut unfound, out);
                 if hi == target.r() {
                     break;
                 }
@@ -790,13 +798,14 @@ impl<V: RangeValue> Rask<V> {
     /// Counters plus a walk of the leaves for sizes.
     pub fn stats(&self) -> RaskStats {
         let guard = epoch::pin();
-        let (mut leaves, mut entries, mut wide_leaves) = (0u64, 0u64, 0u64);
+        let (mut leaves, mut entries) = (0u64, 0u64);
+        let mut by_format = [0u64; 4];
         let (mut entry_bytes, mut free_slot_bytes, mut header_bytes) = (0u64, 0u64, 0u64);
         let mut leaf = Some(self.head(&guard));
         while let Some(l) = leaf {
             let log = l.current(&guard);
             leaves += 1;
-            wide_leaves += u64::from(log.is_wide());
+            by_format[log.format() as usize] += 1;
             entries += log.len() as u64;
             let slot = log.slot_bytes() as u64;
             let slots = log.slots() as u64 * slot;
@@ -808,7 +817,10 @@ impl<V: RangeValue> Rask<V> {
         let art_bytes = self.art.read().heap_bytes() as u64;
         RaskStats {
             leaves,
-            wide_leaves,
+            narrow_leaves: by_format[Format::Narrow as usize],
+            packed_leaves: by_format[Format::Packed as usize],
+            compact_leaves: by_format[Format::Compact as usize],
+            wide_leaves: by_format[Format::Wide as usize],
             entries,
             index_bytes: entry_bytes + free_slot_bytes + header_bytes + art_bytes,
             entry_bytes,
@@ -838,7 +850,7 @@ impl<V: RangeValue> Rask<V> {
             if last >= pos {
                 out.clear();
                 let part = BlockRange::ordered(pos, last);
-                ablation::search(log.overlapping(part), part, &mut unfound, &mut out);
+                log.search(part, &mut unfound, &mut out);
                 for s in &out {
                     if let Some(v) = s.value {
                         f(s.range, v);

@@ -10,14 +10,13 @@
 //! next slot and then publish the new length (release), so a reader that
 //! loads the length (acquire) sees a consistent prefix without locking.
 //!
-//! A log stores its entries in one of two slot formats, fixed when it is
-//! built: compact slots hold a range as two 32-bit offsets from the log's
-//! `base` (16 bytes with an 8-byte value, against 24 for a plain entry),
-//! wide slots hold the range as it is. A log is compact when every entry it
-//! is built with fits the offsets, and a leaf whose space spans fewer than
-//! 2^32 blocks always is (its base is its anchor). An append that does not
-//! fit a compact log is refused like an append to a full one, and the
-//! writer rebuilds the log, which picks the format again.
+//! A log stores its entries in one slot format ([`crate::slot`]), fixed
+//! when it is built: the smallest that holds every entry it is built with,
+//! ranges counted from the log's base block (the leaf's anchor, unless the
+//! leaf's space spans 2^32 blocks or more) and values, where the type
+//! allows, from the smallest value's image. An append that does not fit
+//! the format is refused like an append to a full log, and the writer
+//! rebuilds the log, which picks the format again.
 //!
 //! GC, split and merge never edit a log's entries in place: they build a
 //! new log and swap the leaf's pointer (the old one is retired through
@@ -37,8 +36,8 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of, MaybeUninit};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use std::alloc::Layout;
 
@@ -46,50 +45,17 @@ use crossbeam_epoch::{Atomic, Guard, Owned, Pointable, Shared};
 use parking_lot::lock_api::RawMutex as _;
 use parking_lot::RawMutex;
 
-use crate::entry::{Entry, EntryBuf};
+use crate::ablation::{self, UnfoundList};
+use crate::entry::{Entry, EntryBuf, Segment};
 use crate::range::BlockRange;
+use crate::slot::{with_slot, Bases, Format, Slot};
 use crate::value::RangeValue;
 
 const DELETED: u32 = 1 << 31;
 
-/// The `shape` bit marking a log of wide slots.
-const WIDE: u32 = 1 << 31;
-
-/// A range as two offsets from its log's base, and its value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct Compact<V> {
-    lo: u32,
-    hi: u32,
-    value: V,
-}
-
-impl<V: Copy> Compact<V> {
-    /// `e` as offsets from `base`; `e` must fit (see [`fits`]).
-    fn of(e: &Entry<V>, base: u64) -> Self {
-        Self {
-            lo: (e.range.l() - base) as u32,
-            hi: (e.range.r() - base) as u32,
-            value: e.value,
-        }
-    }
-
-    fn entry(&self, base: u64) -> Entry<V> {
-        Entry {
-            range: BlockRange::ordered(base + self.lo as u64, base + self.hi as u64),
-            value: self.value,
-        }
-    }
-}
-
-/// Words (8 bytes) one slot of the given format takes.
-const fn stride<V>(wide: bool) -> usize {
-    if wide {
-        size_of::<Entry<V>>().div_ceil(8)
-    } else {
-        size_of::<Compact<V>>().div_ceil(8)
-    }
-}
+/// Bits of a log's `shape` holding its format; the bytes after the header
+/// are above (so a reference to the log is made with one shift).
+const FORMAT_BITS: u32 = 2;
 
 /// A leaf's entries and the upper end of its space, in one allocation:
 /// this header followed by the slots (so a lookup touches the header and
@@ -98,13 +64,16 @@ const fn stride<V>(wide: bool) -> usize {
 pub(crate) struct Log<V> {
     /// Inclusive upper bound of the leaf's space (see [`Log::last`]).
     last: AtomicU64,
-    /// The block compact slots count from.
+    /// The block range offsets count from.
     base: u64,
-    len: AtomicU32,
-    /// Slots allocated, and [`WIDE`].
+    len: AtomicU16,
+    /// Slots allocated.
+    slots: u16,
+    /// Bytes after the header, above the format.
     shape: u32,
     _value: PhantomData<V>,
-    words: [UnsafeCell<MaybeUninit<u64>>],
+    /// The base image (formats that offset values), then the slots.
+    bytes: [UnsafeCell<MaybeUninit<u8>>],
 }
 
 /// The sized prefix of [`Log`], for its layout.
@@ -112,10 +81,11 @@ pub(crate) struct Log<V> {
 struct LogHeader<V> {
     last: AtomicU64,
     base: u64,
-    len: AtomicU32,
+    len: AtomicU16,
+    slots: u16,
     shape: u32,
     _value: PhantomData<V>,
-    words: [UnsafeCell<MaybeUninit<u64>>; 0],
+    bytes: [UnsafeCell<MaybeUninit<u8>>; 0],
 }
 
 // SAFETY: slots below `len` are immutable once published; the one slot a
@@ -124,39 +94,54 @@ unsafe impl<V: Send + Sync> Sync for Log<V> {}
 // SAFETY: the log owns plain `Copy` data.
 unsafe impl<V: Send + Sync> Send for Log<V> {}
 
-/// The allocation of a log of `words` slot words, and the words' offset.
-fn log_layout<V>(words: usize) -> Option<(Layout, usize)> {
-    let (l, off) = Layout::new::<LogHeader<V>>()
-        .extend(Layout::array::<u64>(words).ok()?)
+/// The allocation of a log with `bytes` bytes after its header.
+fn log_layout<V>(bytes: usize) -> Option<Layout> {
+    let (l, _) = Layout::new::<LogHeader<V>>()
+        .extend(Layout::array::<u8>(bytes).ok()?)
         .ok()?;
-    Some((l.pad_to_align(), off))
+    Some(l.pad_to_align())
 }
 
-fn shape_words<V>(shape: u32) -> usize {
-    (shape & !WIDE) as usize * stride::<V>(shape & WIDE != 0)
+fn shape_format(shape: u32) -> Format {
+    Format::from_bits(shape)
 }
 
-/// How a log is made: base, format, upper bound, slots, and the entries to
-/// copy in (`n` entries at `src`, read only during `init`).
+/// Bytes before a format's first slot: its base image, if it has one.
+fn prefix_bytes(format: Format) -> usize {
+    if format.offsets_values() {
+        8
+    } else {
+        0
+    }
+}
+
+/// Bytes after the header of a log of this shape.
+fn shape_bytes(shape: u32) -> usize {
+    (shape >> FORMAT_BITS) as usize
+}
+
+/// How a log is made: bases, slots, shape, upper bound, and the entries
+/// to copy in (`n` entries at `src`, read only during `init`).
 pub(crate) struct LogInit<V> {
     last: u64,
-    base: u64,
+    bases: Bases,
+    slots: u16,
     shape: u32,
     src: *const Entry<V>,
     n: usize,
 }
 
-// `init` allocates the layout `log_layout(shape_words(shape))` and writes
-// the header and `n <=` slots entries; `deref` rebuilds the fat pointer
-// from the stored shape; `drop` frees the same layout (entries are
-// `Copy`, nothing to drop). The address is aligned to `ALIGN`, and every
-// slot to 8 bytes, which `Log::new` checks is enough for the value type.
+// `init` allocates the layout `log_layout(shape_bytes(shape))` and writes
+// the header, the base image and `n <=` slots entries; `deref` rebuilds
+// the fat pointer from the stored shape; `drop` frees the same layout
+// (entries are `Copy`, nothing to drop). Slots are read and written
+// unaligned, so only the header needs `ALIGN`.
 impl<V: RangeValue> Pointable for Log<V> {
-    const ALIGN: usize = align_of::<LogHeader<V>>();
+    const ALIGN: usize = std::mem::align_of::<LogHeader<V>>();
     type Init = LogInit<V>;
 
     unsafe fn init(init: Self::Init) -> usize {
-        let Some((layout, _)) = log_layout::<V>(shape_words::<V>(init.shape)) else {
+        let Some(layout) = log_layout::<V>(shape_bytes(init.shape)) else {
             std::alloc::handle_alloc_error(Layout::new::<LogHeader<V>>());
         };
         // SAFETY: the layout has a non-zero size (the header).
@@ -166,67 +151,69 @@ impl<V: RangeValue> Pointable for Log<V> {
         }
         let h = p.cast::<LogHeader<V>>();
         // SAFETY: `p` is a fresh allocation of `layout`, which holds the
-        // header and the slots behind it; `Log::new` made `n` at most the
-        // slot count and checked that every entry fits the format.
+        // header, the base image and the slots behind it; `Log::new` made
+        // `n` at most the slot count and chose a format every entry fits.
         unsafe {
             std::ptr::addr_of_mut!((*h).last).write(AtomicU64::new(init.last));
-            std::ptr::addr_of_mut!((*h).base).write(init.base);
-            std::ptr::addr_of_mut!((*h).len).write(AtomicU32::new(init.n as u32));
+            std::ptr::addr_of_mut!((*h).base).write(init.bases.block);
+            std::ptr::addr_of_mut!((*h).len).write(AtomicU16::new(0));
+            std::ptr::addr_of_mut!((*h).slots).write(init.slots);
             std::ptr::addr_of_mut!((*h).shape).write(init.shape);
-            let src = std::slice::from_raw_parts(init.src, init.n);
-            let slots = (*Self::deref(p as usize)).slot_ptr(0);
-            if init.shape & WIDE != 0 {
-                for (i, e) in src.iter().enumerate() {
-                    slots
-                        .add(i * stride::<V>(true))
-                        .cast::<Entry<V>>()
-                        .write(*e);
-                }
-            } else {
-                for (i, e) in src.iter().enumerate() {
-                    slots
-                        .add(i * stride::<V>(false))
-                        .cast::<Compact<V>>()
-                        .write(Compact::of(e, init.base));
-                }
+            let log = Self::deref(p as usize);
+            let format = log.format();
+            if format.offsets_values() {
+                log.payload()
+                    .cast::<u64>()
+                    .write_unaligned(init.bases.image);
             }
+            let src = std::slice::from_raw_parts(init.src, init.n);
+            let (first, bytes) = (log.slot_ptr(0), format.slot_bytes::<V>());
+            // `Log::new` chose a format every entry fits; should one not,
+            // the log ends before it rather than hold an unwritten slot.
+            let stored = with_slot!(format, |S| {
+                let mut stored = 0;
+                for e in src {
+                    let Some(x) = <S as Slot<V>>::encode(e, init.bases) else {
+                        break;
+                    };
+                    <S as Slot<V>>::write(first.add(stored * bytes), x);
+                    stored += 1;
+                }
+                stored
+            });
+            debug_assert_eq!(stored, init.n, "an entry does not fit the chosen format");
+            std::ptr::addr_of_mut!((*h).len).write(AtomicU16::new(stored as u16));
         }
         p as usize
     }
 
     unsafe fn deref<'a>(ptr: usize) -> &'a Self {
         // SAFETY: `ptr` came from `init`; the header is initialised.
-        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
-        let fat = std::ptr::slice_from_raw_parts(ptr as *const UnsafeCell<MaybeUninit<u64>>, words)
+        let n = shape_bytes(unsafe { (*(ptr as *const LogHeader<V>)).shape });
+        let fat = std::ptr::slice_from_raw_parts(ptr as *const UnsafeCell<MaybeUninit<u8>>, n)
             as *const Log<V>;
-        // SAFETY: `Log` is `LogHeader` with its words as a trailing slice
-        // of length `words`, laid out as `init` allocated it.
+        // SAFETY: `Log` is `LogHeader` with its bytes as a trailing slice
+        // of length `n`, laid out as `init` allocated it.
         unsafe { &*fat }
     }
 
     unsafe fn deref_mut<'a>(ptr: usize) -> &'a mut Self {
         // SAFETY: as in `deref`; the caller has exclusive access.
-        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
-        let fat =
-            std::ptr::slice_from_raw_parts_mut(ptr as *mut UnsafeCell<MaybeUninit<u64>>, words)
-                as *mut Log<V>;
+        let n = shape_bytes(unsafe { (*(ptr as *const LogHeader<V>)).shape });
+        let fat = std::ptr::slice_from_raw_parts_mut(ptr as *mut UnsafeCell<MaybeUninit<u8>>, n)
+            as *mut Log<V>;
         // SAFETY: as in `deref`.
         unsafe { &mut *fat }
     }
 
     unsafe fn drop(ptr: usize) {
         // SAFETY: `ptr` came from `init` and is dropped once.
-        let words = shape_words::<V>(unsafe { (*(ptr as *const LogHeader<V>)).shape });
-        if let Some((layout, _)) = log_layout::<V>(words) {
+        let n = shape_bytes(unsafe { (*(ptr as *const LogHeader<V>)).shape });
+        if let Some(layout) = log_layout::<V>(n) {
             // SAFETY: same layout as allocated in `init`.
             unsafe { std::alloc::dealloc(ptr as *mut u8, layout) };
         }
     }
-}
-
-/// Whether `e` fits a compact slot counted from `base`.
-fn fits<V>(base: u64, e: &Entry<V>) -> bool {
-    e.range.l() >= base && e.range.r() - base <= u32::MAX as u64
 }
 
 impl<V: RangeValue> Log<V> {
@@ -234,26 +221,21 @@ impl<V: RangeValue> Log<V> {
     /// room for `cap` (at least as many).
     pub fn new(anchor: u64, last: u64, cap: usize, entries: &[Entry<V>]) -> Owned<Log<V>> {
         const {
-            assert!(align_of::<V>() <= 8, "slots are 8-byte aligned");
+            // Keeps the bytes after the header of the largest log (2^16
+            // slots) within the 30 bits `shape` has for them.
+            assert!(std::mem::size_of::<V>() <= 4096, "values are small records");
         }
-        // One pass for the entries' extent.
-        let (low, high) = entries.iter().fold((u64::MAX, 0), |(lo, hi), e| {
-            (lo.min(e.range.l()), hi.max(e.range.r()))
-        });
-        let base = if last - anchor <= u32::MAX as u64 || entries.is_empty() {
-            anchor
-        } else {
-            low
-        };
-        let wide = !entries.is_empty() && (low < base || high - base > u32::MAX as u64);
-        let cap = cap.max(entries.len()).min((WIDE - 1) as usize) as u32;
+        let (format, bases) = Format::choose(anchor, last, entries);
+        let cap = cap.max(entries.len()).min(u16::MAX as usize);
+        let bytes = prefix_bytes(format) + cap * format.slot_bytes::<V>();
         // `init` copies the entries before returning; the pointer is not kept.
         Owned::init(LogInit {
             last,
-            base,
-            shape: cap | if wide { WIDE } else { 0 },
+            bases,
+            slots: cap as u16,
+            shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
             src: entries.as_ptr(),
-            n: entries.len().min(cap as usize),
+            n: entries.len().min(cap),
         })
     }
 
@@ -290,13 +272,13 @@ impl<V: RangeValue> Log<V> {
         prev_r.is_none_or(|r| r < below)
     }
 
-    pub fn is_wide(&self) -> bool {
-        self.shape & WIDE != 0
+    pub fn format(&self) -> Format {
+        shape_format(self.shape)
     }
 
     /// Allocated slots.
     pub fn slots(&self) -> usize {
-        (self.shape & !WIDE) as usize
+        self.slots as usize
     }
 
     /// Published entries.
@@ -304,68 +286,55 @@ impl<V: RangeValue> Log<V> {
         (self.len.load(Ordering::Acquire) as usize).min(self.slots())
     }
 
-    /// Where slot `i` starts; derived from the whole word slice, so it may
-    /// address all of the slot's words.
-    fn slot_ptr(&self, i: usize) -> *mut u64 {
-        let off = (i * stride::<V>(self.is_wide())).min(self.words.len());
+    /// The first byte after the header.
+    fn payload(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.bytes.as_ptr()).cast::<u8>()
+    }
+
+    fn bases(&self) -> Bases {
+        let image = if self.format().offsets_values() {
+            // SAFETY: formats that offset values keep the base image in the
+            // first 8 bytes after the header, written by `init`.
+            unsafe { self.payload().cast::<u64>().read_unaligned() }
+        } else {
+            0
+        };
+        Bases {
+            block: self.base,
+            image,
+        }
+    }
+
+    /// Where slot `i` starts; derived from the whole byte slice, so it may
+    /// address all of the slot's bytes.
+    fn slot_ptr(&self, i: usize) -> *mut u8 {
+        let format = self.format();
+        let off = (prefix_bytes(format) + i * format.slot_bytes::<V>()).min(self.bytes.len());
         // SAFETY: `off` is at most the slice's length, so the pointer is
         // inside the allocation or one past its end.
-        UnsafeCell::raw_get(unsafe { self.words.as_ptr().add(off) }).cast::<u64>()
+        unsafe { self.payload().add(off) }
     }
 
     /// Entry `i` (below [`Log::len`]).
     fn at(&self, i: usize) -> Entry<V> {
-        let p = self.slot_ptr(i);
-        // SAFETY: slot `i` lies inside `words` (`i` is below the slot
-        // count, and each slot is `stride` words); it was written with
-        // this format before `len` covering it was published (release,
-        // paired with the acquire in `len`) and is never written again;
-        // words are 8-byte aligned, enough for both formats.
-        unsafe {
-            if self.is_wide() {
-                p.cast::<Entry<V>>().read()
-            } else {
-                p.cast::<Compact<V>>().read().entry(self.base)
-            }
-        }
-    }
-
-    /// Writes slot `i`.
-    ///
-    /// # Safety
-    /// `i` is below the slot count and above the published length, no
-    /// other thread writes it, and `e` fits the format.
-    unsafe fn write(&self, i: usize, e: Entry<V>) {
-        let p = self.slot_ptr(i);
-        // SAFETY: forwarded from the caller; the slot's words are inside
-        // `words` and nobody reads them until `len` is published.
-        unsafe {
-            if self.is_wide() {
-                p.cast::<Entry<V>>().write(e);
-            } else {
-                p.cast::<Compact<V>>().write(Compact::of(&e, self.base));
-            }
-        }
+        let (p, bases) = (self.slot_ptr(i), self.bases());
+        // SAFETY: slot `i` lies inside `bytes` (`i` is below the slot
+        // count); it was written in this format with these bases before
+        // `len` covering it was published (release, paired with the
+        // acquire in `len`) and is never written again.
+        with_slot!(self.format(), |S| unsafe { <S as Slot<V>>::load(p, bases) })
     }
 
     /// Appends the published entries, oldest first, to `out`.
     pub fn copy_into(&self, out: &mut EntryBuf<V>) {
-        let n = self.len();
-        let p = self.slot_ptr(0);
+        let (n, p, bases) = (self.len(), self.slot_ptr(0), self.bases());
         out.reserve(n);
-        // SAFETY (both arms): the first `n` slots are published entries of
-        // this format, `stride` words apart (see `at`).
-        if self.is_wide() {
-            out.extend(
-                (0..n).map(|i| unsafe { p.add(i * stride::<V>(true)).cast::<Entry<V>>().read() }),
-            );
-        } else {
-            let base = self.base;
-            out.extend((0..n).map(|i| {
-                let c = unsafe { p.add(i * stride::<V>(false)).cast::<Compact<V>>().read() };
-                c.entry(base)
-            }));
-        }
+        with_slot!(self.format(), |S| {
+            let bytes = <S as Slot<V>>::FORMAT.slot_bytes::<V>();
+            // SAFETY: the first `n` slots are published entries of this
+            // format, `bytes` apart (see `at`).
+            out.extend((0..n).map(|i| unsafe { <S as Slot<V>>::load(p.add(i * bytes), bases) }));
+        })
     }
 
     /// The published entries, oldest first.
@@ -373,27 +342,38 @@ impl<V: RangeValue> Log<V> {
         (0..self.len()).map(move |i| self.at(i))
     }
 
-    /// The published entries that overlap `target`, newest first. The
-    /// test runs on the stored form (offsets, for compact slots), so
-    /// entries outside `target` are never decoded.
-    pub fn overlapping(&self, target: BlockRange) -> Overlapping<'_, V> {
+    /// Appends to `out` the latest value of every block of `target` this
+    /// log holds (see [`ablation::search`]).
+    #[inline]
+    pub fn search(&self, target: BlockRange, unfound: &mut UnfoundList, out: &mut Vec<Segment<V>>) {
+        with_slot!(self.format(), |S| ablation::search(
+            self.overlapping_as::<S>(target),
+            target,
+            unfound,
+            out
+        ))
+    }
+
+    /// The published entries that overlap `target`, newest first, read as
+    /// `S` (the log's format). The test runs on the stored form (offsets,
+    /// for offset formats), so entries outside `target` are never decoded.
+    fn overlapping_as<S: Slot<V>>(&self, target: BlockRange) -> Overlapping<'_, V, S> {
         let n = self.len();
-        let (lo, hi, left) = if self.is_wide() {
-            (target.l(), target.r(), n)
-        } else if target.r() < self.base || target.l().saturating_sub(self.base) > u32::MAX as u64 {
-            // Every compact entry lies inside [base, base + 2^32).
-            (0, 0, 0)
-        } else {
-            (
+        let (lo, hi, left) = match S::FORMAT.max_offset() {
+            None => (target.l(), target.r(), n),
+            // Every entry lies inside [base, base + max].
+            Some(max) if target.r() < self.base || target.l().saturating_sub(self.base) > max => {
+                (0, 0, 0)
+            }
+            Some(max) => (
                 target.l().saturating_sub(self.base),
-                (target.r() - self.base).min(u32::MAX as u64),
+                (target.r() - self.base).min(max),
                 n,
-            )
+            ),
         };
         Overlapping {
             slots: self.slot_ptr(0),
-            base: self.base,
-            wide: self.is_wide(),
+            bases: self.bases(),
             left,
             lo,
             hi,
@@ -409,70 +389,64 @@ impl<V: RangeValue> Log<V> {
     /// no other thread writes the slot.
     pub unsafe fn push(&self, e: Entry<V>) -> bool {
         let n = self.len.load(Ordering::Relaxed) as usize;
-        if n >= self.slots() || !(self.is_wide() || fits(self.base, &e)) {
+        if n >= self.slots() {
             return false;
         }
-        // SAFETY: slot `n` is allocated and above the published length,
-        // so no reader looks at it, the caller's lock excludes other
-        // writers, and `e` fits the format.
-        unsafe { self.write(n, e) };
-        self.len.store(n as u32 + 1, Ordering::Release);
+        let (p, bases) = (self.slot_ptr(n), self.bases());
+        with_slot!(self.format(), |S| {
+            let Some(x) = <S as Slot<V>>::encode(&e, bases) else {
+                return false;
+            };
+            // SAFETY: slot `n` is allocated and above the published
+            // length, so no reader looks at it, and the caller's lock
+            // excludes other writers.
+            unsafe { <S as Slot<V>>::write(p, x) };
+        });
+        self.len.store(n as u16 + 1, Ordering::Release);
         true
     }
 
     /// Bytes one slot of this log's format takes.
     pub fn slot_bytes(&self) -> usize {
-        stride::<V>(self.is_wide()) * 8
+        self.format().slot_bytes::<V>()
     }
 
     pub fn heap_bytes(&self) -> usize {
-        log_layout::<V>(shape_words::<V>(self.shape)).map_or(0, |(l, _)| l.size())
+        log_layout::<V>(shape_bytes(self.shape)).map_or(0, |l| l.size())
     }
 }
 
-/// See [`Log::overlapping`]; `lo` and `hi` bound the target as stored
-/// (offsets from the base for compact slots).
-pub(crate) struct Overlapping<'a, V> {
+/// See [`Log::overlapping_as`]; `lo` and `hi` bound the target as stored
+/// (offsets from the base block, for offset formats).
+pub(crate) struct Overlapping<'a, V, S> {
     /// The log's first slot; the log outlives `'a`.
-    slots: *const u64,
-    base: u64,
-    wide: bool,
+    slots: *const u8,
+    bases: Bases,
     /// Slots not yet looked at: `0..left`.
     left: usize,
     lo: u64,
     hi: u64,
-    _log: PhantomData<&'a Log<V>>,
+    _log: PhantomData<(&'a Log<V>, S)>,
 }
 
-impl<V: RangeValue> Overlapping<'_, V> {
-    /// The next slot down whose stored form `S` (`Entry<V>` for wide logs,
-    /// `Compact<V>` for compact ones: the log's format) `hit` accepts.
-    fn next_as<S: Copy>(&mut self, hit: impl Fn(&S) -> bool) -> Option<S> {
-        let stride = size_of::<S>().div_ceil(8);
-        while self.left > 0 {
-            self.left -= 1;
-            // SAFETY: as in `Log::at`: slot `left` is a published slot of
-            // the log `'a` borrows, stored as `S`, `stride` words apart.
-            let slot = unsafe { self.slots.add(self.left * stride).cast::<S>().read() };
-            if hit(&slot) {
-                return Some(slot);
-            }
-        }
-        None
-    }
-}
-
-impl<V: RangeValue> Iterator for Overlapping<'_, V> {
+impl<V: RangeValue, S: Slot<V>> Iterator for Overlapping<'_, V, S> {
     type Item = Entry<V>;
 
     fn next(&mut self) -> Option<Entry<V>> {
-        let (lo, hi, base) = (self.lo, self.hi, self.base);
-        if self.wide {
-            self.next_as(|e: &Entry<V>| e.range.l() <= hi && e.range.r() >= lo)
-        } else {
-            self.next_as(|c: &Compact<V>| c.lo as u64 <= hi && c.hi as u64 >= lo)
-                .map(|c| c.entry(base))
+        let bytes = S::FORMAT.slot_bytes::<V>();
+        while self.left > 0 {
+            self.left -= 1;
+            // SAFETY: as in `Log::at`: slot `left` is a published slot of
+            // the log `'a` borrows, stored as `S`, `bytes` apart.
+            unsafe {
+                let p = self.slots.add(self.left * bytes);
+                let (lo, hi) = S::bounds(p);
+                if lo <= self.hi && hi >= self.lo {
+                    return Some(S::load(p, self.bases));
+                }
+            }
         }
+        None
     }
 }
 
@@ -567,6 +541,7 @@ impl<V: RangeValue> Leaf<V> {
 mod tests {
     use super::*;
     use crate::value::PhysicalRun;
+    use std::mem::size_of;
 
     fn e(l: u64, r: u64, block: u64) -> Entry<PhysicalRun> {
         Entry::new(
@@ -579,30 +554,46 @@ mod tests {
         log.iter().collect()
     }
 
+    fn header() -> usize {
+        size_of::<LogHeader<PhysicalRun>>()
+    }
+
     #[test]
-    fn a_narrow_leaf_is_compact_and_round_trips() {
+    fn a_log_takes_the_smallest_format_its_entries_fit_and_round_trips() {
         let anchor = 1 << 40;
-        let entries = [
-            e(anchor, anchor + 9, 5),
-            e(anchor + 3, anchor + u32::MAX as u64, 7),
-        ];
-        let log = Log::new(anchor, anchor + u32::MAX as u64, 4, &entries);
-        assert!(!log.is_wide());
-        assert_eq!(read(&log), entries);
-        // Compact slots are 16 bytes against a plain entry's 24.
-        let wide = size_of::<LogHeader<PhysicalRun>>() + 4 * size_of::<Entry<PhysicalRun>>();
-        assert_eq!(log.heap_bytes(), wide - 4 * 8);
+        let near = [e(anchor, anchor + 9, 5), e(anchor + 3, anchor + 0xffff, 7)];
+        let log = Log::new(anchor, anchor + u32::MAX as u64, 4, &near);
+        assert_eq!(log.format(), Format::Narrow);
+        assert_eq!(read(&log), near);
+        // The header, the base image, four 8-byte slots.
+        assert_eq!(log.heap_bytes(), header() + 8 + 4 * 8);
         // SAFETY: the log is not shared.
         assert!(unsafe { log.push(e(anchor + 100, anchor + 200, 9)) });
         assert_eq!(log.len(), 3);
         assert_eq!(log.iter().last(), Some(e(anchor + 100, anchor + 200, 9)));
+
+        let far = [near[0], e(anchor + 3, anchor + u32::MAX as u64, 7)];
+        let log = Log::new(anchor, anchor + u32::MAX as u64, 4, &far);
+        assert_eq!(log.format(), Format::Packed);
+        assert_eq!(read(&log), far);
+        // 12-byte slots, packed without padding.
+        assert_eq!(
+            log.heap_bytes(),
+            (header() + 8 + 4 * 12).next_multiple_of(8)
+        );
+
+        let other_file = Entry::new(far[1].range, PhysicalRun::new(2, 7).unwrap());
+        let log = Log::new(anchor, anchor + u32::MAX as u64, 4, &[far[0], other_file]);
+        assert_eq!(log.format(), Format::Compact);
+        assert_eq!(read(&log), [far[0], other_file]);
+        assert_eq!(log.heap_bytes(), header() + 4 * 16);
     }
 
     #[test]
     fn entries_too_far_apart_make_a_wide_log() {
         let entries = [e(10, 20, 1), e(10 + (1 << 33), 11 + (1 << 33), 2)];
         let log = Log::new(0, u64::MAX, 4, &entries);
-        assert!(log.is_wide());
+        assert_eq!(log.format(), Format::Wide);
         assert_eq!(read(&log), entries);
         // A wide log takes any entry.
         // SAFETY: the log is not shared.
@@ -611,28 +602,77 @@ mod tests {
     }
 
     #[test]
-    fn a_compact_log_refuses_what_does_not_fit_and_a_rebuild_takes_it() {
+    fn a_log_refuses_what_does_not_fit_its_format_and_a_rebuild_takes_it() {
         // A wide leaf space: the base is the lowest entry.
         let log = Log::new(0, u64::MAX, 8, &[e(1000, 1010, 1)]);
-        assert!(!log.is_wide());
+        assert_eq!(log.format(), Format::Narrow);
         let below = e(999, 999, 2);
         let far = e(1000 + (1 << 32), 1000 + (1 << 32), 3);
+        let beyond_16_bits = e(1000 + (1 << 16), 1000 + (1 << 16), 4);
+        let older_run = e(1020, 1030, 0);
         // SAFETY: the log is not shared.
         unsafe {
             assert!(!log.push(below));
             assert!(!log.push(far));
+            assert!(!log.push(beyond_16_bits));
+            assert!(!log.push(older_run));
             assert!(log.push(e(2000, 3000, 4)));
         }
         assert_eq!(log.len(), 2);
         let mut all = read(&log);
-        all.push(below);
-        let rebuilt = Log::new(0, u64::MAX, 8, &all);
-        assert!(!rebuilt.is_wide());
-        assert_eq!(read(&rebuilt), all);
-        all.push(far);
-        let rebuilt = Log::new(0, u64::MAX, 8, &all);
-        assert!(rebuilt.is_wide());
-        assert_eq!(read(&rebuilt), all);
+        for (x, format) in [
+            (below, Format::Narrow),
+            (older_run, Format::Narrow),
+            (beyond_16_bits, Format::Packed),
+            (far, Format::Wide),
+        ] {
+            all.push(x);
+            let rebuilt = Log::new(0, u64::MAX, 8, &all);
+            assert_eq!(rebuilt.format(), format, "after {x:?}");
+            assert_eq!(read(&rebuilt), all);
+        }
+    }
+
+    #[test]
+    fn a_get_sees_only_overlapping_entries_newest_first_in_every_format() {
+        let anchor = 1 << 20;
+        let base = [
+            e(anchor + 10, anchor + 19, 1),
+            e(anchor + 30, anchor + 39, 2),
+            e(anchor + 15, anchor + 34, 3),
+        ];
+        let cases: [(Entry<PhysicalRun>, Format); 4] = [
+            (e(anchor + 50, anchor + 60, 4), Format::Narrow),
+            (e(anchor + 50, anchor + (1 << 20), 4), Format::Packed),
+            (
+                Entry::new(
+                    BlockRange::new(anchor + 50, anchor + 60).unwrap(),
+                    PhysicalRun::new(9, 4).unwrap(),
+                ),
+                Format::Compact,
+            ),
+            (e(anchor + (1 << 33), anchor + (1 << 33), 4), Format::Wide),
+        ];
+        for (extra, format) in cases {
+            let mut entries = base.to_vec();
+            entries.push(extra);
+            let log = Log::new(anchor, u64::MAX, 8, &entries);
+            assert_eq!(log.format(), format);
+            let got = |l: u64, r: u64| -> Vec<Entry<PhysicalRun>> {
+                let target = BlockRange::new(l, r).unwrap();
+                with_slot!(log.format(), |S| log.overlapping_as::<S>(target).collect())
+            };
+            assert_eq!(
+                got(anchor + 18, anchor + 31),
+                [base[2], base[1], base[0]],
+                "{format:?}"
+            );
+            assert_eq!(got(anchor + 35, anchor + 40), [base[1]], "{format:?}");
+            assert_eq!(got(anchor + 20, anchor + 29), [base[2]], "{format:?}");
+            assert!(got(0, anchor + 9).is_empty(), "{format:?}");
+            assert!(got(anchor + 40, anchor + 49).is_empty(), "{format:?}");
+            assert_eq!(got(anchor, u64::MAX).len(), 4, "{format:?}");
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod index;
 mod leaf;
 mod range;
 mod segment_cache;
+mod slot;
 mod split;
 mod value;
 

@@ -71,12 +71,14 @@ impl BlockRange {
         self.l <= other.l && other.r <= self.r
     }
 
+    #[inline]
     pub fn intersect(&self, other: &BlockRange) -> Option<BlockRange> {
         let l = self.l.max(other.l);
         let r = self.r.min(other.r);
         (l <= r).then_some(BlockRange { l, r })
     }
 
+    #[inline]
     pub fn overlaps(&self, other: &BlockRange) -> bool {
         self.l <= other.r && other.l <= self.r
     }

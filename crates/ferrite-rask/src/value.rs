@@ -34,6 +34,24 @@ pub trait RangeValue: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static
         *self == Self::TOMBSTONE
     }
 
+    /// A 64-bit image of the value, if the type has one, from which
+    /// [`RangeValue::from_image`] rebuilds it exactly. A leaf whose values'
+    /// images lie within 2^32 - 1 of each other stores each as a 32-bit
+    /// offset from the smallest, so values that usually lie close together
+    /// (runs one backend allocates) should have images that do too. The
+    /// default, `None`, stores values as they are.
+    fn to_image(&self) -> Option<u64> {
+        None
+    }
+
+    /// The value whose image is `image`; only called with images
+    /// [`RangeValue::to_image`] returned, so a type without images never
+    /// sees it called.
+    fn from_image(image: u64) -> Self {
+        let _ = image;
+        Self::TOMBSTONE
+    }
+
     fn encode(&self, out: &mut Vec<u8>);
 
     /// Decodes exactly [`RangeValue::ENCODED_LEN`] bytes; `None` if they
@@ -136,6 +154,16 @@ impl RangeValue for PhysicalRun {
             return Some("the run would pass the 48-bit block space of its file");
         }
         None
+    }
+
+    /// The packed bits: runs allocated near each other in one file have
+    /// images as close as their blocks.
+    fn to_image(&self) -> Option<u64> {
+        Some(self.0)
+    }
+
+    fn from_image(image: u64) -> Self {
+        Self(image)
     }
 
     fn encode(&self, out: &mut Vec<u8>) {

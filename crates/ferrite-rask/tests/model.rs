@@ -60,10 +60,16 @@ enum Op {
     Get(u64, u64),
 }
 
+/// Runs mostly of one file and close together, as a log-structured
+/// backend allocates them (leaves store them as offsets, and a run far
+/// from the others or in another file makes a leaf change its slot format),
+/// some far apart or in other files.
 fn op(space: u64) -> impl Strategy<Value = Op> {
     let len = 1u64..24;
+    let file = prop_oneof![3 => Just(0u16), 1 => 0u16..4];
+    let block = prop_oneof![4 => 0u64..1_000_000, 1 => 0u64..1 << 36];
     prop_oneof![
-        5 => (0..space, len.clone(), 0u16..4, 0u64..1_000_000).prop_map(|(l, n, f, b)| Op::Put(l, n, f, b)),
+        5 => (0..space, len.clone(), file, block).prop_map(|(l, n, f, b)| Op::Put(l, n, f, b)),
         1 => (0..space, len.clone()).prop_map(|(l, n)| Op::Delete(l, n)),
         2 => (0..space, 1u64..64).prop_map(|(l, n)| Op::Get(l, n)),
     ]
@@ -116,7 +122,7 @@ fn run(cap: usize, ops: Vec<Op>, place: fn(u64) -> u64) -> Result<(), TestCaseEr
 
 /// Eight clusters of blocks 2^61 apart, the last at the top of the space:
 /// leaves then span more than 2^32 blocks and hold entries too far apart
-/// for compact slots.
+/// for range offsets.
 fn spread(l: u64) -> u64 {
     let (cluster, offset) = (l % 8, l / 8);
     if cluster == 7 {
@@ -124,6 +130,12 @@ fn spread(l: u64) -> u64 {
     } else {
         (cluster << 61) + offset
     }
+}
+
+/// Two clusters 2^20 blocks apart: a leaf holding entries of both needs
+/// 32-bit range offsets.
+fn two_clusters(l: u64) -> u64 {
+    ((l % 2) << 20) | (l / 2)
 }
 
 /// Operations per generated case (fewer under Miri, which interprets
@@ -137,6 +149,11 @@ proptest! {
     #[test]
     fn matches_a_per_block_oracle(cap in 4usize..20, ops in proptest::collection::vec(op(400), 1..MAX_OPS)) {
         run(cap, ops, |l| l)?;
+    }
+
+    #[test]
+    fn matches_a_per_block_oracle_over_two_clusters(cap in 4usize..20, ops in proptest::collection::vec(op(400), 1..MAX_OPS)) {
+        run(cap, ops, two_clusters)?;
     }
 
     #[test]
@@ -174,9 +191,10 @@ fn far_apart_ranges_are_stored_exactly() {
     }
 }
 
-/// Where the index's bytes go: a compact slot takes 16 bytes (two 32-bit
-/// offsets and the 8-byte run), a plain one 24, and entries, free slots,
-/// headers and ART nodes add up to the index's bytes.
+/// Where the index's bytes go: runs of one file written close together
+/// take narrow 8-byte slots (two 16-bit range offsets and a 32-bit run
+/// offset), ranges too far apart for offsets plain 24-byte ones, and
+/// entries, free slots, headers and ART nodes add up to the index's bytes.
 #[test]
 fn stats_break_the_index_bytes_down() {
     let index = Rask::<PhysicalRun>::new();
@@ -186,7 +204,8 @@ fn stats_break_the_index_bytes_down() {
     }
     let s = index.stats();
     assert!(s.leaves > 1 && s.art_bytes > 0, "{s:?}");
-    assert_eq!(s.entry_bytes, 16 * s.entries, "{s:?}");
+    assert_eq!(s.narrow_leaves, s.leaves, "{s:?}");
+    assert_eq!(s.entry_bytes, 8 * s.entries, "{s:?}");
     assert!(s.header_bytes >= 48 * s.leaves, "{s:?}");
     assert_eq!(
         s.entry_bytes + s.free_slot_bytes + s.header_bytes + s.art_bytes,
@@ -201,7 +220,7 @@ fn stats_break_the_index_bytes_down() {
     assert_eq!((s.wide_leaves, s.entry_bytes), (1, 2 * 24), "{s:?}");
 }
 
-/// A leaf whose space is wider than 2^32 blocks counts its compact slots
+/// A leaf whose space is wider than 2^32 blocks counts its range offsets
 /// from its lowest entry; a get that starts below that entry still finds it.
 #[test]
 fn a_get_starting_below_a_leafs_base_finds_its_entries() {

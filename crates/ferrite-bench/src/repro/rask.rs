@@ -705,11 +705,15 @@ fn memory_breakdown(results: &Results, md: &mut String) {
             .min();
         let pct = |k: &str| format!("{:.0}%", 100.0 * x(k) / total);
         lines.push(format!(
-            "| {} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.0} | {:.1} | {:.0} / {:.0} / {:.0} / {:.0} | {} | {} | {} | {} | {} |",
             r.dataset,
             total,
             entries,
             total / entries,
+            x("narrow_leaves"),
+            x("packed_leaves"),
+            x("compact_leaves"),
+            x("wide_leaves"),
             pct("entry_bytes"),
             pct("free_slot_bytes"),
             pct("header_bytes"),
@@ -725,13 +729,17 @@ fn memory_breakdown(results: &Results, md: &mut String) {
         "\n## Where RASK's memory goes (main streams)\n\n\
          The index's own count of its bytes after the replay (the counting allocator's figure in \
          the main table also holds the index's fixed part and its scratch buffers; it is within \
-         {:.1}% of this count on these streams): log slots holding entries (16 bytes each: a \
-         range as two 32-bit offsets from the leaf's base and the 8-byte run), slots allocated \
-         and not yet written, leaf structures and log headers, and ART nodes. The last column is \
-         the bytes per entry that `memory_ratio_vs_best_range` <= 0.6 would leave RASK, \
-         everything included, at the best range-keyed baseline's memory on that stream.\n\n\
-         | dataset | index bytes | entries | bytes / entry | entry slots | free slots | headers | ART | bytes / entry at 0.6 × best range |\n\
-         |---|---|---|---|---|---|---|---|---|",
+         {:.1}% of this count on these streams): log slots holding entries, slots allocated \
+         and not yet written, leaf structures and log headers (with a log's base run where it \
+         has one), and ART nodes. Each log stores its slots in the smallest format its entries \
+         fit, counted in leaves: narrow (8 bytes: a range as two 16-bit offsets from the log's \
+         base block and the run as a 32-bit offset from its base run), packed (12 bytes: 32-bit \
+         range offsets), compact (16 bytes: 32-bit range offsets and the 8-byte run) or wide \
+         (24 bytes, as written). The last column is the bytes per entry that \
+         `memory_ratio_vs_best_range` <= 0.6 would leave RASK, everything included, at the best \
+         range-keyed baseline's memory on that stream.\n\n\
+         | dataset | index bytes | entries | bytes / entry | leaves narrow / packed / compact / wide | entry slots | free slots | headers | ART | bytes / entry at 0.6 × best range |\n\
+         |---|---|---|---|---|---|---|---|---|---|",
         100.0 * gap
     );
     for l in lines {

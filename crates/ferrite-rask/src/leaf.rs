@@ -102,19 +102,6 @@ fn log_layout<V>(bytes: usize) -> Option<Layout> {
     Some(l.pad_to_align())
 }
 
-fn shape_format(shape: u32) -> Format {
-    Format::from_bits(shape)
-}
-
-/// Bytes before a format's first slot: its base image, if it has one.
-fn prefix_bytes(format: Format) -> usize {
-    if format.offsets_values() {
-        8
-    } else {
-        0
-    }
-}
-
 /// Bytes after the header of a log of this shape.
 fn shape_bytes(shape: u32) -> usize {
     (shape >> FORMAT_BITS) as usize
@@ -227,7 +214,7 @@ impl<V: RangeValue> Log<V> {
         }
         let (format, bases) = Format::choose(anchor, last, entries);
         let cap = cap.max(entries.len()).min(u16::MAX as usize);
-        let bytes = prefix_bytes(format) + cap * format.slot_bytes::<V>();
+        let bytes = format.prefix_bytes() + cap * format.slot_bytes::<V>();
         // `init` copies the entries before returning; the pointer is not kept.
         Owned::init(LogInit {
             last,
@@ -273,7 +260,7 @@ impl<V: RangeValue> Log<V> {
     }
 
     pub fn format(&self) -> Format {
-        shape_format(self.shape)
+        Format::from_bits(self.shape)
     }
 
     /// Allocated slots.
@@ -309,7 +296,7 @@ impl<V: RangeValue> Log<V> {
     /// address all of the slot's bytes.
     fn slot_ptr(&self, i: usize) -> *mut u8 {
         let format = self.format();
-        let off = (prefix_bytes(format) + i * format.slot_bytes::<V>()).min(self.bytes.len());
+        let off = (format.prefix_bytes() + i * format.slot_bytes::<V>()).min(self.bytes.len());
         // SAFETY: `off` is at most the slice's length, so the pointer is
         // inside the allocation or one past its end.
         unsafe { self.payload().add(off) }

@@ -73,6 +73,16 @@ impl Format {
         matches!(self, Format::Narrow | Format::Packed)
     }
 
+    /// Bytes a log keeps before its first slot: the base image, for the
+    /// formats that offset values.
+    pub const fn prefix_bytes(self) -> usize {
+        if self.offsets_values() {
+            8
+        } else {
+            0
+        }
+    }
+
     /// Largest range offset the format stores; `None` if ranges are kept
     /// as they are.
     pub const fn max_offset(self) -> Option<u64> {

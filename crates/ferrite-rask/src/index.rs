@@ -629,6 +629,13 @@ impl<V: RangeValue> Rask<V> {
     /// Makes the locked `leaf` hold `pieces[0]`, links fresh leaves for the
     /// other pieces between it and `after`, and registers them in the ART.
     /// `last` is the upper end of the space the pieces tile.
+    ///
+    /// The fresh leaves are locked from birth until they are in the ART.
+    /// Once linked, a writer can reach one along `next` before it is
+    /// registered; unlocked, the fresh leaf on its left would be free for
+    /// that writer's merge, which would retire it and remove an anchor the
+    /// ART does not hold yet, and the registration that follows would
+    /// leave the ART pointing at a retired leaf.
     fn install<'g>(
         &self,
         leaf: &'g Leaf<V>,
@@ -645,6 +652,8 @@ impl<V: RangeValue> Rask<V> {
                 p.anchor,
                 self.log_for(p.anchor, upper, settled.piece(i)),
             ));
+            // Unreachable yet, so this cannot wait.
+            fresh.lock();
             fresh.next.store(next, Ordering::Relaxed);
             let fresh = fresh.into_shared(guard);
             // SAFETY: `next` is a live leaf (or null) under `guard`; its
@@ -677,6 +686,10 @@ impl<V: RangeValue> Rask<V> {
                 let anchor = unsafe { s.deref() }.anchor;
                 art.insert(anchor, s.as_raw() as usize, Self::anchor_in_art);
             }
+        }
+        for s in &created {
+            // SAFETY: locked by this thread when it was created, above.
+            unsafe { s.deref().unlock() };
         }
     }
 
@@ -735,7 +748,8 @@ impl<V: RangeValue> Rask<V> {
         // Out of the ART before any new leaf (possibly with the same anchor)
         // goes in; until the new state is published, lookups through `p`
         // still reach `leaf` by its `next` pointer.
-        self.art.write().remove(leaf.anchor, Self::anchor_in_art);
+        let removed = self.art.write().remove(leaf.anchor, Self::anchor_in_art);
+        debug_assert_eq!(removed, Some(me as usize), "the ART did not hold the leaf");
         if pieces.len() == 1 {
             // Publish the merged log first: a reader with the old `p` log
             // still finds `leaf` (and its frozen snapshot) through `next`.

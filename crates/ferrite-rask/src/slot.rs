@@ -227,6 +227,28 @@ unsafe fn put<T: Copy>(p: *mut u8, off: usize, v: T) {
     unsafe { p.add(off).cast::<T>().write_unaligned(v) }
 }
 
+/// The two 32-bit range offsets packed and compact slots start with.
+///
+/// # Safety
+/// `p` points at 8 readable bytes of such a slot.
+unsafe fn offsets32(p: *const u8) -> (u64, u64) {
+    // SAFETY: forwarded from the caller.
+    let w: u64 = unsafe { get(p, 0) };
+    (w & 0xffff_ffff, w >> 32)
+}
+
+/// Writes a packed or compact slot: the two range offsets, then `value`.
+///
+/// # Safety
+/// `p` points at `8 + size_of::<T>()` writable bytes.
+unsafe fn put_offsets_and<T: Copy>(p: *mut u8, (range, value): (u64, T)) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        put(p, 0, range);
+        put(p, 8, value);
+    }
+}
+
 pub(crate) struct NarrowSlot;
 pub(crate) struct PackedSlot;
 pub(crate) struct CompactSlot;
@@ -278,8 +300,7 @@ impl<V: RangeValue> Slot<V> for PackedSlot {
 
     unsafe fn bounds(p: *const u8) -> (u64, u64) {
         // SAFETY: forwarded from the caller.
-        let w: u64 = unsafe { get(p, 0) };
-        (w & 0xffff_ffff, w >> 32)
+        unsafe { offsets32(p) }
     }
 
     unsafe fn load(p: *const u8, b: Bases) -> Entry<V> {
@@ -293,12 +314,9 @@ impl<V: RangeValue> Slot<V> for PackedSlot {
         }
     }
 
-    unsafe fn write(p: *mut u8, (range, value): (u64, u32)) {
+    unsafe fn write(p: *mut u8, s: (u64, u32)) {
         // SAFETY: forwarded from the caller.
-        unsafe {
-            put(p, 0, range);
-            put(p, 8, value);
-        }
+        unsafe { put_offsets_and(p, s) }
     }
 }
 
@@ -313,8 +331,7 @@ impl<V: RangeValue> Slot<V> for CompactSlot {
 
     unsafe fn bounds(p: *const u8) -> (u64, u64) {
         // SAFETY: forwarded from the caller.
-        let w: u64 = unsafe { get(p, 0) };
-        (w & 0xffff_ffff, w >> 32)
+        unsafe { offsets32(p) }
     }
 
     unsafe fn load(p: *const u8, b: Bases) -> Entry<V> {
@@ -327,12 +344,9 @@ impl<V: RangeValue> Slot<V> for CompactSlot {
         }
     }
 
-    unsafe fn write(p: *mut u8, (range, value): (u64, V)) {
+    unsafe fn write(p: *mut u8, s: (u64, V)) {
         // SAFETY: forwarded from the caller.
-        unsafe {
-            put(p, 0, range);
-            put(p, 8, value);
-        }
+        unsafe { put_offsets_and(p, s) }
     }
 }
 

@@ -581,6 +581,8 @@ impl<V: RangeValue> Rask<V> {
             anchor,
             self.log_for(anchor, log.last(), std::slice::from_ref(&e)),
         ));
+        // Locked until the ART holds it, as in `install`.
+        fresh.lock();
         fresh.next.store(after, Ordering::Relaxed);
         fresh
             .prev
@@ -599,6 +601,8 @@ impl<V: RangeValue> Rask<V> {
         self.art
             .write()
             .insert(anchor, fresh.as_raw() as usize, Self::anchor_in_art);
+        // SAFETY: locked by this thread when it was created, above.
+        unsafe { fresh.deref().unlock() };
     }
 
     /// Most entries a leaf keeps after a collection or a split.

@@ -80,9 +80,33 @@ pub fn search<V: RangeValue>(
     unfound: &mut UnfoundList,
     out: &mut Vec<Segment<V>>,
 ) {
+    let mut entries = newest_first.into_iter();
+    // Most lookups end at the first overlapping entry, which covers the
+    // whole target: answer those without building the Unfound List.
+    let first = loop {
+        match entries.next() {
+            Some(e) if e.range.overlaps(&target) => break e,
+            Some(_) => continue,
+            None => {
+                out.push(Segment {
+                    range: target,
+                    value: None,
+                });
+                return;
+            }
+        }
+    };
+    if first.range.covers(&target) {
+        let value = (!first.value.is_tombstone()).then(|| first.part(target).value);
+        out.push(Segment {
+            range: target,
+            value,
+        });
+        return;
+    }
     unfound.reset(target);
     let start = out.len();
-    for e in newest_first {
+    for e in std::iter::once(first).chain(entries) {
         if !e.range.overlaps(&target) {
             continue;
         }
@@ -108,6 +132,9 @@ pub fn search<V: RangeValue>(
 /// Joins adjacent gaps from `start` on, so a gap's shape does not depend on
 /// how entries happened to be laid out.
 pub fn coalesce_gaps<V: Copy>(out: &mut Vec<Segment<V>>, start: usize) {
+    if out.len() < start + 2 {
+        return;
+    }
     // Most answers are one segment, or have no two gaps in a row.
     let adjacent_gaps = |a: &Segment<V>, b: &Segment<V>| {
         a.value.is_none() && b.value.is_none() && a.range.r() + 1 == b.range.l()

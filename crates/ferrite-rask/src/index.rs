@@ -244,7 +244,7 @@ impl<V: RangeValue> Rask<V> {
     }
 
     fn build(cap: usize, merge_threshold: u32) -> Self {
-        let head = Owned::new(Leaf::new(0, Log::new(0, u64::MAX, cap.min(4), &[])));
+        let head = Owned::new(Leaf::new(0, Log::new(0, u64::MAX, cap, &[])));
         // SAFETY: nothing else can see the index while it is built.
         let guard = unsafe { epoch::unprotected() };
         let head = head.into_shared(guard);
@@ -499,12 +499,28 @@ impl<V: RangeValue> Rask<V> {
             self.split_off_newest(leaf, log, e, guard);
             return true;
         }
+        let n = log.len();
+        if 0 < n && n < self.cap && n >= log.slots() {
+            // The log was allocated smaller than the leaf's capacity: grow
+            // it, its slots copied as they are, if `e` fits its format. A
+            // rebuild would choose no smaller format: a log holding
+            // entries was built with some (one built empty has no slots),
+            // and the format chosen for them still has to hold them.
+            let grown = log.grown(self.slots_for((n + 1) * 2));
+            // SAFETY: the new log is not published yet; this thread holds
+            // the leaf's lock.
+            if unsafe { grown.push(e) } {
+                self.swap_log(leaf, grown, guard);
+                return false;
+            }
+        }
         let mut entries = EntryBuf::new();
         log.copy_into(&mut entries);
         let full = entries.len() >= self.cap;
         entries.push(e);
         if !full {
-            // The log was allocated smaller than the leaf's capacity: grow it.
+            // Room left below the capacity, but `e` needs a wider format:
+            // rebuild, which chooses it.
             let slots = self.slots_for(entries.len() * 2);
             self.swap_log(
                 leaf,

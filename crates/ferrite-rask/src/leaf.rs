@@ -107,15 +107,23 @@ fn shape_bytes(shape: u32) -> usize {
     (shape >> FORMAT_BITS) as usize
 }
 
-/// How a log is made: bases, slots, shape, upper bound, and the entries
-/// to copy in (`n` entries at `src`, read only during `init`).
+/// How a log is made: bases, slots, shape, upper bound, and what to copy
+/// in (read only during `init`).
 pub(crate) struct LogInit<V> {
     last: u64,
     bases: Bases,
     slots: u16,
     shape: u32,
-    src: *const Entry<V>,
-    n: usize,
+    fill: Fill<V>,
+}
+
+/// The first slots of a new log.
+enum Fill<V> {
+    /// `n` entries at `src`, encoded in the log's format.
+    Entries { src: *const Entry<V>, n: usize },
+    /// `n` slots at `src`, already in the log's format with its bases
+    /// (from a log of the same shape of slot).
+    Slots { src: *const u8, n: usize },
 }
 
 // `init` allocates the layout `log_layout(shape_bytes(shape))` and writes
@@ -153,22 +161,33 @@ impl<V: RangeValue> Pointable for Log<V> {
                     .cast::<u64>()
                     .write_unaligned(init.bases.image);
             }
-            let src = std::slice::from_raw_parts(init.src, init.n);
             let (first, bytes) = (log.slot_ptr(0), format.slot_bytes::<V>());
-            // `Log::new` chose a format every entry fits; should one not,
-            // the log ends before it rather than hold an unwritten slot.
-            let stored = with_slot!(format, |S| {
-                let mut stored = 0;
-                for e in src {
-                    let Some(x) = <S as Slot<V>>::encode(e, init.bases) else {
-                        break;
-                    };
-                    <S as Slot<V>>::write(first.add(stored * bytes), x);
-                    stored += 1;
+            let stored = match init.fill {
+                Fill::Entries { src, n } => {
+                    let src = std::slice::from_raw_parts(src, n);
+                    // `Log::new` chose a format every entry fits; should
+                    // one not, the log ends before it rather than hold an
+                    // unwritten slot.
+                    let stored = with_slot!(format, |S| {
+                        let mut stored = 0;
+                        for e in src {
+                            let Some(x) = <S as Slot<V>>::encode(e, init.bases) else {
+                                break;
+                            };
+                            <S as Slot<V>>::write(first.add(stored * bytes), x);
+                            stored += 1;
+                        }
+                        stored
+                    });
+                    debug_assert_eq!(stored, n, "an entry does not fit the chosen format");
+                    stored
                 }
-                stored
-            });
-            debug_assert_eq!(stored, init.n, "an entry does not fit the chosen format");
+                Fill::Slots { src, n } => {
+                    // `Log::grown` made `n` at most the slot count.
+                    std::ptr::copy_nonoverlapping(src, first, n * bytes);
+                    n
+                }
+            };
             std::ptr::addr_of_mut!((*h).len).write(AtomicU16::new(stored as u16));
         }
         p as usize
@@ -205,7 +224,7 @@ impl<V: RangeValue> Pointable for Log<V> {
 
 impl<V: RangeValue> Log<V> {
     /// A new log for a leaf anchored at `anchor`, holding `entries` with
-    /// room for `cap` (at least as many).
+    /// room for `cap` (at least as many; none without entries).
     pub fn new(anchor: u64, last: u64, cap: usize, entries: &[Entry<V>]) -> Owned<Log<V>> {
         const {
             // Keeps the bytes after the header of the largest log (2^16
@@ -213,6 +232,9 @@ impl<V: RangeValue> Log<V> {
             assert!(std::mem::size_of::<V>() <= 4096, "values are small records");
         }
         let (format, bases) = Format::choose(anchor, last, entries);
+        // Without entries the format is a placeholder: no slots, so the
+        // first append rebuilds the log in a format chosen for it.
+        let cap = if entries.is_empty() { 0 } else { cap };
         let cap = cap.max(entries.len()).min(u16::MAX as usize);
         let bytes = format.prefix_bytes() + cap * format.slot_bytes::<V>();
         // `init` copies the entries before returning; the pointer is not kept.
@@ -221,8 +243,30 @@ impl<V: RangeValue> Log<V> {
             bases,
             slots: cap as u16,
             shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
-            src: entries.as_ptr(),
-            n: entries.len().min(cap),
+            fill: Fill::Entries {
+                src: entries.as_ptr(),
+                n: entries.len().min(cap),
+            },
+        })
+    }
+
+    /// A copy of this log with `slots` slots (at least its length): same
+    /// space, format and bases, its published slots copied as they are
+    /// stored. Growing a log this way skips decoding and re-encoding it.
+    pub fn grown(&self, slots: usize) -> Owned<Log<V>> {
+        let n = self.len();
+        let slots = slots.max(n).min(u16::MAX as usize);
+        let format = self.format();
+        let bytes = format.prefix_bytes() + slots * format.slot_bytes::<V>();
+        Owned::init(LogInit {
+            last: self.last(),
+            bases: self.bases(),
+            slots: slots as u16,
+            shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
+            fill: Fill::Slots {
+                src: self.slot_ptr(0),
+                n,
+            },
         })
     }
 
@@ -249,14 +293,21 @@ impl<V: RangeValue> Log<V> {
     /// tombstones, all ending below `below`: a leaf being filled in address
     /// order, holding nothing a collection could free.
     pub fn ascending_below(&self, below: u64) -> bool {
-        let mut prev_r: Option<u64> = None;
-        for e in self.iter() {
-            if e.value.is_tombstone() || prev_r.is_some_and(|r| e.range.l() <= r) {
-                return false;
+        let (n, p, bases) = (self.len(), self.slot_ptr(0), self.bases());
+        with_slot!(self.format(), |S| {
+            let bytes = <S as Slot<V>>::FORMAT.slot_bytes::<V>();
+            let mut prev_r: Option<u64> = None;
+            for i in 0..n {
+                // SAFETY: the first `n` slots are published entries of this
+                // format, `bytes` apart (see `at`).
+                let e = unsafe { <S as Slot<V>>::load(p.add(i * bytes), bases) };
+                if e.value.is_tombstone() || prev_r.is_some_and(|r| e.range.l() <= r) {
+                    return false;
+                }
+                prev_r = Some(e.range.r());
             }
-            prev_r = Some(e.range.r());
-        }
-        prev_r.is_none_or(|r| r < below)
+            prev_r.is_none_or(|r| r < below)
+        })
     }
 
     pub fn format(&self) -> Format {
@@ -574,6 +625,46 @@ mod tests {
         assert_eq!(log.format(), Format::Compact);
         assert_eq!(read(&log), [far[0], other_file]);
         assert_eq!(log.heap_bytes(), header() + 4 * 16);
+    }
+
+    #[test]
+    fn a_grown_log_keeps_its_slots_as_stored_and_an_empty_one_has_none() {
+        let anchor = 1 << 40;
+        let first = [
+            e(anchor + 5, anchor + 9, 50),
+            e(anchor + 20, anchor + 29, 60),
+        ];
+        for log in [
+            Log::new(anchor, anchor + 1000, 2, &first),
+            Log::new(anchor, u64::MAX, 2, &first),
+        ] {
+            let format = log.format();
+            let grown = log.grown(6);
+            assert_eq!((grown.format(), grown.slots()), (format, 6));
+            assert_eq!(grown.last(), log.last());
+            assert_eq!(read(&grown), first);
+            assert_eq!(
+                grown.heap_bytes(),
+                Log::new(anchor, log.last(), 6, &first).heap_bytes()
+            );
+            // SAFETY: the logs are not shared.
+            unsafe {
+                assert!(!log.push(e(anchor + 40, anchor + 41, 70)));
+                assert!(grown.push(e(anchor + 40, anchor + 41, 70)));
+                // Still the narrow log's bases: a run before the first
+                // does not fit, as in the log it grew from.
+                assert_eq!(
+                    grown.push(e(anchor + 50, anchor + 51, 10)),
+                    format != Format::Narrow
+                );
+            }
+            assert_eq!(grown.iter().nth(2), Some(e(anchor + 40, anchor + 41, 70)));
+        }
+        // Built empty, a log has no slots: its first entry rebuilds it.
+        let empty = Log::<PhysicalRun>::new(0, u64::MAX, 8, &[]);
+        assert_eq!((empty.slots(), empty.len()), (0, 0));
+        // SAFETY: the log is not shared.
+        assert!(!unsafe { empty.push(e(1, 2, 3)) });
     }
 
     #[test]

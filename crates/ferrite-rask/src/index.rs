@@ -8,14 +8,18 @@
 //! - every entry of a leaf lies inside the leaf's space (a write that spans
 //!   leaves is divided, the value through `RangeValue::divide`);
 //! - within a leaf, a newer entry wins over an older one;
-//! - the ART maps every live leaf's anchor to it, and is updated under the
-//!   locks of the leaves concerned, so it never points at a freed leaf;
+//! - between structural changes the ART maps every live leaf's anchor to
+//!   it; it is updated under the locks of the leaves concerned, and a leaf
+//!   leaves it before being retired, so what a pinned reader finds there
+//!   is not freed before the reader unpins (though it may be deleted, or
+//!   not the leaf holding the key asked for: readers check and walk);
 //! - a deleted leaf's `prev` points at a leaf that held its space when it
 //!   was deleted, so following `prev` from a deleted leaf ends at a live one.
 //!
-//! Concurrency (paper §6.2): readers take no lock; they read leaf
-//! snapshots whose entries are immutable and whose bound only shrinks past
-//! them (see `leaf`), loading the bound once per visit, and walk right
+//! Concurrency (paper §6.2): readers take no lock, in the ART (see `art`)
+//! or in a leaf; they read leaf snapshots whose entries are immutable and
+//! whose bound only shrinks past them (see `leaf`), loading the bound once
+//! per visit, and walk right
 //! along `next`, re-locating when they meet a deleted leaf. Writers lock
 //! one leaf at a time and hand the lock over left to right when a write
 //! spans leaves; merging with the left neighbour only *tries* its lock, so
@@ -36,7 +40,6 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
-use parking_lot::RwLock;
 use smallvec::SmallVec;
 
 use crate::ablation::{self, UnfoundList};
@@ -204,7 +207,7 @@ fn with_scratch<R>(f: impl FnOnce(&mut gc::Scratch) -> R) -> R {
 /// A concurrent, in-memory range-as-a-key index.
 pub struct Rask<V: RangeValue> {
     head: Atomic<Leaf<V>>,
-    art: RwLock<Art>,
+    art: Art,
     cap: usize,
     merge_threshold: u32,
     c: Counters,
@@ -248,11 +251,11 @@ impl<V: RangeValue> Rask<V> {
         // SAFETY: nothing else can see the index while it is built.
         let guard = unsafe { epoch::unprotected() };
         let head = head.into_shared(guard);
-        let mut art = Art::new();
-        art.insert(0, head.as_raw() as usize, Self::anchor_in_art);
+        let art = Art::new();
+        art.insert(0, head.as_raw() as usize, Self::anchor_in_art, guard);
         Self {
             head: Atomic::from(head),
-            art: RwLock::new(art),
+            art,
             cap,
             merge_threshold,
             c: Counters::default(),
@@ -329,18 +332,21 @@ impl<V: RangeValue> Rask<V> {
     }
 
     /// The ART's `key_of`: the anchor of the leaf at `ptr`. The ART keeps
-    /// no keys of its own and calls this only for the values it holds.
+    /// no keys of its own and calls this only for the values it holds, or
+    /// held when a pinned caller reached them.
     fn anchor_in_art(ptr: usize) -> u64 {
-        // SAFETY: the ART only holds pointers to leaves not yet retired (see
-        // `leaf_at`), and it is read under its lock, so no leaf it holds is
-        // retired meanwhile.
+        // SAFETY: every call into the ART is made pinned, and a leaf is
+        // removed from the ART before it is retired, so a leaf reached
+        // through the ART is freed only after the caller unpins (see
+        // `leaf_at`).
         unsafe { (*(ptr as *const Leaf<V>)).anchor }
     }
 
     fn leaf_at<'g>(&self, ptr: usize, _guard: &'g Guard) -> &'g Leaf<V> {
-        // SAFETY: the ART only holds pointers to leaves not yet retired
-        // (it is updated before a leaf is retired, under the leaf's lock),
-        // and the caller's guard keeps a retired leaf alive.
+        // SAFETY: `ptr` was read from the ART under `guard`. The ART only
+        // holds leaves not yet retired (one leaves it, under its lock,
+        // before it is retired), so the leaf was live when the ART held it
+        // and the guard keeps it from being freed since.
         unsafe { &*(ptr as *const Leaf<V>) }
     }
 
@@ -398,7 +404,7 @@ impl<V: RangeValue> Rask<V> {
 
     /// [`Rask::locate`] through the ART.
     fn locate_from_art<'g>(&self, pos: u64, guard: &'g Guard) -> &'g Leaf<V> {
-        let start = self.art.read().predecessor(pos, Self::anchor_in_art);
+        let start = self.art.predecessor(pos, Self::anchor_in_art, guard);
         let mut leaf = match start {
             Some(p) => self.leaf_at(p, guard),
             None => self.head(guard),
@@ -615,8 +621,7 @@ impl<V: RangeValue> Rask<V> {
         // leaf holding the rest of the space is linked just above.
         unsafe { log.shrink_last(anchor - 1) };
         self.art
-            .write()
-            .insert(anchor, fresh.as_raw() as usize, Self::anchor_in_art);
+            .insert(anchor, fresh.as_raw() as usize, Self::anchor_in_art, guard);
         // SAFETY: locked by this thread when it was created, above.
         unsafe { fresh.deref().unlock() };
     }
@@ -699,13 +704,11 @@ impl<V: RangeValue> Rask<V> {
             self.log_for(leaf.anchor, upper, settled.piece(0)),
             guard,
         );
-        if !created.is_empty() {
-            let mut art = self.art.write();
-            for s in &created {
-                // SAFETY: just created and linked; alive under `guard`.
-                let anchor = unsafe { s.deref() }.anchor;
-                art.insert(anchor, s.as_raw() as usize, Self::anchor_in_art);
-            }
+        for s in &created {
+            // SAFETY: just created and linked; alive under `guard`.
+            let anchor = unsafe { s.deref() }.anchor;
+            self.art
+                .insert(anchor, s.as_raw() as usize, Self::anchor_in_art, guard);
         }
         for s in &created {
             // SAFETY: locked by this thread when it was created, above.
@@ -768,7 +771,7 @@ impl<V: RangeValue> Rask<V> {
         // Out of the ART before any new leaf (possibly with the same anchor)
         // goes in; until the new state is published, lookups through `p`
         // still reach `leaf` by its `next` pointer.
-        let removed = self.art.write().remove(leaf.anchor, Self::anchor_in_art);
+        let removed = self.art.remove(leaf.anchor, Self::anchor_in_art, guard);
         debug_assert_eq!(removed, Some(me as usize), "the ART did not hold the leaf");
         if pieces.len() == 1 {
             // Publish the merged log first: a reader with the old `p` log
@@ -848,7 +851,7 @@ impl<V: RangeValue> Rask<V> {
             header_bytes += (std::mem::size_of::<Leaf<V>>() + log.heap_bytes()) as u64 - slots;
             leaf = l.next_leaf(&guard);
         }
-        let art_bytes = self.art.read().heap_bytes() as u64;
+        let art_bytes = self.art.heap_bytes(&guard) as u64;
         RaskStats {
             leaves,
             narrow_leaves: by_format[Format::Narrow as usize],
@@ -912,7 +915,7 @@ impl<V: RangeValue> Rask<V> {
     /// Checks the structural invariants; returns what is wrong.
     pub fn verify(&self) -> std::result::Result<(), String> {
         let guard = epoch::pin();
-        let art = self.art.read();
+        let art = &self.art;
         let mut expect_anchor = 0u64;
         let mut leaf = Some(self.head(&guard));
         let mut count = 0usize;
@@ -930,7 +933,8 @@ impl<V: RangeValue> Rask<V> {
             if l.prev.load(Ordering::Acquire, &guard).as_raw() != prev {
                 return Err(format!("leaf {} has a wrong prev pointer", l.anchor));
             }
-            if art.get(l.anchor, Self::anchor_in_art) != Some(l as *const Leaf<V> as usize) {
+            if art.get(l.anchor, Self::anchor_in_art, &guard) != Some(l as *const Leaf<V> as usize)
+            {
                 return Err(format!(
                     "the ART does not map anchor {} to its leaf",
                     l.anchor

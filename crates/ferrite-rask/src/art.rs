@@ -70,12 +70,6 @@ pub struct Art {
     writer: Mutex<()>,
 }
 
-// SAFETY: the tree owns its inner nodes; values are plain words; every
-// field readers share is atomic, and writers exclude each other.
-unsafe impl Send for Art {}
-// SAFETY: as above.
-unsafe impl Sync for Art {}
-
 /// One child slot's content: null (empty), an inner node's address with
 /// `TAG_INNER`, or a value shifted past the tag with `TAG_VALUE` (an
 /// address without provenance).
@@ -185,6 +179,18 @@ impl Head {
     #[inline]
     fn len(&self) -> usize {
         self.n.load(Ordering::Relaxed) as usize
+    }
+
+    /// One child more (writer only: not one atomic step).
+    fn gained(&self) {
+        self.n
+            .store(self.n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// One child fewer (writer only).
+    fn lost(&self) {
+        self.n
+            .store(self.n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     }
 }
 
@@ -380,8 +386,8 @@ impl<const N: usize, const W: usize> Small<N, W> {
     /// Adds a child for a byte without one, in place; false if every slot
     /// is in use by another byte.
     fn add(&self, b: u8, c: Slot) -> bool {
-        let i = match self.pos(b) {
-            Some(i) => i,
+        match self.pos(b) {
+            Some(i) => self.kids[i].store(c),
             None => {
                 let used = self.head.used.load(Ordering::Relaxed) as usize;
                 if used >= N {
@@ -393,13 +399,9 @@ impl<const N: usize, const W: usize> Small<N, W> {
                 word.store(old | (b as u64) << shift, Ordering::Relaxed);
                 self.kids[used].store(c);
                 self.head.used.store(used as u8 + 1, Ordering::Release);
-                used
             }
-        };
-        self.kids[i].store(c);
-        self.head
-            .n
-            .store(self.head.n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+        self.head.gained();
         true
     }
 
@@ -407,9 +409,7 @@ impl<const N: usize, const W: usize> Small<N, W> {
         if let Some(i) = self.pos(b) {
             if !self.kids[i].load().is_empty() {
                 self.kids[i].store(Slot::EMPTY);
-                self.head
-                    .n
-                    .store(self.head.n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+                self.head.lost();
             }
         }
     }
@@ -497,9 +497,7 @@ impl Indexed {
         self.head.used.store(used + 1, Ordering::Relaxed);
         self.index[b as usize].store(used + 1, Ordering::Release);
         set_bit(&self.present, b, true);
-        self.head
-            .n
-            .store(self.head.n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.head.gained();
         true
     }
 
@@ -511,9 +509,7 @@ impl Indexed {
         set_bit(&self.present, b, false);
         self.index[b as usize].store(0, Ordering::Release);
         self.kids[s as usize - 1].store(Slot::EMPTY);
-        self.head
-            .n
-            .store(self.head.n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        self.head.lost();
     }
 }
 
@@ -521,9 +517,7 @@ impl Direct {
     fn add(&self, b: u8, c: Slot) {
         self.kids[b as usize].store(c);
         set_bit(&self.present, b, true);
-        self.head
-            .n
-            .store(self.head.n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.head.gained();
     }
 
     fn remove(&self, b: u8) {
@@ -532,9 +526,7 @@ impl Direct {
         }
         set_bit(&self.present, b, false);
         self.kids[b as usize].store(Slot::EMPTY);
-        self.head
-            .n
-            .store(self.head.n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        self.head.lost();
     }
 }
 

@@ -117,6 +117,20 @@ pub(crate) struct LogInit<V> {
     fill: Fill<V>,
 }
 
+impl<V: RangeValue> LogInit<V> {
+    /// A log of `format` with `slots` slots (at most `u16::MAX`).
+    fn sized(last: u64, bases: Bases, format: Format, slots: usize, fill: Fill<V>) -> Self {
+        let bytes = format.prefix_bytes() + slots * format.slot_bytes::<V>();
+        Self {
+            last,
+            bases,
+            slots: slots as u16,
+            shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
+            fill,
+        }
+    }
+}
+
 /// The first slots of a new log.
 enum Fill<V> {
     /// `n` entries at `src`, encoded in the log's format.
@@ -236,18 +250,12 @@ impl<V: RangeValue> Log<V> {
         // first append rebuilds the log in a format chosen for it.
         let cap = if entries.is_empty() { 0 } else { cap };
         let cap = cap.max(entries.len()).min(u16::MAX as usize);
-        let bytes = format.prefix_bytes() + cap * format.slot_bytes::<V>();
         // `init` copies the entries before returning; the pointer is not kept.
-        Owned::init(LogInit {
-            last,
-            bases,
-            slots: cap as u16,
-            shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
-            fill: Fill::Entries {
-                src: entries.as_ptr(),
-                n: entries.len().min(cap),
-            },
-        })
+        let fill = Fill::Entries {
+            src: entries.as_ptr(),
+            n: entries.len().min(cap),
+        };
+        Owned::init(LogInit::sized(last, bases, format, cap, fill))
     }
 
     /// A copy of this log with `slots` slots (at least its length): same
@@ -256,18 +264,12 @@ impl<V: RangeValue> Log<V> {
     pub fn grown(&self, slots: usize) -> Owned<Log<V>> {
         let n = self.len();
         let slots = slots.max(n).min(u16::MAX as usize);
-        let format = self.format();
-        let bytes = format.prefix_bytes() + slots * format.slot_bytes::<V>();
-        Owned::init(LogInit {
-            last: self.last(),
-            bases: self.bases(),
-            slots: slots as u16,
-            shape: ((bytes as u32) << FORMAT_BITS) | format as u32,
-            fill: Fill::Slots {
-                src: self.slot_ptr(0),
-                n,
-            },
-        })
+        let fill = Fill::Slots {
+            src: self.slot_ptr(0),
+            n,
+        };
+        let (last, bases, format) = (self.last(), self.bases(), self.format());
+        Owned::init(LogInit::sized(last, bases, format, slots, fill))
     }
 
     /// Inclusive upper bound of the leaf's space. It may shrink between

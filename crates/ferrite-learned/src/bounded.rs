@@ -223,16 +223,56 @@ impl BoundedModel {
     /// its position; for any other `x` it is a hint (callers search on
     /// past its ends when the answer is not inside).
     pub fn window(&self, x: u64) -> Option<Window> {
+        self.predict(x).map(|(w, _)| w)
+    }
+
+    /// [`BoundedModel::window`] and the unrounded prediction `p` it is
+    /// built around. `p` is a pure function of `x` and the model as
+    /// encoded, so a decoded model predicts exactly what the fitted one
+    /// did: callers may store thresholds on `p` measured at build time.
+    /// `p` is not monotone across segments.
+    pub fn predict(&self, x: u64) -> Option<(Window, f64)> {
+        let i = self.first_x.partition_point(|&f| f <= x).checked_sub(1);
+        self.predict_in(i, x)
+    }
+
+    /// [`BoundedModel::predict`] of every `x` of an ascending sequence,
+    /// finding segments by walking forward rather than by search.
+    pub fn predict_ascending<'a, I>(
+        &'a self,
+        xs: I,
+    ) -> impl Iterator<Item = Option<(Window, f64)>> + 'a
+    where
+        I: IntoIterator<Item = u64>,
+        I::IntoIter: 'a,
+    {
+        // Index of the first segment starting above the last `x`.
+        let mut next = 0usize;
+        xs.into_iter().map(move |x| {
+            if next > 0 && self.first_x.get(next - 1).is_some_and(|&f| f > x) {
+                // Not ascending after all: search.
+                next = self.first_x.partition_point(|&f| f <= x);
+            }
+            while self.first_x.get(next).is_some_and(|&f| f <= x) {
+                next += 1;
+            }
+            self.predict_in(next.checked_sub(1), x)
+        })
+    }
+
+    /// The prediction for `x` by segment `i` (`None`: below every segment).
+    fn predict_in(&self, i: Option<usize>, x: u64) -> Option<(Window, f64)> {
         if self.len == 0 {
             return None;
         }
-        let Some(i) = self.first_x.partition_point(|&f| f <= x).checked_sub(1) else {
+        let Some(i) = i else {
             // Below every fitted key: the answer is the first position.
-            return Some(Window {
+            let w = Window {
                 lo: 0,
                 hi: 0,
                 at: 0,
-            });
+            };
+            return Some((w, 0.0));
         };
         let (first, line) = (*self.first_x.get(i)?, *self.lines.get(i)?);
         let p = line.intercept + line.slope * (x - first) as f64;
@@ -240,7 +280,7 @@ impl BoundedModel {
         let lo = (p - line.above as f64).floor().clamp(0.0, last) as u64;
         let hi = ((p + line.below as f64).ceil().clamp(0.0, last) as u64).max(lo);
         let at = (p.round().clamp(0.0, last) as u64).clamp(lo, hi);
-        Some(Window { lo, hi, at })
+        Some((Window { lo, hi, at }, p))
     }
 
     pub fn segment_count(&self) -> usize {
@@ -294,6 +334,13 @@ impl BoundedModel {
     /// Decodes what [`BoundedModel::encode`] wrote; `None` on any damage
     /// (wrong length, unordered segments, non-finite parameters).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let (m, rest) = Self::decode_prefix(bytes)?;
+        rest.is_empty().then_some(m)
+    }
+
+    /// [`BoundedModel::decode`] of a model followed by other bytes, which
+    /// it returns.
+    pub fn decode_prefix(bytes: &[u8]) -> Option<(Self, &[u8])> {
         let mut at = 0usize;
         let mut take = |n: usize| -> Option<&[u8]> {
             let s = bytes.get(at..at.checked_add(n)?)?;
@@ -337,7 +384,7 @@ impl BoundedModel {
                 above,
             });
         }
-        rest.is_empty().then_some(m)
+        Some((m, rest))
     }
 }
 

@@ -50,9 +50,11 @@ use crate::version::Version;
 
 /// On-disk format version of an LSM store directory. Format 2 writes WAL
 /// records that claim how far the log was synced (`docs/format/wal.md`),
-/// which a format-1 build would read as the log's end; format-1 stores are
-/// read and upgraded.
-pub const FORMAT_VERSION: u32 = 2;
+/// which a format-1 build would read as the log's end. Format 3 writes
+/// tables of version 2 (learned indexes with block-boundary thresholds),
+/// which earlier builds refuse. Stores of formats 1 and 2 are read and
+/// upgraded.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 /// WAL devices, used in turn by successive memtables.

@@ -13,6 +13,7 @@ use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
 use super::bloom::Bloom;
 use super::footer::{Footer, Properties, FOOTER_LEN};
 use super::index::{shortest_separator, BlockMap, Index, LearnedIndex, SparseIndex};
+use super::thresholds::Thresholds;
 use crate::options::IndexKind;
 
 /// A finished table, ready to be written.
@@ -159,15 +160,16 @@ impl TableBuilder {
                 // Every key lies between the first and the last, so all
                 // share the projection's prefix.
                 let n = self.key_ends.len();
-                let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                let mut every = Vec::with_capacity(n);
                 let mut start = 0usize;
-                let mut last = None;
-                for (i, &end) in self.key_ends.iter().enumerate() {
+                for &end in &self.key_ends {
                     let key = self.keys.get(start..end as usize).unwrap_or_default();
                     start = end as usize;
-                    let x = projection.project_sharing(key);
-                    if last.is_none_or(|l| l < x) {
-                        last = Some(x);
+                    every.push(projection.project_sharing(key));
+                }
+                let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                for (i, &x) in every.iter().enumerate() {
+                    if xs.last().is_none_or(|&l| l < x) {
                         xs.push(x);
                         pos.push(i as u64);
                     }
@@ -201,12 +203,16 @@ impl TableBuilder {
                         page: std::mem::take(&mut self.block_page),
                     },
                 };
-                Index::Learned(LearnedIndex {
+                let mut learned = LearnedIndex {
                     map,
                     projection,
                     model,
                     whole_block,
-                })
+                    thresholds: None,
+                };
+                let blocks = learned.block_count(data_pages);
+                learned.thresholds = Thresholds::fit(&learned, every, self.entries, blocks);
+                Index::Learned(learned)
             }
         };
         let training_micros = if index.is_learned() {

@@ -9,7 +9,12 @@
 
 pub const FOOTER_LEN: usize = 48;
 pub const MAGIC: u64 = 0x4652_5254_4c53_4d31; // "FRRTLSM1"
-pub const VERSION: u8 = 1;
+/// Version 2 tables may end a learned index with block-boundary
+/// thresholds, which version 1 readers would take for damage; version 1
+/// tables are read as they are.
+pub const VERSION: u8 = 2;
+/// The oldest table version this build reads.
+pub const OLDEST_VERSION: u8 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Footer {
@@ -58,7 +63,7 @@ impl Footer {
         if u64_at(32) != MAGIC {
             return Err("no table footer (bad magic)");
         }
-        if f[29] != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&f[29]) {
             return Err("unknown table format version");
         }
         Ok(Self {
@@ -153,5 +158,31 @@ mod tests {
         p.encode(&mut b);
         assert_eq!(Properties::decode(&b), Some(p));
         assert_eq!(Properties::decode(&b[..b.len() - 1]), None);
+    }
+
+    #[test]
+    fn older_table_versions_are_read_and_newer_ones_refused() {
+        let f = Footer {
+            data_pages: 1,
+            meta_pages: 1,
+            entries: 1,
+            filter_len: 0,
+            index_len: 0,
+            props_len: 0,
+            index_kind: 0,
+            deletes: 0,
+        };
+        let mut region = vec![0u8; 4096 - FOOTER_LEN];
+        f.encode_into(&mut region);
+        let at = region.len() - FOOTER_LEN + 29;
+        assert_eq!(region[at], VERSION);
+        for v in OLDEST_VERSION..=VERSION {
+            region[at] = v;
+            assert_eq!(Footer::decode(&region), Ok(f), "version {v}");
+        }
+        for v in [0, VERSION + 1] {
+            region[at] = v;
+            assert!(Footer::decode(&region).is_err(), "version {v}");
+        }
     }
 }

@@ -10,6 +10,8 @@
 //!   When every entry has the same size (fixed-size keys and values) the
 //!   map is arithmetic (`ordinal / entries_per_page`) and costs nothing;
 //!   otherwise it is one `(first ordinal, first page)` pair per block.
+//!   Optional [`Thresholds`] (one byte per block boundary) say which block
+//!   of a window that spans several holds a key, so a lookup reads one.
 //!   Bourbon's variant has the same encoding under its own kind byte: its
 //!   lookups search the predicted block whole.
 //!
@@ -17,7 +19,9 @@
 //! Decoders never panic and check that the directory is ordered and lies
 //! inside the table's data pages.
 
-use ferrite_learned::{BoundedModel, KeyProjection};
+use ferrite_learned::{BoundedModel, KeyProjection, Window};
+
+use super::thresholds::Thresholds;
 
 /// Where a table's data blocks are.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +48,9 @@ pub struct LearnedIndex {
     /// the whole block finds the entry (kind [`KIND_BOURBON`]); otherwise
     /// the search stays in the model's window.
     pub whole_block: bool,
+    /// Which block of a window holds a key (absent in tables written
+    /// before thresholds, and where no window spans two blocks).
+    pub thresholds: Option<Thresholds>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -74,10 +81,7 @@ impl Index {
     pub fn block_count(&self, data_pages: u32) -> usize {
         match self {
             Index::Sparse(s) => s.page.len(),
-            Index::Learned(l) => match &l.map {
-                BlockMap::Fixed { .. } => data_pages as usize,
-                BlockMap::Variable { page, .. } => page.len(),
-            },
+            Index::Learned(l) => l.block_count(data_pages),
         }
     }
 
@@ -127,6 +131,7 @@ impl Index {
                 Index::Learned(l) => {
                     l.model.memory_bytes()
                         + l.projection.memory_bytes()
+                        + l.thresholds.as_ref().map_or(0, Thresholds::memory_bytes)
                         + match &l.map {
                             BlockMap::Fixed { .. } => 0,
                             BlockMap::Variable { first, page } => {
@@ -166,6 +171,9 @@ impl Index {
                 out.extend_from_slice(&(prefix.len() as u16).to_le_bytes());
                 out.extend_from_slice(prefix);
                 l.model.encode(out);
+                if let Some(t) = &l.thresholds {
+                    t.encode(out);
+                }
             }
         }
     }
@@ -223,13 +231,18 @@ impl Index {
                 };
                 let plen = r.u16()? as usize;
                 let projection = KeyProjection::from_prefix(r.bytes(plen)?.to_vec());
-                let model = BoundedModel::decode(r.rest())?;
-                Index::Learned(LearnedIndex {
+                let (model, rest) = BoundedModel::decode_prefix(r.rest())?;
+                let mut l = LearnedIndex {
                     map,
                     projection,
                     model,
                     whole_block: kind == KIND_BOURBON,
-                })
+                    thresholds: None,
+                };
+                if !rest.is_empty() {
+                    l.thresholds = Some(Thresholds::decode(rest, l.block_count(data_pages))?);
+                }
+                Index::Learned(l)
             }
             _ => return None,
         };
@@ -241,6 +254,14 @@ impl Index {
 }
 
 impl LearnedIndex {
+    /// Number of data blocks of a table of `data_pages` data pages.
+    pub fn block_count(&self, data_pages: u32) -> usize {
+        match &self.map {
+            BlockMap::Fixed { .. } => data_pages as usize,
+            BlockMap::Variable { page, .. } => page.len(),
+        }
+    }
+
     /// Block and slot of entry `ordinal`.
     pub fn locate(&self, ordinal: u64) -> Option<(usize, usize)> {
         match &self.map {
@@ -257,6 +278,47 @@ impl LearnedIndex {
                 Some((b, (o - *first.get(b)?) as usize))
             }
         }
+    }
+
+    /// The blocks a lookup with window `w` in a table of `entries` entries
+    /// may need: `(first, last, predicted)`.
+    pub fn window_blocks(&self, w: &Window, entries: u64) -> Option<(usize, usize, usize)> {
+        let (at, _) = self.locate(w.at)?;
+        Some(self.window_blocks_near(w, entries, at))
+    }
+
+    /// [`LearnedIndex::window_blocks`], stepping from block `near` (any
+    /// block; the result does not depend on it, only the steps taken).
+    pub fn window_blocks_near(
+        &self,
+        w: &Window,
+        entries: u64,
+        near: usize,
+    ) -> (usize, usize, usize) {
+        let last = entries.saturating_sub(1);
+        // A window is a fraction of a block: step to its ends rather than
+        // locate them afresh.
+        let at = self.step_to(near, w.at.min(last));
+        let lo = self.step_to(at, w.lo.min(last));
+        let hi = self.step_to(at, w.hi.min(last));
+        (lo.min(at), hi.max(at), at)
+    }
+
+    /// The block holding `ordinal`, found by stepping from block `b`.
+    pub fn step_to(&self, mut b: usize, ordinal: u64) -> usize {
+        let blocks = match &self.map {
+            // Bounded by the ordinal: a block starting at or below it
+            // exists when the table holds it.
+            BlockMap::Fixed { .. } => usize::MAX,
+            BlockMap::Variable { first, .. } => first.len(),
+        };
+        while b > 0 && self.block_first(b) > ordinal {
+            b -= 1;
+        }
+        while b + 1 < blocks && self.block_first(b + 1) <= ordinal {
+            b += 1;
+        }
+        b
     }
 
     /// Ordinal of the first entry of block `b`.
@@ -333,6 +395,7 @@ mod tests {
             projection: KeyProjection::default(),
             model: BoundedModel::default(),
             whole_block: false,
+            thresholds: None,
         };
         assert_eq!(l.locate(0), Some((0, 0)));
         assert_eq!(l.locate(24), Some((2, 4)));

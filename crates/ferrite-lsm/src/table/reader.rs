@@ -222,13 +222,16 @@ impl Table {
         exact_below: bool,
     ) -> Result<Option<Position>> {
         let x = l.projection.project(key);
-        let w = l.model.window(x).unwrap_or(ferrite_learned::Window {
-            lo: 0,
-            hi: 0,
-            at: 0,
-        });
+        let (w, p) = l.model.predict(x).unwrap_or((
+            ferrite_learned::Window {
+                lo: 0,
+                hi: 0,
+                at: 0,
+            },
+            0.0,
+        ));
         let corrupt = || Error::corruption(format!("table {}", self.id), "prediction out of range");
-        let (mut b, mut fetched) = self.window_start(l, key, &w)?.ok_or_else(corrupt)?;
+        let (mut b, mut fetched) = self.window_start(l, key, &w, p)?.ok_or_else(corrupt)?;
         let blocks = self.block_count();
         if !l.whole_block {
             let blk = match fetched.take() {
@@ -309,10 +312,12 @@ impl Table {
         }
     }
 
-    /// Where a learned lookup starts: the block of the model's prediction,
-    /// and that block if it had to be read. When the window spans several
-    /// blocks and the predicted one is not cached, the window's blocks are
-    /// read in one contiguous device read and the search starts in the one
+    /// Where a learned lookup starts: the block of the model's prediction
+    /// `p` (window `w`), and that block if it had to be read. When the
+    /// window spans several blocks, the index's thresholds name the one
+    /// that holds the key, if the table holds it. Without a threshold and
+    /// with the predicted block not cached, the window's blocks are read
+    /// in one contiguous device read and the search starts in the one
     /// whose last key is `>= key` (the only one that can hold it), so a
     /// prediction that lands beside the key's block costs a longer read,
     /// never a second one. Only that block enters the cache, as a sparse
@@ -322,14 +327,18 @@ impl Table {
         l: &LearnedIndex,
         key: &[u8],
         w: &ferrite_learned::Window,
+        p: f64,
     ) -> Result<Option<(usize, Option<Arc<Block>>)>> {
-        let Some((at, _)) = l.locate(w.at) else {
+        let Some((lo, hi, at)) = l.window_blocks(w, self.footer.entries) else {
             return Ok(None);
         };
-        let last = self.footer.entries.saturating_sub(1);
-        let block_of = |ordinal: u64| l.locate(ordinal.min(last)).map_or(at, |(b, _)| b);
-        let (lo, hi) = (block_of(w.lo).min(at), block_of(w.hi).max(at));
-        if lo == hi || hi - lo >= WINDOW_READ_BLOCKS {
+        if lo == hi {
+            return Ok(Some((at, None)));
+        }
+        if let Some(b) = l.thresholds.as_ref().and_then(|t| t.block(l, p, lo, hi)) {
+            return Ok(Some((b, None)));
+        }
+        if hi - lo >= WINDOW_READ_BLOCKS {
             return Ok(Some((at, None)));
         }
         if let Some(blk) = self.cache.get((self.id, at as u32)) {
@@ -536,6 +545,46 @@ mod tests {
             );
         }
         assert_eq!(dev.io_stats().reads - before, keys.len() as u64);
+    }
+
+    #[test]
+    fn thresholds_let_an_uncached_learned_lookup_read_one_block() {
+        // Irregular gaps and a window of up to a quarter of a block: many
+        // windows reach across a boundary, and the thresholds must send
+        // every lookup of a key the table holds to its own block.
+        let keys: Vec<Vec<u8>> = (0..20_000u64)
+            .map(|i| {
+                let x = (i ^ 0x5555).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                (x ^ (x >> 29)).to_be_bytes().to_vec()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let (t, dev) = learned_table(&keys, &[3; 100], 0);
+        let Index::Learned(l) = &t.index else {
+            panic!("asked for a learned index");
+        };
+        assert!(l.thresholds.is_some(), "windows span blocks here");
+        let crossing = keys
+            .iter()
+            .filter(|k| {
+                let (w, _) = l.model.predict(l.projection.project(k)).unwrap();
+                let (lo, hi, _) = l.window_blocks(&w, keys.len() as u64).unwrap();
+                lo < hi
+            })
+            .count();
+        assert!(crossing > keys.len() / 10, "{crossing} windows cross");
+        let before = dev.io_stats().read_bytes;
+        for k in &keys {
+            assert_eq!(
+                t.get(k, Bloom::hash(k)).unwrap(),
+                Some(Found::Value(vec![3; 100]))
+            );
+        }
+        assert_eq!(
+            dev.io_stats().read_bytes - before,
+            keys.len() as u64 * PAGE as u64
+        );
     }
 
     #[test]

@@ -1,0 +1,230 @@
+//! Block-boundary thresholds of a learned index: which block of a model's
+//! window holds a key, decided before any block is read.
+//!
+//! A model's window often reaches across a block boundary (its error bound
+//! is a sizeable part of a block's entries). Without more information a
+//! lookup must read every block the window touches, or read one and risk a
+//! second read. A sparse index never faces this, since its separators name
+//! one block; the price is a key per block.
+//!
+//! Here each boundary gets one byte: a threshold on the model's unrounded
+//! prediction `p` (which is a pure function of the key, see
+//! `BoundedModel::predict`). Boundary `b` lies between blocks `b - 1` and
+//! `b`; its threshold is `first ordinal of b + offset · step`, `step` one
+//! per table. Invariant, checked at build time over every key of the
+//! table: a key whose window's blocks include both sides of boundary `b`
+//! lies in block `b` or later exactly when `p >= threshold(b)`. A boundary
+//! no threshold separates that way (keys sharing a projection across it,
+//! a segment change that reorders predictions, an offset out of range)
+//! gets [`NONE`], and lookups whose windows reach across it read the
+//! window's blocks as before. Keys absent from the table may be sent to
+//! the wrong block; the lookup's walk to neighbouring blocks corrects
+//! that, as it does for a model's prediction.
+
+use super::index::LearnedIndex;
+
+/// The offset of a boundary no threshold separates.
+pub const NONE: i8 = i8::MIN;
+
+/// Largest offset magnitude a threshold may use.
+const MAX_OFFSET: f64 = 126.0;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    /// Entries per unit of offset.
+    step: f32,
+    /// Per boundary `b = 1..blocks`, at `b - 1`.
+    offsets: Vec<i8>,
+}
+
+impl Thresholds {
+    /// Fits thresholds for a table whose keys project to `xs` (one per
+    /// entry, in order, so ascending) and whose index (without thresholds) is `index`.
+    /// `None` when no window reaches across a boundary, or no boundary can
+    /// be given a threshold.
+    pub fn fit(
+        index: &LearnedIndex,
+        xs: impl IntoIterator<Item = u64>,
+        entries: u64,
+        blocks: usize,
+    ) -> Option<Self> {
+        if blocks < 2 {
+            return None;
+        }
+        // Per boundary: the largest prediction of a key before it and the
+        // smallest of a key after it, among keys whose window reaches
+        // across it.
+        let mut below = vec![f64::NEG_INFINITY; blocks];
+        let mut above = vec![f64::INFINITY; blocks];
+        let mut crossed = false;
+        let mut home = 0;
+        for (i, predicted) in index.model.predict_ascending(xs).enumerate() {
+            let (w, p) = predicted?;
+            home = index.step_to(home, i as u64);
+            let (first, last, _) = index.window_blocks_near(&w, entries, home);
+            if first == last {
+                continue;
+            }
+            for b in first + 1..=last.min(blocks - 1) {
+                if b <= home {
+                    above[b] = above[b].min(p);
+                } else {
+                    below[b] = below[b].max(p);
+                }
+                crossed = true;
+            }
+        }
+        if !crossed {
+            return None;
+        }
+        // The unit: the farthest any bound lies from its boundary, over
+        // the offsets available.
+        let reach = (1..blocks)
+            .flat_map(|b| {
+                let at = index.block_first(b) as f64;
+                [below[b] - at, above[b] - at]
+            })
+            .filter(|d| d.is_finite())
+            .fold(0.0f64, |m, d| m.max(d.abs()));
+        let step = ((reach + 1.0) / MAX_OFFSET).max(1.0 / 64.0) as f32;
+        let offsets: Vec<i8> = (1..blocks)
+            .map(|b| separate(index.block_first(b), below[b], above[b], step))
+            .collect();
+        offsets
+            .iter()
+            .any(|&o| o != NONE)
+            .then_some(Self { step, offsets })
+    }
+
+    /// The threshold of boundary `b`, whose block starts at ordinal
+    /// `first`.
+    fn at(&self, b: usize, first: u64) -> Option<f64> {
+        let o = *self.offsets.get(b.checked_sub(1)?)?;
+        (o != NONE).then(|| threshold(first, o, self.step))
+    }
+
+    /// The block among `first..=last` that holds a key the table holds,
+    /// predicted at `p`; `None` when a boundary between them has no
+    /// threshold.
+    pub fn block(&self, index: &LearnedIndex, p: f64, first: usize, last: usize) -> Option<usize> {
+        let mut b = first;
+        for boundary in first + 1..=last {
+            if p >= self.at(boundary, index.block_first(boundary))? {
+                b = boundary;
+            }
+        }
+        Some(b)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.offsets.capacity()
+    }
+
+    /// `step: f32 | count: u32 | count × offset: i8`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.step.to_le_bytes());
+        out.extend_from_slice(&(self.offsets.len() as u32).to_le_bytes());
+        out.extend(self.offsets.iter().map(|&o| o as u8));
+    }
+
+    /// Decodes what [`Thresholds::encode`] wrote for a table of `blocks`
+    /// blocks: exactly the encoding, one offset per boundary, and a
+    /// positive finite step.
+    pub fn decode(b: &[u8], blocks: usize) -> Option<Self> {
+        let (step, rest) = b.split_first_chunk::<4>()?;
+        let (count, rest) = rest.split_first_chunk::<4>()?;
+        let step = f32::from_le_bytes(*step);
+        let count = u32::from_le_bytes(*count) as usize;
+        if !(step.is_finite() && step > 0.0) || count != blocks.checked_sub(1)? {
+            return None;
+        }
+        (rest.len() == count).then(|| Self {
+            step,
+            offsets: rest.iter().map(|&o| o as i8).collect(),
+        })
+    }
+}
+
+/// The threshold an offset stands for; the one formula fitting and
+/// lookups share, so both compute the same `f64`.
+fn threshold(first: u64, offset: i8, step: f32) -> f64 {
+    first as f64 + offset as f64 * step as f64
+}
+
+/// The offset of a threshold `t` with `below < t <= above` for the
+/// boundary whose block starts at ordinal `first`, or [`NONE`].
+fn separate(first: u64, below: f64, above: f64, step: f32) -> i8 {
+    if below == f64::NEG_INFINITY && above == f64::INFINITY {
+        // No window reaches across: never consulted.
+        return NONE;
+    }
+    let unit = step as f64;
+    let at = first as f64;
+    let start = if below.is_finite() {
+        ((below - at) / unit).floor()
+    } else {
+        ((above - at) / unit).floor()
+    };
+    // Rounding may put the first candidate a unit off either way.
+    for q in [start - 1.0, start, start + 1.0, start + 2.0] {
+        if q.abs() > MAX_OFFSET {
+            continue;
+        }
+        let t = threshold(first, q as i8, step);
+        if below < t && t <= above {
+            return q as i8;
+        }
+    }
+    NONE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_separating_offset_lies_between_the_bounds() {
+        for (first, below, above) in [
+            (100u64, 99.2, 100.4),
+            (100, 100.9, 101.0),
+            (100, f64::NEG_INFINITY, 98.5),
+            (100, 101.0, f64::INFINITY),
+            (7, 6.999, 7.001),
+        ] {
+            let step = 1.0 / 64.0;
+            let o = separate(first, below, above, step);
+            assert_ne!(o, NONE, "{first} {below} {above}");
+            let t = threshold(first, o, step);
+            assert!(below < t && t <= above, "{t} not in ({below}, {above}]");
+        }
+    }
+
+    #[test]
+    fn bounds_in_the_wrong_order_or_out_of_reach_have_no_threshold() {
+        assert_eq!(separate(100, 101.0, 100.5, 0.25), NONE);
+        assert_eq!(separate(100, 101.0, 101.0, 0.25), NONE);
+        assert_eq!(separate(100, 200.0, 300.0, 0.25), NONE);
+        assert_eq!(separate(100, f64::NEG_INFINITY, f64::INFINITY, 0.25), NONE);
+    }
+
+    #[test]
+    fn decoding_takes_exactly_one_offset_per_boundary() {
+        let t = Thresholds {
+            step: 0.125,
+            offsets: vec![3, NONE, -7],
+        };
+        let mut enc = Vec::new();
+        t.encode(&mut enc);
+        assert_eq!(Thresholds::decode(&enc, 4), Some(t.clone()));
+        assert_eq!(Thresholds::decode(&enc, 3), None);
+        assert_eq!(Thresholds::decode(&enc[..enc.len() - 1], 4), None);
+        let mut long = enc.clone();
+        long.push(0);
+        assert_eq!(Thresholds::decode(&long, 4), None);
+        for bad in [0.0f32, -1.0, f32::NAN, f32::INFINITY] {
+            let mut e = enc.clone();
+            e[..4].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(Thresholds::decode(&e, 4), None, "{bad}");
+        }
+    }
+}

@@ -11,7 +11,11 @@
 //!    and with 10% of it ("cache10"), and read in alternating chunks:
 //!    uniform and zipfian lookups of loaded keys (throughput and P99,
 //!    judged by the median of side-by-side chunk ratios), and the
-//!    read/write-ratio sweep (zipfian, updates).
+//!    read/write-ratio sweep (zipfian, updates). The loaded stores are
+//!    also copied into memory and read at 10% cache behind emulated
+//!    devices of fixed read latency, since what a learned index saves (CPU
+//!    time per lookup) weighs against the device read each uncached lookup
+//!    waits on.
 //! 2. **Against RocksDB** (only in builds with `--features rocksdb`): the
 //!    `ferrite bench` harness with `lsm` and `rocksdb`, same data, same
 //!    cache budget (index and filter blocks charged to it in both), same
@@ -28,17 +32,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ferrite::{KeyRange, KvStore, Options, SyncMode, WriteBatch};
+use ferrite_io::{AlignedBuf, BlockDevice, Latency, LatencyDevice, LatencyProfile, MemDevice};
 use ferrite_learned::FitKind;
 use ferrite_lsm::block_cache::BlockCache;
 use ferrite_lsm::table::bloom::Bloom;
 use ferrite_lsm::table::{BuiltTable, Table, TableBuilder};
 use ferrite_lsm::table_space::TableSpace;
-use ferrite_lsm::{IndexKind, LsmOptions, LsmStore};
+use ferrite_lsm::{Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -148,6 +153,10 @@ const SWEEP: [(u32, &str); 6] = [
 
 const VARIANTS: [&str; 2] = ["sparse", "learned"];
 
+/// Read latencies, in microseconds, of the emulated devices the uniform
+/// reads at 10% cache are repeated on (0: memory behind no delay).
+const DEVICE_READ_US: [u64; 4] = [0, 5, 10, 20];
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct ReadRun {
     ops: u64,
@@ -223,6 +232,10 @@ struct ShapeResults {
     cache_bytes: BTreeMap<String, u64>,
     /// Sweep ratio → per variant: (reads per second, all ops per second).
     sweep: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Emulated device read latency (µs) → per variant: uniform reads at
+    /// 10% cache on the loaded stores copied into memory.
+    #[serde(default)]
+    devices: BTreeMap<u64, Vec<ReadRun>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -285,13 +298,81 @@ fn lsm_options(index: IndexKind, records: u64, shape: &Shape) -> LsmOptions {
     }
 }
 
-fn open_lsm(dir: &Path, lsm: LsmOptions, cache: u64) -> Result<LsmStore> {
-    let opts = Options {
+fn store_options(cache: u64) -> Options {
+    Options {
         cache_bytes: cache.max(1 << 20),
         sync: SyncMode::Never,
         ..Options::default()
-    };
-    LsmStore::open(dir, &opts, lsm).map_err(store_err)
+    }
+}
+
+fn open_lsm(dir: &Path, lsm: LsmOptions, cache: u64) -> Result<LsmStore> {
+    LsmStore::open(dir, &store_options(cache), lsm).map_err(store_err)
+}
+
+/// A closed store's devices copied into memory, to be opened again behind
+/// an emulated device.
+struct MemoryCopy {
+    tables: Arc<MemDevice>,
+    manifest: [Arc<MemDevice>; 2],
+    wal: [Arc<MemDevice>; WAL_DEVICES],
+}
+
+impl MemoryCopy {
+    /// Copies the (closed) store in `dir`.
+    fn of(dir: &Path) -> Result<Self> {
+        let on_disk = Devices::open_dir(dir, false).map_err(store_err)?;
+        let mut buf = AlignedBuf::zeroed(8 << 20);
+        let mut copy = |src: &Arc<dyn BlockDevice>| -> Result<Arc<MemDevice>> {
+            let dst = MemDevice::new();
+            let len = src.len();
+            // Sized once: growing by writes would briefly hold two copies.
+            dst.set_len(len).map_err(device_err)?;
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(buf.len() as u64) as usize;
+                src.read_at(&mut buf[..n], at).map_err(device_err)?;
+                dst.write_at(&buf[..n], at).map_err(device_err)?;
+                at += n as u64;
+            }
+            Ok(Arc::new(dst))
+        };
+        let tables = copy(&on_disk.tables)?;
+        let manifest = [copy(&on_disk.manifest[0])?, copy(&on_disk.manifest[1])?];
+        let mut wal = Vec::with_capacity(WAL_DEVICES);
+        for d in &on_disk.wal {
+            wal.push(copy(d)?);
+        }
+        let wal = wal
+            .try_into()
+            .map_err(|_| BenchError::Config("swiftkv: WAL device count".into()))?;
+        Ok(Self {
+            tables,
+            manifest,
+            wal,
+        })
+    }
+
+    /// The copy as a store's devices, every table read taking `read`
+    /// (measured from when it starts, so the copy's own time counts).
+    fn devices(&self, read: Duration) -> Result<Devices> {
+        let profile = LatencyProfile {
+            read: Latency::Fixed(read),
+            write: Latency::Zero,
+            sync: Latency::Zero,
+        };
+        let tables = LatencyDevice::new(self.tables.clone(), profile, 1).map_err(device_err)?;
+        let shared = |d: &Arc<MemDevice>| -> Arc<dyn BlockDevice> { d.clone() };
+        Ok(Devices {
+            tables: Arc::new(tables),
+            manifest: self.manifest.each_ref().map(shared),
+            wal: self.wal.each_ref().map(shared),
+        })
+    }
+}
+
+fn device_err(e: ferrite_io::DeviceError) -> BenchError {
+    store_err(e.into())
 }
 
 fn store_err(e: ferrite::Error) -> BenchError {
@@ -485,6 +566,8 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
     }
     drop(stores);
     let data = r.table_bytes.iter().copied().max().unwrap_or(1 << 20);
+    progress("emulated devices");
+    r.devices = device_sweep(&dirs, kinds, &keys, shape, s, data / 10)?;
     for (setting, cache) in [("incache", data * 2), ("cache10", data / 10)] {
         progress(setting);
         r.cache_bytes.insert(setting.into(), cache);
@@ -560,6 +643,56 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
 
 /// Builds tables from sorted `keys` with `value_len`-byte values, cut
 /// at `table_bytes` as the engine cuts them, handing each to `emit`.
+/// Uniform reads at cache `cache` on both variants' stores (in `dirs`,
+/// closed) copied into memory, behind a fixed read latency per
+/// [`DEVICE_READ_US`], side by side in alternating chunks as on the disk.
+fn device_sweep(
+    dirs: &[PathBuf],
+    kinds: [IndexKind; 2],
+    keys: &KeySet,
+    shape: &Shape,
+    s: &Sizes,
+    cache: u64,
+) -> Result<BTreeMap<u64, Vec<ReadRun>>> {
+    let copies: Vec<MemoryCopy> = dirs
+        .iter()
+        .map(|d| MemoryCopy::of(d))
+        .collect::<Result<_>>()?;
+    let mut out = BTreeMap::new();
+    for us in DEVICE_READ_US {
+        let stores: Vec<LsmStore> = copies
+            .iter()
+            .zip(kinds)
+            .map(|(c, k)| {
+                let devices = c.devices(Duration::from_micros(us))?;
+                LsmStore::open_on(
+                    devices,
+                    &store_options(cache),
+                    lsm_options(k, s.records, shape),
+                )
+                .map_err(store_err)
+            })
+            .collect::<Result<_>>()?;
+        let warm = Mix {
+            ops: s.warmup,
+            chunks: 2,
+            zipf: false,
+            reads_in_ten: 10,
+            seed: 1,
+        };
+        drive(&stores, keys, shape, s.records, warm)?;
+        let measured = Mix {
+            ops: s.ops_cache10,
+            chunks: s.chunks,
+            seed: 2,
+            ..warm
+        };
+        let runs = drive(&stores, keys, shape, s.records, measured)?;
+        out.insert(us, runs.into_iter().map(|(run, _)| run).collect());
+    }
+    Ok(out)
+}
+
 fn cut_tables(
     keys: &[Vec<u8>],
     value_len: usize,
@@ -1120,6 +1253,12 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
                 ratio(runs, |x| x.p99_us),
             );
         }
+        for (us, runs) in &sr.devices {
+            m.insert(
+                format!("{shape}_speedup_cache10_uniform_device_{us}us"),
+                speedup(runs),
+            );
+        }
         let speed = |case: &str| sr.reads.get(case).map_or(f64::NAN, |v| speedup(v));
         keep_min("read_speedup_vs_sparse_incache", speed("incache/uniform"));
         keep_min("read_speedup_vs_sparse_cache10", speed("cache10/uniform"));
@@ -1299,6 +1438,39 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
              uncached lookup and the index's CPU time is a small part of a lookup's.\n",
             sr.reads.values().next().and_then(|v| v.first()).map_or(0, |r| r.chunk_ops_per_sec.len())
         );
+        if !sr.devices.is_empty() {
+            let _ = writeln!(
+                md,
+                "Uniform reads at 10% cache on emulated devices: both variants' loaded stores copied into memory, \
+                 every table read taking a fixed time (counted from when it starts, so the copy's own time is \
+                 part of it), with the warm-up and alternating chunks of the disk runs. The last row is the disk \
+                 run above.\n\n\
+                 | device | sparse kops/s | learned kops/s | speedup (pooled) | speedup (median of chunks) | sparse p50 µs | learned p50 µs | device KiB read/op (sparse, learned) |\n\
+                 |---|---|---|---|---|---|---|---|"
+            );
+            let mut row = |device: String, runs: &[ReadRun]| {
+                if let [a, b] = runs {
+                    let _ = writeln!(
+                        md,
+                        "| {device} | {:.1} | {:.1} | {:.2}× | {:.2}× | {:.1} | {:.1} | {:.2}, {:.2} |",
+                        a.kops(),
+                        b.kops(),
+                        b.kops() / a.kops(),
+                        speedup(runs),
+                        a.p50_us,
+                        b.p50_us,
+                        a.read_bytes_per_op / 1024.0,
+                        b.read_bytes_per_op / 1024.0,
+                    );
+                }
+            };
+            for (us, runs) in &sr.devices {
+                row(format!("memory, reads take {us} µs"), runs);
+            }
+            if let Some(runs) = sr.reads.get("cache10/uniform") {
+                row("this host's disk (O_DIRECT)".into(), runs);
+            }
+        }
         let _ = writeln!(
             md,
             "\nRead/write-ratio sweep (zipfian, cache = 10% of data; updates overwrite loaded keys; \

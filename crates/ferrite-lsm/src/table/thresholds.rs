@@ -61,6 +61,11 @@ impl Thresholds {
         for (i, predicted) in index.model.predict_ascending(xs).enumerate() {
             let (w, p) = predicted?;
             home = index.step_to(home, i as u64);
+            // Most windows lie inside the key's own block (its ordinal is
+            // in the window): nothing to step through.
+            if index.block_first(home) <= w.lo && w.hi < index.block_first(home + 1) {
+                continue;
+            }
             let (first, last, _) = index.window_blocks_near(&w, entries, home);
             if first == last {
                 continue;

@@ -1335,7 +1335,8 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     let _ = writeln!(
         md,
         "# SwiftKV: learned SSTable index blocks in an LSM-tree (`swiftkv`)\n\n\
-         The LSM engine (`crates/ferrite-lsm`) with learned index blocks (two-level Greedy-PLR + LR, ε = 32 entries capped at a quarter of a table's entries per block) \
+         The LSM engine (`crates/ferrite-lsm`) with learned index blocks (two-level Greedy-PLR + LR, ε = 32 entries capped at a quarter of a table's entries per block, \
+         and a one-byte threshold per block boundary naming which block of a window holds a key) \
          against the same engine with sparse index blocks (one shortened separator per 4 KiB block, binary search), \
          loaded with the same records in the same random order, side by side in alternating chunks (a variant's load time \
          covers its writes and the flushes and compactions they cause: each chunk ends when the store has settled), durability `never`, \
@@ -1432,10 +1433,11 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
              moves one ratio rather than the whole result. \
              With every block cached, a learned lookup replaces the binary search over the index block with one \
              prediction and searches a few slots of the predicted block. With 10% cached, lookups wait on the device: \
-             a sparse lookup reads the one block its separator names, and a learned one reads the block of its \
-             prediction, or, when the model's window spans two blocks and the predicted one is not cached, both \
-             in one contiguous read (the device column counts those bytes), so both variants do one read per \
-             uncached lookup and the index's CPU time is a small part of a lookup's.\n",
+             a sparse lookup reads the one block its separator names, and a learned one the block its prediction \
+             names, or, when the model's window spans two blocks, the one the index's block-boundary thresholds \
+             name (one byte per boundary; where a boundary has none, both blocks in one contiguous read, which \
+             the device column counts). Both variants thus read about one block per uncached lookup, and the \
+             index's CPU time is a small part of a lookup's.\n",
             sr.reads.values().next().and_then(|v| v.first()).map_or(0, |r| r.chunk_ops_per_sec.len())
         );
         if !sr.devices.is_empty() {

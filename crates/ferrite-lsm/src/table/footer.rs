@@ -130,18 +130,20 @@ impl Properties {
 mod tests {
     use super::*;
 
+    const FOOTER: Footer = Footer {
+        data_pages: 9,
+        meta_pages: 1,
+        entries: 1234,
+        filter_len: 100,
+        index_len: 50,
+        props_len: 12,
+        index_kind: 1,
+        deletes: 3,
+    };
+
     #[test]
     fn footer_and_properties_round_trip() {
-        let f = Footer {
-            data_pages: 9,
-            meta_pages: 1,
-            entries: 1234,
-            filter_len: 100,
-            index_len: 50,
-            props_len: 12,
-            index_kind: 1,
-            deletes: 3,
-        };
+        let f = FOOTER;
         let mut region = vec![5u8; 4096 - FOOTER_LEN];
         f.encode_into(&mut region);
         assert_eq!(region.len(), 4096);
@@ -164,13 +166,8 @@ mod tests {
     fn older_table_versions_are_read_and_newer_ones_refused() {
         let f = Footer {
             data_pages: 1,
-            meta_pages: 1,
             entries: 1,
-            filter_len: 0,
-            index_len: 0,
-            props_len: 0,
-            index_kind: 0,
-            deletes: 0,
+            ..FOOTER
         };
         let mut region = vec![0u8; 4096 - FOOTER_LEN];
         f.encode_into(&mut region);

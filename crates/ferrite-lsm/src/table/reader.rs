@@ -524,18 +524,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_uncached_learned_lookup_reads_the_device_once() {
-        // Keys with irregular gaps, so the model's windows often span a
-        // block boundary; a cache too small to keep any block.
-        let keys: Vec<Vec<u8>> = (0..20_000u64)
+    /// 20000 keys with irregular gaps, ascending.
+    fn irregular_keys() -> Vec<Vec<u8>> {
+        (0..20_000u64)
             .map(|i| {
                 let x = (i ^ 0x5555).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 (x ^ (x >> 29)).to_be_bytes().to_vec()
             })
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn an_uncached_learned_lookup_reads_the_device_once() {
+        // Keys with irregular gaps, so the model's windows often span a
+        // block boundary; a cache too small to keep any block.
+        let keys = irregular_keys();
         let (t, dev) = learned_table(&keys, &[3; 40], 0);
         let before = dev.io_stats().reads;
         for k in &keys {
@@ -552,14 +557,7 @@ mod tests {
         // Irregular gaps and a window of up to a quarter of a block: many
         // windows reach across a boundary, and the thresholds must send
         // every lookup of a key the table holds to its own block.
-        let keys: Vec<Vec<u8>> = (0..20_000u64)
-            .map(|i| {
-                let x = (i ^ 0x5555).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                (x ^ (x >> 29)).to_be_bytes().to_vec()
-            })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let keys = irregular_keys();
         let (t, dev) = learned_table(&keys, &[3; 100], 0);
         let Index::Learned(l) = &t.index else {
             panic!("asked for a learned index");

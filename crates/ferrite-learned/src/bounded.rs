@@ -65,6 +65,20 @@ pub struct Window {
     pub at: u64,
 }
 
+/// A prediction before rounding: `p`, and the window's ends `p - above`
+/// and `p + below` as the segment's line and bounds give them
+/// (`lo <= p <= hi`). Its window rounds `lo` down and `hi` up and clamps
+/// both to the model's positions, so for integers `a <= b` with `a` a
+/// position, the window lies inside `a..=b` when `lo >= a` (or `a == 0`)
+/// and `hi <= b` (or `b` is the last position or beyond): callers may test
+/// that without rounding.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub p: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
 /// A fitted model; see the module docs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoundedModel {
@@ -236,12 +250,11 @@ impl BoundedModel {
         self.predict_in(i, x)
     }
 
-    /// [`BoundedModel::predict`] of every `x` of an ascending sequence,
-    /// finding segments by walking forward rather than by search.
-    pub fn predict_ascending<'a, I>(
-        &'a self,
-        xs: I,
-    ) -> impl Iterator<Item = Option<(Window, f64)>> + 'a
+    /// The [`Estimate`] of every `x` of an ascending sequence, finding
+    /// segments by walking forward rather than by search;
+    /// [`BoundedModel::window_of`] turns one into what
+    /// [`BoundedModel::predict`] returns for its `x`.
+    pub fn estimate_ascending<'a, I>(&'a self, xs: I) -> impl Iterator<Item = Estimate> + 'a
     where
         I: IntoIterator<Item = u64>,
         I::IntoIter: 'a,
@@ -256,31 +269,49 @@ impl BoundedModel {
             while self.first_x.get(next).is_some_and(|&f| f <= x) {
                 next += 1;
             }
-            self.predict_in(next.checked_sub(1), x)
+            self.estimate_in(next.checked_sub(1), x)
         })
     }
 
-    /// The prediction for `x` by segment `i` (`None`: below every segment).
-    fn predict_in(&self, i: Option<usize>, x: u64) -> Option<(Window, f64)> {
+    /// The estimate for `x` by segment `i` (`None`: below every segment).
+    #[inline]
+    fn estimate_in(&self, i: Option<usize>, x: u64) -> Estimate {
+        let line = i.and_then(|i| Some((*self.first_x.get(i)?, *self.lines.get(i)?)));
+        match line {
+            Some((first, line)) => {
+                let p = line.intercept + line.slope * (x - first) as f64;
+                Estimate {
+                    p,
+                    lo: p - line.above as f64,
+                    hi: p + line.below as f64,
+                }
+            }
+            // Below every fitted key: the answer is the first position.
+            None => Estimate {
+                p: 0.0,
+                lo: 0.0,
+                hi: 0.0,
+            },
+        }
+    }
+
+    /// The window an estimate stands for: its ends rounded outwards and
+    /// clamped to the model's positions (`None` for an empty model).
+    #[inline]
+    pub fn window_of(&self, e: Estimate) -> Option<Window> {
         if self.len == 0 {
             return None;
         }
-        let Some(i) = i else {
-            // Below every fitted key: the answer is the first position.
-            let w = Window {
-                lo: 0,
-                hi: 0,
-                at: 0,
-            };
-            return Some((w, 0.0));
-        };
-        let (first, line) = (*self.first_x.get(i)?, *self.lines.get(i)?);
-        let p = line.intercept + line.slope * (x - first) as f64;
         let last = (self.len - 1) as f64;
-        let lo = (p - line.above as f64).floor().clamp(0.0, last) as u64;
-        let hi = ((p + line.below as f64).ceil().clamp(0.0, last) as u64).max(lo);
-        let at = (p.round().clamp(0.0, last) as u64).clamp(lo, hi);
-        Some((Window { lo, hi, at }, p))
+        let lo = e.lo.floor().clamp(0.0, last) as u64;
+        let hi = (e.hi.ceil().clamp(0.0, last) as u64).max(lo);
+        let at = (e.p.round().clamp(0.0, last) as u64).clamp(lo, hi);
+        Some(Window { lo, hi, at })
+    }
+
+    fn predict_in(&self, i: Option<usize>, x: u64) -> Option<(Window, f64)> {
+        let e = self.estimate_in(i, x);
+        Some((self.window_of(e)?, e.p))
     }
 
     pub fn segment_count(&self) -> usize {
@@ -653,6 +684,28 @@ mod tests {
             let pos: Vec<u64> = (0..xs.len() as u64).collect();
             let m = BoundedModel::fit_parallel(&xs, &pos, xs.len() as u64, FitKind::TwoLevel, 4.0, pieces);
             check_all_inside(&xs, &pos, &m);
+        }
+
+        #[test]
+        fn estimates_round_to_what_predict_returns(
+            mut xs in proptest::collection::vec(any::<u64>(), 1..300),
+            mut probes in proptest::collection::vec(any::<u64>(), 0..300),
+            eps in 0.0f64..32.0,
+        ) {
+            xs.sort_unstable();
+            xs.dedup();
+            let pos: Vec<u64> = (0..xs.len() as u64).map(|i| 3 * i).collect();
+            let m = BoundedModel::fit(&xs, &pos, 3 * xs.len() as u64, FitKind::TwoLevel, eps);
+            // Fitted keys and others, ascending, then out of order.
+            probes.extend_from_slice(&xs);
+            probes.sort_unstable();
+            let reversed: Vec<u64> = probes.iter().rev().copied().collect();
+            for seq in [&probes, &reversed] {
+                for (e, &x) in m.estimate_ascending(seq.iter().copied()).zip(seq) {
+                    prop_assert!(e.lo <= e.p && e.p <= e.hi);
+                    prop_assert_eq!(m.window_of(e).map(|w| (w, e.p)), m.predict(x));
+                }
+            }
         }
 
         #[test]

@@ -29,6 +29,6 @@ pub mod projection;
 pub mod refinement;
 pub mod segmentation;
 
-pub use bounded::{BoundedModel, FitKind, Window, BOUNDED_SEGMENT_BYTES};
+pub use bounded::{BoundedModel, Estimate, FitKind, Window, BOUNDED_SEGMENT_BYTES};
 pub use model::{FitOptions, PiecewiseModel, Prediction, Segment, SEGMENT_BYTES};
 pub use projection::KeyProjection;

@@ -211,7 +211,7 @@ impl TableBuilder {
                     thresholds: None,
                 };
                 let blocks = learned.block_count(data_pages);
-                learned.thresholds = Thresholds::fit(&learned, every, self.entries, blocks);
+                learned.thresholds = Thresholds::fit(&learned, every, blocks);
                 Index::Learned(learned)
             }
         };

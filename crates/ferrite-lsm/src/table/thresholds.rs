@@ -38,14 +38,14 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
-    /// Fits thresholds for a table whose keys project to `xs` (one per
-    /// entry, in order, so ascending) and whose index (without thresholds) is `index`.
-    /// `None` when no window reaches across a boundary, or no boundary can
-    /// be given a threshold.
+    /// Fits thresholds for a table of `blocks` blocks (each holding an
+    /// entry at least) whose keys project to `xs` (one per entry, in
+    /// order, so ascending) and whose index (without thresholds) is
+    /// `index`. `None` when no window reaches across a boundary, or no
+    /// boundary can be given a threshold.
     pub fn fit(
         index: &LearnedIndex,
         xs: impl IntoIterator<Item = u64>,
-        entries: u64,
         blocks: usize,
     ) -> Option<Self> {
         if blocks < 2 {
@@ -58,25 +58,46 @@ impl Thresholds {
         let mut above = vec![f64::INFINITY; blocks];
         let mut crossed = false;
         let mut home = 0;
-        for (i, predicted) in index.model.predict_ascending(xs).enumerate() {
-            let (w, p) = predicted?;
-            home = index.step_to(home, i as u64);
-            // Most windows lie inside the key's own block (its ordinal is
-            // in the window): nothing to step through.
-            if index.block_first(home) <= w.lo && w.hi < index.block_first(home + 1) {
-                continue;
-            }
-            let (first, last, _) = index.window_blocks_near(&w, entries, home);
-            if first == last {
-                continue;
-            }
-            for b in first + 1..=last.min(blocks - 1) {
-                if b <= home {
-                    above[b] = above[b].min(p);
+        let mut next = index.block_first(1);
+        // Boundary `b` (its block's first ordinal `f`, `1 <= f <=` the
+        // last ordinal) lies inside the rounded, clamped window exactly
+        // when `lo < f` and `hi > f - 1`, so no window need be rounded.
+        // A window with `lo >= low_edge` and `hi <= high_edge` crosses
+        // none of its key's block's boundaries, nor any beyond them: most
+        // keys cost these two tests.
+        let mut low_edge = f64::NEG_INFINITY;
+        let mut high_edge = (next - 1) as f64;
+        for (i, e) in index.model.estimate_ascending(xs).enumerate() {
+            let i = i as u64;
+            if i >= next {
+                home = index.step_to(home, i);
+                next = index.block_first(home + 1);
+                low_edge = index.block_first(home) as f64;
+                high_edge = if home + 1 < blocks {
+                    (next - 1) as f64
                 } else {
-                    below[b] = below[b].max(p);
+                    f64::INFINITY
+                };
+            }
+            let (p, lo, hi) = (e.p, e.lo, e.hi);
+            if lo >= low_edge && hi <= high_edge {
+                continue;
+            }
+            let mut b = home;
+            while b >= 1 && lo < index.block_first(b) as f64 {
+                if hi > (index.block_first(b) - 1) as f64 {
+                    above[b] = above[b].min(p);
+                    crossed = true;
                 }
-                crossed = true;
+                b -= 1;
+            }
+            let mut b = home + 1;
+            while b < blocks && hi > (index.block_first(b) - 1) as f64 {
+                if lo < index.block_first(b) as f64 {
+                    below[b] = below[b].max(p);
+                    crossed = true;
+                }
+                b += 1;
             }
         }
         if !crossed {
@@ -186,6 +207,114 @@ fn separate(first: u64, below: f64, above: f64, step: f32) -> i8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::index::BlockMap;
+    use ferrite_learned::{BoundedModel, FitKind, KeyProjection};
+    use proptest::prelude::*;
+
+    /// The bounds [`Thresholds::fit`] gathers, found the long way: every
+    /// key's window rounded and located block by block.
+    fn reference(
+        index: &LearnedIndex,
+        xs: &[u64],
+        entries: u64,
+        blocks: usize,
+    ) -> Option<Thresholds> {
+        let mut below = vec![f64::NEG_INFINITY; blocks];
+        let mut above = vec![f64::INFINITY; blocks];
+        for (i, &x) in xs.iter().enumerate() {
+            let (w, p) = index.model.predict(x)?;
+            let (home, _) = index.locate(i as u64)?;
+            let (first, last, _) = index.window_blocks(&w, entries)?;
+            for b in first + 1..=last.min(blocks - 1) {
+                if b <= home {
+                    above[b] = above[b].min(p);
+                } else {
+                    below[b] = below[b].max(p);
+                }
+            }
+        }
+        let reach = (1..blocks)
+            .flat_map(|b| {
+                let at = index.block_first(b) as f64;
+                [below[b] - at, above[b] - at]
+            })
+            .filter(|d| d.is_finite())
+            .fold(0.0f64, |m, d| m.max(d.abs()));
+        let step = ((reach + 1.0) / MAX_OFFSET).max(1.0 / 64.0) as f32;
+        let offsets: Vec<i8> = (1..blocks)
+            .map(|b| separate(index.block_first(b), below[b], above[b], step))
+            .collect();
+        offsets
+            .iter()
+            .any(|&o| o != NONE)
+            .then_some(Thresholds { step, offsets })
+    }
+
+    fn index_over(
+        xs: &[u64],
+        block_sizes: &[u32],
+        fixed: bool,
+        kind: FitKind,
+        eps: f64,
+    ) -> (LearnedIndex, usize) {
+        let entries = xs.len() as u64;
+        let (mut px, mut pos) = (Vec::new(), Vec::new());
+        for (i, &x) in xs.iter().enumerate() {
+            if px.last().is_none_or(|&l| l < x) {
+                px.push(x);
+                pos.push(i as u64);
+            }
+        }
+        let model = BoundedModel::fit(&px, &pos, entries, kind, eps);
+        let (map, blocks) = if fixed {
+            let per_page = block_sizes[0];
+            (
+                BlockMap::Fixed { per_page, entries },
+                entries.div_ceil(per_page as u64) as usize,
+            )
+        } else {
+            let mut first = Vec::new();
+            let mut at = 0u64;
+            for &size in block_sizes.iter().cycle() {
+                if at >= entries {
+                    break;
+                }
+                first.push(at as u32);
+                at += size as u64;
+            }
+            let blocks = first.len();
+            let page = (0..blocks as u32).collect();
+            (BlockMap::Variable { first, page }, blocks)
+        };
+        let index = LearnedIndex {
+            map,
+            projection: KeyProjection::for_keys([&[0u8; 8][..], &[0xFF; 8][..]]),
+            model,
+            whole_block: false,
+            thresholds: None,
+        };
+        (index, blocks)
+    }
+
+    proptest! {
+        #[test]
+        fn fitting_from_unrounded_windows_matches_rounded_ones(
+            gaps in proptest::collection::vec(
+                prop_oneof![4 => 0u64..3, 4 => 1u64..1_000, 1 => 1u64..1_000_000_000],
+                2..3_000,
+            ),
+            block_sizes in proptest::collection::vec(1u32..300, 1..20),
+            fixed in any::<bool>(),
+            kind in prop_oneof![Just(FitKind::Linear), Just(FitKind::Piecewise), Just(FitKind::TwoLevel)],
+            eps in 1.0f64..80.0,
+        ) {
+            let xs: Vec<u64> = gaps.iter().scan(0u64, |x, g| { *x += g; Some(*x) }).collect();
+            let (index, blocks) = index_over(&xs, &block_sizes, fixed, kind, eps);
+            prop_assume!(blocks >= 2);
+            let fitted = Thresholds::fit(&index, xs.iter().copied(), blocks);
+            prop_assert_eq!(fitted, reference(&index, &xs, xs.len() as u64, blocks));
+        }
+    }
 
     #[test]
     fn a_separating_offset_lies_between_the_bounds() {

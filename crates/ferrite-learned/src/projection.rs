@@ -66,7 +66,14 @@ impl KeyProjection {
     /// table builder projects every key it writes.
     pub fn project_sharing(&self, key: &[u8]) -> u64 {
         debug_assert!(key.starts_with(&self.prefix));
-        let rest = key.get(self.prefix.len()..).unwrap_or_default();
+        Self::bytes_after(key, self.prefix.len())
+    }
+
+    /// The eight bytes of `key` from `at`, big-endian, zero-padded: what a
+    /// projection dropping `at` bytes gives a key sharing its prefix.
+    #[inline]
+    pub fn bytes_after(key: &[u8], at: usize) -> u64 {
+        let rest = key.get(at..).unwrap_or_default();
         match rest.first_chunk::<8>() {
             Some(b) => u64::from_be_bytes(*b),
             None => {

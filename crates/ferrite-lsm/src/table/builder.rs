@@ -7,12 +7,13 @@
 
 use std::time::Instant;
 
-use ferrite_learned::{BoundedModel, FitKind, KeyProjection};
+use ferrite_learned::{BoundedModel, FitKind};
 
 use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
 use super::bloom::Bloom;
 use super::footer::{Footer, Properties, FOOTER_LEN};
 use super::index::{shortest_separator, BlockMap, Index, LearnedIndex, SparseIndex};
+use super::projected_keys::ProjectedKeys;
 use super::thresholds::Thresholds;
 use crate::options::IndexKind;
 
@@ -42,10 +43,8 @@ pub struct TableBuilder {
     separators: Vec<Vec<u8>>,
     last_key: Vec<u8>,
     first_key: Vec<u8>,
-    /// Every key, back to back, for the model (fitted at `finish`, when
-    /// the table's common prefix is known).
-    keys: Vec<u8>,
-    key_ends: Vec<u32>,
+    /// Every key's model input (the model is fitted at `finish`).
+    projected: ProjectedKeys,
     hashes: Vec<u64>,
     entries: u64,
     deletes: u32,
@@ -67,8 +66,7 @@ impl TableBuilder {
             separators: Vec::new(),
             last_key: Vec::new(),
             first_key: Vec::new(),
-            keys: Vec::new(),
-            key_ends: Vec::new(),
+            projected: ProjectedKeys::default(),
             hashes: Vec::new(),
             entries: 0,
             deletes: 0,
@@ -113,8 +111,7 @@ impl TableBuilder {
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         if self.kind != IndexKind::Sparse {
-            self.keys.extend_from_slice(key);
-            self.key_ends.push(self.keys.len() as u32);
+            self.projected.push(&self.first_key, key);
         }
         self.hashes.push(Bloom::hash(key));
         self.entries += 1;
@@ -154,19 +151,9 @@ impl TableBuilder {
                 page: std::mem::take(&mut self.block_page),
             }),
             Some((fit, eps, whole_block)) => {
-                let projection =
-                    KeyProjection::for_keys([self.first_key.as_slice(), self.last_key.as_slice()]);
-                // One point per distinct projection: its first ordinal.
-                // Every key lies between the first and the last, so all
-                // share the projection's prefix.
-                let n = self.key_ends.len();
-                let mut every = Vec::with_capacity(n);
-                let mut start = 0usize;
-                for &end in &self.key_ends {
-                    let key = self.keys.get(start..end as usize).unwrap_or_default();
-                    start = end as usize;
-                    every.push(projection.project_sharing(key));
-                }
+                let (projection, every) =
+                    std::mem::take(&mut self.projected).finish(&self.first_key);
+                let n = every.len();
                 let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
                 for (i, &x) in every.iter().enumerate() {
                     if xs.last().is_none_or(|&l| l < x) {

@@ -3,7 +3,8 @@
 //! A table is data blocks (`block`), then a meta region with a bloom
 //! filter (`bloom`), an index block (`index`: sparse or learned) and
 //! properties, closed by a footer (`footer`); a learned index may carry
-//! block-boundary `thresholds`. `builder` writes one;
+//! block-boundary `thresholds`. `builder` writes one, projecting keys
+//! for the model as they come (`projected_keys`);
 //! `reader` opens one and answers lookups; `iter` walks one in order.
 
 pub mod block;
@@ -12,6 +13,7 @@ pub mod builder;
 pub mod footer;
 pub mod index;
 pub mod iter;
+pub mod projected_keys;
 pub mod reader;
 pub mod thresholds;
 

@@ -103,6 +103,14 @@ impl Thresholds {
         if !crossed {
             return None;
         }
+        Self::from_bounds(index, &below, &above)
+    }
+
+    /// Thresholds for the bounds a fit gathered: per boundary `b`, the
+    /// largest prediction `below[b]` of a key before it and the smallest
+    /// `above[b]` of a key after it.
+    fn from_bounds(index: &LearnedIndex, below: &[f64], above: &[f64]) -> Option<Self> {
+        let blocks = below.len().min(above.len());
         // The unit: the farthest any bound lies from its boundary, over
         // the offsets available.
         let reach = (1..blocks)
@@ -233,21 +241,7 @@ mod tests {
                 }
             }
         }
-        let reach = (1..blocks)
-            .flat_map(|b| {
-                let at = index.block_first(b) as f64;
-                [below[b] - at, above[b] - at]
-            })
-            .filter(|d| d.is_finite())
-            .fold(0.0f64, |m, d| m.max(d.abs()));
-        let step = ((reach + 1.0) / MAX_OFFSET).max(1.0 / 64.0) as f32;
-        let offsets: Vec<i8> = (1..blocks)
-            .map(|b| separate(index.block_first(b), below[b], above[b], step))
-            .collect();
-        offsets
-            .iter()
-            .any(|&o| o != NONE)
-            .then_some(Thresholds { step, offsets })
+        Thresholds::from_bounds(index, &below, &above)
     }
 
     fn index_over(

@@ -153,6 +153,7 @@ impl TableBuilder {
             Some((fit, eps, whole_block)) => {
                 let (projection, every) =
                     std::mem::take(&mut self.projected).finish(&self.first_key);
+                // One point per distinct projection: its first ordinal.
                 let n = every.len();
                 let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
                 for (i, &x) in every.iter().enumerate() {

@@ -48,14 +48,6 @@ impl ProjectedKeys {
             .push(KeyProjection::bytes_after(key, shared.min(key.len())));
     }
 
-    pub fn len(&self) -> usize {
-        self.xs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.xs.is_empty()
-    }
-
     /// The projection for the keys pushed (`first` as in [`push`]) and
     /// every key's value under it.
     ///

@@ -107,9 +107,9 @@ pub fn merge(
 ) -> Result<()> {
     let mut sources: Vec<Box<dyn Source>> = Vec::new();
     for t in &job.upper {
-        sources.push(Box::new(TableIter::new(t.clone(), None)?));
+        sources.push(Box::new(TableIter::sequential(t.clone())?));
     }
-    sources.push(Box::new(LevelIter::new(job.lower.clone(), None)?));
+    sources.push(Box::new(LevelIter::sequential(job.lower.clone())?));
     let mut merged = Merge::new(sources);
     let out_level = job.level + 1;
     let new_builder =

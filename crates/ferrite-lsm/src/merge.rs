@@ -120,9 +120,13 @@ pub struct LevelIter {
     tables: Vec<Arc<Table>>,
     next: usize,
     cur: Option<TableIter>,
+    /// Tables are read with readahead, around the block cache
+    /// ([`TableIter::sequential`]).
+    sequential: bool,
 }
 
 impl LevelIter {
+    /// From the first entry `>= start`, through the block cache.
     pub fn new(tables: Vec<Arc<Table>>, start: Option<&[u8]>) -> Result<Self> {
         let first = match start {
             Some(k) => tables.partition_point(|t| t.largest() < k),
@@ -132,8 +136,21 @@ impl LevelIter {
             tables,
             next: first,
             cur: None,
+            sequential: false,
         };
         it.open_next(start)?;
+        Ok(it)
+    }
+
+    /// Every entry, each table read once with readahead (compactions).
+    pub fn sequential(tables: Vec<Arc<Table>>) -> Result<Self> {
+        let mut it = Self {
+            tables,
+            next: 0,
+            cur: None,
+            sequential: true,
+        };
+        it.open_next(None)?;
         Ok(it)
     }
 
@@ -142,7 +159,11 @@ impl LevelIter {
         self.cur = None;
         while let Some(t) = self.tables.get(self.next) {
             self.next += 1;
-            let it = TableIter::new(t.clone(), start)?;
+            let it = if self.sequential {
+                TableIter::sequential(t.clone())?
+            } else {
+                TableIter::new(t.clone(), start)?
+            };
             if it.peek().is_some() {
                 self.cur = Some(it);
                 return Ok(());

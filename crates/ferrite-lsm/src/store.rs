@@ -1435,7 +1435,7 @@ fn mean_use(tables: &[Arc<Table>]) -> (f64, f64) {
 
 fn verify_table(t: &Arc<Table>, part: usize, opts: &LsmOptions) -> Result<()> {
     let bad = |why: String| Error::corruption(format!("table {}", t.id), why);
-    let mut it = TableIter::new(t.clone(), None)?;
+    let mut it = TableIter::sequential(t.clone())?;
     let mut prev: Option<Vec<u8>> = None;
     let mut n = 0u64;
     while let Some((k, _)) = it.peek() {

@@ -5,7 +5,8 @@
 //! properties, closed by a footer (`footer`); a learned index may carry
 //! block-boundary `thresholds`. `builder` writes one, projecting keys
 //! for the model as they come (`projected_keys`);
-//! `reader` opens one and answers lookups; `iter` walks one in order.
+//! `reader` opens one and answers lookups; `iter` walks one in order,
+//! through the block cache or, for compactions, with `readahead`.
 
 pub mod block;
 pub mod bloom;
@@ -14,6 +15,7 @@ pub mod footer;
 pub mod index;
 pub mod iter;
 pub mod projected_keys;
+pub mod readahead;
 pub mod reader;
 pub mod thresholds;
 

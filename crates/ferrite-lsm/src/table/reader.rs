@@ -18,6 +18,7 @@ use super::block::{Block, PAGE};
 use super::bloom::Bloom;
 use super::footer::{region_intact, Footer, Properties};
 use super::index::{Index, LearnedIndex};
+use super::readahead::Readahead;
 use crate::block_cache::BlockCache;
 use crate::table_space::{Extent, TableSpace};
 
@@ -159,6 +160,36 @@ impl Table {
         let blk = Arc::new(self.parse_block(b, page, buf)?);
         self.cache.insert(key, blk.clone());
         Ok(blk)
+    }
+
+    /// Block `b` for a pass that reads the table once, in order: from the
+    /// cache if it holds the block, else from `ahead`, refilled with one
+    /// long read when it does not cover the block. The block does not
+    /// enter the cache (see [`super::readahead`]).
+    pub fn block_ahead(&self, b: usize, ahead: &mut Readahead) -> Result<Arc<Block>> {
+        if let Some(blk) = self.cache.get((self.id, b as u32)) {
+            return Ok(blk);
+        }
+        let data_pages = self.footer.data_pages;
+        let corrupt = || Error::corruption(format!("table {}", self.id), format!("no block {b}"));
+        let (page, pages) = self
+            .index
+            .block_pages(b, data_pages)
+            .filter(|&(_, n)| n > 0)
+            .ok_or_else(corrupt)?;
+        if ahead.get(page, pages).is_none() {
+            let span = Readahead::span(page, pages, data_pages);
+            let buf = self
+                .space
+                .read(self.extent.start + page as u64, span as u64)?;
+            ahead.fill(page, buf);
+        }
+        let bytes = ahead.get(page, pages).ok_or_else(corrupt)?;
+        Ok(Arc::new(self.parse_block(
+            b,
+            page,
+            AlignedBuf::from_slice(bytes),
+        )?))
     }
 
     /// The newest entry for `key` in this table, if any. `hash` is the
@@ -534,6 +565,38 @@ mod tests {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect()
+    }
+
+    #[test]
+    fn a_sequential_pass_reads_ahead_and_leaves_the_cache_alone() {
+        let keys = irregular_keys();
+        // 100-byte values: a variable block map, blocks of several sizes.
+        let (t, dev) = learned_table(&keys, &[5; 100], 1 << 30);
+        let t = Arc::new(t);
+        let blocks = t.block_count() as u64;
+        t.block(blocks as usize / 2).unwrap();
+        let cached = t.cache.bytes();
+        let before = dev.io_stats().reads;
+        let mut it = crate::table::TableIter::sequential(t.clone()).unwrap();
+        let mut seen = Vec::new();
+        while let Some((k, v)) = it.peek() {
+            assert_eq!(v, Some(&[5u8; 100][..]));
+            seen.push(k.to_vec());
+            it.advance().unwrap();
+        }
+        assert_eq!(seen, keys);
+        let reads = dev.io_stats().reads - before;
+        let runs = t
+            .footer
+            .data_pages
+            .div_ceil(super::super::readahead::READAHEAD_PAGES);
+        assert!(
+            blocks > 100 && reads <= runs as u64 + 1,
+            "{reads} reads for {blocks} blocks"
+        );
+        // Only the block a lookup cached is in the cache, and it was used.
+        assert_eq!(t.cache.counts().hits, 1);
+        assert_eq!(t.cache.bytes(), cached);
     }
 
     #[test]

@@ -168,9 +168,29 @@ impl KvStore for Rocks {
 
     fn stats(&self) -> Stats {
         let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        // The level shape, so a report can tell where reads found their keys.
+        // (`num-files-at-level` is a string property; 7 is RocksDB's
+        // default number of levels, which this adapter keeps.)
+        let mut extra: Vec<(String, f64)> = (0..7)
+            .map(|l| {
+                let files = self
+                    .db
+                    .property_value(&format!("rocksdb.num-files-at-level{l}"))
+                    .ok()
+                    .flatten()
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0);
+                (format!("l{l}_tables"), files)
+            })
+            .collect();
+        extra.push((
+            "sst_bytes".into(),
+            prop("rocksdb.total-sst-files-size") as f64,
+        ));
         Stats {
             memory_bytes: prop("rocksdb.block-cache-usage")
                 + prop("rocksdb.cur-size-all-mem-tables"),
+            extra,
             ..Stats::default()
         }
     }

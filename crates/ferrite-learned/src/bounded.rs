@@ -314,6 +314,17 @@ impl BoundedModel {
         Some((self.window_of(e)?, e.p))
     }
 
+    /// The widest window any segment gives, `below + above` positions:
+    /// a fitted point's window lies within this of the point's position
+    /// on either side.
+    pub fn max_window(&self) -> u64 {
+        self.lines
+            .iter()
+            .map(|l| l.below as u64 + l.above as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
     pub fn segment_count(&self) -> usize {
         self.first_x.len()
     }

@@ -115,8 +115,9 @@ pub fn merge(
     let new_builder =
         || TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
     let mut b = new_builder();
-    while let Some((key, value)) = merged.next_entry()? {
-        if value.is_none() && v.is_base_for(job.part, out_level, &key) {
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    while let Some(live) = merged.next_into(&mut key, &mut value)? {
+        if !live && v.is_base_for(job.part, out_level, &key) {
             continue;
         }
         if b.estimated_bytes() >= opts.table_bytes {
@@ -124,7 +125,7 @@ pub fn merge(
                 emit(t)?;
             }
         }
-        b.add(&key, value.as_deref());
+        b.add(&key, live.then_some(value.as_slice()));
     }
     if let Some(t) = b.finish() {
         emit(t)?;

@@ -162,18 +162,23 @@ impl Memtable {
         }
     }
 
-    /// Every key's newest version, in order (for a flush; the memtable is
-    /// immutable by then, so `seq` is unlimited).
-    pub fn newest_versions(&self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> + '_ {
-        let mut last: Option<Vec<u8>> = None;
-        self.map.iter().filter_map(move |e| {
-            let k = &e.key().key;
-            if last.as_ref() == Some(k) {
-                return None;
+    /// Calls `visit` with every key's newest version, in order (for a
+    /// flush; the memtable is immutable by then, so `seq` is unlimited).
+    /// Keys and values are lent where the skip list holds them: a flush
+    /// copies each once, into the table it builds.
+    pub fn for_each_newest(&self, mut visit: impl FnMut(&[u8], Option<&[u8]>)) {
+        let mut last = Vec::new();
+        let mut first = true;
+        for e in self.map.iter() {
+            let k = e.key().key.as_slice();
+            if !first && last.as_slice() == k {
+                continue;
             }
-            last = Some(k.clone());
-            Some((k.clone(), e.value().clone()))
-        })
+            first = false;
+            last.clear();
+            last.extend_from_slice(k);
+            visit(k, e.value().as_deref());
+        }
     }
 }
 
@@ -216,8 +221,12 @@ mod tests {
         out.clear();
         m.collect_from(Bound::Excluded(b"a"), 9, 10, &mut out);
         assert_eq!(out, vec![(b"b".to_vec(), None)]);
-        let all: Vec<_> = m.newest_versions().collect();
-        assert_eq!(all.len(), 2);
+        let mut all = Vec::new();
+        m.for_each_newest(|k, v| all.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+        assert_eq!(
+            all,
+            vec![(b"a".to_vec(), Some(b"3".to_vec())), (b"b".to_vec(), None)]
+        );
         assert_eq!(m.max_seq(), 3);
     }
 }

@@ -7,8 +7,7 @@
 //! number ([`MemSource`]), one table ([`crate::table::TableIter`]), or a
 //! level's tables end to end ([`LevelIter`]).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -188,57 +187,128 @@ impl Source for LevelIter {
     }
 }
 
-/// Sources merged; index 0 is the newest. A heap orders the sources'
-/// current keys (ties by source, so the newest comes first), which keeps a
-/// scan over many partitions and levels logarithmic per entry.
+/// Sources merged; index 0 is the newest. A binary heap of source indices,
+/// ordered by each source's current key (ties by index, so the newest
+/// comes first), keeps a merge over many partitions and levels
+/// logarithmic per entry. Each source's current key is copied into a
+/// buffer of the merge's, reused from key to key, so the heap compares
+/// plain byte strings and moving an entry through the merge allocates
+/// nothing.
+///
+/// Invariants: `heap` holds exactly the sources with a current key;
+/// `keys[i]` is source `i`'s current key while `i` is in the heap; every
+/// parent's `(key, index)` is below its children's.
 pub struct Merge {
     sources: Vec<Box<dyn Source>>,
-    heap: BinaryHeap<Reverse<(Vec<u8>, usize)>>,
+    keys: Vec<Vec<u8>>,
+    heap: Vec<usize>,
 }
 
 impl Merge {
     pub fn new(sources: Vec<Box<dyn Source>>) -> Self {
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        for (i, s) in sources.iter().enumerate() {
-            if let Some((k, _)) = s.peek() {
-                heap.push(Reverse((k.to_vec(), i)));
-            }
+        let keys: Vec<Vec<u8>> = sources
+            .iter()
+            .map(|s| s.peek().map_or_else(Vec::new, |(k, _)| k.to_vec()))
+            .collect();
+        let heap = (0..sources.len())
+            .filter(|&i| sources.get(i).is_some_and(|s| s.peek().is_some()))
+            .collect();
+        let mut m = Self {
+            sources,
+            keys,
+            heap,
+        };
+        for at in (0..m.heap.len() / 2).rev() {
+            m.sift_down(at);
         }
-        Self { sources, heap }
+        m
     }
 
-    /// Moves source `i` on and queues its next key.
-    fn advance(&mut self, i: usize) -> Result<()> {
-        if let Some(s) = self.sources.get_mut(i) {
+    /// Source `i`'s current key (meaningful while `i` is in the heap).
+    fn key(&self, i: usize) -> &[u8] {
+        self.keys.get(i).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether source `a`'s current key comes before source `b`'s.
+    fn before(&self, a: usize, b: usize) -> bool {
+        match self.key(a).cmp(self.key(b)) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => a < b,
+        }
+    }
+
+    fn sift_down(&mut self, mut at: usize) {
+        let n = self.heap.len();
+        loop {
+            let left = 2 * at + 1;
+            if left >= n {
+                return;
+            }
+            let right = left + 1;
+            let child = if right < n && self.before(self.heap[right], self.heap[left]) {
+                right
+            } else {
+                left
+            };
+            if !self.before(self.heap[child], self.heap[at]) {
+                return;
+            }
+            self.heap.swap(child, at);
+            at = child;
+        }
+    }
+
+    /// Moves the source at the top of the heap past its key. Its next key
+    /// is usually still the smallest (sources hold runs), so the sift
+    /// mostly stops at the first comparison with the children.
+    fn advance_top(&mut self) -> Result<()> {
+        let Some(&i) = self.heap.first() else {
+            return Ok(());
+        };
+        let mut more = false;
+        if let (Some(s), Some(key)) = (self.sources.get_mut(i), self.keys.get_mut(i)) {
             s.advance()?;
             if let Some((k, _)) = s.peek() {
-                self.heap.push(Reverse((k.to_vec(), i)));
+                key.clear();
+                key.extend_from_slice(k);
+                more = true;
             }
         }
+        if !more {
+            self.heap.swap_remove(0);
+        }
+        self.sift_down(0);
         Ok(())
     }
 
     /// The smallest key any source holds, with the newest source's version
-    /// of it; every source is moved past that key.
-    pub fn next_entry(&mut self) -> Result<Option<Entry>> {
-        let Some(Reverse((key, i))) = self.heap.pop() else {
+    /// of it, copied into `key` and `value`; every source is moved past
+    /// that key. `Some(false)`: the newest version is a delete (`value` is
+    /// left empty); `None`: every source is done.
+    pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<bool>> {
+        let Some((k, v)) = self
+            .heap
+            .first()
+            .and_then(|&top| self.sources.get(top))
+            .and_then(|s| s.peek())
+        else {
             return Ok(None);
         };
-        let value = self
-            .sources
-            .get(i)
-            .and_then(|s| s.peek())
-            .and_then(|(_, v)| v.map(<[u8]>::to_vec));
-        self.advance(i)?;
-        while let Some(Reverse((k, j))) = self.heap.peek() {
-            if *k != key {
+        key.clear();
+        key.extend_from_slice(k);
+        value.clear();
+        let live = v.is_some();
+        value.extend_from_slice(v.unwrap_or_default());
+        self.advance_top()?;
+        // Older versions of the key sit at the top now, newest first.
+        while let Some(&top) = self.heap.first() {
+            if self.key(top) != key.as_slice() {
                 break;
             }
-            let j = *j;
-            self.heap.pop();
-            self.advance(j)?;
+            self.advance_top()?;
         }
-        Ok(Some((key, value)))
+        Ok(Some(live))
     }
 }
 
@@ -275,10 +345,11 @@ mod tests {
             src(&[("c", Some("3"))]),
         ]);
         let mut got = Vec::new();
-        while let Some((k, v)) = m.next_entry().unwrap() {
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        while let Some(live) = m.next_into(&mut k, &mut v).unwrap() {
             got.push((
-                String::from_utf8(k).unwrap(),
-                v.map(|v| String::from_utf8(v).unwrap()),
+                String::from_utf8(k.clone()).unwrap(),
+                live.then(|| String::from_utf8(v.clone()).unwrap()),
             ));
         }
         let want: Vec<(String, Option<String>)> = vec![
@@ -327,5 +398,39 @@ mod tests {
             s.advance().unwrap();
         }
         assert_eq!(n, 1000);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_key_comes_once_with_its_newest_version(
+            sources in proptest::collection::vec(
+                proptest::collection::btree_map(
+                    proptest::collection::vec(0u8..4, 0..4),
+                    proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3)),
+                    0..12,
+                ),
+                0..7,
+            ),
+        ) {
+            let mut want = std::collections::BTreeMap::new();
+            for s in sources.iter().rev() {
+                want.extend(s.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            let mut m = Merge::new(
+                sources
+                    .into_iter()
+                    .map(|s| Box::new(VecSource(s.into_iter().collect())) as Box<dyn Source>)
+                    .collect(),
+            );
+            let mut got = std::collections::BTreeMap::new();
+            let (mut k, mut v) = (Vec::new(), Vec::new());
+            let mut last: Option<Vec<u8>> = None;
+            while let Some(live) = m.next_into(&mut k, &mut v).unwrap() {
+                proptest::prop_assert!(last.as_ref().is_none_or(|l| *l < k), "keys ascend, each once");
+                last = Some(k.clone());
+                got.insert(k.clone(), live.then(|| v.clone()));
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

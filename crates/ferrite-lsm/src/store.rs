@@ -708,12 +708,13 @@ fn build_from_buffers(
         .collect();
     let mut merged = Merge::new(sources);
     let mut builders: Vec<Option<TableBuilder>> = (0..parts).map(|_| None).collect();
-    while let Some((k, v)) = merged.next_entry()? {
+    let (mut k, mut v) = (Vec::new(), Vec::new());
+    while let Some(live) = merged.next_into(&mut k, &mut v)? {
         if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
             slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
             })
-            .add(&k, v.as_deref());
+            .add(&k, live.then_some(v.as_slice()));
         }
     }
     Ok(builders
@@ -745,14 +746,14 @@ fn buffered_source(
 /// versions (the shared memtable is split by partition at flush).
 fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Vec<(usize, BuiltTable)> {
     let mut builders: Vec<Option<TableBuilder>> = (0..opts.partitions).map(|_| None).collect();
-    for (k, v) in mem.newest_versions() {
-        if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
+    mem.for_each_newest(|k, v| {
+        if let Some(slot) = builders.get_mut(opts.partition_of(k)) {
             slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
             })
-            .add(&k, v.as_deref());
+            .add(k, v);
         }
-    }
+    });
     builders
         .into_iter()
         .enumerate()
@@ -1375,14 +1376,15 @@ impl Inner {
         }
         let mut merged = Merge::new(sources);
         let mut read = 0u64;
-        while let Some((k, v)) = merged.next_entry()? {
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        while let Some(live) = merged.next_into(&mut k, &mut v)? {
             if !range.before_end(&k) {
                 break;
             }
             if !range.after_start(&k) {
                 continue;
             }
-            if let Some(v) = v {
+            if live {
                 read += (k.len() + v.len()) as u64;
                 if visit(&k, &v) == ControlFlow::Break(()) {
                     break;

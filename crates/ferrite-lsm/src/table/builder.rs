@@ -199,7 +199,7 @@ impl TableBuilder {
                     thresholds: None,
                 };
                 let blocks = learned.block_count(data_pages);
-                learned.thresholds = Thresholds::fit(&learned, every, blocks);
+                learned.thresholds = Thresholds::fit(&learned, &every, blocks);
                 Index::Learned(learned)
             }
         };

@@ -32,6 +32,9 @@ impl ProjectedKeys {
     pub fn push(&mut self, first: &[u8], key: &[u8]) {
         let shared = if self.xs.is_empty() {
             first.len()
+        } else if key.get(..self.shared) == first.get(..self.shared) {
+            // Most keys keep the shared length: one slice comparison.
+            self.shared
         } else {
             let limit = self.shared.min(key.len());
             first[..limit]

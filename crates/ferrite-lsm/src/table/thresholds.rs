@@ -43,14 +43,41 @@ impl Thresholds {
     /// order, so ascending) and whose index (without thresholds) is
     /// `index`. `None` when no window reaches across a boundary, or no
     /// boundary can be given a threshold.
-    pub fn fit(
-        index: &LearnedIndex,
-        xs: impl IntoIterator<Item = u64>,
-        blocks: usize,
-    ) -> Option<Self> {
+    pub fn fit(index: &LearnedIndex, xs: &[u64], blocks: usize) -> Option<Self> {
         if blocks < 2 {
             return None;
         }
+        let n = xs.len() as u64;
+        // When no two keys share a projection, every key is one of the
+        // model's points and lies inside its own window, so a window is
+        // within `reach` of its key's ordinal and only keys that near a
+        // boundary can reach across it; the others are not estimated.
+        // (Keys sharing a projection share the first one's window, which
+        // may lie far behind them: then every key is.)
+        let reach = xs
+            .windows(2)
+            .all(|w| w[0] < w[1])
+            .then(|| index.model.max_window() + 1);
+        let mut near: Vec<std::ops::Range<u64>> = Vec::new();
+        match reach {
+            None => near.push(0..n),
+            Some(r) => {
+                for b in 1..blocks {
+                    let f = index.block_first(b);
+                    let (lo, hi) = (f.saturating_sub(r), (f + r).min(n));
+                    match near.last_mut() {
+                        Some(last) if last.end >= lo => last.end = last.end.max(hi),
+                        _ => near.push(lo..hi),
+                    }
+                }
+            }
+        }
+        let ordinals = near.into_iter().flatten();
+        let estimates = index.model.estimate_ascending(
+            ordinals
+                .clone()
+                .map(|i| xs.get(i as usize).copied().unwrap_or(0)),
+        );
         // Per boundary: the largest prediction of a key before it and the
         // smallest of a key after it, among keys whose window reaches
         // across it.
@@ -67,8 +94,7 @@ impl Thresholds {
         // keys cost these two tests.
         let mut low_edge = f64::NEG_INFINITY;
         let mut high_edge = (next - 1) as f64;
-        for (i, e) in index.model.estimate_ascending(xs).enumerate() {
-            let i = i as u64;
+        for (i, e) in ordinals.zip(estimates) {
             if i >= next {
                 home = index.step_to(home, i);
                 next = index.block_first(home + 1);
@@ -301,11 +327,17 @@ mod tests {
             fixed in any::<bool>(),
             kind in prop_oneof![Just(FitKind::Linear), Just(FitKind::Piecewise), Just(FitKind::TwoLevel)],
             eps in 1.0f64..80.0,
+            distinct in any::<bool>(),
         ) {
-            let xs: Vec<u64> = gaps.iter().scan(0u64, |x, g| { *x += g; Some(*x) }).collect();
+            // Distinct projections take the path that estimates only keys
+            // near a boundary.
+            let xs: Vec<u64> = gaps
+                .iter()
+                .scan(0u64, |x, &g| { *x += if distinct { g.max(1) } else { g }; Some(*x) })
+                .collect();
             let (index, blocks) = index_over(&xs, &block_sizes, fixed, kind, eps);
             prop_assume!(blocks >= 2);
-            let fitted = Thresholds::fit(&index, xs.iter().copied(), blocks);
+            let fitted = Thresholds::fit(&index, &xs, blocks);
             prop_assert_eq!(fitted, reference(&index, &xs, xs.len() as u64, blocks));
         }
     }

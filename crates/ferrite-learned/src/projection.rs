@@ -74,9 +74,16 @@ impl KeyProjection {
     #[inline]
     pub fn bytes_after(key: &[u8], at: usize) -> u64 {
         let rest = key.get(at..).unwrap_or_default();
-        match rest.first_chunk::<8>() {
-            Some(b) => u64::from_be_bytes(*b),
-            None => {
+        if let Some(b) = rest.first_chunk::<8>() {
+            return u64::from_be_bytes(*b);
+        }
+        // Fewer than eight bytes left: when the key has eight, its last
+        // eight shifted up put them in place without a variable-length
+        // copy (a prefix shorter than the key is the common case).
+        match (key.last_chunk::<8>(), rest.len()) {
+            (_, 0) => 0,
+            (Some(b), r) => u64::from_be_bytes(*b) << (8 * (8 - r)),
+            (None, _) => {
                 let mut b = [0u8; 8];
                 b[..rest.len()].copy_from_slice(rest);
                 u64::from_be_bytes(b)

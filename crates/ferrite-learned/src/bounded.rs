@@ -325,6 +325,12 @@ impl BoundedModel {
             .unwrap_or(0)
     }
 
+    /// Each segment's first key, ascending: segment `s` answers the keys
+    /// from its first up to the next segment's.
+    pub fn segment_starts(&self) -> &[u64] {
+        &self.first_x
+    }
+
     pub fn segment_count(&self) -> usize {
         self.first_x.len()
     }

@@ -48,30 +48,20 @@ impl Thresholds {
             return None;
         }
         let n = xs.len() as u64;
-        // When no two keys share a projection, every key is one of the
-        // model's points and lies inside its own window, so a window is
-        // within `reach` of its key's ordinal and only keys that near a
-        // boundary can reach across it; the others are not estimated.
-        // (Keys sharing a projection share the first one's window, which
-        // may lie far behind them: then every key is.)
-        let reach = xs
-            .windows(2)
-            .all(|w| w[0] < w[1])
-            .then(|| index.model.max_window() + 1);
-        let mut near: Vec<std::ops::Range<u64>> = Vec::new();
-        match reach {
-            None => near.push(0..n),
-            Some(r) => {
-                for b in 1..blocks {
-                    let f = index.block_first(b);
-                    let (lo, hi) = (f.saturating_sub(r), (f + r).min(n));
-                    match near.last_mut() {
-                        Some(last) if last.end >= lo => last.end = last.end.max(hi),
-                        _ => near.push(lo..hi),
-                    }
+        // When no two keys share a projection, only a few keys per
+        // boundary need estimating (see `extremes`); otherwise every key.
+        let near: Vec<std::ops::Range<u64>> = if xs.windows(2).all(|w| w[0] < w[1]) {
+            let mut near: Vec<std::ops::Range<u64>> = Vec::new();
+            for i in extremes(index, xs, blocks) {
+                match near.last_mut() {
+                    Some(last) if last.end == i => last.end = i + 1,
+                    _ => near.push(i..i + 1),
                 }
             }
-        }
+            near
+        } else {
+            std::iter::once(0..n).collect()
+        };
         let ordinals = near.into_iter().flatten();
         let estimates = index.model.estimate_ascending(
             ordinals
@@ -203,6 +193,60 @@ impl Thresholds {
             offsets: rest.iter().map(|&o| o as i8).collect(),
         })
     }
+}
+
+/// The ordinals, ascending, whose estimates decide every boundary's
+/// bounds, for a table whose keys' projections `xs` are all distinct.
+///
+/// Then every key is one of the model's points and lies strictly inside
+/// its own window, so a window lies within `reach` (the widest window) of
+/// its key, and only keys that near a boundary can reach across it. Among
+/// one segment's keys, the prediction and both window ends never fall as
+/// the key rises (a segment's slope is at least zero). So of a segment's
+/// keys before boundary `f` (all of whose windows start below `f`), those
+/// reaching across are a suffix, and the last of them has the largest
+/// prediction; of its keys from `f` on (all of whose windows end above
+/// `f - 1`), those reaching back are a prefix, and the first has the
+/// smallest. Per boundary that leaves, for each segment within reach, its
+/// last key before `f` and its first from `f`: usually `f - 1` and `f`.
+fn extremes(index: &LearnedIndex, xs: &[u64], blocks: usize) -> Vec<u64> {
+    let n = xs.len() as u64;
+    let reach = index.model.max_window() + 1;
+    // Segment `s` holds ordinals `starts[s]..starts[s + 1]` (then `n`).
+    let mut starts: Vec<u64> = index
+        .model
+        .segment_starts()
+        .iter()
+        .map(|&first| xs.partition_point(|&x| x < first) as u64)
+        .collect();
+    // Keys below the first segment (none, for a model fitted to them)
+    // share one estimate: a segment of their own.
+    if starts.first() != Some(&0) {
+        starts.insert(0, 0);
+    }
+    let mut out = Vec::new();
+    for b in 1..blocks {
+        let f = index.block_first(b);
+        let (lo, hi) = (f.saturating_sub(reach), (f + reach).min(n));
+        let mut s = starts.partition_point(|&st| st <= lo).saturating_sub(1);
+        while let Some(&start) = starts.get(s) {
+            if start >= hi {
+                break;
+            }
+            let end = starts.get(s + 1).copied().unwrap_or(n);
+            if start < f && end > lo {
+                out.push(end.min(f) - 1);
+            }
+            if end > f {
+                out.push(start.max(f));
+            }
+            s += 1;
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out.retain(|&i| i < n);
+    out
 }
 
 /// The threshold an offset stands for; the one formula fitting and

@@ -112,16 +112,14 @@ pub fn merge(
     sources.push(Box::new(LevelIter::sequential(job.lower.clone())?));
     let mut merged = Merge::new(sources);
     let out_level = job.level + 1;
-    let new_builder =
-        || TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
-    let mut b = new_builder();
+    let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     while let Some(live) = merged.next_into(&mut key, &mut value)? {
         if !live && v.is_base_for(job.part, out_level, &key) {
             continue;
         }
         if b.estimated_bytes() >= opts.table_bytes {
-            if let Some(t) = std::mem::replace(&mut b, new_builder()).finish() {
+            if let Some(t) = b.finish() {
                 emit(t)?;
             }
         }

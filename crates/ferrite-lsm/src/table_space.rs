@@ -156,9 +156,8 @@ impl TableSpace {
     }
 
     /// Writes a table's bytes (whole pages) to its extent.
-    pub fn write(&self, e: Extent, bytes: &[u8]) -> Result<()> {
-        let buf = AlignedBuf::from_slice(bytes);
-        self.dev.write_at(&buf, e.start * PAGE as u64)?;
+    pub fn write(&self, e: Extent, bytes: &AlignedBuf) -> Result<()> {
+        self.dev.write_at(bytes, e.start * PAGE as u64)?;
         Ok(())
     }
 

@@ -705,8 +705,7 @@ fn cut_tables(
     let mut b = TableBuilder::new(index, 10, threads);
     for k in keys {
         if b.estimated_bytes() >= table_bytes {
-            let full = std::mem::replace(&mut b, TableBuilder::new(index, 10, threads));
-            if let Some(t) = full.finish() {
+            if let Some(t) = b.finish() {
                 emit(t)?;
             }
         }

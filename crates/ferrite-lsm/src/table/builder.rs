@@ -2,11 +2,17 @@
 //!
 //! Entries must come in strictly ascending key order (one version per key;
 //! the memtable and compaction keep only the newest). The finished table is
-//! whole pages, written to its extent in one sequential write by the
-//! caller.
+//! whole pages in one aligned buffer, written to its extent in one
+//! sequential write by the caller.
+//!
+//! A builder is reused table after table (a compaction cuts many): its
+//! working arrays keep their memory, so a table's build touches pages that
+//! are already mapped instead of growing fresh arrays by doubling, which
+//! on a busy allocator costs more than the build itself.
 
 use std::time::Instant;
 
+use ferrite_io::AlignedBuf;
 use ferrite_learned::{BoundedModel, FitKind};
 
 use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
@@ -19,7 +25,7 @@ use crate::options::IndexKind;
 
 /// A finished table, ready to be written.
 pub struct BuiltTable {
-    pub bytes: Vec<u8>,
+    pub bytes: AlignedBuf,
     pub entries: u64,
     pub index_bytes: usize,
     pub training_micros: u64,
@@ -45,6 +51,11 @@ pub struct TableBuilder {
     first_key: Vec<u8>,
     /// Every key's model input (the model is fitted at `finish`).
     projected: ProjectedKeys,
+    /// The points the model is fitted on: one per distinct model input.
+    point_xs: Vec<u64>,
+    point_pos: Vec<u64>,
+    /// The meta region (filter, index, properties, footer) being encoded.
+    region: Vec<u8>,
     hashes: Vec<u64>,
     entries: u64,
     deletes: u32,
@@ -67,6 +78,9 @@ impl TableBuilder {
             last_key: Vec::new(),
             first_key: Vec::new(),
             projected: ProjectedKeys::default(),
+            point_xs: Vec::new(),
+            point_pos: Vec::new(),
+            region: Vec::new(),
             hashes: Vec::new(),
             entries: 0,
             deletes: 0,
@@ -132,8 +146,30 @@ impl TableBuilder {
         self.block.finish_into(&mut self.data);
     }
 
-    /// Finishes the table. Panics never; an empty builder makes no table.
-    pub fn finish(mut self) -> Option<BuiltTable> {
+    /// Finishes the table and empties the builder for the next one.
+    /// Panics never; an empty builder makes no table.
+    pub fn finish(&mut self) -> Option<BuiltTable> {
+        let built = self.build();
+        self.clear();
+        built
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.block_first.clear();
+        self.block_page.clear();
+        self.separators.clear();
+        self.last_key.clear();
+        self.first_key.clear();
+        self.projected.clear();
+        self.hashes.clear();
+        self.entries = 0;
+        self.deletes = 0;
+        self.uniform = None;
+        self.mixed = false;
+    }
+
+    fn build(&mut self) -> Option<BuiltTable> {
         if self.entries == 0 {
             return None;
         }
@@ -151,11 +187,11 @@ impl TableBuilder {
                 page: std::mem::take(&mut self.block_page),
             }),
             Some((fit, eps, whole_block)) => {
-                let (projection, every) =
-                    std::mem::take(&mut self.projected).finish(&self.first_key);
+                let (projection, every) = self.projected.finish(&self.first_key);
                 // One point per distinct projection: its first ordinal.
-                let n = every.len();
-                let (mut xs, mut pos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+                let (xs, pos) = (&mut self.point_xs, &mut self.point_pos);
+                xs.clear();
+                pos.clear();
                 for (i, &x) in every.iter().enumerate() {
                     if xs.last().is_none_or(|&l| l < x) {
                         xs.push(x);
@@ -167,8 +203,8 @@ impl TableBuilder {
                 let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;
                 let eps = eps.min((per_block / 4.0).max(1.0));
                 let model = BoundedModel::fit_parallel(
-                    &xs,
-                    &pos,
+                    xs,
+                    pos,
                     self.entries,
                     fit,
                     eps,
@@ -199,7 +235,7 @@ impl TableBuilder {
                     thresholds: None,
                 };
                 let blocks = learned.block_count(data_pages);
-                learned.thresholds = Thresholds::fit(&learned, &every, blocks);
+                learned.thresholds = Thresholds::fit(&learned, every, blocks);
                 Index::Learned(learned)
             }
         };
@@ -210,16 +246,17 @@ impl TableBuilder {
         };
         let bloom = Bloom::build(&self.hashes, self.bloom_bits);
         let props = Properties {
-            smallest: self.first_key,
-            largest: self.last_key,
+            smallest: self.first_key.clone(),
+            largest: self.last_key.clone(),
             training_micros,
         };
-        let mut region = Vec::new();
-        bloom.encode(&mut region);
+        let region = &mut self.region;
+        region.clear();
+        bloom.encode(region);
         let filter_len = region.len() as u32;
-        index.encode(&mut region);
+        index.encode(region);
         let index_len = region.len() as u32 - filter_len;
-        props.encode(&mut region);
+        props.encode(region);
         let props_len = region.len() as u32 - filter_len - index_len;
         let meta_pages = (region.len() + FOOTER_LEN).div_ceil(PAGE);
         region.resize(meta_pages * PAGE - FOOTER_LEN, 0);
@@ -233,9 +270,11 @@ impl TableBuilder {
             index_kind: index.kind_byte(),
             deletes: self.deletes,
         }
-        .encode_into(&mut region);
-        let mut bytes = self.data;
-        bytes.extend_from_slice(&region);
+        .encode_into(region);
+        let mut bytes = AlignedBuf::zeroed(self.data.len() + region.len());
+        let (data, meta) = bytes.split_at_mut(self.data.len());
+        data.copy_from_slice(&self.data);
+        meta.copy_from_slice(region);
         Some(BuiltTable {
             bytes,
             entries: self.entries,

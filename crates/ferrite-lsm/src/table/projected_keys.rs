@@ -32,8 +32,8 @@ impl ProjectedKeys {
     pub fn push(&mut self, first: &[u8], key: &[u8]) {
         let shared = if self.xs.is_empty() {
             first.len()
-        } else if key.get(..self.shared) == first.get(..self.shared) {
-            // Most keys keep the shared length: one slice comparison.
+        } else if keeps_prefix(first, key, self.shared) {
+            // Most keys keep the shared length.
             self.shared
         } else {
             let limit = self.shared.min(key.len());
@@ -52,10 +52,11 @@ impl ProjectedKeys {
     }
 
     /// The projection for the keys pushed (`first` as in [`push`]) and
-    /// every key's value under it.
+    /// every key's value under it. The keys stay pushed until
+    /// [`clear`](ProjectedKeys::clear).
     ///
     /// [`push`]: ProjectedKeys::push
-    pub fn finish(mut self, first: &[u8]) -> (KeyProjection, Vec<u64>) {
+    pub fn finish(&mut self, first: &[u8]) -> (KeyProjection, &[u64]) {
         let prefix = self.shared.min(first.len());
         let n = self.xs.len();
         for (m, &(start, shared)) in self.marks.iter().enumerate() {
@@ -71,10 +72,35 @@ impl ProjectedKeys {
                 *x = if d >= 8 { head } else { head | (*x >> (8 * d)) };
             }
         }
+        // The values are final: as if every key had been pushed under the
+        // prefix, so a second call shifts nothing again.
+        self.marks.clear();
+        self.marks.push((0, prefix));
         (
             KeyProjection::from_prefix(first[..prefix].to_vec()),
-            self.xs,
+            &self.xs,
         )
+    }
+
+    /// Forgets every key, keeping the memory for the next table's.
+    pub fn clear(&mut self) {
+        self.xs.clear();
+        self.marks.clear();
+        self.shared = 0;
+    }
+}
+
+/// Whether `key` starts with `first[..n]` (`n <= first.len()`). A prefix
+/// of at most eight bytes, the usual one, is compared as one word rather
+/// than through a call to compare slices.
+#[inline]
+fn keeps_prefix(first: &[u8], key: &[u8], n: usize) -> bool {
+    match (first.first_chunk::<8>(), key.first_chunk::<8>()) {
+        (Some(a), Some(b)) if n <= 8 => {
+            let diff = u64::from_be_bytes(*a) ^ u64::from_be_bytes(*b);
+            n == 0 || diff >> (64 - 8 * n) == 0
+        }
+        _ => key.get(..n) == first.get(..n),
     }
 }
 
@@ -83,12 +109,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Through a `ProjectedKeys` that held another table's keys before, as
+    /// a builder reuses it.
     fn projected(keys: &[Vec<u8>]) -> (KeyProjection, Vec<u64>) {
         let mut p = ProjectedKeys::default();
+        let earlier = [b"a".to_vec(), b"ab".to_vec(), vec![0xff; 20]];
+        for k in &earlier {
+            p.push(&earlier[0], k);
+        }
+        let _ = p.finish(&earlier[0]);
+        p.clear();
         for k in keys {
             p.push(&keys[0], k);
         }
-        p.finish(&keys[0])
+        let (projection, xs) = p.finish(&keys[0]);
+        (projection, xs.to_vec())
     }
 
     #[test]

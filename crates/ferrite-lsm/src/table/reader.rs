@@ -445,10 +445,19 @@ mod tests {
     use ferrite_learned::FitKind;
     use proptest::prelude::*;
 
-    fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize) -> Table {
+    /// A table of `keys`; with `reused`, from a builder that built
+    /// another table before (of other keys, prefix and entry size), as a
+    /// compaction's builder does.
+    fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize, reused: bool) -> Table {
         let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
         let cache = Arc::new(BlockCache::new(1 << 20));
         let mut b = TableBuilder::new(kind, 10, 2);
+        if reused {
+            for i in 0..700u32 {
+                b.add(format!("~~~~~~~~{i:06}").as_bytes(), Some(&[9; 40]));
+            }
+            assert!(b.finish().is_some());
+        }
         for (i, k) in keys.iter().enumerate() {
             let v = vec![i as u8; value_len + i % 3 * (value_len / 2)];
             b.add(k, if i % 5 == 4 { None } else { Some(&v) });
@@ -491,15 +500,16 @@ mod tests {
             keys in keys(),
             probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..14), 0..200),
             value_len in prop_oneof![Just(0usize), Just(8), Just(100), Just(3000)],
+            reused in any::<bool>(),
         ) {
-            let sparse = build(&keys, IndexKind::Sparse, value_len);
+            let sparse = build(&keys, IndexKind::Sparse, value_len, reused);
             for kind in [
                 IndexKind::LEARNED,
                 IndexKind::Learned { fit: FitKind::Piecewise, eps: 1.0 },
                 IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 },
                 IndexKind::BOURBON,
             ] {
-                let learned = build(&keys, kind, value_len);
+                let learned = build(&keys, kind, value_len, reused);
                 for k in keys.iter().chain(&probes) {
                     let want = keys.iter().find(|x| *x >= k).cloned();
                     prop_assert_eq!(position(&sparse, k, true), want.clone());

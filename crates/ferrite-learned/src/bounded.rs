@@ -95,6 +95,18 @@ impl BoundedModel {
     /// splitting: a segment whose bound would not fit is cut in two.
     pub fn fit(xs: &[u64], pos: &[u64], len: u64, kind: FitKind, eps: f64) -> Self {
         let n = xs.len().min(pos.len());
+        let (xs, pos) = (&xs[..n], &pos[..n]);
+        if spans_signed(xs) && spans_signed(pos) {
+            Self::fit_with::<true>(xs, pos, len, kind, eps)
+        } else {
+            Self::fit_with::<false>(xs, pos, len, kind, eps)
+        }
+    }
+
+    /// [`fit`](BoundedModel::fit) of `n` points; `S`: every difference of
+    /// two `xs` and of two `pos` is below `2^63`.
+    fn fit_with<const S: bool>(xs: &[u64], pos: &[u64], len: u64, kind: FitKind, eps: f64) -> Self {
+        let n = xs.len();
         let mut m = Self {
             first_x: Vec::new(),
             lines: Vec::new(),
@@ -105,15 +117,15 @@ impl BoundedModel {
             let (end, slope, sums) = match kind {
                 FitKind::Linear => (n, 0.0, None),
                 FitKind::Piecewise => {
-                    let (end, slope, _) = cone(xs, pos, start, n, eps);
+                    let (end, slope, _) = cone::<S>(xs, pos, start, n, eps);
                     (end, slope, None)
                 }
                 FitKind::TwoLevel => {
-                    let (end, slope, sums) = cone(xs, pos, start, n, eps);
+                    let (end, slope, sums) = cone::<S>(xs, pos, start, n, eps);
                     (end, slope, Some(sums))
                 }
             };
-            m.push_segment(xs, pos, start, end, kind, slope, sums);
+            m.push_segment::<S>(xs, pos, start, end, kind, slope, sums);
             start = end;
         }
         m
@@ -123,7 +135,7 @@ impl BoundedModel {
     /// window would overflow the stored bound). `sums` are the segment's
     /// least-squares sums if the cone pass gathered them.
     #[allow(clippy::too_many_arguments)]
-    fn push_segment(
+    fn push_segment<const S: bool>(
         &mut self,
         xs: &[u64],
         pos: &[u64],
@@ -144,7 +156,7 @@ impl BoundedModel {
         // per candidate line.
         let measured = |l: Line| {
             let q = quantized(l);
-            (q, bounds(xs_s, pos_s, q))
+            (q, bounds::<S>(xs_s, pos_s, q))
         };
         let (line, measured_bounds) = match kind {
             FitKind::Piecewise => measured(cone),
@@ -153,7 +165,7 @@ impl BoundedModel {
                 let ls = quantized(sums.map_or_else(|| least_squares(xs_s, pos_s), |s| s.line()));
                 let cone = quantized(cone);
                 // Both candidates measured in one pass over the points.
-                let (ls_bounds, cone_bounds) = bounds_of_two(xs_s, pos_s, ls, cone);
+                let (ls_bounds, cone_bounds) = bounds_of_two::<S>(xs_s, pos_s, ls, cone);
                 if window_width(ls_bounds) <= window_width(cone_bounds) {
                     (ls, ls_bounds)
                 } else {
@@ -173,8 +185,8 @@ impl BoundedModel {
             None if end - start > 1 => {
                 let mid = start + (end - start) / 2;
                 // The halves' least squares are refitted from their points.
-                self.push_segment(xs, pos, start, mid, kind, cone_slope, None);
-                self.push_segment(xs, pos, mid, end, kind, cone_slope, None);
+                self.push_segment::<S>(xs, pos, start, mid, kind, cone_slope, None);
+                self.push_segment::<S>(xs, pos, mid, end, kind, cone_slope, None);
             }
             None => {
                 // One point: its own line hits it exactly.
@@ -462,37 +474,67 @@ fn get_varint(b: &mut &[u8]) -> Option<u64> {
 /// middle slope of the cone that remains, and the run's least-squares sums
 /// (gathered in the same pass, so the second-level line costs no extra
 /// pass over the keys).
-fn cone(xs: &[u64], pos: &[u64], start: usize, n: usize, eps: f64) -> (usize, f64, Sums) {
+fn cone<const S: bool>(
+    xs: &[u64],
+    pos: &[u64],
+    start: usize,
+    n: usize,
+    eps: f64,
+) -> (usize, f64, Sums) {
     let (x0, y0) = (xs[start], pos[start]);
-    let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+    // The cone's slopes as fractions `num / den` (`den >= 0`; a zero
+    // denominator is the open side, ∓∞). Compared by cross-multiplying,
+    // so no point waits on a division: one in the loop would sit on the
+    // chain from each point to the next, which is most of a fit's time.
+    let (mut lo_num, mut lo_den) = (-1.0f64, 0.0f64);
+    let (mut hi_num, mut hi_den) = (1.0f64, 0.0f64);
     let mut end = n;
     let mut sums = Sums::default();
     sums.add(0.0, 0.0);
     for j in start + 1..n {
-        let dx = xs[j].saturating_sub(x0) as f64;
-        let dy = pos[j].saturating_sub(y0) as f64;
-        // Outside the cone when no slope in [lo, hi] passes within ±eps;
-        // compared by multiplying, so a division happens only when the
-        // cone actually narrows.
-        if dx <= 0.0 || dy + eps < lo * dx || dy - eps > hi * dx {
+        let dx = as_f64::<S>(xs[j].saturating_sub(x0));
+        let dy = as_f64::<S>(pos[j].saturating_sub(y0));
+        // Outside the cone when no slope in [lo, hi] passes within ±eps.
+        if dx <= 0.0 || (dy + eps) * lo_den < lo_num * dx || (dy - eps) * hi_den > hi_num * dx {
             end = j;
             break;
         }
-        if dy - eps > lo * dx {
-            lo = (dy - eps) / dx;
+        if (dy - eps) * lo_den > lo_num * dx {
+            (lo_num, lo_den) = (dy - eps, dx);
         }
-        if dy + eps < hi * dx {
-            hi = (dy + eps) / dx;
+        if (dy + eps) * hi_den < hi_num * dx {
+            (hi_num, hi_den) = (dy + eps, dx);
         }
         sums.add(dx, dy);
     }
-    let slope = match (lo.is_finite(), hi.is_finite()) {
-        (true, true) => (lo + hi) / 2.0,
-        (true, false) => lo,
+    let slope = match (lo_den > 0.0, hi_den > 0.0) {
+        (true, true) => (lo_num / lo_den + hi_num / hi_den) / 2.0,
+        (true, false) => lo_num / lo_den,
         _ => 0.0,
     };
     sums.y0 = y0 as f64;
     (end, slope.max(0.0), sums)
+}
+
+/// `v as f64`. With `SIGNED` (the caller knows `v < 2^63`) through the
+/// one-instruction signed conversion, where the unsigned one takes
+/// several: the same value either way.
+#[inline(always)]
+fn as_f64<const SIGNED: bool>(v: u64) -> f64 {
+    if SIGNED {
+        v as i64 as f64
+    } else {
+        v as f64
+    }
+}
+
+/// Whether every difference between two of the ascending `vs` is below
+/// `2^63`, so [`as_f64`] may take its signed path.
+fn spans_signed(vs: &[u64]) -> bool {
+    match (vs.first(), vs.last()) {
+        (Some(&a), Some(&b)) => b.wrapping_sub(a) >> 63 == 0,
+        _ => true,
+    }
 }
 
 /// Running sums for a least-squares line over points `(dx, dy)` taken
@@ -560,12 +602,12 @@ fn least_squares(xs: &[u64], pos: &[u64]) -> Line {
 
 /// `(below, above)`: how far the line's predictions fall short of / pass
 /// the true positions, rounded up; `None` if either exceeds `u16::MAX`.
-fn bounds(xs: &[u64], pos: &[u64], line: Line) -> Option<(u16, u16)> {
+fn bounds<const S: bool>(xs: &[u64], pos: &[u64], line: Line) -> Option<(u16, u16)> {
     let x0 = xs[0];
     let (mut below, mut above) = (0.0f64, 0.0f64);
     for (&x, &p) in xs.iter().zip(pos) {
-        let pred = line.intercept + line.slope * (x - x0) as f64;
-        let err = p as f64 - pred;
+        let pred = line.intercept + line.slope * as_f64::<S>(x - x0);
+        let err = as_f64::<S>(p) - pred;
         below = below.max(err);
         above = above.max(-err);
     }
@@ -583,12 +625,12 @@ fn rounded_bounds(below: f64, above: f64) -> Option<(u16, u16)> {
 type Bounds = Option<(u16, u16)>;
 
 /// [`bounds`] of two lines over the same points, in one pass.
-fn bounds_of_two(xs: &[u64], pos: &[u64], a: Line, b: Line) -> (Bounds, Bounds) {
+fn bounds_of_two<const S: bool>(xs: &[u64], pos: &[u64], a: Line, b: Line) -> (Bounds, Bounds) {
     let x0 = xs[0];
     let (mut a_below, mut a_above, mut b_below, mut b_above) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for (&x, &p) in xs.iter().zip(pos) {
-        let dx = (x - x0) as f64;
-        let p = p as f64;
+        let dx = as_f64::<S>(x - x0);
+        let p = as_f64::<S>(p);
         let ea = p - (a.intercept + a.slope * dx);
         let eb = p - (b.intercept + b.slope * dx);
         a_below = a_below.max(ea);
@@ -657,6 +699,39 @@ mod tests {
         let two = BoundedModel::fit(&xs, &pos, 10_000, FitKind::TwoLevel, 8.0);
         assert_eq!(two.segment_count(), m.segment_count());
         assert!(two.mean_window() <= m.mean_window());
+    }
+
+    #[test]
+    fn the_signed_conversion_fits_what_the_unsigned_one_does() {
+        let mut x = 1u64 << 40;
+        let xs: Vec<u64> = (0..5000u64)
+            .map(|i| {
+                x += 1 + (i * 7919 % 997) * (i % 13);
+                x
+            })
+            .collect();
+        let pos: Vec<u64> = (0..5000).collect();
+        for kind in [FitKind::Linear, FitKind::Piecewise, FitKind::TwoLevel] {
+            let signed = BoundedModel::fit_with::<true>(&xs, &pos, 5000, kind, 8.0);
+            let unsigned = BoundedModel::fit_with::<false>(&xs, &pos, 5000, kind, 8.0);
+            assert_eq!(signed, unsigned, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn keys_spanning_more_than_half_the_key_space_fit_within_eps() {
+        // Differences past 2^63 take the unsigned conversion.
+        let step = u64::MAX / 5000;
+        let xs: Vec<u64> = (0..5000u64)
+            .map(|i| i * step + (i * 7919 % 997) * (step / 4000))
+            .collect();
+        let pos: Vec<u64> = (0..5000).collect();
+        assert!(!spans_signed(&xs));
+        let m = BoundedModel::fit(&xs, &pos, 5000, FitKind::Piecewise, 8.0);
+        check_all_inside(&xs, &pos, &m);
+        for l in &m.lines {
+            assert!(l.below <= 10 && l.above <= 10, "{l:?}");
+        }
     }
 
     #[test]

@@ -51,9 +51,13 @@ pub struct TableBuilder {
     first_key: Vec<u8>,
     /// Every key's model input (the model is fitted at `finish`).
     projected: ProjectedKeys,
-    /// The points the model is fitted on: one per distinct model input.
+    /// The points the model is fitted on when some model inputs repeat:
+    /// one per distinct input.
     point_xs: Vec<u64>,
     point_pos: Vec<u64>,
+    /// `0, 1, 2, ...`: the points' positions when no input repeats (only
+    /// ever grown, so a table's build writes none of it).
+    ordinals: Vec<u64>,
     /// The meta region (filter, index, properties, footer) being encoded.
     region: Vec<u8>,
     hashes: Vec<u64>,
@@ -80,6 +84,7 @@ impl TableBuilder {
             projected: ProjectedKeys::default(),
             point_xs: Vec::new(),
             point_pos: Vec::new(),
+            ordinals: Vec::new(),
             region: Vec::new(),
             hashes: Vec::new(),
             entries: 0,
@@ -189,15 +194,25 @@ impl TableBuilder {
             Some((fit, eps, whole_block)) => {
                 let (projection, every) = self.projected.finish(&self.first_key);
                 // One point per distinct projection: its first ordinal.
-                let (xs, pos) = (&mut self.point_xs, &mut self.point_pos);
-                xs.clear();
-                pos.clear();
-                for (i, &x) in every.iter().enumerate() {
-                    if xs.last().is_none_or(|&l| l < x) {
-                        xs.push(x);
-                        pos.push(i as u64);
+                // When every projection is distinct (the usual case) the
+                // points are the projections and the ordinals as they are.
+                let n = every.len();
+                let (xs, pos): (&[u64], &[u64]) = if every.windows(2).all(|w| w[0] < w[1]) {
+                    let have = self.ordinals.len();
+                    self.ordinals.extend(have as u64..n.max(have) as u64);
+                    (every, &self.ordinals[..n])
+                } else {
+                    let (xs, pos) = (&mut self.point_xs, &mut self.point_pos);
+                    xs.clear();
+                    pos.clear();
+                    for (i, &x) in every.iter().enumerate() {
+                        if xs.last().is_none_or(|&l| l < x) {
+                            xs.push(x);
+                            pos.push(i as u64);
+                        }
                     }
-                }
+                    (xs, pos)
+                };
                 // A window wider than a quarter of a block would send many
                 // lookups to a neighbouring block; ε is capped there.
                 let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;

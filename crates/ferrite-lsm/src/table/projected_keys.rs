@@ -29,12 +29,23 @@ pub struct ProjectedKeys {
 impl ProjectedKeys {
     /// Adds the next key; `first` is the table's first key (the first
     /// call passes it as `key` too), and keys come in ascending order.
+    #[inline]
     pub fn push(&mut self, first: &[u8], key: &[u8]) {
+        // Most keys keep the shared length: a word comparison and a load,
+        // inlined into the builder's per-entry path.
+        if !self.xs.is_empty() && keeps_prefix(first, key, self.shared) {
+            self.xs.push(KeyProjection::bytes_after(key, self.shared));
+        } else {
+            self.push_new_shared(first, key);
+        }
+    }
+
+    /// [`push`](ProjectedKeys::push) of the first key, or of one that
+    /// shortens the shared length.
+    #[inline(never)]
+    fn push_new_shared(&mut self, first: &[u8], key: &[u8]) {
         let shared = if self.xs.is_empty() {
             first.len()
-        } else if keeps_prefix(first, key, self.shared) {
-            // Most keys keep the shared length.
-            self.shared
         } else {
             let limit = self.shared.min(key.len());
             first[..limit]
@@ -43,10 +54,8 @@ impl ProjectedKeys {
                 .take_while(|(a, b)| a == b)
                 .count()
         };
-        if self.xs.is_empty() || shared != self.shared {
-            self.shared = shared;
-            self.marks.push((self.xs.len(), shared));
-        }
+        self.shared = shared;
+        self.marks.push((self.xs.len(), shared));
         self.xs
             .push(KeyProjection::bytes_after(key, shared.min(key.len())));
     }

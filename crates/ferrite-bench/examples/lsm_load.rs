@@ -6,7 +6,8 @@
 //! cargo run --release -p ferrite-bench --example lsm_load -- DIR KEY_BYTES VALUE_BYTES RECORDS sparse|learned
 //! ```
 //! `KEY_BYTES` is 8 (uniform 64-bit keys) or 16 (uniform 16-byte keys).
-//! Sizes memtables, tables and L1 from the data size as the repro does,
+//! Sizes memtables, tables and L1 from the data size as the repro does
+//! (`sized_lsm_options`),
 //! writes the records in key-set order in batches of 256 with no syncs,
 //! flushes, waits for compactions, and prints the seconds, the device's
 //! bytes written per user byte and the store's flush and compaction
@@ -16,7 +17,8 @@ use std::time::Instant;
 
 use ferrite::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_bench::keyset::{KeySet, KeySpec};
-use ferrite_lsm::{IndexKind, LsmOptions, LsmStore};
+use ferrite_bench::repro::sized_lsm_options;
+use ferrite_lsm::{IndexKind, LsmStore};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,18 +44,8 @@ fn main() -> anyhow::Result<()> {
         dir.display()
     );
     let keys = KeySet::new(spec, 7)?;
-    // The repro's sizing: memtables of 1/24 of the data, four tables per
-    // memtable, L1 of four memtables, each within the engine's defaults.
     let data = records * (key_bytes + value_bytes as u64);
-    let d = LsmOptions::default();
-    let memtable = (data / 24).clamp(256 << 10, d.memtable_bytes as u64) as usize;
-    let lsm = LsmOptions {
-        index,
-        memtable_bytes: memtable,
-        table_bytes: (memtable / 4).clamp(64 << 10, d.table_bytes),
-        l1_bytes: (memtable as u64 * 4).min(d.l1_bytes),
-        ..d
-    };
+    let lsm = sized_lsm_options(index, data);
     let opts = Options {
         sync: SyncMode::Never,
         cache_bytes: (data / 10).max(1 << 20),

@@ -13,6 +13,8 @@ mod swiftkv;
 mod turboindex;
 mod zkv;
 
+pub use swiftkv::sized_lsm_options;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -284,9 +284,17 @@ struct PartitionResults {
 }
 
 fn lsm_options(index: IndexKind, records: u64, shape: &Shape) -> LsmOptions {
-    // At the default scale the engine's defaults (RocksDB's); smaller runs
-    // scale memtables and levels down so they still have several levels.
-    let data = records * (shape.key_bytes + shape.value_bytes) as u64;
+    sized_lsm_options(
+        index,
+        records * (shape.key_bytes + shape.value_bytes) as u64,
+    )
+}
+
+/// The engine options this experiment gives a store of `data` bytes of
+/// keys and values: at the default scale the engine's defaults
+/// (RocksDB's); smaller runs scale memtables and levels down so they
+/// still have several levels.
+pub fn sized_lsm_options(index: IndexKind, data: u64) -> LsmOptions {
     let d = LsmOptions::default();
     let memtable = (data / 24).clamp(256 << 10, d.memtable_bytes as u64) as usize;
     LsmOptions {

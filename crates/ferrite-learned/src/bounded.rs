@@ -469,11 +469,27 @@ fn get_varint(b: &mut &[u8]) -> Option<u64> {
     None
 }
 
+/// Points the cone takes in one step (see [`cone`]).
+const CONE_LANES: usize = 4;
+// The step's reductions below are written out for four lanes.
+const _: () = assert!(CONE_LANES == 4);
+
 /// The longest run from `start` that one line through the first point
 /// covers within ±`eps` (the shrinking cone): its end (exclusive), the
 /// middle slope of the cone that remains, and the run's least-squares sums
 /// (gathered in the same pass, so the second-level line costs no extra
 /// pass over the keys).
+///
+/// The cone is the intersection of every point's slope interval
+/// `[(dy - eps) / dx, (dy + eps) / dx]`, and the run ends at the first
+/// point whose interval would leave it empty. An intersection is a running
+/// maximum and minimum, so the points' intervals are computed apart from
+/// it, [`CONE_LANES`] at a time: the chain from one step to the next is a
+/// single max and min rather than a compare and select per point, whose
+/// latency would bound the fit. A step whose points empty the cone is redone
+/// point by point to find where the run ends; since the intersection of a
+/// prefix contains the whole step's, a step that keeps the cone non-empty
+/// keeps every point of it.
 fn cone<const S: bool>(
     xs: &[u64],
     pos: &[u64],
@@ -482,38 +498,88 @@ fn cone<const S: bool>(
     eps: f64,
 ) -> (usize, f64, Sums) {
     let (x0, y0) = (xs[start], pos[start]);
-    // The cone's slopes as fractions `num / den` (`den >= 0`; a zero
-    // denominator is the open side, ∓∞). Compared by cross-multiplying,
-    // so no point waits on a division: one in the loop would sit on the
-    // chain from each point to the next, which is most of a fit's time.
-    let (mut lo_num, mut lo_den) = (-1.0f64, 0.0f64);
-    let (mut hi_num, mut hi_den) = (1.0f64, 0.0f64);
+    let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+    let mut lanes = [Sums::default(); CONE_LANES];
+    lanes[0].add(0.0, 0.0);
+    let mut j = start + 1;
+    while j + CONE_LANES <= n {
+        let (xs_j, pos_j) = (&xs[j..j + CONE_LANES], &pos[j..j + CONE_LANES]);
+        let mut d = [(0.0, 0.0); CONE_LANES];
+        let mut iv = [(0.0, 0.0); CONE_LANES];
+        let mut rising = true;
+        for k in 0..CONE_LANES {
+            d[k] = (diff_f64::<S>(xs_j[k], x0), diff_f64::<S>(pos_j[k], y0));
+            iv[k] = slope_interval(d[k].0, d[k].1, eps);
+            rising &= d[k].0 > 0.0;
+        }
+        let step_lo = max(max(iv[0].0, iv[1].0), max(iv[2].0, iv[3].0));
+        let step_hi = min(min(iv[0].1, iv[1].1), min(iv[2].1, iv[3].1));
+        let (next_lo, next_hi) = (max(lo, step_lo), min(hi, step_hi));
+        if !(rising && next_lo <= next_hi) {
+            break;
+        }
+        (lo, hi) = (next_lo, next_hi);
+        for (s, &(dx, dy)) in lanes.iter_mut().zip(&d) {
+            s.add(dx, dy);
+        }
+        j += CONE_LANES;
+    }
     let mut end = n;
-    let mut sums = Sums::default();
-    sums.add(0.0, 0.0);
-    for j in start + 1..n {
-        let dx = as_f64::<S>(xs[j].saturating_sub(x0));
-        let dy = as_f64::<S>(pos[j].saturating_sub(y0));
-        // Outside the cone when no slope in [lo, hi] passes within ±eps.
-        if dx <= 0.0 || (dy + eps) * lo_den < lo_num * dx || (dy - eps) * hi_den > hi_num * dx {
+    while j < n {
+        let (dx, dy) = (diff_f64::<S>(xs[j], x0), diff_f64::<S>(pos[j], y0));
+        let (l, h) = slope_interval(dx, dy, eps);
+        let (next_lo, next_hi) = (max(lo, l), min(hi, h));
+        if !(dx > 0.0 && next_lo <= next_hi) {
             end = j;
             break;
         }
-        if (dy - eps) * lo_den > lo_num * dx {
-            (lo_num, lo_den) = (dy - eps, dx);
-        }
-        if (dy + eps) * hi_den < hi_num * dx {
-            (hi_num, hi_den) = (dy + eps, dx);
-        }
-        sums.add(dx, dy);
+        (lo, hi) = (next_lo, next_hi);
+        lanes[0].add(dx, dy);
+        j += 1;
     }
-    let slope = match (lo_den > 0.0, hi_den > 0.0) {
-        (true, true) => (lo_num / lo_den + hi_num / hi_den) / 2.0,
-        (true, false) => lo_num / lo_den,
+    let slope = match (lo.is_finite(), hi.is_finite()) {
+        (true, true) => (lo + hi) / 2.0,
+        (true, false) => lo,
         _ => 0.0,
     };
+    let mut sums = lanes[0];
+    for l in &lanes[1..] {
+        sums.merge(l);
+    }
     sums.y0 = y0 as f64;
     (end, slope.max(0.0), sums)
+}
+
+/// The larger of `a` and `b`: one instruction, where `f64::max`, which
+/// ignores a NaN, takes several. A NaN `b` is returned, so a NaN error
+/// poisons a measured bound (which then fails [`rounded_bounds`] and splits
+/// the segment) instead of being skipped; the cone never keeps a NaN slope
+/// (`dx > 0` is checked first).
+#[inline(always)]
+fn max(a: f64, b: f64) -> f64 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The smaller of `a` and `b`; see [`max`].
+#[inline(always)]
+fn min(a: f64, b: f64) -> f64 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The slopes of the lines from the first point that pass within ±`eps`
+/// of a point `(dx, dy)` from it (`dx > 0`).
+#[inline(always)]
+fn slope_interval(dx: f64, dy: f64, eps: f64) -> (f64, f64) {
+    let inv = 1.0 / dx;
+    ((dy - eps) * inv, (dy + eps) * inv)
 }
 
 /// `v as f64`. With `SIGNED` (the caller knows `v < 2^63`) through the
@@ -525,6 +591,19 @@ fn as_f64<const SIGNED: bool>(v: u64) -> f64 {
         v as i64 as f64
     } else {
         v as f64
+    }
+}
+
+/// `a - b` as `f64` for `a >= b` (0 if not). With `SIGNED` (the caller
+/// knows the difference is below `2^63`) the difference wraps and converts
+/// as signed: a saturated difference is known non-negative, and the
+/// compiler would convert it by the unsigned sequence.
+#[inline(always)]
+fn diff_f64<const SIGNED: bool>(a: u64, b: u64) -> f64 {
+    if SIGNED {
+        a.wrapping_sub(b) as i64 as f64
+    } else {
+        a.saturating_sub(b) as f64
     }
 }
 
@@ -556,6 +635,14 @@ impl Sums {
         self.sy += dy;
         self.sxx += dx * dx;
         self.sxy += dx * dy;
+    }
+
+    fn merge(&mut self, o: &Sums) {
+        self.n += o.n;
+        self.sx += o.sx;
+        self.sy += o.sy;
+        self.sxx += o.sxx;
+        self.sxy += o.sxy;
     }
 
     /// The least-squares line (slope clamped at zero, as positions never
@@ -608,8 +695,8 @@ fn bounds<const S: bool>(xs: &[u64], pos: &[u64], line: Line) -> Option<(u16, u1
     for (&x, &p) in xs.iter().zip(pos) {
         let pred = line.intercept + line.slope * as_f64::<S>(x - x0);
         let err = as_f64::<S>(p) - pred;
-        below = below.max(err);
-        above = above.max(-err);
+        below = max(below, err);
+        above = max(above, -err);
     }
     rounded_bounds(below, above)
 }
@@ -633,10 +720,10 @@ fn bounds_of_two<const S: bool>(xs: &[u64], pos: &[u64], a: Line, b: Line) -> (B
         let p = as_f64::<S>(p);
         let ea = p - (a.intercept + a.slope * dx);
         let eb = p - (b.intercept + b.slope * dx);
-        a_below = a_below.max(ea);
-        a_above = a_above.max(-ea);
-        b_below = b_below.max(eb);
-        b_above = b_above.max(-eb);
+        a_below = max(a_below, ea);
+        a_above = max(a_above, -ea);
+        b_below = max(b_below, eb);
+        b_above = max(b_above, -eb);
     }
     (
         rounded_bounds(a_below, a_above),
@@ -749,6 +836,23 @@ mod tests {
         assert!(BoundedModel::decode(&extra).is_none());
     }
 
+    /// The cone as its definition reads, one point at a time: the end of
+    /// the run from `start` whose slope intervals all meet.
+    fn cone_reference(xs: &[u64], pos: &[u64], start: usize, eps: f64) -> usize {
+        let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+        for j in start + 1..xs.len() {
+            let dx = (xs[j] - xs[start]) as f64;
+            let dy = (pos[j] - pos[start]) as f64;
+            let (l, h) = slope_interval(dx, dy, eps);
+            lo = max(lo, l);
+            hi = min(hi, h);
+            if !(dx > 0.0 && lo <= hi) {
+                return j;
+            }
+        }
+        xs.len()
+    }
+
     proptest! {
         #[test]
         fn every_fitted_point_is_inside_its_window(
@@ -763,6 +867,31 @@ mod tests {
             for kind in [FitKind::Linear, FitKind::Piecewise, FitKind::TwoLevel] {
                 let m = BoundedModel::fit(&xs, &pos, p + 1, kind, eps);
                 check_all_inside(&xs, &pos, &m);
+            }
+        }
+
+        #[test]
+        fn the_cone_ends_where_the_slope_intervals_stop_meeting(
+            gaps in proptest::collection::vec(1u64..1000, 2..300),
+            steps in proptest::collection::vec(1u64..4, 300),
+            eps in 0.0f64..16.0,
+            start_at in 0.0f64..1.0,
+        ) {
+            let mut x = 1u64 << 20;
+            let xs: Vec<u64> = gaps.iter().map(|g| { x += g; x }).collect();
+            let mut p = 0u64;
+            let pos: Vec<u64> = steps.iter().take(xs.len()).map(|s| { p += s; p }).collect();
+            let n = xs.len();
+            let start = ((n - 1) as f64 * start_at) as usize;
+            let want = cone_reference(&xs, &pos, start, eps);
+            for (end, _, sums) in [cone::<true>(&xs, &pos, start, n, eps), cone::<false>(&xs, &pos, start, n, eps)] {
+                prop_assert_eq!(end, want);
+                // The lanes' sums add up to the run's.
+                prop_assert_eq!(sums.n, (end - start) as f64);
+                let sx: f64 = xs[start..end].iter().map(|&x| (x - xs[start]) as f64).sum();
+                let sy: f64 = pos[start..end].iter().map(|&q| (q - pos[start]) as f64).sum();
+                prop_assert!((sums.sx - sx).abs() <= 1e-9 * sx.max(1.0));
+                prop_assert!((sums.sy - sy).abs() <= 1e-9 * sy.max(1.0));
             }
         }
 

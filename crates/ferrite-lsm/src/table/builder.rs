@@ -197,7 +197,8 @@ impl TableBuilder {
                 // When every projection is distinct (the usual case) the
                 // points are the projections and the ordinals as they are.
                 let n = every.len();
-                let (xs, pos): (&[u64], &[u64]) = if every.windows(2).all(|w| w[0] < w[1]) {
+                let distinct = every.windows(2).all(|w| w[0] < w[1]);
+                let (xs, pos): (&[u64], &[u64]) = if distinct {
                     let have = self.ordinals.len();
                     self.ordinals.extend(have as u64..n.max(have) as u64);
                     (every, &self.ordinals[..n])
@@ -250,7 +251,7 @@ impl TableBuilder {
                     thresholds: None,
                 };
                 let blocks = learned.block_count(data_pages);
-                learned.thresholds = Thresholds::fit(&learned, every, blocks);
+                learned.thresholds = Thresholds::fit(&learned, every, distinct, blocks);
                 Index::Learned(learned)
             }
         };

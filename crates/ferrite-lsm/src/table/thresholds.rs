@@ -41,16 +41,19 @@ impl Thresholds {
     /// Fits thresholds for a table of `blocks` blocks (each holding an
     /// entry at least) whose keys project to `xs` (one per entry, in
     /// order, so ascending) and whose index (without thresholds) is
-    /// `index`. `None` when no window reaches across a boundary, or no
-    /// boundary can be given a threshold.
-    pub fn fit(index: &LearnedIndex, xs: &[u64], blocks: usize) -> Option<Self> {
+    /// `index`. `distinct` says that no two keys share a projection (`xs`
+    /// strictly ascending), which the builder knows already. `None` when no
+    /// window reaches across a boundary, or no boundary can be given a
+    /// threshold.
+    pub fn fit(index: &LearnedIndex, xs: &[u64], distinct: bool, blocks: usize) -> Option<Self> {
         if blocks < 2 {
             return None;
         }
+        debug_assert_eq!(distinct, xs.windows(2).all(|w| w[0] < w[1]));
         let n = xs.len() as u64;
         // When no two keys share a projection, only a few keys per
         // boundary need estimating (see `extremes`); otherwise every key.
-        let near: Vec<std::ops::Range<u64>> = if xs.windows(2).all(|w| w[0] < w[1]) {
+        let near: Vec<std::ops::Range<u64>> = if distinct {
             let mut near: Vec<std::ops::Range<u64>> = Vec::new();
             for i in extremes(index, xs, blocks) {
                 match near.last_mut() {
@@ -381,7 +384,7 @@ mod tests {
                 .collect();
             let (index, blocks) = index_over(&xs, &block_sizes, fixed, kind, eps);
             prop_assume!(blocks >= 2);
-            let fitted = Thresholds::fit(&index, &xs, blocks);
+            let fitted = Thresholds::fit(&index, &xs, xs.windows(2).all(|w| w[0] < w[1]), blocks);
             prop_assert_eq!(fitted, reference(&index, &xs, xs.len() as u64, blocks));
         }
     }

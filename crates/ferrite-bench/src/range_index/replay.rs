@@ -210,6 +210,31 @@ fn live_heap() -> Option<u64> {
     None
 }
 
+/// Frees what earlier indexes retired into crossbeam-epoch's default
+/// collector and left there. RASK and `congee` both retire memory through
+/// it, and a later index's pins would free that backlog during its own
+/// replay, so its heap growth would read low by the bytes freed. Passes
+/// the epoch until the heap stops shrinking (with the counting allocator;
+/// without it, nothing is measured and a few passes do).
+fn drain_retired() {
+    let mut last = live_heap();
+    let mut steady = 0;
+    for _ in 0..64 {
+        for _ in 0..4 {
+            crossbeam_epoch::pin().flush();
+        }
+        let now = live_heap();
+        if now.is_none() {
+            return;
+        }
+        steady = if now == last { steady + 1 } else { 0 };
+        if steady == 2 {
+            return;
+        }
+        last = now;
+    }
+}
+
 impl Replayer {
     /// Builds index `name` from empty and replays `ops` on it.
     pub fn run(&self, name: &str, ops: &[RangeOp]) -> Option<ReplayResult> {
@@ -259,6 +284,7 @@ impl Replayer {
         out: &mut Vec<Segment<PhysicalRun>>,
         hist: &mut Histogram<u64>,
     ) -> Option<Replay> {
+        drain_retired();
         let before = live_heap();
         let ix = super::make(name)?;
         let mut writes = 0u64;
@@ -276,6 +302,7 @@ impl Replayer {
         // The heap is read before the counters are gathered: their names
         // and the vector holding them are the harness's, not the index's.
         ix.settle();
+        drain_retired();
         let after = live_heap();
         let extra = ix.extra(writes);
         let memory_bytes = match (before, after) {

@@ -101,9 +101,20 @@ struct Results {
 /// Leaf capacities of the sensitivity sweep (the paper's default is 16).
 const CAPACITIES: [usize; 4] = [8, 16, 32, 64];
 
+/// The run of median throughput, carrying the median heap growth over
+/// all runs: one run's reading can be off by a block of the epoch
+/// collector's own bookkeeping (about 2 KiB) that it allocated, or freed,
+/// for garbage other runs retired, which on a stream as small as
+/// tectonic's is a quarter of RASK's index.
 fn median_by(mut v: Vec<ReplayResult>) -> Option<ReplayResult> {
+    let mut heap: Vec<u64> = v.iter().filter_map(|r| r.memory_bytes).collect();
+    heap.sort_unstable();
     v.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-    v.get(v.len() / 2).cloned()
+    let mut m = v.get(v.len() / 2).cloned()?;
+    if let Some(&h) = heap.get(heap.len() / 2) {
+        m.memory_bytes = Some(h);
+    }
+    Some(m)
 }
 
 /// Runs every index `repeats` times on `ops` untimed per operation,
@@ -810,7 +821,8 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
          run before it left them (this matters on a stream as short as tectonic's). \
          Every index is shareable between threads: RASK and `art-block` synchronise themselves, \
          every other baseline sits behind one mutex. Memory: live heap growth over the replay (counting \
-         allocator). Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\
+         allocator), the median over the repeats, read after the epoch garbage earlier \
+         indexes left is freed and again after the index's own is. Reproduce with `cargo run --release -- repro rask --out docs/results`.\n\n\
          Parameters: `{}`\n\n\
          The baselines (`ferrite_bench::range_index`): `btreemap-block` and `art-block` keep one \
          entry per block (`art-block` is the `congee` crate's ART-OLC, which synchronises itself \

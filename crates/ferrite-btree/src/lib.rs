@@ -16,8 +16,9 @@
 //! | `bulk_load` | bottom-up construction from sorted input |
 //! | `meta` | the two meta pages naming the durable root |
 //! | `checkpoint` | installing a checkpoint through the double-write file; its recovery |
-//! | `store` | [`BTreeStore`]: WAL, group commit, sync modes, poisoning, the write-miss hook, `KvStore` |
-//! | `insert_buffer` | TurboIndex: buffered records of non-resident leaves, the LIRS-style hot-page detector |
+//! | `options` | [`BTreeOptions`]: page size, checkpoint interval, which design runs |
+//! | `store` | [`BTreeStore`]: opening and recovery, the write path, checkpoints, SHORTCUT's background work, stats, `KvStore` |
+//! | `insert_buffer` | TurboIndex: buffered records of non-resident leaves, the LIRS-style hot-page detector, the write-miss hook |
 //! | `carry_over` | what a checkpoint carries over: buffered records, a batch in flight |
 //! | `page_map` | hash maps keyed by page id |
 //! | `shortcut` | SHORTCUT: per-level keyless models, phantom maps, one-shot prefetching descent, stash and rebuilds |
@@ -30,6 +31,7 @@ mod clock;
 mod free_space;
 pub mod insert_buffer;
 mod meta;
+mod options;
 mod overflow;
 mod page;
 mod page_map;
@@ -45,9 +47,10 @@ pub use carry_over::decode as decode_carry_over;
 pub use free_space::{ChainRef, FreeSpace};
 pub use insert_buffer::InsertBufferOptions;
 pub use meta::{Carried, Meta as MetaPage};
+pub use options::BTreeOptions;
 pub use page::{decode as decode_page, search as search_page, DecodedCell, DecodedPage};
 pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
-pub use store::{BTreeOptions, BTreeStore, Devices, FORMAT_VERSION};
+pub use store::{BTreeStore, Devices, FORMAT_VERSION};
 pub use tree::max_key_len;
 
 type Opened = ferrite_core::Result<Box<dyn ferrite_core::KvStore>>;

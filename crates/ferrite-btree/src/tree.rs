@@ -27,7 +27,6 @@ use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 use crate::buffer_pool::BufferPool;
 use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
-use crate::shortcut::Shortcut;
 use crate::structure_version::StructureVersion;
 
 /// The mutable shape of the tree.
@@ -101,14 +100,24 @@ impl Collected {
     }
 }
 
+/// Told of every node a split or a root growth adds, so a companion that
+/// predicts where nodes lie (SHORTCUT) knows when it has gone stale. The
+/// tree calls it under its write lock, after the new node is linked in
+/// its level.
+pub trait SplitObserver: Send + Sync {
+    /// `new` joined `level` right after `left` (for a new root: `level`
+    /// is the root's, and `left` the old root).
+    fn node_added(&self, level: u8, left: PageId, new: PageId);
+}
+
 /// A child page and the key bounds its subtree must respect.
 type ChildBounds = (PageId, Option<Vec<u8>>, Option<Vec<u8>>);
 
 pub struct Tree {
     pub pool: BufferPool,
     pub page_size: usize,
-    /// SHORTCUT's companion, if on: every split is logged in its stash.
-    pub shortcut: Option<Arc<Shortcut>>,
+    /// Told of every split (SHORTCUT's stash, if it is on).
+    observer: Option<Arc<dyn SplitObserver>>,
     /// Pages per level (0 = leaves) once counted, kept current by splits
     /// and root growth (deletes never merge), so statistics need not walk
     /// the tree again.
@@ -294,11 +303,15 @@ fn split_plan(
 }
 
 impl Tree {
-    pub fn new(pool: BufferPool, page_size: usize, shortcut: Option<Arc<Shortcut>>) -> Self {
+    pub fn new(
+        pool: BufferPool,
+        page_size: usize,
+        observer: Option<Arc<dyn SplitObserver>>,
+    ) -> Self {
         Self {
             pool,
             page_size,
-            shortcut,
+            observer,
             level_counts: parking_lot::Mutex::new(None),
             version: StructureVersion::new(),
             published: Published::default(),
@@ -534,10 +547,10 @@ impl Tree {
         }
         drop(lb);
         drop(p);
-        if let Some(sc) = &self.shortcut {
+        if let Some(o) = &self.observer {
             let mut left = id;
             for &new_id in &ids {
-                sc.stash.record(level, left, new_id);
+                o.node_added(level, left, new_id);
                 left = new_id;
             }
         }
@@ -598,8 +611,8 @@ impl Tree {
                     "separator does not fit a new root",
                 ));
             }
-            if let Some(sc) = &self.shortcut {
-                sc.stash.record(level, shape.root, id);
+            if let Some(o) = &self.observer {
+                o.node_added(level, shape.root, id);
             }
             if let Some(c) = self.level_counts.lock().as_mut() {
                 c.push(1);

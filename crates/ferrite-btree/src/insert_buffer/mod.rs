@@ -5,7 +5,7 @@
 //! Owns the buffered records (the *accumulator*: each node of the
 //! [`HotPageDetector`]'s stack holds its page's [`RecordSet`], so one
 //! probe by page id finds both) and the log of write hits. The
-//! tree consults it through the write-miss hook in `store`:
+//! tree consults it through the write-miss hook (`hook`):
 //! - a write whose leaf is resident is applied to the page, and the page
 //!   id is logged (once) without touching the stack; the log is replayed
 //!   into the stack on the next write miss (approximated LIRS, §III-B);
@@ -30,6 +30,7 @@
 
 mod detector;
 pub mod gate;
+pub(crate) mod hook;
 mod record_set;
 
 pub use detector::{DetectorCounters, HotPageDetector, Recency};

@@ -43,7 +43,7 @@ use ferrite_learned::FitOptions;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::page::{self, PageId, KIND_INNER};
-use crate::tree::{Shape, Tree};
+use crate::tree::{Shape, SplitObserver, Tree};
 use companion::{Build, Companion, SegmentAccuracy};
 use prefetch::PrefetchPool;
 use stash::Stash;
@@ -249,6 +249,13 @@ pub struct Shortcut {
     /// A level was disabled: rebuild even if the stash is not due.
     retrain: AtomicBool,
     wake: (Mutex<bool>, Condvar),
+}
+
+/// Every split goes to the stash, which decides when a rebuild is due.
+impl SplitObserver for Shortcut {
+    fn node_added(&self, level: u8, left: PageId, new: PageId) {
+        self.stash.record(level, left, new);
+    }
 }
 
 impl Shortcut {

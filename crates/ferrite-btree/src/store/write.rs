@@ -1,0 +1,179 @@
+//! The write path: a batch is logged as one WAL record and applied under
+//! the tree's write lock, then committed outside it, so concurrent writers
+//! share syncs (group commit).
+//!
+//! Invariants: a batch is applied in full or the store is poisoned (the
+//! tree in memory may be half-changed, and only recovery from disk may
+//! follow); a checkpoint taken while a batch is applied carries the batch
+//! over (see `checkpoint.rs`), so it stays all-or-nothing across a crash;
+//! no write is acknowledged under `SyncMode::Always` before its record is
+//! durable.
+
+use ferrite_core::{BatchOp, Result, SyncMode, WriteBatch};
+
+use super::{Shared, State};
+use crate::insert_buffer::hook::{self, Accesses, Host, Turbo};
+use crate::shortcut::Variant;
+use crate::tree::{Shape, Tree};
+
+/// The store as the write-miss hook sees it, for one logged batch.
+struct HookHost<'a> {
+    shared: &'a Shared,
+    /// The batch's WAL payload, carried over by a checkpoint the hook
+    /// triggers halfway through it.
+    logged: Option<&'a [u8]>,
+}
+
+impl Host for HookHost<'_> {
+    type State = State;
+
+    fn tree(&self) -> &Tree {
+        &self.shared.tree
+    }
+
+    fn accesses(&self) -> &Accesses {
+        &self.shared.counters.access
+    }
+
+    fn parts<'s>(&self, st: &'s mut State) -> (&'s mut Shape, &'s mut Turbo) {
+        (&mut st.shape, &mut st.turbo)
+    }
+
+    fn make_room(&self, st: &mut State) -> Result<()> {
+        self.shared.make_room(st, self.logged)
+    }
+}
+
+impl Shared {
+    pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.check_poison()?;
+        let mut payload = Vec::with_capacity(batch.encoded_len());
+        batch.encode(&mut payload);
+        let lsn = {
+            let mut st = self.state.write();
+            let lsn = self.wal.append(&payload);
+            let lsn = match lsn {
+                Ok(l) => l,
+                Err(e) => {
+                    self.poison(&e);
+                    return Err(e);
+                }
+            };
+            let splits_before = self.shortcut.as_ref().map(|sc| sc.stash.len());
+            // A batch is atomic to lookups too: one of several writes runs
+            // inside a change (a single write is atomic by its leaf latch).
+            let change = (batch.len() > 1).then(|| self.tree.version.change());
+            let applied = self.apply(&mut st, batch, Some(&payload));
+            drop(change);
+            if let Err(e) = applied {
+                // The tree may be half-changed in memory: only recovery
+                // from disk can restore a consistent state.
+                self.poison(&e);
+                return Err(e);
+            }
+            if let Some(sc) = &self.shortcut {
+                if splits_before != Some(sc.stash.len()) {
+                    if sc.options().variant == Variant::Sync {
+                        // SHORTCUT-SYNC: the rebuild runs here, on the
+                        // critical path, with every other operation waiting.
+                        if sc.needs_rebuild(&st.shape) {
+                            if let Err(e) = sc.rebuild_locked(&self.tree, &st.shape) {
+                                log::warn!("shortcut: inline rebuild failed: {e}");
+                            } else if !sc.levels_to_relocate().is_empty() {
+                                if let Err(e) = self.relayout_locked(&mut st, sc) {
+                                    self.poison(&e);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    } else {
+                        sc.poke(&st.shape);
+                    }
+                }
+            }
+            lsn
+        };
+        self.counters.api.add_written(batch.payload_bytes() as u64);
+        let r = match self.sync {
+            SyncMode::Always => self.wal.commit(lsn, true),
+            _ => self.wal.write_if_over(self.wal_buffer),
+        };
+        if let Err(e) = &r {
+            self.poison(e);
+        }
+        r
+    }
+
+    /// One round of `SyncMode::Batched`'s background sync.
+    pub(super) fn group_sync(&self) -> Result<()> {
+        self.poisoned.check()?;
+        self.wal.sync().inspect_err(|e| self.poison(e))
+    }
+
+    /// Pages one operation may dirty in the worst case (a split at every
+    /// level plus a new root), with room to spare.
+    fn headroom(&self, st: &State) -> usize {
+        4 * (st.shape.height as usize + 2) + 8
+    }
+
+    /// A checkpoint is due when the spill file nears its capacity (then
+    /// dirty frames could no longer be evicted) or the WAL its size bound.
+    pub(super) fn needs_checkpoint(&self, st: &State) -> bool {
+        let pool = &self.tree.pool;
+        pool.spilled() + self.headroom(st) >= pool.spill_capacity()
+            || self.wal.len() >= self.opts.checkpoint_wal_bytes
+    }
+
+    /// Applies a logged batch; `logged` is its WAL payload, carried over if
+    /// a checkpoint happens halfway through.
+    pub(super) fn apply(
+        &self,
+        st: &mut State,
+        batch: &WriteBatch,
+        logged: Option<&[u8]>,
+    ) -> Result<()> {
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put { key, value } => self.apply_op(st, key, Some(value), logged)?,
+                BatchOp::Delete { key } => self.apply_op(st, key, None, logged)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes room for one operation's dirty pages.
+    pub(super) fn make_room(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
+        if self.needs_checkpoint(st) {
+            self.checkpoint(st, logged)?;
+        }
+        Ok(())
+    }
+
+    /// One write: to the tree, or with an insert buffer through the
+    /// write-miss hook, which may buffer it instead of loading its leaf.
+    fn apply_op(
+        &self,
+        st: &mut State,
+        key: &[u8],
+        value: Option<&[u8]>,
+        logged: Option<&[u8]>,
+    ) -> Result<()> {
+        self.make_room(st, logged)?;
+        if st.turbo.configured() {
+            let host = HookHost {
+                shared: self,
+                logged,
+            };
+            return hook::write(&host, st, key, value);
+        }
+        let mut path = Vec::with_capacity(8);
+        let leaf = self.tree.find_leaf(&st.shape, key, &mut path)?;
+        self.counters
+            .access
+            .count_write(self.tree.pool.is_resident(leaf));
+        match value {
+            Some(v) => self.tree.put_at(&mut st.shape, &path, leaf, key, v),
+            None => self.tree.delete(&mut st.shape, key).map(drop),
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The compaction thread: serves the most overdue (partition, level) by
+//! the pure leveled policy (`crate::compaction`), moves a lone table down
+//! without rewriting it, and under load-aware construction asks the pure
+//! build policy (`crate::build_policy`) whether outputs get a model.
+//!
+//! A job whose inputs left the version meanwhile (a dropped partition)
+//! discards its outputs; closing abandons a job in flight, whose outputs
+//! no manifest names.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrite_core::{Error, Result};
+
+use super::publish::write_table;
+use super::Inner;
+use crate::build_policy::{self, Candidate};
+use crate::compaction::{self, LevelShape};
+use crate::options::LsmOptions;
+use crate::table::Table;
+use crate::version::Version;
+
+impl Inner {
+    /// The most overdue (partition, level), if any.
+    pub(super) fn due_compaction(&self, v: &Version) -> Option<(usize, usize, f64)> {
+        (0..v.parts.len())
+            .filter_map(|p| {
+                let shape: Vec<LevelShape> = v
+                    .levels(p)
+                    .iter()
+                    .enumerate()
+                    .map(|(l, ts)| LevelShape {
+                        tables: ts.len(),
+                        bytes: v.level_bytes(p, l),
+                    })
+                    .collect();
+                compaction::pick_level(&shape, &self.opts).map(|(l, score)| (p, l, score))
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2))
+    }
+
+    pub(super) fn compaction_loop(&self) {
+        loop {
+            if self.shutting_down() || self.poisoned.is_set() {
+                return;
+            }
+            let v = self.current.read().version.clone();
+            let Some((part, level, _)) = self.due_compaction(&v) else {
+                let mut stop = self.bg.lock();
+                if !*stop {
+                    self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
+                }
+                continue;
+            };
+            if let Err(e) = self.compact(&v, part, level) {
+                log::error!("compaction of level {level} failed: {e}");
+                self.poison(&e);
+                return;
+            }
+        }
+    }
+
+    pub(super) fn compact(&self, v: &Version, part: usize, level: usize) -> Result<()> {
+        let slot = part * self.opts.levels + level;
+        let cursor = self.meta.lock().cursors.get(slot).cloned().flatten();
+        let Some(job) = compaction::plan(v, part, level, cursor.as_deref()) else {
+            return Ok(());
+        };
+        if let Some(last) = job.upper.iter().map(|t| t.largest()).max() {
+            if let Some(c) = self.meta.lock().cursors.get_mut(slot) {
+                *c = Some(last.to_vec());
+            }
+        }
+        if job.is_move() {
+            let t = job.upper[0].clone();
+            // Same table, one level down: no bytes move.
+            self.install_move(&t, part, level + 1)?;
+            self.counters.moves.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let opts = self.output_options(&job);
+        let mut outputs = Vec::new();
+        let mut written = 0u64;
+        compaction::merge(&job, v, &opts, &mut |built| {
+            if self.shutting_down() {
+                return Err(Error::InvalidOptions("store is closing".into()));
+            }
+            written += built.bytes.len() as u64;
+            self.counters
+                .training_micros
+                .fetch_add(built.training_micros, Ordering::Relaxed);
+            if built.training_micros > 0 && built.entries > 0 {
+                let ns = built.training_micros as f64 * 1e3 / built.entries as f64;
+                let mut m = self.meta.lock();
+                m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
+            }
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            outputs.push((part, level + 1, t));
+            Ok(())
+        })
+        .or_else(|e| match e {
+            // Closing abandons the job; its outputs are not in any manifest.
+            Error::InvalidOptions(_) if self.shutting_down() => Ok(()),
+            e => Err(e),
+        })?;
+        if self.shutting_down() {
+            for (_, _, t) in &outputs {
+                t.mark_obsolete();
+            }
+            return Ok(());
+        }
+        self.space.sync()?;
+        let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
+        if !self.install(&inputs, &outputs, None)? {
+            for (_, _, t) in &outputs {
+                t.mark_obsolete();
+            }
+            return Ok(());
+        }
+        {
+            // The consumed tables' lookups and lifetimes feed their levels.
+            let mut m = self.meta.lock();
+            for (lvl, tables) in [(level, &job.upper), (level + 1, &job.lower)] {
+                if tables.is_empty() {
+                    continue;
+                }
+                let (c, t) = mean_use(tables);
+                if let Some(h) = m.history.get_mut(lvl) {
+                    h.observe(c, t);
+                }
+            }
+        }
+        let c = &self.counters;
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+        c.compaction_read
+            .fetch_add(job.input_bytes(), Ordering::Relaxed);
+        c.compaction_written.fetch_add(written, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The options a compaction writes its outputs with: the configured
+    /// index, or under load-aware construction the policy's choice.
+    fn output_options(&self, job: &compaction::Job) -> LsmOptions {
+        let mut opts = self.opts.clone();
+        let Some(la) = opts.load_aware.filter(|_| opts.index.is_learned()) else {
+            return opts;
+        };
+        let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
+        let (c, t) = mean_use(&inputs);
+        let entries: u64 = inputs.iter().map(|x| x.footer.entries).sum();
+        let m = self.meta.lock();
+        let cand = Candidate {
+            lookups: c,
+            lifetime_secs: t,
+            saving_secs: la.saving_ns * 1e-9,
+            training_secs: m.train_ns_per_entry * 1e-9 * entries as f64
+                / inputs.len().max(1) as f64,
+        };
+        let level = m.history.get(job.level + 1).copied().unwrap_or_default();
+        drop(m);
+        if build_policy::should_learn(&cand, &level) {
+            self.counters.learned_builds.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counters.sparse_builds.fetch_add(1, Ordering::Relaxed);
+            opts.index = crate::options::IndexKind::Sparse;
+        }
+        opts
+    }
+
+    fn install_move(&self, t: &Arc<Table>, part: usize, to: usize) -> Result<()> {
+        let mut meta = self.meta.lock();
+        let cur = self.current.read().clone();
+        if !cur.version.contains_all(&[t.id]) {
+            return Ok(());
+        }
+        self.publish(
+            &mut meta,
+            cur.version.edit(&[t.id], &[(part, to, t.clone())]),
+            None,
+        )
+    }
+}
+
+/// Mean lookups and lifetime (seconds) of `tables`.
+fn mean_use(tables: &[Arc<Table>]) -> (f64, f64) {
+    let n = tables.len().max(1) as f64;
+    let c = tables
+        .iter()
+        .map(|t| t.lookups.load(Ordering::Relaxed) as f64)
+        .sum::<f64>()
+        / n;
+    let t = tables
+        .iter()
+        .map(|t| t.created.elapsed().as_secs_f64())
+        .sum::<f64>()
+        / n;
+    (c, t)
+}

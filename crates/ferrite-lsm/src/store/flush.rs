@@ -1,0 +1,239 @@
+//! The flush thread: moves the oldest immutable memtable out, into one L0
+//! table, or with partitions into the partitions' flush buffers, writing
+//! each partition whose buffer holds a table's worth (or whose memtables'
+//! WAL devices a coming rotation will reset) to L0 as one table.
+//!
+//! A flush is installed with the log numbers it moves on, so recovery
+//! replays an operation only from its partition's first unflushed
+//! memtable on.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrite_core::Result;
+
+use super::publish::write_table;
+use super::{Inner, WAL_DEVICES};
+use crate::memtable::Memtable;
+use crate::merge::{MemSource, Merge, Source};
+use crate::options::LsmOptions;
+use crate::partition_buffer::{self, PartitionBuffers, Pending};
+use crate::table::{BuiltTable, TableBuilder};
+
+/// What a flush moves on: the memtable it took from the immutable list
+/// (none when it only empties the buffers), the flush buffers after it,
+/// and the oldest memtable not yet flushed.
+pub(super) struct Flushed {
+    pub(super) mem: Option<Arc<Memtable>>,
+    pub(super) buffers: Arc<PartitionBuffers>,
+    pub(super) next: u64,
+}
+
+/// One table per partition in `due`, from what its flush buffer holds
+/// (each key's newest version over the buffered memtables), in one pass
+/// over the memtables.
+fn build_from_buffers(
+    buffers: &PartitionBuffers,
+    due: &[usize],
+    opts: &LsmOptions,
+) -> Result<Vec<(usize, BuiltTable)>> {
+    let parts = opts.partitions;
+    let mut is_due = vec![false; parts];
+    for &p in due {
+        if let Some(d) = is_due.get_mut(p) {
+            *d = true;
+        }
+    }
+    let sources: Vec<Box<dyn Source>> = buffers
+        .memtables()
+        .into_iter()
+        .map(|m| {
+            let wanted: Vec<bool> = (0..parts)
+                .map(|p| is_due[p] && buffers.holds(p, m.id()))
+                .collect();
+            Box::new(buffered_source(m, u64::MAX, Bound::Unbounded, wanted)) as Box<dyn Source>
+        })
+        .collect();
+    let mut merged = Merge::new(sources);
+    let mut builders: Vec<Option<TableBuilder>> = (0..parts).map(|_| None).collect();
+    let (mut k, mut v) = (Vec::new(), Vec::new());
+    while let Some(live) = merged.next_into(&mut k, &mut v)? {
+        if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
+            slot.get_or_insert_with(|| {
+                TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+            })
+            .add(&k, live.then_some(v.as_slice()));
+        }
+    }
+    Ok(builders
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, b)| Some((p, b?.finish()?)))
+        .collect())
+}
+
+/// A buffered memtable as a merge source: only the keys of partitions
+/// `wanted` marks (its other partitions' entries are in tables, where
+/// newer versions may be).
+pub(super) fn buffered_source(
+    mem: Arc<Memtable>,
+    seq: u64,
+    start: Bound<&[u8]>,
+    wanted: Vec<bool>,
+) -> MemSource {
+    let keep = move |k: &[u8]| {
+        wanted
+            .get(crate::options::partition_of(k, wanted.len()))
+            .copied()
+            .unwrap_or(false)
+    };
+    MemSource::filtered(mem, seq, start, Some(Box::new(keep)))
+}
+
+/// One table per partition with entries, from a memtable's newest
+/// versions (the shared memtable is split by partition at flush).
+pub(super) fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Vec<(usize, BuiltTable)> {
+    let mut builders: Vec<Option<TableBuilder>> = (0..opts.partitions).map(|_| None).collect();
+    mem.for_each_newest(|k, v| {
+        if let Some(slot) = builders.get_mut(opts.partition_of(k)) {
+            slot.get_or_insert_with(|| {
+                TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+            })
+            .add(k, v);
+        }
+    });
+    builders
+        .into_iter()
+        .enumerate()
+        .filter_map(|(p, b)| Some((p, b?.finish()?)))
+        .collect()
+}
+
+impl Inner {
+    pub(super) fn flush_loop(&self) {
+        loop {
+            let job = {
+                let mut stop = self.bg.lock();
+                loop {
+                    if *stop || self.poisoned.is_set() {
+                        return;
+                    }
+                    let cur = self.current.read().clone();
+                    if let Some(m) = cur.imms.last().cloned() {
+                        break Some(m);
+                    }
+                    if self.drain.load(Ordering::Acquire) {
+                        if cur.buffers.bytes() > 0 {
+                            break None;
+                        }
+                        self.drain.store(false, Ordering::Release);
+                    }
+                    self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
+                }
+            };
+            let r = match &job {
+                Some(imm) => self.flush_one(imm),
+                None => self.drain_buffers(),
+            };
+            if let Err(e) = r {
+                log::error!("flush failed: {e}");
+                self.poison(&e);
+                return;
+            }
+        }
+    }
+
+    /// The options L0 tables are written with.
+    fn l0_options(&self) -> LsmOptions {
+        let mut opts = self.opts.clone();
+        if opts.load_aware.is_some() {
+            // L0 tables live briefly (SwiftKV builds models from L1 on).
+            opts.index = crate::options::IndexKind::Sparse;
+        }
+        opts
+    }
+
+    /// Moves the oldest immutable memtable out: unpartitioned, into one L0
+    /// table; partitioned, into the flush buffers, writing the partitions
+    /// [`partition_buffer::due`] names to L0.
+    fn flush_one(&self, imm: &Arc<Memtable>) -> Result<()> {
+        let opts = self.l0_options();
+        let cur = self.current.read().clone();
+        let mut buffers = (*cur.buffers).clone();
+        let built = if opts.partitions == 1 {
+            build_from_memtable(imm, &opts)
+        } else {
+            for (p, part) in buffers.parts.iter_mut().enumerate() {
+                let bytes = imm.partition_bytes(p);
+                if bytes > 0 {
+                    part.insert(
+                        0,
+                        Pending {
+                            mem: imm.clone(),
+                            bytes,
+                        },
+                    );
+                }
+            }
+            let due = partition_buffer::due(
+                &buffers.summary(),
+                opts.table_bytes,
+                imm.id(),
+                partition_buffer::retained(WAL_DEVICES, opts.max_immutable),
+            );
+            let built = build_from_buffers(&buffers, &due, &opts)?;
+            for p in due {
+                if let Some(part) = buffers.parts.get_mut(p) {
+                    part.clear();
+                }
+            }
+            built
+        };
+        let flushed = Flushed {
+            mem: Some(imm.clone()),
+            buffers: Arc::new(buffers),
+            next: imm.id() + 1,
+        };
+        self.install_l0(built, &flushed)
+    }
+
+    /// Writes every partition's flush buffer to L0 (for `flush`).
+    fn drain_buffers(&self) -> Result<()> {
+        let opts = self.l0_options();
+        let cur = self.current.read().clone();
+        let due: Vec<usize> = (0..opts.partitions)
+            .filter(|&p| cur.buffers.pending(p).next().is_some())
+            .collect();
+        let built = build_from_buffers(&cur.buffers, &due, &opts)?;
+        let flushed = Flushed {
+            mem: None,
+            buffers: Arc::new(PartitionBuffers::new(opts.partitions)),
+            next: cur.imms.last().map_or(cur.mem.id(), |m| m.id()),
+        };
+        self.install_l0(built, &flushed)
+    }
+
+    /// Writes `built` as L0 tables and installs them with `flushed`.
+    fn install_l0(&self, built: Vec<(usize, BuiltTable)>, flushed: &Flushed) -> Result<()> {
+        let mut added = Vec::new();
+        for (part, built) in built {
+            self.counters
+                .training_micros
+                .fetch_add(built.training_micros, Ordering::Relaxed);
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            added.push((part, 0, t));
+        }
+        if !added.is_empty() {
+            self.space.sync()?;
+        }
+        self.install(&[], &added, Some(flushed))?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .l0_flushed
+            .fetch_add(added.len() as u64, Ordering::Relaxed);
+        self.wake();
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! The write path: a batch takes sequence numbers under the writer lock,
+//! is appended to the live memtable's WAL and inserted into the memtable,
+//! then the visible sequence number moves; the WAL commit (group-committed,
+//! per `SyncMode`) happens after the lock is released.
+//!
+//! A full memtable is rotated: its WAL is synced, the next WAL device is
+//! emptied and takes the new epoch, and the old memtable joins the
+//! immutable list the flush thread drains. Writers wait (counted) while
+//! the immutable list or L0 is full, and are delayed a millisecond once
+//! past the L0 slowdown mark.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrite_core::{check_counter, BatchOp, Error, Result, SyncMode, WriteBatch};
+
+use super::open::fresh_wal;
+use super::{Inner, SuperVersion, Writer, WAL_DEVICES};
+use crate::memtable::Memtable;
+
+/// A WAL record: `seq: u64 LE` then the batch's encoding.
+pub(super) fn encode_record(seq: u64, ops: &WriteBatch) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + ops.encoded_len());
+    out.extend_from_slice(&seq.to_le_bytes());
+    ops.encode(&mut out);
+    out
+}
+
+pub(super) fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
+    let (seq, rest) = payload
+        .split_first_chunk::<8>()
+        .ok_or_else(|| Error::corruption("lsm wal", "record shorter than its sequence number"))?;
+    let seq = u64::from_le_bytes(*seq);
+    let batch = WriteBatch::decode(rest)?;
+    // The batch's last sequence number must be one a store can reach, so
+    // the numbers replay hands out after it cannot overflow.
+    seq.checked_add(batch.len() as u64)
+        .and_then(check_counter)
+        .ok_or_else(|| {
+            Error::corruption(
+                "lsm wal",
+                format!("sequence number {seq} is past any a store reaches"),
+            )
+        })?;
+    Ok((seq, batch))
+}
+
+impl Inner {
+    pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.check()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let payload_bytes = batch.payload_bytes() as u64;
+        let (wal, lsn, sync_now) = {
+            let mut w = self.writer.lock();
+            self.make_room(&mut w)?;
+            let seq = w.next_seq;
+            let n = batch.len() as u64;
+            // Replay refuses a record whose numbers reach the limit.
+            ferrite_core::persistable_counter(seq + n, "lsm wal")?;
+            let lsn = w
+                .wal
+                .append(&encode_record(seq, batch))
+                .inspect_err(|e| self.poison(e))?;
+            for (i, op) in batch.ops().iter().enumerate() {
+                let s = seq + i as u64;
+                match op {
+                    BatchOp::Put { key, value } => w.mem.insert(key, s, Some(value)),
+                    BatchOp::Delete { key } => w.mem.insert(key, s, None),
+                }
+            }
+            w.next_seq += n;
+            self.visible.store(seq + n - 1, Ordering::Release);
+            let sync_now = match self.sync {
+                SyncMode::Always => true,
+                SyncMode::Batched(d) if w.last_sync.elapsed() >= d => {
+                    w.last_sync = Instant::now();
+                    true
+                }
+                _ => false,
+            };
+            (w.wal.clone(), lsn, sync_now)
+        };
+        self.counters.api.add_written(payload_bytes);
+        let r = if sync_now {
+            wal.commit(lsn, true)
+        } else {
+            wal.write_if_over(1 << 20)
+        };
+        r.inspect_err(|e| self.poison(e))
+    }
+
+    /// Makes room for a write: rotates a full memtable and waits while
+    /// too many memtables or L0 tables are waiting for the background.
+    fn make_room(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+        let mut stalled: Option<Instant> = None;
+        let mut slowed = false;
+        loop {
+            self.check()?;
+            let (imms, l0) = {
+                let sv = self.current.read();
+                (sv.imms.len(), sv.version.max_l0())
+            };
+            let full = w.mem.bytes() >= self.opts.memtable_bytes;
+            if l0 >= self.opts.l0_stop || (full && imms >= self.opts.max_immutable) {
+                stalled.get_or_insert_with(Instant::now);
+                self.wake();
+                self.room.wait_for(w, Duration::from_millis(20));
+                continue;
+            }
+            if l0 >= self.opts.l0_slowdown && !slowed {
+                // Delay the write, once, to let compaction catch up before
+                // writers must stop.
+                slowed = true;
+                self.counters.slowdowns.fetch_add(1, Ordering::Relaxed);
+                self.room.wait_for(w, Duration::from_millis(1));
+                continue;
+            }
+            if full {
+                self.rotate(w)?;
+            }
+            break;
+        }
+        if let Some(t) = stalled {
+            let us = t.elapsed().as_micros() as u64;
+            self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+            self.counters.stall_micros.fetch_add(us, Ordering::Relaxed);
+            self.counters
+                .max_stall_micros
+                .fetch_max(us, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Makes the memtable immutable and starts the next one on its own WAL
+    /// device.
+    fn rotate(&self, w: &mut Writer) -> Result<()> {
+        let id = w.mem.id() + 1;
+        let slot = (id % WAL_DEVICES as u64) as usize;
+        // The device's previous memtable is flushed (at most
+        // `max_immutable` wait); a writer that appended to its WAL may
+        // still be committing, so wait until none holds it.
+        if let Some(old) = w.wal_slots[slot].take() {
+            while Arc::strong_count(&old) > 1 {
+                std::thread::yield_now();
+            }
+        }
+        // The old memtable's WAL is made durable before the next one
+        // starts: recovery replays WALs in order and stops at the first
+        // empty one, so a later WAL must never outlive an earlier one.
+        w.wal.sync().inspect_err(|e| self.poison(e))?;
+        let wal = Arc::new(fresh_wal(&self.devices, id).inspect_err(|e| self.poison(e))?);
+        w.wal_slots[slot] = Some(wal.clone());
+        let mem = Arc::new(Memtable::with_partitions(id, self.opts.partitions));
+        let old = std::mem::replace(&mut w.mem, mem.clone());
+        w.wal = wal;
+        {
+            let mut cur = self.current.write();
+            let mut imms = Vec::with_capacity(cur.imms.len() + 1);
+            imms.push(old);
+            imms.extend(cur.imms.iter().cloned());
+            *cur = Arc::new(SuperVersion {
+                mem,
+                imms,
+                buffers: cur.buffers.clone(),
+                version: cur.version.clone(),
+            });
+        }
+        self.wake();
+        Ok(())
+    }
+
+    /// Makes every memtable a table (the caller holds the writer lock, so
+    /// no write slips in).
+    pub(super) fn flush_locked(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> Result<()> {
+        self.check()?;
+        if !w.mem.is_empty() {
+            while self.current.read().imms.len() >= self.opts.max_immutable {
+                self.check()?;
+                self.wake();
+                self.room.wait_for(w, Duration::from_millis(20));
+            }
+            self.rotate(w)?;
+        }
+        while !self.current.read().imms.is_empty() {
+            self.check()?;
+            self.wake();
+            self.room.wait_for(w, Duration::from_millis(20));
+        }
+        // The flush buffers' entries go to tables too (the flush thread
+        // writes them; no memtable can be flushed meanwhile).
+        while self.current.read().buffers.bytes() > 0 {
+            self.check()?;
+            self.drain.store(true, Ordering::Release);
+            self.wake();
+            self.room.wait_for(w, Duration::from_millis(20));
+        }
+        self.check()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_whose_sequence_numbers_pass_the_counter_limit_is_damage() {
+        let mut batch = WriteBatch::new();
+        batch.put(b"a", b"1").unwrap().delete(b"b").unwrap();
+        let last_ok = ferrite_core::COUNTER_LIMIT - 3;
+        let (seq, got) = decode_record(&encode_record(last_ok, &batch)).unwrap();
+        assert_eq!((seq, got.len()), (last_ok, 2));
+        for seq in [last_ok + 1, u64::MAX - 1] {
+            assert!(matches!(
+                decode_record(&encode_record(seq, &batch)),
+                Err(Error::Corruption { .. })
+            ));
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! The write path: admission (a write takes zones only while reclamation
+//! can keep the floor free), the WAL append and the merged filter under
+//! the WAL instance, so log order is apply order; the commit per
+//! `SyncMode`; then maintenance: inserting evicted batches into the tree
+//! while the zones allow, evicting the filter's coldest nodes, checkpoints
+//! when the WAL has grown, reclamation when free zones run short.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ferrite_core::{BatchOp, Error, Result, SyncMode, WriteBatch};
+
+use super::Inner;
+use crate::batch_array::BatchArray;
+use crate::gc_policy::{self};
+use crate::options::Variant;
+use crate::pair::{Bytes, Pair, Val};
+use crate::zone_wal::Commit;
+
+impl Inner {
+    pub(super) fn value_of(&self, key: &[u8], value: &[u8]) -> Result<Val> {
+        if value.len() > self.opts.inline_value_max {
+            let loc = self.vlog.lock().append(key, value, &self.io.space)?;
+            Ok(Val::Vlog(loc))
+        } else {
+            Ok(Val::Put(Bytes::new(value)))
+        }
+    }
+
+    pub(super) fn release(&self, v: Option<Val>) {
+        if let Some(Val::Vlog(loc)) = v {
+            self.vlog.lock().release(loc, &self.io.space);
+        }
+    }
+
+    /// Applies one buffered pair to the first buffer of this variant.
+    pub(super) fn apply_pair(&self, pair: Pair) -> Result<()> {
+        if self.opts.buffers_writes() {
+            let old = self.mf.lock().insert(pair);
+            self.release(old);
+            Ok(())
+        } else if self.opts.variant == Variant::Zkv {
+            // Without the merged filter every write is a batch of one.
+            self.tree
+                .write()
+                .insert_batch(std::slice::from_ref(&pair), &self.ctx())
+        } else {
+            self.tree.write().apply_baseline(pair, &self.ctx())
+        }
+    }
+
+    /// Applies a batch under one hold of the first buffer's lock, so a
+    /// reader sees all of it or none of it. `order` runs under that lock
+    /// (it takes the batch's WAL sequence number), so the log orders every
+    /// key's writes as memory does.
+    pub(super) fn apply_batch(&self, batch: &WriteBatch, order: &mut dyn FnMut()) -> Result<()> {
+        let mut pairs = Vec::with_capacity(batch.len());
+        for op in batch.ops() {
+            pairs.push(match op {
+                BatchOp::Put { key, value } => Pair::new(key, self.value_of(key, value)?),
+                BatchOp::Delete { key } => Pair::new(key, Val::Del),
+            });
+        }
+        if self.opts.buffers_writes() {
+            let replaced: Vec<Option<Val>> = {
+                let mut mf = self.mf.lock();
+                order();
+                pairs.into_iter().map(|p| mf.insert(p)).collect()
+            };
+            replaced.into_iter().for_each(|v| self.release(v));
+            return Ok(());
+        }
+        let mut tree = self.tree.write();
+        order();
+        let ctx = self.ctx();
+        for p in pairs {
+            if self.opts.variant == Variant::Zkv {
+                tree.insert_batch(std::slice::from_ref(&p), &ctx)?;
+            } else {
+                tree.apply_baseline(p, &ctx)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, before anything changes, a write the device may not have
+    /// the zones for (see [`gc_policy::admission_floor`] and
+    /// [`ZoneSpace::admit`]), once reclamation has had its chance to free
+    /// them. An admitted write must end with [`ZoneSpace::finish`].
+    fn admit(&self, adds: bool) -> Result<()> {
+        let floor =
+            gc_policy::admission_floor(adds, self.opts.gc_reserve_zones, self.opts.flushers);
+        let need = {
+            let mut space = self.io.space.lock();
+            if space.admit(floor) {
+                return Ok(());
+            }
+            space.admission_need(floor)
+        };
+        let r = self.gc(need);
+        self.poison_on(r)?;
+        let mut space = self.io.space.lock();
+        if space.admit(floor) {
+            return Ok(());
+        }
+        let room = space.room();
+        drop(space);
+        self.c.refused.fetch_add(1, Ordering::Relaxed);
+        Err(Error::StoreFull {
+            reason: format!(
+                "{room} data zones are free and {floor} are kept for reclamation{}; \
+                 delete data to make room",
+                if adds { " and deletes" } else { "" }
+            ),
+        })
+    }
+
+    pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.check()?;
+        let adds = batch
+            .ops()
+            .iter()
+            .any(|op| matches!(op, BatchOp::Put { .. }));
+        let admitted = gc_policy::takes_zones(adds, self.opts.buffers_writes());
+        if admitted {
+            self.admit(adds)?;
+        }
+        let r = self.admitted_write(batch, admitted);
+        if admitted {
+            self.io.space.lock().finish();
+        }
+        r
+    }
+
+    /// The part of [`Self::write`] after admission (`admitted`: the write
+    /// counts among the admitted ones; one that takes no zone does not).
+    fn admitted_write(&self, batch: &WriteBatch, admitted: bool) -> Result<()> {
+        let mut payload = Vec::with_capacity(batch.encoded_len());
+        batch.encode(&mut payload);
+        if !self.wal.has_room(payload.len()) {
+            // The ring is short of empty zones: free WAL zones first.
+            let r = self.checkpoint();
+            self.poison_on(r)?;
+        }
+        let seq = {
+            let mut inst = self.wal.enter();
+            let mut seq = None;
+            let r = self.apply_batch(batch, &mut || seq = Some(self.wal.next_seq()));
+            if let Some(seq) = seq {
+                // Logged even if the apply failed (the store is poisoned
+                // then): a handed-out sequence number must not leave a gap.
+                let a = self.wal.append(&mut inst, seq, &payload);
+                self.poison_on(a)?;
+            }
+            self.poison_on(r)?;
+            seq.unwrap_or(0)
+        };
+        let r = match self.sync {
+            SyncMode::Always => self.commit(seq),
+            SyncMode::Batched(d) if self.wal.since_last_sync() >= d => self.commit(seq),
+            SyncMode::Batched(_) | SyncMode::Never => Ok(()),
+        };
+        self.poison_on(r)?;
+        let r = self.maintain(admitted);
+        self.poison_on(r)
+    }
+
+    /// Makes the WAL durable up to `seq` (a checkpoint when the ring is full).
+    pub(super) fn commit(&self, seq: u64) -> Result<()> {
+        match self.wal.commit(seq)? {
+            Commit::Durable => Ok(()),
+            Commit::NeedsCheckpoint => self.checkpoint(),
+        }
+    }
+
+    /// Helps insert the batch array; evicts the merged filter when over
+    /// budget. Batches are inserted only while the zones allow it
+    /// ([`Inner::leaf_work_allowed`]); the rest wait in the array, which
+    /// keeps answering reads, and the filter is not evicted again until
+    /// they are in. `admitted`: the caller is an admitted write.
+    pub(super) fn maintain_buffers(&self, admitted: bool) -> Result<()> {
+        if !self.opts.buffers_writes() {
+            return Ok(());
+        }
+        loop {
+            let arr = self.batches.read().clone();
+            self.insert_batches(&arr, admitted)?;
+            if !arr.finished() {
+                // Short of zones, or another writer is inserting the last.
+                return Ok(());
+            }
+            let mut mf = self.mf.lock();
+            if mf.bytes <= self.budget.mf {
+                return Ok(());
+            }
+            if !self.batches.read().finished() {
+                return Ok(());
+            }
+            let target = mf.bytes - self.budget.mf * 3 / 4;
+            let evicted = mf.evict(target);
+            self.c.evictions.fetch_add(1, Ordering::Relaxed);
+            *self.batches.write() = Arc::new(BatchArray::new(evicted));
+        }
+    }
+
+    /// Claims and inserts batches of `arr` while the zones allow it.
+    pub(super) fn insert_batches(&self, arr: &BatchArray, admitted: bool) -> Result<()> {
+        while self.leaf_work_allowed(admitted) && self.insert_next(arr)? {}
+        Ok(())
+    }
+
+    /// Claims the next batch of `arr` and inserts it; false when none is
+    /// left to claim.
+    pub(super) fn insert_next(&self, arr: &BatchArray) -> Result<bool> {
+        let Some((i, batch)) = arr.claim() else {
+            return Ok(false);
+        };
+        let r = {
+            let mut tree = self.tree.write();
+            let r = tree.insert_batch(batch, &self.ctx());
+            // Under the tree's lock (see `BatchArray::not_inserted`).
+            arr.mark_inserted(i);
+            r
+        };
+        arr.finish_one();
+        r.map(|()| true)
+    }
+
+    /// Whether deferred leaf writes may take pages now: the free zones
+    /// and the flushers' room cover the deletes' admission floor beside
+    /// the admitted writes ([`ZoneSpace::admits_leaf_work`]). A batch
+    /// writes far less than a zone, so checking before each keeps those
+    /// zones for reclamation, which needs them to free more.
+    fn leaf_work_allowed(&self, admitted: bool) -> bool {
+        let floor =
+            gc_policy::admission_floor(false, self.opts.gc_reserve_zones, self.opts.flushers);
+        self.io.space.lock().admits_leaf_work(floor, admitted)
+    }
+
+    fn maintain(&self, admitted: bool) -> Result<()> {
+        self.maintain_buffers(admitted)?;
+        if self.wal.bytes_since_checkpoint() >= self.opts.checkpoint_bytes() {
+            self.checkpoint()?;
+        }
+        let n = self.c.maintenance.fetch_add(1, Ordering::Relaxed);
+        let free = self.io.space.lock().free_zones();
+        let over = n.is_multiple_of(64) && self.tight(free) && self.amp_over(false);
+        if gc_policy::should_collect(free, self.opts.gc_reserve_zones) || over {
+            self.gc(self.opts.gc_reserve_zones)?;
+        } else if n.is_multiple_of(8)
+            && gc_policy::drain_early(free, self.opts.gc_reserve_zones)
+            && self.drains_values()
+        {
+            self.drain_values()?;
+        }
+        Ok(())
+    }
+}

@@ -3,14 +3,18 @@
 //!
 //! Install it in a binary with
 //! `#[global_allocator] static A: CountingAlloc = CountingAlloc::new();`
-//! (the `ferrite` binary does when built with `--features counting-alloc`).
-//! Each allocation costs two relaxed atomic updates.
+//! (the `ferrite-bench` binary does; the user-facing `ferrite` binary does
+//! not). Each allocation costs two relaxed atomic updates. The readings
+//! are `None` in a process whose allocator it is not, so a measurement
+//! can never report zero bytes for want of the allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 static LIVE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
+/// Set by the first allocation through the counting allocator.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The system allocator, counting.
 pub struct CountingAlloc;
@@ -27,14 +31,20 @@ impl Default for CountingAlloc {
     }
 }
 
-/// Heap bytes currently allocated through the counting allocator.
-pub fn live_bytes() -> u64 {
-    LIVE.load(Relaxed)
+/// Whether this process allocates through the counting allocator.
+pub fn installed() -> bool {
+    INSTALLED.load(Relaxed)
 }
 
-/// Highest `live_bytes` since the last [`reset_peak`].
-pub fn peak_bytes() -> u64 {
-    PEAK.load(Relaxed)
+/// Heap bytes currently allocated through the counting allocator, if it
+/// is this process's allocator.
+pub fn live_bytes() -> Option<u64> {
+    installed().then(|| LIVE.load(Relaxed))
+}
+
+/// Highest `live_bytes` since the last [`reset_peak`], if counted.
+pub fn peak_bytes() -> Option<u64> {
+    installed().then(|| PEAK.load(Relaxed))
 }
 
 pub fn reset_peak() {
@@ -42,6 +52,9 @@ pub fn reset_peak() {
 }
 
 fn grew(n: u64) {
+    if !INSTALLED.load(Relaxed) {
+        INSTALLED.store(true, Relaxed);
+    }
     let now = LIVE.fetch_add(n, Relaxed) + n;
     PEAK.fetch_max(now, Relaxed);
 }

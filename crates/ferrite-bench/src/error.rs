@@ -19,13 +19,9 @@ pub enum BenchError {
     #[error("{}: {reason}", path.display())]
     Data { path: PathBuf, reason: String },
 
-    /// A trace line could not be parsed.
-    #[error("{}:{line}: {reason}", path.display())]
-    TraceLine {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
+    /// A block trace could not be read or parsed.
+    #[error(transparent)]
+    Trace(#[from] ferrite_trace::TraceError),
 
     /// The benchmark was configured with values that cannot work.
     #[error("invalid benchmark configuration: {0}")]

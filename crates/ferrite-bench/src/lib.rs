@@ -4,8 +4,6 @@
 //!
 //! - [`workload`], [`distribution`], [`keyset`]: YCSB A–F and custom mixes,
 //!   uniform / zipfian / latest / hotspot requests, generated and real keys.
-//! - [`trace`]: block I/O traces (CloudPhysics, Tectonic, fio iolog v2) as
-//!   one stream of 4 KiB block requests.
 //! - [`adapter`]: ferrite engines and the baselines (RocksDB, LMDB, redb,
 //!   fjall, BTreeMap) behind the same `KvStore` API.
 //! - [`runner`]: load and run phases with latency histograms.
@@ -16,7 +14,6 @@
 //! - [`provenance`]: commit, date, machine and command of every result.
 
 pub mod adapter;
-#[cfg(feature = "counting-alloc")]
 pub mod counting_alloc;
 pub mod distribution;
 pub mod error;
@@ -28,7 +25,6 @@ pub mod range_index;
 pub mod report;
 pub mod repro;
 pub mod runner;
-pub mod trace;
 pub mod workload;
 
 pub use error::{BenchError, Result};

@@ -3,7 +3,6 @@
 //! growth matches the bytes it counts in its own structures, and nothing
 //! the harness allocates after the replay (the counters it gathers) is
 //! charged to it.
-#![cfg(feature = "counting-alloc")]
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use ferrite_bench::counting_alloc::CountingAlloc;

@@ -46,14 +46,27 @@ enum Command {
     },
     /// List the engines and whether this build contains them.
     Engines,
-    /// Measure dependent versus batched 4 KiB O_DIRECT random reads.
-    IoProbe(command::io_probe::IoProbeArgs),
-    /// Compare stores side by side on YCSB or custom workloads.
-    Bench(Box<command::bench::BenchArgs>),
-    /// Run a paper experiment and judge its claims (`ferrite repro list`).
-    Repro(command::repro::ReproArgs),
+    /// Measure dependent versus batched 4 KiB O_DIRECT random reads
+    /// (runs `ferrite-bench io-probe`).
+    #[command(disable_help_flag = true)]
+    IoProbe(Forwarded),
+    /// Compare stores side by side on YCSB or custom workloads (runs
+    /// `ferrite-bench bench`).
+    #[command(disable_help_flag = true)]
+    Bench(Forwarded),
+    /// Run a paper experiment and judge its claims, `ferrite repro list`
+    /// for the list (runs `ferrite-bench repro`).
+    #[command(disable_help_flag = true)]
+    Repro(Forwarded),
     /// Summarise a block I/O trace as the replayer sees it.
     Trace(command::trace::TraceArgs),
+}
+
+/// A subcommand's arguments, passed on unparsed (`--help` included).
+#[derive(clap::Args)]
+struct Forwarded {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<std::ffi::OsString>,
 }
 
 /// Lets a closed output pipe (`ferrite kv scan ... | head`) end the
@@ -67,17 +80,10 @@ fn restore_sigpipe() {
     }
 }
 
-#[cfg(feature = "counting-alloc")]
-#[global_allocator]
-static ALLOC: ferrite_bench::counting_alloc::CountingAlloc =
-    ferrite_bench::counting_alloc::CountingAlloc::new();
-
 fn main() -> anyhow::Result<()> {
     restore_sigpipe();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    // Record commit and machine now, before any long run starts.
-    let _ = ferrite_bench::provenance::Provenance::capture();
     match cli.command {
         Command::Demo { dir } => command::demo::run(dir),
         Command::Kv { op } => command::kv::run(op),
@@ -87,9 +93,9 @@ fn main() -> anyhow::Result<()> {
             command::engines::print();
             Ok(())
         }
-        Command::IoProbe(args) => command::io_probe::run(args),
-        Command::Bench(args) => command::bench::run(*args),
-        Command::Repro(args) => command::repro::run(args),
+        Command::IoProbe(f) => std::process::exit(command::harness::forward("io-probe", &f.args)?),
+        Command::Bench(f) => std::process::exit(command::harness::forward("bench", &f.args)?),
+        Command::Repro(f) => std::process::exit(command::harness::forward("repro", &f.args)?),
         Command::Trace(args) => command::trace::run(args),
     }
 }

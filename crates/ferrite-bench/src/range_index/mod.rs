@@ -32,10 +32,8 @@ mod replay;
 mod segments;
 pub mod tail;
 
-pub use replay::{
-    compact_writes, ops_from_trace, synthetic_ops, verify, RangeOp, ReplayResult, Replayer,
-    WARMUP_OPS,
-};
+pub use ferrite_trace::{compact_writes, ops_from_trace, RangeOp};
+pub use replay::{synthetic_ops, verify, ReplayResult, Replayer, WARMUP_OPS};
 
 use ferrite_rask::{BlockRange, PhysicalRun, Segment};
 

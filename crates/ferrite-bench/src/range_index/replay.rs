@@ -1,6 +1,6 @@
-//! Operation streams for range indexes (from block traces, through the
-//! I/O compaction window, or synthetic), the timed replay, and the oracle
-//! check.
+//! Synthetic operation streams for range indexes, the timed replay, and
+//! the oracle check (streams from block traces come from
+//! `ferrite_trace::range_op`).
 //!
 //! Values are assigned as a log-structured backend would: every write gets
 //! the next free run of physical blocks, so two writes never share a
@@ -9,83 +9,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use ferrite_rask::{BlockRange, PhysicalRun, RangeValue, Segment, SegmentCache};
+use ferrite_rask::{BlockRange, PhysicalRun, Segment};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 
+use ferrite_trace::{RangeOp, RunAllocator};
+
 use super::RangeIndex;
-use crate::trace::{BlockOp, BlockRequest};
-
-/// One operation of a replay.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RangeOp {
-    Put(BlockRange, PhysicalRun),
-    Delete(BlockRange),
-    Get(BlockRange),
-}
-
-/// Hands out consecutive physical runs in data file 0.
-#[derive(Default)]
-struct Allocator {
-    next: u64,
-}
-
-impl Allocator {
-    fn run(&mut self, len: u64) -> PhysicalRun {
-        if self.next + len >= PhysicalRun::BLOCK_SPACE {
-            self.next = 0;
-        }
-        let v = PhysicalRun::new(0, self.next).unwrap_or(PhysicalRun::TOMBSTONE);
-        self.next += len;
-        v
-    }
-}
-
-/// Writes become puts of fresh runs, reads gets, trims deletes.
-pub fn ops_from_trace(reqs: &[BlockRequest]) -> Vec<RangeOp> {
-    let mut alloc = Allocator::default();
-    reqs.iter()
-        .filter_map(|q| {
-            let r = BlockRange::with_len(q.start, q.blocks).ok()?;
-            Some(match q.op {
-                BlockOp::Write => RangeOp::Put(r, alloc.run(r.len())),
-                BlockOp::Read => RangeOp::Get(r),
-                BlockOp::Trim => RangeOp::Delete(r),
-            })
-        })
-        .collect()
-}
-
-/// The stream after I/O compaction: writes pass through a segment cache of
-/// `window` blocks and reach the index as consecutive writes, each stored
-/// as one fresh run; reads and deletes keep their place.
-pub fn compact_writes(ops: &[RangeOp], window: u64) -> Vec<RangeOp> {
-    let mut cache = SegmentCache::new(window);
-    let mut alloc = Allocator::default();
-    let mut out = Vec::with_capacity(ops.len());
-    let mut emit = |out: &mut Vec<RangeOp>, cws: Vec<ferrite_rask::CompactedWrite>| {
-        for cw in cws {
-            out.push(RangeOp::Put(cw.range, alloc.run(cw.range.len())));
-        }
-    };
-    for op in ops {
-        match *op {
-            RangeOp::Put(r, _) => {
-                let cws = cache.write(r);
-                emit(&mut out, cws);
-            }
-            RangeOp::Delete(_) => {
-                let cws = cache.flush();
-                emit(&mut out, cws);
-                out.push(*op);
-            }
-            RangeOp::Get(_) => out.push(*op),
-        }
-    }
-    let cws = cache.flush();
-    emit(&mut out, cws);
-    out
-}
 
 /// `n` operations on a disk of `disk_blocks` blocks: ranges of 4 to 64
 /// blocks (uniform) at uniform starts; `write_fraction` puts,
@@ -98,7 +28,7 @@ pub fn synthetic_ops(
     delete_fraction: f64,
 ) -> Vec<RangeOp> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut alloc = Allocator::default();
+    let mut alloc = RunAllocator::default();
     (0..n)
         .filter_map(|_| {
             let len = rng.gen_range(4..=64u64);
@@ -200,14 +130,7 @@ pub struct Replayer {
 }
 
 fn live_heap() -> Option<u64> {
-    #[cfg(feature = "counting-alloc")]
-    {
-        let n = crate::counting_alloc::live_bytes();
-        if n > 0 {
-            return Some(n);
-        }
-    }
-    None
+    crate::counting_alloc::live_bytes()
 }
 
 /// Frees what earlier indexes retired into crossbeam-epoch's default

@@ -128,27 +128,14 @@ fn levels_not_cached(row: &crate::report::ResultRow) -> Option<f64> {
 /// Live heap bytes, with the peak restarted from here, if the counting
 /// allocator is installed.
 fn heap_live_reset_peak() -> Option<u64> {
-    #[cfg(feature = "counting-alloc")]
-    {
-        let n = crate::counting_alloc::live_bytes();
-        if n > 0 {
-            crate::counting_alloc::reset_peak();
-            return Some(n);
-        }
-    }
-    None
+    let n = crate::counting_alloc::live_bytes()?;
+    crate::counting_alloc::reset_peak();
+    Some(n)
 }
 
 /// The peak of live heap bytes since [`heap_live_reset_peak`], if counted.
 fn heap_peak() -> Option<u64> {
-    #[cfg(feature = "counting-alloc")]
-    {
-        let n = crate::counting_alloc::peak_bytes();
-        if n > 0 {
-            return Some(n);
-        }
-    }
-    None
+    crate::counting_alloc::peak_bytes()
 }
 
 impl Experiment for BtreeRepro {

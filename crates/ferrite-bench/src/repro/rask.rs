@@ -32,7 +32,7 @@ use crate::error::{BenchError, Result};
 use crate::range_index::tail::{self, TailProfile};
 use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
 use crate::report;
-use crate::trace;
+use ferrite_trace as trace;
 
 pub struct RaskRepro;
 
@@ -359,8 +359,9 @@ impl Experiment for RaskRepro {
     }
 
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
-        #[cfg(not(feature = "counting-alloc"))]
-        eprintln!("rask: built without the counting allocator; memory is not measured");
+        if !crate::counting_alloc::installed() {
+            eprintln!("rask: the counting allocator is not this process's; memory is not measured");
+        }
         let s = sizes(ctx.scale);
         let mut results = Results::default();
         let mut datasets: Vec<(String, Vec<RangeOp>, usize)> = Vec::new();
@@ -504,7 +505,7 @@ impl Experiment for RaskRepro {
             "warmup_ops": WARMUP_OPS,
             "leaf_capacity": 16,
             "threads": 1,
-            "counting_allocator": cfg!(feature = "counting-alloc"),
+            "counting_allocator": crate::counting_alloc::installed(),
         });
         let metrics = metrics_of(&results);
         if let Some(out) = &ctx.out_dir {

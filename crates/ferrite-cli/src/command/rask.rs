@@ -21,8 +21,8 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use ferrite::SyncMode;
-use ferrite_bench::range_index::{compact_writes, ops_from_trace, RangeOp};
 use ferrite_rask::{BlockRange, DurableOptions, DurableRask, PhysicalRun};
+use ferrite_trace::{compact_writes, ops_from_trace, RangeOp};
 
 #[derive(Args, Clone)]
 pub struct MapArgs {
@@ -261,10 +261,10 @@ fn load(a: LoadArgs) -> Result<()> {
     if a.file > PhysicalRun::MAX_FILE {
         bail!("data file id {} is reserved", a.file);
     }
-    let reqs = ferrite_bench::trace::parse_named(&a.format, &a.trace)?;
+    let reqs = ferrite_trace::parse_named(&a.format, &a.trace)?;
     let writes_in = reqs
         .iter()
-        .filter(|r| r.op == ferrite_bench::trace::BlockOp::Write)
+        .filter(|r| r.op == ferrite_trace::BlockOp::Write)
         .count();
     let mut ops = ops_from_trace(&reqs);
     if a.window > 0 {
@@ -327,7 +327,7 @@ fn load(a: LoadArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrite_bench::trace::{BlockOp, BlockRequest};
+    use ferrite_trace::{BlockOp, BlockRequest};
 
     #[test]
     fn ranges_parse_in_all_three_forms() {

@@ -1,12 +1,12 @@
 //! `ferrite trace`: parse a block trace and summarise it, as the replayer
-//! will see it (4 KiB blocks, the rounding rule of `ferrite_bench::trace`).
+//! will see it (4 KiB blocks, the rounding rule of `ferrite_trace`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use ferrite_bench::trace::{self, BlockOp, BlockRequest, TraceSummary};
+use ferrite_trace::{self as trace, BlockOp, BlockRequest, TraceSummary};
 
 #[derive(Args)]
 pub struct TraceArgs {

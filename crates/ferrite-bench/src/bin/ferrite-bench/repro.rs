@@ -1,4 +1,4 @@
-//! `ferrite repro`: paper experiments with their claims, measured.
+//! `ferrite repro` (`ferrite-bench repro`): paper experiments with their claims, measured.
 
 use std::path::PathBuf;
 

@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use super::{BlockOp, BlockRequest};
-use crate::error::{BenchError, Result};
+use crate::error::{Result, TraceError};
+use crate::request::{BlockOp, BlockRequest};
 
 pub fn parse_cloudphysics(path: &Path) -> Result<Vec<BlockRequest>> {
-    parse_text(&super::read_text(path)?, path)
+    parse_text(&crate::read_text(path)?, path)
 }
 
 pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
@@ -21,7 +21,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         if line.is_empty() || (i == 0 && line.starts_with("version")) {
             continue;
         }
-        let bad = |reason: &str| BenchError::TraceLine {
+        let bad = |reason: &str| TraceError::Line {
             path: path.to_path_buf(),
             line: i + 1,
             reason: reason.into(),
@@ -54,7 +54,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::TraceSummary;
+    use crate::request::TraceSummary;
 
     #[test]
     fn parses_lines_and_rejects_garbage() {

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{BlockOp, BlockRequest};
-use crate::error::{BenchError, Result};
+use crate::error::{Result, TraceError};
+use crate::request::{BlockOp, BlockRequest};
 
 /// Blocks reserved per chunk (16 MiB of 4 KiB blocks).
 pub const TECTONIC_CHUNK_BLOCKS: u64 = 4096;
@@ -25,20 +25,20 @@ pub const TECTONIC_CHUNK_BLOCKS: u64 = 4096;
 pub const MAX_OP_COUNT: u64 = 1 << 16;
 
 pub fn parse_tectonic(path: &Path) -> Result<Vec<BlockRequest>> {
-    parse_text(&super::read_text(path)?, path)
+    parse_text(&crate::read_text(path)?, path)
 }
 
 pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
     let mut chunks: HashMap<String, u64> = HashMap::new();
     let mut out = Vec::new();
     let mut first_time = None;
-    let slot_bytes = TECTONIC_CHUNK_BLOCKS * super::BLOCK_BYTES;
+    let slot_bytes = TECTONIC_CHUNK_BLOCKS * crate::request::BLOCK_BYTES;
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || (i == 0 && line.starts_with("op_time")) {
             continue;
         }
-        let bad = |reason: &str| BenchError::TraceLine {
+        let bad = |reason: &str| TraceError::Line {
             path: path.to_path_buf(),
             line: i + 1,
             reason: reason.into(),
@@ -91,7 +91,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::TraceSummary;
+    use crate::request::TraceSummary;
 
     #[test]
     fn chunks_get_their_own_slots() {

@@ -6,11 +6,11 @@
 
 use std::path::Path;
 
-use super::{BlockOp, BlockRequest};
-use crate::error::{BenchError, Result};
+use crate::error::{Result, TraceError};
+use crate::request::{BlockOp, BlockRequest};
 
 pub fn parse_fio_iolog(path: &Path) -> Result<Vec<BlockRequest>> {
-    parse_text(&super::read_text(path)?, path)
+    parse_text(&crate::read_text(path)?, path)
 }
 
 pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
@@ -19,14 +19,14 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         .next()
         .is_some_and(|(_, l)| l.trim() == "fio version 2 iolog");
     if !header_ok {
-        return Err(BenchError::Data {
+        return Err(TraceError::Data {
             path: path.to_path_buf(),
             reason: "missing the `fio version 2 iolog` header".into(),
         });
     }
     let mut out = Vec::new();
     for (i, line) in lines {
-        let bad = |reason: &str| BenchError::TraceLine {
+        let bad = |reason: &str| TraceError::Line {
             path: path.to_path_buf(),
             line: i + 1,
             reason: reason.into(),

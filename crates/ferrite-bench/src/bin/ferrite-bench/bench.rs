@@ -1,4 +1,4 @@
-//! `ferrite bench`: load then run workloads against several stores side by
+//! `ferrite bench` (`ferrite-bench bench`): load then run workloads against several stores side by
 //! side, with the same data, operations, cache budget and durability.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `ferrite io-probe`: how much does reading four 4 KiB blocks at once
+//! `ferrite io-probe` (`ferrite-bench io-probe`): how much does reading four 4 KiB blocks at once
 //! cost compared with reading them one after another?
 //!
 //! This is the premise of one-shot traversal: if a batch of N independent

@@ -1,0 +1,81 @@
+//! `ferrite bench`, `ferrite repro` and `ferrite io-probe`: forwarded,
+//! arguments unchanged, to the `ferrite-bench` binary beside this one.
+//!
+//! The measuring tools live in their own binary so that this one carries
+//! no harness (no counting allocator, no peers). When `ferrite` runs under
+//! `cargo run`, the harness is built first with the same profile, so it is
+//! never older than the sources; an installed `ferrite` expects
+//! `ferrite-bench` installed beside it (`cargo install --path
+//! crates/ferrite-bench`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+const HARNESS: &str = "ferrite-bench";
+
+/// Runs `ferrite-bench <sub> <args...>` and returns its exit code.
+pub fn forward(sub: &str, args: &[OsString]) -> Result<i32> {
+    let exe = std::env::current_exe().context("locating the ferrite binary")?;
+    let dir = exe
+        .parent()
+        .context("the ferrite binary has no parent directory")?;
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        build_under_cargo(&cargo, dir)?;
+    }
+    let harness = dir.join(HARNESS);
+    if !harness.exists() {
+        bail!(
+            "`ferrite {sub}` runs {}, which is not built; build it with \
+             `cargo build --release -p ferrite-bench` (or install it beside ferrite)",
+            harness.display()
+        );
+    }
+    let status = Command::new(&harness)
+        .arg(sub)
+        .args(args)
+        .status()
+        .with_context(|| format!("running {}", harness.display()))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// Builds the harness with the profile this binary was built with (the
+/// name of the directory it is in), and with the RocksDB peer if this
+/// binary was built with its `rocksdb` feature.
+fn build_under_cargo(cargo: &std::ffi::OsStr, dir: &Path) -> Result<()> {
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => bail!("cannot tell the build profile from {}", dir.display()),
+    };
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "--profile",
+        &profile,
+        "-p",
+        "ferrite-bench",
+    ])
+    .args(["--bin", HARNESS]);
+    if cfg!(feature = "rocksdb") {
+        cmd.args(["--features", "rocksdb"]);
+    }
+    if let Some(manifest) = workspace_manifest() {
+        cmd.arg("--manifest-path").arg(manifest);
+    }
+    let status = cmd.status().context("building ferrite-bench with cargo")?;
+    if !status.success() {
+        bail!("building ferrite-bench failed ({status})");
+    }
+    Ok(())
+}
+
+/// The workspace's manifest, found from the CLI crate's own directory.
+fn workspace_manifest() -> Option<PathBuf> {
+    let crate_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
+    let root = crate_dir.parent()?.parent()?.join("Cargo.toml");
+    root.exists().then_some(root)
+}

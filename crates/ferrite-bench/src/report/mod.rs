@@ -7,7 +7,10 @@ mod plot;
 
 pub use console::print_console;
 pub use markdown::to_markdown;
-pub use plot::{plot_grouped_bars, plot_latency_cdf, plot_lines, plot_throughput, plot_timeline};
+pub use plot::{
+    plot_grouped_bars, plot_latency_cdf, plot_lines, plot_percentiles, plot_throughput,
+    plot_timeline, plot_xy,
+};
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,12 +1,22 @@
-//! SVG plots of a report, drawn with `plotters`.
+//! SVG plots, drawn with `plotters`, in one house style: a title sized to
+//! fit the figure, axes that name their unit, and the legend in a column
+//! of its own beside the plot, so it never covers the data.
+//!
+//! Latency distributions go on a percentile axis as HdrHistogram draws
+//! them: the x position of percentile p is log10(1 / (1 − p)), so 50, 90,
+//! 99 and 99.9 are evenly spaced and the tail gets the room it deserves.
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::BenchReport;
 use crate::error::{BenchError, Result};
 use crate::workload::OpKind;
+
+/// Width of the legend column, in pixels.
+const LEGEND_WIDTH: u32 = 190;
 
 fn plot_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> BenchError + '_ {
     move |e| BenchError::Output {
@@ -25,191 +35,133 @@ fn ensure_dir(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn stores(r: &BenchReport) -> Vec<String> {
-    r.stores.iter().map(|t| t.name.clone()).collect()
+/// The caption's font size: 20 px, smaller for a title that would not fit
+/// `width` pixels (a sans-serif glyph is about 0.55 em wide).
+fn title_size(title: &str, width: u32) -> u32 {
+    let chars = title.chars().count().max(1) as f64;
+    ((f64::from(width) - 24.0) / (0.55 * chars)).clamp(11.0, 20.0) as u32
+}
+
+/// How a legend entry is drawn.
+#[derive(Clone, Copy)]
+enum Marker {
+    Bar,
+    Line,
+}
+
+/// A white canvas with the title on top; returns the plot area and the
+/// legend column.
+fn canvas<'a>(
+    path: &'a Path,
+    size: (u32, u32),
+    title: &str,
+) -> Result<(
+    DrawingArea<SVGBackend<'a>, Shift>,
+    DrawingArea<SVGBackend<'a>, Shift>,
+)> {
+    let err = plot_err(path);
+    let root = SVGBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", title_size(title, size.0)).into_font())
+        .map_err(|e| err(&e))?;
+    let (plot, legend) = root.split_horizontally(size.0 - LEGEND_WIDTH);
+    Ok((plot, legend))
+}
+
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    names: &[String],
+    marker: Marker,
+    path: &Path,
+) -> Result<()> {
+    let err = plot_err(path);
+    for (i, name) in names.iter().enumerate() {
+        let color = Palette99::pick(i).mix(0.9);
+        let y = 40 + i as i32 * 22;
+        match marker {
+            Marker::Bar => area
+                .draw(&Rectangle::new([(8, y - 6), (20, y + 6)], color.filled()))
+                .map_err(|e| err(&e))?,
+            Marker::Line => area
+                .draw(&PathElement::new(
+                    vec![(4, y), (24, y)],
+                    color.stroke_width(3),
+                ))
+                .map_err(|e| err(&e))?,
+        }
+        let label: String = name.chars().take(24).collect();
+        area.draw(&Text::new(label, (30, y - 8), ("sans-serif", 14)))
+            .map_err(|e| err(&e))?;
+    }
+    Ok(())
 }
 
 /// Grouped bars: throughput per workload, one bar per store.
 pub fn plot_throughput(r: &BenchReport, title: &str, path: &Path) -> Result<()> {
-    ensure_dir(path)?;
-    let err = plot_err(path);
     let workloads = r.workloads();
-    let stores = stores(r);
-    let max = r
-        .results
+    let series: Vec<(String, Vec<Option<f64>>)> = r
+        .stores
         .iter()
-        .map(|x| x.ops_per_sec / 1000.0)
-        .fold(1.0, f64::max)
-        * 1.35;
-    let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..workloads.len() as f64, 0f64..max)
-        .map_err(|e| err(&e))?;
-    let names = workloads.clone();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(workloads.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - i as f64 - 0.5).abs() < 0.01 {
-                names.get(i).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
+        .map(|t| {
+            let vals = workloads
+                .iter()
+                .map(|w| r.row(&t.name, w).map(|x| x.ops_per_sec / 1000.0))
+                .collect();
+            (t.name.clone(), vals)
         })
-        .y_desc("throughput (kops/s)")
-        .draw()
-        .map_err(|e| err(&e))?;
-    let width = 0.8 / stores.len().max(1) as f64;
-    for (si, store) in stores.iter().enumerate() {
-        let color = Palette99::pick(si).mix(0.9);
-        let bars: Vec<_> = workloads
-            .iter()
-            .enumerate()
-            .filter_map(|(wi, w)| {
-                let y = r.row(store, w)?.ops_per_sec / 1000.0;
-                let x0 = wi as f64 + 0.1 + si as f64 * width;
-                Some(Rectangle::new([(x0, 0.0), (x0 + width, y)], color.filled()))
-            })
-            .collect();
-        chart
-            .draw_series(bars)
-            .map_err(|e| err(&e))?
-            .label(store.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+        .collect();
+    plot_grouped_bars(
+        title,
+        "throughput (kops/s)",
+        &workloads,
+        &series,
+        false,
+        path,
+    )
 }
 
-/// Latency CDF of one operation kind on one workload, one line per store.
+/// Latency distribution of one operation kind on one workload, one line
+/// per store, on the percentile axis.
 pub fn plot_latency_cdf(r: &BenchReport, workload: &str, op: OpKind, path: &Path) -> Result<()> {
-    ensure_dir(path)?;
-    let err = plot_err(path);
-    let rows: Vec<_> = r
+    let series: Vec<(String, Vec<(f64, f64)>)> = r
         .results
         .iter()
         .filter(|x| x.workload == workload)
-        .filter_map(|x| Some((x.store.clone(), x.latency_of(op)?.cdf.clone())))
-        .collect();
-    let lo = rows
-        .iter()
-        .flat_map(|(_, c)| c.iter().map(|p| p.0))
-        .fold(f64::MAX, f64::min)
-        .max(0.01);
-    let hi = rows
-        .iter()
-        .flat_map(|(_, c)| c.iter().map(|p| p.0))
-        .fold(0.0, f64::max)
-        .max(lo * 10.0);
-    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{} latency CDF, workload {workload}", op.name()),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d((lo..hi).log_scale(), 0f64..1f64)
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("latency (µs, log scale)")
-        .y_desc("fraction of operations")
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (store, cdf)) in rows.into_iter().enumerate() {
-        let color = Palette99::pick(i);
-        chart
-            .draw_series(LineSeries::new(
-                cdf.into_iter().map(|(x, q)| (x.max(lo), q)),
-                color.stroke_width(2),
+        .filter_map(|x| {
+            let cdf = &x.latency_of(op)?.cdf;
+            Some((
+                x.store.clone(),
+                cdf.iter().map(|&(us, q)| (q, us)).collect(),
             ))
-            .map_err(|e| err(&e))?
-            .label(store)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+        })
+        .collect();
+    plot_percentiles(
+        &format!("{} latency by percentile, workload {workload}", op.name()),
+        "latency (µs, log scale)",
+        &series,
+        path,
+    )
 }
 
 /// Throughput over time during one workload, one line per store.
 pub fn plot_timeline(r: &BenchReport, workload: &str, path: &Path) -> Result<()> {
-    ensure_dir(path)?;
-    let err = plot_err(path);
-    let rows: Vec<_> = r
+    let series: Vec<(String, Vec<(f64, f64)>)> = r
         .results
         .iter()
         .filter(|x| x.workload == workload)
+        .map(|x| {
+            let pts = x.timeline.iter().map(|&(t, v)| (t, v / 1000.0)).collect();
+            (x.store.clone(), pts)
+        })
         .collect();
-    let tmax = rows
-        .iter()
-        .flat_map(|x| x.timeline.iter().map(|p| p.0))
-        .fold(0.1, f64::max);
-    let ymax = rows
-        .iter()
-        .flat_map(|x| x.timeline.iter().map(|p| p.1 / 1000.0))
-        .fold(1.0, f64::max)
-        * 1.1;
-    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("throughput over time, workload {workload}"),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..tmax, 0f64..ymax)
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("kops/s")
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, row) in rows.into_iter().enumerate() {
-        let color = Palette99::pick(i);
-        chart
-            .draw_series(LineSeries::new(
-                row.timeline.iter().map(|&(t, v)| (t, v / 1000.0)),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?
-            .label(row.store.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+    plot_xy(
+        &format!("throughput over time, workload {workload}"),
+        "time (s)",
+        "throughput (kops/s)",
+        &series,
+        path,
+    )
 }
 
 /// Grouped bars from plain numbers: one group per `groups` entry, one bar
@@ -233,30 +185,20 @@ pub fn plot_grouped_bars(
     } else {
         0.0
     };
-    let root = SVGBackend::new(path, (1060, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    // The legend gets its own column so it never hides a bar.
-    let (root, legend) = root.split_horizontally(900);
-    for (si, (name, _)) in series.iter().enumerate() {
-        let color = Palette99::pick(si).mix(0.9);
-        let y = 60 + si as i32 * 22;
-        legend
-            .draw(&Rectangle::new([(8, y - 6), (20, y + 6)], color.filled()))
-            .map_err(|e| err(&e))?;
-        legend
-            .draw(&Text::new(name.clone(), (26, y - 8), ("sans-serif", 14)))
-            .map_err(|e| err(&e))?;
-    }
-    let names = groups.to_vec();
+    let width = 200 + 110 * groups.len().max(1) as u32 + LEGEND_WIDTH;
+    let (plot, legend) = canvas(path, (width.max(760), 500), title)?;
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    draw_legend(&legend, &names, Marker::Bar, path)?;
+    let labels = groups.to_vec();
     let label = move |x: &f64| {
         let i = x.floor() as usize;
         if (x - i as f64 - 0.5).abs() < 0.01 {
-            names.get(i).cloned().unwrap_or_default()
+            labels.get(i).cloned().unwrap_or_default()
         } else {
             String::new()
         }
     };
-    let width = 0.8 / series.len().max(1) as f64;
+    let bar_width = 0.8 / series.len().max(1) as f64;
     let n = groups.len();
     macro_rules! draw {
         ($chart:expr) => {{
@@ -276,9 +218,9 @@ pub fn plot_grouped_bars(
                     .enumerate()
                     .filter_map(|(gi, v)| {
                         let y = (*v)?;
-                        let x0 = gi as f64 + 0.1 + si as f64 * width;
+                        let x0 = gi as f64 + 0.1 + si as f64 * bar_width;
                         Some(Rectangle::new(
-                            [(x0, floor), (x0 + width, y.max(floor))],
+                            [(x0, floor), (x0 + bar_width, y.max(floor))],
                             color.filled(),
                         ))
                     })
@@ -287,12 +229,11 @@ pub fn plot_grouped_bars(
             }
         }};
     }
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(&plot);
     builder
-        .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(72);
+        .y_label_area_size(80);
     if log_y {
         draw!(builder
             .build_cartesian_2d(0f64..n as f64, (floor..max).log_scale())
@@ -302,11 +243,11 @@ pub fn plot_grouped_bars(
             .build_cartesian_2d(0f64..n as f64, floor..max)
             .map_err(|e| err(&e))?);
     }
-    root.present().map_err(|e| err(&e))
+    plot.present().map_err(|e| err(&e))
 }
 
-/// Lines from plain numbers: one line per series over the points' index
-/// (1-based), for per-interval measurements such as timelines.
+/// Lines over the points' index (1-based), for per-interval measurements
+/// such as chunks of a run.
 pub fn plot_lines(
     title: &str,
     x_desc: &str,
@@ -314,28 +255,43 @@ pub fn plot_lines(
     series: &[(String, Vec<f64>)],
     path: &Path,
 ) -> Result<()> {
+    let pts: Vec<(String, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(n, v)| {
+            let p = v.iter().enumerate().map(|(i, &y)| (i as f64 + 1.0, y));
+            (n.clone(), p.collect())
+        })
+        .collect();
+    plot_xy(title, x_desc, y_desc, &pts, path)
+}
+
+/// Lines through (x, y) points, linear axes from zero.
+pub fn plot_xy(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    path: &Path,
+) -> Result<()> {
     ensure_dir(path)?;
     let err = plot_err(path);
-    let n = series
-        .iter()
-        .map(|(_, v)| v.len())
-        .max()
-        .unwrap_or(1)
-        .max(2);
-    let ymax = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(1e-9, f64::max)
-        * 1.1;
-    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+    let finite = || {
+        series
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+    };
+    let xmin = finite().map(|p| p.0).fold(f64::MAX, f64::min).min(0.0);
+    let xmax = finite().map(|p| p.0).fold(1e-9, f64::max);
+    let ymax = finite().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
+    let (plot, legend) = canvas(path, (900, 440), title)?;
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    draw_legend(&legend, &names, Marker::Line, path)?;
+    let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(1f64..n as f64, 0f64..ymax)
+        .y_label_area_size(80)
+        .build_cartesian_2d(xmin..xmax.max(xmin + 1e-9), 0f64..ymax)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
@@ -343,27 +299,111 @@ pub fn plot_lines(
         .y_desc(y_desc)
         .draw()
         .map_err(|e| err(&e))?;
-    for (i, (name, vals)) in series.iter().enumerate() {
-        let color = Palette99::pick(i);
+    for (i, (_, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).mix(0.9);
         chart
             .draw_series(LineSeries::new(
-                vals.iter()
-                    .enumerate()
-                    .filter(|(_, v)| v.is_finite())
-                    .map(|(x, &v)| (x as f64 + 1.0, v)),
+                pts.iter()
+                    .copied()
+                    .filter(|(x, y)| x.is_finite() && y.is_finite()),
                 color.stroke_width(2),
             ))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-            });
+            .map_err(|e| err(&e))?;
     }
+    plot.present().map_err(|e| err(&e))
+}
+
+/// The x position of quantile `q` on the percentile axis.
+fn percentile_x(q: f64) -> f64 {
+    (1.0 / (1.0 - q.clamp(0.0, 0.99999))).log10()
+}
+
+/// The percentile a position on that axis stands for, as a label.
+fn percentile_label(x: f64) -> String {
+    let p = 100.0 * (1.0 - 10f64.powf(-x));
+    let s = format!("{p:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Values by percentile, one line per series of (quantile, value) points:
+/// x on the percentile axis (labelled 0, 50, 90, 99, 99.9 ...), y on a
+/// log scale.
+pub fn plot_percentiles(
+    title: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    path: &Path,
+) -> Result<()> {
+    ensure_dir(path)?;
+    let err = plot_err(path);
+    let finite = || {
+        series
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .filter(|(q, y)| q.is_finite() && *y > 0.0 && y.is_finite())
+    };
+    let qmax = finite().map(|p| p.0).fold(0.99, f64::max);
+    let xmax = percentile_x(qmax).ceil().max(2.0);
+    let ylo = finite().map(|p| p.1).fold(f64::MAX, f64::min);
+    let yhi = finite().map(|p| p.1).fold(0.0, f64::max);
+    let (ylo, yhi) = if ylo <= yhi {
+        (ylo / 1.5, yhi * 1.5)
+    } else {
+        (0.1, 10.0)
+    };
+    let (plot, legend) = canvas(path, (900, 460), title)?;
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    draw_legend(&legend, &names, Marker::Line, path)?;
+    let mut chart = ChartBuilder::on(&plot)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..xmax, (ylo..yhi).log_scale())
+        .map_err(|e| err(&e))?;
     chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
+        .configure_mesh()
+        .x_labels(xmax as usize + 1)
+        .x_label_formatter(&|x| percentile_label(*x))
+        .x_desc("percentile")
+        .y_desc(y_desc)
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))
+    for (i, (_, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).mix(0.9);
+        let mut line: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|(q, y)| q.is_finite() && *y > 0.0 && *q < 1.0)
+            .map(|&(q, y)| (percentile_x(q), y))
+            .collect();
+        line.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(line, color.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+    }
+    plot.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_percentile_axis_spaces_nines_evenly() {
+        assert!((percentile_x(0.5) - 2f64.log10()).abs() < 1e-12);
+        assert!((percentile_x(0.9) - 1.0).abs() < 1e-9);
+        assert!((percentile_x(0.99) - 2.0).abs() < 1e-9);
+        assert!((percentile_x(0.999) - 3.0).abs() < 1e-9);
+        assert_eq!(percentile_label(0.0), "0");
+        assert_eq!(percentile_label(1.0), "90");
+        assert_eq!(percentile_label(2.0), "99");
+        assert_eq!(percentile_label(3.0), "99.9");
+    }
+
+    #[test]
+    fn long_titles_get_a_smaller_font() {
+        assert_eq!(title_size("short", 900), 20);
+        let long = "x".repeat(150);
+        assert!(title_size(&long, 900) < 20);
+        assert!(f64::from(title_size(&long, 900)) * 0.55 * 150.0 <= 900.0);
+    }
 }

@@ -5,101 +5,39 @@
 //! 100-byte values, cache = 10% of the data, durability `never` (synced
 //! only at `sync`), O_DIRECT where the store supports it, one client thread.
 
-use std::fmt::Write;
-
-use ferrite::SyncMode;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use super::driver::{side_by_side, Metrics, Report, RunSizes, Study};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::adapter::Target;
-use crate::error::{BenchError, Result};
+use crate::error::Result;
 use crate::keyset::{KeySpec, ValueSpec};
-use crate::plan::{BenchPlan, CacheBudget};
 use crate::report::{self, BenchReport};
 use crate::workload::{OpKind, Workload};
 
 pub struct Baselines;
 
-/// The two data shapes, as they name files and metrics.
-const LABELS: [&str; 2] = ["u64-8", "ycsb-100"];
-
-/// Writes `baselines.md` and the plots under `out` from measured reports.
-fn render(reports: &[(&str, BenchReport)], out: &std::path::Path) -> Result<()> {
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# Baselines\n\nThe peers every ferrite engine is measured against: YCSB A, B, C, F, D, E \\
-         (standard mixes and distributions, run in that order on one load) on two data shapes, \\
-         cache = 10% of the data for every store, durability `never` for every store (data is \\
-         synced only by an explicit sync), one client thread. Reproduce with \\
-         `cargo run --release --features rocksdb -- repro baselines --out docs/results` \\
-         (without `--features rocksdb` RocksDB is left out).\n"
-    );
-    let base = out.join("baselines");
-    for (label, r) in reports {
-        md.push_str(&report::to_markdown(
-            r,
-            &format!("{label}: keys {}, values {}", r.setup.keys, r.setup.values),
-        ));
-        report::plot_throughput(
-            r,
-            &format!("YCSB throughput, {label}"),
-            &base.join(format!("{label}-throughput.svg")),
-        )?;
-        report::plot_latency_cdf(
-            r,
-            "C",
-            OpKind::Read,
-            &base.join(format!("{label}-cdf-C-read.svg")),
-        )?;
-        report::plot_latency_cdf(
-            r,
-            "A",
-            OpKind::Update,
-            &base.join(format!("{label}-cdf-A-update.svg")),
-        )?;
-        report::plot_timeline(r, "A", &base.join(format!("{label}-timeline-A.svg")))?;
-        let _ = writeln!(
-            md,
-            "\n![throughput](baselines/{label}-throughput.svg)\n![read latency CDF, C](baselines/{label}-cdf-C-read.svg)\n\\
-             ![update latency CDF, A](baselines/{label}-cdf-A-update.svg)\n![timeline, A](baselines/{label}-timeline-A.svg)\n"
-        );
-    }
-    md.push_str(UNFAIRNESS);
-    report::write_file(&out.join("baselines.md"), &md)
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    sizes: RunSizes,
+    stores: Vec<String>,
+    /// Per data shape: its label and the comparison's report.
+    reports: Vec<(String, BenchReport)>,
 }
 
-struct Sizes {
-    records: u64,
-    ops: u64,
-    warmup: u64,
-    repeats: usize,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 5_000,
-            ops: 2_000,
-            warmup: 500,
-            repeats: 1,
-        },
-        Scale::Default => Sizes {
-            records: 1_000_000,
-            ops: 100_000,
-            warmup: 20_000,
-            repeats: 3,
-        },
-        Scale::Full => Sizes {
-            records: 10_000_000,
-            ops: 1_000_000,
-            warmup: 100_000,
-            repeats: 3,
-        },
+fn sizes(scale: Scale) -> RunSizes {
+    RunSizes {
+        records: scale.pick(5_000, 1_000_000, 10_000_000),
+        ops: scale.pick(2_000, 100_000, 1_000_000),
+        warmup: scale.pick(500, 20_000, 100_000),
+        repeats: scale.pick(1, 3, 3),
     }
 }
 
-impl Experiment for Baselines {
+impl Study for Baselines {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "baselines"
     }
@@ -112,31 +50,14 @@ impl Experiment for Baselines {
         Vec::new()
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let mut reports = Vec::new();
-        for label in LABELS {
-            let path = out.join("baselines").join(format!("{label}.json"));
-            let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            reports.push((label, BenchReport::from_json(&text)?));
-        }
-        render(&reports, out)?;
-        Ok(true)
-    }
-
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
         let targets: Vec<Target> = Target::BASELINES
             .into_iter()
             .filter(Target::available)
             .collect();
         let workloads: Vec<Workload> = "ABCFDE".chars().filter_map(Workload::ycsb).collect();
-        let configs = [
+        let shapes = [
             ("u64-8", KeySpec::UniformU64, ValueSpec::Fixed { bytes: 8 }),
             (
                 "ycsb-100",
@@ -144,73 +65,88 @@ impl Experiment for Baselines {
                 ValueSpec::Fixed { bytes: 100 },
             ),
         ];
-        let mut metrics = std::collections::BTreeMap::new();
         let mut reports = Vec::new();
-        for (label, keys, values) in configs {
-            let plan = BenchPlan {
-                settle: false,
-                warm_scan: false,
-                targets: targets.clone(),
+        for (label, keys, values) in shapes {
+            let plan = side_by_side(
+                ctx,
+                &s,
+                targets.clone(),
                 keys,
                 values,
-                records: s.records,
-                workloads: workloads.clone(),
-                ops: s.ops,
-                duration: None,
-                warmup_ops: s.warmup,
-                threads: 1,
-                repeats: s.repeats,
-                cache: CacheBudget::RatioOfData(0.10),
-                sync: SyncMode::Never,
-                direct_io: true,
-                dir: ctx.work_dir.clone(),
-                seed: 42,
-                show_progress: ctx.show_progress,
-                bulk_load: false,
-            };
-            let r = plan.execute()?;
-            for row in &r.results {
-                metrics.insert(
-                    format!("{label}_{}_{}_kops", row.workload, row.store),
-                    row.ops_per_sec / 1000.0,
-                );
+                workloads.clone(),
+                0.10,
+                false,
+                42,
+            );
+            reports.push((label.to_string(), plan.execute()?));
+        }
+        Ok(Results {
+            sizes: s,
+            stores: targets.iter().map(Target::name).collect(),
+            reports,
+        })
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        let s = &r.sizes;
+        json!({
+            "records": s.records,
+            "ops_per_run": s.ops,
+            "warmup_ops": s.warmup,
+            "repeats": s.repeats,
+            "threads": 1,
+            "cache": "10% of data",
+            "sync": "never",
+            "stores": r.stores,
+            "device": r.reports.first().map(|(_, b)| b.setup.device.clone()),
+        })
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        for (label, b) in &r.reports {
+            for row in &b.results {
+                let name = format!("{label}_{}_{}", row.workload, row.store);
+                m.set(format!("{name}_kops"), row.ops_per_sec / 1000.0);
                 let main = [OpKind::Read, OpKind::Scan]
                     .into_iter()
                     .find_map(|k| row.latency_of(k));
-                if let Some(l) = main {
-                    metrics.insert(
-                        format!("{label}_{}_{}_p99_us", row.workload, row.store),
-                        l.p99_us,
-                    );
-                }
+                m.set_some(format!("{name}_p99_us"), main.map(|l| l.p99_us));
             }
-            if let Some(out) = &ctx.out_dir {
-                r.write_json(&out.join("baselines").join(format!("{label}.json")))?;
-            }
-            reports.push((label, r));
         }
-        if let Some(out) = &ctx.out_dir {
-            render(&reports, out)?;
+        m
+    }
+
+    fn render(&self, r: &Results, _: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("Baselines");
+        doc.text(
+            "The peers every ferrite engine is measured against: YCSB A, B, C, F, D, E \
+             (standard mixes and distributions, run in that order on one load) on two data shapes, \
+             cache = 10% of the data for every store, durability `never` for every store (data is \
+             synced only by an explicit sync), one client thread. Reproduce with \
+             `cargo run --release --features rocksdb -- repro baselines --out docs/results` \
+             (without `--features rocksdb` RocksDB is left out).",
+        );
+        for (label, b) in &r.reports {
+            doc.text(report::to_markdown(
+                b,
+                &format!("{label}: keys {}, values {}", b.setup.keys, b.setup.values),
+            ));
+            let path = doc.figure(&format!("{label}-throughput.svg"), "throughput");
+            report::plot_throughput(b, &format!("YCSB throughput, {label}"), &path)?;
+            let path = doc.figure(&format!("{label}-cdf-C-read.svg"), "read latency, C");
+            report::plot_latency_cdf(b, "C", OpKind::Read, &path)?;
+            let path = doc.figure(&format!("{label}-cdf-A-update.svg"), "update latency, A");
+            report::plot_latency_cdf(b, "A", OpKind::Update, &path)?;
+            let path = doc.figure(&format!("{label}-timeline-A.svg"), "timeline, A");
+            report::plot_timeline(b, "A", &path)?;
         }
-        let first: Option<&BenchReport> = reports.first().map(|(_, r)| r);
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "ops_per_run": s.ops,
-                "warmup_ops": s.warmup,
-                "repeats": s.repeats,
-                "threads": 1,
-                "cache": "10% of data",
-                "sync": "never",
-                "stores": targets.iter().map(Target::name).collect::<Vec<_>>(),
-                "device": first.map(|r| r.setup.device.clone()),
-            }),
-            metrics,
-        })
+        doc.text(UNFAIRNESS);
+        Ok(())
     }
 }
 
-const UNFAIRNESS: &str = "\n## Known unfairnesses\n\n\
+const UNFAIRNESS: &str = "## Known unfairnesses\n\n\
 - **LMDB** reads through a memory map and has no cache of its own: the 10% budget does not bind it, \
   and the OS page cache holds as much of the data as free RAM allows (here, all of it). It cannot use O_DIRECT.\n\
 - **redb** and **fjall** honour the budget for their own caches but read through the OS page cache, \

@@ -15,59 +15,41 @@
 //!
 //! Ratios are ferrite over peer; claims take the worst data shape.
 
-use std::fmt::Write;
 use std::time::Instant;
 
 use ferrite::SyncMode;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use super::driver::{side_by_side, store_err, Metrics, Report, RunSizes, Study, Table};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::adapter::{self, StoreConfig, Target};
 use crate::error::Result;
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
-use crate::plan::{BenchPlan, CacheBudget};
 use crate::process;
 use crate::report::{self, BenchReport};
 use crate::runner::{self, Dataset, LoadSpec};
-use crate::workload::Workload;
+use crate::workload::{OpKind, Workload};
 
 pub struct BtreeRepro;
 
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Sizes {
-    records: u64,
+    run: RunSizes,
     load_records: u64,
     cache10_random_records: u64,
-    ops: u64,
-    warmup: u64,
-    repeats: usize,
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 5_000,
-            load_records: 20_000,
-            cache10_random_records: 5_000,
-            ops: 2_000,
-            warmup: 500,
-            repeats: 1,
+    Sizes {
+        run: RunSizes {
+            records: scale.pick(5_000, 1_000_000, 10_000_000),
+            ops: scale.pick(2_000, 200_000, 1_000_000),
+            warmup: scale.pick(500, 50_000, 200_000),
+            repeats: scale.pick(1, 3, 3),
         },
-        Scale::Default => Sizes {
-            records: 1_000_000,
-            load_records: 10_000_000,
-            cache10_random_records: 1_000_000,
-            ops: 200_000,
-            warmup: 50_000,
-            repeats: 3,
-        },
-        Scale::Full => Sizes {
-            records: 10_000_000,
-            load_records: 10_000_000,
-            cache10_random_records: 10_000_000,
-            ops: 1_000_000,
-            warmup: 200_000,
-            repeats: 3,
-        },
+        load_records: scale.pick(20_000, 10_000_000, 10_000_000),
+        cache10_random_records: scale.pick(5_000, 1_000_000, 10_000_000),
     }
 }
 
@@ -87,18 +69,28 @@ const SHAPES: [Shape; 2] = [
     ),
 ];
 
-/// Records a per-shape metric and keeps the worst (lowest) under the bare name.
-fn worst(
-    metrics: &mut std::collections::BTreeMap<String, f64>,
-    name: &str,
-    v: Option<f64>,
-    label: &str,
-) {
-    if let Some(v) = v {
-        metrics.insert(format!("{name}_{label}"), v);
-        let e = metrics.entry(name.to_string()).or_insert(v);
-        *e = e.min(v);
-    }
+/// One store's load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LoadRow {
+    kind: String,
+    records: u64,
+    cache_bytes: u64,
+    store: String,
+    secs: f64,
+    records_per_sec: f64,
+    disk_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    sizes: Sizes,
+    peers: Vec<String>,
+    /// `incache-<shape>` and `cache10-<shape>` comparisons.
+    reports: Vec<(String, BenchReport)>,
+    loads: Vec<LoadRow>,
+    /// The B+tree's memory growth over its budget during random loads,
+    /// as a fraction of the budget (largest over the loads).
+    max_memory_over_budget: Option<f64>,
 }
 
 fn ratio(r: &BenchReport, a: &str, b: &str, w: &str) -> Option<f64> {
@@ -138,7 +130,88 @@ fn heap_peak() -> Option<u64> {
     crate::counting_alloc::peak_bytes()
 }
 
-impl Experiment for BtreeRepro {
+/// Loads of 8-byte records, one store at a time: sequential through the
+/// bulk loaders, random in batches of 1000 in cache and at a 10% budget.
+fn loads(ctx: &ReproContext, s: &Sizes, targets: &[Target]) -> Result<(Vec<LoadRow>, Option<f64>)> {
+    let btree = Target::Ferrite(ferrite::EngineKind::Btree);
+    let mut rows = Vec::new();
+    let mut peak_over: Option<f64> = None;
+    for (kind, records, cache_ratio, bulk) in [
+        ("sequential (bulk)", s.load_records, 0.10, true),
+        ("random, in cache", s.load_records, 4.0, false),
+        ("random, cache 10%", s.cache10_random_records, 0.10, false),
+    ] {
+        let spec = if bulk {
+            KeySpec::Sequential
+        } else {
+            KeySpec::UniformU64
+        };
+        let keys = KeySet::new(spec, 7)?;
+        let values = ValueSpec::Fixed { bytes: 8 };
+        let cache_bytes = (((records * 16) as f64 * cache_ratio) as u64).max(64 << 10);
+        for &t in targets.iter().filter(|t| **t != Target::Lmdb) {
+            let dir = ctx
+                .work_dir
+                .join(format!("load-{}-{}", t.name(), std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let rss_before = process::rss_bytes();
+            // With the counting allocator installed, the peak of live
+            // heap bytes over the load: RSS cannot see memory that an
+            // earlier store freed and this one reuses.
+            let heap_before = heap_live_reset_peak();
+            let cfg = StoreConfig {
+                cache_bytes,
+                sync: SyncMode::Never,
+                direct_io: true,
+            };
+            let (db, _) = adapter::open(t, &dir, &cfg)?;
+            let data = Dataset {
+                keys: &keys,
+                values: &values,
+            };
+            let started = Instant::now();
+            let l = if bulk {
+                runner::bulk_load(db.as_ref(), data, records, 7)?
+            } else {
+                let spec = LoadSpec {
+                    records,
+                    threads: 1,
+                    batch: 1000,
+                    seed: 7,
+                };
+                runner::load(db.as_ref(), data, spec, &|_| {})?
+            };
+            db.sync().map_err(store_err(&t.name()))?;
+            let secs = started.elapsed().as_secs_f64();
+            // Memory growth over the budget, on random-order loads only:
+            // the bulk path holds the harness's sorted input in memory.
+            if t == btree && !bulk {
+                let grew = match (heap_before, heap_peak()) {
+                    (Some(before), Some(peak)) => peak.saturating_sub(before),
+                    _ => process::rss_bytes().saturating_sub(rss_before),
+                } as f64;
+                let over = grew / cache_bytes as f64 - 1.0;
+                peak_over = Some(peak_over.map_or(over, |p| p.max(over)));
+            }
+            rows.push(LoadRow {
+                kind: kind.to_string(),
+                records,
+                cache_bytes,
+                store: t.name(),
+                secs,
+                records_per_sec: l.records as f64 / secs,
+                disk_bytes: process::disk_bytes(&dir),
+            });
+            drop(db);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    Ok((rows, peak_over))
+}
+
+impl Study for BtreeRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "btree"
     }
@@ -150,50 +223,18 @@ impl Experiment for BtreeRepro {
     fn claims(&self) -> Vec<ClaimSpec> {
         let issue = "engine target (LeanStore-class B+tree)";
         vec![
-            ClaimSpec {
-                metric: "ycsb_c_vs_rocksdb_incache",
-                paper: issue,
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "ycsb_c_vs_lmdb_incache",
-                paper: issue,
-                target: ">= 0.8",
-            },
-            ClaimSpec {
-                metric: "ycsb_a_vs_rocksdb_incache",
-                paper: issue,
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "ycsb_c_vs_rocksdb_cache10",
-                paper: issue,
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "reads_per_lookup_excess_cache10",
-                paper: issue,
-                target: "<= 0.1",
-            },
-            ClaimSpec {
-                metric: "bulkload_vs_rocksdb",
-                paper: issue,
-                target: ">= 1.5",
-            },
-            ClaimSpec {
-                metric: "randload_vs_rocksdb",
-                paper: issue,
-                target: ">= 0.7",
-            },
-            ClaimSpec {
-                metric: "max_memory_over_budget",
-                paper: issue,
-                target: "<= 0.1",
-            },
+            ClaimSpec::new("ycsb_c_vs_rocksdb_incache", ">= 1.0", issue),
+            ClaimSpec::new("ycsb_c_vs_lmdb_incache", ">= 0.8", issue),
+            ClaimSpec::new("ycsb_a_vs_rocksdb_incache", ">= 1.0", issue),
+            ClaimSpec::new("ycsb_c_vs_rocksdb_cache10", ">= 1.0", issue),
+            ClaimSpec::new("reads_per_lookup_excess_cache10", "<= 0.1", issue),
+            ClaimSpec::new("bulkload_vs_rocksdb", ">= 1.5", issue),
+            ClaimSpec::new("randload_vs_rocksdb", ">= 0.7", issue),
+            ClaimSpec::new("max_memory_over_budget", "<= 0.1", issue),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
         let btree = Target::Ferrite(ferrite::EngineKind::Btree);
         let peers: Vec<Target> = [Target::RocksDb, Target::Lmdb]
@@ -202,254 +243,177 @@ impl Experiment for BtreeRepro {
             .collect();
         let mut targets = vec![btree];
         targets.extend(peers.iter().copied());
-        let mut metrics = std::collections::BTreeMap::new();
-        let mut md = String::new();
-        let plan = |keys: KeySpec,
-                    values: ValueSpec,
-                    targets: Vec<Target>,
-                    workloads: Vec<Workload>,
-                    cache: f64,
-                    bulk: bool| BenchPlan {
-            settle: false,
-            warm_scan: false,
-            targets,
-            keys,
-            values,
-            records: s.records,
-            workloads,
-            ops: s.ops,
-            duration: None,
-            warmup_ops: s.warmup,
-            threads: 1,
-            repeats: s.repeats,
-            cache: CacheBudget::RatioOfData(cache),
-            sync: SyncMode::Never,
-            direct_io: true,
-            dir: ctx.work_dir.clone(),
-            seed: 7,
-            show_progress: ctx.show_progress,
-            bulk_load: bulk,
-        };
         let mut reports = Vec::new();
         // 1. In cache.
         for (label, keys, values) in SHAPES {
             let w: Vec<Workload> = "CA".chars().filter_map(Workload::ycsb).collect();
-            let r = plan(keys(), values, targets.clone(), w, 4.0, false).execute()?;
-            worst(
-                &mut metrics,
-                "ycsb_c_vs_rocksdb_incache",
-                ratio(&r, "btree", "rocksdb", "C"),
-                label,
+            let plan = side_by_side(
+                ctx,
+                &s.run,
+                targets.clone(),
+                keys(),
+                values,
+                w,
+                4.0,
+                false,
+                7,
             );
-            worst(
-                &mut metrics,
-                "ycsb_c_vs_lmdb_incache",
-                ratio(&r, "btree", "lmdb", "C"),
-                label,
-            );
-            worst(
-                &mut metrics,
-                "ycsb_a_vs_rocksdb_incache",
-                ratio(&r, "btree", "rocksdb", "A"),
-                label,
-            );
-            reports.push((format!("incache-{label}"), r));
+            reports.push((format!("incache-{label}"), plan.execute()?));
         }
-        // 2. Cache = 10%, uniform reads.
-        let mut excess_worst: Option<f64> = None;
+        // 2. Cache = 10%, uniform reads, stores bulk-loaded in key order.
         for (label, keys, values) in SHAPES {
             let mut targets10 = vec![btree];
             targets10.extend(peers.iter().copied().filter(|t| *t == Target::RocksDb));
             let mut w = Workload::parse("read=1,dist=uniform")?;
             w.name = "C-uniform".into();
-            let r = plan(keys(), values, targets10, vec![w], 0.10, true).execute()?;
-            worst(
-                &mut metrics,
-                "ycsb_c_vs_rocksdb_cache10",
-                ratio(&r, "btree", "rocksdb", "C-uniform"),
-                label,
+            let plan = side_by_side(
+                ctx,
+                &s.run,
+                targets10,
+                keys(),
+                values,
+                vec![w],
+                0.10,
+                true,
+                7,
             );
-            if let Some(row) = r.row("btree", "C-uniform") {
+            reports.push((format!("cache10-{label}"), plan.execute()?));
+        }
+        // 3 and 4. Loads, one store at a time.
+        let (loads, max_memory_over_budget) = loads(ctx, &s, &targets)?;
+        Ok(Results {
+            sizes: s,
+            peers: peers.iter().map(Target::name).collect(),
+            reports,
+            loads,
+            max_memory_over_budget,
+        })
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        let s = &r.sizes;
+        json!({
+            "records": s.run.records,
+            "load_records": s.load_records,
+            "random_load_cache10_records": s.cache10_random_records,
+            "ops_per_run": s.run.ops,
+            "warmup_ops": s.run.warmup,
+            "repeats": s.run.repeats,
+            "threads": 1,
+            "in_cache_budget": "4x data",
+            "small_budget": "10% of data",
+            "sync": "never",
+            "peers": r.peers,
+        })
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        let mut excess_worst: Option<f64> = None;
+        for (name, b) in &r.reports {
+            if let Some(label) = name.strip_prefix("incache-") {
+                m.lowest(
+                    "ycsb_c_vs_rocksdb_incache",
+                    label,
+                    ratio(b, "btree", "rocksdb", "C"),
+                );
+                m.lowest(
+                    "ycsb_c_vs_lmdb_incache",
+                    label,
+                    ratio(b, "btree", "lmdb", "C"),
+                );
+                m.lowest(
+                    "ycsb_a_vs_rocksdb_incache",
+                    label,
+                    ratio(b, "btree", "rocksdb", "A"),
+                );
+            } else if let Some(label) = name.strip_prefix("cache10-") {
+                let w = "C-uniform";
+                m.lowest(
+                    "ycsb_c_vs_rocksdb_cache10",
+                    label,
+                    ratio(b, "btree", "rocksdb", w),
+                );
+                let Some(row) = b.row("btree", w) else {
+                    continue;
+                };
                 let reads = row.device_read_bytes_per_op / 4096.0;
                 if let Some(uncached) = levels_not_cached(row) {
                     let excess = reads - uncached;
-                    metrics.insert(format!("reads_per_lookup_cache10_{label}"), reads);
-                    metrics.insert(format!("levels_not_cached_cache10_{label}"), uncached);
-                    metrics.insert(format!("reads_per_lookup_excess_cache10_{label}"), excess);
-                    excess_worst = Some(excess_worst.map_or(excess, |w: f64| w.max(excess)));
+                    m.set(format!("reads_per_lookup_cache10_{label}"), reads);
+                    m.set(format!("levels_not_cached_cache10_{label}"), uncached);
+                    m.set(format!("reads_per_lookup_excess_cache10_{label}"), excess);
+                    excess_worst = Some(excess_worst.map_or(excess, |w| w.max(excess)));
                 }
-                if let Some(h) = row.extra("height") {
-                    metrics.insert(format!("tree_levels_{label}"), h);
-                }
+                m.set_some(format!("tree_levels_{label}"), row.extra("height"));
             }
-            reports.push((format!("cache10-{label}"), r));
         }
-        if let Some(e) = excess_worst {
-            metrics.insert("reads_per_lookup_excess_cache10".into(), e);
-        }
-        // 3 and 4. Loads, one store at a time, sequential then random.
-        let mut load_rows = Vec::new();
-        let data_bytes = |records: u64| records * 16;
-        let mut peak_over = f64::MIN;
-        for (kind, records, cache_ratio, bulk) in [
-            ("sequential (bulk)", s.load_records, 0.10, true),
-            ("random, in cache", s.load_records, 4.0, false),
-            ("random, cache 10%", s.cache10_random_records, 0.10, false),
+        m.set_some("reads_per_lookup_excess_cache10", excess_worst);
+        let rate = |kind: &str, store: &str| {
+            r.loads
+                .iter()
+                .find(|l| l.kind == kind && l.store == store)
+                .map(|l| l.records_per_sec)
+        };
+        for (kind, name) in [
+            ("sequential (bulk)", "bulkload_vs_rocksdb"),
+            ("random, in cache", "randload_vs_rocksdb"),
+            ("random, cache 10%", "randload_vs_rocksdb_cache10"),
         ] {
-            let keys = KeySet::new(
-                if bulk {
-                    KeySpec::Sequential
-                } else {
-                    KeySpec::UniformU64
-                },
-                7,
-            )?;
-            let values = ValueSpec::Fixed { bytes: 8 };
-            let cache_bytes = (((data_bytes(records) as f64) * cache_ratio) as u64).max(64 << 10);
-            let mut rates = std::collections::BTreeMap::new();
-            for &t in &targets {
-                if t == Target::Lmdb {
-                    continue;
-                }
-                let dir = ctx
-                    .work_dir
-                    .join(format!("load-{}-{}", t.name(), std::process::id()));
-                let _ = std::fs::remove_dir_all(&dir);
-                let rss_before = process::rss_bytes();
-                // With the counting allocator installed, the peak of live
-                // heap bytes over the load: RSS cannot see memory that an
-                // earlier store freed and this one reuses.
-                let heap_before = heap_live_reset_peak();
-                let cfg = StoreConfig {
-                    cache_bytes,
-                    sync: SyncMode::Never,
-                    direct_io: true,
-                };
-                let (db, _) = adapter::open(t, &dir, &cfg)?;
-                let data = Dataset {
-                    keys: &keys,
-                    values: &values,
-                };
-                let started = Instant::now();
-                let l = if bulk {
-                    runner::bulk_load(db.as_ref(), data, records, 7)?
-                } else {
-                    runner::load(
-                        db.as_ref(),
-                        data,
-                        LoadSpec {
-                            records,
-                            threads: 1,
-                            batch: 1000,
-                            seed: 7,
-                        },
-                        &|_| {},
-                    )?
-                };
-                db.sync().map_err(|e| crate::error::BenchError::Store {
-                    target: t.name(),
-                    source: e,
-                })?;
-                let secs = started.elapsed().as_secs_f64();
-                let rate = l.records as f64 / secs;
-                // Memory growth over the budget, on random-order loads only:
-                // the bulk path holds the harness's sorted input in memory.
-                if t == btree && !bulk {
-                    let grew = match (heap_before, heap_peak()) {
-                        (Some(before), Some(peak)) => peak.saturating_sub(before),
-                        _ => process::rss_bytes().saturating_sub(rss_before),
-                    } as f64;
-                    peak_over = peak_over.max(grew / cache_bytes as f64 - 1.0);
-                }
-                rates.insert(t.name(), rate);
-                load_rows.push((
-                    kind,
-                    records,
-                    cache_bytes,
-                    t.name(),
-                    secs,
-                    rate,
-                    process::disk_bytes(&dir),
-                ));
-                drop(db);
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            let r = rates
-                .get("btree")
-                .zip(rates.get("rocksdb"))
-                .map(|(a, b)| a / b);
-            match kind {
-                "sequential (bulk)" => r.map(|v| metrics.insert("bulkload_vs_rocksdb".into(), v)),
-                "random, in cache" => r.map(|v| metrics.insert("randload_vs_rocksdb".into(), v)),
-                _ => r.map(|v| metrics.insert("randload_vs_rocksdb_cache10".into(), v)),
-            };
+            let v = rate(kind, "btree").zip(rate(kind, "rocksdb"));
+            m.set_some(name, v.map(|(a, b)| a / b));
         }
-        if peak_over > f64::MIN {
-            metrics.insert("max_memory_over_budget".into(), peak_over);
-        }
-        // Report.
-        let _ = writeln!(
-            md,
-            "# The disk B+tree engine (`btree`)\n\nThe B+tree against RocksDB and LMDB through the same harness, same data, same \
+        m.set_some("max_memory_over_budget", r.max_memory_over_budget);
+        m
+    }
+
+    fn render(&self, r: &Results, m: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("The disk B+tree engine (`btree`)");
+        doc.text(
+            "The B+tree against RocksDB and LMDB through the same harness, same data, same \
              cache budget in bytes, durability `never` for every store, one client thread, O_DIRECT for the B+tree and RocksDB \
              (LMDB cannot; it is cached by the OS page cache, see [baselines](baselines.md)). Reproduce with \
-             `cargo run --release --features rocksdb -- repro btree --out docs/results`.\n"
+             `cargo run --release --features rocksdb -- repro btree --out docs/results`.",
         );
-        let _ = writeln!(md, "## Loads\n\n| load | records | cache budget | store | seconds | kops/s | on disk |\n|---|---|---|---|---|---|---|");
-        for (kind, records, cache, store, secs, rate, disk) in &load_rows {
-            let _ = writeln!(
-                md,
-                "| {kind} | {records} | {:.1} MiB | {store} | {secs:.1} | {:.1} | {:.1} MiB |",
-                *cache as f64 / (1 << 20) as f64,
-                rate / 1000.0,
-                *disk as f64 / (1 << 20) as f64
-            );
+        doc.h2("Loads");
+        let mut t = Table::new([
+            "load",
+            "records",
+            "cache budget",
+            "store",
+            "seconds",
+            "kops/s",
+            "on disk",
+        ]);
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
+        for l in &r.loads {
+            t.row([
+                l.kind.clone(),
+                l.records.to_string(),
+                mib(l.cache_bytes),
+                l.store.clone(),
+                format!("{:.1}", l.secs),
+                format!("{:.1}", l.records_per_sec / 1000.0),
+                mib(l.disk_bytes),
+            ]);
         }
-        md.push_str(
-            "\nA random load through a cache of a tenth of the data reads a leaf from the \
+        doc.table(&t);
+        doc.text(
+            "A random load through a cache of a tenth of the data reads a leaf from the \
              device for nearly every insert, and writes changed pages home through the spill \
              file and checkpoints, where an LSM-tree only appends; [btree-small-pool](btree-small-pool.md) \
              measures how the spill allowance sets how often a page is written home. The on-disk \
-             column includes the spill and double-write files.\n\n",
+             column includes the spill and double-write files.",
         );
-        for (label, r) in &reports {
-            md.push_str(&report::to_markdown(r, label));
-            if let Some(out) = &ctx.out_dir {
-                let base = out.join("btree");
-                r.write_json(&base.join(format!("{label}.json")))?;
-                report::plot_throughput(
-                    r,
-                    &format!("throughput, {label}"),
-                    &base.join(format!("{label}-throughput.svg")),
-                )?;
-                let w = r.workloads().into_iter().next().unwrap_or_default();
-                report::plot_latency_cdf(
-                    r,
-                    &w,
-                    crate::workload::OpKind::Read,
-                    &base.join(format!("{label}-cdf-read.svg")),
-                )?;
-                let _ = writeln!(md, "\n![throughput](btree/{label}-throughput.svg)\n![read latency](btree/{label}-cdf-read.svg)\n");
-            }
+        for (label, b) in &r.reports {
+            doc.text(report::to_markdown(b, label));
+            let path = doc.figure(&format!("{label}-throughput.svg"), "throughput");
+            report::plot_throughput(b, &format!("throughput, {label}"), &path)?;
+            let w = b.workloads().into_iter().next().unwrap_or_default();
+            let path = doc.figure(&format!("{label}-cdf-read.svg"), "read latency");
+            report::plot_latency_cdf(b, &w, OpKind::Read, &path)?;
         }
-        if let Some(out) = &ctx.out_dir {
-            report::write_file(&out.join("btree.md"), &md)?;
-        }
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "load_records": s.load_records,
-                "random_load_cache10_records": s.cache10_random_records,
-                "ops_per_run": s.ops,
-                "warmup_ops": s.warmup,
-                "repeats": s.repeats,
-                "threads": 1,
-                "in_cache_budget": "4x data",
-                "small_budget": "10% of data",
-                "sync": "never",
-                "peers": peers.iter().map(Target::name).collect::<Vec<_>>(),
-            }),
-            metrics,
-        })
+        doc.metrics(m);
+        Ok(())
     }
 }

@@ -7,6 +7,7 @@
 
 mod baselines;
 mod btree;
+pub mod driver;
 mod rask;
 mod shortcut;
 mod swiftkv;
@@ -54,6 +55,15 @@ impl Scale {
             Scale::Full => "full",
         }
     }
+
+    /// The value for this scale.
+    pub fn pick<T>(self, smoke: T, default: T, full: T) -> T {
+        match self {
+            Scale::Smoke => smoke,
+            Scale::Default => default,
+            Scale::Full => full,
+        }
+    }
 }
 
 /// A claim as an experiment states it.
@@ -65,6 +75,17 @@ pub struct ClaimSpec {
     pub paper: &'static str,
     /// A comparison such as `<= 0.65` or `>= 1.0`.
     pub target: &'static str,
+}
+
+impl ClaimSpec {
+    /// The claim that `metric` meets `target`, where the paper reports `paper`.
+    pub const fn new(metric: &'static str, target: &'static str, paper: &'static str) -> Self {
+        Self {
+            metric,
+            paper,
+            target,
+        }
+    }
 }
 
 /// A claim with its measurement.
@@ -131,33 +152,16 @@ pub trait Experiment: Sync {
     }
 }
 
-/// Reads `<out>/<experiment>/results.json`, the data an experiment saved
-/// next to its plots, for re-rendering them.
-fn saved_results<T: serde::de::DeserializeOwned>(
-    out: &std::path::Path,
-    experiment: &str,
-) -> Result<T> {
-    let path = out.join(experiment).join("results.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    serde_json::from_str(&text).map_err(|e| BenchError::Data {
-        path,
-        reason: e.to_string(),
-    })
-}
-
 /// Every registered experiment.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(baselines::Baselines),
-        Box::new(btree::BtreeRepro),
-        Box::new(rask::RaskRepro),
-        Box::new(shortcut::ShortcutRepro),
-        Box::new(swiftkv::SwiftRepro),
-        Box::new(turboindex::TurboRepro),
-        Box::new(zkv::ZkvRepro),
+        Box::new(driver::Driven(baselines::Baselines)),
+        Box::new(driver::Driven(btree::BtreeRepro)),
+        Box::new(driver::Driven(rask::RaskRepro)),
+        Box::new(driver::Driven(shortcut::ShortcutRepro)),
+        Box::new(driver::Driven(swiftkv::SwiftRepro)),
+        Box::new(driver::Driven(turboindex::TurboRepro)),
+        Box::new(driver::Driven(zkv::ZkvRepro)),
     ]
 }
 

@@ -19,7 +19,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,7 +26,8 @@ use ferrite_rask::{DurableOptions, DurableRask, PhysicalRun};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use super::driver::{Metrics, Report, Study};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 use crate::range_index::tail::{self, TailProfile};
 use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
@@ -47,27 +47,18 @@ struct Sizes {
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            synthetic_ops: 50_000,
-            disk_blocks: 1 << 18,
-            trace_repeats: 1,
-            tiny_repeats: 3,
-            synthetic_repeats: 1,
-            verify_synthetic_ops: 50_000,
-            scaling_ops: 50_000,
-        },
-        Scale::Default | Scale::Full => Sizes {
-            synthetic_ops: 10_000_000,
-            disk_blocks: 1 << 22,
-            trace_repeats: 5,
-            tiny_repeats: 101,
-            // One replay per index moved the synthetic rows by a quarter
-            // between runs on this shared host; three give a median.
-            synthetic_repeats: 3,
-            verify_synthetic_ops: 1_000_000,
-            scaling_ops: 4_000_000,
-        },
+    // The full scale is the default: the traces are what they are.
+    let pick = |smoke: u64, larger: u64| scale.pick(smoke, larger, larger);
+    Sizes {
+        synthetic_ops: pick(50_000, 10_000_000),
+        disk_blocks: pick(1 << 18, 1 << 22),
+        trace_repeats: pick(1, 5) as usize,
+        tiny_repeats: pick(3, 101) as usize,
+        // One replay per index moved the synthetic rows by a quarter
+        // between runs on this shared host; three give a median.
+        synthetic_repeats: pick(1, 3) as usize,
+        verify_synthetic_ops: pick(50_000, 1_000_000) as usize,
+        scaling_ops: pick(50_000, 4_000_000) as usize,
     }
 }
 
@@ -83,7 +74,7 @@ struct Row {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Results {
+pub struct Results {
     params: serde_json::Value,
     rows: Vec<Row>,
     /// (dataset, index, gets checked or the error)
@@ -299,7 +290,9 @@ fn recovery(ctx: &ReproContext, ops: &[RangeOp]) -> Result<BTreeMap<String, f64>
     Ok(m)
 }
 
-impl Experiment for RaskRepro {
+impl Study for RaskRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "rask"
     }
@@ -310,55 +303,39 @@ impl Experiment for RaskRepro {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         vec![
-            ClaimSpec {
-                metric: "memory_ratio_vs_btreemap_perblock",
-                paper: "RASK uses 1.15–54.7% of the baselines' memory",
-                target: "<= 0.25",
-            },
-            ClaimSpec {
-                metric: "memory_ratio_vs_best_range",
-                paper: "5.31–20.5% of segment/interval trees",
-                target: "<= 0.60",
-            },
-            ClaimSpec {
-                metric: "throughput_ratio_vs_best",
-                paper: "2.76–37.8× over ordered indexes",
-                target: ">= 2.0",
-            },
-            ClaimSpec {
-                metric: "throughput_ratio_vs_origin",
-                paper: "1.15–1.82× Origin",
-                target: ">= 1.15",
-            },
-            ClaimSpec {
-                metric: "p99_ratio_vs_best",
-                paper: "P99 23.9–97.6% lower",
-                target: "<= 1.0",
-            },
-            ClaimSpec {
-                metric: "p999_ratio_vs_best",
-                paper: "tail latency lower at every percentile",
-                target: "<= 1.0",
-            },
-            ClaimSpec {
-                metric: "split_no_divide_fraction",
-                paper: "84.3% of splits divide no range",
-                target: ">= 0.80",
-            },
-            ClaimSpec {
-                metric: "gc_fraction_of_writes",
-                paper: "GC on 5.08% of writes",
-                target: "<= 0.10",
-            },
-            ClaimSpec {
-                metric: "oracle_mismatches",
-                paper: "(correctness)",
-                target: "== 0",
-            },
+            ClaimSpec::new(
+                "memory_ratio_vs_btreemap_perblock",
+                "<= 0.25",
+                "RASK uses 1.15–54.7% of the baselines' memory",
+            ),
+            ClaimSpec::new(
+                "memory_ratio_vs_best_range",
+                "<= 0.60",
+                "5.31–20.5% of segment/interval trees",
+            ),
+            ClaimSpec::new(
+                "throughput_ratio_vs_best",
+                ">= 2.0",
+                "2.76–37.8× over ordered indexes",
+            ),
+            ClaimSpec::new("throughput_ratio_vs_origin", ">= 1.15", "1.15–1.82× Origin"),
+            ClaimSpec::new("p99_ratio_vs_best", "<= 1.0", "P99 23.9–97.6% lower"),
+            ClaimSpec::new(
+                "p999_ratio_vs_best",
+                "<= 1.0",
+                "tail latency lower at every percentile",
+            ),
+            ClaimSpec::new(
+                "split_no_divide_fraction",
+                ">= 0.80",
+                "84.3% of splits divide no range",
+            ),
+            ClaimSpec::new("gc_fraction_of_writes", "<= 0.10", "GC on 5.08% of writes"),
+            ClaimSpec::new("oracle_mismatches", "== 0", "(correctness)"),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         if !crate::counting_alloc::installed() {
             eprintln!("rask: the counting allocator is not this process's; memory is not measured");
         }
@@ -507,27 +484,19 @@ impl Experiment for RaskRepro {
             "threads": 1,
             "counting_allocator": crate::counting_alloc::installed(),
         });
-        let metrics = metrics_of(&results);
-        if let Some(out) = &ctx.out_dir {
-            let path = out.join("rask").join("results.json");
-            let text = serde_json::to_string_pretty(&results)
-                .map_err(|e| BenchError::Config(e.to_string()))?;
-            report::write_file(&path, &text)?;
-            render(&results, &metrics, out)?;
-        }
-        Ok(Outcome {
-            params: results.params.clone(),
-            metrics,
-        })
+        Ok(results)
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let results: Results = super::saved_results(out, "rask")?;
-        render(&results, &metrics_of(&results), out)?;
-        Ok(true)
+    fn params(&self, r: &Results) -> serde_json::Value {
+        r.params.clone()
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        Metrics::from(metrics_of(r))
+    }
+
+    fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
+        render(r, metrics, doc)
     }
 }
 
@@ -683,7 +652,7 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
 
 /// Where RASK's bytes go on each main stream, beside the byte budget
 /// `memory_ratio_vs_best_range` allows it.
-fn memory_breakdown(results: &Results, md: &mut String) {
+fn memory_breakdown(results: &Results, doc: &mut Report) {
     let main = |r: &&Row| r.compaction || r.dataset == "synthetic";
     let mut lines = Vec::new();
     // Largest gap between the allocator's figure and the index's count.
@@ -737,7 +706,7 @@ fn memory_breakdown(results: &Results, md: &mut String) {
         return;
     }
     let _ = writeln!(
-        md,
+        doc,
         "\n## Where RASK's memory goes (main streams)\n\n\
          The index's own count of its bytes after the replay (the counting allocator's figure in \
          the main table also holds the index's fixed part and its scratch buffers; it is within \
@@ -755,18 +724,18 @@ fn memory_breakdown(results: &Results, md: &mut String) {
         100.0 * gap
     );
     for l in lines {
-        let _ = writeln!(md, "{l}");
+        let _ = writeln!(doc, "{l}");
     }
 }
 
 /// The latency of RASK's operations by the work they did (see
 /// [`tail`]), and which of them make up the slowest percent.
-fn tail_breakdown(results: &Results, md: &mut String) {
+fn tail_breakdown(results: &Results, doc: &mut Report) {
     if results.tails.is_empty() {
         return;
     }
     let _ = writeln!(
-        md,
+        doc,
         "\n## Where RASK's tail latency comes from (main streams)\n\n\
          One more replay of each main stream (pooled like the latency runs, after the same \
          warm-up) times every operation and classes it by the costliest structural work it did, \
@@ -782,7 +751,7 @@ fn tail_breakdown(results: &Results, md: &mut String) {
     for (dataset, p) in &results.tails {
         for c in &p.classes {
             let _ = writeln!(
-                md,
+                doc,
                 "| {dataset} | {} | {} | {:.2}% | {} | {} | {} | {:.1}% |",
                 p.p99_ns,
                 c.class,
@@ -802,10 +771,9 @@ fn mib(b: Option<u64>) -> String {
     })
 }
 
-fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
-    let mut md = String::new();
+fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
     let _ = writeln!(
-        md,
+        doc,
         "# RASK: range-as-a-key index\n\n\
          RASK against the per-block and range-keyed baselines of `ferrite_bench::range_index`, \
          single-threaded, every index built from empty per run with the same value type (an \
@@ -869,7 +837,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
             continue;
         }
         let _ = writeln!(
-            md,
+        doc,
             "\n## {}\n\n| dataset | index | ops | Mops/s | memory MiB | mean ns | p50 ns | p99 ns | p99.9 ns | p99.99 ns |\n|---|---|---|---|---|---|---|---|---|---|",
             if compaction {
                 "Main comparison (traces after I/O compaction; synthetic as generated)"
@@ -880,7 +848,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
         for r in &rows {
             let x = &r.result;
             let _ = writeln!(
-                md,
+                doc,
                 "| {} | {} | {} | {:.3} | {} | {:.0} | {} | {} | {} | {} |",
                 r.dataset,
                 x.index,
@@ -895,7 +863,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
             );
         }
     }
-    let _ = writeln!(md, "\n## RASK internals (main streams)\n");
+    let _ = writeln!(doc, "\n## RASK internals (main streams)\n");
     for r in results.rows.iter().filter(|r| r.result.index == "rask") {
         let fields: Vec<String> = r
             .result
@@ -910,19 +878,19 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
             })
             .collect();
         let _ = writeln!(
-            md,
+            doc,
             "- {} ({}): {}",
             r.dataset,
             if r.compaction { "compacted" } else { "raw" },
             fields.join(", ")
         );
     }
-    memory_breakdown(results, &mut md);
-    tail_breakdown(results, &mut md);
-    let _ = writeln!(md, "\n## Correctness against a per-block oracle\n");
+    memory_breakdown(results, doc);
+    tail_breakdown(results, doc);
+    let _ = writeln!(doc, "\n## Correctness against a per-block oracle\n");
     for (ds, ix, v) in &results.verified {
         let _ = writeln!(
-            md,
+            doc,
             "- {ds} / {ix}: {}",
             match v {
                 Ok(n) => format!("{n} gets, all exact"),
@@ -932,7 +900,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
     }
     if !results.capacity.is_empty() {
         let _ = writeln!(
-            md,
+        doc,
             "\n## Leaf capacity (RASK alone, same streams as the main comparison)\n\n\
              Entries per leaf trade lookups against structural work: a larger leaf means fewer \
              leaves (less memory per entry) and fewer full-leaf writes, each of which costs more \
@@ -949,7 +917,7 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
                     .map_or(f64::NAN, |(_, v)| *v)
             };
             let _ = writeln!(
-                md,
+                doc,
                 "| {} | {} | {:.3} | {} | {} | {} | {} | {:.4} | {:.0} |",
                 r.dataset,
                 x.index.trim_start_matches("rask-"),
@@ -964,34 +932,26 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
         }
     }
     let _ = writeln!(
-        md,
+        doc,
         "\n## Scaling (RASK, synthetic stream split round-robin over threads)\n\n\
          `private_rask_per_thread_speedup_2_threads` runs the same two halves of the stream on two \
          indexes, one per thread, so nothing is shared: it is the speedup this host's cores allow \
          the work in this run (other tenants take a share of them), the ceiling for the shared rows.\n"
     );
     for (k, v) in &results.scaling {
-        let _ = writeln!(md, "- {k}: {v:.3}");
+        let _ = writeln!(doc, "- {k}: {v:.3}");
     }
     let _ = writeln!(
-        md,
+        doc,
         "\n## Recovery (durable RASK: snapshot at half the writes, redo log for the rest, O_DIRECT)\n\n\
          The first million synthetic operations' writes go to a `DurableRask` (durability `never`, \
          one sync at the end); it is closed and reopened. `runs_match` is 1 when the reopened \
          index maps every block exactly as before (runs compared after joining continuous pieces).\n"
     );
     for (k, v) in &results.recovery {
-        let _ = writeln!(md, "- {k}: {v:.4}");
+        let _ = writeln!(doc, "- {k}: {v:.4}");
     }
-    let _ = writeln!(md, "\n## Claim metrics\n");
-    for (k, v) in metrics {
-        let _ = writeln!(md, "- {k}: {v:.4}");
-    }
-    let _ = writeln!(
-        md,
-        "\nPlots: `rask/throughput.svg`, `rask/memory.svg`, `rask/latency-<dataset>.svg`.\n"
-    );
-    report::write_file(&out.join("rask.md"), &md)?;
+    let _ = writeln!(doc);
     let main: Vec<&Row> = results
         .rows
         .iter()
@@ -1015,22 +975,24 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
             })
             .collect()
     };
-    let dir = out.join("rask");
+    doc.h2("Plots");
+    let path = doc.figure("throughput.svg", "throughput");
     report::plot_grouped_bars(
         "Throughput (single thread)",
-        "Mops/s",
+        "throughput (Mops/s)",
         &groups,
         &series(&|r| Some(r.ops_per_sec / 1e6)),
         true,
-        &dir.join("throughput.svg"),
+        &path,
     )?;
+    let path = doc.figure("memory.svg", "index memory");
     report::plot_grouped_bars(
         "Index memory after the replay",
-        "MiB",
+        "heap growth (MiB)",
         &groups,
         &series(&|r| r.memory_bytes.map(|b| b as f64 / (1 << 20) as f64)),
         true,
-        &dir.join("memory.svg"),
+        &path,
     )?;
     let pcts = ["p50", "p99", "p99.9", "p99.99"].map(String::from).to_vec();
     for g in &groups {
@@ -1050,14 +1012,16 @@ fn render(results: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Res
                 ))
             })
             .collect();
+        let path = doc.figure(&format!("latency-{g}.svg"), &format!("latency, {g}"));
         report::plot_grouped_bars(
             &format!("Latency percentiles, {g}"),
-            "µs",
+            "latency (µs, log scale)",
             &pcts,
             &s,
             true,
-            &dir.join(format!("latency-{g}.svg")),
+            &path,
         )?;
     }
+    doc.metrics(metrics);
     Ok(())
 }

@@ -37,13 +37,13 @@ use std::time::{Duration, Instant};
 use ferrite::{KvStore, Options, SyncMode};
 use ferrite_btree::{BTreeOptions, BTreeStore, Devices, ShortcutOptions, ShortcutVariant};
 use ferrite_io::{BlockDevice, Latency, LatencyDevice, LatencyProfile};
-use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use super::driver::{alternate, store_err, Latencies, Metrics, Report, Study};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
 use crate::error::{BenchError, Result};
 use crate::keyset::{mix64, read_sosd};
@@ -51,6 +51,7 @@ use crate::report;
 
 pub struct ShortcutRepro;
 
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Sizes {
     records: u64,
     page_size: usize,
@@ -65,43 +66,17 @@ struct Sizes {
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 100_000,
-            page_size: 1024,
-            warmup: 1_000,
-            ops: 3_000,
-            chunks: 3,
-            latdev_ops: 300,
-            insert_base: 20_000,
-            insert_ops: 20_000,
-            insert_chunks: 4,
-            punch_ops: 20,
-        },
-        Scale::Default => Sizes {
-            records: 50_000_000,
-            page_size: 1024,
-            warmup: 40_000,
-            ops: 120_000,
-            chunks: 12,
-            latdev_ops: 8_000,
-            insert_base: 500_000,
-            insert_ops: 500_000,
-            insert_chunks: 20,
-            punch_ops: 400,
-        },
-        Scale::Full => Sizes {
-            records: 200_000_000,
-            page_size: 1024,
-            warmup: 100_000,
-            ops: 400_000,
-            chunks: 20,
-            latdev_ops: 20_000,
-            insert_base: 4_000_000,
-            insert_ops: 4_000_000,
-            insert_chunks: 20,
-            punch_ops: 1_000,
-        },
+    Sizes {
+        records: scale.pick(100_000, 50_000_000, 200_000_000),
+        page_size: 1024,
+        warmup: scale.pick(1_000, 40_000, 100_000),
+        ops: scale.pick(3_000, 120_000, 400_000),
+        chunks: scale.pick(3, 12, 20),
+        latdev_ops: scale.pick(300, 8_000, 20_000),
+        insert_base: scale.pick(20_000, 500_000, 4_000_000),
+        insert_ops: scale.pick(20_000, 500_000, 4_000_000),
+        insert_chunks: scale.pick(4, 20, 20),
+        punch_ops: scale.pick(20, 400, 1_000),
     }
 }
 
@@ -127,14 +102,6 @@ fn key(x: u64) -> [u8; 8] {
 
 fn value(i: u64) -> [u8; 8] {
     (i ^ 0x5bd1_e995).to_le_bytes()
-}
-
-fn bench_err(what: &str) -> impl Fn(ferrite::Error) -> BenchError + '_ {
-    move |e| BenchError::Config(format!("shortcut repro, {what}: {e}"))
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
 }
 
 /// How a store is opened for one phase.
@@ -173,7 +140,7 @@ fn open(dir: &Path, o: Open) -> Result<BTreeStore> {
         ..BTreeOptions::default()
     };
     let mut devices =
-        Devices::open_dir(dir, options.direct_io, o.page_size).map_err(bench_err("open"))?;
+        Devices::open_dir(dir, options.direct_io, o.page_size).map_err(store_err("open"))?;
     if let Some(d) = o.read_delay {
         let profile = LatencyProfile {
             read: Latency::Fixed(d),
@@ -186,7 +153,7 @@ fn open(dir: &Path, o: Open) -> Result<BTreeStore> {
                 .map_err(|e| BenchError::Config(format!("latency device: {e}")))?,
         ) as Arc<dyn BlockDevice>;
     }
-    BTreeStore::open_on(devices, &options, bt).map_err(bench_err("open"))
+    BTreeStore::open_on(devices, &options, bt).map_err(store_err("open"))
 }
 
 /// Loads `keys` (sorted, distinct) into a fresh store in `dir`.
@@ -197,7 +164,7 @@ fn load(dir: &Path, keys: &[u64], o: Open) -> Result<()> {
         .iter()
         .enumerate()
         .map(|(i, &k)| (key(k).to_vec(), value(i as u64).to_vec()));
-    db.bulk_load(&mut pairs).map_err(bench_err("bulk load"))?;
+    db.bulk_load(&mut pairs).map_err(store_err("bulk load"))?;
     Ok(())
 }
 
@@ -269,7 +236,9 @@ struct SegmentPoint {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Results {
+pub struct Results {
+    #[serde(default)]
+    sizes: Sizes,
     records: u64,
     page_size: usize,
     tree_levels: u64,
@@ -388,40 +357,39 @@ fn measure(
     let seq: Vec<u64> = (0..warmup + ops).map(|_| pick(&mut rng)).collect();
     for (name, db) in stores {
         for &i in &seq[..warmup as usize] {
-            db.get(&key(keys[i as usize])).map_err(bench_err(name))?;
+            db.get(&key(keys[i as usize])).map_err(store_err(name))?;
         }
         db.reset_shortcut_counters();
         // The first statistics call counts pages per level (reads outside
         // the pool); it must not land inside the measured delta.
         let _ = db.stats();
     }
-    let mut hist: Vec<Histogram<u64>> = stores.iter().map(|_| new_histogram()).collect();
+    let mut hist: Vec<Latencies> = stores.iter().map(|_| Latencies::new()).collect();
     let mut secs = vec![0.0; stores.len()];
     let before: Vec<u64> = stores.iter().map(|(_, d)| d.stats().device.reads).collect();
-    let chunk = (ops / chunks.max(1)).max(1);
+    let chunk = (ops / chunks.max(1)).max(1) as usize;
     let measured = &seq[warmup as usize..];
-    for (c, part) in measured.chunks(chunk as usize).enumerate() {
-        for k in 0..stores.len() {
-            let s = (k + c) % stores.len();
-            let (name, db) = &stores[s];
-            let t0 = Instant::now();
-            for &i in part {
-                let t = Instant::now();
-                let v = db.get(&key(keys[i as usize])).map_err(bench_err(name))?;
-                let ns = t.elapsed().as_nanos() as u64;
-                if v.as_deref() != Some(&value(i)[..]) {
-                    return Err(BenchError::Config(format!(
-                        "{name}: wrong answer for record {i}"
-                    )));
-                }
-                let _ = hist[s].record(ns.max(1));
+    let parts: Vec<&[u64]> = measured.chunks(chunk).collect();
+    alternate(stores.len(), parts.len() as u64, |s, c| {
+        let (name, db) = &stores[s];
+        let t0 = Instant::now();
+        for &i in parts[c as usize] {
+            let t = Instant::now();
+            let v = db.get(&key(keys[i as usize])).map_err(store_err(name))?;
+            hist[s].record(t.elapsed());
+            if v.as_deref() != Some(&value(i)[..]) {
+                return Err(BenchError::Config(format!(
+                    "{name}: wrong answer for record {i}"
+                )));
             }
-            secs[s] += t0.elapsed().as_secs_f64();
         }
-    }
+        secs[s] += t0.elapsed().as_secs_f64();
+        Ok(())
+    })?;
     let mut out = BTreeMap::new();
     for (s, (name, db)) in stores.iter().enumerate() {
         let h = &hist[s];
+        let l = h.summary();
         let reads = db.stats().device.reads - before[s];
         let r = report_of(db);
         let level_accuracy: Vec<f64> = r
@@ -443,16 +411,13 @@ fn measure(
         out.insert(
             name.to_string(),
             Run {
-                ops: h.len(),
+                ops: l.count,
                 secs: secs[s],
-                cdf: PCTS
-                    .iter()
-                    .map(|&p| h.value_at_quantile(p / 100.0) as f64 / 1e3)
-                    .collect(),
-                p50_us: h.value_at_quantile(0.5) as f64 / 1e3,
-                p95_us: h.value_at_quantile(0.95) as f64 / 1e3,
-                p99_us: h.value_at_quantile(0.99) as f64 / 1e3,
-                reads_per_lookup: reads as f64 / h.len().max(1) as f64,
+                cdf: PCTS.iter().map(|&p| h.quantile_us(p / 100.0)).collect(),
+                p50_us: l.p50_us,
+                p95_us: l.p95_us,
+                p99_us: l.p99_us,
+                reads_per_lookup: reads as f64 / l.count.max(1) as f64,
                 accuracy,
                 level_accuracy,
                 level_coverage,
@@ -495,7 +460,9 @@ fn open_all(
         .collect()
 }
 
-impl Experiment for ShortcutRepro {
+impl Study for ShortcutRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "shortcut"
     }
@@ -506,65 +473,41 @@ impl Experiment for ShortcutRepro {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         vec![
-            ClaimSpec {
-                metric: "tree_height",
-                paper: "5 levels (3.3B keys, 4 KB nodes)",
-                target: ">= 4",
-            },
-            ClaimSpec {
-                metric: "reads_per_lookup_baseline",
-                paper: "(setup)",
-                target: ">= 2.5",
-            },
-            ClaimSpec {
-                metric: "p50_ratio_uniform",
-                paper: "26.2-64.8% lower P50",
-                target: "<= 0.65",
-            },
-            ClaimSpec {
-                metric: "p95_ratio_uniform",
-                paper: "19.1-69.9% lower P95",
-                target: "<= 0.75",
-            },
-            ClaimSpec {
-                metric: "p50_ratio_latencydev",
-                paper: "about 1 / uncached levels",
-                target: "<= 0.45",
-            },
-            ClaimSpec {
-                metric: "throughput_ratio_uniform",
-                paper: "+2.1-13.9%",
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "accuracy_uniform_keys",
-                paper: "over 50% per segment (linear data)",
-                target: ">= 0.5",
-            },
-            ClaimSpec {
-                metric: "accuracy_geolite2",
-                paper: "about 50% on real data sets",
-                target: ">= 0.4",
-            },
-            ClaimSpec {
-                metric: "companion_bytes_pct_of_pool",
-                paper: "about 0.6% of memory",
-                target: "<= 2.0",
-            },
-            ClaimSpec {
-                metric: "insert_heavy_accuracy_retained",
-                paper: "58-62% accuracy sustained",
-                target: ">= 0.8",
-            },
-            ClaimSpec {
-                metric: "insert_heavy_p99_ratio",
-                paper: "latency sustained while re-laying out",
-                target: "<= 2.0",
-            },
+            ClaimSpec::new("tree_height", ">= 4", "5 levels (3.3B keys, 4 KB nodes)"),
+            ClaimSpec::new("reads_per_lookup_baseline", ">= 2.5", "(setup)"),
+            ClaimSpec::new("p50_ratio_uniform", "<= 0.65", "26.2-64.8% lower P50"),
+            ClaimSpec::new("p95_ratio_uniform", "<= 0.75", "19.1-69.9% lower P95"),
+            ClaimSpec::new(
+                "p50_ratio_latencydev",
+                "<= 0.45",
+                "about 1 / uncached levels",
+            ),
+            ClaimSpec::new("throughput_ratio_uniform", ">= 1.0", "+2.1-13.9%"),
+            ClaimSpec::new(
+                "accuracy_uniform_keys",
+                ">= 0.5",
+                "over 50% per segment (linear data)",
+            ),
+            ClaimSpec::new("accuracy_geolite2", ">= 0.4", "about 50% on real data sets"),
+            ClaimSpec::new(
+                "companion_bytes_pct_of_pool",
+                "<= 2.0",
+                "about 0.6% of memory",
+            ),
+            ClaimSpec::new(
+                "insert_heavy_accuracy_retained",
+                ">= 0.8",
+                "58-62% accuracy sustained",
+            ),
+            ClaimSpec::new(
+                "insert_heavy_p99_ratio",
+                "<= 2.0",
+                "latency sustained while re-laying out",
+            ),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
         let ps = s.page_size;
         let root = ctx.work_dir.join("shortcut");
@@ -576,6 +519,7 @@ impl Experiment for ShortcutRepro {
             }
         };
         let mut r = Results {
+            sizes: s,
             records: s.records,
             page_size: ps,
             insert_base: s.insert_base,
@@ -772,40 +716,38 @@ impl Experiment for ShortcutRepro {
         say("insert-heavy");
         r.timelines = insert_heavy(&root, &s)?;
         let _ = std::fs::remove_dir_all(&root);
-        let metrics = metrics_of(&r);
-        if let Some(out) = &ctx.out_dir {
-            render(&r, &metrics, out)?;
-        }
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "key_bytes": 8,
-                "value_bytes": 8,
-                "page_bytes": ps,
-                "pool_bytes": r.pool_bytes,
-                "pool_pct_of_tree": r.pool_bytes as f64 * 100.0 / r.tree_bytes.max(1) as f64,
-                "one_pct_pool_bytes": r.one_pct_pool_bytes,
-                "warmup_ops": s.warmup,
-                "measured_ops": s.ops,
-                "latencydev_read_us": 100,
-                "insert_base": s.insert_base,
-                "insert_ops": s.insert_ops,
-                "sync": "never",
-                "threads": 1,
-                "eps": ShortcutOptions::default().eps,
-                "stash_threshold": ShortcutOptions::default().stash_threshold,
-            }),
-            metrics,
+        Ok(r)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        let s = &r.sizes;
+        let ps = s.page_size;
+        json!({
+            "records": s.records,
+            "key_bytes": 8,
+            "value_bytes": 8,
+            "page_bytes": ps,
+            "pool_bytes": r.pool_bytes,
+            "pool_pct_of_tree": r.pool_bytes as f64 * 100.0 / r.tree_bytes.max(1) as f64,
+            "one_pct_pool_bytes": r.one_pct_pool_bytes,
+            "warmup_ops": s.warmup,
+            "measured_ops": s.ops,
+            "latencydev_read_us": 100,
+            "insert_base": s.insert_base,
+            "insert_ops": s.insert_ops,
+            "sync": "never",
+            "threads": 1,
+            "eps": ShortcutOptions::default().eps,
+            "stash_threshold": ShortcutOptions::default().stash_threshold,
         })
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let results: Results = super::saved_results(out, "shortcut")?;
-        render(&results, &metrics_of(&results), out)?;
-        Ok(true)
+    fn metrics(&self, r: &Results) -> Metrics {
+        Metrics::from(metrics_of(r))
+    }
+
+    fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
+        render(r, metrics, doc)
     }
 }
 
@@ -866,57 +808,56 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         }
     };
     let mut out: BTreeMap<String, Timeline> = BTreeMap::new();
-    let mut all: Vec<Histogram<u64>> = opened.iter().map(|_| new_histogram()).collect();
+    let mut all: Vec<Latencies> = opened.iter().map(|_| Latencies::new()).collect();
     for (_, db) in &opened {
         db.reset_shortcut_counters();
     }
     let mut prev: Vec<(u64, u64, u64)> = opened.iter().map(|_| (0, 0, 0)).collect();
     let chunk = (s.insert_ops / s.insert_chunks.max(1)).max(1) as usize;
-    for (c, part) in seq.chunks(chunk).enumerate() {
-        for k in 0..opened.len() {
-            let i = (k + c) % opened.len();
-            let (name, db) = &opened[i];
-            let mut h = new_histogram();
-            let t0 = Instant::now();
-            for &(ins, rec) in part {
-                let kk = key(key_of(rec));
-                let t = Instant::now();
-                if ins {
-                    db.put(&kk, &value(rec)).map_err(bench_err(name))?;
-                } else {
-                    let v = db.get(&kk).map_err(bench_err(name))?;
-                    if v.as_deref() != Some(&value(rec)[..]) {
-                        return Err(BenchError::Config(format!(
-                            "{name}: wrong answer for record {rec} (insert-heavy)"
-                        )));
-                    }
+    let parts: Vec<&[(bool, u64)]> = seq.chunks(chunk).collect();
+    alternate(opened.len(), parts.len() as u64, |i, c| {
+        let (name, db) = &opened[i];
+        let part = parts[c as usize];
+        let mut h = Latencies::new();
+        let t0 = Instant::now();
+        for &(ins, rec) in part {
+            let kk = key(key_of(rec));
+            let t = Instant::now();
+            if ins {
+                db.put(&kk, &value(rec)).map_err(store_err(name))?;
+            } else {
+                let v = db.get(&kk).map_err(store_err(name))?;
+                if v.as_deref() != Some(&value(rec)[..]) {
+                    return Err(BenchError::Config(format!(
+                        "{name}: wrong answer for record {rec} (insert-heavy)"
+                    )));
                 }
-                let ns = (t.elapsed().as_nanos() as u64).max(1);
-                let _ = h.record(ns);
-                let _ = all[i].record(ns);
             }
-            let secs = t0.elapsed().as_secs_f64();
-            let rep = report_of(db);
-            let (p, hh) = (
-                rep.level_predictions.iter().sum::<u64>(),
-                rep.level_hits.iter().sum::<u64>(),
-            );
-            let (p0, h0, _) = prev[i];
-            prev[i] = (p, hh, rep.rebuilds);
-            let t = out.entry(name.to_string()).or_default();
-            t.ops_per_sec.push(part.len() as f64 / secs.max(1e-9));
-            t.p50_us.push(h.value_at_quantile(0.5) as f64 / 1e3);
-            t.p99_us.push(h.value_at_quantile(0.99) as f64 / 1e3);
-            t.accuracy
-                .push((hh - h0) as f64 / (p.saturating_sub(p0)).max(1) as f64);
-            t.rebuilds.push(rep.rebuilds);
+            h.record(t.elapsed());
         }
-    }
+        all[i].add(&h);
+        let secs = t0.elapsed().as_secs_f64();
+        let rep = report_of(db);
+        let (p, hh) = (
+            rep.level_predictions.iter().sum::<u64>(),
+            rep.level_hits.iter().sum::<u64>(),
+        );
+        let (p0, h0, _) = prev[i];
+        prev[i] = (p, hh, rep.rebuilds);
+        let t = out.entry(name.to_string()).or_default();
+        t.ops_per_sec.push(part.len() as f64 / secs.max(1e-9));
+        t.p50_us.push(h.quantile_us(0.5));
+        t.p99_us.push(h.quantile_us(0.99));
+        t.accuracy
+            .push((hh - h0) as f64 / (p.saturating_sub(p0)).max(1) as f64);
+        t.rebuilds.push(rep.rebuilds);
+        Ok(())
+    })?;
     for (i, (name, db)) in opened.iter().enumerate() {
-        db.verify().map_err(bench_err(name))?;
+        db.verify().map_err(store_err(name))?;
         let rep = report_of(db);
         let t = out.entry(name.to_string()).or_default();
-        t.p99_us_all = all[i].value_at_quantile(0.99) as f64 / 1e3;
+        t.p99_us_all = all[i].quantile_us(0.99);
         t.rebuild_seconds = rep.rebuild_seconds_total;
         t.relayouts = rep.relayouts;
         t.relocated = rep.relocated;
@@ -1061,18 +1002,10 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
     m
 }
 
-fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
-    let dir = out.join("shortcut");
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Data {
-        path: dir.clone(),
-        reason: e.to_string(),
-    })?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
-    report::write_file(&dir.join("results.json"), &(json + "\n"))?;
+fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
     let mb = |b: u64| b as f64 / (1 << 20) as f64;
-    let mut md = String::new();
     let _ = writeln!(
-        md,
+        doc,
         "# SHORTCUT: one-shot B+tree traversal (`shortcut`)\n\n\
          The B+tree engine with its dependent descent (`baseline`) and with SHORTCUT's companion in three variants, \
          on the same data, pool and page size: {} records of 8-byte uniform random keys and 8-byte values, \
@@ -1097,7 +1030,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             .join(", "),
     );
     let _ = writeln!(
-        md,
+        doc,
         "| phase | variant | kops/s | P50 µs | P95 µs | P99 µs | device reads / lookup | model accuracy (mean; per level) | path covered incl. runner-up (per level) | prefetched used / wasted | companion |\n\
          |---|---|---|---|---|---|---|---|---|---|---|"
     );
@@ -1107,7 +1040,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 continue;
             };
             let _ = writeln!(
-                md,
+        doc,
                 "| {phase} | {name} | {:.2} | {:.1} | {:.1} | {:.1} | {:.2} | {} | {:?} | {} / {} | {} |",
                 x.ops_per_sec() / 1e3,
                 x.p50_us,
@@ -1140,7 +1073,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         }
     }
     let _ = writeln!(
-        md,
+        doc,
         "\nPhases: `uniform` and `zipfian` (YCSB-C) at the calibrated pool; `uniform_pool1pct` at a pool of 1% of the tree \
          ({:.2} MiB, the paper's setting); `uniform_latencydev` with the page file behind a device that adds 100 µs to every \
          read. Accuracy is per level (leaves first), over the lookups measured.\n",
@@ -1149,7 +1082,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     match r.geolite_accuracy {
         Some(a) => {
             let _ = writeln!(
-                md,
+        doc,
                 "GeoLite2 IPv4 network starts ({} real keys, `../shared/data/keys`): keyless-model accuracy {:.1}% \
                  averaged over levels ({:?} per level, leaves first).\n",
                 r.geolite_keys,
@@ -1161,7 +1094,9 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             );
         }
         None => {
-            md.push_str("GeoLite2 keys were not available; their accuracy was not measured.\n\n")
+            let _ = doc.write_str(
+                "GeoLite2 keys were not available; their accuracy was not measured.\n\n",
+            );
         }
     }
     // Latency CDFs.
@@ -1169,18 +1104,21 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         let Some(runs) = r.runs.get(phase) else {
             continue;
         };
-        let series: Vec<(String, Vec<f64>)> = VARIANTS
+        let series: Vec<(String, Vec<(f64, f64)>)> = VARIANTS
             .iter()
-            .filter_map(|(n, _, _)| runs.get(*n).map(|x| (n.to_string(), x.cdf.clone())))
+            .filter_map(|(n, _, _)| {
+                let x = runs.get(*n)?;
+                let curve = PCTS.iter().zip(&x.cdf).map(|(p, us)| (p / 100.0, *us));
+                Some((n.to_string(), curve.collect()))
+            })
             .collect();
-        report::plot_lines(
-            &format!("{phase}: lookup latency at percentiles {PCTS:?} (paper Figure 8)"),
-            "percentile (index)",
-            "latency µs",
+        report::plot_percentiles(
+            &format!("{phase}: lookup latency by percentile (paper Figure 8)"),
+            "lookup latency (µs, log scale)",
             &series,
-            &dir.join(format!("cdf-{phase}.svg")),
+            &doc.dir().join(format!("cdf-{phase}.svg")),
         )?;
-        let _ = writeln!(md, "![{phase} latency](shortcut/cdf-{phase}.svg)");
+        let _ = writeln!(doc, "![{phase} latency](shortcut/cdf-{phase}.svg)");
     }
     // Per-segment accuracy (paper Figure 12), the leaf level.
     let leaf: Vec<f64> = r
@@ -1195,14 +1133,14 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             "segment",
             "accuracy",
             &[("shortcut".to_string(), leaf)],
-            &dir.join("segments.svg"),
+            &doc.dir().join("segments.svg"),
         )?;
-        let _ = writeln!(md, "\n![per-segment accuracy](shortcut/segments.svg)\n");
+        let _ = writeln!(doc, "\n![per-segment accuracy](shortcut/segments.svg)\n");
     }
     // Insert-heavy timelines (paper Figure 10).
     if !r.timelines.is_empty() {
         let _ = writeln!(
-            md,
+        doc,
             "## Insert-heavy (paper Figure 10)\n\n{} records bulk-loaded, then {} operations: 50% lookups (`latest`), \
              50% inserts of new random keys, in {} chunks per variant, alternating; pool = 2% of the initial tree.\n\n\
              Page ids allocated: without re-layouts they are the live tree; with them they also count each level's \
@@ -1215,7 +1153,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         );
         for (name, t) in &r.timelines {
             let _ = writeln!(
-                md,
+        doc,
                 "| {name} | {:.1} | {:.1}% → {:.1}% | {} | {:.2} | {} | {} | {:.2} | {} | {} → {} |",
                 t.p99_us_all,
                 t.accuracy.first().copied().unwrap_or(0.0) * 100.0,
@@ -1248,15 +1186,15 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 "chunk",
                 what,
                 &series,
-                &dir.join(format!("insert-{what}.svg")),
+                &doc.dir().join(format!("insert-{what}.svg")),
             )?;
-            let _ = writeln!(md, "![insert-heavy {what}](shortcut/insert-{what}.svg)");
+            let _ = writeln!(doc, "![insert-heavy {what}](shortcut/insert-{what}.svg)");
         }
     }
     match &r.punch {
         Some(p) => {
             let _ = writeln!(
-                md,
+        doc,
                 "\n## The file-system path the paper uses\n\n\
                  On this machine's ext4, in a {} MiB file, medians over {} operations at random block offsets: \
                  a 4 KiB O_DIRECT `pwrite` {:.1} µs; `fallocate` INSERT_RANGE of one block (each followed by a write of \
@@ -1274,14 +1212,13 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             );
         }
         None => {
-            md.push_str("\nINSERT_RANGE is not available on this file system; it was not timed.\n")
+            let _ = doc.write_str(
+                "\nINSERT_RANGE is not available on this file system; it was not timed.\n",
+            );
         }
     }
-    let _ = writeln!(md, "\n## Metrics\n");
-    for (k, v) in metrics {
-        let _ = writeln!(md, "- `{k}`: {v:.4}");
-    }
-    md.push_str(
+    doc.metrics(metrics);
+    let _ = doc.write_str(
         "\n## How to read this\n\n\
          - A lookup's latency is its service time: one thread, one lookup at a time. SHORTCUT reads every predicted, \
          uncached node of the path in one io_uring batch before descending, so a lookup whose predictions hit waits for \
@@ -1302,7 +1239,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
          SHORTCUT-SYNC all at once, on the writer's critical path, which is why its P99 stays low while single \
          operations stall for a whole level's move).\n",
     );
-    report::write_file(&out.join("shortcut.md"), &md)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -44,13 +44,13 @@ use ferrite_lsm::table::bloom::Bloom;
 use ferrite_lsm::table::{BuiltTable, Table, TableBuilder};
 use ferrite_lsm::table_space::TableSpace;
 use ferrite_lsm::{Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
-use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
+use super::driver::{alternate, Latencies, Metrics, Report, Study};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::adapter::Target;
 use crate::distribution::Chooser;
 use crate::distribution::ScrambledZipfian;
@@ -62,6 +62,7 @@ use crate::workload::Workload;
 
 pub struct SwiftRepro;
 
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Sizes {
     records: u64,
     warmup: u64,
@@ -77,43 +78,17 @@ struct Sizes {
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 200_000,
-            warmup: 10_000,
-            ops: 40_000,
-            ops_cache10: 10_000,
-            chunks: 4,
-            sweep_ops: 10_000,
-            peer_records: 100_000,
-            peer_ops: 10_000,
-            model_records: 200_000,
-            partition_records: 100_000,
-        },
-        Scale::Default => Sizes {
-            records: 10_000_000,
-            warmup: 100_000,
-            ops: 1_000_000,
-            ops_cache10: 200_000,
-            chunks: 10,
-            sweep_ops: 100_000,
-            peer_records: 10_000_000,
-            peer_ops: 100_000,
-            model_records: 2_000_000,
-            partition_records: 2_000_000,
-        },
-        Scale::Full => Sizes {
-            records: 40_000_000,
-            warmup: 500_000,
-            ops: 4_000_000,
-            ops_cache10: 1_000_000,
-            chunks: 20,
-            sweep_ops: 1_000_000,
-            peer_records: 40_000_000,
-            peer_ops: 1_000_000,
-            model_records: 8_000_000,
-            partition_records: 10_000_000,
-        },
+    Sizes {
+        records: scale.pick(200_000, 10_000_000, 40_000_000),
+        warmup: scale.pick(10_000, 100_000, 500_000),
+        ops: scale.pick(40_000, 1_000_000, 4_000_000),
+        ops_cache10: scale.pick(10_000, 200_000, 1_000_000),
+        chunks: scale.pick(4, 10, 20),
+        sweep_ops: scale.pick(10_000, 100_000, 1_000_000),
+        peer_records: scale.pick(100_000, 10_000_000, 40_000_000),
+        peer_ops: scale.pick(10_000, 100_000, 1_000_000),
+        model_records: scale.pick(200_000, 2_000_000, 8_000_000),
+        partition_records: scale.pick(100_000, 2_000_000, 10_000_000),
     }
 }
 
@@ -257,7 +232,9 @@ struct PeerResults {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Results {
+pub struct Results {
+    #[serde(default)]
+    sizes: Sizes,
     shapes: BTreeMap<String, ShapeResults>,
     /// Key set → (sparse index bytes, learned index bytes, tables).
     index_sizes: BTreeMap<String, (u64, u64, usize)>,
@@ -384,14 +361,7 @@ fn device_err(e: ferrite_io::DeviceError) -> BenchError {
 }
 
 fn store_err(e: ferrite::Error) -> BenchError {
-    BenchError::Store {
-        target: "lsm".into(),
-        source: e,
-    }
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
+    super::driver::store_err("lsm")(e)
 }
 
 fn value(shape: &Shape, i: u64, version: u64, out: &mut Vec<u8>) {
@@ -409,35 +379,29 @@ fn load(stores: &[LsmStore], keys: &KeySet, shape: &Shape, s: &Sizes) -> Result<
     let mut secs = vec![Vec::new(); stores.len()];
     let chunk = (s.records / s.chunks).max(1);
     let (mut k, mut v) = (Vec::new(), Vec::new());
-    let mut start = 0;
-    let mut c = 0;
-    while start < s.records {
-        let end = (start + chunk).min(s.records);
-        for step in 0..stores.len() {
-            let i = (c + step) % stores.len();
-            let t = Instant::now();
-            let mut b = WriteBatch::new();
-            for r in start..end {
-                keys.key(r, &mut k);
-                value(shape, r, 0, &mut v);
-                b.put(&k, &v).map_err(store_err)?;
-                if b.len() == 256 {
-                    stores[i].write_batch(&b).map_err(store_err)?;
-                    b.clear();
-                }
-            }
-            if !b.is_empty() {
+    alternate(stores.len(), s.records.div_ceil(chunk), |i, c| {
+        let (start, end) = (c * chunk, ((c + 1) * chunk).min(s.records));
+        let t = Instant::now();
+        let mut b = WriteBatch::new();
+        for r in start..end {
+            keys.key(r, &mut k);
+            value(shape, r, 0, &mut v);
+            b.put(&k, &v).map_err(store_err)?;
+            if b.len() == 256 {
                 stores[i].write_batch(&b).map_err(store_err)?;
+                b.clear();
             }
-            if end == s.records {
-                stores[i].flush().map_err(store_err)?;
-            }
-            stores[i].wait_for_compactions().map_err(store_err)?;
-            secs[i].push(t.elapsed().as_secs_f64());
         }
-        start = end;
-        c += 1;
-    }
+        if !b.is_empty() {
+            stores[i].write_batch(&b).map_err(store_err)?;
+        }
+        if end == s.records {
+            stores[i].flush().map_err(store_err)?;
+        }
+        stores[i].wait_for_compactions().map_err(store_err)?;
+        secs[i].push(t.elapsed().as_secs_f64());
+        Ok(())
+    })?;
     Ok(secs)
 }
 
@@ -481,55 +445,51 @@ fn drive(
             }
         })
         .collect();
-    let mut hists: Vec<Histogram<u64>> = (0..n).map(|_| new_histogram()).collect();
-    let mut chunk_hist = new_histogram();
+    let mut hists: Vec<Latencies> = (0..n).map(|_| Latencies::new()).collect();
     let mut runs: Vec<(ReadRun, u64)> = vec![(ReadRun::default(), 0); n];
     let before: Vec<u64> = stores.iter().map(|d| d.stats().device.read_bytes).collect();
     let chunk = (ops / chunks).max(1);
     let (mut k, mut v) = (Vec::new(), Vec::new());
-    for c in 0..chunks {
-        for step in 0..n {
-            let i = (c as usize + step) % n;
-            let t = Instant::now();
-            let mut reads = 0u64;
-            for op in 0..chunk {
-                let r = choosers[i].next(&mut rngs[i], records);
-                keys.key(r, &mut k);
-                let is_read = (op % 10) < reads_in_ten as u64;
-                let t0 = Instant::now();
-                if is_read {
-                    let got = stores[i].get(&k).map_err(store_err)?;
-                    if got.is_none() {
-                        return Err(BenchError::Config(format!(
-                            "swiftkv: a loaded key is missing from the {} store",
-                            VARIANTS.get(i).unwrap_or(&"?")
-                        )));
-                    }
-                    reads += 1;
-                } else {
-                    value(shape, r, c + 1, &mut v);
-                    stores[i].put(&k, &v).map_err(store_err)?;
+    alternate(n, chunks, |i, c| {
+        let mut chunk_hist = Latencies::new();
+        let t = Instant::now();
+        let mut reads = 0u64;
+        for op in 0..chunk {
+            let r = choosers[i].next(&mut rngs[i], records);
+            keys.key(r, &mut k);
+            let is_read = (op % 10) < reads_in_ten as u64;
+            let t0 = Instant::now();
+            if is_read {
+                let got = stores[i].get(&k).map_err(store_err)?;
+                if got.is_none() {
+                    return Err(BenchError::Config(format!(
+                        "swiftkv: a loaded key is missing from the {} store",
+                        VARIANTS.get(i).unwrap_or(&"?")
+                    )));
                 }
-                let _ = chunk_hist.record(t0.elapsed().as_nanos().max(1) as u64);
+                reads += 1;
+            } else {
+                value(shape, r, c + 1, &mut v);
+                stores[i].put(&k, &v).map_err(store_err)?;
             }
-            if reads_in_ten < 10 {
-                stores[i].wait_for_compactions().map_err(store_err)?;
-            }
-            let secs = t.elapsed().as_secs_f64();
-            let run = &mut runs[i].0;
-            run.secs += secs;
-            run.ops += chunk;
-            run.chunk_ops_per_sec.push(chunk as f64 / secs.max(1e-9));
-            run.chunk_p99_us
-                .push(chunk_hist.value_at_quantile(0.99) as f64 / 1e3);
-            let _ = hists[i].add(&chunk_hist);
-            chunk_hist.reset();
-            runs[i].1 += reads;
+            chunk_hist.record(t0.elapsed());
         }
-    }
+        if reads_in_ten < 10 {
+            stores[i].wait_for_compactions().map_err(store_err)?;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let run = &mut runs[i].0;
+        run.secs += secs;
+        run.ops += chunk;
+        run.chunk_ops_per_sec.push(chunk as f64 / secs.max(1e-9));
+        run.chunk_p99_us.push(chunk_hist.quantile_us(0.99));
+        hists[i].add(&chunk_hist);
+        runs[i].1 += reads;
+        Ok(())
+    })?;
     for (i, (r, _)) in runs.iter_mut().enumerate() {
-        r.p50_us = hists[i].value_at_quantile(0.5) as f64 / 1e3;
-        r.p99_us = hists[i].value_at_quantile(0.99) as f64 / 1e3;
+        r.p50_us = hists[i].quantile_us(0.5);
+        r.p99_us = hists[i].quantile_us(0.99);
         r.read_bytes_per_op =
             (stores[i].stats().device.read_bytes - before[i]) as f64 / r.ops.max(1) as f64;
     }
@@ -821,7 +781,7 @@ fn lookup_latency(tables: &[Table], keys: &[Vec<u8>], probes: usize) -> Result<(
         }
     }
     let mut rng = SmallRng::seed_from_u64(11);
-    let mut hist = new_histogram();
+    let mut hist = Latencies::new();
     let mut total = 0.0;
     for _ in 0..probes {
         let k = &keys[rng.gen_range(0..keys.len())];
@@ -840,9 +800,9 @@ fn lookup_latency(tables: &[Table], keys: &[Vec<u8>], probes: usize) -> Result<(
             ));
         }
         total += ns as f64;
-        let _ = hist.record(ns.max(1));
+        hist.record_ns(ns);
     }
-    Ok((total / probes as f64, hist.value_at_quantile(0.99) as f64))
+    Ok((total / probes as f64, hist.quantile_us(0.99) * 1e3))
 }
 
 /// Training threads → total training milliseconds.
@@ -991,29 +951,27 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
     let scans = (s.ops / 20).max(100);
     let chunk = (scans / s.chunks).max(1);
     let mut k = Vec::new();
-    for c in 0..s.chunks {
-        for step in 0..stores.len() {
-            let i = (c as usize + step) % stores.len();
-            let mut rng = SmallRng::seed_from_u64(31 + c);
-            let t = Instant::now();
-            for _ in 0..chunk {
-                keys.key(rng.gen_range(0..sizes.records), &mut k);
-                let len = rng.gen_range(1..=SCAN_MAX);
-                let mut n = 0;
-                stores[i]
-                    .scan(KeyRange::from_bounds(&k[..]..), &mut |_, _| {
-                        n += 1;
-                        if n >= len {
-                            std::ops::ControlFlow::Break(())
-                        } else {
-                            std::ops::ControlFlow::Continue(())
-                        }
-                    })
-                    .map_err(store_err)?;
-            }
-            scan_secs[i] += t.elapsed().as_secs_f64();
+    alternate(stores.len(), s.chunks, |i, c| {
+        let mut rng = SmallRng::seed_from_u64(31 + c);
+        let t = Instant::now();
+        for _ in 0..chunk {
+            keys.key(rng.gen_range(0..sizes.records), &mut k);
+            let len = rng.gen_range(1..=SCAN_MAX);
+            let mut n = 0;
+            stores[i]
+                .scan(KeyRange::from_bounds(&k[..]..), &mut |_, _| {
+                    n += 1;
+                    if n >= len {
+                        std::ops::ControlFlow::Break(())
+                    } else {
+                        std::ops::ControlFlow::Continue(())
+                    }
+                })
+                .map_err(store_err)?;
         }
-    }
+        scan_secs[i] += t.elapsed().as_secs_f64();
+        Ok(())
+    })?;
     for db in &stores {
         db.verify().map_err(store_err)?;
     }
@@ -1107,7 +1065,9 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
     Ok(Some(out))
 }
 
-impl Experiment for SwiftRepro {
+impl Study for SwiftRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "swiftkv"
     }
@@ -1118,57 +1078,48 @@ impl Experiment for SwiftRepro {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         vec![
-            ClaimSpec {
-                metric: "read_speedup_vs_sparse_incache",
-                paper: "1.5-2.1x random reads (vs RocksDB)",
-                target: ">= 1.4",
-            },
-            ClaimSpec {
-                metric: "read_speedup_vs_sparse_cache10",
-                paper: "1.19-1.60x read throughput",
-                target: ">= 1.1",
-            },
-            ClaimSpec {
-                metric: "p99_ratio_vs_sparse",
-                paper: "72% lower read-only P99",
-                target: "<= 0.7",
-            },
-            ClaimSpec {
-                metric: "read_speedup_vs_rocksdb_incache",
-                paper: "1.5-2.1x",
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "read_speedup_vs_rocksdb_cache10",
-                paper: "1.19-1.60x",
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "min_ycsb_ratio_vs_rocksdb",
-                paper: "0.8-1.6x, better on all but E",
-                target: ">= 1.0",
-            },
-            ClaimSpec {
-                metric: "index_size_ratio_geolite2",
-                paper: "30% smaller on average (Table 1)",
-                target: "<= 0.7",
-            },
-            ClaimSpec {
-                metric: "index_size_ratio_sequential",
-                paper: "32.79% smaller (SEQ)",
-                target: "<= 0.7",
-            },
-            ClaimSpec {
-                metric: "write_ratio_vs_sparse",
-                paper: "without affecting write performance",
-                target: ">= 0.95",
-            },
+            ClaimSpec::new(
+                "read_speedup_vs_sparse_incache",
+                ">= 1.4",
+                "1.5-2.1x random reads (vs RocksDB)",
+            ),
+            ClaimSpec::new(
+                "read_speedup_vs_sparse_cache10",
+                ">= 1.1",
+                "1.19-1.60x read throughput",
+            ),
+            ClaimSpec::new("p99_ratio_vs_sparse", "<= 0.7", "72% lower read-only P99"),
+            ClaimSpec::new("read_speedup_vs_rocksdb_incache", ">= 1.0", "1.5-2.1x"),
+            ClaimSpec::new("read_speedup_vs_rocksdb_cache10", ">= 1.0", "1.19-1.60x"),
+            ClaimSpec::new(
+                "min_ycsb_ratio_vs_rocksdb",
+                ">= 1.0",
+                "0.8-1.6x, better on all but E",
+            ),
+            ClaimSpec::new(
+                "index_size_ratio_geolite2",
+                "<= 0.7",
+                "30% smaller on average (Table 1)",
+            ),
+            ClaimSpec::new(
+                "index_size_ratio_sequential",
+                "<= 0.7",
+                "32.79% smaller (SEQ)",
+            ),
+            ClaimSpec::new(
+                "write_ratio_vs_sparse",
+                ">= 0.95",
+                "without affecting write performance",
+            ),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
-        let mut results = Results::default();
+        let mut results = Results {
+            sizes: s,
+            ..Results::default()
+        };
         if ctx.show_progress {
             eprintln!("swiftkv: index sizes");
         }
@@ -1192,43 +1143,40 @@ impl Experiment for SwiftRepro {
             }
         }
         let _ = std::fs::remove_dir_all(ctx.work_dir.join("swiftkv"));
-        let metrics = metrics_of(&results);
-        if let Some(out) = &ctx.out_dir {
-            render(&results, &metrics, out)?;
-        }
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "shapes": SHAPES.iter().map(|x| json!({"name": x.name, "key_bytes": x.key_bytes, "value_bytes": x.value_bytes})).collect::<Vec<_>>(),
-                "measured_ops_incache": s.ops,
-                "measured_ops_cache10": s.ops_cache10,
-                "warmup_ops": s.warmup,
-                "chunks": s.chunks,
-                "sweep_ops": s.sweep_ops,
-                "peer_records": s.peer_records,
-                "peer_ops": s.peer_ops,
-                "model_records": s.model_records,
-                "partition_records": s.partition_records,
-                "partitions_compared": PARTITIONS,
-                "learned_eps": 32.0,
-                "learned_eps_cap": "a quarter of the table's mean entries per block",
-                "block_bytes": 4096,
-                "bloom_bits_per_key": 10,
-                "sync": "never",
-                "threads": 1,
-                "rocksdb": Target::RocksDb.available(),
-            }),
-            metrics,
+        Ok(results)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        let s = &r.sizes;
+        json!({
+            "records": s.records,
+            "shapes": SHAPES.iter().map(|x| json!({"name": x.name, "key_bytes": x.key_bytes, "value_bytes": x.value_bytes})).collect::<Vec<_>>(),
+            "measured_ops_incache": s.ops,
+            "measured_ops_cache10": s.ops_cache10,
+            "warmup_ops": s.warmup,
+            "chunks": s.chunks,
+            "sweep_ops": s.sweep_ops,
+            "peer_records": s.peer_records,
+            "peer_ops": s.peer_ops,
+            "model_records": s.model_records,
+            "partition_records": s.partition_records,
+            "partitions_compared": PARTITIONS,
+            "learned_eps": 32.0,
+            "learned_eps_cap": "a quarter of the table's mean entries per block",
+            "block_bytes": 4096,
+            "bloom_bits_per_key": 10,
+            "sync": "never",
+            "threads": 1,
+            "rocksdb": Target::RocksDb.available(),
         })
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let results: Results = super::saved_results(out, "swiftkv")?;
-        render(&results, &metrics_of(&results), out)?;
-        Ok(true)
+    fn metrics(&self, r: &Results) -> Metrics {
+        Metrics::from(metrics_of(r))
+    }
+
+    fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
+        render(r, metrics, doc)
     }
 }
 
@@ -1330,17 +1278,9 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
     m
 }
 
-fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
-    let dir = out.join("swiftkv");
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Data {
-        path: dir.clone(),
-        reason: e.to_string(),
-    })?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
-    report::write_file(&dir.join("results.json"), &(json + "\n"))?;
-    let mut md = String::new();
+fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
     let _ = writeln!(
-        md,
+        doc,
         "# SwiftKV: learned SSTable index blocks in an LSM-tree (`swiftkv`)\n\n\
          The LSM engine (`crates/ferrite-lsm`) with learned index blocks (two-level Greedy-PLR + LR, ε = 32 entries capped at a quarter of a table's entries per block, \
          and a one-byte threshold per block boundary naming which block of a window holds a key) \
@@ -1353,7 +1293,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     );
     for (shape, sr) in &r.shapes {
         let _ = writeln!(
-            md,
+            doc,
             "## {shape}: {} records\n\n\
              | | sparse | learned |\n|---|---|---|",
             sr.records
@@ -1362,15 +1302,15 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             [a, b] => format!("{a:.1} | {b:.1}"),
             _ => "- | -".into(),
         };
-        let _ = writeln!(md, "| load, kops/s | {} |", pair(&sr.load_kops));
+        let _ = writeln!(doc, "| load, kops/s | {} |", pair(&sr.load_kops));
         if let Some(r) = metrics.get(&format!("{shape}_write_ratio")) {
             let _ = writeln!(
-                md,
+                doc,
                 "| load throughput, learned / sparse (median of side-by-side chunks) | | {r:.3} |"
             );
         }
         let _ = writeln!(
-            md,
+            doc,
             "| write stalls, s | {} |",
             pair(
                 &sr.write_stall_micros
@@ -1380,7 +1320,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             )
         );
         let _ = writeln!(
-            md,
+            doc,
             "| tables, MiB | {} |",
             pair(
                 &sr.table_bytes
@@ -1390,7 +1330,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             )
         );
         let _ = writeln!(
-            md,
+            doc,
             "| index blocks, KiB | {} |",
             pair(
                 &sr.index_bytes
@@ -1400,7 +1340,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             )
         );
         let _ = writeln!(
-            md,
+            doc,
             "| tables per level | {} |\n",
             sr.levels
                 .iter()
@@ -1409,7 +1349,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 .join(" | ")
         );
         let _ = writeln!(
-            md,
+        doc,
             "| reads | cache, MiB | sparse kops/s | learned kops/s | speedup (pooled) | speedup (median of chunks) | sparse p99 µs | learned p99 µs | p99 ratio (pooled) | p99 ratio (median of chunks) | device KiB read/op (sparse, learned) |\n\
              |---|---|---|---|---|---|---|---|---|---|---|"
         );
@@ -1417,7 +1357,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             if let [a, b] = runs.as_slice() {
                 let setting = case.split('/').next().unwrap_or_default();
                 let _ = writeln!(
-                    md,
+        doc,
                     "| {case} | {:.0} | {:.1} | {:.1} | {:.2}× | {:.2}× | {:.1} | {:.1} | {:.2} | {:.2} | {:.2}, {:.2} |",
                     sr.cache_bytes.get(setting).copied().unwrap_or(0) as f64 / (1 << 20) as f64,
                     a.kops(),
@@ -1434,7 +1374,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             }
         }
         let _ = writeln!(
-            md,
+        doc,
             "\nThe stores run in alternating chunks ({} per distribution); the claims take the median over chunks of \
              the ratio between chunks that ran side by side, so a burst of load from the machine's other tenants \
              moves one ratio rather than the whole result. \
@@ -1449,7 +1389,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         );
         if !sr.devices.is_empty() {
             let _ = writeln!(
-                md,
+        doc,
                 "Uniform reads at 10% cache on emulated devices: both variants' loaded stores copied into memory, \
                  every table read taking a fixed time (counted from when it starts, so the copy's own time is \
                  part of it), with the warm-up and alternating chunks of the disk runs. The last row is the disk \
@@ -1460,7 +1400,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             let mut row = |device: String, runs: &[ReadRun]| {
                 if let [a, b] = runs {
                     let _ = writeln!(
-                        md,
+        doc,
                         "| {device} | {:.1} | {:.1} | {:.2}× | {:.2}× | {:.1} | {:.1} | {:.2}, {:.2} |",
                         a.kops(),
                         b.kops(),
@@ -1481,7 +1421,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             }
         }
         let _ = writeln!(
-            md,
+        doc,
             "\nRead/write-ratio sweep (zipfian, cache = 10% of data; updates overwrite loaded keys; \
              a chunk with updates ends when its store has settled):\n\n\
              | reads:writes | sparse reads/s | learned reads/s | speedup |\n|---|---|---|---|"
@@ -1489,7 +1429,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         for (_, label) in SWEEP {
             if let Some([a, b]) = sr.sweep.get(label).map(Vec::as_slice) {
                 let _ = writeln!(
-                    md,
+                    doc,
                     "| {label} | {:.0} | {:.0} | {:.2}× |",
                     a.0,
                     b.0,
@@ -1497,7 +1437,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 );
             }
         }
-        let _ = writeln!(md);
+        let _ = writeln!(doc);
         let series: Vec<(String, Vec<f64>)> = VARIANTS
             .iter()
             .enumerate()
@@ -1521,12 +1461,12 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             "read:write ratio, from 1:0 to 1:9",
             "reads, kops/s",
             &series,
-            &dir.join(format!("sweep_{shape}.svg")),
+            &doc.dir().join(format!("sweep_{shape}.svg")),
         )?;
-        let _ = writeln!(md, "![sweep](swiftkv/sweep_{shape}.svg)\n");
+        let _ = writeln!(doc, "![sweep](swiftkv/sweep_{shape}.svg)\n");
     }
     let _ = writeln!(
-        md,
+        doc,
         "## Index-block size\n\nThe same sorted records (8-byte keys; values of 1 KiB as in the paper's setup, which the claims use, \
          and of 100 and 8 bytes) written as {} MiB tables with each index kind. The sparse index keeps one shortened separator per block, \
          so its size falls with the entries a block holds; the learned index's size follows the key distribution.\n\n\
@@ -1535,13 +1475,13 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     );
     for (set, (sparse, learned, tables)) in &r.index_sizes {
         let _ = writeln!(
-            md,
+            doc,
             "| {set} | {tables} | {sparse} | {learned} | {:.3} |",
             *learned as f64 / *sparse as f64
         );
     }
     let _ = writeln!(
-        md,
+        doc,
         "\n## Model types\n\nOne set of tables (16-byte keys, sorted) built with each index kind; lookups of existing keys with every block cached, \
          so the time is the index's and the in-block search's. `lr`, `plr` and `two-level` search the model's window inside the predicted block; \
          `bourbon` is Bourbon's placement (Greedy-PLR, ε = 8 entries, used to pick the block, then a binary search over the whole block).\n\n\
@@ -1549,7 +1489,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     );
     for m in &r.models {
         let _ = writeln!(
-            md,
+            doc,
             "| {} | {} | {:.1} | {} | {} | {} | {:.0} | {:.0} |",
             m.kind,
             m.tables,
@@ -1581,16 +1521,16 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             ),
         ],
         true,
-        &dir.join("models.svg"),
+        &doc.dir().join("models.svg"),
     )?;
-    let _ = writeln!(md, "\n![models](swiftkv/models.svg)");
+    let _ = writeln!(doc, "\n![models](swiftkv/models.svg)");
     let _ = writeln!(
-        md,
+        doc,
         "\nTraining time against training threads (two-level, the same tables; this machine has 2 cores):\n\n\
          | threads | training ms |\n|---|---|"
     );
     for (t, ms) in &r.threads {
-        let _ = writeln!(md, "| {t} | {ms:.1} |");
+        let _ = writeln!(doc, "| {t} | {ms:.1} |");
     }
     report::plot_lines(
         "two-level model training time vs threads (1, 2, 4, 8)",
@@ -1600,12 +1540,12 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             "two-level".to_string(),
             r.threads.iter().map(|x| x.1).collect(),
         )],
-        &dir.join("threads.svg"),
+        &doc.dir().join("threads.svg"),
     )?;
-    let _ = writeln!(md, "\n![threads](swiftkv/threads.svg)\n");
+    let _ = writeln!(doc, "\n![threads](swiftkv/threads.svg)\n");
     if !r.partitions.runs.is_empty() {
         let _ = writeln!(
-        md,
+        doc,
         "## Partitions\n\nSwiftKV's subtrees: {} records (16-byte keys, 100-byte values) in a store with one partition and one with 64 \
          (a key's partition is its first 8 bytes mod 64), learned indexes in both, everything cached, side by side. \
          A lookup searches one partition; a scan (YCSB-E: uniform length 1 to {SCAN_MAX}) merges all of them. \
@@ -1623,17 +1563,18 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                     .copied()
                     .unwrap_or((f64::NAN, f64::NAN, f64::NAN));
             let _ = writeln!(
-                md,
+                doc,
                 "| {p} | {point:.1} | {scan:.2} | {load:.1} | {flushed:.0} | {amp:.2} |"
             );
         }
-        let _ = writeln!(md);
+        let _ = writeln!(doc);
     }
     if r.peers.is_empty() {
-        let _ = writeln!(md, "## Against RocksDB\n\nNot measured in this run (the build had no `rocksdb` feature).\n");
+        let _ = writeln!(
+        doc, "## Against RocksDB\n\nNot measured in this run (the build had no `rocksdb` feature).\n");
     } else {
         let _ = writeln!(
-            md,
+        doc,
             "## Against RocksDB\n\n`ferrite bench` with `lsm` and `rocksdb`: same records, same cache budget (RocksDB's index and filter blocks charged to its cache), \
              64 MiB memtables in both, durability `never`, medians of 5 repeats (alternating stores). \
              After the random-order load each store settles (its own flushes and compactions finish: \
@@ -1643,7 +1584,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         for (shape, p) in &r.peers {
             for (w, (a, b)) in &p.runs {
                 let _ = writeln!(
-                    md,
+                    doc,
                     "| {shape} | {w} | {:.1} | {:.1} | {:.2} |",
                     a / 1e3,
                     b / 1e3,
@@ -1652,10 +1593,6 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             }
         }
     }
-    let _ = writeln!(md, "## Metrics\n\n| metric | value |\n|---|---|");
-    for (k, v) in metrics {
-        let _ = writeln!(md, "| {k} | {v:.3} |");
-    }
-    report::write_file(&out.join("swiftkv.md"), &md)?;
+    doc.metrics(metrics);
     Ok(())
 }

@@ -28,8 +28,6 @@
 //! write counting as a miss (a lookup the buffer answered is not counted).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::path::Path;
 use std::time::Instant;
 
 use ferrite::{EngineKind, KvStore, Options, Stats, SyncMode};
@@ -38,8 +36,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
-use crate::error::{BenchError, Result};
+use super::driver::{alternate, store_err, Metrics, Report, Study, Table};
+use super::{ClaimSpec, ReproContext, Scale};
+use crate::error::Result;
 use crate::report;
 
 pub struct TurboRepro;
@@ -52,25 +51,11 @@ struct Sizes {
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 200_000,
-            warmup: 10_000,
-            ops: 40_000,
-            chunks: 4,
-        },
-        Scale::Default => Sizes {
-            records: 3_000_000,
-            warmup: 150_000,
-            ops: 600_000,
-            chunks: 12,
-        },
-        Scale::Full => Sizes {
-            records: 20_000_000,
-            warmup: 1_000_000,
-            ops: 4_000_000,
-            chunks: 20,
-        },
+    Sizes {
+        records: scale.pick(200_000, 3_000_000, 20_000_000),
+        warmup: scale.pick(10_000, 150_000, 1_000_000),
+        ops: scale.pick(40_000, 600_000, 4_000_000),
+        chunks: scale.pick(4, 12, 20),
     }
 }
 
@@ -83,6 +68,9 @@ const WORKLOADS: [&str; 6] = [
     "ycsb_a",
     "ycsb_b",
 ];
+
+/// Bytes a pool frame costs (page and bookkeeping), for sizing the budget.
+const PAGE_COST: u64 = 4096 + 128;
 
 /// One client's operation stream: `(is_read, record number)`.
 struct Stream {
@@ -181,8 +169,14 @@ impl VariantRun {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Results {
+pub struct Results {
     records: u64,
+    #[serde(default)]
+    warmup: u64,
+    #[serde(default)]
+    ops: u64,
+    #[serde(default)]
+    chunks: u64,
     leaf_pages: u64,
     tree_pages: u64,
     budget_bytes: u64,
@@ -221,28 +215,18 @@ fn value_of(k: u64, round: u64) -> [u8; 8] {
     (k ^ round.rotate_left(32)).to_le_bytes()
 }
 
-fn open(dir: &Path, kind: EngineKind, budget: u64) -> Result<Box<dyn KvStore>> {
+fn open(dir: &std::path::Path, kind: EngineKind, budget: u64) -> Result<Box<dyn KvStore>> {
     let opts = Options {
         cache_bytes: budget,
         sync: SyncMode::Never,
         ..Options::default()
     };
-    ferrite::open(dir, kind, &opts).map_err(|e| BenchError::Store {
-        target: kind.name().to_string(),
-        source: e,
-    })
-}
-
-fn store_err(kind: EngineKind) -> impl Fn(ferrite::Error) -> BenchError {
-    move |e| BenchError::Store {
-        target: kind.name().to_string(),
-        source: e,
-    }
+    ferrite::open(dir, kind, &opts).map_err(store_err(kind.name()))
 }
 
 /// Runs `ops` operations of `stream` on `db`.
 fn drive(db: &dyn KvStore, kind: EngineKind, stream: &mut Stream, ops: u64) -> Result<()> {
-    let err = store_err(kind);
+    let err = store_err(kind.name());
     for _ in 0..ops {
         let (read, k) = stream.next();
         let key = k.to_be_bytes();
@@ -257,7 +241,70 @@ fn drive(db: &dyn KvStore, kind: EngineKind, stream: &mut Stream, ops: u64) -> R
 
 const KINDS: [EngineKind; 2] = [EngineKind::Btree, EngineKind::TurboIndex];
 
-impl Experiment for TurboRepro {
+/// Runs workload `w` (number `wi`) on both stores: a warm-up, then the
+/// measured operations in alternating chunks.
+fn run_workload(
+    stores: &[Box<dyn KvStore>],
+    w: &'static str,
+    wi: usize,
+    s: &Sizes,
+    per_leaf: u64,
+    budget: u64,
+) -> Result<(VariantRun, VariantRun)> {
+    let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
+    let extra = |d: &dyn KvStore, n: &str| d.stats().extra(n).unwrap_or(0.0);
+    let switches_at_start: Vec<f64> = stores
+        .iter()
+        .map(|d| extra(d.as_ref(), "ib_switches"))
+        .collect();
+    let mut streams: Vec<Stream> = (0..2)
+        .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
+        .collect();
+    for (i, db) in stores.iter().enumerate() {
+        drive(db.as_ref(), KINDS[i], &mut streams[i], s.warmup)?;
+    }
+    let before: Vec<Stats> = stores.iter().map(|d| d.stats()).collect();
+    let chunk = s.ops / s.chunks;
+    alternate(2, s.chunks, |i, _| {
+        let a = stores[i].stats();
+        let t = Instant::now();
+        drive(stores[i].as_ref(), KINDS[i], &mut streams[i], chunk)?;
+        let secs = t.elapsed().as_secs_f64();
+        let b = stores[i].stats();
+        let (h0, n0) = pool_requests(&a);
+        let (h1, n1) = pool_requests(&b);
+        let r = &mut runs[i];
+        r.secs += secs;
+        r.ops += chunk;
+        r.timeline
+            .push((r.secs, chunk as f64 / secs, (h1 - h0) / (n1 - n0).max(1.0)));
+        Ok(())
+    })?;
+    for (i, db) in stores.iter().enumerate() {
+        let after = db.stats();
+        let (h0, n0) = pool_requests(&before[i]);
+        let (h1, n1) = pool_requests(&after);
+        let (a0, m0) = leaf_accesses(&before[i]);
+        let (a1, m1) = leaf_accesses(&after);
+        let r = &mut runs[i];
+        let ops = r.ops.max(1) as f64;
+        r.hit_ratio = (h1 - h0) / (n1 - n0).max(1.0);
+        r.leaf_access_ratio = (a1 - a0) / (m1 - m0).max(1.0);
+        r.read_bytes_per_op = (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
+        r.write_bytes_per_op =
+            (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
+        r.buffer_share = after.extra("ib_bytes").unwrap_or(0.0) / budget as f64;
+        r.pool_frames_end = after.extra("pool_frames").unwrap_or(0.0) as u64;
+        r.gate_switches = (after.extra("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
+    }
+    let turbo = runs.pop().unwrap_or_default();
+    let base = runs.pop().unwrap_or_default();
+    Ok((base, turbo))
+}
+
+impl Study for TurboRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "turboindex"
     }
@@ -268,45 +315,25 @@ impl Experiment for TurboRepro {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         vec![
-            ClaimSpec {
-                metric: "speedup_write_uniform",
-                paper: "up to 4.5x (reuse threshold 2)",
-                target: ">= 4.0",
-            },
-            ClaimSpec {
-                metric: "speedup_lru_anomaly1",
-                paper: "9.98x",
-                target: ">= 5.0",
-            },
-            ClaimSpec {
-                metric: "speedup_lru_anomaly2",
-                paper: "69.86x",
-                target: ">= 10.0",
-            },
-            ClaimSpec {
-                metric: "speedup_workload3",
-                paper: "2.25-3.53x",
-                target: ">= 2.0",
-            },
-            ClaimSpec {
-                metric: "speedup_ycsb_a",
-                paper: "1.5-1.7x",
-                target: ">= 1.5",
-            },
-            ClaimSpec {
-                metric: "speedup_ycsb_b",
-                paper: "no degradation",
-                target: ">= 0.97",
-            },
-            ClaimSpec {
-                metric: "min_hit_ratio_delta",
-                paper: "hit ratio at or above LeanStore's in every workload",
-                target: ">= 0.0",
-            },
+            ClaimSpec::new(
+                "speedup_write_uniform",
+                ">= 4.0",
+                "up to 4.5x (reuse threshold 2)",
+            ),
+            ClaimSpec::new("speedup_lru_anomaly1", ">= 5.0", "9.98x"),
+            ClaimSpec::new("speedup_lru_anomaly2", ">= 10.0", "69.86x"),
+            ClaimSpec::new("speedup_workload3", ">= 2.0", "2.25-3.53x"),
+            ClaimSpec::new("speedup_ycsb_a", ">= 1.5", "1.5-1.7x"),
+            ClaimSpec::new("speedup_ycsb_b", ">= 0.97", "no degradation"),
+            ClaimSpec::new(
+                "min_hit_ratio_delta",
+                ">= 0.0",
+                "hit ratio at or above LeanStore's in every workload",
+            ),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
         let root = ctx.work_dir.join("turboindex");
         let _ = std::fs::remove_dir_all(&root);
@@ -314,308 +341,215 @@ impl Experiment for TurboRepro {
         // Load both stores identically, then size the budget from the tree.
         let mut results = Results {
             records: s.records,
+            warmup: s.warmup,
+            ops: s.ops,
+            chunks: s.chunks,
             ..Results::default()
         };
         for (kind, dir) in KINDS.iter().zip(&dirs) {
             let db = open(dir, *kind, 64 << 20)?;
             let mut pairs =
                 (0..s.records).map(|k| (k.to_be_bytes().to_vec(), value_of(k, 0).to_vec()));
-            db.bulk_load(&mut pairs).map_err(store_err(*kind))?;
+            db.bulk_load(&mut pairs).map_err(store_err(kind.name()))?;
             let st = db.stats();
             results.leaf_pages = st.extra("pages_level_0").unwrap_or(0.0) as u64;
             results.tree_pages = st.extra("pages").unwrap_or(0.0) as u64;
         }
-        let page_cost = 4096 + 128;
-        results.budget_bytes = (results.tree_pages * page_cost / 2).max(1 << 20);
+        results.budget_bytes = (results.tree_pages * PAGE_COST / 2).max(1 << 20);
         let per_leaf = s.records / results.leaf_pages.max(1);
         let stores: Vec<Box<dyn KvStore>> = KINDS
             .iter()
             .zip(&dirs)
             .map(|(k, d)| open(d, *k, results.budget_bytes))
             .collect::<Result<_>>()?;
-        results.pool_frames_baseline = stores[0].stats().extra("pool_frames").unwrap_or(0.0) as u64;
-        results.pool_frames_turbo = stores[1].stats().extra("pool_frames").unwrap_or(0.0) as u64;
+        let frames = |d: &dyn KvStore| d.stats().extra("pool_frames").unwrap_or(0.0) as u64;
+        results.pool_frames_baseline = frames(stores[0].as_ref());
+        results.pool_frames_turbo = frames(stores[1].as_ref());
         for (wi, &w) in WORKLOADS.iter().enumerate() {
             if ctx.show_progress {
                 eprintln!("turboindex: {w}");
             }
-            let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
-            let switches_at_start: Vec<f64> = stores
-                .iter()
-                .map(|d| d.stats().extra("ib_switches").unwrap_or(0.0))
-                .collect();
-            let mut streams: Vec<Stream> = (0..2)
-                .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
-                .collect();
-            for (i, db) in stores.iter().enumerate() {
-                drive(db.as_ref(), KINDS[i], &mut streams[i], s.warmup)?;
-            }
-            let before: Vec<Stats> = stores.iter().map(|d| d.stats()).collect();
-            let chunk = s.ops / s.chunks;
-            for c in 0..s.chunks {
-                // Alternate which variant goes first, so neither always
-                // follows the other's cache-polluting chunk.
-                let order = if c % 2 == 0 { [0, 1] } else { [1, 0] };
-                for i in order {
-                    let a = stores[i].stats();
-                    let t = Instant::now();
-                    drive(stores[i].as_ref(), KINDS[i], &mut streams[i], chunk)?;
-                    let secs = t.elapsed().as_secs_f64();
-                    let b = stores[i].stats();
-                    let (h0, n0) = pool_requests(&a);
-                    let (h1, n1) = pool_requests(&b);
-                    let r = &mut runs[i];
-                    r.secs += secs;
-                    r.ops += chunk;
-                    r.timeline
-                        .push((r.secs, chunk as f64 / secs, (h1 - h0) / (n1 - n0).max(1.0)));
-                }
-            }
-            for (i, db) in stores.iter().enumerate() {
-                let after = db.stats();
-                let (h0, n0) = pool_requests(&before[i]);
-                let (h1, n1) = pool_requests(&after);
-                let (a0, m0) = leaf_accesses(&before[i]);
-                let (a1, m1) = leaf_accesses(&after);
-                let r = &mut runs[i];
-                let ops = r.ops.max(1) as f64;
-                r.hit_ratio = (h1 - h0) / (n1 - n0).max(1.0);
-                r.leaf_access_ratio = (a1 - a0) / (m1 - m0).max(1.0);
-                r.read_bytes_per_op =
-                    (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
-                r.write_bytes_per_op =
-                    (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
-                r.buffer_share =
-                    after.extra("ib_bytes").unwrap_or(0.0) / results.budget_bytes as f64;
-                r.pool_frames_end = after.extra("pool_frames").unwrap_or(0.0) as u64;
-                r.gate_switches =
-                    (after.extra("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
-            }
-            let turbo = runs.pop().unwrap_or_default();
-            let base = runs.pop().unwrap_or_default();
-            results.runs.insert(w.to_string(), (base, turbo));
+            let runs = run_workload(&stores, w, wi, &s, per_leaf, results.budget_bytes)?;
+            results.runs.insert(w.to_string(), runs);
         }
         for (db, kind) in stores.iter().zip(KINDS) {
-            db.verify().map_err(store_err(kind))?;
+            db.verify().map_err(store_err(kind.name()))?;
         }
         drop(stores);
         let _ = std::fs::remove_dir_all(&root);
-        let metrics = metrics_of(&results);
-        if let Some(out) = &ctx.out_dir {
-            render(&results, &metrics, out)?;
-        }
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "key_bytes": 8,
-                "value_bytes": 8,
-                "page_bytes": 4096,
-                "budget_bytes": results.budget_bytes,
-                "data_over_budget": results.tree_pages as f64 * page_cost as f64 / results.budget_bytes as f64,
-                "warmup_ops": s.warmup,
-                "measured_ops": s.ops,
-                "chunks": s.chunks,
-                "insert_buffer_share": 0.05,
-                "reuse_threshold": 2,
-                "l_quota": 0.9,
-                "sync": "never",
-                "threads": 1,
-            }),
-            metrics,
+        Ok(results)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        json!({
+            "records": r.records,
+            "key_bytes": 8,
+            "value_bytes": 8,
+            "page_bytes": 4096,
+            "budget_bytes": r.budget_bytes,
+            "data_over_budget": (r.tree_pages * PAGE_COST) as f64 / r.budget_bytes as f64,
+            "warmup_ops": r.warmup,
+            "measured_ops": r.ops,
+            "chunks": r.chunks,
+            "insert_buffer_share": 0.05,
+            "reuse_threshold": 2,
+            "l_quota": 0.9,
+            "sync": "never",
+            "threads": 1,
         })
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let results: Results = super::saved_results(out, "turboindex")?;
-        render(&results, &metrics_of(&results), out)?;
-        Ok(true)
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        let mut min_delta: Option<f64> = None;
+        for (w, (base, turbo)) in &r.runs {
+            m.set(
+                format!("speedup_{w}"),
+                turbo.ops_per_sec() / base.ops_per_sec(),
+            );
+            let delta = turbo.hit_ratio - base.hit_ratio;
+            m.set(format!("hit_ratio_delta_{w}"), delta);
+            min_delta = Some(min_delta.map_or(delta, |d| d.min(delta)));
+            m.set(format!("buffer_share_{w}"), turbo.buffer_share);
+        }
+        m.set_some("min_hit_ratio_delta", min_delta);
+        m
     }
-}
 
-/// Mean and standard error of the per-chunk hit-ratio differences.
-fn chunk_difference(base: &VariantRun, turbo: &VariantRun) -> (f64, f64) {
-    let d: Vec<f64> = base
-        .timeline
-        .iter()
-        .zip(&turbo.timeline)
-        .map(|(b, t)| t.2 - b.2)
-        .collect();
-    let n = d.len() as f64;
-    if d.len() < 2 {
-        return (d.first().copied().unwrap_or(0.0), 0.0);
-    }
-    let mean = d.iter().sum::<f64>() / n;
-    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, (var / n).sqrt())
-}
-
-fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    let mut min_delta = f64::MAX;
-    for (w, (base, turbo)) in &r.runs {
-        m.insert(
-            format!("speedup_{w}"),
-            turbo.ops_per_sec() / base.ops_per_sec(),
-        );
-        let delta = turbo.hit_ratio - base.hit_ratio;
-        m.insert(format!("hit_ratio_delta_{w}"), delta);
-        min_delta = min_delta.min(delta);
-        m.insert(format!("buffer_share_{w}"), turbo.buffer_share);
-    }
-    if min_delta < f64::MAX {
-        m.insert("min_hit_ratio_delta".into(), min_delta);
-    }
-    m
-}
-
-fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
-    let base_dir = out.join("turboindex");
-    std::fs::create_dir_all(&base_dir).map_err(|e| BenchError::Data {
-        path: base_dir.clone(),
-        reason: e.to_string(),
-    })?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
-    report::write_file(&base_dir.join("results.json"), &(json + "\n"))?;
-    let mut md = String::new();
-    let _ = writeln!(
-        md,
-        "# TurboIndex: the insert buffer beside the B+tree's buffer pool (`turboindex`)\n\n\
-         The B+tree engine with its insert buffer on (`turboindex`) against the same engine with it off (`btree`): \
-         {} records of 8-byte keys and 8-byte values bulk-loaded into {} leaves ({} pages), a memory budget of {:.1} MiB \
-         for both (data = {:.2}× the budget; the baseline's pool has {} frames, TurboIndex's {} plus its insert buffer \
-         while that is on), \
-         4 KiB pages, O_DIRECT, durability `never`, one thread, reuse threshold 2, L quota 90% of the pool's frames. \
-         Each workload runs on both stores in alternating chunks after a warm-up. Reproduce with \
-         `cargo run --release -- repro turboindex --out docs/results`.\n",
-        r.records,
-        r.leaf_pages,
-        r.tree_pages,
-        r.budget_bytes as f64 / (1 << 20) as f64,
-        r.tree_pages as f64 * 4224.0 / r.budget_bytes as f64,
-        r.pool_frames_baseline,
-        r.pool_frames_turbo,
-    );
-    let _ = writeln!(
-        md,
-        "| workload | btree kops/s | turboindex kops/s | speedup | pool hit ratio (btree, turbo) | leaf accesses in pool (btree, turbo) | \
-         device KiB read / op (btree, turbo) | device KiB written / op (btree, turbo) | insert buffer % of budget | \
-         turbo pool frames at end (gate switches) |\n\
-         |---|---|---|---|---|---|---|---|---|---|"
-    );
-    for w in WORKLOADS {
-        let Some((b, t)) = r.runs.get(w) else {
-            continue;
-        };
-        let _ = writeln!(
-            md,
-            "| {w} | {:.1} | {:.1} | {:.2}× | {:.3}, {:.3} | {:.3}, {:.3} | {:.2}, {:.2} | {:.2}, {:.2} | {:.1}% | {} ({}) |",
-            b.ops_per_sec() / 1e3,
-            t.ops_per_sec() / 1e3,
-            metrics.get(&format!("speedup_{w}")).copied().unwrap_or(f64::NAN),
-            b.hit_ratio,
-            t.hit_ratio,
-            b.leaf_access_ratio,
-            t.leaf_access_ratio,
-            b.read_bytes_per_op / 1024.0,
-            t.read_bytes_per_op / 1024.0,
-            b.write_bytes_per_op / 1024.0,
-            t.write_bytes_per_op / 1024.0,
-            t.buffer_share * 100.0,
-            t.pool_frames_end,
-            t.gate_switches,
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\nHit-ratio difference (TurboIndex minus btree) per workload, over the measured phase and as the \
-         mean of the per-chunk differences with two standard errors (the chunks are measured side by side, \
-         so this is the noise of the comparison):\n\n\
-         | workload | difference | per-chunk mean ± 2 SE |\n|---|---|---|"
-    );
-    for w in WORKLOADS {
-        let Some((b, t)) = r.runs.get(w) else {
-            continue;
-        };
-        let (mean, se) = chunk_difference(b, t);
-        let _ = writeln!(
-            md,
-            "| {w} | {:+.4} | {mean:+.4} ± {:.4} |",
-            t.hit_ratio - b.hit_ratio,
-            2.0 * se
-        );
-    }
-    let _ = writeln!(md);
-    let groups: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
-    let series = |f: &dyn Fn(&VariantRun) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
-        ["btree", "turboindex"]
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let vals = WORKLOADS
-                    .iter()
-                    .map(|w| r.runs.get(*w).map(|(b, t)| f(if i == 0 { b } else { t })))
-                    .collect();
-                (name.to_string(), vals)
-            })
-            .collect()
-    };
-    report::plot_grouped_bars(
-        "throughput (paper Figures 3 and 7)",
-        "kops/s",
-        &groups,
-        &series(&|v| v.ops_per_sec() / 1e3),
-        true,
-        &base_dir.join("throughput.svg"),
-    )?;
-    report::plot_grouped_bars(
-        "buffer-pool hit ratio (paper Figure 6)",
-        "hit ratio",
-        &groups,
-        &series(&|v| v.hit_ratio),
-        false,
-        &base_dir.join("hit-ratio.svg"),
-    )?;
-    let _ = writeln!(
-        md,
-        "\n![throughput](turboindex/throughput.svg)\n![hit ratio](turboindex/hit-ratio.svg)\n\n\
-         ## Timelines (paper Figures 4 and 5)\n\nThroughput and hit ratio per chunk of the measured phase.\n"
-    );
-    for w in ["lru_anomaly1", "lru_anomaly2", "workload3"] {
-        let Some((b, t)) = r.runs.get(w) else {
-            continue;
-        };
-        let lines = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
-            vec![
-                (
-                    "btree".to_string(),
-                    b.timeline.iter().map(f).collect::<Vec<_>>(),
+    fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("TurboIndex: the insert buffer beside the B+tree's buffer pool (`turboindex`)");
+        doc.text(format!(
+            "The B+tree engine with its insert buffer on (`turboindex`) against the same engine with it off (`btree`): \
+             {} records of 8-byte keys and 8-byte values bulk-loaded into {} leaves ({} pages), a memory budget of {:.1} MiB \
+             for both (data = {:.2}× the budget; the baseline's pool has {} frames, TurboIndex's {} plus its insert buffer \
+             while that is on), \
+             4 KiB pages, O_DIRECT, durability `never`, one thread, reuse threshold 2, L quota 90% of the pool's frames. \
+             Each workload runs on both stores in alternating chunks after a warm-up. Reproduce with \
+             `cargo run --release -- repro turboindex --out docs/results`.",
+            r.records,
+            r.leaf_pages,
+            r.tree_pages,
+            r.budget_bytes as f64 / (1 << 20) as f64,
+            (r.tree_pages * PAGE_COST) as f64 / r.budget_bytes as f64,
+            r.pool_frames_baseline,
+            r.pool_frames_turbo,
+        ));
+        let mut t = Table::new([
+            "workload",
+            "btree kops/s",
+            "turboindex kops/s",
+            "speedup",
+            "pool hit ratio (btree, turbo)",
+            "leaf accesses in pool (btree, turbo)",
+            "device KiB read / op (btree, turbo)",
+            "device KiB written / op (btree, turbo)",
+            "insert buffer % of budget",
+            "turbo pool frames at end (gate switches)",
+        ]);
+        let mut diff = Table::new(["workload", "difference", "per-chunk mean ± 2 SE"]);
+        for w in WORKLOADS {
+            let Some((b, tu)) = r.runs.get(w) else {
+                continue;
+            };
+            t.row([
+                w.to_string(),
+                format!("{:.1}", b.ops_per_sec() / 1e3),
+                format!("{:.1}", tu.ops_per_sec() / 1e3),
+                format!("{:.2}×", metrics.value(&format!("speedup_{w}"))),
+                format!("{:.3}, {:.3}", b.hit_ratio, tu.hit_ratio),
+                format!("{:.3}, {:.3}", b.leaf_access_ratio, tu.leaf_access_ratio),
+                format!(
+                    "{:.2}, {:.2}",
+                    b.read_bytes_per_op / 1024.0,
+                    tu.read_bytes_per_op / 1024.0
                 ),
-                ("turboindex".to_string(), t.timeline.iter().map(f).collect()),
-            ]
-        };
-        report::plot_lines(
-            &format!("{w}: throughput per chunk"),
-            "chunk",
-            "kops/s",
-            &lines(&|p| p.1 / 1e3),
-            &base_dir.join(format!("{w}-throughput.svg")),
-        )?;
-        report::plot_lines(
-            &format!("{w}: buffer-pool hit ratio per chunk"),
-            "chunk",
-            "hit ratio",
-            &lines(&|p| p.2),
-            &base_dir.join(format!("{w}-hit-ratio.svg")),
-        )?;
-        let _ = writeln!(
-            md,
-            "![{w} throughput](turboindex/{w}-throughput.svg)\n![{w} hit ratio](turboindex/{w}-hit-ratio.svg)\n"
+                format!(
+                    "{:.2}, {:.2}",
+                    b.write_bytes_per_op / 1024.0,
+                    tu.write_bytes_per_op / 1024.0
+                ),
+                format!("{:.1}%", tu.buffer_share * 100.0),
+                format!("{} ({})", tu.pool_frames_end, tu.gate_switches),
+            ]);
+            let (mean, se) = chunk_difference(b, tu);
+            diff.row([
+                w.to_string(),
+                format!("{:+.4}", tu.hit_ratio - b.hit_ratio),
+                format!("{mean:+.4} ± {:.4}", 2.0 * se),
+            ]);
+        }
+        doc.table(&t);
+        doc.text(
+            "Hit-ratio difference (TurboIndex minus btree) per workload, over the measured phase and as the \
+             mean of the per-chunk differences with two standard errors (the chunks are measured side by side, \
+             so this is the noise of the comparison):",
         );
-    }
-    md.push_str(
+        doc.table(&diff);
+        let groups: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+        let series = |f: &dyn Fn(&VariantRun) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
+            ["btree", "turboindex"]
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let vals = WORKLOADS
+                        .iter()
+                        .map(|w| r.runs.get(*w).map(|(b, t)| f(if i == 0 { b } else { t })))
+                        .collect();
+                    (name.to_string(), vals)
+                })
+                .collect()
+        };
+        let path = doc.figure("throughput.svg", "throughput");
+        report::plot_grouped_bars(
+            "throughput (paper Figures 3 and 7)",
+            "throughput (kops/s)",
+            &groups,
+            &series(&|v| v.ops_per_sec() / 1e3),
+            true,
+            &path,
+        )?;
+        let path = doc.figure("hit-ratio.svg", "hit ratio");
+        report::plot_grouped_bars(
+            "buffer-pool hit ratio (paper Figure 6)",
+            "hit ratio (fraction of leaf requests)",
+            &groups,
+            &series(&|v| v.hit_ratio),
+            false,
+            &path,
+        )?;
+        doc.h2("Timelines (paper Figures 4 and 5)");
+        doc.text("Throughput and hit ratio per chunk of the measured phase.");
+        for w in ["lru_anomaly1", "lru_anomaly2", "workload3"] {
+            let Some((b, t)) = r.runs.get(w) else {
+                continue;
+            };
+            let lines = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
+                vec![
+                    (
+                        "btree".to_string(),
+                        b.timeline.iter().map(f).collect::<Vec<_>>(),
+                    ),
+                    ("turboindex".to_string(), t.timeline.iter().map(f).collect()),
+                ]
+            };
+            let path = doc.figure(&format!("{w}-throughput.svg"), &format!("{w} throughput"));
+            report::plot_lines(
+                &format!("{w}: throughput per chunk"),
+                "chunk of the measured phase",
+                "throughput (kops/s)",
+                &lines(&|p| p.1 / 1e3),
+                &path,
+            )?;
+            let path = doc.figure(&format!("{w}-hit-ratio.svg"), &format!("{w} hit ratio"));
+            report::plot_lines(
+                &format!("{w}: buffer-pool hit ratio per chunk"),
+                "chunk of the measured phase",
+                "hit ratio (fraction of leaf requests)",
+                &lines(&|p| p.2),
+                &path,
+            )?;
+        }
+        doc.text(
         "## How to read this\n\n\
          - Both variants are the same engine, the same data and the same byte budget: TurboIndex's pool is \
          smaller by its insert buffer's share (5%) while the buffer is on; the gains come from the writes it \
@@ -648,7 +582,25 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
          that stayed on would lose hit ratio by its share; off, TurboIndex is the baseline engine with the \
          same frames, and the two hit ratios differ only by which pages each pool happens to hold.\n",
     );
-    report::write_file(&out.join("turboindex.md"), &md)
+        Ok(())
+    }
+}
+
+/// Mean and standard error of the per-chunk hit-ratio differences.
+fn chunk_difference(base: &VariantRun, turbo: &VariantRun) -> (f64, f64) {
+    let d: Vec<f64> = base
+        .timeline
+        .iter()
+        .zip(&turbo.timeline)
+        .map(|(b, t)| t.2 - b.2)
+        .collect();
+    let n = d.len() as f64;
+    if d.len() < 2 {
+        return (d.first().copied().unwrap_or(0.0), 0.0);
+    }
+    let mean = d.iter().sum::<f64>() / n;
+    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, (var / n).sqrt())
 }
 
 #[cfg(test)]

@@ -40,13 +40,15 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{ClaimSpec, Experiment, Outcome, ReproContext, Scale};
-use crate::distribution::{Chooser, Hotspot};
+use super::driver::{alternate, alternate_while, fresh_dir, store_err, Metrics, Report, Study};
+use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 use crate::report;
+use crate::workload::{Op, OpStream, RecordCounter, Workload};
 
 pub struct ZkvRepro;
 
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 struct Sizes {
     records: u64,
     /// Inserts measured in YCSB-a (after as many again of warm-up).
@@ -68,49 +70,23 @@ struct Sizes {
 }
 
 fn sizes(scale: Scale) -> Sizes {
-    match scale {
-        Scale::Smoke => Sizes {
-            records: 60_000,
-            inserts: 8_000,
-            ops: 6_000,
-            warmup: 2_000,
-            chunks: 2,
-            small_records: 30_000,
-            small_ops: 4_000,
-            gc_records: 200_000,
-            gc_ops: 20_000,
-            gc_zone: (256 << 10, 192 << 10),
-            vlog_bytes: 6 << 20,
-            crash_runs: 6,
-        },
-        Scale::Default => Sizes {
-            records: 10_000_000,
-            inserts: 200_000,
-            ops: 80_000,
-            warmup: 20_000,
-            chunks: 8,
-            small_records: 2_000_000,
-            small_ops: 100_000,
-            gc_records: 3_000_000,
-            gc_ops: 600_000,
-            gc_zone: (2 << 20, 1 << 20),
-            vlog_bytes: 200 << 20,
-            crash_runs: 60,
-        },
-        Scale::Full => Sizes {
-            records: 40_000_000,
-            inserts: 2_000_000,
-            ops: 600_000,
-            warmup: 100_000,
-            chunks: 10,
-            small_records: 8_000_000,
-            small_ops: 300_000,
-            gc_records: 10_000_000,
-            gc_ops: 2_000_000,
-            gc_zone: (4 << 20, 2 << 20),
-            vlog_bytes: 1 << 30,
-            crash_runs: 200,
-        },
+    Sizes {
+        records: scale.pick(60_000, 10_000_000, 40_000_000),
+        inserts: scale.pick(8_000, 200_000, 2_000_000),
+        ops: scale.pick(6_000, 80_000, 600_000),
+        warmup: scale.pick(2_000, 20_000, 100_000),
+        chunks: scale.pick(2, 8, 10),
+        small_records: scale.pick(30_000, 2_000_000, 8_000_000),
+        small_ops: scale.pick(4_000, 100_000, 300_000),
+        gc_records: scale.pick(200_000, 3_000_000, 10_000_000),
+        gc_ops: scale.pick(20_000, 600_000, 2_000_000),
+        gc_zone: scale.pick(
+            (256 << 10, 192 << 10),
+            (2 << 20, 1 << 20),
+            (4 << 20, 2 << 20),
+        ),
+        vlog_bytes: scale.pick(6 << 20, 200 << 20, 1 << 30),
+        crash_runs: scale.pick(6, 60, 200),
     }
 }
 
@@ -134,92 +110,40 @@ fn key(i: u64) -> [u8; 8] {
     scramble(i).to_be_bytes()
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Write(u64),
-    Read(u64),
-    Scan(u64, usize),
-}
-
-/// One store's operation stream for one workload.
-struct Gen {
-    workload: &'static str,
-    /// Records that exist (loaded plus inserted).
-    records: u64,
-    rng: SmallRng,
-    hot: Hotspot,
-}
-
-impl Gen {
-    fn new(workload: &'static str, records: u64, seed: u64) -> Self {
-        Self {
-            workload,
-            records,
-            rng: SmallRng::seed_from_u64(seed),
-            hot: Hotspot::new(0.2, 0.8),
-        }
-    }
-
-    fn existing(&mut self) -> u64 {
-        if self.workload.starts_with("skew") {
-            self.hot.next(&mut self.rng, self.records)
-        } else {
-            self.rng.gen_range(0..self.records)
-        }
-    }
-
-    fn next(&mut self) -> Op {
-        let skew = self.workload.starts_with("skew");
-        let write_share = match &self.workload[self.workload.len() - 1..] {
-            "a" => 1.0,
-            "b" => {
-                if skew {
-                    0.5
-                } else {
-                    0.8
-                }
-            }
-            "c" => {
-                if skew {
-                    0.05
-                } else {
-                    0.2
-                }
-            }
-            "d" => 0.0,
-            _ => 0.05,
-        };
-        let scan = self.workload.ends_with('e');
-        if self.rng.gen_bool(write_share) {
-            if skew {
-                Op::Write(self.existing())
-            } else {
-                self.records += 1;
-                Op::Write(self.records - 1)
-            }
-        } else if scan {
-            let len = self.rng.gen_range(1..=100);
-            Op::Scan(self.existing(), len)
-        } else {
-            Op::Read(self.existing())
-        }
-    }
-}
-
-fn err(name: &str) -> impl Fn(ferrite::Error) -> BenchError + '_ {
-    move |e| BenchError::Store {
-        target: name.to_string(),
-        source: e,
-    }
+/// A Table 2 workload: YCSB a–e write by inserting new keys, uniformly
+/// chosen; Skew a–e update, with 80% of operations on 20% of the keys.
+fn workload(name: &str) -> Result<Workload> {
+    let mix = match name {
+        "ycsb_a" => "insert=1",
+        "ycsb_b" => "insert=0.8,read=0.2",
+        "ycsb_c" => "insert=0.2,read=0.8",
+        "ycsb_d" | "skew_d" => "read=1",
+        "ycsb_e" => "insert=0.05,scan=0.95",
+        "skew_a" => "update=1",
+        "skew_b" => "update=0.5,read=0.5",
+        "skew_c" => "update=0.05,read=0.95",
+        "skew_e" => "update=0.05,scan=0.95",
+        _ => return Err(BenchError::Config(format!("zkv: no workload {name:?}"))),
+    };
+    let dist = if name.starts_with("skew") {
+        "hotspot"
+    } else {
+        "uniform"
+    };
+    let mut w = Workload::parse(&format!("{mix},dist={dist},scanlen=100"))?;
+    w.name = name.to_string();
+    Ok(w)
 }
 
 /// Runs `n` operations; a lookup of an existing key that finds nothing is
 /// an error (the experiment checks answers as it goes).
-fn drive(db: &ZkvStore, name: &str, g: &mut Gen, n: u64) -> Result<()> {
-    let e = err(name);
-    for _ in 0..n {
-        match g.next() {
-            Op::Write(i) => db.put(&key(i), &(i ^ 0x5A5A).to_le_bytes()).map_err(&e)?,
+fn drive(db: &ZkvStore, name: &str, ops: &mut OpStream<'_>, n: u64) -> Result<()> {
+    let e = store_err(name);
+    for op in ops.take(n as usize) {
+        match op {
+            Op::Insert(i) | Op::Update(i) | Op::ReadModifyWrite(i) => {
+                db.put(&key(i), &(i ^ 0x5A5A).to_le_bytes()).map_err(&e)?
+            }
             Op::Read(i) => {
                 let v = db.get(&key(i)).map_err(&e)?;
                 if v.is_none() {
@@ -229,7 +153,7 @@ fn drive(db: &ZkvStore, name: &str, g: &mut Gen, n: u64) -> Result<()> {
             Op::Scan(i, len) => {
                 let k = key(i);
                 let got = db
-                    .scan_collect(KeyRange::from_bounds(&k[..]..), len)
+                    .scan_collect(KeyRange::from_bounds(&k[..]..), len as usize)
                     .map_err(&e)?;
                 if got.first().is_none_or(|(f, _)| f[..] != k[..]) {
                     return Err(BenchError::Config(format!(
@@ -276,7 +200,8 @@ impl Run {
 struct Bench {
     name: String,
     db: ZkvStore,
-    records: u64,
+    /// Records that exist (loaded plus inserted).
+    records: RecordCounter,
 }
 
 fn budget_for(records: u64, share: f64) -> u64 {
@@ -288,11 +213,7 @@ fn open(dir: &Path, budget: u64, zkv: ZkvOptions) -> Result<ZkvStore> {
 }
 
 fn open_synced(dir: &Path, budget: u64, zkv: ZkvOptions, sync: SyncMode) -> Result<ZkvStore> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    fresh_dir(dir)?;
     let opts = Options {
         cache_bytes: budget.max(64 << 10),
         sync,
@@ -301,9 +222,9 @@ fn open_synced(dir: &Path, budget: u64, zkv: ZkvOptions, sync: SyncMode) -> Resu
     let name = zkv.variant.name();
     let dev: Arc<dyn ZonedDevice> = Arc::new(
         EmulatedZonedDevice::open_or_create(dir.join("zones.img"), zkv.geometry)
-            .map_err(|e| err(name)(e.into()))?,
+            .map_err(|e| store_err(name)(e.into()))?,
     );
-    ZkvStore::open_on(dev, &opts, zkv).map_err(err(name))
+    ZkvStore::open_on(dev, &opts, zkv).map_err(store_err(name))
 }
 
 fn load(db: &ZkvStore, name: &str, records: u64) -> Result<f64> {
@@ -316,48 +237,44 @@ fn load(db: &ZkvStore, name: &str, records: u64) -> Result<f64> {
             (i ^ 0x5A5A).to_le_bytes().to_vec(),
         )
     });
-    db.bulk_load(&mut it).map_err(err(name))?;
+    db.bulk_load(&mut it).map_err(store_err(name))?;
     Ok(t.elapsed().as_secs_f64())
 }
 
 /// Runs a workload on every bench in alternating chunks; one `Run` each.
 fn measure(
-    benches: &mut [Bench],
+    benches: &[Bench],
     w: &'static str,
     warm: u64,
     ops: u64,
     chunks: u64,
     seed: u64,
 ) -> Result<Vec<Run>> {
-    let n = benches.len();
-    let mut gens: Vec<Gen> = benches
+    let w = workload(w)?;
+    let mut streams: Vec<OpStream<'_>> = benches
         .iter()
-        .map(|b| Gen::new(w, b.records, seed))
+        .map(|b| OpStream::new(&w, &b.records, seed))
         .collect();
-    for (b, g) in benches.iter().zip(gens.iter_mut()) {
-        drive(&b.db, &b.name, g, warm)?;
+    for (b, ops) in benches.iter().zip(streams.iter_mut()) {
+        drive(&b.db, &b.name, ops, warm)?;
     }
-    let mut runs = vec![Run::default(); n];
+    let mut runs = vec![Run::default(); benches.len()];
     let chunk = (ops / chunks).max(1);
-    for c in 0..chunks {
-        for k in 0..n {
-            let i = (k + c as usize) % n;
-            let a = benches[i].db.stats();
-            let t = Instant::now();
-            drive(&benches[i].db, &benches[i].name, &mut gens[i], chunk)?;
-            let secs = t.elapsed().as_secs_f64();
-            let b = benches[i].db.stats();
-            runs[i].add(secs, chunk, &a, &b);
-        }
-    }
-    for (b, g) in benches.iter_mut().zip(gens) {
-        b.records = g.records;
-    }
+    alternate(benches.len(), chunks, |i, _| {
+        let a = benches[i].db.stats();
+        let t = Instant::now();
+        drive(&benches[i].db, &benches[i].name, &mut streams[i], chunk)?;
+        let secs = t.elapsed().as_secs_f64();
+        runs[i].add(secs, chunk, &a, &benches[i].db.stats());
+        Ok(())
+    })?;
     Ok(runs)
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Results {
+pub struct Results {
+    #[serde(default)]
+    sizes: Sizes,
     records: u64,
     /// Records of the breakdown and sensitivity runs.
     small_records: u64,
@@ -449,7 +366,7 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
         benches.push(Bench {
             name: v.name().into(),
             db,
-            records: s.records,
+            records: RecordCounter::new(s.records),
         });
     }
     let st = benches[0].db.stats();
@@ -464,7 +381,7 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
             "ycsb_e" | "skew_e" => (s.warmup / 10, s.ops / 10),
             _ => (s.warmup, s.ops),
         };
-        let runs = measure(&mut benches, w, warm, ops, s.chunks, 100 + wi as u64)?;
+        let runs = measure(&benches, w, warm, ops, s.chunks, 100 + wi as u64)?;
         let m = benches
             .iter()
             .zip(runs)
@@ -473,7 +390,7 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
         r.runs.insert(w.to_string(), m);
     }
     for b in &benches {
-        b.db.verify().map_err(err(&b.name))?;
+        b.db.verify().map_err(store_err(&b.name))?;
     }
     drop(benches);
     let _ = std::fs::remove_dir_all(&root);
@@ -534,22 +451,15 @@ fn insert_then_read(
         benches.push(Bench {
             name,
             db,
-            records: s.small_records,
+            records: RecordCounter::new(s.small_records),
         });
     }
     if ctx.show_progress {
         eprintln!("zkv: {label}");
     }
-    let ins = measure(
-        &mut benches,
-        "ycsb_a",
-        s.small_ops,
-        s.small_ops,
-        s.chunks,
-        seed,
-    )?;
+    let ins = measure(&benches, "ycsb_a", s.small_ops, s.small_ops, s.chunks, seed)?;
     let rd = measure(
-        &mut benches,
+        &benches,
         "ycsb_d",
         s.small_ops / 4,
         s.small_ops,
@@ -667,7 +577,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
                                 for j in 0..per_thread {
                                     let i = base + j * WAL_THREADS + th;
                                     db.put(&key(i), &(i ^ 0x5A5A).to_le_bytes())
-                                        .map_err(err(name))?;
+                                        .map_err(store_err(name))?;
                                 }
                                 Ok(())
                             })
@@ -687,7 +597,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
             }
         }
         for (n, name, db, run) in stores {
-            db.verify().map_err(err(&name))?;
+            db.verify().map_err(store_err(&name))?;
             r.wal.push((label.to_string(), n, run));
         }
     }
@@ -778,35 +688,28 @@ fn probe_load(
 /// amplification the first showed between chunks. `op(i, bench, n)`
 /// returns the operations it ran; fewer than `n` ends the run after that
 /// chunk.
-fn alternate(
+fn alternate_gc(
     benches: &[Bench],
     chunks: u64,
     ops: u64,
     mut op: impl FnMut(usize, &Bench, u64) -> Result<u64>,
 ) -> Result<(Vec<Run>, f64)> {
-    let n = benches.len();
-    let mut runs = vec![Run::default(); n];
+    let mut runs = vec![Run::default(); benches.len()];
     let mut amp_max: f64 = 0.0;
     let chunk = (ops / chunks).max(1);
-    'chunks: for c in 0..chunks {
-        for k in 0..n {
-            let i = (k + c as usize) % n;
-            let a = benches[i].db.stats();
-            let t = Instant::now();
-            let done = op(i, &benches[i], chunk)?;
-            let secs = t.elapsed().as_secs_f64();
-            let b = benches[i].db.stats();
-            runs[i].add(secs, done, &a, &b);
-            if i == 0 {
-                amp_max = amp_max.max(benches[0].db.space_amplification());
-            }
-            if done < chunk {
-                break 'chunks;
-            }
+    alternate_while(benches.len(), chunks, |i, _| {
+        let a = benches[i].db.stats();
+        let t = Instant::now();
+        let done = op(i, &benches[i], chunk)?;
+        let secs = t.elapsed().as_secs_f64();
+        runs[i].add(secs, done, &a, &benches[i].db.stats());
+        if i == 0 {
+            amp_max = amp_max.max(benches[0].db.space_amplification());
         }
-    }
+        Ok(done == chunk)
+    })?;
     for b in benches {
-        b.db.verify().map_err(err(&b.name))?;
+        b.db.verify().map_err(store_err(&b.name))?;
     }
     Ok((runs, amp_max))
 }
@@ -843,12 +746,12 @@ fn reclamation(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         Bench {
             name: "with-gc".into(),
             db: open(&root.join("gc"), budget, layout.with_gc.clone())?,
-            records: s.gc_records,
+            records: RecordCounter::new(s.gc_records),
         },
         Bench {
             name: "no-gc".into(),
             db: open(&root.join("nogc"), budget, layout.without_gc.clone())?,
-            records: s.gc_records,
+            records: RecordCounter::new(s.gc_records),
         },
     ];
     for b in &benches {
@@ -862,15 +765,13 @@ fn reclamation(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         );
     }
     // 50% updates (uniform), 50% reads: YCSB-a's mix, on existing keys.
-    let mut gens: Vec<Gen> = (0..benches.len())
-        .map(|_| {
-            let mut g = Gen::new("skew_b", s.gc_records, 11);
-            g.hot = Hotspot::new(1.0, 1.0);
-            g
-        })
+    let w = Workload::parse("update=0.5,read=0.5,dist=uniform")?;
+    let mut streams: Vec<OpStream<'_>> = benches
+        .iter()
+        .map(|b| OpStream::new(&w, &b.records, 11))
         .collect();
-    let (mut runs, amp_max) = alternate(&benches, s.chunks * 2, s.gc_ops, |i, b, n| {
-        drive(&b.db, &b.name, &mut gens[i], n).map(|_| n)
+    let (mut runs, amp_max) = alternate_gc(&benches, s.chunks * 2, s.gc_ops, |i, b, n| {
+        drive(&b.db, &b.name, &mut streams[i], n).map(|_| n)
     })?;
     r.gc = GcResult {
         space_amp_max: amp_max,
@@ -926,7 +827,7 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
             vlog_value(i, 0, len, &mut v);
             (k.to_be_bytes().to_vec(), v)
         });
-        db.bulk_load(&mut it).map(|_| ()).map_err(err(name))
+        db.bulk_load(&mut it).map(|_| ()).map_err(store_err(name))
     };
     let (leaves, live) = probe_load(&root, budget, |db| bulk(db, "zkv"))?;
     let layout = GcLayout::new(s, budget, leaves, leaves * 4096.0 + live);
@@ -934,12 +835,12 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
         Bench {
             name: "with-gc".into(),
             db: open(&root.join("gc"), budget, layout.with_gc.clone())?,
-            records,
+            records: RecordCounter::new(records),
         },
         Bench {
             name: "no-gc".into(),
             db: open(&root.join("nogc"), budget, layout.without_gc.clone())?,
-            records,
+            records: RecordCounter::new(records),
         },
     ];
     for b in &benches {
@@ -960,8 +861,8 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
     let mut refused_after = None;
     let mut buf = Vec::with_capacity(len);
     let ops = 2 * VLOG_REWRITES * records;
-    let (mut runs, amp_max) = alternate(&benches, s.chunks * 2, ops, |i, b, n| {
-        let e = err(&b.name);
+    let (mut runs, amp_max) = alternate_gc(&benches, s.chunks * 2, ops, |i, b, n| {
+        let e = store_err(&b.name);
         for done in 0..n {
             let k = rngs[i].gen_range(0..records);
             let v = &mut versions[i][k as usize];
@@ -1035,15 +936,15 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     for seed in 0..s.crash_runs {
         let mut rng = SmallRng::seed_from_u64(seed);
         let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
-        let e = |x: ferrite_io::DeviceError| err("zkv")(x.into());
+        let e = |x: ferrite_io::DeviceError| store_err("zkv")(x.into());
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).map_err(e)?);
-        let db = ZkvStore::open_on(dev, &opts, zo.clone()).map_err(err("zkv"))?;
+        let db = ZkvStore::open_on(dev, &opts, zo.clone()).map_err(store_err("zkv"))?;
         let mut acked: BTreeMap<Vec<u8>, Vec<u8>> = (0..20_000u64)
             .map(|i| (key(i).to_vec(), i.to_le_bytes().to_vec()))
             .collect();
         db.bulk_load(&mut acked.clone().into_iter())
-            .map_err(err("zkv"))?;
+            .map_err(store_err("zkv"))?;
         let ops = rng.gen_range(500..3000);
         let fault_at = rng.gen_range(0..ops);
         let mut attempt: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
@@ -1063,7 +964,7 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
             for _ in 0..if rng.gen_bool(0.1) { 4 } else { 1 } {
                 let k = key(rng.gen_range(0..40_000)).to_vec();
                 if rng.gen_bool(0.1) {
-                    batch.delete(&k).map_err(err("zkv"))?;
+                    batch.delete(&k).map_err(store_err("zkv"))?;
                     attempt.push((k, None));
                 } else {
                     let v = if rng.gen_bool(0.02) {
@@ -1071,7 +972,7 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
                     } else {
                         rng.gen::<u64>().to_le_bytes().to_vec()
                     };
-                    batch.put(&k, &v).map_err(err("zkv"))?;
+                    batch.put(&k, &v).map_err(store_err("zkv"))?;
                     attempt.push((k, Some(v)));
                 }
             }
@@ -1103,12 +1004,12 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         let t = Instant::now();
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::load(faulty.clone()).map_err(e)?);
-        let db = ZkvStore::open_on(dev, &opts, zo.clone()).map_err(err("zkv recovery"))?;
+        let db = ZkvStore::open_on(dev, &opts, zo.clone()).map_err(store_err("zkv recovery"))?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
-        db.verify().map_err(err("zkv recovery"))?;
+        db.verify().map_err(store_err("zkv recovery"))?;
         let got: BTreeMap<Vec<u8>, Vec<u8>> = db
             .scan_collect(KeyRange::all(), usize::MAX)
-            .map_err(err("zkv recovery"))?
+            .map_err(store_err("zkv recovery"))?
             .into_iter()
             .collect();
         let mut applied = acked.clone();
@@ -1134,7 +1035,9 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     Ok(())
 }
 
-impl Experiment for ZkvRepro {
+impl Study for ZkvRepro {
+    type Results = Results;
+
     fn name(&self) -> &'static str {
         "zkv"
     }
@@ -1145,57 +1048,44 @@ impl Experiment for ZkvRepro {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         vec![
-            ClaimSpec {
-                metric: "write_bytes_per_insert",
-                paper: "222 B (B+-tree 6,504 B)",
-                target: "<= 250",
-            },
-            ClaimSpec {
-                metric: "read_bytes_ratio_vs_btree",
-                paper: "1.01 (3,725 vs 3,687 B per read)",
-                target: "<= 1.05",
-            },
-            ClaimSpec {
-                metric: "insert_speedup_vs_btree",
-                paper: "up to 11.4x at 56 threads",
-                target: ">= 3.0",
-            },
-            ClaimSpec {
-                metric: "insert_speedup_vs_bdtree",
-                paper: "1.15x",
-                target: ">= 1.15",
-            },
-            ClaimSpec {
-                metric: "read_speedup_vs_btree",
-                paper: "1.35x (YCSB-d)",
-                target: ">= 0.9",
-            },
-            ClaimSpec {
-                metric: "scan_speedup_vs_btree",
-                paper: "1.69x (YCSB-e)",
-                target: ">= 0.9",
-            },
-            ClaimSpec {
-                metric: "space_amp_with_gc",
-                paper: "not in the paper (zone migration left as future work)",
-                target: "<= 1.3",
-            },
-            ClaimSpec {
-                metric: "gc_write_throughput_ratio",
-                paper: "not in the paper",
-                target: ">= 0.7",
-            },
-            ClaimSpec {
-                metric: "crash_lost_acknowledged",
-                paper: "recovery from the latest MetaLog plus the WAL",
-                target: "== 0",
-            },
+            ClaimSpec::new(
+                "write_bytes_per_insert",
+                "<= 250",
+                "222 B (B+-tree 6,504 B)",
+            ),
+            ClaimSpec::new(
+                "read_bytes_ratio_vs_btree",
+                "<= 1.05",
+                "1.01 (3,725 vs 3,687 B per read)",
+            ),
+            ClaimSpec::new(
+                "insert_speedup_vs_btree",
+                ">= 3.0",
+                "up to 11.4x at 56 threads",
+            ),
+            ClaimSpec::new("insert_speedup_vs_bdtree", ">= 1.15", "1.15x"),
+            ClaimSpec::new("read_speedup_vs_btree", ">= 0.9", "1.35x (YCSB-d)"),
+            ClaimSpec::new("scan_speedup_vs_btree", ">= 0.9", "1.69x (YCSB-e)"),
+            ClaimSpec::new(
+                "space_amp_with_gc",
+                "<= 1.3",
+                "not in the paper (zone migration left as future work)",
+            ),
+            ClaimSpec::new("gc_write_throughput_ratio", ">= 0.7", "not in the paper"),
+            ClaimSpec::new(
+                "crash_lost_acknowledged",
+                "== 0",
+                "recovery from the latest MetaLog plus the WAL",
+            ),
         ]
     }
 
-    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);
-        let mut r = Results::default();
+        let mut r = Results {
+            sizes: s,
+            ..Results::default()
+        };
         main_comparison(ctx, &s, &mut r)?;
         breakdown(ctx, &s, &mut r)?;
         sensitivity(ctx, &s, &mut r)?;
@@ -1204,41 +1094,38 @@ impl Experiment for ZkvRepro {
         reclamation(ctx, &s, &mut r)?;
         vlog_reclamation(ctx, &s, &mut r)?;
         crashes(ctx, &s, &mut r)?;
-        let metrics = metrics_of(&r);
-        if let Some(out) = &ctx.out_dir {
-            render(&r, &metrics, out)?;
-        }
-        Ok(Outcome {
-            params: json!({
-                "records": s.records,
-                "key_bytes": 8,
-                "value_bytes": 8,
-                "budget_bytes": r.budget_bytes,
-                "budget_share_of_data": 0.125,
-                "zkv_split": "1:3:4",
-                "inserts_measured": s.inserts,
-                "ops_per_workload": s.ops,
-                "chunks": s.chunks,
-                "small_records": s.small_records,
-                "gc_records": s.gc_records,
-                "gc_ops": s.gc_ops,
-                "vlog_bytes": s.vlog_bytes,
-                "vlog_value_bytes": VLOG_VALUES,
-                "vlog_rewrites": VLOG_REWRITES,
-                "sync": "never",
-                "threads": 1,
-            }),
-            metrics,
+        Ok(r)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        let s = &r.sizes;
+        json!({
+            "records": s.records,
+            "key_bytes": 8,
+            "value_bytes": 8,
+            "budget_bytes": r.budget_bytes,
+            "budget_share_of_data": 0.125,
+            "zkv_split": "1:3:4",
+            "inserts_measured": s.inserts,
+            "ops_per_workload": s.ops,
+            "chunks": s.chunks,
+            "small_records": s.small_records,
+            "gc_records": s.gc_records,
+            "gc_ops": s.gc_ops,
+            "vlog_bytes": s.vlog_bytes,
+            "vlog_value_bytes": VLOG_VALUES,
+            "vlog_rewrites": VLOG_REWRITES,
+            "sync": "never",
+            "threads": 1,
         })
     }
 
-    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
-        let Some(out) = &ctx.out_dir else {
-            return Ok(false);
-        };
-        let r: Results = super::saved_results(out, "zkv")?;
-        render(&r, &metrics_of(&r), out)?;
-        Ok(true)
+    fn metrics(&self, r: &Results) -> Metrics {
+        Metrics::from(metrics_of(r))
+    }
+
+    fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
+        render(r, metrics, doc)
     }
 }
 
@@ -1366,17 +1253,9 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
     m
 }
 
-fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()> {
-    let dir = out.join("zkv");
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Data {
-        path: dir.clone(),
-        reason: e.to_string(),
-    })?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
-    report::write_file(&dir.join("results.json"), &(json + "\n"))?;
-    let mut md = String::new();
+fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
     let _ = writeln!(
-        md,
+        doc,
         "# ZKV: a B+-tree for zoned storage against the B+-tree and BD-tree (`zkv`)\n\n\
          Three stores on identical emulated zoned devices (128 MiB zones, 67 MiB capacity, 14 open zones, O_DIRECT \
          backing file): ZKV, the paper's *B+-Tree* (LRU buffer pool, copy-on-write leaves at the write pointer) and \
@@ -1394,7 +1273,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         r.leaves,
     );
     let _ = writeln!(
-        md,
+        doc,
         "## Table 2 workloads\n\n\
          | workload | zkv kops/s | b+tree kops/s | bd-tree kops/s | zkv / b+tree | zkv / bd-tree | \
          device B written / op (zkv, b+tree, bd-tree; without WAL) | device B read / op (zkv, b+tree, bd-tree) |\n\
@@ -1410,7 +1289,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             continue;
         };
         let _ = writeln!(
-            md,
+        doc,
             "| {w} | {:.1} | {:.1} | {:.1} | {:.2}× | {:.2}× | {:.0}, {:.0}, {:.0} | {:.0}, {:.0}, {:.0} |",
             z.ops_per_sec() / 1e3,
             b.ops_per_sec() / 1e3,
@@ -1444,12 +1323,12 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         &groups,
         &series,
         true,
-        &dir.join("throughput.svg"),
+        &doc.dir().join("throughput.svg"),
     )?;
-    let _ = writeln!(md, "\n![throughput](zkv/throughput.svg)\n");
+    let _ = writeln!(doc, "\n![throughput](zkv/throughput.svg)\n");
     if let Some(z) = run_of(r, "ycsb_a", Variant::Zkv) {
         let _ = writeln!(
-            md,
+        doc,
             "YCSB-a inserts (paper Table 3): ZKV writes {:.0} B per insert to leaf and value-log zones, MetaLog \
              snapshots and reclamation ({:.0} B with its WAL), {:.1} pairs per leaf page written.\n",
             z.per_op(z.write_bytes - z.wal_bytes),
@@ -1458,14 +1337,14 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         );
     }
     let _ = writeln!(
-        md,
+        doc,
         "## Breakdown (paper Figure 13)\n\n{} records, same budget share, YCSB-a inserts and YCSB-d reads.\n\n\
          | configuration | insert kops/s | B written / insert (no WAL) | read kops/s |\n|---|---|---|---|",
         r.small_records
     );
     for (name, i, d) in &r.breakdown {
         let _ = writeln!(
-            md,
+            doc,
             "| {name} | {:.1} | {:.0} | {:.1} |",
             i.ops_per_sec() / 1e3,
             i.per_op(i.write_bytes - i.wal_bytes),
@@ -1494,16 +1373,16 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
             ),
         ],
         true,
-        &dir.join("breakdown.svg"),
+        &doc.dir().join("breakdown.svg"),
     )?;
     let _ = writeln!(
-        md,
+        doc,
         "\n![breakdown](zkv/breakdown.svg)\n\n## Memory budget (paper Figure 16)\n\nZKV alone, same records as the breakdown.\n\n\
          | budget (share of data) | insert kops/s | B written / insert (no WAL) | read kops/s |\n|---|---|---|---|"
     );
     for (share, i, d) in &r.sensitivity {
         let _ = writeln!(
-            md,
+            doc,
             "| {:.2}% | {:.1} | {:.0} | {:.1} |",
             share * 100.0,
             i.ops_per_sec() / 1e3,
@@ -1513,14 +1392,14 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     }
     if !r.leaf_sizes.is_empty() {
         let _ = writeln!(
-            md,
+        doc,
             "\n## Leaf size (paper Table 4)\n\nZKV alone, same records and budget as the breakdown; every leaf \
              is one page of the given size, the write sequencer holds the same bytes at every size.\n\n\
              | leaf | insert kops/s | B written / insert (no WAL) | read kops/s | B read / read |\n|---|---|---|---|---|"
         );
         for (size, i, d) in &r.leaf_sizes {
             let _ = writeln!(
-                md,
+                doc,
                 "| {} KiB | {:.1} | {:.0} | {:.1} | {:.0} |",
                 size >> 10,
                 i.ops_per_sec() / 1e3,
@@ -1531,7 +1410,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         }
         if let (Some(a), Some(b)) = (r.leaf_sizes.first(), r.leaf_sizes.last()) {
             let _ = writeln!(
-                md,
+        doc,
                 "\nFrom {} to {} KiB leaves, bytes read per lookup grow {:.1}× and bytes written per insert {:.1}× \
                  (paper: 7.9× and 6.7× from 4 to 32 KiB); lookups slow to {:.2}× and inserts to {:.2}× \
                  (paper: 0.25× and 0.47×).",
@@ -1547,7 +1426,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     }
     if !r.wal.is_empty() {
         let _ = writeln!(
-            md,
+        doc,
             "\n## WAL instances\n\nZKV alone with {} records loaded, {WAL_THREADS} threads inserting new keys; \
              the stores differ only in their WAL instances and run side by side in alternating chunks. \
              `always` syncs every write (concurrent writers share a sync).\n\n\
@@ -1556,7 +1435,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         );
         for (sync, n, run) in &r.wal {
             let _ = writeln!(
-                md,
+                doc,
                 "| {sync} | {n} | {:.1} | {:.0} |",
                 run.ops_per_sec() / 1e3,
                 run.per_op(run.wal_bytes)
@@ -1568,7 +1447,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                 .map_or("n/a".to_string(), |v| format!("{v:.2}×"))
         };
         let _ = writeln!(
-            md,
+        doc,
             "\nInstances take the WAL buffer off the writers' shared path: each writer appends to its own \
              instance, and only a full 4 KiB unit takes the ring's lock. Each write still takes the merged \
              filter's lock to apply its batch and take its sequence number, so with {WAL_THREADS} threads on \
@@ -1581,7 +1460,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     }
     let g = &r.gc;
     let _ = writeln!(
-        md,
+        doc,
         "\n## Zone reclamation (beyond the paper)\n\n\
          {} records on a device of {} zones of {} KiB capacity, leaves filling {:.0}% of its data zones; \
          50% uniform updates and 50% reads, against the same run on a device eight times larger (no reclamation). \
@@ -1608,7 +1487,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
     if !r.vlog_gc.is_empty() {
         let first = &r.vlog_gc[0].gc;
         let _ = writeln!(
-            md,
+        doc,
             "## Value-log reclamation (beyond the paper)\n\n\
              Values above the inline limit, so every value is a value-log record: {} MiB of them on a device \
              of zones of {} KiB capacity, leaves and values filling 70% of its data zones; 50% uniform updates \
@@ -1627,7 +1506,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
         for v in &r.vlog_gc {
             let g = &v.gc;
             let _ = writeln!(
-                md,
+        doc,
                 "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} / {:.2} | {} | {} | {} | {} | {} |",
                 v.value_bytes,
                 g.records,
@@ -1646,11 +1525,11 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
                     .map_or("no".to_string(), |u| format!("after {u} updates")),
             );
         }
-        md.push('\n');
+        let _ = doc.write_char('\n');
     }
     let c = &r.crash;
     let _ = writeln!(
-        md,
+        doc,
         "## Crashes and recovery\n\n\
          {} runs on `FaultyDevice` under the emulated zoned device, `SyncMode::Always`: 20 000 bulk-loaded \
          records, then 500–3000 random puts (2% with 600-byte values, in the value log), deletes and \
@@ -1662,7 +1541,7 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
          in-memory device.\n",
         c.runs, c.faulted, c.lost, c.acknowledged, c.inconsistent, c.recovery_ms_median, c.recovery_ms_max,
     );
-    md.push_str(
+    let _ = doc.write_str(
         "## How to read this\n\n\
          - One client thread on a 2-core machine; the paper runs 56 threads on a ZN540. Ratios, not absolute \
          rates, are the comparison: the three stores run the same operations in alternating chunks.\n\
@@ -1679,11 +1558,8 @@ fn render(r: &Results, metrics: &BTreeMap<String, f64>, out: &Path) -> Result<()
          the next MetaLog, which a reclamation round writes. The Table 2, breakdown and memory runs use devices \
          large enough that no store reclaims anything, as in the paper.\n\n",
     );
-    let _ = writeln!(md, "## Metrics\n");
-    for (k, v) in metrics {
-        let _ = writeln!(md, "- `{k}`: {v:.3}");
-    }
-    report::write_file(&out.join("zkv.md"), &md)
+    doc.metrics(metrics);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1696,26 +1572,26 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), 10_000);
-        let mut g = Gen::new("ycsb_b", 1000, 1);
-        let writes = (0..10_000)
-            .filter(|_| matches!(g.next(), Op::Write(_)))
-            .count();
-        assert!((7_700..8_300).contains(&writes), "{writes}");
-        assert!(g.records > 1000, "YCSB writes insert new records");
-        let mut g = Gen::new("skew_c", 1000, 1);
-        let mut hot = 0;
-        for _ in 0..10_000 {
-            match g.next() {
-                Op::Read(i) | Op::Write(i) => hot += usize::from(i < 200),
-                Op::Scan(..) => unreachable!(),
-            }
-        }
+        let count = |name: &str, f: &dyn Fn(Op) -> bool| {
+            let records = RecordCounter::new(1000);
+            let w = workload(name).unwrap();
+            let n = OpStream::new(&w, &records, 1)
+                .take(10_000)
+                .filter(|&op| f(op))
+                .count();
+            (n, records.count())
+        };
+        let (inserts, records) = count("ycsb_b", &|op| matches!(op, Op::Insert(_)));
+        assert!((7_700..8_300).contains(&inserts), "{inserts}");
+        assert!(records > 1000, "YCSB writes insert new records");
+        let (hot, records) = count("skew_c", &|op| match op {
+            Op::Read(i) | Op::Update(i) => i < 200,
+            _ => false,
+        });
         assert!((7_600..8_400).contains(&hot), "{hot}");
-        assert_eq!(g.records, 1000, "skew writes update");
-        let mut g = Gen::new("ycsb_e", 1000, 1);
-        let scans = (0..10_000)
-            .filter(|_| matches!(g.next(), Op::Scan(..)))
-            .count();
+        assert_eq!(records, 1000, "skew writes update");
+        let (scans, _) = count("ycsb_e", &|op| matches!(op, Op::Scan(..)));
         assert!((9_300..9_700).contains(&scans), "{scans}");
+        assert!(workload("ycsb_f").is_err());
     }
 }

@@ -1,0 +1,32 @@
+//! The experiment driver: what every paper experiment shares, in one
+//! place, so an experiment's own file holds only its variants, its
+//! workloads, its measurements and its claims.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `study.rs` | [`Study`]: measure → metrics → report, results saved beside the report and re-rendered from them (`--rerender`) |
+//! | `comparison.rs` | whole stores compared through the side-by-side runner (`crate::plan`) |
+//! | `alternate.rs` | variants run side by side in chunks, the first one rotating, so machine drift falls on all alike |
+//! | `latency.rs` | HDR latency histograms and their percentiles |
+//! | `metrics.rs` | [`Metrics`]: the named figures claims are judged on |
+//! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
+//! | `store.rs` | fresh store directories and store errors named by variant |
+//!
+//! Sizing is [`super::Scale::pick`]; operations come from
+//! `crate::workload` and `crate::distribution`.
+
+mod alternate;
+mod comparison;
+mod latency;
+mod metrics;
+mod report;
+mod store;
+mod study;
+
+pub use alternate::{alternate, alternate_while};
+pub use comparison::{side_by_side, RunSizes};
+pub use latency::{Latencies, LatencySummary, CURVE};
+pub use metrics::Metrics;
+pub use report::{Report, Table};
+pub use store::{fresh_dir, store_err};
+pub use study::{Driven, Study};

@@ -1,0 +1,24 @@
+//! Store directories and errors, as every experiment opens its variants.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{BenchError, Result};
+
+/// `dir`, emptied and created: a variant never starts on an earlier run's
+/// files.
+pub fn fresh_dir(dir: &Path) -> Result<PathBuf> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    Ok(dir.to_path_buf())
+}
+
+/// Names the variant whose store failed.
+pub fn store_err(name: &str) -> impl Fn(ferrite::Error) -> BenchError + '_ {
+    move |source| BenchError::Store {
+        target: name.to_string(),
+        source,
+    }
+}

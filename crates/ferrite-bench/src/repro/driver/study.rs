@@ -1,0 +1,86 @@
+//! [`Study`]: the shape every paper experiment takes. It measures into a
+//! `Results` value, derives its metrics from it, and renders its report
+//! from both; the driver ([`Driven`]) judges the claims, saves the results
+//! as `<out>/<experiment>/results.json` beside the report, and re-renders
+//! the report from them without measuring again (`--rerender`).
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{Metrics, Report};
+use crate::error::{BenchError, Result};
+use crate::repro::{ClaimSpec, Experiment, Outcome, ReproContext};
+
+pub trait Study: Sync {
+    /// Everything a run measured: what the metrics and the report are
+    /// derived from.
+    type Results: Serialize + DeserializeOwned;
+
+    fn name(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn claims(&self) -> Vec<ClaimSpec>;
+    fn measure(&self, ctx: &ReproContext) -> Result<Self::Results>;
+    /// The run's parameters (sizes, budgets, durability) for its JSON.
+    fn params(&self, r: &Self::Results) -> serde_json::Value;
+    fn metrics(&self, r: &Self::Results) -> Metrics;
+    fn render(&self, r: &Self::Results, m: &Metrics, doc: &mut Report) -> Result<()>;
+}
+
+/// A [`Study`] as the registry's [`Experiment`].
+pub struct Driven<S>(pub S);
+
+impl<S: Study> Driven<S> {
+    fn publish(&self, ctx: &ReproContext, r: &S::Results, m: &Metrics) -> Result<()> {
+        let Some(out) = &ctx.out_dir else {
+            return Ok(());
+        };
+        let mut doc = Report::new(out, self.0.name())?;
+        let json =
+            serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
+        crate::report::write_file(&doc.dir().join("results.json"), &(json + "\n"))?;
+        self.0.render(r, m, &mut doc)?;
+        doc.finish()
+    }
+}
+
+impl<S: Study> Experiment for Driven<S> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn summary(&self) -> &'static str {
+        self.0.summary()
+    }
+
+    fn claims(&self) -> Vec<ClaimSpec> {
+        self.0.claims()
+    }
+
+    fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+        let r = self.0.measure(ctx)?;
+        let m = self.0.metrics(&r);
+        self.publish(ctx, &r, &m)?;
+        Ok(Outcome {
+            params: self.0.params(&r),
+            metrics: m.into_map(),
+        })
+    }
+
+    fn rerender(&self, ctx: &ReproContext) -> Result<bool> {
+        let Some(out) = &ctx.out_dir else {
+            return Ok(false);
+        };
+        let path = out.join(self.0.name()).join("results.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let r: S::Results = serde_json::from_str(&text).map_err(|e| BenchError::Data {
+            path,
+            reason: e.to_string(),
+        })?;
+        let m = self.0.metrics(&r);
+        self.publish(ctx, &r, &m)?;
+        Ok(true)
+    }
+}

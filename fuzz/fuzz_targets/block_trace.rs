@@ -4,7 +4,7 @@
 //! or a typed error naming the line.
 #![no_main]
 
-use ferrite_bench::trace::{parse_str, FORMATS};
+use ferrite_trace::{parse_str, FORMATS};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -14,22 +14,13 @@ use std::time::Duration;
 
 use ferrite_core::Result;
 
-use super::publish::write_table;
+use super::publish::{write_table, Flushed};
 use super::{Inner, WAL_DEVICES};
 use crate::memtable::Memtable;
 use crate::merge::{MemSource, Merge, Source};
 use crate::options::LsmOptions;
 use crate::partition_buffer::{self, PartitionBuffers, Pending};
 use crate::table::{BuiltTable, TableBuilder};
-
-/// What a flush moves on: the memtable it took from the immutable list
-/// (none when it only empties the buffers), the flush buffers after it,
-/// and the oldest memtable not yet flushed.
-pub(super) struct Flushed {
-    pub(super) mem: Option<Arc<Memtable>>,
-    pub(super) buffers: Arc<PartitionBuffers>,
-    pub(super) next: u64,
-}
 
 /// One table per partition in `due`, from what its flush buffer holds
 /// (each key's newest version over the buffered memtables), in one pass

@@ -21,7 +21,8 @@
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | [`LsmStore`], its shared state, `KvStore` |
-//! | `open.rs` | the store's devices, recovery (manifest, tables, WAL replay) |
+//! | `devices.rs` | the files a store lives on |
+//! | `open.rs` | recovery (manifest, tables, WAL replay) |
 //! | `write.rs` | the write path: sequencing, WAL, memtable rotation, stalls |
 //! | `read.rs` | lookups and scans through memtables, flush buffers and levels; verify |
 //! | `publish.rs` | writing tables and installing versions: manifest first, then the swap |
@@ -30,6 +31,7 @@
 //! | `stats.rs` | the engine's counters and the shape of its levels |
 
 mod compaction_job;
+mod devices;
 mod flush;
 mod open;
 mod publish;
@@ -59,7 +61,7 @@ use crate::table::Table;
 use crate::table_space::TableSpace;
 use crate::version::Version;
 
-pub use open::Devices;
+pub use devices::Devices;
 pub use stats::{LevelReport, LsmReport};
 
 /// On-disk format version of an LSM store directory. Format 2 writes WAL

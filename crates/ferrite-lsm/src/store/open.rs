@@ -15,15 +15,16 @@ use std::time::Instant;
 
 use ferrite_core::{
     BatchOp, EngineKind, Error, Options, PeriodicSync, Poison, Result, StoreIdentity, SyncMode,
-    WalRecovery, WriteBatch,
+    WalRecovery,
 };
-use ferrite_io::{BlockDevice, DirectFile, DirectFileOptions};
+use ferrite_io::BlockDevice;
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::devices::Devices;
 use super::flush::build_from_memtable;
 use super::publish::write_table;
-use super::write::{decode_record, encode_record};
+use super::write::{decode_record, fresh_wal};
 use super::{
     Counters, Inner, LsmStore, Meta, SuperVersion, Writer, FORMAT_VERSION, OLDEST_READABLE_FORMAT,
     WAL_DEVICES,
@@ -37,43 +38,6 @@ use crate::partition_buffer::PartitionBuffers;
 use crate::table::Table;
 use crate::table_space::TableSpace;
 use crate::version::Version;
-
-/// The devices a store runs on.
-pub struct Devices {
-    pub tables: Arc<dyn BlockDevice>,
-    pub manifest: [Arc<dyn BlockDevice>; 2],
-    pub wal: [Arc<dyn BlockDevice>; WAL_DEVICES],
-}
-
-impl Devices {
-    /// The store's files in `dir`, with O_DIRECT if `direct`.
-    pub fn open_dir(dir: &Path, direct: bool) -> Result<Self> {
-        let open = |name: &str| -> Result<Arc<dyn BlockDevice>> {
-            let opts = DirectFileOptions {
-                direct,
-                block_size: 4096,
-                ..DirectFileOptions::default()
-            };
-            Ok(Arc::new(DirectFile::open_with(dir.join(name), opts)?))
-        };
-        Ok(Self {
-            tables: open("tables")?,
-            manifest: [open("manifest-0")?, open("manifest-1")?],
-            wal: [
-                open("wal-0")?,
-                open("wal-1")?,
-                open("wal-2")?,
-                open("wal-3")?,
-            ],
-        })
-    }
-
-    pub(super) fn all(&self) -> impl Iterator<Item = &Arc<dyn BlockDevice>> {
-        std::iter::once(&self.tables)
-            .chain(self.manifest.iter())
-            .chain(self.wal.iter())
-    }
-}
 
 impl LsmStore {
     /// Opens or creates the store in directory `dir`.
@@ -318,20 +282,6 @@ impl LsmStore {
             ticker,
         })
     }
-}
-
-/// A new, empty WAL for memtable `mem_id`, on the device it takes in turn.
-/// Its first record, synced at once, is an empty batch: it marks the
-/// device as memtable `mem_id`'s from the start, which is what
-/// [`check_logs_behind`] reads.
-pub(super) fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
-    let dev = devices.wal[(mem_id % WAL_DEVICES as u64) as usize].clone();
-    dev.set_len(0)?;
-    dev.sync()?;
-    let wal = Wal::open(dev, mem_id, &mut |_| Ok(()))?;
-    let lsn = wal.append(&encode_record(0, &WriteBatch::new()))?;
-    wal.commit(lsn, true)?;
-    Ok(wal)
 }
 
 /// Refuses WALs that replay would read with a hole in them. A memtable's

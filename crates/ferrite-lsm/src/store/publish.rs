@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use ferrite_core::Result;
 
-use super::flush::Flushed;
 use super::{Inner, Meta, SuperVersion};
 use crate::block_cache::BlockCache;
 use crate::manifest::ManifestState;
+use crate::memtable::Memtable;
+use crate::partition_buffer::PartitionBuffers;
 use crate::table::{BuiltTable, Table};
 use crate::table_space::TableSpace;
 use crate::version::Version;
@@ -33,6 +34,15 @@ pub(super) fn write_table(
         space.clone(),
         cache.clone(),
     )?))
+}
+
+/// What a flush moves on: the memtable it took from the immutable list
+/// (none when it only empties the buffers), the flush buffers after it,
+/// and the oldest memtable not yet flushed.
+pub(super) struct Flushed {
+    pub(super) mem: Option<Arc<Memtable>>,
+    pub(super) buffers: Arc<PartitionBuffers>,
+    pub(super) next: u64,
 }
 
 impl Inner {

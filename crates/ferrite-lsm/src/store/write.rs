@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite_core::{check_counter, BatchOp, Error, Result, SyncMode, WriteBatch};
+use ferrite_wal::Wal;
 
-use super::open::fresh_wal;
+use super::devices::Devices;
 use super::{Inner, SuperVersion, Writer, WAL_DEVICES};
 use crate::memtable::Memtable;
 
@@ -44,6 +45,20 @@ pub(super) fn decode_record(payload: &[u8]) -> Result<(u64, WriteBatch)> {
             )
         })?;
     Ok((seq, batch))
+}
+
+/// A new, empty WAL for memtable `mem_id`, on the device it takes in turn.
+/// Its first record, synced at once, is an empty batch: it marks the
+/// device as memtable `mem_id`'s from the start, which is what
+/// [`check_logs_behind`] reads.
+pub(super) fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
+    let dev = devices.wal[(mem_id % WAL_DEVICES as u64) as usize].clone();
+    dev.set_len(0)?;
+    dev.sync()?;
+    let wal = Wal::open(dev, mem_id, &mut |_| Ok(()))?;
+    let lsn = wal.append(&encode_record(0, &WriteBatch::new()))?;
+    wal.commit(lsn, true)?;
+    Ok(wal)
 }
 
 impl Inner {

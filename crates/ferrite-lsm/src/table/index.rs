@@ -21,7 +21,7 @@
 
 use ferrite_learned::{BoundedModel, KeyProjection, Window};
 
-use super::thresholds::Thresholds;
+use super::thresholds::{Layout, Thresholds};
 
 /// Where a table's data blocks are.
 #[derive(Debug, Clone, PartialEq)]
@@ -327,6 +327,20 @@ impl LearnedIndex {
             BlockMap::Fixed { per_page, .. } => b as u64 * *per_page as u64,
             BlockMap::Variable { first, .. } => first.get(b).copied().unwrap_or(u32::MAX) as u64,
         }
+    }
+}
+
+impl Layout for LearnedIndex {
+    fn model(&self) -> &BoundedModel {
+        &self.model
+    }
+
+    fn block_first(&self, b: usize) -> u64 {
+        LearnedIndex::block_first(self, b)
+    }
+
+    fn step_to(&self, b: usize, ordinal: u64) -> usize {
+        LearnedIndex::step_to(self, b, ordinal)
     }
 }
 

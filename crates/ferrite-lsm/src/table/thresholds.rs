@@ -21,13 +21,23 @@
 //! the wrong block; the lookup's walk to neighbouring blocks corrects
 //! that, as it does for a model's prediction.
 
-use super::index::LearnedIndex;
+use ferrite_learned::BoundedModel;
 
 /// The offset of a boundary no threshold separates.
 pub const NONE: i8 = i8::MIN;
 
 /// Largest offset magnitude a threshold may use.
 const MAX_OFFSET: f64 = 126.0;
+
+/// What thresholds read of the learned index they belong to: its model
+/// and where its blocks begin (`table::index` implements it).
+pub trait Layout {
+    fn model(&self) -> &BoundedModel;
+    /// Ordinal of the first entry of block `b`.
+    fn block_first(&self, b: usize) -> u64;
+    /// The block holding `ordinal`, found by stepping from block `b`.
+    fn step_to(&self, b: usize, ordinal: u64) -> usize;
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thresholds {
@@ -45,7 +55,7 @@ impl Thresholds {
     /// strictly ascending), which the builder knows already. `None` when no
     /// window reaches across a boundary, or no boundary can be given a
     /// threshold.
-    pub fn fit(index: &LearnedIndex, xs: &[u64], distinct: bool, blocks: usize) -> Option<Self> {
+    pub fn fit(index: &impl Layout, xs: &[u64], distinct: bool, blocks: usize) -> Option<Self> {
         if blocks < 2 {
             return None;
         }
@@ -66,7 +76,7 @@ impl Thresholds {
             std::iter::once(0..n).collect()
         };
         let ordinals = near.into_iter().flatten();
-        let estimates = index.model.estimate_ascending(
+        let estimates = index.model().estimate_ascending(
             ordinals
                 .clone()
                 .map(|i| xs.get(i as usize).copied().unwrap_or(0)),
@@ -128,7 +138,7 @@ impl Thresholds {
     /// Thresholds for the bounds a fit gathered: per boundary `b`, the
     /// largest prediction `below[b]` of a key before it and the smallest
     /// `above[b]` of a key after it.
-    fn from_bounds(index: &LearnedIndex, below: &[f64], above: &[f64]) -> Option<Self> {
+    fn from_bounds(index: &impl Layout, below: &[f64], above: &[f64]) -> Option<Self> {
         let blocks = below.len().min(above.len());
         // The unit: the farthest any bound lies from its boundary, over
         // the offsets available.
@@ -159,7 +169,7 @@ impl Thresholds {
     /// The block among `first..=last` that holds a key the table holds,
     /// predicted at `p`; `None` when a boundary between them has no
     /// threshold.
-    pub fn block(&self, index: &LearnedIndex, p: f64, first: usize, last: usize) -> Option<usize> {
+    pub fn block(&self, index: &impl Layout, p: f64, first: usize, last: usize) -> Option<usize> {
         let mut b = first;
         for boundary in first + 1..=last {
             if p >= self.at(boundary, index.block_first(boundary))? {
@@ -212,12 +222,12 @@ impl Thresholds {
 /// `f - 1`), those reaching back are a prefix, and the first has the
 /// smallest. Per boundary that leaves, for each segment within reach, its
 /// last key before `f` and its first from `f`: usually `f - 1` and `f`.
-fn extremes(index: &LearnedIndex, xs: &[u64], blocks: usize) -> Vec<u64> {
+fn extremes(index: &impl Layout, xs: &[u64], blocks: usize) -> Vec<u64> {
     let n = xs.len() as u64;
-    let reach = index.model.max_window() + 1;
+    let reach = index.model().max_window() + 1;
     // Segment `s` holds ordinals `starts[s]..starts[s + 1]` (then `n`).
     let mut starts: Vec<u64> = index
-        .model
+        .model()
         .segment_starts()
         .iter()
         .map(|&first| xs.partition_point(|&x| x < first) as u64)
@@ -288,7 +298,7 @@ fn separate(first: u64, below: f64, above: f64, step: f32) -> i8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::index::BlockMap;
+    use crate::table::index::{BlockMap, LearnedIndex};
     use ferrite_learned::{BoundedModel, FitKind, KeyProjection};
     use proptest::prelude::*;
 

@@ -265,6 +265,26 @@ pub fn plot_lines(
     plot_xy(title, x_desc, y_desc, &pts, path)
 }
 
+/// A series' points that can be drawn (both coordinates finite).
+fn finite(pts: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    pts.iter()
+        .copied()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+}
+
+/// The plot area of a line figure, with the series' legend beside it.
+fn line_canvas<'a>(
+    path: &'a Path,
+    title: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<DrawingArea<SVGBackend<'a>, Shift>> {
+    ensure_dir(path)?;
+    let (plot, legend) = canvas(path, (900, 450), title)?;
+    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
+    draw_legend(&legend, &names, Marker::Line, path)?;
+    Ok(plot)
+}
+
 /// Lines through (x, y) points, linear axes from zero.
 pub fn plot_xy(
     title: &str,
@@ -273,20 +293,12 @@ pub fn plot_xy(
     series: &[(String, Vec<(f64, f64)>)],
     path: &Path,
 ) -> Result<()> {
-    ensure_dir(path)?;
     let err = plot_err(path);
-    let finite = || {
-        series
-            .iter()
-            .flat_map(|(_, v)| v.iter().copied())
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-    };
-    let xmin = finite().map(|p| p.0).fold(f64::MAX, f64::min).min(0.0);
-    let xmax = finite().map(|p| p.0).fold(1e-9, f64::max);
-    let ymax = finite().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
-    let (plot, legend) = canvas(path, (900, 440), title)?;
-    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
-    draw_legend(&legend, &names, Marker::Line, path)?;
+    let all = || series.iter().flat_map(|(_, v)| finite(v));
+    let xmin = all().map(|p| p.0).fold(f64::MAX, f64::min).min(0.0);
+    let xmax = all().map(|p| p.0).fold(1e-9, f64::max);
+    let ymax = all().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
+    let plot = line_canvas(path, title, series)?;
     let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(40)
@@ -302,12 +314,7 @@ pub fn plot_xy(
     for (i, (_, pts)) in series.iter().enumerate() {
         let color = Palette99::pick(i).mix(0.9);
         chart
-            .draw_series(LineSeries::new(
-                pts.iter()
-                    .copied()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite()),
-                color.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(finite(pts), color.stroke_width(2)))
             .map_err(|e| err(&e))?;
     }
     plot.present().map_err(|e| err(&e))
@@ -326,34 +333,34 @@ fn percentile_label(x: f64) -> String {
 }
 
 /// Values by percentile, one line per series of (quantile, value) points:
-/// x on the percentile axis (labelled 0, 50, 90, 99, 99.9 ...), y on a
-/// log scale.
+/// x on the percentile axis (labelled 0, 90, 99, 99.9 ...), y on a log
+/// scale (points at or below zero are left out).
 pub fn plot_percentiles(
     title: &str,
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
     path: &Path,
 ) -> Result<()> {
-    ensure_dir(path)?;
     let err = plot_err(path);
-    let finite = || {
-        series
-            .iter()
-            .flat_map(|(_, v)| v.iter().copied())
-            .filter(|(q, y)| q.is_finite() && *y > 0.0 && y.is_finite())
+    let curve = |pts: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        let mut line: Vec<(f64, f64)> = finite(pts)
+            .filter(|&(q, y)| y > 0.0 && q < 1.0)
+            .map(|(q, y)| (percentile_x(q), y))
+            .collect();
+        line.sort_by(|a, b| a.0.total_cmp(&b.0));
+        line
     };
-    let qmax = finite().map(|p| p.0).fold(0.99, f64::max);
-    let xmax = percentile_x(qmax).ceil().max(2.0);
-    let ylo = finite().map(|p| p.1).fold(f64::MAX, f64::min);
-    let yhi = finite().map(|p| p.1).fold(0.0, f64::max);
+    let curves: Vec<Vec<(f64, f64)>> = series.iter().map(|(_, v)| curve(v)).collect();
+    let all = || curves.iter().flatten().copied();
+    let xmax = all().map(|p| p.0).fold(2.0, f64::max).ceil();
+    let ylo = all().map(|p| p.1).fold(f64::MAX, f64::min);
+    let yhi = all().map(|p| p.1).fold(0.0, f64::max);
     let (ylo, yhi) = if ylo <= yhi {
         (ylo / 1.5, yhi * 1.5)
     } else {
         (0.1, 10.0)
     };
-    let (plot, legend) = canvas(path, (900, 460), title)?;
-    let names: Vec<String> = series.iter().map(|(n, _)| n.clone()).collect();
-    draw_legend(&legend, &names, Marker::Line, path)?;
+    let plot = line_canvas(path, title, series)?;
     let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(40)
@@ -368,14 +375,8 @@ pub fn plot_percentiles(
         .y_desc(y_desc)
         .draw()
         .map_err(|e| err(&e))?;
-    for (i, (_, pts)) in series.iter().enumerate() {
+    for (i, line) in curves.into_iter().enumerate() {
         let color = Palette99::pick(i).mix(0.9);
-        let mut line: Vec<(f64, f64)> = pts
-            .iter()
-            .filter(|(q, y)| q.is_finite() && *y > 0.0 && *q < 1.0)
-            .map(|&(q, y)| (percentile_x(q), y))
-            .collect();
-        line.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart
             .draw_series(LineSeries::new(line, color.stroke_width(2)))
             .map_err(|e| err(&e))?;
@@ -402,8 +403,8 @@ mod tests {
     #[test]
     fn long_titles_get_a_smaller_font() {
         assert_eq!(title_size("short", 900), 20);
-        let long = "x".repeat(150);
+        let long = "x".repeat(100);
         assert!(title_size(&long, 900) < 20);
-        assert!(f64::from(title_size(&long, 900)) * 0.55 * 150.0 <= 900.0);
+        assert!(f64::from(title_size(&long, 900)) * 0.55 * 100.0 <= 900.0);
     }
 }

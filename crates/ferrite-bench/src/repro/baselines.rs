@@ -38,17 +38,11 @@ fn sizes(scale: Scale) -> RunSizes {
 impl Study for Baselines {
     type Results = Results;
 
-    fn name(&self) -> &'static str {
-        "baselines"
-    }
+    const NAME: &'static str = "baselines";
 
-    fn summary(&self) -> &'static str {
-        "YCSB A-F for RocksDB, LMDB, redb, fjall and BTreeMap: 8 B keys/8 B values and YCSB keys/100 B values, cache 10% of data"
-    }
+    const SUMMARY: &'static str = "YCSB A-F for RocksDB, LMDB, redb, fjall and BTreeMap: 8 B keys/8 B values and YCSB keys/100 B values, cache 10% of data";
 
-    fn claims(&self) -> Vec<ClaimSpec> {
-        Vec::new()
-    }
+    const CLAIMS: &'static [ClaimSpec] = &[];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

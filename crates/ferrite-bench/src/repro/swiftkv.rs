@@ -1068,51 +1068,45 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
 impl Study for SwiftRepro {
     type Results = Results;
 
-    fn name(&self) -> &'static str {
-        "swiftkv"
-    }
+    const NAME: &'static str = "swiftkv";
 
-    fn summary(&self) -> &'static str {
-        "SwiftKV: learned vs sparse SSTable index blocks in one LSM engine, vs RocksDB, index sizes, model types"
-    }
+    const SUMMARY: &'static str = "SwiftKV: learned vs sparse SSTable index blocks in one LSM engine, vs RocksDB, index sizes, model types";
 
-    fn claims(&self) -> Vec<ClaimSpec> {
-        vec![
-            ClaimSpec::new(
-                "read_speedup_vs_sparse_incache",
-                ">= 1.4",
-                "1.5-2.1x random reads (vs RocksDB)",
-            ),
-            ClaimSpec::new(
-                "read_speedup_vs_sparse_cache10",
-                ">= 1.1",
-                "1.19-1.60x read throughput",
-            ),
-            ClaimSpec::new("p99_ratio_vs_sparse", "<= 0.7", "72% lower read-only P99"),
-            ClaimSpec::new("read_speedup_vs_rocksdb_incache", ">= 1.0", "1.5-2.1x"),
-            ClaimSpec::new("read_speedup_vs_rocksdb_cache10", ">= 1.0", "1.19-1.60x"),
-            ClaimSpec::new(
-                "min_ycsb_ratio_vs_rocksdb",
-                ">= 1.0",
-                "0.8-1.6x, better on all but E",
-            ),
-            ClaimSpec::new(
-                "index_size_ratio_geolite2",
-                "<= 0.7",
-                "30% smaller on average (Table 1)",
-            ),
-            ClaimSpec::new(
-                "index_size_ratio_sequential",
-                "<= 0.7",
-                "32.79% smaller (SEQ)",
-            ),
-            ClaimSpec::new(
-                "write_ratio_vs_sparse",
-                ">= 0.95",
-                "without affecting write performance",
-            ),
-        ]
-    }
+    const CLAIMS: &'static [ClaimSpec] = &[
+        ClaimSpec::new(
+            "read_speedup_vs_sparse_incache",
+            ">= 1.4",
+            "1.5-2.1x random reads (vs RocksDB)",
+        ),
+        ClaimSpec::new(
+            "read_speedup_vs_sparse_cache10",
+            ">= 1.1",
+            "1.19-1.60x read throughput",
+        ),
+        ClaimSpec::new("p99_ratio_vs_sparse", "<= 0.7", "72% lower read-only P99"),
+        ClaimSpec::new("read_speedup_vs_rocksdb_incache", ">= 1.0", "1.5-2.1x"),
+        ClaimSpec::new("read_speedup_vs_rocksdb_cache10", ">= 1.0", "1.19-1.60x"),
+        ClaimSpec::new(
+            "min_ycsb_ratio_vs_rocksdb",
+            ">= 1.0",
+            "0.8-1.6x, better on all but E",
+        ),
+        ClaimSpec::new(
+            "index_size_ratio_geolite2",
+            "<= 0.7",
+            "30% smaller on average (Table 1)",
+        ),
+        ClaimSpec::new(
+            "index_size_ratio_sequential",
+            "<= 0.7",
+            "32.79% smaller (SEQ)",
+        ),
+        ClaimSpec::new(
+            "write_ratio_vs_sparse",
+            ">= 0.95",
+            "without affecting write performance",
+        ),
+    ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

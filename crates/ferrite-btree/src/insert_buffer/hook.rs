@@ -48,21 +48,11 @@ pub struct Accesses {
 
 impl Accesses {
     pub fn count_write(&self, resident: bool) {
-        let c = if resident {
-            &self.write_hits
-        } else {
-            &self.write_misses
-        };
-        c.fetch_add(1, Relaxed);
+        [&self.write_misses, &self.write_hits][usize::from(resident)].fetch_add(1, Relaxed);
     }
 
     pub fn count_read(&self, resident: bool) {
-        let c = if resident {
-            &self.read_hits
-        } else {
-            &self.read_misses
-        };
-        c.fetch_add(1, Relaxed);
+        [&self.read_misses, &self.read_hits][usize::from(resident)].fetch_add(1, Relaxed);
     }
 }
 

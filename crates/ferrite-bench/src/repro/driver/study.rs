@@ -16,9 +16,12 @@ pub trait Study: Sync {
     /// derived from.
     type Results: Serialize + DeserializeOwned;
 
-    fn name(&self) -> &'static str;
-    fn summary(&self) -> &'static str;
-    fn claims(&self) -> Vec<ClaimSpec>;
+    /// The experiment's name (`ferrite repro <NAME>`), and of its report.
+    const NAME: &'static str;
+    /// One line: what is compared with what.
+    const SUMMARY: &'static str;
+    /// The paper's claims, as targets on [`Study::metrics`].
+    const CLAIMS: &'static [ClaimSpec];
     fn measure(&self, ctx: &ReproContext) -> Result<Self::Results>;
     /// The run's parameters (sizes, budgets, durability) for its JSON.
     fn params(&self, r: &Self::Results) -> serde_json::Value;
@@ -34,7 +37,7 @@ impl<S: Study> Driven<S> {
         let Some(out) = &ctx.out_dir else {
             return Ok(());
         };
-        let mut doc = Report::new(out, self.0.name())?;
+        let mut doc = Report::new(out, S::NAME)?;
         let json =
             serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
         crate::report::write_file(&doc.dir().join("results.json"), &(json + "\n"))?;
@@ -45,15 +48,15 @@ impl<S: Study> Driven<S> {
 
 impl<S: Study> Experiment for Driven<S> {
     fn name(&self) -> &'static str {
-        self.0.name()
+        S::NAME
     }
 
     fn summary(&self) -> &'static str {
-        self.0.summary()
+        S::SUMMARY
     }
 
     fn claims(&self) -> Vec<ClaimSpec> {
-        self.0.claims()
+        S::CLAIMS.to_vec()
     }
 
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
@@ -70,7 +73,7 @@ impl<S: Study> Experiment for Driven<S> {
         let Some(out) = &ctx.out_dir else {
             return Ok(false);
         };
-        let path = out.join(self.0.name()).join("results.json");
+        let path = out.join(S::NAME).join("results.json");
         let text = std::fs::read_to_string(&path).map_err(|e| BenchError::Data {
             path: path.clone(),
             reason: e.to_string(),

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(batches) = ferrite_btree::decode_carry_over(data) {
+    if let Ok(batches) = ferrite_btree::internals::decode_carry_over(data) {
         let mut again = Vec::new();
         again.extend_from_slice(&(batches.len() as u32).to_le_bytes());
         for b in &batches {
@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
             again.extend_from_slice(&(enc.len() as u32).to_le_bytes());
             again.extend_from_slice(&enc);
         }
-        let round = ferrite_btree::decode_carry_over(&again).expect("re-encoded payload decodes");
+        let round = ferrite_btree::internals::decode_carry_over(&again).expect("re-encoded payload decodes");
         assert_eq!(round, batches);
     }
 });

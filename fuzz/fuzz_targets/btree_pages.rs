@@ -8,7 +8,7 @@
 //! behind it see arbitrary bytes too.
 #![no_main]
 
-use ferrite_btree::{DecodedCell, DecodedPage, FreeSpace, MetaPage};
+use ferrite_btree::internals::{DecodedCell, DecodedPage, FreeSpace, MetaPage};
 use libfuzzer_sys::fuzz_target;
 
 fn key_of(c: &DecodedCell) -> &[u8] {
@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
                 b[..4].copy_from_slice(&crc.to_le_bytes());
             }
             let id = u64::from_le_bytes(b[24..32].try_into().unwrap_or_default());
-            if let Ok(p) = ferrite_btree::decode_page(&b, id) {
+            if let Ok(p) = ferrite_btree::internals::decode_page(&b, id) {
                 page(&p);
                 let keys: Vec<&[u8]> = p.cells.iter().map(key_of).collect();
                 for k in &keys {
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
                     }
                     for q in probes {
                         assert_eq!(
-                            ferrite_btree::search_page(&b, &q),
+                            ferrite_btree::internals::search_page(&b, &q),
                             keys.binary_search(&q.as_slice()),
                             "search for {q:?}"
                         );

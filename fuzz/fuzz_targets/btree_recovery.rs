@@ -15,9 +15,8 @@
 //! SHORTCUT companion on, whose training walks the inner pages.
 #![no_main]
 
-use ferrite_btree::{
-    BTreeOptions, BTreeStore, Carried, ChainRef, Devices, MetaPage, ShortcutOptions,
-};
+use ferrite_btree::internals::{Carried, ChainRef, MetaPage};
+use ferrite_btree::{BTreeOptions, BTreeStore, Devices, ShortcutOptions};
 use ferrite_core::{KeyRange, KvStoreExt, Options, SyncMode};
 use libfuzzer_sys::fuzz_target;
 
@@ -129,13 +128,9 @@ fuzz_target!(|data: &[u8]| {
         spill: devices.spill.clone(),
         carry: devices.carry.clone(),
     };
-    let opts = Options {
-        cache_bytes: 256 << 10,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
+    let opts = Options::default().cache_bytes(256 << 10).sync(SyncMode::Never);
     let mut bt = if pick & 16 == 16 {
-        BTreeOptions::shortcut(ShortcutOptions::default())
+        BTreeOptions::with_shortcut(ShortcutOptions::default())
     } else {
         BTreeOptions::default()
     };

@@ -16,9 +16,8 @@ use std::sync::Arc;
 
 use ferrite_core::{KeyRange, KvStoreExt, Options, SyncMode};
 use ferrite_io::{BlockDevice, MemDevice};
-use ferrite_lsm::{
-    Devices, IndexKind, LsmOptions, LsmStore, ManifestState, TableRecord, WAL_DEVICES,
-};
+use ferrite_lsm::internals::{ManifestState, TableRecord};
+use ferrite_lsm::{Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
 use libfuzzer_sys::fuzz_target;
 
 mod image;
@@ -51,6 +50,7 @@ fn manifest(bytes: &[u8]) -> ManifestState {
             })
             .collect(),
         part_logs: vec![log_number],
+        range_dels: Vec::new(),
     }
 }
 
@@ -130,31 +130,12 @@ fuzz_target!(|data: &[u8]| {
         manifest: devices.manifest.clone(),
         wal: devices.wal.clone(),
     };
-    let opts = Options {
-        cache_bytes: 64 << 10,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    let lsm = LsmOptions {
-        memtable_bytes: 4096,
-        max_immutable: 2,
-        table_bytes: 8192,
-        l0_compaction_trigger: 2,
-        l0_slowdown: 4,
-        l0_stop: 8,
-        l1_bytes: 16 << 10,
-        level_multiplier: 3,
-        levels: 5,
-        bloom_bits_per_key: 10,
-        index: if pick & 4 == 4 {
+    let opts = Options::default().cache_bytes(64 << 10).sync(SyncMode::Never);
+    let lsm = LsmOptions::default().memtable_bytes(4096).max_immutable(2).table_bytes(8192).l0_compaction_trigger(2).l0_slowdown(4).l0_stop(8).l1_bytes(16 << 10).level_multiplier(3).levels(5).bloom_bits_per_key(10).index(if pick & 4 == 4 {
             IndexKind::LEARNED
         } else {
             IndexKind::Sparse
-        },
-        load_aware: None,
-        partitions: 1,
-        training_threads: 1,
-    };
+        }).load_aware(None).partitions(1).training_threads(1);
     let Ok(db) = LsmStore::open_on(devices, &opts, lsm.clone()) else {
         return;
     };

@@ -6,11 +6,11 @@
 #![no_main]
 
 use ferrite_io::AlignedBuf;
-use ferrite_lsm::table::block::Block;
-use ferrite_lsm::table::bloom::Bloom;
-use ferrite_lsm::table::footer::{Footer, Properties};
-use ferrite_lsm::table::index::Index;
-use ferrite_lsm::ManifestState;
+use ferrite_lsm::internals::Block;
+use ferrite_lsm::internals::Bloom;
+use ferrite_lsm::internals::{Footer, Properties};
+use ferrite_lsm::internals::Index;
+use ferrite_lsm::internals::ManifestState;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

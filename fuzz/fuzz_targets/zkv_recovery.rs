@@ -18,12 +18,11 @@ use std::sync::Arc;
 
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, Options, SyncMode};
 use ferrite_io::{AlignedBuf, EmulatedZonedDevice, MemDevice, ZoneGeometry, ZonedDevice};
-use ferrite_zkv::metalog::Snapshot;
-use ferrite_zkv::page::LeafPage;
-use ferrite_zkv::pair::{Bytes, Pair, Val};
-use ferrite_zkv::vlog::{loc_addr, loc_len, location, scan};
-use ferrite_zkv::zone_space::Role;
-use ferrite_zkv::zone_wal::WalPosition;
+use ferrite_zkv::internals::{
+    loc_addr, loc_len, location, scan_vlog as scan, LeafPage, MetaSnapshot as Snapshot, Role,
+    WalPosition,
+};
+use ferrite_zkv::internals::{Bytes, Pair, Val};
 use ferrite_zkv::{ZkvOptions, ZkvStore};
 use libfuzzer_sys::fuzz_target;
 
@@ -40,16 +39,8 @@ fn geometry() -> ZoneGeometry {
 }
 
 fn options() -> (Options, ZkvOptions) {
-    let opts = Options {
-        sync: SyncMode::Never,
-        cache_bytes: 64 << 10,
-        ..Options::default()
-    };
-    let zo = ZkvOptions {
-        wal_zones: WAL,
-        sequencer_bytes: 4 * 4096,
-        ..ZkvOptions::default()
-    };
+    let opts = Options::default().sync(SyncMode::Never).cache_bytes(64 << 10);
+    let zo = ZkvOptions::default().wal_zones(WAL).sequencer_bytes(4 * 4096);
     (opts, zo)
 }
 
@@ -150,12 +141,12 @@ fn structured(data: &[u8]) {
         if n & 0x80 != 0 {
             // Input bytes sealed as a page.
             page[..chunk.len()].copy_from_slice(chunk);
-            page[..4].copy_from_slice(&ferrite_zkv::page::MAGIC.to_le_bytes());
+            page[..4].copy_from_slice(&ferrite_zkv::internals::PAGE_MAGIC.to_le_bytes());
             let crc = crc32c::crc32c(&page[8..]);
             page[4..8].copy_from_slice(&crc.to_le_bytes());
         } else {
             let cells: Vec<(&[u8], &Val)> = entries.iter().map(|(k, v)| (*k, v)).collect();
-            if ferrite_zkv::page::encode(&cells, &mut page).is_err() {
+            if ferrite_zkv::internals::encode_page(&cells, &mut page).is_err() {
                 continue;
             }
         }
@@ -204,7 +195,7 @@ fn structured(data: &[u8]) {
     if w & 0x10 != 0 {
         let at = usize::from(*w >> 6) % (batches.len() + 1);
         let marked = version + u64::from(*w >> 5 & 1);
-        batches.insert(at, ferrite_zkv::zone_wal::mark(marked));
+        batches.insert(at, ferrite_zkv::internals::wal_mark(marked));
     }
     if flags & 1 != 0 && batches.len() > 1 {
         batches.swap(0, 1);
@@ -231,7 +222,7 @@ fn structured(data: &[u8]) {
         buffered,
     };
     let _ = dev.write_at(
-        &ferrite_zkv::metalog::encode_frame(snap.version, &snap.encode(), PAGE),
+        &ferrite_zkv::internals::encode_frame(snap.version, &snap.encode(), PAGE),
         0,
     );
     let dev: Arc<dyn ZonedDevice> = Arc::new(dev);
@@ -244,7 +235,7 @@ fn structured(data: &[u8]) {
 }
 
 fn frame(body: &[u8]) -> AlignedBuf {
-    ferrite_zkv::metalog::encode_frame(1, body, 4096)
+    ferrite_zkv::internals::encode_frame(1, body, 4096)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -258,7 +249,7 @@ fuzz_target!(|data: &[u8]| {
             page.resize(4096, 0);
             if selector % 6 == 4 {
                 // Magic, then the checksum over everything after it.
-                page[..4].copy_from_slice(&ferrite_zkv::page::MAGIC.to_le_bytes());
+                page[..4].copy_from_slice(&ferrite_zkv::internals::PAGE_MAGIC.to_le_bytes());
                 let crc = crc32c::crc32c(&page[8..]);
                 page[4..8].copy_from_slice(&crc.to_le_bytes());
             }
@@ -310,16 +301,8 @@ fuzz_target!(|data: &[u8]| {
             let mut wal = AlignedBuf::zeroed(rest[half..].len().div_ceil(4096).max(1) * 4096);
             wal[..rest.len() - half].copy_from_slice(&rest[half..]);
             let _ = dev.write_at(&wal, 2 * geo.zone_size);
-            let opts = Options {
-                sync: SyncMode::Never,
-                cache_bytes: 64 << 10,
-                ..Options::default()
-            };
-            let zo = ZkvOptions {
-                wal_zones: 2,
-                sequencer_bytes: 4 * 4096,
-                ..ZkvOptions::default()
-            };
+            let opts = Options::default().sync(SyncMode::Never).cache_bytes(64 << 10);
+            let zo = ZkvOptions::default().wal_zones(2).sequencer_bytes(4 * 4096);
             let dev: Arc<dyn ZonedDevice> = Arc::new(dev);
             if let Ok(db) = ZkvStore::open_on(dev, &opts, zo) {
                 let _ = db.get(b"key");

@@ -16,6 +16,7 @@
 
 use std::time::Instant;
 
+use ferrite::internals::Instrumented;
 use ferrite::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_bench::distribution::{Chooser, Latest, ZIPFIAN_THETA};
 use ferrite_bench::keyset::{KeySet, KeySpec};
@@ -36,11 +37,9 @@ fn main() -> anyhow::Result<()> {
     let keys = KeySet::new(KeySpec::Uniform16, 7)?;
     // 10% of the raw pairs, as `ferrite bench --cache-ratio 0.1` sizes it.
     let cache_bytes = (records + tail) * 116 / 10;
-    let opts = Options {
-        sync: SyncMode::Never,
-        cache_bytes,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .sync(SyncMode::Never)
+        .cache_bytes(cache_bytes);
     let db = LsmStore::open(&dir, &opts, LsmOptions::default())?;
     let (mut k, value) = (Vec::new(), vec![7u8; 100]);
     let load = |from: u64, to: u64, k: &mut Vec<u8>| -> anyhow::Result<()> {
@@ -76,7 +75,7 @@ fn main() -> anyhow::Result<()> {
         "write_slowdowns",
         "write_stalls",
     ] {
-        print!("{name} {} ", stats.extra(name).unwrap_or(0.0));
+        print!("{name} {} ", stats.field(name).unwrap_or(0.0));
     }
     println!();
     for (l, level) in db.report().levels.iter().enumerate() {

@@ -46,11 +46,9 @@ fn main() -> anyhow::Result<()> {
     );
     let keys = KeySet::new(spec, 7)?;
     let data = records * (key_bytes + value_bytes as u64);
-    let opts = Options {
-        sync: SyncMode::Never,
-        cache_bytes: (data / 10).max(1 << 20),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .sync(SyncMode::Never)
+        .cache_bytes((data / 10).max(1 << 20));
     let mut stores = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let index = match *name {
@@ -96,7 +94,7 @@ fn main() -> anyhow::Result<()> {
             stats.write_amplification().unwrap_or(f64::NAN),
         );
         for name in ["flushes", "compactions", "trivial_moves", "write_stalls"] {
-            print!("{name} {} ", stats.extra(name).unwrap_or(0.0));
+            print!("{name} {} ", stats.field(name).unwrap_or(0.0));
         }
         println!();
     }

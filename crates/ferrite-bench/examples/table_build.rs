@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use ferrite_lsm::table::TableBuilder;
+use ferrite_lsm::internals::TableBuilder;
 use ferrite_lsm::IndexKind;
 use rand::{Rng, SeedableRng};
 

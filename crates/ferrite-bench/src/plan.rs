@@ -222,7 +222,7 @@ impl BenchPlan {
             }
             for (row, l) in rows.iter_mut().zip(&loaded) {
                 row.disk_bytes = process::disk_bytes(&l.dir);
-                row.engine_extra = l.db.stats().extra;
+                row.engine_extra = l.db.stats().detail.map(|d| d.fields()).unwrap_or_default();
                 row.finish();
             }
             results.extend(rows);

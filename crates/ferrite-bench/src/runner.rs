@@ -226,17 +226,35 @@ fn exec(
             db.put(k, v)?;
             Ok(found)
         }
-        Op::Scan(i, n) => {
+        Op::Scan(i, n) | Op::ReverseScan(i, n) => {
             keys.key(i, k);
             let mut left = n;
-            db.scan(KeyRange::from_bounds(&k[..]..), &mut |_, _| {
+            let mut visit = |_: &[u8], _: &[u8]| {
                 left -= 1;
                 if left == 0 {
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())
                 }
-            })?;
+            };
+            if matches!(op, Op::Scan(..)) {
+                db.scan(KeyRange::from_bounds(&k[..]..), &mut visit)?;
+            } else {
+                db.scan_rev(KeyRange::from_bounds(..=&k[..]), &mut visit)?;
+            }
+            Ok(true)
+        }
+        Op::DeleteRange(i, n) => {
+            keys.key(i, k);
+            keys.key(i + n, v);
+            let (lo, hi) = if k <= v {
+                (&k[..], &v[..])
+            } else {
+                (&v[..], &k[..])
+            };
+            if lo < hi {
+                db.delete_range(lo, hi)?;
+            }
             Ok(true)
         }
     }

@@ -1,7 +1,8 @@
 //! Workloads: the mix of operations and how records are chosen.
 //!
 //! YCSB's core workloads A–F with their standard parameters, plus custom
-//! mixes from the command line. A [`Workload`] is pure data; [`OpStream`]
+//! mixes from the command line, which may also scan backwards (`rscan`)
+//! and delete ranges (`delrange`). A [`Workload`] is pure data; [`OpStream`]
 //! turns it into a sequence of operations for one client thread.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,15 +24,19 @@ pub enum OpKind {
     Insert,
     Scan,
     ReadModifyWrite,
+    ReverseScan,
+    DeleteRange,
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 5] = [
+    pub const ALL: [OpKind; 7] = [
         OpKind::Read,
         OpKind::Update,
         OpKind::Insert,
         OpKind::Scan,
         OpKind::ReadModifyWrite,
+        OpKind::ReverseScan,
+        OpKind::DeleteRange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +46,8 @@ impl OpKind {
             OpKind::Insert => "insert",
             OpKind::Scan => "scan",
             OpKind::ReadModifyWrite => "rmw",
+            OpKind::ReverseScan => "rscan",
+            OpKind::DeleteRange => "delrange",
         }
     }
 }
@@ -54,9 +61,16 @@ pub struct Workload {
     pub insert: f64,
     pub scan: f64,
     pub rmw: f64,
+    /// Scans from a record downwards.
+    pub rscan: f64,
+    /// Range deletes of `delete_range_len` records from a chosen one
+    /// (exactly those records when keys are sequential; a span of key
+    /// space as wide otherwise).
+    pub delrange: f64,
     pub distribution: RequestDistribution,
     /// Scans read a uniform number of records in `1..=max_scan_len`.
     pub max_scan_len: u64,
+    pub delete_range_len: u64,
 }
 
 impl Workload {
@@ -69,8 +83,11 @@ impl Workload {
             insert,
             scan,
             rmw,
+            rscan: 0.0,
+            delrange: 0.0,
             distribution,
             max_scan_len: 100,
+            delete_range_len: 100,
         }
     }
 
@@ -89,7 +106,9 @@ impl Workload {
     }
 
     /// Parses a YCSB letter (`a`..`f`) or a custom mix such as
-    /// `read=0.9,insert=0.1,dist=uniform,scanlen=50`.
+    /// `read=0.9,insert=0.1,dist=uniform,scanlen=50` (keys `read`,
+    /// `update`, `insert`, `scan`, `rmw`, `rscan`, `delrange`, `dist`,
+    /// `scanlen`, `delrangelen`).
     pub fn parse(s: &str) -> Result<Self> {
         let mut chars = s.chars();
         if let (Some(c), None) = (chars.next(), chars.next()) {
@@ -113,6 +132,9 @@ impl Workload {
                 "insert" => w.insert = num()?,
                 "scan" => w.scan = num()?,
                 "rmw" => w.rmw = num()?,
+                "rscan" => w.rscan = num()?,
+                "delrange" => w.delrange = num()?,
+                "delrangelen" => w.delete_range_len = num()?.max(1.0) as u64,
                 "dist" => {
                     w.distribution = RequestDistribution::parse(v)
                         .ok_or_else(|| bad(format!("unknown distribution {v:?}")))?
@@ -125,8 +147,20 @@ impl Workload {
         Ok(w)
     }
 
+    fn parts(&self) -> [(f64, OpKind); 7] {
+        [
+            (self.read, OpKind::Read),
+            (self.update, OpKind::Update),
+            (self.insert, OpKind::Insert),
+            (self.scan, OpKind::Scan),
+            (self.rmw, OpKind::ReadModifyWrite),
+            (self.rscan, OpKind::ReverseScan),
+            (self.delrange, OpKind::DeleteRange),
+        ]
+    }
+
     fn validate(&self) -> Result<(), String> {
-        let parts = [self.read, self.update, self.insert, self.scan, self.rmw];
+        let parts = self.parts().map(|(p, _)| p);
         if parts.iter().any(|p| !(p.is_finite() && *p >= 0.0)) {
             return Err("proportions must be non-negative".into());
         }
@@ -137,16 +171,10 @@ impl Workload {
         Ok(())
     }
 
-    fn cumulative(&self) -> [(f64, OpKind); 5] {
+    fn cumulative(&self) -> [(f64, OpKind); 7] {
         let mut acc = 0.0;
-        let mut out = [(0.0, OpKind::Read); 5];
-        for (slot, (p, k)) in out.iter_mut().zip([
-            (self.read, OpKind::Read),
-            (self.update, OpKind::Update),
-            (self.insert, OpKind::Insert),
-            (self.scan, OpKind::Scan),
-            (self.rmw, OpKind::ReadModifyWrite),
-        ]) {
+        let mut out = [(0.0, OpKind::Read); 7];
+        for (slot, (p, k)) in out.iter_mut().zip(self.parts()) {
             acc += p;
             *slot = (acc, k);
         }
@@ -163,6 +191,10 @@ pub enum Op {
     Insert(u64),
     Scan(u64, u64),
     ReadModifyWrite(u64),
+    /// Up to this many records from the record's key downwards.
+    ReverseScan(u64, u64),
+    /// The records from this one, this many.
+    DeleteRange(u64, u64),
 }
 
 impl Op {
@@ -173,6 +205,8 @@ impl Op {
             Op::Insert(_) => OpKind::Insert,
             Op::Scan(..) => OpKind::Scan,
             Op::ReadModifyWrite(_) => OpKind::ReadModifyWrite,
+            Op::ReverseScan(..) => OpKind::ReverseScan,
+            Op::DeleteRange(..) => OpKind::DeleteRange,
         }
     }
 }
@@ -203,11 +237,12 @@ impl RecordCounter {
 
 /// The operation sequence of one client thread.
 pub struct OpStream<'a> {
-    cumulative: [(f64, OpKind); 5],
+    cumulative: [(f64, OpKind); 7],
     chooser: Box<dyn Chooser>,
     rng: SmallRng,
     records: &'a RecordCounter,
     max_scan_len: u64,
+    delete_range_len: u64,
 }
 
 impl<'a> OpStream<'a> {
@@ -218,6 +253,7 @@ impl<'a> OpStream<'a> {
             rng: SmallRng::seed_from_u64(seed),
             records,
             max_scan_len: w.max_scan_len.max(1),
+            delete_range_len: w.delete_range_len.max(1),
         }
     }
 
@@ -246,6 +282,11 @@ impl Iterator for OpStream<'_> {
                 let start = pick(self);
                 Op::Scan(start, self.rng.gen_range(1..=self.max_scan_len))
             }
+            OpKind::ReverseScan => {
+                let start = pick(self);
+                Op::ReverseScan(start, self.rng.gen_range(1..=self.max_scan_len))
+            }
+            OpKind::DeleteRange => Op::DeleteRange(pick(self), self.delete_range_len),
             OpKind::Insert => Op::Insert(self.records.take()),
         })
     }
@@ -265,13 +306,7 @@ mod tests {
             for op in OpStream::new(&w, &counter, 9).take(n) {
                 *counts.entry(op.kind()).or_insert(0usize) += 1;
             }
-            for (p, k) in [
-                (w.read, OpKind::Read),
-                (w.update, OpKind::Update),
-                (w.insert, OpKind::Insert),
-                (w.scan, OpKind::Scan),
-                (w.rmw, OpKind::ReadModifyWrite),
-            ] {
+            for (p, k) in w.parts() {
                 let got = *counts.get(&k).unwrap_or(&0) as f64 / n as f64;
                 assert!((got - p).abs() < 0.01, "{letter} {k:?}: {got} vs {p}");
             }
@@ -312,5 +347,15 @@ mod tests {
         assert!(Workload::parse("read=0.5").is_err());
         assert!(Workload::parse("read=0.5,write=0.5").is_err());
         assert_eq!(Workload::parse("c").unwrap().name, "C");
+        let w = Workload::parse("rscan=0.5,delrange=0.5,delrangelen=1000").unwrap();
+        assert_eq!((w.rscan, w.delrange, w.delete_range_len), (0.5, 0.5, 1000));
+        let counter = RecordCounter::new(5000);
+        let ops: Vec<Op> = OpStream::new(&w, &counter, 2).take(1000).collect();
+        assert!(ops.iter().any(|o| matches!(o, Op::ReverseScan(..))));
+        assert!(ops.iter().all(|o| match o {
+            Op::DeleteRange(_, n) => *n == 1000,
+            Op::ReverseScan(_, n) => (1..=100).contains(n),
+            _ => false,
+        }));
     }
 }

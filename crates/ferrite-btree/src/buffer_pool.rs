@@ -224,6 +224,7 @@ impl Drop for PageRef<'_> {
 }
 
 impl BufferPool {
+    #[cfg(test)]
     /// A pool using at most `budget` bytes (at least 64 frames), spilling
     /// dirty victims to `spill_dev`.
     pub fn new(
@@ -316,14 +317,14 @@ impl BufferPool {
         self.base
     }
 
+    #[cfg(test)]
+    pub fn spare_bytes(&self) -> u64 {
+        (self.spare_capacity() * self.page_size) as u64
+    }
+
     /// Frames that may be lent.
     pub fn spare_capacity(&self) -> usize {
         self.frames.len() - self.base
-    }
-
-    /// Whether the spare frames are lent (hold page buffers).
-    pub fn is_lent(&self) -> bool {
-        self.capacity() > self.base
     }
 
     /// Gives the spare frames page buffers (one allocation), so they take
@@ -419,11 +420,6 @@ impl BufferPool {
         let spill = sp.mirror_bytes() + sp.map_bytes().saturating_sub(reserved);
         let buffers = self.capacity() * ps;
         (self.frames.len() * frame_overhead(ps) + buffers + spill) as u64
-    }
-
-    /// Bytes the spare frames' buffers take while lent.
-    pub fn spare_bytes(&self) -> u64 {
-        (self.spare_capacity() * self.page_size) as u64
     }
 
     /// Pages in the spill file.

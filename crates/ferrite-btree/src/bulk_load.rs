@@ -9,7 +9,8 @@
 
 use std::collections::VecDeque;
 
-use ferrite_core::{check_value, Error, Result};
+use ferrite_core::engine::check_value;
+use ferrite_core::{Error, Result};
 use ferrite_io::AlignedBuf;
 
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
@@ -136,9 +137,7 @@ pub fn load(
         }
         check_value(&v)?;
         if prev_key.as_ref().is_some_and(|p| *p >= k) {
-            return Err(Error::InvalidOptions(
-                "bulk load input is not strictly ascending".into(),
-            ));
+            return Err(Error::NotAscending { index: count });
         }
         let stored = if k.len() + v.len() <= tree.inline_max() {
             StoredValue::Inline(&v)

@@ -23,7 +23,8 @@
 //! payload, padded to the block size: a batch count u32, then per batch
 //! its length u32 and its `WriteBatch` encoding, applied in order.
 
-use ferrite_core::{ByteReader, Error, Result, WriteBatch};
+use ferrite_core::engine::ByteReader;
+use ferrite_core::{Error, Result, WriteBatch};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 const MAGIC: &[u8; 8] = b"FBTCRY01";
@@ -112,6 +113,7 @@ fn find(dev: &dyn BlockDevice, epoch: u64) -> Result<std::result::Result<Vec<u8>
     Ok(Ok(payload.to_vec()))
 }
 
+#[cfg(any(test, feature = "bench-internals"))]
 /// Decodes a carry-over payload (the batches, in order). Never panics: a
 /// payload that does not decode is a corruption error.
 pub fn decode(payload: &[u8]) -> Result<Vec<WriteBatch>> {

@@ -24,7 +24,8 @@
 //! callback (from the pool's frames or its spill file), and written in
 //! place by reading the double-write file back.
 
-use ferrite_core::{ByteReader, Error, Result};
+use ferrite_core::engine::ByteReader;
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice, WriteReq};
 
 use crate::meta::Meta;

@@ -17,7 +17,8 @@
 //! `2 .. page_count`, no id is listed twice, and no spare or level run
 //! overlaps another or a free id.
 
-use ferrite_core::{ByteReader, Error, Result};
+use ferrite_core::engine::ByteReader;
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 use crate::page::{self, PageId, KIND_FREELIST};

@@ -29,7 +29,7 @@ mod carry_over;
 mod checkpoint;
 mod clock;
 mod free_space;
-pub mod insert_buffer;
+mod insert_buffer;
 mod meta;
 mod options;
 mod overflow;
@@ -37,45 +37,26 @@ mod page;
 mod page_map;
 #[cfg(test)]
 mod probe_device;
-pub mod shortcut;
+mod shortcut;
 mod spill_log;
 mod store;
 mod structure_version;
 mod tree;
 
-pub use carry_over::decode as decode_carry_over;
-pub use free_space::{ChainRef, FreeSpace};
-pub use insert_buffer::InsertBufferOptions;
-pub use meta::{Carried, Meta as MetaPage};
+pub use insert_buffer::{BufferCounters, InsertBufferOptions};
 pub use options::BTreeOptions;
-pub use page::{decode as decode_page, search as search_page, DecodedCell, DecodedPage};
 pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
-pub use store::{BTreeStore, Devices, FORMAT_VERSION};
-pub use tree::max_key_len;
+pub use store::{BTreeStats, BTreeStore, Devices, InsertBufferStats, FORMAT_VERSION};
+pub use tree::{max_key_len, LevelFill};
 
-type Opened = ferrite_core::Result<Box<dyn ferrite_core::KvStore>>;
-
-fn open_boxed(dir: &std::path::Path, options: &ferrite_core::Options, bt: BTreeOptions) -> Opened {
-    Ok(Box::new(BTreeStore::open(dir, options, bt)?))
-}
-
-/// Opens the engine for the `ferrite` facade.
-pub fn open_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
-    open_boxed(dir, options, BTreeOptions::default())
-}
-
-/// Opens the SHORTCUT engine (the B+tree with its one-shot companion on)
-/// for the `ferrite` facade.
-pub fn open_shortcut_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
-    open_boxed(
-        dir,
-        options,
-        BTreeOptions::shortcut(ShortcutOptions::default()),
-    )
-}
-
-/// Opens the TurboIndex engine (the B+tree with its insert buffer on) for
-/// the `ferrite` facade.
-pub fn open_turbo_store(dir: &std::path::Path, options: &ferrite_core::Options) -> Opened {
-    open_boxed(dir, options, BTreeOptions::turbo())
+/// Page, meta-page and carry-over formats and the insert buffer's parts,
+/// for the fuzz targets, corruption tests and the harness; not a stable
+/// API.
+#[cfg(feature = "bench-internals")]
+pub mod internals {
+    pub use crate::carry_over::decode as decode_carry_over;
+    pub use crate::free_space::{ChainRef, FreeSpace};
+    pub use crate::insert_buffer::{InsertBuffer, Offer};
+    pub use crate::meta::{Carried, Meta as MetaPage};
+    pub use crate::page::{decode as decode_page, search as search_page, DecodedCell, DecodedPage};
 }

@@ -9,7 +9,8 @@
 //! describe no tree (a root outside the file, a file no offset reaches)
 //! does not decode, like one whose checksum fails.
 
-use ferrite_core::{ByteReader, Error, Result};
+use ferrite_core::engine::ByteReader;
+use ferrite_core::{Error, Result};
 
 use crate::free_space::ChainRef;
 use crate::page::{self, PageId};
@@ -145,7 +146,7 @@ impl Meta {
         if Self::decode(&probe) == Some(*self) {
             return Ok(());
         }
-        ferrite_core::persistable_counter(self.epoch, "btree meta page")?;
+        ferrite_core::engine::persistable_counter(self.epoch, "btree meta page")?;
         Err(Error::corruption(
             "btree meta page",
             format!("the checkpoint's meta page would not read back: {self:?}"),
@@ -185,7 +186,7 @@ mod tests {
     fn an_epoch_no_checkpoint_reaches_is_damage() {
         let mut m = Meta {
             page_size: 4096,
-            epoch: ferrite_core::COUNTER_LIMIT - 1,
+            epoch: ferrite_core::engine::COUNTER_LIMIT - 1,
             root: 5,
             height: 0,
             page_count: 8,
@@ -205,7 +206,7 @@ mod tests {
     fn only_meta_pages_that_read_back_are_persisted() {
         let mut m = Meta {
             page_size: 4096,
-            epoch: ferrite_core::COUNTER_LIMIT - 1,
+            epoch: ferrite_core::engine::COUNTER_LIMIT - 1,
             root: 5,
             height: 1,
             page_count: 8,

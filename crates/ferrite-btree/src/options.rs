@@ -2,11 +2,14 @@
 //! [`ferrite_core::Options`], and which of its designs a store runs (the
 //! plain tree, TurboIndex's insert buffer, or SHORTCUT's companion).
 
+use ferrite_core::EngineKind;
+
 use crate::insert_buffer::InsertBufferOptions;
 use crate::shortcut::ShortcutOptions;
 
 /// Options specific to the B+tree.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct BTreeOptions {
     /// Page size in bytes: a power of two from 1 KiB to 16 KiB.
     pub page_size: usize,
@@ -32,13 +35,51 @@ impl Default for BTreeOptions {
     }
 }
 
+ferrite_core::option_setters!(BTreeOptions {
+    page_size: usize,
+    checkpoint_wal_bytes: u64,
+    insert_buffer: Option<InsertBufferOptions>,
+    shortcut: Option<ShortcutOptions>,
+});
+
 impl BTreeOptions {
     /// The SHORTCUT configuration with options `o`.
-    pub fn shortcut(o: ShortcutOptions) -> Self {
-        Self {
-            shortcut: Some(o),
-            ..Self::default()
+    pub fn with_shortcut(o: ShortcutOptions) -> Self {
+        Self::default().shortcut(Some(o))
+    }
+
+    /// Which of the B+tree's designs these options run.
+    pub fn engine_kind(&self) -> Result<EngineKind, String> {
+        match (&self.insert_buffer, &self.shortcut) {
+            (Some(_), Some(_)) => Err("the insert buffer and SHORTCUT cannot both be on".into()),
+            (Some(_), None) => Ok(EngineKind::TurboIndex),
+            (None, Some(_)) => Ok(EngineKind::Shortcut),
+            (None, None) => Ok(EngineKind::Btree),
         }
+    }
+
+    /// Checks that the options can work together.
+    pub fn validate(&self) -> Result<(), String> {
+        let ps = self.page_size;
+        if !ps.is_power_of_two() || !(1024..=16384).contains(&ps) {
+            return Err(format!(
+                "page size {ps} is not a power of two in 1 KiB..16 KiB"
+            ));
+        }
+        if self.checkpoint_wal_bytes < 4096 {
+            return Err(format!(
+                "checkpoint_wal_bytes {} is below 4 KiB",
+                self.checkpoint_wal_bytes
+            ));
+        }
+        self.engine_kind()?;
+        if let Some(ib) = &self.insert_buffer {
+            ib.validate()?;
+        }
+        if let Some(sc) = &self.shortcut {
+            sc.validate()?;
+        }
+        Ok(())
     }
 
     /// The TurboIndex configuration: the default insert buffer on.

@@ -522,6 +522,23 @@ pub fn child_for(b: &[u8], k: &[u8]) -> PageId {
     }
 }
 
+/// The child holding the keys just below `k` (for a descent to the
+/// largest key strictly less than `k`).
+pub fn child_below(b: &[u8], k: &[u8]) -> PageId {
+    match search(b, k) {
+        Ok(0) | Err(0) => link(b),
+        Ok(i) | Err(i) => child(b, i - 1),
+    }
+}
+
+/// The child holding the largest keys.
+pub fn last_child(b: &[u8]) -> PageId {
+    match count(b) {
+        0 => link(b),
+        n => child(b, n - 1),
+    }
+}
+
 /// Points the child that [`child_for`] follows for `k` at `id`.
 pub fn set_child_for(b: &mut [u8], k: &[u8], id: PageId) {
     match search(b, k) {
@@ -860,6 +877,7 @@ pub fn check(b: &[u8], expect_id: PageId, location: &dyn Fn() -> String) -> Resu
 }
 
 /// One cell of a decoded page.
+#[cfg(any(test, feature = "bench-internals"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodedCell {
     /// A leaf pair with its value inline.
@@ -877,6 +895,7 @@ pub enum DecodedCell {
 }
 
 /// A page read from bytes, for inspection tools and fuzzing.
+#[cfg(any(test, feature = "bench-internals"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedPage {
     pub kind: u8,
@@ -891,6 +910,7 @@ pub struct DecodedPage {
     pub payload: Vec<u8>,
 }
 
+#[cfg(any(test, feature = "bench-internals"))]
 /// Checks page `id`'s image `b` as a read from disk does ([`check`]) and
 /// decodes it. A typed error for anything damaged; never a panic.
 pub fn decode(b: &[u8], id: PageId) -> Result<DecodedPage> {

@@ -132,8 +132,6 @@ pub struct Tree {
 
 /// What [`Tree::verify`] found besides the invariants holding.
 pub struct TreeReport {
-    /// Every page the tree reaches (tree and overflow pages).
-    pub pages: HashSet<PageId>,
     /// Per level, leaves first.
     pub levels: Vec<LevelFill>,
 }
@@ -962,6 +960,177 @@ impl Tree {
         Ok(bytes)
     }
 
+    /// The leaf holding the largest keys below `below` (below every key:
+    /// `None`), by the tree's shape.
+    fn leaf_before(&self, shape: &Shape, below: Option<&[u8]>) -> Result<PageId> {
+        let mut id = shape.root;
+        for _ in 0..shape.height {
+            let b = self.pool.read(id)?;
+            expect_kind(id, &b, KIND_INNER)?;
+            id = match below {
+                Some(k) => page::child_below(&b, k),
+                None => page::last_child(&b),
+            };
+        }
+        Ok(id)
+    }
+
+    /// Visits the pairs of `range` in descending key order, with
+    /// `overlay` as in [`Tree::scan_with`]. From the leaf holding the
+    /// range's end, each next leaf is found by a descent to the keys just
+    /// below the current one's low fence (leaves link only rightward).
+    pub(crate) fn scan_rev_with<'o>(
+        &self,
+        shape: &Shape,
+        range: KeyRange<'_>,
+        overlay: &dyn Fn(PageId) -> Vec<Record<'o>>,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<u64> {
+        let mut bytes = 0u64;
+        let mut id = match range.end {
+            Bound::Included(e) | Bound::Excluded(e) => self.leaf_for(shape, e)?,
+            Bound::Unbounded => self.leaf_before(shape, None)?,
+        };
+        for _ in 0..=shape.page_count {
+            let b = self.pool.read(id)?;
+            expect_kind(id, &b, KIND_LEAF)?;
+            let extra = overlay(id);
+            let mut i = page::count(&b);
+            let mut e = extra.len();
+            loop {
+                // The previous pair in key order from the page or the
+                // overlay; on equal keys the overlay's version wins.
+                let pk = i.checked_sub(1).map(|j| page::key(&b, j));
+                let ek = e.checked_sub(1).and_then(|j| extra.get(j)).map(|(k, _)| *k);
+                let (k, newer) = match (pk, ek) {
+                    (None, None) => break,
+                    (Some(p), Some(x)) if x >= p => {
+                        if x == p {
+                            i -= 1;
+                        }
+                        e -= 1;
+                        (x, extra.get(e).map(|(_, v)| *v))
+                    }
+                    (Some(p), _) => {
+                        i -= 1;
+                        (p, None)
+                    }
+                    (None, Some(x)) => {
+                        e -= 1;
+                        (x, extra.get(e).map(|(_, v)| *v))
+                    }
+                };
+                if !range.before_end(k) {
+                    continue;
+                }
+                if !range.after_start(k) {
+                    return Ok(bytes);
+                }
+                let flow = match newer {
+                    Some(None) => continue,
+                    Some(Some(v)) => {
+                        bytes += (k.len() + v.len()) as u64;
+                        visit(k, v)
+                    }
+                    None => match page::value(&b, i) {
+                        StoredValue::Inline(v) => {
+                            bytes += (k.len() + v.len()) as u64;
+                            visit(k, v)
+                        }
+                        StoredValue::Overflow { first, len, .. } => {
+                            let v = self.read_overflow(first, len)?;
+                            bytes += (k.len() + v.len()) as u64;
+                            visit(k, &v)
+                        }
+                    },
+                };
+                if flow == ControlFlow::Break(()) {
+                    return Ok(bytes);
+                }
+            }
+            let Some(low) = page::fences(&b).0.map(<[u8]>::to_vec) else {
+                return Ok(bytes);
+            };
+            drop(b);
+            // Every key left of this leaf is below its low fence.
+            if !range.after_start(&low) {
+                return Ok(bytes);
+            }
+            id = self.leaf_before(shape, Some(&low))?;
+        }
+        Err(Error::corruption(
+            "leaf fences",
+            "a reverse walk visits more leaves than the file holds",
+        ))
+    }
+
+    /// Removes the keys of `start..end` that the leaf holding `start`
+    /// holds, rebuilding it once without them (a leaf wholly inside the
+    /// range is emptied in one step), and frees their overflow chains.
+    /// Returns the pairs removed and where the range goes on (the leaf's
+    /// high fence), if it does. The caller runs it inside a change, the
+    /// leaf free of buffered records.
+    pub fn delete_range_leaf(
+        &self,
+        shape: &mut Shape,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<(u64, Option<Vec<u8>>)> {
+        let id = self.leaf_for(shape, start)?;
+        let (removed, chains, high) = {
+            let p = self.pool.fetch(id)?;
+            let mut b = p.write();
+            expect_kind(id, &b, KIND_LEAF)?;
+            let n = page::count(&b);
+            let from = page::search(&b, start).unwrap_or_else(|i| i);
+            let to = page::search(&b, end).unwrap_or_else(|i| i);
+            let mut chains = Vec::new();
+            if from < to {
+                for i in from..to {
+                    if let StoredValue::Overflow { first, len, run } = page::value(&b, i) {
+                        chains.push((first, len, run));
+                    }
+                }
+                let keep: Vec<Vec<u8>> = (0..from)
+                    .chain(to..n)
+                    .map(|i| page::raw_cell(&b, i))
+                    .collect();
+                let (low, high) = page::fences_owned(&b);
+                page::rebuild(&mut b, &keep, low.as_deref(), high.as_deref());
+            }
+            (
+                to.saturating_sub(from) as u64,
+                chains,
+                page::fences_owned(&b).1,
+            )
+        };
+        for (first, len, run) in chains {
+            self.free_overflow(shape, first, len, run)?;
+        }
+        // Leaves to the right hold keys at or above this one's high fence.
+        Ok((removed, high.filter(|h| h.as_slice() < end)))
+    }
+
+    /// The leaves holding keys of `start..end`, left to right.
+    pub(crate) fn leaves_in(
+        &self,
+        shape: &Shape,
+        start: &[u8],
+        end: &[u8],
+        out: &mut Vec<PageId>,
+    ) -> Result<()> {
+        let mut id = self.leaf_for(shape, start)?;
+        for _ in 0..=shape.page_count {
+            out.push(id);
+            let b = self.pool.read(id)?;
+            match page::fences(&b).1 {
+                Some(h) if h < end && page::link(&b) >= 2 => id = page::link(&b),
+                _ => return Ok(()),
+            }
+        }
+        Err(Error::corruption("leaf chain", "longer than the file"))
+    }
+
     /// Pages per level, leaves first: counted once by reading the inner
     /// pages (outside the pool, so the count disturbs no cache), then kept
     /// current by splits.
@@ -1046,10 +1215,7 @@ impl Tree {
                 ));
             }
         }
-        Ok(TreeReport {
-            pages: seen,
-            levels,
-        })
+        Ok(TreeReport { levels })
     }
 
     fn verify_node(

@@ -77,17 +77,13 @@ fn stress(mode: Mode) {
     let bt = if mode == Mode::Shortcut {
         common::restless_shortcut()
     } else if turbo {
-        BTreeOptions {
-            page_size: 1024,
-            insert_buffer: Some(ferrite_btree::InsertBufferOptions {
-                share: 0.3,
+        BTreeOptions::default().page_size(1024).insert_buffer(Some(
+            ferrite_btree::InsertBufferOptions::default()
+                .share(0.3)
                 // Buffered writes throughout, whatever share of the
                 // operations the readers get on a loaded machine.
-                adaptive: false,
-                ..Default::default()
-            }),
-            ..BTreeOptions::default()
-        }
+                .adaptive(false),
+        ))
     } else {
         BTreeOptions::default()
     };
@@ -178,31 +174,31 @@ fn stress(mode: Mode) {
     let mut used_before = 0.0;
     if mode == Mode::Shortcut {
         let t = std::time::Instant::now();
-        while db.stats().extra("sc_relocated").unwrap() == 0.0 && t.elapsed().as_secs() < 30 {
+        while db.stats().field("sc_relocated").unwrap() == 0.0 && t.elapsed().as_secs() < 30 {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(db.stats().extra("sc_relocated").unwrap() > 0.0);
+        assert!(db.stats().field("sc_relocated").unwrap() > 0.0);
         // Moved pages reach the page file (only pages there are
         // prefetched: a dirty or spilled image is newer) at a checkpoint.
         db.flush().unwrap();
         db.rebuild_shortcut().unwrap();
-        used_before = db.stats().extra("sc_prefetch_used").unwrap();
+        used_before = db.stats().field("sc_prefetch_used").unwrap();
     }
     for (k, v) in &expected {
         assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
     }
     if turbo {
         let s = db.stats();
-        assert!(s.extra("ib_buffered_writes").unwrap() > 500.0);
+        assert!(s.field("ib_buffered_writes").unwrap() > 500.0);
     }
     if mode == Mode::Shortcut {
         let s = db.stats();
         db.verify().unwrap();
-        let rebuilds = s.extra("sc_rebuilds").unwrap();
+        let rebuilds = s.field("sc_rebuilds").unwrap();
         assert!(rebuilds >= 3.0, "only {rebuilds} rebuilds");
-        assert!(s.extra("sc_predictions").unwrap() > 1000.0);
+        assert!(s.field("sc_predictions").unwrap() > 1000.0);
         assert!(
-            s.extra("sc_prefetch_used").unwrap() > used_before,
+            s.field("sc_prefetch_used").unwrap() > used_before,
             "the last pass used no prefetched page"
         );
     }
@@ -253,11 +249,9 @@ fn race<C: Default + Send + 'static>(
 fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
     let db = mem_store(
         96 << 10,
-        BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 64 << 10,
-            ..BTreeOptions::default()
-        },
+        BTreeOptions::default()
+            .page_size(1024)
+            .checkpoint_wal_bytes(64 << 10),
     );
     // A long value: its version in the first 4 bytes, then bytes that
     // depend on the version and the position.
@@ -309,7 +303,7 @@ fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
     db.verify().unwrap();
     let s = db.stats();
     assert!(
-        s.extra("checkpoints").unwrap() > 2.0,
+        s.field("checkpoints").unwrap() > 2.0,
         "freed pages were reused"
     );
 }
@@ -323,13 +317,7 @@ fn lock_free_lookups_see_batches_whole_and_long_values_untorn() {
 /// two ends agree.
 #[test]
 fn scans_see_batches_whole() {
-    let db = mem_store(
-        4 << 20,
-        BTreeOptions {
-            page_size: 1024,
-            ..BTreeOptions::default()
-        },
-    );
+    let db = mem_store(4 << 20, BTreeOptions::default().page_size(1024));
     // 3000 fillers of 40 bytes: a full scan passes the 64 KiB chunk.
     for i in 0..3000u32 {
         db.put(format!("m{i:06}").as_bytes(), &[1; 32]).unwrap();
@@ -407,11 +395,9 @@ fn scans_see_batches_whole() {
 fn batched_chain_reads_beside_a_writer_see_long_values_whole() {
     let db = mem_store(
         256 << 10,
-        BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 256 << 10,
-            ..BTreeOptions::default()
-        },
+        BTreeOptions::default()
+            .page_size(1024)
+            .checkpoint_wal_bytes(256 << 10),
     );
     // A value names its key and version and is filled from both.
     fn long(key: u32, version: u32, len: usize) -> Vec<u8> {
@@ -473,7 +459,7 @@ fn batched_chain_reads_beside_a_writer_see_long_values_whole() {
     db.verify().unwrap();
     let s = db.stats();
     assert!(
-        s.extra("checkpoints").unwrap() > 2.0,
+        s.field("checkpoints").unwrap() > 2.0,
         "freed pages were reused"
     );
 }
@@ -485,10 +471,7 @@ fn batched_chain_reads_beside_a_writer_see_long_values_whole() {
 /// one the writer wrote, and the final state must be the writer's.
 #[test]
 fn batched_spills_beside_lock_free_readers_lose_nothing() {
-    let bt = BTreeOptions {
-        page_size: 1024,
-        ..BTreeOptions::default()
-    };
+    let bt = BTreeOptions::default().page_size(1024);
     let db = mem_store(64 << 10, bt);
     let expected = Arc::new(parking_lot::Mutex::new(BTreeMap::new()));
     let counts = race(
@@ -526,14 +509,14 @@ fn batched_spills_beside_lock_free_readers_lose_nothing() {
     assert!(counts.iter().sum::<u64>() > 0, "readers ran");
     let s = db.stats();
     assert!(
-        s.extra("read_misses").unwrap() > 1000.0,
+        s.field("read_misses").unwrap() > 1000.0,
         "readers claimed frames: {:?}",
-        s.extra("read_misses")
+        s.field("read_misses")
     );
     assert!(
-        s.extra("spill_batches").unwrap() > 10.0,
+        s.field("spill_batches").unwrap() > 10.0,
         "dirty victims were spilled in batches: {:?}",
-        s.extra("spill_batches")
+        s.field("spill_batches")
     );
     db.verify().unwrap();
     assert!(

@@ -117,7 +117,7 @@ fn a_damaged_carry_over_is_corruption_not_an_empty_one() {
     {
         let db = open_as(&d, Mode::Turbo).unwrap();
         for i in 0..3000u32 {
-            db.put(&(i.wrapping_mul(2_654_435_761)).to_be_bytes(), &[7; 60])
+            db.put(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7; 60])
                 .unwrap();
         }
         db.flush().unwrap();
@@ -176,7 +176,7 @@ fn a_damaged_newest_meta_page_is_restored_from_the_double_write_file() {
         let epoch = |slot: u64| {
             let mut b = AlignedBuf::zeroed(ps);
             pages.read_at(&mut b, slot * ps as u64).unwrap();
-            ferrite_btree::MetaPage::decode(&b).map_or(0, |m| m.epoch)
+            ferrite_btree::internals::MetaPage::decode(&b).map_or(0, |m| m.epoch)
         };
         let newest = if epoch(0) > epoch(1) { 0 } else { 1 };
         let bit = rng.gen_range(0..8);
@@ -323,17 +323,14 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused_and_left_in_place() {
                     .collect();
                 let salvaged = ferrite_btree::BTreeStore::open_on(
                     common::wire(&d),
-                    &ferrite_core::Options {
-                        cache_bytes: 320 << 10,
-                        wal_recovery: ferrite_core::WalRecovery::TruncateAtDamage,
-                        ..ferrite_core::Options::default()
-                    },
-                    ferrite_btree::BTreeOptions {
-                        page_size: 4096,
-                        checkpoint_wal_bytes: 64 << 10,
-                        insert_buffer: None,
-                        shortcut: None,
-                    },
+                    &ferrite_core::Options::default()
+                        .cache_bytes(320 << 10)
+                        .wal_recovery(ferrite_core::WalRecovery::TruncateAtDamage),
+                    ferrite_btree::BTreeOptions::default()
+                        .page_size(4096)
+                        .checkpoint_wal_bytes(64 << 10)
+                        .insert_buffer(None)
+                        .shortcut(None),
                 )
                 .unwrap_or_else(|e| panic!("{what}: salvage: {e}"));
                 let keys: Vec<Vec<u8>> = contents(&salvaged).into_keys().collect();

@@ -12,14 +12,15 @@ use std::time::{Duration, Instant};
 
 use common::{contents, fresh, open, open_as, open_with, wire, Devs, Mode};
 use ferrite_btree::{BTreeOptions, BTreeStore};
-use ferrite_core::testkit::{full_disk, interrupted_recovery, FullDisk};
+use ferrite_core::testkit::{
+    full_disk, interrupted_recovery, range_delete_effect, Effect, FullDisk,
+};
 use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 /// The writes of one batch: key and new value (`None` for a delete).
-type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
@@ -90,8 +91,16 @@ fn crash_loop(mode: Mode) {
             let mut b = WriteBatch::new();
             let mut effect = Vec::new();
             for _ in 0..rng.gen_range(1..9) {
-                let k = format!("key{:04}", rng.gen_range(0..keys)).into_bytes();
-                if rng.gen_bool(0.2) {
+                let at = rng.gen_range(0..keys);
+                let k = format!("key{at:04}").into_bytes();
+                if rng.gen_bool(0.03) {
+                    // A range delete: whole leaves emptied, replayed from
+                    // the WAL and carried over checkpoints.
+                    let end = format!("key{:04}", at + rng.gen_range(1..80)).into_bytes();
+                    b.delete_range(&k, &end).unwrap();
+                    let removed = range_delete_effect(&acked, &effect, &k, &end);
+                    effect.extend(removed);
+                } else if rng.gen_bool(0.2) {
                     b.delete(&k).unwrap();
                     effect.push((k, None));
                 } else {
@@ -113,8 +122,8 @@ fn crash_loop(mode: Mode) {
             }
             if turbo && i == 200 {
                 let st = db.stats();
-                buffered += st.extra("ib_buffered_writes").unwrap_or(0.0);
-                spills += st.extra("spills").unwrap_or(0.0);
+                buffered += st.field("ib_buffered_writes").unwrap_or(0.0);
+                spills += st.field("spills").unwrap_or(0.0);
             }
             match db.write_batch(&b) {
                 Ok(()) => {
@@ -144,9 +153,9 @@ fn crash_loop(mode: Mode) {
         };
         if shortcut {
             let st = db.stats();
-            rebuilds += st.extra("sc_rebuilds").unwrap_or(0.0);
-            relocated += st.extra("sc_relocated").unwrap_or(0.0);
-            prefetch_used += st.extra("sc_prefetch_used").unwrap_or(0.0);
+            rebuilds += st.field("sc_rebuilds").unwrap_or(0.0);
+            relocated += st.field("sc_relocated").unwrap_or(0.0);
+            prefetch_used += st.field("sc_prefetch_used").unwrap_or(0.0);
         }
         for dev in &d {
             dev.crash(crash).unwrap();
@@ -316,16 +325,12 @@ fn a_full_disk_is_reported_and_loses_nothing() {
 #[test]
 fn a_recovery_that_checkpoints_and_then_fails_loses_nothing() {
     let open_sized = |d: &Devs, cache_bytes: u64| {
-        let opts = Options {
-            cache_bytes,
-            sync: SyncMode::Always,
-            ..Options::default()
-        };
-        let bt = BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 96 << 10,
-            ..BTreeOptions::default()
-        };
+        let opts = Options::default()
+            .cache_bytes(cache_bytes)
+            .sync(SyncMode::Always);
+        let bt = BTreeOptions::default()
+            .page_size(1024)
+            .checkpoint_wal_bytes(96 << 10);
         BTreeStore::open_on(wire(d), &opts, bt)
     };
     let mut failed_reopens = 0;
@@ -364,7 +369,7 @@ fn a_recovery_that_checkpoints_and_then_fails_loses_nothing() {
         d[1].inject(FaultRule::nth(FaultOp::Sync, nth, FaultKind::Eio));
         match open_sized(&d, 64 << 10) {
             Ok(db) => {
-                mid_replay_checkpoints += db.stats().extra("checkpoints").unwrap_or(0.0) - 1.0;
+                mid_replay_checkpoints += db.stats().field("checkpoints").unwrap_or(0.0) - 1.0;
                 drop(db);
             }
             Err(_) => failed_reopens += 1,

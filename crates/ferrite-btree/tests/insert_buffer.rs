@@ -22,16 +22,15 @@ fn devices() -> Devs {
 }
 
 fn open(d: &Devs, threshold: u8) -> BTreeStore {
-    let bt = BTreeOptions {
-        page_size: 1024,
-        checkpoint_wal_bytes: 256 << 10,
-        insert_buffer: Some(InsertBufferOptions {
-            share: 0.3,
-            reuse_threshold: threshold,
-            ..InsertBufferOptions::default()
-        }),
-        shortcut: None,
-    };
+    let bt = BTreeOptions::default()
+        .page_size(1024)
+        .checkpoint_wal_bytes(256 << 10)
+        .insert_buffer(Some(
+            InsertBufferOptions::default()
+                .share(0.3)
+                .reuse_threshold(threshold),
+        ))
+        .shortcut(None);
     common::open_unsynced(d, 100 << 10, bt).unwrap()
 }
 
@@ -201,7 +200,7 @@ fn every_mechanism_runs_and_the_answers_stay_right() {
         }
     }
     let s = db.stats();
-    let e = |n: &str| s.extra(n).unwrap();
+    let e = |n: &str| s.field(n).unwrap();
     assert!(
         e("ib_buffered_writes") > 10_000.0,
         "buffered {}",
@@ -242,7 +241,7 @@ fn the_gate_lends_the_buffer_to_the_pool_while_reads_dominate() {
     let db = open(&d, 2);
     let mut model = BTreeMap::new();
     preload(&db, &mut model, 20_000);
-    let e = |db: &BTreeStore, n: &str| db.stats().extra(n).unwrap();
+    let e = |db: &BTreeStore, n: &str| db.stats().field(n).unwrap();
     let frames_on = e(&db, "pool_frames");
     let mut x = 7u64;
     let mut next = |n: u64| {
@@ -267,7 +266,7 @@ fn the_gate_lends_the_buffer_to_the_pool_while_reads_dominate() {
     assert_eq!(e(&db, "ib_bytes"), 0.0);
     assert!(e(&db, "pool_frames") > frames_on, "no memory was lent");
     let s = db.stats();
-    let caches = s.memory_bytes as f64 - s.extra("working_bytes").unwrap();
+    let caches = s.memory_bytes as f64 - s.field("working_bytes").unwrap();
     assert!(caches <= f64::from(100 << 10), "caches hold {caches} B");
     check(&db, &model);
     // Writes only: the buffer comes back, and the pool returns the frames.
@@ -288,10 +287,7 @@ fn the_gate_lends_the_buffer_to_the_pool_while_reads_dominate() {
 #[test]
 fn a_plain_btree_directory_is_not_opened_as_turboindex() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        direct_io: false,
-        ..Options::default()
-    };
+    let opts = Options::default().direct_io(false);
     drop(BTreeStore::open(dir.path(), &opts, BTreeOptions::default()).unwrap());
     assert!(BTreeStore::open(dir.path(), &opts, BTreeOptions::turbo()).is_err());
     let dir = tempfile::tempdir().unwrap();

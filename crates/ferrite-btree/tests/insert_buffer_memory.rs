@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
-use ferrite_btree::insert_buffer::{InsertBuffer, Offer};
+use ferrite_btree::internals::{InsertBuffer, Offer};
 use ferrite_btree::InsertBufferOptions;
 
 struct Counting;
@@ -39,10 +39,7 @@ fn reported_bytes_match_the_allocator() {
     let before = LIVE.load(Relaxed);
     // A threshold no page reaches, so records pile up (until a page's
     // records pass the per-page cap).
-    let opts = InsertBufferOptions {
-        reuse_threshold: 200,
-        ..InsertBufferOptions::default()
-    };
+    let opts = InsertBufferOptions::default().reuse_threshold(200);
     let mut ib = InsertBuffer::new(&opts, 8 << 20, 4000, 4096);
     let mut x = 5u64;
     let check = |ib: &InsertBuffer, when: &str| {

@@ -28,12 +28,9 @@ fn open_with(
     page_size: usize,
     cache_bytes: u64,
 ) -> Result<BTreeStore, ferrite_core::Error> {
-    let bt = BTreeOptions {
-        page_size,
-        checkpoint_wal_bytes: 256 << 10,
-        insert_buffer: None,
-        shortcut: None,
-    };
+    let bt = BTreeOptions::default()
+        .page_size(page_size)
+        .checkpoint_wal_bytes(256 << 10);
     common::open_unsynced(d, cache_bytes, bt)
 }
 
@@ -163,7 +160,7 @@ fn range_scans_respect_bounds() {
         .scan_collect(KeyRange::from_bounds(&from[..]..=&to[..]), 100)
         .unwrap();
     assert_eq!(got.len(), 11);
-    assert!(db.stats().extra("height").unwrap() >= 2.0);
+    assert!(db.stats().field("height").unwrap() >= 2.0);
 }
 
 proptest! {
@@ -211,9 +208,9 @@ fn bulk_load_builds_a_valid_tree() {
     db.verify().unwrap();
     // The walk reports how full it found the pages: the loader's 90%, plus
     // fence keys, less the last page's remainder.
-    let fill = db.stats().extra("fill_level_0").unwrap();
+    let fill = db.stats().field("fill_level_0").unwrap();
     assert!((0.85..0.95).contains(&fill), "leaf fill {fill}");
-    assert!(db.stats().extra("min_fill_level_1").unwrap() > 0.0);
+    assert!(db.stats().field("min_fill_level_1").unwrap() > 0.0);
     for i in (0..50_000u64).step_by(997) {
         assert_eq!(
             db.get(&i.to_be_bytes()).unwrap(),
@@ -286,11 +283,11 @@ fn dirty_pages_spill_and_come_back_between_checkpoints() {
     }
     let s = db.stats();
     assert!(
-        s.extra("spills").unwrap() > 1000.0,
+        s.field("spills").unwrap() > 1000.0,
         "{:?}",
-        s.extra("spills")
+        s.field("spills")
     );
-    assert!(s.extra("checkpoints").unwrap() > 1.0);
+    assert!(s.field("checkpoints").unwrap() > 1.0);
     check(&db, &model);
     drop(db);
     let db = open(&d, 1024);
@@ -303,31 +300,30 @@ fn dirty_pages_spill_and_come_back_between_checkpoints() {
 #[test]
 fn a_small_pool_spills_up_to_the_wal_bound_before_it_checkpoints() {
     let d = devices_for(1024);
-    let bt = BTreeOptions {
-        page_size: 1024,
-        checkpoint_wal_bytes: 4 << 20,
-        insert_buffer: None,
-        shortcut: None,
-    };
+    let bt = BTreeOptions::default()
+        .page_size(1024)
+        .checkpoint_wal_bytes(4 << 20)
+        .insert_buffer(None)
+        .shortcut(None);
     // The smallest cache a store takes: 56 frames of 1 KiB pages, about a
     // tenth of the data.
     let open = || common::open_unsynced(&d, 64 << 10, bt).unwrap();
     let db = open();
-    let created = db.stats().extra("checkpoints");
+    let created = db.stats().field("checkpoints");
     let mut model = BTreeMap::new();
     for (_, _, k, v) in scattered_puts(5, 20_000) {
         db.put(&k, &v).unwrap();
         model.insert(k, v);
     }
     let s = db.stats();
-    let frames = s.extra("pool_frames").unwrap();
-    let spilled = s.extra("spilled_pages").unwrap();
+    let frames = s.field("pool_frames").unwrap();
+    let spilled = s.field("spilled_pages").unwrap();
     assert!(
         spilled > 4.0 * frames,
         "{spilled} pages spilled by {frames} frames"
     );
     assert_eq!(
-        s.extra("checkpoints"),
+        s.field("checkpoints"),
         created,
         "no checkpoint since creation"
     );
@@ -348,11 +344,9 @@ fn rewritten_large_values_reuse_freed_pages_across_reopens() {
     let d = devices();
     let pages = |db: &BTreeStore| {
         db.stats()
-            .extra
-            .iter()
-            .find(|(n, _)| n == "pages")
-            .map(|(_, v)| *v as u64)
+            .engine::<ferrite_btree::BTreeStats>()
             .unwrap()
+            .pages
     };
     let value = |round: u8, k: u8| vec![round.wrapping_mul(31).wrapping_add(k); 20_000];
     let mut db = open(&d, 4096);

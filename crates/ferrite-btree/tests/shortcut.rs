@@ -17,10 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn open(page_size: usize, cache: u64, sc: ShortcutOptions) -> BTreeStore {
-    let bt = BTreeOptions {
-        page_size,
-        ..BTreeOptions::shortcut(sc)
-    };
+    let bt = BTreeOptions::with_shortcut(sc).page_size(page_size);
     common::open_unsynced(&common::mem_devices(page_size), cache, bt).unwrap()
 }
 
@@ -29,7 +26,7 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn extra(db: &BTreeStore, name: &str) -> f64 {
-    db.stats().extra(name).unwrap_or(0.0)
+    db.stats().field(name).unwrap_or(0.0)
 }
 
 /// Bulk-loads `n` keys spread over the u64 space, then looks up `probes`
@@ -71,10 +68,7 @@ fn the_base_variant_is_exact_on_a_static_tree() {
     let db = loaded(
         100_000,
         5_000,
-        ShortcutOptions {
-            variant: ShortcutVariant::Base,
-            ..Default::default()
-        },
+        ShortcutOptions::default().variant(ShortcutVariant::Base),
     );
     let r = db.shortcut_report().unwrap();
     assert_eq!(r.level_hits, r.level_predictions);
@@ -90,12 +84,10 @@ fn a_useless_level_stops_predicting() {
     let db = open(
         4096,
         256 << 10,
-        ShortcutOptions {
-            eps: 1e12,
-            min_accuracy: 0.9,
-            accuracy_window: 256,
-            ..Default::default()
-        },
+        ShortcutOptions::default()
+            .eps(1e12)
+            .min_accuracy(0.9)
+            .accuracy_window(256),
     );
     let mut pairs = (0..200_000u64).map(|i| (key(i * i * i * 17), vec![1u8; 8]));
     db.bulk_load(&mut pairs).unwrap();
@@ -122,11 +114,9 @@ fn sync_rebuilds_inline_and_background_rebuilds_catch_up() {
         let db = open(
             1024,
             128 << 10,
-            ShortcutOptions {
-                variant,
-                stash_threshold: 0.05,
-                ..Default::default()
-            },
+            ShortcutOptions::default()
+                .variant(variant)
+                .stash_threshold(0.05),
         );
         let mut pairs = (0..20_000u64).map(|i| (key(i * 1000), vec![2u8; 8]));
         db.bulk_load(&mut pairs).unwrap();
@@ -160,12 +150,10 @@ fn relayout_puts_levels_back_into_one_run() {
         let db = open(
             1024,
             128 << 10,
-            ShortcutOptions {
-                variant,
-                stash_threshold: 0.2,
-                relocate_threshold: 0.01,
-                ..Default::default()
-            },
+            ShortcutOptions::default()
+                .variant(variant)
+                .stash_threshold(0.2)
+                .relocate_threshold(0.01),
         );
         let mut pairs = (0..30_000u64).map(|i| (key(i * 1000), vec![2u8; 8]));
         db.bulk_load(&mut pairs).unwrap();
@@ -207,12 +195,10 @@ fn inserts_during_background_relayouts_lose_nothing() {
     let db = Arc::new(open(
         1024,
         96 << 10,
-        ShortcutOptions {
-            stash_threshold: 0.02,
-            relocate_threshold: 0.02,
-            walk_chunk: 1,
-            ..Default::default()
-        },
+        ShortcutOptions::default()
+            .stash_threshold(0.02)
+            .relocate_threshold(0.02)
+            .walk_chunk(1),
     ));
     let n = 40_000u64;
     let mix = |i: u64| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i >> 7)).wrapping_add(1);
@@ -288,16 +274,11 @@ proptest! {
         which in 0usize..4,
     ) {
         let sc = match which {
-            0 => ShortcutOptions { eps: 1e12, stash_threshold: 1.0, ..Default::default() },
-            1 => ShortcutOptions { stash_threshold: 1.0, ..Default::default() },
-            2 => ShortcutOptions { variant: ShortcutVariant::Base, stash_threshold: 1.0, ..Default::default() },
+            0 => ShortcutOptions::default().eps(1e12).stash_threshold(1.0),
+            1 => ShortcutOptions::default().stash_threshold(1.0),
+            2 => ShortcutOptions::default().variant(ShortcutVariant::Base).stash_threshold(1.0),
             // Rebuilds and physical re-layouts inline, after a few splits.
-            _ => ShortcutOptions {
-                variant: ShortcutVariant::Sync,
-                stash_threshold: 0.02,
-                relocate_threshold: 0.0,
-                ..Default::default()
-            },
+            _ => ShortcutOptions::default().variant(ShortcutVariant::Sync).stash_threshold(0.02).relocate_threshold(0.0),
         };
         let db = open(1024, 64 << 10, sc);
         let mut oracle = BTreeMap::new();

@@ -254,19 +254,46 @@ fn a_damaged_wal_is_refused_and_salvaged_on_request() {
     let p = dir.path().join("lsm");
     let p = path(&p);
     ok(&["kv", "put", "--path", p, "--engine", "lsm", "k0000", "v"]);
-    let lines: String = (1..2000).map(|i| format!("k{i:04}\tvalue-{i}\n")).collect();
-    let out = ferrite_fed(
-        &["kv", "load", "--path", p, "--sync", "never"],
-        lines.as_bytes(),
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    // The live WAL is the largest; damage the middle of its records.
-    let wal = std::fs::read_dir(p)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
-        .max_by_key(|f| std::fs::metadata(f).unwrap().len())
+    // A loader killed while it waits for more input: its batches are in
+    // the WAL (each synced), not yet in tables.
+    let mut loader = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args([
+            "kv", "load", "--path", p, "--sync", "always", "--batch", "50",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
+    let lines: String = (1..2000).map(|i| format!("k{i:04}\tvalue-{i}\n")).collect();
+    let mut input = loader.stdin.take().unwrap();
+    input.write_all(lines.as_bytes()).unwrap();
+    input.flush().unwrap();
+    // The live WAL is the largest; wait until it logs the last full batch.
+    let live_wal = || {
+        std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|f| f.file_name().unwrap().to_str().unwrap().starts_with("wal-"))
+            .max_by_key(|f| std::fs::metadata(f).unwrap().len())
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    while !std::fs::read(live_wal())
+        .unwrap()
+        .windows(5)
+        .any(|w| w == b"k1950")
+    {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the loader logged nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    loader.kill().unwrap();
+    loader.wait().unwrap();
+    drop(input);
+    let wal = live_wal();
     let mut bytes = std::fs::read(&wal).unwrap();
     let mid = bytes.iter().rposition(|&b| b != 0).unwrap() / 2;
     bytes[mid] ^= 0x40;

@@ -1,14 +1,15 @@
 //! Atomic write batches and their byte encoding.
 //!
-//! A [`WriteBatch`] is an ordered list of puts and deletes applied all or
-//! nothing by [`crate::KvStore::write_batch`]; later operations on the same
-//! key win. Keys and values are validated as they are added, so a batch
-//! that exists is a batch that can be applied.
+//! A [`WriteBatch`] is an ordered list of puts, deletes and range deletes
+//! applied all or nothing by [`crate::KvStore::write_batch`]; later
+//! operations on the same key win. Keys and values are validated as they
+//! are added, so a batch that exists is a batch that can be applied.
 //!
 //! The encoding (spec: `docs/format/write-batch.md`) is what WALs log:
-//! `count: u32 LE`, then per operation `tag: u8` (1 put, 2 delete),
-//! `key_len: u16 LE`, key, and for puts `value_len: u32 LE`, value. It
-//! carries no checksum of its own; the log record around it does.
+//! `count: u32 LE`, then per operation `tag: u8` (1 put, 2 delete, 3
+//! range delete), `key_len: u16 LE`, key, and for puts `value_len: u32
+//! LE`, value, for range deletes `end_len: u16 LE`, end. It carries no
+//! checksum of its own; the log record around it does.
 //! [`WriteBatch::decode`] never panics and rejects trailing bytes.
 
 use crate::byte_reader::ByteReader;
@@ -17,19 +18,41 @@ use crate::key::{check_key, check_value};
 
 const TAG_PUT: u8 = 1;
 const TAG_DELETE: u8 = 2;
+const TAG_DELETE_RANGE: u8 = 3;
 
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchOp {
-    Put { key: Vec<u8>, value: Vec<u8> },
-    Delete { key: Vec<u8> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    /// Every key `k` with `start <= k < end` (`start < end`).
+    DeleteRange {
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
 }
 
 impl BatchOp {
+    /// The key the operation writes (a range delete's first key).
     pub fn key(&self) -> &[u8] {
         match self {
             BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
+            BatchOp::DeleteRange { start, .. } => start,
         }
+    }
+
+    /// Every key the operation names: one, or a range delete's two bounds.
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        let end = match self {
+            BatchOp::DeleteRange { end, .. } => Some(end.as_slice()),
+            _ => None,
+        };
+        std::iter::once(self.key()).chain(end)
     }
 }
 
@@ -66,6 +89,29 @@ impl WriteBatch {
         Ok(self)
     }
 
+    /// Adds a delete of every key in `start..end`; fails (adding nothing)
+    /// if a bound is out of limits or the range is empty.
+    pub fn delete_range(&mut self, start: &[u8], end: &[u8]) -> Result<&mut Self> {
+        check_key(start)?;
+        check_key(end)?;
+        if start >= end {
+            return Err(Error::EmptyRange);
+        }
+        self.payload += start.len() + end.len();
+        self.ops.push(BatchOp::DeleteRange {
+            start: start.to_vec(),
+            end: end.to_vec(),
+        });
+        Ok(self)
+    }
+
+    /// Whether the batch holds a range delete.
+    pub fn has_range_delete(&self) -> bool {
+        self.ops
+            .iter()
+            .any(|op| matches!(op, BatchOp::DeleteRange { .. }))
+    }
+
     pub fn ops(&self) -> &[BatchOp] {
         &self.ops
     }
@@ -96,6 +142,7 @@ impl WriteBatch {
             .map(|op| match op {
                 BatchOp::Put { key, value } => 1 + 2 + key.len() + 4 + value.len(),
                 BatchOp::Delete { key } => 1 + 2 + key.len(),
+                BatchOp::DeleteRange { start, end } => 1 + 2 + start.len() + 2 + end.len(),
             })
             .sum::<usize>()
     }
@@ -117,6 +164,13 @@ impl WriteBatch {
                     out.push(TAG_DELETE);
                     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
                     out.extend_from_slice(key);
+                }
+                BatchOp::DeleteRange { start, end } => {
+                    out.push(TAG_DELETE_RANGE);
+                    out.extend_from_slice(&(start.len() as u16).to_le_bytes());
+                    out.extend_from_slice(start);
+                    out.extend_from_slice(&(end.len() as u16).to_le_bytes());
+                    out.extend_from_slice(end);
                 }
             }
         }
@@ -141,6 +195,13 @@ impl WriteBatch {
                 TAG_DELETE => {
                     batch.delete(key).map_err(|e| bad(&e.to_string()))?;
                 }
+                TAG_DELETE_RANGE => {
+                    let elen = r.u16().ok_or_else(|| bad("truncated"))?;
+                    let end = r.bytes(elen as usize).ok_or_else(|| bad("truncated"))?;
+                    batch
+                        .delete_range(key, end)
+                        .map_err(|e| bad(&e.to_string()))?;
+                }
                 t => return Err(bad(&format!("unknown operation tag {t}"))),
             }
         }
@@ -162,6 +223,9 @@ mod tests {
         b.put(b"k", b"v").unwrap();
         assert!(b.put(b"", b"v").is_err());
         assert!(b.delete(&[0; 1025]).is_err());
+        assert!(matches!(b.delete_range(b"b", b"b"), Err(Error::EmptyRange)));
+        assert!(b.delete_range(b"c", b"a").is_err());
+        assert!(b.delete_range(b"", b"a").is_err());
         assert_eq!(b.len(), 1);
         assert_eq!(b.payload_bytes(), 2);
     }
@@ -170,6 +234,7 @@ mod tests {
     fn damaged_encodings_are_errors() {
         let mut b = WriteBatch::new();
         b.put(b"key", b"value").unwrap().delete(b"gone").unwrap();
+        b.delete_range(b"a", b"b").unwrap();
         let mut enc = Vec::new();
         b.encode(&mut enc);
         assert_eq!(enc.len(), b.encoded_len());
@@ -187,11 +252,19 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(ops in proptest::collection::vec(
-            (any::<bool>(), proptest::collection::vec(any::<u8>(), 1..40),
+            (0u8..3, proptest::collection::vec(any::<u8>(), 1..40),
              proptest::collection::vec(any::<u8>(), 0..100)), 0..20)) {
             let mut b = WriteBatch::new();
-            for (is_put, k, v) in &ops {
-                if *is_put { b.put(k, v).unwrap(); } else { b.delete(k).unwrap(); }
+            for (kind, k, v) in &ops {
+                match kind {
+                    0 => { b.put(k, v).unwrap(); }
+                    1 => { b.delete(k).unwrap(); }
+                    _ => {
+                        let mut end = k.clone();
+                        end.push(0);
+                        b.delete_range(k, &end).unwrap();
+                    }
+                }
             }
             let mut enc = Vec::new();
             b.encode(&mut enc);

@@ -44,10 +44,10 @@ impl<'a> ByteReader<'a> {
         self.array().map(u64::from_le_bytes)
     }
 
-    /// A persisted counter: a u64 below [`crate::COUNTER_LIMIT`], `None`
+    /// A persisted counter: a u64 below [`crate::engine::COUNTER_LIMIT`], `None`
     /// past the end or at or above the limit.
     pub fn counter(&mut self) -> Option<u64> {
-        self.u64().and_then(crate::check_counter)
+        self.u64().and_then(crate::counter::check_counter)
     }
 
     /// Bytes consumed so far.

@@ -27,6 +27,16 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// The key-value engines: those a store directory can be opened with.
+    pub const KEY_VALUE: [EngineKind; 5] = [
+        EngineKind::Btree,
+        EngineKind::Shortcut,
+        EngineKind::TurboIndex,
+        EngineKind::Zkv,
+        EngineKind::Lsm,
+    ];
+
+    /// Every design, RASK (a block-range map with its own API) included.
     pub const ALL: [EngineKind; 6] = [
         EngineKind::Btree,
         EngineKind::Shortcut,
@@ -35,6 +45,11 @@ impl EngineKind {
         EngineKind::Lsm,
         EngineKind::Rask,
     ];
+
+    /// Whether the engine is a key-value store (all but RASK).
+    pub fn is_key_value(self) -> bool {
+        self != EngineKind::Rask
+    }
 
     /// The stable name used on disk and on the command line.
     pub fn name(self) -> &'static str {

@@ -29,6 +29,10 @@ pub enum Error {
     #[error("value of {len} bytes exceeds the maximum of {max}")]
     ValueTooLarge { len: usize, max: usize },
 
+    /// A key range with no keys in it: its start is not below its end.
+    #[error("empty key range: a range's start must be below its end")]
+    EmptyRange,
+
     /// A write batch whose encoding is larger than one log record holds.
     #[error("write batch of {len} bytes exceeds the log's largest record, {max} bytes")]
     BatchTooLarge { len: usize, max: usize },
@@ -81,7 +85,32 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
 
-    /// A store implemented outside ferrite (a benchmark baseline such as
+    /// The operating system refused something the store needs to run (a
+    /// thread, memory, a file handle); nothing about the store's data or
+    /// the caller's input is wrong, and retrying later may work.
+    #[error("could not get {what} from the operating system: {reason}")]
+    Resource { what: String, reason: String },
+
+    /// Bulk-load input whose keys are not strictly ascending; `index` is
+    /// the first record out of order (0-based). Nothing was loaded past it.
+    #[error("bulk-load input is not strictly ascending at record {index}")]
+    NotAscending { index: u64 },
+
+    /// A snapshot (or an iterator, which reads one) kept more old versions
+    /// alive than the store allows while writes went on; it can no longer
+    /// answer. Take a new one.
+    #[error(
+        "snapshot too old: it would need {needed} bytes of old versions, past the store's \
+         bound of {limit}; take a new snapshot"
+    )]
+    SnapshotTooOld { needed: u64, limit: u64 },
+
+    /// The block-range index (RASK) refused an operation; the message says
+    /// why (an inverted or overflowing range, a value it cannot store).
+    #[error("rask: {0}")]
+    Rask(String),
+
+    /// A store implemented outside ferrite (a benchmark peer such as
     /// RocksDB) failed; `store` names it and `message` is its own error text.
     #[error("{store}: {message}")]
     Foreign {
@@ -89,12 +118,33 @@ pub enum Error {
         message: String,
     },
 
+    /// The store does not offer the operation (a benchmark peer whose
+    /// adapter does not provide snapshots or compare-and-swap).
+    #[error("{store} does not support {operation}")]
+    Unsupported {
+        store: &'static str,
+        operation: &'static str,
+    },
+
     /// The engine exists in ferrite but is not compiled into this build.
     #[error("engine {0} is not available in this build")]
     EngineUnavailable(EngineKind),
+
+    /// The engine is not a key-value store (RASK maps block ranges; it has
+    /// its own API, `ferrite_rask::DurableRask`).
+    #[error("{0} is not a key-value engine; it has an API of its own")]
+    NotKeyValue(EngineKind),
 }
 
 impl Error {
+    /// An operating-system resource the store could not get.
+    pub fn resource(what: impl Into<String>, e: impl std::fmt::Display) -> Self {
+        Error::Resource {
+            what: what.into(),
+            reason: e.to_string(),
+        }
+    }
+
     /// Shorthand for a corruption error.
     pub fn corruption(location: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Corruption {
@@ -135,10 +185,14 @@ impl Error {
         matches!(
             self,
             Error::EmptyKey
+                | Error::EmptyRange
                 | Error::KeyTooLarge { .. }
                 | Error::ValueTooLarge { .. }
                 | Error::BatchTooLarge { .. }
                 | Error::InvalidOptions(_)
+                | Error::NotAscending { .. }
+                | Error::Rask(_)
+                | Error::NotKeyValue(_)
         )
     }
 }

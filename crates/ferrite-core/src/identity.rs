@@ -242,10 +242,7 @@ mod tests {
             StoreIdentity::establish(&dir, EngineKind::Btree, 2..=2, &opts),
             Err(Error::WrongFormat { .. })
         ));
-        let strict = Options {
-            error_if_exists: true,
-            ..Options::default()
-        };
+        let strict = Options::default().error_if_exists(true);
         assert!(matches!(
             StoreIdentity::establish(&dir, EngineKind::Btree, 1..=1, &strict),
             Err(Error::AlreadyExists { .. })
@@ -279,10 +276,7 @@ mod tests {
             StoreIdentity::establish(&foreign, EngineKind::Btree, 1..=1, &opts),
             Err(Error::NotAStore { .. })
         ));
-        let no_create = Options {
-            create_if_missing: false,
-            ..Options::default()
-        };
+        let no_create = Options::default().create_if_missing(false);
         assert!(matches!(
             StoreIdentity::establish(
                 &root.path().join("new"),

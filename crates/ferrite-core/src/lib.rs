@@ -1,24 +1,25 @@
 //! # ferrite-core: the API every ferrite engine implements
 //!
-//! This crate owns what engines have in common and nothing engine-specific:
+//! This crate owns what engines have in common and nothing engine-specific.
+//! Its root is the key-value API a user of any engine sees:
 //!
-//! - [`KvStore`]: get, put, delete, ordered scan, atomic batches, flush,
-//!   sync, stats and verify; object safe, `Send + Sync`.
-//! - Limits on keys (1..=1024 bytes) and values (0..=4 MiB), enforced with
-//!   typed errors, and [`key_to_u64`], the order-preserving key → u64 map
-//!   that learned models use.
-//! - [`WriteBatch`] and its log encoding.
-//! - [`Options`] and [`SyncMode`], named the same for every engine, and
-//!   [`PeriodicSync`], the thread that keeps `SyncMode::Batched`'s bound
-//!   when writes stop.
-//! - [`Stats`], engine-neutral counters for amplification and caching.
+//! - [`KvStore`]: get, put, delete, range delete, compare-and-swap, ordered
+//!   scans both ways, atomic batches, snapshots ([`StoreSnapshot`]),
+//!   flush, sync, stats, verify and close; object safe, `Send + Sync`.
+//! - [`WriteBatch`] and its log encoding; [`KeyRange`] and
+//!   [`OwnedKeyRange`] (with a prefix's exact range).
+//! - [`Options`] and [`SyncMode`], named the same for every engine.
+//! - [`Stats`]: engine-neutral counters, and each engine's own typed ones
+//!   behind [`EngineStats`].
 //! - [`Error`], one typed, non-exhaustive error enum.
 //! - [`EngineKind`] and the [`StoreIdentity`] file that tells which engine
 //!   made a directory.
-//! - [`COUNTER_LIMIT`], the bound decoders hold persisted epochs, sequence
-//!   numbers and ids to.
-//! - With the `testkit` feature, `testkit`: the oracle engines' tests use
-//!   for stores opened over damaged bytes.
+//!
+//! [`engine`] holds what engines share beyond that: key checks, the
+//! poison flag, the periodic sync thread, persisted-counter bounds, the
+//! snapshot chain of in-place stores, the benchmark hooks. With the
+//! `testkit` feature, `testkit`: the oracle engines' tests use for stores
+//! opened over damaged bytes.
 //!
 //! Engines depend on this crate and on `ferrite-io`; nothing here depends
 //! on an engine.
@@ -30,25 +31,37 @@ mod engine_kind;
 mod error;
 mod identity;
 mod key;
+mod option_setters;
 mod options;
 mod periodic_sync;
 mod poison;
 mod range;
+mod snapshot_chain;
 mod stats;
 mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use batch::{BatchOp, WriteBatch};
-pub use byte_reader::ByteReader;
-pub use counter::{check_counter, persistable_counter, COUNTER_LIMIT};
 pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
-pub use identity::{Established, StoreIdentity, IDENTITY_FILE};
-pub use key::{check_key, check_value, key_to_u64, u64_to_key, MAX_KEY_LEN, MAX_VALUE_LEN};
+pub use identity::StoreIdentity;
+pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use options::{Options, SyncMode, WalRecovery};
-pub use periodic_sync::PeriodicSync;
-pub use poison::Poison;
-pub use range::KeyRange;
-pub use stats::{ApiCounters, CacheCounts, DeviceCounts, OpCounts, Stats};
-pub use store::{KvStore, KvStoreExt, ScanVisitor};
+pub use range::{KeyRange, OwnedKeyRange};
+pub use stats::{CacheCounts, DeviceCounts, EngineStats, OpCounts, Stats};
+pub use store::{KvStore, KvStoreExt, ScanVisitor, StoreSnapshot};
+
+/// What engines share beyond the user API: plumbing for implementing a
+/// store, not for using one (the `ferrite` facade does not export it).
+pub mod engine {
+    pub use crate::byte_reader::ByteReader;
+    pub use crate::counter::{check_counter, persistable_counter, COUNTER_LIMIT};
+    pub use crate::identity::{Established, IDENTITY_FILE};
+    pub use crate::key::{check_key, check_value, key_to_u64, u64_to_key};
+    pub use crate::periodic_sync::PeriodicSync;
+    pub use crate::poison::Poison;
+    pub use crate::snapshot_chain::{ChainSnapshot, ChainStats, CurrentState, Pin, SnapshotChain};
+    pub use crate::stats::ApiCounters;
+    pub use crate::store::Instrumented;
+}

@@ -64,8 +64,11 @@ pub enum WalRecovery {
     TruncateAtDamage,
 }
 
-/// Options every engine understands.
+/// Options every engine understands. Set them with the chained setters
+/// (`Options::default().sync(SyncMode::Always)`); each default's reason
+/// is on its field.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Options {
     pub sync: SyncMode,
     /// Memory the engine may use for caching pages, blocks or nodes, in
@@ -80,6 +83,15 @@ pub struct Options {
     /// What opening does with a damaged write-ahead log.
     pub wal_recovery: WalRecovery,
 }
+
+crate::option_setters!(Options {
+    sync: SyncMode,
+    cache_bytes: u64,
+    create_if_missing: bool,
+    error_if_exists: bool,
+    direct_io: bool,
+    wal_recovery: WalRecovery,
+});
 
 impl Default for Options {
     fn default() -> Self {
@@ -130,15 +142,9 @@ mod tests {
     #[test]
     fn validation() {
         assert!(Options::default().validate().is_ok());
-        let tiny = Options {
-            cache_bytes: 10,
-            ..Options::default()
-        };
+        let tiny = Options::default().cache_bytes(10);
         assert!(tiny.validate().is_err());
-        let zero = Options {
-            sync: SyncMode::Batched(Duration::ZERO),
-            ..Options::default()
-        };
+        let zero = Options::default().sync(SyncMode::Batched(Duration::ZERO));
         assert!(zero.validate().is_err());
     }
 }

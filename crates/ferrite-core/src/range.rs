@@ -30,26 +30,17 @@ impl<'a> KeyRange<'a> {
         }
     }
 
-    /// Keys starting with `prefix`.
-    pub fn prefix(prefix: &'a [u8]) -> (Self, Option<Vec<u8>>) {
-        // The exclusive end is the prefix with its last non-0xFF byte
-        // incremented; returned separately because the range borrows it.
-        let mut end = prefix.to_vec();
-        while let Some(&last) = end.last() {
-            if last == 0xFF {
-                end.pop();
-            } else {
-                if let Some(l) = end.last_mut() {
-                    *l += 1;
-                }
-                break;
+    /// Whether the bounds leave no key between them (start past end, or
+    /// meeting where one excludes the other). Scans of such a range visit
+    /// nothing.
+    pub fn is_empty(&self) -> bool {
+        match (self.start, self.end) {
+            (Bound::Included(s), Bound::Included(e)) => s > e,
+            (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+                s >= e
             }
+            _ => false,
         }
-        let r = Self {
-            start: Bound::Included(prefix),
-            end: Bound::Unbounded,
-        };
-        (r, (!end.is_empty()).then_some(end))
     }
 
     /// Whether `key` lies in the range.
@@ -76,6 +67,74 @@ impl<'a> KeyRange<'a> {
     }
 }
 
+/// A key range that owns its bounds (what a prefix's range needs: its
+/// end is computed, not borrowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedKeyRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+}
+
+impl OwnedKeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        Self {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// From any range of keys (`a..b`, `a..=b`, `a..`, `..`).
+    pub fn new<K: AsRef<[u8]>>(r: impl RangeBounds<K>) -> Self {
+        let own = |b: Bound<&K>| b.map(|k| k.as_ref().to_vec());
+        Self {
+            start: own(r.start_bound()),
+            end: own(r.end_bound()),
+        }
+    }
+
+    /// Exactly the keys that start with `prefix`: from `prefix` up to,
+    /// not including, the shortest key above every key it begins
+    /// (`prefix` with its last byte below 0xFF incremented and what follows
+    /// dropped); unbounded above when every byte is 0xFF.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        let mut end = prefix.to_vec();
+        while end.last() == Some(&0xFF) {
+            end.pop();
+        }
+        if let Some(l) = end.last_mut() {
+            *l += 1;
+        }
+        Self {
+            start: Bound::Included(prefix.to_vec()),
+            end: if end.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Excluded(end)
+            },
+        }
+    }
+
+    /// The borrowed form scans take.
+    pub fn as_range(&self) -> KeyRange<'_> {
+        KeyRange {
+            start: self.start.as_ref().map(Vec::as_slice),
+            end: self.end.as_ref().map(Vec::as_slice),
+        }
+    }
+}
+
+/// So a `BTreeMap<Vec<u8>, _>` can be ranged over with one
+/// (`map.range::<[u8], _>(r)`).
+impl RangeBounds<[u8]> for KeyRange<'_> {
+    fn start_bound(&self) -> Bound<&[u8]> {
+        self.start
+    }
+    fn end_bound(&self) -> Bound<&[u8]> {
+        self.end
+    }
+}
+
 impl<'a> RangeBounds<&'a [u8]> for KeyRange<'a> {
     fn start_bound(&self) -> Bound<&&'a [u8]> {
         self.start.as_ref()
@@ -99,9 +158,20 @@ mod tests {
     }
 
     #[test]
-    fn prefix_end() {
-        assert_eq!(KeyRange::prefix(b"ab").1.as_deref(), Some(&b"ac"[..]));
-        assert_eq!(KeyRange::prefix(b"a\xff").1.as_deref(), Some(&b"b"[..]));
-        assert_eq!(KeyRange::prefix(b"\xff\xff").1, None);
+    fn a_prefix_range_holds_exactly_the_keys_with_the_prefix() {
+        let p = OwnedKeyRange::prefix(b"ab");
+        assert_eq!(p.end, Bound::Excluded(b"ac".to_vec()));
+        let r = p.as_range();
+        assert!(r.contains(b"ab") && r.contains(b"ab\xff\xff") && r.contains(b"abz"));
+        assert!(!r.contains(b"aa\xff") && !r.contains(b"ac") && !r.contains(b"b"));
+        assert_eq!(
+            OwnedKeyRange::prefix(b"a\xff").end,
+            Bound::Excluded(b"b".to_vec())
+        );
+        let top = OwnedKeyRange::prefix(b"\xff\xff");
+        assert_eq!(top.end, Bound::Unbounded);
+        assert!(top.as_range().contains(b"\xff\xff\x01") && !top.as_range().contains(b"\xff"));
+        let r = OwnedKeyRange::new(b"b".to_vec()..b"d".to_vec());
+        assert!(r.as_range().contains(b"c") && !r.as_range().contains(b"d"));
     }
 }

@@ -142,8 +142,17 @@ impl CacheCounts {
     }
 }
 
-/// A snapshot of an engine's counters since it was opened.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// An engine's own counters: a struct per engine (`BTreeStats`,
+/// `LsmStats`, `ZkvStats`), read typed through [`Stats::engine`] and
+/// listed by name for reports and `ferrite inspect`.
+pub trait EngineStats: std::fmt::Debug + Send + Sync + std::any::Any {
+    /// Every counter as (name, value), in a stable order.
+    fn fields(&self) -> Vec<(String, f64)>;
+}
+
+/// A snapshot of an engine's counters since it was opened: the common ones
+/// every engine keeps, and its own in [`Stats::engine`].
+#[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub ops: OpCounts,
     /// Key and value bytes passed in by writes.
@@ -154,8 +163,13 @@ pub struct Stats {
     pub cache: CacheCounts,
     /// Bytes held by engine structures (caches, indexes, buffers).
     pub memory_bytes: u64,
-    /// Engine-specific counters, by stable name.
-    pub extra: Vec<(String, f64)>,
+    /// Live snapshots (and iterators, which read one).
+    pub snapshots: u64,
+    /// Bytes the live snapshots keep alive: old versions, or tables and
+    /// memtables they pin.
+    pub snapshot_bytes: u64,
+    /// The engine's own counters.
+    pub detail: Option<std::sync::Arc<dyn EngineStats>>,
 }
 
 impl Stats {
@@ -171,9 +185,51 @@ impl Stats {
             .then(|| self.device.read_bytes as f64 / self.user_bytes_read as f64)
     }
 
-    /// An engine-specific counter by name.
-    pub fn extra(&self, name: &str) -> Option<f64> {
-        self.extra.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    /// The engine's own counters as their type (`BTreeStats`, ...), if
+    /// the store is that engine.
+    pub fn engine<T: EngineStats>(&self) -> Option<&T> {
+        let d: &dyn std::any::Any = self.detail.as_deref()?;
+        d.downcast_ref::<T>()
+    }
+
+    /// One counter of [`Stats::fields`] by name, for reports and tools that
+    /// render counters of any engine; code that knows its engine reads the
+    /// typed struct through [`Stats::engine`].
+    pub fn field(&self, name: &str) -> Option<f64> {
+        self.fields()
+            .into_iter()
+            .find_map(|(n, v)| (n == name).then_some(v))
+    }
+
+    /// Every counter, common and the engine's own, as (name, value).
+    pub fn fields(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = [
+            ("gets", self.ops.gets),
+            ("puts", self.ops.puts),
+            ("deletes", self.ops.deletes),
+            ("scans", self.ops.scans),
+            ("batches", self.ops.batches),
+            ("user_bytes_written", self.user_bytes_written),
+            ("user_bytes_read", self.user_bytes_read),
+            ("device_reads", self.device.reads),
+            ("device_read_bytes", self.device.read_bytes),
+            ("device_writes", self.device.writes),
+            ("device_write_bytes", self.device.write_bytes),
+            ("device_syncs", self.device.syncs),
+            ("cache_hits", self.cache.hits),
+            ("cache_misses", self.cache.misses),
+            ("cache_evictions", self.cache.evictions),
+            ("memory_bytes", self.memory_bytes),
+            ("snapshots", self.snapshots),
+            ("snapshot_bytes", self.snapshot_bytes),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v as f64))
+        .collect();
+        if let Some(d) = &self.detail {
+            out.extend(d.fields());
+        }
+        out
     }
 }
 
@@ -203,6 +259,15 @@ mod tests {
         assert_eq!((c.bytes_written(), c.bytes_read()), (10, 8 + 4));
     }
 
+    #[derive(Debug, PartialEq)]
+    struct Levels(u64);
+
+    impl EngineStats for Levels {
+        fn fields(&self) -> Vec<(String, f64)> {
+            vec![("levels".into(), self.0 as f64)]
+        }
+    }
+
     #[test]
     fn ratios() {
         let s = Stats {
@@ -216,12 +281,15 @@ mod tests {
                 misses: 1,
                 evictions: 0,
             },
-            extra: vec![("levels".into(), 3.0)],
+            detail: Some(std::sync::Arc::new(Levels(3))),
             ..Default::default()
         };
         assert_eq!(s.write_amplification(), Some(4.0));
         assert_eq!(s.read_amplification(), None);
         assert_eq!(s.cache.hit_ratio(), Some(0.75));
-        assert_eq!(s.extra("levels"), Some(3.0));
+        assert_eq!(s.engine::<Levels>(), Some(&Levels(3)));
+        let fields = s.fields();
+        assert!(fields.contains(&("levels".to_string(), 3.0)));
+        assert!(fields.contains(&("device_write_bytes".to_string(), 400.0)));
     }
 }

@@ -11,8 +11,19 @@
 //!   it is durable according to the store's [`crate::SyncMode`];
 //! - `write_batch` is atomic: after a crash either all of it or none of it
 //!   is present;
-//! - `scan` visits keys in ascending byte order, each at most once, and
-//!   sees every write that completed before it started;
+//! - `scan` visits keys in ascending byte order (`scan_rev` descending),
+//!   each at most once, and sees every write that completed before it
+//!   started;
+//! - `delete_range` and `compare_and_swap` are atomic like a batch, and
+//!   a compare-and-swap's comparison and write see no other write between
+//!   them;
+//! - a [`StoreSnapshot`] sees exactly the writes completed before it was
+//!   taken, whatever is written, flushed, compacted or checkpointed
+//!   after; what it keeps alive to do so is bounded by the engine, past
+//!   which it answers [`crate::Error::SnapshotTooOld`];
+//! - `close` stops background work, makes every completed write durable
+//!   and reports what failed; dropping a store does the same on a
+//!   best-effort basis;
 //! - after a failed sync the store returns [`crate::Error::Poisoned`] from
 //!   every call rather than silently continuing;
 //! - a full device is an error for which [`crate::Error::is_no_space`]
@@ -30,6 +41,18 @@ use crate::stats::Stats;
 /// Receives scanned pairs; return `ControlFlow::Break(())` to stop early.
 pub type ScanVisitor<'v> = dyn FnMut(&[u8], &[u8]) -> ControlFlow<()> + 'v;
 
+/// A read-only view of a store at one instant.
+pub trait StoreSnapshot: Send + Sync {
+    /// The value `key` had when the snapshot was taken.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// As [`KvStore::scan`], over the snapshot.
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+
+    /// As [`KvStore::scan_rev`], over the snapshot.
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+}
+
 /// A durable, ordered key-value store.
 pub trait KvStore: Send + Sync {
     /// The value stored under `key`, if any.
@@ -41,14 +64,40 @@ pub trait KvStore: Send + Sync {
     /// Removes `key`; removing an absent key is not an error.
     fn delete(&self, key: &[u8]) -> Result<()>;
 
+    /// Removes every key `k` with `start <= k < end`, atomically. The
+    /// default logs it as one batch operation, which engines apply their
+    /// own way (range tombstones, whole pages).
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(start, end)?;
+        self.write_batch(&b)
+    }
+
+    /// Sets `key` to `new` (`None` deletes it) if its value is `expected`
+    /// (`None`: absent), and says whether it did; the comparison and the
+    /// write are atomic against every other write. The building block of
+    /// read-modify-write (increments, appends, set-if-absent).
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool>;
+
     /// Visits every pair in `range` in ascending key order with a callback
     /// (a callback rather than an iterator, so engines can hold latches or
     /// pins across the visit without self-referential iterator types).
     /// The slices are valid only during the call.
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
 
+    /// As [`KvStore::scan`], in descending key order.
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+
     /// Applies every operation of `batch` atomically, in order.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()>;
+
+    /// A view that sees exactly the writes completed before this call.
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>>;
 
     /// Writes in-memory state (dirty pages, memtables) to the device, so
     /// that recovery has less log to replay. Implies nothing about fsync.
@@ -56,13 +105,6 @@ pub trait KvStore: Send + Sync {
 
     /// Makes every completed write durable.
     fn sync(&self) -> Result<()>;
-
-    /// Waits until the background work earlier writes started (flushes,
-    /// compactions) has finished, so a benchmark measures a settled store.
-    /// The default has nothing to wait for.
-    fn settle(&self) -> Result<()> {
-        Ok(())
-    }
 
     /// Counters since the store was opened.
     fn stats(&self) -> Stats;
@@ -77,9 +119,7 @@ pub trait KvStore: Send + Sync {
         let mut n = 0u64;
         for (k, v) in sorted {
             if prev.as_ref().is_some_and(|p| *p >= k) {
-                return Err(crate::Error::InvalidOptions(
-                    "bulk load input is not strictly ascending".into(),
-                ));
+                return Err(crate::Error::NotAscending { index: n });
             }
             batch.put(&k, &v)?;
             prev = Some(k);
@@ -99,6 +139,23 @@ pub trait KvStore: Send + Sync {
     /// checksums, structure) and reports the first violation as
     /// [`crate::Error::Corruption`]. Slow; for tests and `ferrite inspect`.
     fn verify(&self) -> Result<()>;
+
+    /// Stops background work, writes what is in memory out (a checkpoint
+    /// or a flush, as the engine closes), syncs, and reports the first
+    /// failure. After an error the store is closed all the same; reopening
+    /// recovers from what is durable.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// What a benchmark needs of a store beyond its API (the harness drives
+/// stores through it; the user API does not show it).
+pub trait Instrumented: KvStore {
+    /// Waits until the background work earlier writes started (flushes,
+    /// compactions) has finished, so a measurement starts from a settled
+    /// store. The default has nothing to wait for.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Generic helpers over any [`KvStore`], including `dyn KvStore`.
@@ -110,6 +167,27 @@ pub trait KvStoreExt: KvStore {
         visit: &mut ScanVisitor<'_>,
     ) -> Result<()> {
         self.scan(KeyRange::from_bounds(range), visit)
+    }
+
+    /// Collects up to `limit` pairs of `range`, in descending key order.
+    fn scan_rev_collect(
+        &self,
+        range: KeyRange<'_>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.scan_rev(range, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(out)
     }
 
     /// Collects up to `limit` pairs of `range`.

@@ -9,6 +9,7 @@
 //! are their only users; they hold no state. [`full_disk`] holds a store
 //! to the same standard when its devices run out of space, and
 //! [`interrupted_recovery`] cuts the power while a store recovers.
+//! [`Effect`] is what a batch does to a model, range deletes included.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +28,39 @@ pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 pub type Failed = (Vec<u8>, Vec<u8>);
 
 /// Key `i` of the key space the checks use (`key00042`).
+/// What a batch does to a model map, in order: `(key, Some(value))` puts,
+/// `(key, None)` deletes.
+pub type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Applies `effect` to `model`.
+pub fn apply_effect(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, effect: &Effect) {
+    for (k, v) in effect {
+        match v {
+            Some(v) => model.insert(k.clone(), v.clone()),
+            None => model.remove(k),
+        };
+    }
+}
+
+/// The deletes a range delete `start..end` adds to a batch's `effect`: one
+/// per key of the range that `before` holds once the batch's earlier
+/// operations are applied.
+pub fn range_delete_effect(
+    before: &BTreeMap<Vec<u8>, Vec<u8>>,
+    effect: &Effect,
+    start: &[u8],
+    end: &[u8],
+) -> Effect {
+    let mut view = before.clone();
+    apply_effect(&mut view, effect);
+    view.range::<[u8], _>((
+        std::ops::Bound::Included(start),
+        std::ops::Bound::Excluded(end),
+    ))
+    .map(|(k, _)| (k.clone(), None))
+    .collect()
+}
+
 pub fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }

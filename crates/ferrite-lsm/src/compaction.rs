@@ -22,6 +22,7 @@ use ferrite_core::Result;
 
 use crate::merge::{LevelIter, Merge, Source};
 use crate::options::LsmOptions;
+use crate::range_del::RangeDels;
 use crate::table::{BuiltTable, Table, TableBuilder, TableIter};
 use crate::version::Version;
 
@@ -112,10 +113,13 @@ pub fn merge(
     sources.push(Box::new(LevelIter::sequential(job.lower.clone())?));
     let mut merged = Merge::new(sources);
     let out_level = job.level + 1;
+    // The version's range deletes are durable: entries older than one
+    // covering them go now (a live snapshot keeps the inputs it reads).
+    let dels = RangeDels::visible(v.range_dels.iter(), u64::MAX);
     let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
     let (mut key, mut value) = (Vec::new(), Vec::new());
-    while let Some(live) = merged.next_into(&mut key, &mut value)? {
-        if !live && v.is_base_for(job.part, out_level, &key) {
+    while let Some((live, seq)) = merged.next_into(&mut key, &mut value)? {
+        if dels.covers(&key, seq) || (!live && v.is_base_for(job.part, out_level, &key)) {
             continue;
         }
         if b.estimated_bytes() >= opts.table_bytes {
@@ -123,6 +127,7 @@ pub fn merge(
                 emit(t)?;
             }
         }
+        b.note_seq(seq);
         b.add(&key, live.then_some(value.as_slice()));
     }
     if let Some(t) = b.finish() {
@@ -137,12 +142,10 @@ mod tests {
 
     #[test]
     fn the_most_overdue_level_is_picked() {
-        let opts = LsmOptions {
-            l0_compaction_trigger: 4,
-            l1_bytes: 100,
-            level_multiplier: 10,
-            ..LsmOptions::default()
-        };
+        let opts = LsmOptions::default()
+            .l0_compaction_trigger(4)
+            .l1_bytes(100)
+            .level_multiplier(10);
         let shape = |v: &[(usize, u64)]| -> Vec<LevelShape> {
             v.iter()
                 .map(|&(tables, bytes)| LevelShape { tables, bytes })

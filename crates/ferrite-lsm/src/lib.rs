@@ -33,34 +33,36 @@
 //! | `build_policy` | load-aware construction: whether new tables get a model (pure) |
 //! | `store` | [`LsmStore`]: write path, stalls, flush and compaction threads, recovery, `KvStore` |
 
-pub mod block_cache;
-pub mod build_policy;
+mod block_cache;
+mod build_policy;
 mod compaction;
-pub mod l0_index;
+mod l0_index;
 mod manifest;
 mod memtable;
 mod merge;
 mod options;
-pub mod partition_buffer;
+mod partition_buffer;
+mod range_del;
 mod store;
-pub mod table;
-pub mod table_space;
+mod table;
+mod table_space;
 mod version;
 
-pub use block_cache::clock_victim;
-pub use compaction::{pick_level, LevelShape};
-pub use manifest::{ManifestState, TableRecord};
 pub use options::{IndexKind, LoadAware, LsmOptions};
-pub use store::{Devices, LevelReport, LsmReport, LsmStore, FORMAT_VERSION, WAL_DEVICES};
+pub use store::{Devices, LevelReport, LsmReport, LsmStats, LsmStore, FORMAT_VERSION, WAL_DEVICES};
 
-/// Opens the engine for the `ferrite` facade.
-pub fn open_store(
-    dir: &std::path::Path,
-    options: &ferrite_core::Options,
-) -> ferrite_core::Result<Box<dyn ferrite_core::KvStore>> {
-    Ok(Box::new(LsmStore::open(
-        dir,
-        options,
-        LsmOptions::default(),
-    )?))
+/// Table and manifest formats and the pure policies, for the fuzz
+/// targets, the harness's table-build experiments and tests; not a
+/// stable API.
+#[cfg(feature = "bench-internals")]
+pub mod internals {
+    pub use crate::block_cache::{clock_victim, BlockCache};
+    pub use crate::compaction::{pick_level, LevelShape};
+    pub use crate::manifest::{ManifestState, TableRecord};
+    pub use crate::table::block::Block;
+    pub use crate::table::bloom::Bloom;
+    pub use crate::table::footer::{Footer, Properties};
+    pub use crate::table::index::Index;
+    pub use crate::table::{BuiltTable, Table, TableBuilder};
+    pub use crate::table_space::TableSpace;
 }

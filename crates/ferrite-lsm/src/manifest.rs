@@ -12,18 +12,25 @@
 //! Layout (spec: `docs/format/sstable.md`), little-endian:
 //! `magic u32 | generation u64 | next_table u64 | log_number u64 |
 //! last_seq u64 | partitions u32 | count u32 | count × (id u64, partition u16, level u8,
-//! start u64, pages u64) | partitions × part_log u64 | crc32c u32`,
-//! zero-padded to the device block. Generations, ids, log numbers and
-//! sequence numbers are below `ferrite_core::COUNTER_LIMIT`. Snapshots of
-//! the first format (magic `MNF1`, no `part_log`s) still decode, every
-//! partition at `log_number`.
+//! start u64, pages u64) | partitions × part_log u64 | range deletes |
+//! crc32c u32`, zero-padded to the device block; range deletes as
+//! `range_del::encode` writes them (magic `MNF3`). Generations, ids, log
+//! numbers and sequence numbers are below
+//! `ferrite_core::engine::COUNTER_LIMIT`. Snapshots of the older formats
+//! still decode: `MNF2` without range deletes, `MNF1` also without
+//! `part_log`s (every partition at `log_number`).
 
 use std::sync::Arc;
 
-use ferrite_core::{check_counter, Error, Result, COUNTER_LIMIT};
+use ferrite_core::engine::{check_counter, COUNTER_LIMIT};
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
-const MAGIC: u32 = 0x4d4e_4632; // "MNF2"
+use crate::range_del::RangeDel;
+
+const MAGIC: u32 = 0x4d4e_4633; // "MNF3"
+/// The second format: no range deletes.
+const MAGIC_V2: u32 = 0x4d4e_4632; // "MNF2"
 /// The first format: no per-partition log numbers.
 const MAGIC_V1: u32 = 0x4d4e_4631; // "MNF1"
 const RECORD: usize = 8 + 2 + 1 + 8 + 8;
@@ -57,6 +64,8 @@ pub struct ManifestState {
     /// is at least its partition's entry (older ones are in its tables).
     /// `log_number` is the smallest of them.
     pub part_logs: Vec<u64>,
+    /// Range deletes flushed out of their memtables.
+    pub range_dels: Vec<RangeDel>,
 }
 
 impl ManifestState {
@@ -84,6 +93,7 @@ impl ManifestState {
             let log = self.part_logs.get(p).copied().unwrap_or(self.log_number);
             out.extend_from_slice(&log.to_le_bytes());
         }
+        crate::range_del::encode(&self.range_dels, &mut out);
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -95,9 +105,10 @@ impl ManifestState {
         let u64_at = |at: usize| -> Option<u64> {
             Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
         };
-        let v1 = match u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) {
-            MAGIC => false,
-            MAGIC_V1 => true,
+        let (v1, v2) = match u32::from_le_bytes(b.get(0..4)?.try_into().ok()?) {
+            MAGIC => (false, false),
+            MAGIC_V2 => (false, true),
+            MAGIC_V1 => (true, false),
             _ => return None,
         };
         let partitions = u32::from_le_bytes(b.get(36..40)?.try_into().ok()?);
@@ -108,7 +119,13 @@ impl ManifestState {
         let count = u32::from_le_bytes(b.get(40..44)?.try_into().ok()?) as usize;
         let logs_at = HEADER.checked_add(count.checked_mul(RECORD)?)?;
         let logs = if v1 { 0 } else { partitions as usize };
-        let end = logs_at.checked_add(logs.checked_mul(8)?)?;
+        let dels_at = logs_at.checked_add(logs.checked_mul(8)?)?;
+        let (range_dels, dels_len) = if v1 || v2 {
+            (Vec::new(), 0)
+        } else {
+            crate::range_del::decode(b.get(dels_at..)?)?
+        };
+        let end = dels_at + dels_len;
         let crc = u32::from_le_bytes(b.get(end..end + 4)?.try_into().ok()?);
         if crc32c::crc32c(b.get(..end)?) != crc {
             return None;
@@ -150,6 +167,7 @@ impl ManifestState {
             partitions,
             tables,
             part_logs,
+            range_dels,
         })
     }
 }
@@ -202,7 +220,7 @@ impl Manifest {
         let dev = &self.slots[(state.generation % 2) as usize];
         let bytes = state.encode();
         if ManifestState::decode(&bytes).as_ref() != Some(state) {
-            ferrite_core::persistable_counter(state.generation, "manifest")?;
+            ferrite_core::engine::persistable_counter(state.generation, "manifest")?;
             return Err(Error::corruption(
                 "manifest",
                 "the state to store would not read back",
@@ -241,6 +259,12 @@ mod tests {
                 pages: 3,
             }],
             part_logs: vec![3, 4, 5, 3, 3, 3, 6, 3],
+            range_dels: vec![RangeDel {
+                start: b"a".to_vec(),
+                end: b"m".to_vec(),
+                seq: 70,
+                mem: 3,
+            }],
         }
     }
 
@@ -270,9 +294,18 @@ mod tests {
     fn first_format_snapshots_still_decode() {
         let mut s = state(3);
         s.part_logs = vec![s.log_number; 8];
+        s.range_dels.clear();
+        // The second format: its magic, and no range deletes.
+        let mut v2 = s.encode();
+        let crc_at = v2.len() - 4 - 4;
+        v2.truncate(crc_at);
+        v2[..4].copy_from_slice(&MAGIC_V2.to_le_bytes());
+        let crc = crc32c::crc32c(&v2);
+        v2.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(ManifestState::decode(&v2), Some(s.clone()));
         // The first format: its magic, and no per-partition logs.
         let mut v1 = s.encode();
-        let crc_at = v1.len() - 4 - 8 * 8;
+        let crc_at = v1.len() - 4 - 4 - 8 * 8;
         v1.truncate(crc_at);
         v1[..4].copy_from_slice(&MAGIC_V1.to_le_bytes());
         let crc = crc32c::crc32c(&v1);

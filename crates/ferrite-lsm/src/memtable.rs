@@ -8,9 +8,12 @@
 
 use std::cmp::Reverse;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
+use parking_lot::RwLock;
+
+use crate::range_del::RangeDel;
 
 /// A memtable key: the user key, then the sequence number, newest first.
 /// The key's first eight bytes are kept inline as a big-endian number
@@ -27,7 +30,7 @@ pub struct MemKey {
 impl MemKey {
     fn new(key: &[u8], seq: u64) -> Self {
         Self {
-            head: ferrite_core::key_to_u64(key),
+            head: ferrite_core::engine::key_to_u64(key),
             key: key.to_vec(),
             seq: Reverse(seq),
         }
@@ -56,6 +59,10 @@ const NODE_OVERHEAD: usize = 88;
 pub struct Memtable {
     id: u64,
     map: SkipMap<MemKey, Option<Vec<u8>>>,
+    /// Range deletes written to this memtable (rare; see `range_del`).
+    range_dels: RwLock<Vec<RangeDel>>,
+    /// Whether `range_dels` holds any, read without its lock by lookups.
+    any_range_dels: AtomicBool,
     bytes: AtomicUsize,
     max_seq: AtomicU64,
     /// Per partition (keys routed by [`crate::options::partition_of`]), the
@@ -65,7 +72,11 @@ pub struct Memtable {
     part_bytes: Vec<AtomicUsize>,
 }
 
+/// A key, the sequence number of its version, and the value (`None`: deleted).
+pub type Entry = (Vec<u8>, u64, Option<Vec<u8>>);
+
 impl Memtable {
+    #[cfg(test)]
     pub fn new(id: u64) -> Self {
         Self::with_partitions(id, 1)
     }
@@ -75,6 +86,8 @@ impl Memtable {
         Self {
             id,
             map: SkipMap::new(),
+            range_dels: RwLock::new(Vec::new()),
+            any_range_dels: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
             part_bytes: (0..partitions.max(1))
@@ -104,26 +117,57 @@ impl Memtable {
     }
 
     /// Table bytes of partition `p`'s entries (see `part_bytes`).
+    /// Records a delete of every key in `start..end` older than `seq`.
+    pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
+        self.range_dels.write().push(RangeDel {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+            mem: self.id,
+        });
+        self.any_range_dels.store(true, Ordering::Release);
+        self.bytes
+            .fetch_add(start.len() + end.len() + NODE_OVERHEAD, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// The range deletes written here.
+    pub fn range_dels(&self) -> Vec<RangeDel> {
+        self.range_dels.read().clone()
+    }
+
+    pub fn has_range_dels(&self) -> bool {
+        self.any_range_dels.load(Ordering::Acquire)
+    }
+
     pub fn partition_bytes(&self, p: usize) -> usize {
         self.part_bytes
             .get(p)
             .map_or(0, |b| b.load(Ordering::Relaxed))
     }
 
+    #[cfg(test)]
     /// The newest version of `key` visible at `seq`: `Some(Some(v))` for a
     /// value, `Some(None)` for a delete, `None` if the key is not here.
     pub fn get(&self, key: &[u8], seq: u64) -> Option<Option<Vec<u8>>> {
+        self.get_entry(key, seq).map(|(_, v)| v)
+    }
+
+    /// The newest version of `key` at or below `seq`, with its sequence
+    /// number (`None` for the value: a delete).
+    pub fn get_entry(&self, key: &[u8], seq: u64) -> Option<(u64, Option<Vec<u8>>)> {
         let from = MemKey::new(key, seq);
         let e = self.map.range(from..).next()?;
-        (e.key().key == key).then(|| e.value().clone())
+        (e.key().key == key).then(|| (e.key().seq.0, e.value().clone()))
     }
 
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// No entry and no range delete.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && !self.has_range_dels()
     }
 
     pub fn max_seq(&self) -> u64 {
@@ -132,13 +176,7 @@ impl Memtable {
 
     /// Appends to `out` the newest version (at `seq`) of up to `limit`
     /// keys from `start` on, in key order; deletes are `None`.
-    pub fn collect_from(
-        &self,
-        start: Bound<&[u8]>,
-        seq: u64,
-        limit: usize,
-        out: &mut Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    ) {
+    pub fn collect_from(&self, start: Bound<&[u8]>, seq: u64, limit: usize, out: &mut Vec<Entry>) {
         let lower = match start {
             Bound::Included(k) => Bound::Included(MemKey::new(k, u64::MAX)),
             Bound::Excluded(k) => Bound::Excluded(MemKey::new(k, 0)),
@@ -151,14 +189,51 @@ impl Memtable {
                 seq: Reverse(s),
                 ..
             } = e.key();
-            if *s > seq || out.last().is_some_and(|(last, _)| last == k) {
+            if *s > seq || out.last().is_some_and(|(last, _, _)| last == k) {
                 continue;
             }
             if taken == limit {
                 return;
             }
-            out.push((k.clone(), e.value().clone()));
+            out.push((k.clone(), *s, e.value().clone()));
             taken += 1;
+        }
+    }
+
+    /// As [`Memtable::collect_from`], downwards from `end`: up to `limit`
+    /// keys below (or at) it, each with its newest version at or below
+    /// `seq`, in descending key order.
+    pub fn collect_before(&self, end: Bound<&[u8]>, seq: u64, limit: usize, out: &mut Vec<Entry>) {
+        let upper = match end {
+            Bound::Included(k) => Bound::Included(MemKey::new(k, 0)),
+            Bound::Excluded(k) => Bound::Excluded(MemKey::new(k, u64::MAX)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        // Backwards, a key's versions come oldest first: the last one at
+        // or below `seq` is the one to keep.
+        let mut pending: Option<(Vec<u8>, u64, Option<Vec<u8>>)> = None;
+        let mut taken = 0;
+        for e in self.map.range((Bound::Unbounded, upper)).rev() {
+            let MemKey {
+                key: k,
+                seq: Reverse(s),
+                ..
+            } = e.key();
+            if pending.as_ref().is_some_and(|(p, _, _)| p != k) {
+                if let Some(p) = pending.take() {
+                    out.push(p);
+                    taken += 1;
+                    if taken == limit {
+                        return;
+                    }
+                }
+            }
+            if *s <= seq {
+                pending = Some((k.clone(), *s, e.value().clone()));
+            }
+        }
+        if let Some(p) = pending {
+            out.push(p);
         }
     }
 
@@ -166,7 +241,8 @@ impl Memtable {
     /// flush; the memtable is immutable by then, so `seq` is unlimited).
     /// Keys and values are lent where the skip list holds them: a flush
     /// copies each once, into the table it builds.
-    pub fn for_each_newest(&self, mut visit: impl FnMut(&[u8], Option<&[u8]>)) {
+    /// Each key's newest version, with its sequence number, in key order.
+    pub fn for_each_newest(&self, mut visit: impl FnMut(&[u8], u64, Option<&[u8]>)) {
         let mut last = Vec::new();
         let mut first = true;
         for e in self.map.iter() {
@@ -177,7 +253,7 @@ impl Memtable {
             first = false;
             last.clear();
             last.extend_from_slice(k);
-            visit(k, e.value().as_deref());
+            visit(k, e.key().seq.0, e.value().as_deref());
         }
     }
 }
@@ -216,13 +292,31 @@ mod tests {
         m.collect_from(Bound::Unbounded, 9, 10, &mut out);
         assert_eq!(
             out,
-            vec![(b"a".to_vec(), Some(b"3".to_vec())), (b"b".to_vec(), None)]
+            vec![
+                (b"a".to_vec(), 3, Some(b"3".to_vec())),
+                (b"b".to_vec(), 2, None)
+            ]
         );
         out.clear();
         m.collect_from(Bound::Excluded(b"a"), 9, 10, &mut out);
-        assert_eq!(out, vec![(b"b".to_vec(), None)]);
+        assert_eq!(out, vec![(b"b".to_vec(), 2, None)]);
+        out.clear();
+        m.collect_before(Bound::Unbounded, 2, 10, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                (b"b".to_vec(), 2, None),
+                (b"a".to_vec(), 1, Some(b"1".to_vec()))
+            ]
+        );
+        out.clear();
+        m.collect_before(Bound::Excluded(b"b"), 9, 10, &mut out);
+        assert_eq!(out, vec![(b"a".to_vec(), 3, Some(b"3".to_vec()))]);
+        out.clear();
+        m.collect_before(Bound::Included(b"b"), 9, 1, &mut out);
+        assert_eq!(out, vec![(b"b".to_vec(), 2, None)]);
         let mut all = Vec::new();
-        m.for_each_newest(|k, v| all.push((k.to_vec(), v.map(<[u8]>::to_vec))));
+        m.for_each_newest(|k, _, v| all.push((k.to_vec(), v.map(<[u8]>::to_vec))));
         assert_eq!(
             all,
             vec![(b"a".to_vec(), Some(b"3".to_vec())), (b"b".to_vec(), None)]

@@ -1,11 +1,14 @@
 //! Merging sorted sources into one sorted stream, newest version first.
 //!
-//! A [`Source`] yields each of its keys once, ascending, with a value or a
-//! delete. [`Merge`] takes sources ordered newest first and yields every
-//! key once with the version of the newest source holding it; scans and
-//! compactions are both built on it. Sources: a memtable at a sequence
-//! number ([`MemSource`]), one table ([`crate::table::TableIter`]), or a
-//! level's tables end to end ([`LevelIter`]).
+//! A [`Source`] yields each of its keys once, in one direction (ascending,
+//! or descending for reverse scans), with a value or a delete and the
+//! sequence number range deletes judge it by (a memtable entry's own; a
+//! table's largest). [`Merge`] takes sources ordered newest first and
+//! yields every key once with the version of the newest source holding
+//! it; scans and compactions are both built on it. Sources: a memtable at
+//! a sequence number ([`MemSource`]), one table
+//! ([`crate::table::TableIter`]), or a level's tables end to end
+//! ([`LevelIter`]).
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -16,11 +19,14 @@ use ferrite_core::Result;
 use crate::memtable::Memtable;
 use crate::table::{Table, TableIter};
 
-/// A key and its newest version (`None`: deleted).
-pub type Entry = (Vec<u8>, Option<Vec<u8>>);
+/// A key, the sequence number of its newest version, and the version
+/// (`None`: deleted).
+pub type Entry = (Vec<u8>, u64, Option<Vec<u8>>);
 
 pub trait Source {
     fn peek(&self) -> Option<(&[u8], Option<&[u8]>)>;
+    /// The sequence number of the entry `peek` shows.
+    fn seq(&self) -> u64;
     fn advance(&mut self) -> Result<()>;
 }
 
@@ -28,40 +34,60 @@ impl Source for TableIter {
     fn peek(&self) -> Option<(&[u8], Option<&[u8]>)> {
         TableIter::peek(self)
     }
+    fn seq(&self) -> u64 {
+        TableIter::seq(self)
+    }
     fn advance(&mut self) -> Result<()> {
         TableIter::advance(self)
     }
 }
 
-/// Which of a memtable's keys a source yields.
+/// Keeps a key (with partitions: whether the key's partition is wanted).
 pub type KeyFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
 
-/// A memtable's newest versions at a sequence number, fetched in chunks so
-/// the source owns what it yields; optionally only the keys a filter keeps
-/// (a flush buffer's memtable, whose other partitions are in tables).
+/// A memtable as seen at one sequence number: each key's newest version
+/// at or below it, read a chunk at a time so the skip list is never held
+/// across a merge step.
 pub struct MemSource {
     mem: Arc<Memtable>,
     seq: u64,
     buf: VecDeque<Entry>,
-    /// The last key fetched, kept or not: where the next chunk starts.
     last: Option<Vec<u8>>,
     done: bool,
     keep: Option<KeyFilter>,
+    rev: bool,
 }
 
+/// Keys a memtable source copies out at a time.
 const MEM_CHUNK: usize = 256;
 
 impl MemSource {
+    /// Ascending from `start`.
     pub fn new(mem: Arc<Memtable>, seq: u64, start: Bound<&[u8]>) -> Self {
         Self::filtered(mem, seq, start, None)
     }
 
-    /// A source yielding only the keys `keep` accepts.
+    /// Ascending from `start`, only the keys `keep` keeps.
     pub fn filtered(
         mem: Arc<Memtable>,
         seq: u64,
         start: Bound<&[u8]>,
         keep: Option<KeyFilter>,
+    ) -> Self {
+        Self::with_direction(mem, seq, start, keep, false)
+    }
+
+    /// Descending from `end`, only the keys `keep` keeps.
+    pub fn rev(mem: Arc<Memtable>, seq: u64, end: Bound<&[u8]>, keep: Option<KeyFilter>) -> Self {
+        Self::with_direction(mem, seq, end, keep, true)
+    }
+
+    fn with_direction(
+        mem: Arc<Memtable>,
+        seq: u64,
+        from: Bound<&[u8]>,
+        keep: Option<KeyFilter>,
+        rev: bool,
     ) -> Self {
         let mut s = Self {
             mem,
@@ -70,21 +96,30 @@ impl MemSource {
             last: None,
             done: false,
             keep,
+            rev,
         };
-        s.fill(start);
+        s.fill(from);
         s
     }
 
-    /// Fetches chunks from `from` until one yields a kept key or the
-    /// memtable ends.
+    fn collect(&self, from: Bound<&[u8]>, out: &mut Vec<Entry>) {
+        if self.rev {
+            self.mem.collect_before(from, self.seq, MEM_CHUNK, out);
+        } else {
+            self.mem.collect_from(from, self.seq, MEM_CHUNK, out);
+        }
+    }
+
+    /// Refills the buffer from `from` on; chunks whose keys the filter
+    /// drops are skipped until one holds a kept key or the memtable ends.
     fn fill(&mut self, from: Bound<&[u8]>) {
         let mut out = Vec::with_capacity(MEM_CHUNK);
-        self.mem.collect_from(from, self.seq, MEM_CHUNK, &mut out);
+        self.collect(from, &mut out);
         loop {
             self.done = out.len() < MEM_CHUNK;
-            self.last = out.last().map(|(k, _)| k.clone());
+            self.last = out.last().map(|(k, _, _)| k.clone());
             match &self.keep {
-                Some(keep) => self.buf.extend(out.drain(..).filter(|(k, _)| keep(k))),
+                Some(keep) => self.buf.extend(out.drain(..).filter(|(k, _, _)| keep(k))),
                 None => self.buf.extend(out.drain(..)),
             }
             if !self.buf.is_empty() || self.done {
@@ -93,15 +128,19 @@ impl MemSource {
             let Some(last) = self.last.take() else {
                 return;
             };
-            self.mem
-                .collect_from(Bound::Excluded(&last), self.seq, MEM_CHUNK, &mut out);
+            self.collect(Bound::Excluded(&last), &mut out);
         }
     }
 }
 
 impl Source for MemSource {
     fn peek(&self) -> Option<(&[u8], Option<&[u8]>)> {
-        self.buf.front().map(|(k, v)| (k.as_slice(), v.as_deref()))
+        self.buf
+            .front()
+            .map(|(k, _, v)| (k.as_slice(), v.as_deref()))
+    }
+    fn seq(&self) -> u64 {
+        self.buf.front().map_or(0, |e| e.1)
     }
     fn advance(&mut self) -> Result<()> {
         self.buf.pop_front();
@@ -114,18 +153,20 @@ impl Source for MemSource {
     }
 }
 
-/// A level's tables (disjoint, ascending) read end to end.
+/// A level's tables (sorted, disjoint) end to end, each opened when the
+/// walk reaches it.
 pub struct LevelIter {
     tables: Vec<Arc<Table>>,
+    /// The next table to open: an index into `tables`, counted from the
+    /// end when walking downwards.
     next: usize,
     cur: Option<TableIter>,
-    /// Tables are read with readahead, around the block cache
-    /// ([`TableIter::sequential`]).
     sequential: bool,
+    rev: bool,
 }
 
 impl LevelIter {
-    /// From the first entry `>= start`, through the block cache.
+    /// Ascending from `start`, through the block cache.
     pub fn new(tables: Vec<Arc<Table>>, start: Option<&[u8]>) -> Result<Self> {
         let first = match start {
             Some(k) => tables.partition_point(|t| t.largest() < k),
@@ -136,31 +177,67 @@ impl LevelIter {
             next: first,
             cur: None,
             sequential: false,
+            rev: false,
         };
-        it.open_next(start)?;
+        it.open_next(start.map_or(Bound::Unbounded, Bound::Included))?;
         Ok(it)
     }
 
-    /// Every entry, each table read once with readahead (compactions).
+    /// Descending from `end`, through the block cache.
+    pub fn new_rev(tables: Vec<Arc<Table>>, end: Bound<&[u8]>) -> Result<Self> {
+        // Tables wholly above `end` are skipped.
+        let above = match end {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                tables.len() - tables.partition_point(|t| t.smallest() <= k)
+            }
+            Bound::Unbounded => 0,
+        };
+        let mut it = Self {
+            tables,
+            next: above,
+            cur: None,
+            sequential: false,
+            rev: true,
+        };
+        it.open_next(end)?;
+        Ok(it)
+    }
+
+    /// Every entry, ascending, with readahead (compactions).
     pub fn sequential(tables: Vec<Arc<Table>>) -> Result<Self> {
         let mut it = Self {
             tables,
             next: 0,
             cur: None,
             sequential: true,
+            rev: false,
         };
-        it.open_next(None)?;
+        it.open_next(Bound::Unbounded)?;
         Ok(it)
     }
 
-    /// Opens tables from `next` until one has an entry.
-    fn open_next(&mut self, start: Option<&[u8]>) -> Result<()> {
+    /// Opens the next table holding an entry from `from` on.
+    fn open_next(&mut self, from: Bound<&[u8]>) -> Result<()> {
         self.cur = None;
-        while let Some(t) = self.tables.get(self.next) {
+        loop {
+            let at = if self.rev {
+                self.tables.len().checked_sub(self.next + 1)
+            } else {
+                Some(self.next)
+            };
+            let Some(t) = at.and_then(|i| self.tables.get(i)) else {
+                return Ok(());
+            };
             self.next += 1;
             let it = if self.sequential {
                 TableIter::sequential(t.clone())?
+            } else if self.rev {
+                TableIter::new_rev(t.clone(), from)?
             } else {
+                let start = match from {
+                    Bound::Included(k) | Bound::Excluded(k) => Some(k),
+                    Bound::Unbounded => None,
+                };
                 TableIter::new(t.clone(), start)?
             };
             if it.peek().is_some() {
@@ -168,7 +245,6 @@ impl LevelIter {
                 return Ok(());
             }
         }
-        Ok(())
     }
 }
 
@@ -176,36 +252,43 @@ impl Source for LevelIter {
     fn peek(&self) -> Option<(&[u8], Option<&[u8]>)> {
         self.cur.as_ref()?.peek()
     }
+    fn seq(&self) -> u64 {
+        self.cur.as_ref().map_or(0, TableIter::seq)
+    }
     fn advance(&mut self) -> Result<()> {
         if let Some(c) = &mut self.cur {
             c.advance()?;
             if c.peek().is_none() {
-                self.open_next(None)?;
+                self.open_next(Bound::Unbounded)?;
             }
         }
         Ok(())
     }
 }
 
-/// Sources merged; index 0 is the newest. A binary heap of source indices,
-/// ordered by each source's current key (ties by index, so the newest
-/// comes first), keeps a merge over many partitions and levels
-/// logarithmic per entry. Each source's current key is copied into a
-/// buffer of the merge's, reused from key to key, so the heap compares
-/// plain byte strings and moving an entry through the merge allocates
-/// nothing.
-///
-/// Invariants: `heap` holds exactly the sources with a current key;
-/// `keys[i]` is source `i`'s current key while `i` is in the heap; every
-/// parent's `(key, index)` is below its children's.
+/// Sources merged newest first: a heap of source indexes by their current
+/// key (ascending, or descending for a reverse merge), ties to the newer.
 pub struct Merge {
     sources: Vec<Box<dyn Source>>,
+    /// Each source's current key, copied so the heap compares without
+    /// borrowing the sources.
     keys: Vec<Vec<u8>>,
     heap: Vec<usize>,
+    rev: bool,
 }
 
 impl Merge {
+    /// Ascending: `sources` newest first, each ascending.
     pub fn new(sources: Vec<Box<dyn Source>>) -> Self {
+        Self::with_direction(sources, false)
+    }
+
+    /// Descending: `sources` newest first, each descending.
+    pub fn new_rev(sources: Vec<Box<dyn Source>>) -> Self {
+        Self::with_direction(sources, true)
+    }
+
+    fn with_direction(sources: Vec<Box<dyn Source>>, rev: bool) -> Self {
         let keys: Vec<Vec<u8>> = sources
             .iter()
             .map(|s| s.peek().map_or_else(Vec::new, |(k, _)| k.to_vec()))
@@ -217,6 +300,7 @@ impl Merge {
             sources,
             keys,
             heap,
+            rev,
         };
         for at in (0..m.heap.len() / 2).rev() {
             m.sift_down(at);
@@ -224,14 +308,15 @@ impl Merge {
         m
     }
 
-    /// Source `i`'s current key (meaningful while `i` is in the heap).
     fn key(&self, i: usize) -> &[u8] {
         self.keys.get(i).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether source `a`'s current key comes before source `b`'s.
+    /// Whether source `a`'s entry comes out before source `b`'s.
     fn before(&self, a: usize, b: usize) -> bool {
-        match self.key(a).cmp(self.key(b)) {
+        let ord = self.key(a).cmp(self.key(b));
+        let ord = if self.rev { ord.reverse() } else { ord };
+        match ord {
             std::cmp::Ordering::Less => true,
             std::cmp::Ordering::Greater => false,
             std::cmp::Ordering::Equal => a < b,
@@ -259,9 +344,6 @@ impl Merge {
         }
     }
 
-    /// Moves the source at the top of the heap past its key. Its next key
-    /// is usually still the smallest (sources hold runs), so the sift
-    /// mostly stops at the first comparison with the children.
     fn advance_top(&mut self) -> Result<()> {
         let Some(&i) = self.heap.first() else {
             return Ok(());
@@ -282,33 +364,37 @@ impl Merge {
         Ok(())
     }
 
-    /// The smallest key any source holds, with the newest source's version
-    /// of it, copied into `key` and `value`; every source is moved past
-    /// that key. `Some(false)`: the newest version is a delete (`value` is
-    /// left empty); `None`: every source is done.
-    pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<Option<bool>> {
-        let Some((k, v)) = self
-            .heap
-            .first()
-            .and_then(|&top| self.sources.get(top))
-            .and_then(|s| s.peek())
-        else {
+    /// The next key and its newest version into `key` and `value`;
+    /// `Some((live, seq))`: whether it is a value (not a delete), and its
+    /// sequence number (see [`Source::seq`]); `None` at the end.
+    pub fn next_into(
+        &mut self,
+        key: &mut Vec<u8>,
+        value: &mut Vec<u8>,
+    ) -> Result<Option<(bool, u64)>> {
+        let Some(top) = self.heap.first().copied() else {
             return Ok(None);
         };
+        let Some(s) = self.sources.get(top) else {
+            return Ok(None);
+        };
+        let Some((k, v)) = s.peek() else {
+            return Ok(None);
+        };
+        let seq = s.seq();
         key.clear();
         key.extend_from_slice(k);
         value.clear();
         let live = v.is_some();
         value.extend_from_slice(v.unwrap_or_default());
         self.advance_top()?;
-        // Older versions of the key sit at the top now, newest first.
         while let Some(&top) = self.heap.first() {
             if self.key(top) != key.as_slice() {
                 break;
             }
             self.advance_top()?;
         }
-        Ok(Some(live))
+        Ok(Some((live, seq)))
     }
 }
 
@@ -321,6 +407,9 @@ mod tests {
     impl Source for VecSource {
         fn peek(&self) -> Option<(&[u8], Option<&[u8]>)> {
             self.0.front().map(|(k, v)| (k.as_slice(), v.as_deref()))
+        }
+        fn seq(&self) -> u64 {
+            0
         }
         fn advance(&mut self) -> Result<()> {
             self.0.pop_front();
@@ -337,28 +426,40 @@ mod tests {
         ))
     }
 
-    #[test]
-    fn newest_source_wins_and_keys_come_once() {
-        let mut m = Merge::new(vec![
-            src(&[("b", Some("new")), ("d", None)]),
-            src(&[("a", Some("1")), ("b", Some("old")), ("d", Some("4"))]),
-            src(&[("c", Some("3"))]),
-        ]);
+    fn drain(mut m: Merge) -> Vec<(String, Option<String>)> {
         let mut got = Vec::new();
         let (mut k, mut v) = (Vec::new(), Vec::new());
-        while let Some(live) = m.next_into(&mut k, &mut v).unwrap() {
+        while let Some((live, _)) = m.next_into(&mut k, &mut v).unwrap() {
             got.push((
                 String::from_utf8(k.clone()).unwrap(),
                 live.then(|| String::from_utf8(v.clone()).unwrap()),
             ));
         }
+        got
+    }
+
+    #[test]
+    fn newest_source_wins_and_keys_come_once() {
+        let m = Merge::new(vec![
+            src(&[("b", Some("new")), ("d", None)]),
+            src(&[("a", Some("1")), ("b", Some("old")), ("d", Some("4"))]),
+            src(&[("c", Some("3"))]),
+        ]);
         let want: Vec<(String, Option<String>)> = vec![
             ("a".into(), Some("1".into())),
             ("b".into(), Some("new".into())),
             ("c".into(), Some("3".into())),
             ("d".into(), None),
         ];
-        assert_eq!(got, want);
+        assert_eq!(drain(m), want);
+        let m = Merge::new_rev(vec![
+            src(&[("d", None), ("b", Some("new"))]),
+            src(&[("d", Some("4")), ("b", Some("old")), ("a", Some("1"))]),
+            src(&[("c", Some("3"))]),
+        ]);
+        let mut rev = want;
+        rev.reverse();
+        assert_eq!(drain(m), rev);
     }
 
     #[test]
@@ -368,19 +469,27 @@ mod tests {
             mem.insert(&i.to_be_bytes(), i as u64 + 1, Some(b"v"));
         }
         // Kept keys are far apart: most chunks of MEM_CHUNK keys hold none.
-        let keep: KeyFilter =
-            Box::new(|k: &[u8]| u32::from_be_bytes(k.try_into().unwrap_or([0; 4])) % 700 == 3);
-        let mut s = MemSource::filtered(mem, u64::MAX, Bound::Unbounded, Some(keep));
+        let keep = || -> KeyFilter {
+            Box::new(|k: &[u8]| u32::from_be_bytes(k.try_into().unwrap_or([0; 4])) % 700 == 3)
+        };
+        let mut s = MemSource::filtered(mem.clone(), u64::MAX, Bound::Unbounded, Some(keep()));
         let mut got = Vec::new();
         while let Some((k, _)) = s.peek() {
             got.push(u32::from_be_bytes(k.try_into().unwrap()));
             s.advance().unwrap();
         }
         assert_eq!(got, vec![3, 703, 1403, 2103, 2803]);
+        let mut s = MemSource::rev(mem, u64::MAX, Bound::Unbounded, Some(keep()));
+        let mut got = Vec::new();
+        while let Some((k, _)) = s.peek() {
+            got.push(u32::from_be_bytes(k.try_into().unwrap()));
+            s.advance().unwrap();
+        }
+        assert_eq!(got, vec![2803, 2103, 1403, 703, 3]);
     }
 
     #[test]
-    fn memtable_source_pages_through_chunks() {
+    fn memtable_source_pages_through_chunks_both_ways() {
         let mem = Arc::new(Memtable::new(0));
         for i in 0..1000u32 {
             mem.insert(&i.to_be_bytes(), i as u64 + 1, Some(b"v"));
@@ -394,10 +503,20 @@ mod tests {
                 v.is_some(),
                 "the delete is newer than the source's sequence"
             );
+            assert_eq!(s.seq(), u64::from(n) + 1);
             n += 1;
             s.advance().unwrap();
         }
         assert_eq!(n, 1000);
+        let mut s = MemSource::rev(mem, u64::MAX, Bound::Excluded(&500u32.to_be_bytes()), None);
+        let mut n = 500u32;
+        while let Some((k, v)) = s.peek() {
+            n -= 1;
+            assert_eq!(k, n.to_be_bytes());
+            assert_eq!(v.is_none(), n == 5, "the newest version, the delete");
+            s.advance().unwrap();
+        }
+        assert_eq!(n, 0);
     }
 
     proptest::proptest! {
@@ -416,21 +535,31 @@ mod tests {
             for s in sources.iter().rev() {
                 want.extend(s.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
-            let mut m = Merge::new(
+            let boxed = |rev: bool| -> Vec<Box<dyn Source>> {
                 sources
-                    .into_iter()
-                    .map(|s| Box::new(VecSource(s.into_iter().collect())) as Box<dyn Source>)
-                    .collect(),
-            );
-            let mut got = std::collections::BTreeMap::new();
-            let (mut k, mut v) = (Vec::new(), Vec::new());
-            let mut last: Option<Vec<u8>> = None;
-            while let Some(live) = m.next_into(&mut k, &mut v).unwrap() {
-                proptest::prop_assert!(last.as_ref().is_none_or(|l| *l < k), "keys ascend, each once");
-                last = Some(k.clone());
-                got.insert(k.clone(), live.then(|| v.clone()));
+                    .iter()
+                    .map(|s| {
+                        let mut v: VecDeque<_> = s.clone().into_iter().collect();
+                        if rev {
+                            v = v.into_iter().rev().collect();
+                        }
+                        Box::new(VecSource(v)) as Box<dyn Source>
+                    })
+                    .collect()
+            };
+            for rev in [false, true] {
+                let mut m = if rev { Merge::new_rev(boxed(true)) } else { Merge::new(boxed(false)) };
+                let mut got = Vec::new();
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                while let Some((live, _)) = m.next_into(&mut k, &mut v).unwrap() {
+                    got.push((k.clone(), live.then(|| v.clone())));
+                }
+                let mut expect: Vec<_> = want.clone().into_iter().collect();
+                if rev {
+                    expect.reverse();
+                }
+                proptest::prop_assert_eq!(got, expect);
             }
-            proptest::prop_assert_eq!(got, want);
         }
     }
 }

@@ -84,6 +84,7 @@ impl Default for LoadAware {
 
 /// Options of the LSM engine.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LsmOptions {
     /// A memtable becomes immutable at this many bytes (keys, values and
     /// per-entry overhead). Memtables are not part of `cache_bytes`, as in
@@ -120,6 +121,23 @@ pub struct LsmOptions {
     /// into this many pieces, SwiftKV §3.5).
     pub training_threads: usize,
 }
+
+ferrite_core::option_setters!(LsmOptions {
+    memtable_bytes: usize,
+    max_immutable: usize,
+    table_bytes: usize,
+    l0_compaction_trigger: usize,
+    l0_slowdown: usize,
+    l0_stop: usize,
+    l1_bytes: u64,
+    level_multiplier: u64,
+    levels: usize,
+    bloom_bits_per_key: usize,
+    index: IndexKind,
+    load_aware: Option<LoadAware>,
+    partitions: usize,
+    training_threads: usize,
+});
 
 /// RocksDB's defaults where RocksDB has the same knob (64 MiB memtables,
 /// two in memory at most, L0 triggers 4 / 20 / 36, 256 MiB L1, ×10 per
@@ -213,5 +231,5 @@ impl LsmOptions {
 /// (big-endian, zero-padded) modulo the count. Every part of the engine
 /// routes keys through this one function.
 pub fn partition_of(key: &[u8], partitions: usize) -> usize {
-    (ferrite_core::key_to_u64(key) % partitions.max(1) as u64) as usize
+    (ferrite_core::engine::key_to_u64(key) % partitions.max(1) as u64) as usize
 }

@@ -44,6 +44,10 @@ pub struct TableSpace {
 }
 
 impl TableSpace {
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     /// An empty space on `dev`: every page free.
     pub fn new(dev: Arc<dyn BlockDevice>) -> Self {
         Self {
@@ -88,6 +92,10 @@ impl TableSpace {
         })
     }
 
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     pub fn device(&self) -> &Arc<dyn BlockDevice> {
         &self.dev
     }
@@ -172,6 +180,10 @@ impl TableSpace {
         Ok(self.dev.sync()?)
     }
 
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     /// Pages in free runs and the space's end, for reports.
     pub fn usage(&self) -> (u64, u64) {
         let f = self.free.lock();

@@ -17,6 +17,7 @@ use ferrite_core::Result;
 
 use crate::l0_index::L0Index;
 use crate::manifest::TableRecord;
+use crate::range_del::RangeDel;
 use crate::table::{Found, Table};
 
 /// The levels of one partition: `levels[0]` is L0.
@@ -29,6 +30,9 @@ pub struct Version {
     pub parts: Vec<Levels>,
     /// Per partition, the index of its L0 (of `parts[p][0]`).
     l0: Vec<L0Index>,
+    /// Range deletes flushed out of their memtables (see `range_del`):
+    /// persisted in the manifest with the tables they judge.
+    pub range_dels: Arc<Vec<RangeDel>>,
 }
 
 impl Version {
@@ -36,6 +40,7 @@ impl Version {
         Self {
             parts: vec![vec![Vec::new(); levels]; parts],
             l0: vec![L0Index::default(); parts],
+            range_dels: Arc::new(Vec::new()),
         }
     }
 
@@ -79,7 +84,7 @@ impl Version {
     }
 
     /// The newest version of `key`, which lives in partition `part`.
-    pub fn get(&self, part: usize, key: &[u8], hash: u64) -> Result<Option<Found>> {
+    pub fn get(&self, part: usize, key: &[u8], hash: u64) -> Result<Option<(Found, u64)>> {
         for (level, tables) in self.levels(part).iter().enumerate() {
             if level == 0 {
                 let Some(index) = self.l0.get(part) else {
@@ -90,12 +95,12 @@ impl Version {
                         continue;
                     };
                     if let Some(f) = t.get(key, hash)? {
-                        return Ok(Some(f));
+                        return Ok(Some((f, t.max_seq())));
                     }
                 }
             } else if let Some(t) = find_in_level(tables, key) {
                 if let Some(f) = t.get(key, hash)? {
-                    return Ok(Some(f));
+                    return Ok(Some((f, t.max_seq())));
                 }
             }
         }
@@ -110,9 +115,41 @@ impl Version {
 
     /// A new version without the tables in `removed` and with `added`
     /// (partition, level, table) placed in order.
+    /// The version with `dels` added to its range deletes.
+    pub fn with_range_dels(&self, dels: impl IntoIterator<Item = RangeDel>) -> Self {
+        let mut v = self.clone();
+        let mut all = (*self.range_dels).clone();
+        all.extend(dels);
+        v.range_dels = Arc::new(all);
+        v
+    }
+
+    /// The version without the range deletes no table or memtable needs
+    /// any more (memtables from `oldest_mem` on are still in memory).
+    pub fn without_obsolete_range_dels(&self, oldest_mem: u64) -> Self {
+        if self.range_dels.is_empty() {
+            return self.clone();
+        }
+        let keep: Vec<RangeDel> = self
+            .range_dels
+            .iter()
+            .filter(|d| {
+                let tables = self
+                    .tables()
+                    .map(|(_, _, t)| (t.max_seq(), t.smallest(), t.largest()));
+                !d.obsolete(tables, oldest_mem)
+            })
+            .cloned()
+            .collect();
+        let mut v = self.clone();
+        v.range_dels = Arc::new(keep);
+        v
+    }
+
     pub fn edit(&self, removed: &[u64], added: &[(usize, usize, Arc<Table>)]) -> Self {
         let mut v = Self {
             l0: Vec::new(),
+            range_dels: self.range_dels.clone(),
             parts: self
                 .parts
                 .iter()

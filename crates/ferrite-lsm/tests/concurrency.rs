@@ -107,5 +107,5 @@ fn readers_never_see_time_go_backwards() {
     }
     assert_eq!(common::contents(&db), want);
     let st = db.stats();
-    assert!(st.extra("flushes").unwrap() > 5.0 && st.extra("compactions").unwrap() > 0.0);
+    assert!(st.field("flushes").unwrap() > 5.0 && st.field("compactions").unwrap() > 0.0);
 }

@@ -19,14 +19,14 @@ use rand::{Rng, SeedableRng};
 const KEYS: u32 = 600;
 
 /// The newest valid manifest snapshot.
-fn newest_manifest(d: &common::Devs) -> ferrite_lsm::ManifestState {
+fn newest_manifest(d: &common::Devs) -> ferrite_lsm::internals::ManifestState {
     d[1..3]
         .iter()
         .filter_map(|slot| {
             let len = slot.len();
             let mut buf = AlignedBuf::zeroed(len as usize);
             slot.read_at(&mut buf, 0).unwrap();
-            ferrite_lsm::ManifestState::decode(&buf)
+            ferrite_lsm::internals::ManifestState::decode(&buf)
         })
         .max_by_key(|m| m.generation)
         .expect("a manifest")
@@ -49,10 +49,7 @@ fn load(seed: u64, rng: &mut SmallRng, final_flush: f64) -> (common::Devs, LsmOp
         1 => IndexKind::Sparse,
         _ => IndexKind::Bourbon { eps: 8.0 },
     };
-    let lsm = LsmOptions {
-        partitions: if seed.is_multiple_of(4) { 3 } else { 1 },
-        ..common::tiny(index)
-    };
+    let lsm = common::tiny(index).partitions(if seed.is_multiple_of(4) { 3 } else { 1 });
     let d = common::fresh();
     let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
     let mut model = Model::new();
@@ -172,7 +169,7 @@ fn a_flipped_bit_in_a_manifest_is_refused_never_rolled_back() {
         let generation = |i: usize| {
             let mut buf = AlignedBuf::zeroed(d[i].len() as usize);
             d[i].read_at(&mut buf, 0).unwrap();
-            ferrite_lsm::ManifestState::decode(&buf).map_or(0, |m| m.generation)
+            ferrite_lsm::internals::ManifestState::decode(&buf).map_or(0, |m| m.generation)
         };
         let newest = if generation(1) > generation(2) { 1 } else { 2 };
         let pick = if rng.gen_bool(0.8) {

@@ -13,14 +13,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ferrite_core::testkit::{full_disk, interrupted_recovery, FullDisk};
+use ferrite_core::testkit::{
+    full_disk, interrupted_recovery, range_delete_effect, Effect, FullDisk,
+};
 use ferrite_core::{KvStore, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use ferrite_lsm::IndexKind;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
@@ -36,10 +36,7 @@ fn acknowledged_writes_survive_crashes() {
         };
         // Every third seed partitions the store, so flushes split the
         // memtable and recovery routes replayed writes.
-        let lsm = ferrite_lsm::LsmOptions {
-            partitions: if seed % 3 == 0 { 3 } else { 1 },
-            ..common::tiny(index)
-        };
+        let lsm = common::tiny(index).partitions(if seed % 3 == 0 { 3 } else { 1 });
         let d = common::fresh();
         let db = common::open(&d, lsm.clone(), SyncMode::Always).unwrap();
         let mut acked: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
@@ -62,8 +59,16 @@ fn acknowledged_writes_survive_crashes() {
             let mut b = WriteBatch::new();
             let mut effect = Vec::new();
             for _ in 0..rng.gen_range(1..6) {
-                let k = format!("key{:04}", rng.gen_range(0..800)).into_bytes();
-                if rng.gen_bool(0.2) {
+                let at = rng.gen_range(0..800);
+                let k = format!("key{at:04}").into_bytes();
+                if rng.gen_bool(0.03) {
+                    // A range delete: a tombstone, through flushes and
+                    // compactions, and replayed from the WAL.
+                    let end = format!("key{:04}", at + rng.gen_range(1..80)).into_bytes();
+                    b.delete_range(&k, &end).unwrap();
+                    let removed = range_delete_effect(&acked, &effect, &k, &end);
+                    effect.extend(removed);
+                } else if rng.gen_bool(0.2) {
                     b.delete(&k).unwrap();
                     effect.push((k, None));
                 } else {
@@ -97,8 +102,8 @@ fn acknowledged_writes_survive_crashes() {
             }
         }
         let st = db.stats();
-        flushes += st.extra("flushes").unwrap_or(0.0);
-        compactions += st.extra("compactions").unwrap_or(0.0);
+        flushes += st.field("flushes").unwrap_or(0.0);
+        compactions += st.field("compactions").unwrap_or(0.0);
         let crash = if rng.gen_bool(0.5) {
             CrashMode::DropAll
         } else {
@@ -231,10 +236,10 @@ fn a_full_disk_is_reported_and_loses_nothing() {
 /// a reopen would fall back to the one before, without the flushed data.
 #[test]
 fn counters_at_their_limit_are_refused_not_written() {
-    let limit = ferrite_core::COUNTER_LIMIT;
+    let limit = ferrite_core::engine::COUNTER_LIMIT;
     for (generation, last_seq) in [(limit - 2, 7), (4, limit - 3)] {
         let d = common::fresh();
-        let state = ferrite_lsm::ManifestState {
+        let state = ferrite_lsm::internals::ManifestState {
             generation,
             next_table: 1,
             log_number: 0,
@@ -242,6 +247,7 @@ fn counters_at_their_limit_are_refused_not_written() {
             partitions: 1,
             tables: Vec::new(),
             part_logs: vec![0],
+            range_dels: Vec::new(),
         };
         let bytes = state.encode();
         let mut buf = ferrite_io::AlignedBuf::zeroed(bytes.len().div_ceil(4096) * 4096);

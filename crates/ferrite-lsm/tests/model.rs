@@ -131,7 +131,7 @@ proptest! {
 
     #[test]
     fn partitioned_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
-        run_with(ops, ferrite_lsm::LsmOptions { partitions: 5, ..common::tiny(IndexKind::LEARNED) });
+        run_with(ops, common::tiny(IndexKind::LEARNED).partitions(5));
     }
 
     #[test]
@@ -164,7 +164,7 @@ fn a_long_run_reaches_deep_levels_and_stays_consistent() {
     assert!(r.levels.iter().skip(2).any(|l| l.tables > 0), "{r:?}");
     assert!(r.levels.iter().all(|l| l.learned_tables == l.tables));
     let st = db.stats();
-    assert!(st.extra("compactions").unwrap() > 10.0);
+    assert!(st.field("compactions").unwrap() > 10.0);
     db.verify().unwrap();
     assert_eq!(common::contents(&db), model);
 }
@@ -172,12 +172,10 @@ fn a_long_run_reaches_deep_levels_and_stays_consistent() {
 #[test]
 fn load_aware_construction_learns_only_where_lookups_pay() {
     let d = common::fresh();
-    let opts = ferrite_lsm::LsmOptions {
-        // A saving so large that any lookup pays for a model, so the test
-        // checks the mechanics (counters reach the policy), not a tuning.
-        load_aware: Some(ferrite_lsm::LoadAware { saving_ns: 1e6 }),
-        ..common::tiny(IndexKind::LEARNED)
-    };
+    // A saving so large that any lookup pays for a model, so the test
+    // checks the mechanics (counters reach the policy), not a tuning.
+    let opts = common::tiny(IndexKind::LEARNED)
+        .load_aware(Some(ferrite_lsm::LoadAware { saving_ns: 1e6 }));
     let db = common::open(&d, opts, SyncMode::Never).unwrap();
     // Writes alone: every compaction output is left sparse.
     for i in 0..6000u32 {
@@ -187,8 +185,8 @@ fn load_aware_construction_learns_only_where_lookups_pay() {
     db.flush().unwrap();
     db.wait_for_compactions().unwrap();
     let st = db.stats();
-    assert!(st.extra("load_aware_sparse").unwrap() > 0.0);
-    assert_eq!(st.extra("load_aware_learned"), Some(0.0));
+    assert!(st.field("load_aware_sparse").unwrap() > 0.0);
+    assert_eq!(st.field("load_aware_learned"), Some(0.0));
     assert_eq!(
         db.report()
             .levels
@@ -217,9 +215,9 @@ fn load_aware_construction_learns_only_where_lookups_pay() {
     db.wait_for_compactions().unwrap();
     let st = db.stats();
     assert!(
-        st.extra("load_aware_learned").unwrap() > 0.0,
+        st.field("load_aware_learned").unwrap() > 0.0,
         "{:?}",
-        st.extra
+        st.fields()
     );
     assert!(most_learned > 0, "no learned table was ever live");
     db.verify().unwrap();
@@ -228,10 +226,7 @@ fn load_aware_construction_learns_only_where_lookups_pay() {
 #[test]
 fn dropping_a_partition_removes_exactly_its_keys() {
     let d = common::fresh();
-    let lsm = ferrite_lsm::LsmOptions {
-        partitions: 4,
-        ..common::tiny(IndexKind::LEARNED)
-    };
+    let lsm = common::tiny(IndexKind::LEARNED).partitions(4);
     let db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
     let mut model = BTreeMap::new();
     for i in 0..4000u32 {
@@ -249,14 +244,11 @@ fn dropping_a_partition_removes_exactly_its_keys() {
         model.insert(key(k), b"after".to_vec());
     }
     assert_eq!(common::contents(&db), model);
-    assert_eq!(db.stats().extra("partition_drops"), Some(1.0));
+    assert_eq!(db.stats().field("partition_drops"), Some(1.0));
     assert!(db.drop_partition(4).is_err(), "partition out of range");
     drop(db);
     // Partitions route keys, so reopening with another count is refused.
-    let other = ferrite_lsm::LsmOptions {
-        partitions: 8,
-        ..common::tiny(IndexKind::LEARNED)
-    };
+    let other = common::tiny(IndexKind::LEARNED).partitions(8);
     assert!(matches!(
         common::open(&d, other, SyncMode::Never),
         Err(ferrite_core::Error::InvalidOptions(_))

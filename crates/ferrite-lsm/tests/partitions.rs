@@ -13,16 +13,14 @@ use ferrite_lsm::{IndexKind, LsmOptions};
 
 /// Options whose L0 never compacts, so its tables can be counted.
 fn options(partitions: usize, table_bytes: usize) -> LsmOptions {
-    LsmOptions {
-        memtable_bytes: 64 << 10,
-        max_immutable: 1,
-        table_bytes,
-        l0_compaction_trigger: 1000,
-        l0_slowdown: 1000,
-        l0_stop: 1000,
-        partitions,
-        ..common::tiny(IndexKind::LEARNED)
-    }
+    common::tiny(IndexKind::LEARNED)
+        .memtable_bytes(64 << 10)
+        .max_immutable(1)
+        .table_bytes(table_bytes)
+        .l0_compaction_trigger(1000)
+        .l0_slowdown(1000)
+        .l0_stop(1000)
+        .partitions(partitions)
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -33,7 +31,7 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn extra(db: &ferrite_lsm::LsmStore, name: &str) -> f64 {
-    db.stats().extra(name).unwrap()
+    db.stats().field(name).unwrap()
 }
 
 #[test]

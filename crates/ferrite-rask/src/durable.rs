@@ -28,7 +28,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::{EngineKind, Options, PeriodicSync, Poison, StoreIdentity, SyncMode};
+use ferrite_core::engine::{PeriodicSync, Poison};
+use ferrite_core::{EngineKind, Options, StoreIdentity, SyncMode};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions};
 use ferrite_wal::Wal;
 use parking_lot::Mutex;
@@ -211,11 +212,7 @@ impl<V: RangeValue> DurableRask<V> {
                 let wal = wal.clone();
                 Some(
                     PeriodicSync::start("rask-log-sync", every, move || wal.sync()).map_err(
-                        |e| {
-                            ferrite_core::Error::InvalidOptions(format!(
-                                "cannot start the log's sync thread: {e}"
-                            ))
-                        },
+                        |e| ferrite_core::Error::resource("the rask-log-sync thread", e),
                     )?,
                 )
             }
@@ -308,7 +305,7 @@ impl<V: RangeValue> DurableRask<V> {
         let mut w = self.writer.lock();
         w.poisoned.check()?;
         let epoch = w.epoch + 1;
-        if ferrite_core::check_counter(epoch).is_none() {
+        if ferrite_core::engine::check_counter(epoch).is_none() {
             // A reader would take the snapshot for damage and fall back to
             // the older one without this log: refuse before writing.
             return Err(corrupt(
@@ -467,7 +464,7 @@ fn read_header(dev: &dyn BlockDevice, value_len: usize) -> Result<Option<Header>
         payload_len: read_u64(&b, 32),
         payload_crc: read_u32(&b, 40),
     };
-    if ferrite_core::check_counter(h.epoch).is_none() {
+    if ferrite_core::engine::check_counter(h.epoch).is_none() {
         return Err(corrupt(
             "rask snapshot",
             format!("epoch {} is past any a store reaches", h.epoch),

@@ -74,10 +74,7 @@ impl From<RaskError> for ferrite_core::Error {
                 location: what.to_string(),
                 reason,
             },
-            other => ferrite_core::Error::Foreign {
-                store: "rask",
-                message: other.to_string(),
-            },
+            other => ferrite_core::Error::Rask(other.to_string()),
         }
     }
 }

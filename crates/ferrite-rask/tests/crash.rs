@@ -40,11 +40,7 @@ fn open_recovering(
     DurableRask::open_on(
         devices,
         DurableOptions {
-            store: Options {
-                sync,
-                wal_recovery,
-                ..Options::default()
-            },
+            store: Options::default().sync(sync).wal_recovery(wal_recovery),
             index: RaskOptions {
                 leaf_capacity: 8,
                 merge_threshold: None,
@@ -390,7 +386,7 @@ fn a_snapshot_epoch_past_the_counter_limit_is_a_typed_error() {
 /// and the writes since stay in the log.
 #[test]
 fn a_snapshot_at_the_counter_limit_is_refused_and_loses_nothing() {
-    let d = snapshot_of_epoch(ferrite_core::COUNTER_LIMIT - 1);
+    let d = snapshot_of_epoch(ferrite_core::engine::COUNTER_LIMIT - 1);
     let db = open(&d).unwrap();
     db.put(
         BlockRange::new(20, 29).unwrap(),
@@ -536,10 +532,7 @@ fn an_index_of_the_older_format_opens_and_is_upgraded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index");
     let opts = DurableOptions {
-        store: Options {
-            direct_io: false,
-            ..Options::default()
-        },
+        store: Options::default().direct_io(false),
         index: RaskOptions::default(),
         checkpoint_log_bytes: 1 << 20,
     };

@@ -42,7 +42,8 @@ pub use record::{
 
 use std::sync::Arc;
 
-use ferrite_core::{Error, Poison, Result, WalRecovery};
+use ferrite_core::engine::Poison;
+use ferrite_core::{Error, Result, WalRecovery};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::{Condvar, Mutex};
 

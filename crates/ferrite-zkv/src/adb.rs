@@ -31,14 +31,6 @@ pub enum AdbClass {
 }
 
 impl AdbClass {
-    pub fn slots(self) -> usize {
-        match self {
-            AdbClass::B64 => 4,
-            AdbClass::B128 => 8,
-            AdbClass::B256 => 16,
-        }
-    }
-
     /// The smallest class holding `n` pairs, if any.
     pub fn for_count(n: usize) -> Option<Self> {
         match n {
@@ -182,10 +174,6 @@ impl Adb {
 
     pub fn len(&self) -> usize {
         usize::from(self.bytes()[0])
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Entries in slot order: (key, value) as stored.
@@ -335,15 +323,6 @@ impl AdbPool {
             }
         }
         None
-    }
-
-    pub fn clear(&mut self) {
-        for l in &mut self.lists {
-            for q in l.iter_mut() {
-                q.clear();
-            }
-        }
-        self.bytes = 0;
     }
 }
 

@@ -39,14 +39,6 @@ impl BatchArray {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.batches.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.batches.is_empty()
-    }
-
     /// Claims the next batch to insert.
     pub fn claim(&self) -> Option<(usize, &[Pair])> {
         let i = self.next.fetch_add(1, Ordering::AcqRel);
@@ -113,8 +105,23 @@ impl BatchArray {
         out
     }
 
-    pub fn all(&self) -> impl Iterator<Item = &Pair> {
-        self.batches.iter().flatten()
+    /// Up to `limit` pairs of `start..end` from the top down, in
+    /// descending key order.
+    pub fn range_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Vec<Pair> {
+        let last = self
+            .batches
+            .partition_point(|b| b.first().is_some_and(|p| before_end(p.key(), end)));
+        let mut out = Vec::new();
+        for b in self.batches[..last].iter().rev() {
+            let to = b.partition_point(|p| before_end(p.key(), end));
+            for p in b[..to].iter().rev() {
+                if !after_start(p.key(), start) || out.len() >= limit {
+                    return out;
+                }
+                out.push(p.clone());
+            }
+        }
+        out
     }
 
     pub fn mem_bytes(&self) -> usize {

@@ -33,6 +33,16 @@ pub struct LruPool {
 }
 
 impl LruPool {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
     pub fn new(capacity: usize) -> Self {
         Self {
             capacity,
@@ -43,18 +53,6 @@ impl LruPool {
             misses: 0,
             evictions: 0,
         }
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    pub fn len(&self) -> usize {
-        self.frames.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
     }
 
     fn touch(&mut self, leaf: u32) {

@@ -47,6 +47,15 @@ pub struct MergedFilter {
 }
 
 impl MergedFilter {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| !n.shadow)
+            .map(|n| n.pairs.len())
+            .sum()
+    }
+
     pub fn new(node_pairs: usize) -> Self {
         let mut me = Self {
             index: BTreeMap::new(),
@@ -86,14 +95,6 @@ impl MergedFilter {
             .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()
             .map(|(k, &n)| (k, n))
-    }
-
-    pub fn len(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|n| !n.shadow)
-            .map(|n| n.pairs.len())
-            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -207,6 +208,36 @@ impl MergedFilter {
             let from = node.pairs.partition_point(|p| !after_start(p.key(), start));
             for p in &node.pairs[from..] {
                 if !before_end(p.key(), end) || out.len() >= limit {
+                    return out;
+                }
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    /// Up to `limit` pairs of `start..end` from the top down, in
+    /// descending key order.
+    pub fn range_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, limit: usize) -> Vec<Pair> {
+        let upper = match end {
+            Bound::Included(k) | Bound::Excluded(k) => Bound::Included(k),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let mut out = Vec::new();
+        for (_, &n) in self.index.range::<[u8], _>((Bound::Unbounded, upper)).rev() {
+            let node = &self.nodes[n];
+            if node
+                .pairs
+                .last()
+                .is_some_and(|p| !after_start(p.key(), start))
+            {
+                break;
+            }
+            for p in node.pairs.iter().rev() {
+                if !before_end(p.key(), end) {
+                    continue;
+                }
+                if !after_start(p.key(), start) || out.len() >= limit {
                     return out;
                 }
                 out.push(p.clone());

@@ -10,7 +10,7 @@
 //! version u64 | len u64 | pad to 32 | payload`, padded to a whole block;
 //! the checksum covers the version, the length and the payload.
 //! Versions and the WAL sequence number are below
-//! `ferrite_core::COUNTER_LIMIT`.
+//! `ferrite_core::engine::COUNTER_LIMIT`.
 //! Two slots of one or more zones each take snapshots in turn: recovery
 //! reads both up to their write pointers and takes the highest version
 //! whose frame checks; a snapshot that does not fit the active slot goes
@@ -19,7 +19,8 @@
 
 use std::sync::Arc;
 
-use ferrite_core::{check_counter, ByteReader, Error, Result};
+use ferrite_core::engine::{check_counter, ByteReader};
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, ZoneGeometry, ZonedDevice};
 
 use crate::pair::{Bytes, Pair, Val};
@@ -424,8 +425,8 @@ impl MetaLog {
     pub fn write(&mut self, snap: &Snapshot) -> Result<()> {
         // Recovery would take a snapshot with a counter at the limit for
         // damage and fall back to an older one: refuse it unwritten.
-        ferrite_core::persistable_counter(snap.version, "zkv MetaLog version")?;
-        ferrite_core::persistable_counter(snap.wal.seq, "zkv MetaLog WAL position")?;
+        ferrite_core::engine::persistable_counter(snap.version, "zkv MetaLog version")?;
+        ferrite_core::engine::persistable_counter(snap.wal.seq, "zkv MetaLog WAL position")?;
         let g = *self.dev.geometry();
         let bs = g.block_size as usize;
         let body = snap.encode();
@@ -528,7 +529,7 @@ mod tests {
 
     #[test]
     fn counters_no_store_reaches_are_errors() {
-        let limit = ferrite_core::COUNTER_LIMIT;
+        let limit = ferrite_core::engine::COUNTER_LIMIT;
         let body = snap(limit - 1, 4).encode();
         assert_eq!(
             Snapshot::decode(limit - 1, &body).unwrap(),
@@ -546,7 +547,7 @@ mod tests {
             EmulatedZonedDevice::format(MemDevice::new(), ZoneGeometry::small(8, 4, 4)).unwrap(),
         );
         let (mut log, _) = MetaLog::load(dev.clone(), 1).unwrap();
-        let limit = ferrite_core::COUNTER_LIMIT;
+        let limit = ferrite_core::engine::COUNTER_LIMIT;
         log.write(&snap(limit - 1, 4)).unwrap();
         let mut over = snap(limit, 4);
         assert!(matches!(log.write(&over), Err(Error::Corruption { .. })));

@@ -33,7 +33,9 @@ impl Variant {
     }
 }
 
+/// Options of the ZKV engine (and of its baselines, by `variant`).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ZkvOptions {
     pub variant: Variant,
     /// Geometry of a new device (an existing one keeps its own).
@@ -122,14 +124,34 @@ impl Default for ZkvOptions {
     }
 }
 
-impl ZkvOptions {
-    pub fn variant(variant: Variant) -> Self {
-        Self {
-            variant,
-            ..Self::default()
-        }
-    }
+ferrite_core::option_setters!(ZkvOptions {
+    variant: Variant,
+    geometry: ZoneGeometry,
+    wal_zones: u32,
+    wal_instances: usize,
+    meta_zones: u32,
+    flushers: usize,
+    leaf_size: usize,
+    group_pages: usize,
+    sequencer_bytes: usize,
+    cache_threshold: u32,
+    adb_instances: usize,
+    split: [u32; 3],
+    merged_filter: bool,
+    adb: bool,
+    batch_merge: bool,
+    leaf_joins: bool,
+    baseline_zflusher: bool,
+    mf_node_pairs: usize,
+    inline_value_max: usize,
+    gc: GcPolicy,
+    gc_reserve_zones: usize,
+    gc_space_amp: Option<f64>,
+    checkpoint_wal_bytes: Option<u64>,
+    bd_chain: usize,
+});
 
+impl ZkvOptions {
     pub fn validate(&self) -> Result<(), String> {
         let g = &self.geometry;
         g.validate().map_err(|e| e.to_string())?;
@@ -208,10 +230,7 @@ mod tests {
 
     #[test]
     fn leaf_sizes_are_powers_of_two_within_the_page_format() {
-        let with = |leaf_size| ZkvOptions {
-            leaf_size,
-            ..ZkvOptions::default()
-        };
+        let with = |leaf_size| ZkvOptions::default().leaf_size(leaf_size);
         for ok in [4096, 8192, 16 << 10, 32 << 10] {
             assert_eq!(with(ok).validate(), Ok(()), "{ok}");
         }

@@ -34,6 +34,7 @@ pub enum Stored {
 }
 
 impl Stored {
+    #[cfg(test)]
     pub fn from_val(v: &Val) -> Option<Stored> {
         match v {
             Val::Put(b) => Some(Stored::Inline(b.as_slice().to_vec())),
@@ -154,6 +155,7 @@ impl<'a> LeafPage<'a> {
         self.count
     }
 
+    #[cfg(any(test, feature = "bench-internals"))]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::flusher::Flusher;
 use crate::read_cache::ReadCache;
-use crate::zone_space::{Role, ZoneSpace};
+use crate::zone_space::ZoneSpace;
 
 pub struct PageIo {
     pub dev: Arc<dyn ZonedDevice>,
@@ -106,14 +106,6 @@ impl PageIo {
         Ok(())
     }
 
-    /// Zones the flushers hold open.
-    pub fn open_zones(&self) -> Vec<u32> {
-        self.flushers
-            .iter()
-            .filter_map(|f| f.lock().zone())
-            .collect()
-    }
-
     /// (zone writes, pages written) over all flushers.
     pub fn write_counts(&self) -> (u64, u64) {
         self.flushers.iter().fold((0, 0), |(a, b), f| {
@@ -124,9 +116,5 @@ impl PageIo {
 
     pub fn waiting_pages(&self) -> usize {
         self.flushers.iter().map(|f| f.lock().waiting()).sum()
-    }
-
-    pub fn flusher_role() -> Role {
-        Role::Leaf
     }
 }

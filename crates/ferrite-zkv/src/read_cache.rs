@@ -36,6 +36,11 @@ pub struct Sieve {
 }
 
 impl Sieve {
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     pub fn new(cap: usize) -> Self {
         Self {
             cap,
@@ -54,10 +59,6 @@ impl Sieve {
 
     pub fn len(&self) -> usize {
         self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 
     pub fn get(&mut self, key: u64) -> Option<Arc<AlignedBuf>> {
@@ -204,10 +205,6 @@ impl ReadCache {
 
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -763,13 +763,13 @@ impl Tree {
             Ok(())
         };
         let mut prev: Option<Vec<u8>> = None;
-        for (k, v) in sorted {
-            ferrite_core::check_key(&k)?;
-            ferrite_core::check_value(&v)?;
+        for (index, (k, v)) in sorted.enumerate() {
+            ferrite_core::engine::check_key(&k)?;
+            ferrite_core::engine::check_value(&v)?;
             if prev.as_ref().is_some_and(|p| *p >= k) {
-                return Err(Error::InvalidOptions(
-                    "bulk load input is not strictly ascending".into(),
-                ));
+                return Err(Error::NotAscending {
+                    index: index as u64,
+                });
             }
             let val = to_val(&k, &v)?;
             let size = cell_bytes(k.len(), &val);
@@ -873,16 +873,7 @@ impl Tree {
             if !low.as_slice().is_empty() && !before_end(low.as_slice(), end) {
                 break;
             }
-            let l = self.leaf(id);
-            let mut dead = Vec::new();
-            let mut overlay: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs());
-            overlay.sort_by(|x, y| x.key().cmp(y.key()));
-            if !l.delta.is_empty() {
-                let d = newest_last_dedup(l.delta.clone(), &mut dead);
-                overlay = merge_over(overlay, d, &mut dead);
-            }
-            let pairs = merge_over(self.page_pairs(id, ctx)?, overlay, &mut dead);
-            for p in pairs {
+            for p in self.leaf_pairs(id, ctx)? {
                 if p.val == Val::Del || !after_start(p.key(), start) {
                     continue;
                 }
@@ -895,6 +886,53 @@ impl Tree {
             }
         }
         Ok(())
+    }
+
+    /// The leaf pairs of `start..end` (buffers over pages, deletes left
+    /// out) in descending key order, leaf by leaf from the top down.
+    pub fn scan_rev(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        ctx: &Ctx<'_>,
+        visit: &mut dyn FnMut(Pair) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let upper = match end {
+            Bound::Included(k) | Bound::Excluded(k) => Bound::Included(k),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        for (low, &id) in self.map.range::<[u8], _>((Bound::Unbounded, upper)).rev() {
+            let pairs = self.leaf_pairs(id, ctx)?;
+            for p in pairs.into_iter().rev() {
+                if p.val == Val::Del || !before_end(p.key(), end) {
+                    continue;
+                }
+                if !after_start(p.key(), start) {
+                    return Ok(());
+                }
+                if visit(p)?.is_break() {
+                    return Ok(());
+                }
+            }
+            // Leaves below hold keys below this one's low key.
+            if !low.as_slice().is_empty() && !after_start(low.as_slice(), start) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// A leaf's pairs, its buffers over its page, sorted.
+    fn leaf_pairs(&self, id: u32, ctx: &Ctx<'_>) -> Result<Vec<Pair>> {
+        let l = self.leaf(id);
+        let mut dead = Vec::new();
+        let mut overlay: Vec<Pair> = l.adb.as_ref().map_or_else(Vec::new, |a| a.pairs());
+        overlay.sort_by(|x, y| x.key().cmp(y.key()));
+        if !l.delta.is_empty() {
+            let d = newest_last_dedup(l.delta.clone(), &mut dead);
+            overlay = merge_over(overlay, d, &mut dead);
+        }
+        Ok(merge_over(self.page_pairs(id, ctx)?, overlay, &mut dead))
     }
 
     /// `(low key, page id)` of every leaf, in key order.

@@ -202,10 +202,6 @@ impl Vlog {
             s.sub_valid(z, RECORD_HEADER + loc_len(loc));
         }
     }
-
-    pub fn zone(&self) -> Option<u32> {
-        self.zone
-    }
 }
 
 /// A record found by [`scan`]: where it is, and what it holds.

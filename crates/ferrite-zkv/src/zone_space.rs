@@ -82,6 +82,11 @@ pub struct ZoneSpace {
 }
 
 impl ZoneSpace {
+    #[cfg(test)]
+    pub fn zone_of(&self, page: u64) -> usize {
+        (page / self.pages_per_zone) as usize
+    }
+
     /// `meta_zones` MetaLog zones (both slots) come first, then the WAL ring.
     pub fn new(
         zone_count: u32,
@@ -120,10 +125,6 @@ impl ZoneSpace {
             writing: 0,
             flushers,
         }
-    }
-
-    pub fn zone_of(&self, page: u64) -> usize {
-        (page / self.pages_per_zone) as usize
     }
 
     pub fn free_zones(&self) -> usize {
@@ -354,10 +355,6 @@ impl ZoneSpace {
             };
         }
         crate::gc_policy::space_amplification(used, live)
-    }
-
-    pub fn clock(&self) -> u64 {
-        self.clock
     }
 }
 

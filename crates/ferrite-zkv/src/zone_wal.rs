@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ferrite_core::{Error, Poison, Result};
+use ferrite_core::engine::Poison;
+use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, ZonedDevice};
 use ferrite_wal::{decode_record, encode_claiming_record, CLAIM_LEN, HEADER_LEN};
 use parking_lot::{Mutex, MutexGuard};
@@ -179,10 +180,6 @@ impl ZoneWal {
 
     fn bs(&self) -> u64 {
         u64::from(self.dev.geometry().block_size)
-    }
-
-    pub fn instances(&self) -> usize {
-        self.instances.len()
     }
 
     pub fn check(&self) -> Result<()> {

@@ -15,29 +15,23 @@ pub fn geometry(zones: u32) -> ZoneGeometry {
 }
 
 pub fn small_opts(variant: Variant) -> ZkvOptions {
-    ZkvOptions {
-        variant,
-        geometry: geometry(24),
-        wal_zones: 2,
-        flushers: 2,
-        sequencer_bytes: 4 * 4096,
-        group_pages: 4,
-        mf_node_pairs: 8,
-        adb_instances: 4,
-        gc_reserve_zones: 4,
-        checkpoint_wal_bytes: Some(96 << 10),
-        bd_chain: 8,
-        inline_value_max: 64,
-        ..ZkvOptions::default()
-    }
+    ZkvOptions::default()
+        .variant(variant)
+        .geometry(geometry(24))
+        .wal_zones(2)
+        .flushers(2)
+        .sequencer_bytes(4 * 4096)
+        .group_pages(4)
+        .mf_node_pairs(8)
+        .adb_instances(4)
+        .gc_reserve_zones(4)
+        .checkpoint_wal_bytes(Some(96 << 10))
+        .bd_chain(8)
+        .inline_value_max(64)
 }
 
 pub fn options(sync: SyncMode) -> Options {
-    Options {
-        sync,
-        cache_bytes: 64 << 10,
-        ..Options::default()
-    }
+    Options::default().sync(sync).cache_bytes(64 << 10)
 }
 
 pub fn mem_device(zones: u32) -> Arc<dyn ZonedDevice> {

@@ -18,7 +18,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 fn frame(body: &[u8]) -> AlignedBuf {
-    ferrite_zkv::metalog::encode_frame(1, body, 4096)
+    ferrite_zkv::internals::encode_frame(1, body, 4096)
 }
 
 #[test]
@@ -354,10 +354,9 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused() {
                 assert!(e.is_corruption(), "seed {seed}: {e}");
                 refused += 1;
                 // Salvaged, the store keeps the puts before the damaged one.
-                let salvage = ferrite_core::Options {
-                    wal_recovery: ferrite_core::WalRecovery::TruncateAtDamage,
-                    ..opts.clone()
-                };
+                let salvage = opts
+                    .clone()
+                    .wal_recovery(ferrite_core::WalRecovery::TruncateAtDamage);
                 let db = ZkvStore::open_on(dev, &salvage, common::small_opts(variant))
                     .unwrap_or_else(|e| panic!("seed {seed}: salvage: {e}"));
                 for i in 0..n {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::testkit::interrupted_recovery;
+use ferrite_core::testkit::{interrupted_recovery, range_delete_effect};
 use ferrite_core::{Error, KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
 use ferrite_io::{
     BlockDevice, CrashMode, EmulatedZonedDevice, FaultKind, FaultOp, FaultRule, FaultyDevice,
@@ -114,12 +114,10 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
     let geo = common::geometry(load.zones);
-    let zo = ferrite_zkv::ZkvOptions {
-        geometry: geo,
-        // Some runs split each MetaLog slot over two zones.
-        meta_zones: 1 + (seed % 2) as u32,
-        ..common::small_opts(variant)
-    };
+    // Some runs split each MetaLog slot over two zones.
+    let zo = common::small_opts(variant)
+        .geometry(geo)
+        .meta_zones(1 + (seed % 2) as u32);
     let opts = common::options(SyncMode::Always);
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
@@ -162,8 +160,16 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
             .is_some_and(|f| i as f64 >= f * ops as f64);
         let deletes = if thinning { 0.9 } else { 0.15 };
         for _ in 0..n {
-            let k = format!("key{:05}", rng.gen_range(0..load.keys)).into_bytes();
-            if rng.gen_bool(deletes) {
+            let at = rng.gen_range(0..load.keys);
+            let k = format!("key{at:05}").into_bytes();
+            if rng.gen_bool(0.01) {
+                // A range delete: logged as one operation, applied as
+                // deletes of the keys it finds.
+                let end = format!("key{:05}", at + rng.gen_range(1..80)).into_bytes();
+                batch.delete_range(&k, &end).unwrap();
+                let removed = range_delete_effect(&acked, &attempt, &k, &end);
+                attempt.extend(removed);
+            } else if rng.gen_bool(deletes) {
                 batch.delete(&k).unwrap();
                 attempt.push((k, None));
             } else {
@@ -202,9 +208,9 @@ fn run_load(seed: u64, variant: Variant, load: &Load) -> (usize, bool, Moves) {
     }
     let st = db.stats();
     let moves = Moves {
-        relocated: st.extra("relocated_values").unwrap_or(0.0),
-        drained: st.extra("drained_relocations").unwrap_or(0.0),
-        joined: st.extra("joined_leaves").unwrap_or(0.0),
+        relocated: st.field("relocated_values").unwrap_or(0.0),
+        drained: st.field("drained_relocations").unwrap_or(0.0),
+        joined: st.field("joined_leaves").unwrap_or(0.0),
     };
     faulty.crash(crash_mode(&mut rng, seed)).unwrap();
     drop(db);
@@ -341,17 +347,13 @@ fn without_faults_every_write_succeeds() {
     let geo = common::geometry(40);
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), geo).unwrap());
-    let zo = ferrite_zkv::ZkvOptions {
-        geometry: geo,
-        wal_zones: 4,
-        meta_zones: 2,
-        ..ferrite_zkv::ZkvOptions::default()
-    };
-    let opts = ferrite_core::Options {
-        sync: SyncMode::Always,
-        cache_bytes: 256 << 10,
-        ..ferrite_core::Options::default()
-    };
+    let zo = ferrite_zkv::ZkvOptions::default()
+        .geometry(geo)
+        .wal_zones(4)
+        .meta_zones(2);
+    let opts = ferrite_core::Options::default()
+        .sync(SyncMode::Always)
+        .cache_bytes(256 << 10);
     let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
     let mut pairs = (0..20_000u64).map(|i| (i.to_be_bytes().to_vec(), i.to_le_bytes().to_vec()));
     db.bulk_load(&mut pairs).unwrap();
@@ -376,11 +378,9 @@ fn concurrent_run(seed: u64, sync: SyncMode) {
     let mut rng = SmallRng::seed_from_u64(seed);
     let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
     let geo = common::geometry(24);
-    let zo = ferrite_zkv::ZkvOptions {
-        geometry: geo,
-        wal_instances: 3,
-        ..common::small_opts(Variant::Zkv)
-    };
+    let zo = common::small_opts(Variant::Zkv)
+        .geometry(geo)
+        .wal_instances(3);
     let opts = common::options(sync);
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
@@ -554,15 +554,12 @@ fn a_restart_gives_the_flushers_their_zones_back() {
     for variant in [Variant::Zkv, Variant::BPlusTree, Variant::BdTree] {
         let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
         let geo = common::geometry(24);
-        let zo = ferrite_zkv::ZkvOptions {
-            geometry: geo,
-            ..common::small_opts(variant)
-        };
+        let zo = common::small_opts(variant).geometry(geo);
         let opts = common::options(SyncMode::Always);
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());
         let db = ZkvStore::open_on(dev, &opts, zo.clone()).unwrap();
-        let free = |db: &ZkvStore| db.stats().extra("free_zones").unwrap();
+        let free = |db: &ZkvStore| db.stats().field("free_zones").unwrap();
         // Values under the inline limit: the value log takes no zone, so
         // every zone in use is a leaf zone.
         let mut acked = Model::new();
@@ -624,10 +621,7 @@ fn a_recovery_that_fails_part_way_writes_nothing() {
     for (op, n) in runs {
         let faulty = Arc::new(FaultyDevice::new(MemDevice::new()));
         let geo = common::geometry(24);
-        let zo = ferrite_zkv::ZkvOptions {
-            geometry: geo,
-            ..common::small_opts(Variant::Zkv)
-        };
+        let zo = common::small_opts(Variant::Zkv).geometry(geo);
         let opts = common::options(SyncMode::Always);
         let dev: Arc<dyn ZonedDevice> =
             Arc::new(EmulatedZonedDevice::format(faulty.clone(), geo).unwrap());

@@ -152,9 +152,9 @@ fn rounds(zo: &ZkvOptions, values: Values, seed: u64) -> Rounds {
         taken.push(fill(&db, &mut model, &mut rng, values, round));
         // Full only after reclamation ran out of zones to free.
         let s = db.stats();
-        assert!(s.extra("refused_writes").unwrap() >= 1.0);
-        assert!(s.extra("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
-        relocated += s.extra("relocated_values").unwrap();
+        assert!(s.field("refused_writes").unwrap() >= 1.0);
+        assert!(s.field("gc_zones").unwrap() > 0.0, "nothing was reclaimed");
+        relocated += s.field("relocated_values").unwrap();
         // The store is not poisoned: reads answer.
         assert_matches(&db, &model, "full");
         // A reopen on the full device works.
@@ -212,10 +212,7 @@ fn a_full_zkv_refuses_puts_and_recovers_room_from_deletes() {
 /// their room now counts towards admission.
 #[test]
 fn deletes_go_through_while_the_flushers_zones_have_room() {
-    let zo = ZkvOptions {
-        leaf_joins: false,
-        ..common::small_opts(Variant::Zkv)
-    };
+    let zo = common::small_opts(Variant::Zkv).leaf_joins(false);
     let r = rounds(&zo, Values { logged: 0.3 }, 134);
     if let Some((round, e)) = &r.refused_delete {
         panic!("round {round} refused deletes: {e}");
@@ -241,10 +238,7 @@ fn space_returned_by_deletes() {
     println!("|---|---|---|---|---|---|");
     for logged in [0.0, 0.1, 0.3] {
         for joins in [false, true] {
-            let zo = ZkvOptions {
-                leaf_joins: joins,
-                ..common::small_opts(Variant::Zkv)
-            };
+            let zo = common::small_opts(Variant::Zkv).leaf_joins(joins);
             let mut shares: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
             let (mut starved, mut refused) = (0, 0);
             for seed in SEEDS {

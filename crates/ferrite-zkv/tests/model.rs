@@ -143,10 +143,8 @@ fn run_with(zo: ZkvOptions, ops: &[Op]) {
     assert_eq!(all, want);
     drop(db);
     // The MetaLog's leaf size wins over the options' on reopen.
-    let other = ZkvOptions {
-        leaf_size: if zo.leaf_size == 4096 { 8192 } else { 4096 },
-        ..zo
-    };
+    let other_size = if zo.leaf_size == 4096 { 8192 } else { 4096 };
+    let other = zo.leaf_size(other_size);
     let db = ZkvStore::open_on(dev, &opts, other).unwrap();
     db.verify().unwrap();
     for (k, v) in &model {
@@ -164,12 +162,12 @@ proptest! {
 
     #[test]
     fn zkv_with_16k_leaves_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..400)) {
-        run_with(ZkvOptions { leaf_size: 16 << 10, ..common::small_opts(Variant::Zkv) }, &ops);
+        run_with(common::small_opts(Variant::Zkv).leaf_size(16 << 10), &ops);
     }
 
     #[test]
     fn btree_with_32k_leaves_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
-        run_with(ZkvOptions { leaf_size: 32 << 10, ..common::small_opts(Variant::BPlusTree) }, &ops);
+        run_with(common::small_opts(Variant::BPlusTree).leaf_size(32 << 10), &ops);
     }
 
     #[test]
@@ -197,11 +195,9 @@ fn every_mechanism_fires_with_16k_leaves() {
 fn mechanisms_fire(leaf_size: usize) {
     let dev = common::mem_device(16);
     let opts = common::options(SyncMode::Never);
-    let zo = ferrite_zkv::ZkvOptions {
-        geometry: common::geometry(16),
-        leaf_size,
-        ..common::small_opts(Variant::Zkv)
-    };
+    let zo = common::small_opts(Variant::Zkv)
+        .geometry(common::geometry(16))
+        .leaf_size(leaf_size);
     let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
     let mut model = BTreeMap::new();
     let mut x: u64 = 7;
@@ -228,7 +224,7 @@ fn mechanisms_fire(leaf_size: usize) {
     }
     db.verify().unwrap();
     let s = db.stats();
-    assert_eq!(s.extra("leaf_size"), Some(leaf_size as f64));
+    assert_eq!(s.field("leaf_size"), Some(leaf_size as f64));
     for name in [
         "mf_evictions",
         "adb_absorbs",
@@ -242,13 +238,13 @@ fn mechanisms_fire(leaf_size: usize) {
         "mf_shadow_removed",
     ] {
         assert!(
-            s.extra(name).unwrap() > 0.0,
+            s.field(name).unwrap() > 0.0,
             "{name} never happened: {:?}",
-            s.extra
+            s.fields()
         );
     }
     assert!(
-        s.extra("pages_written").unwrap() > s.extra("zone_writes").unwrap(),
+        s.field("pages_written").unwrap() > s.field("zone_writes").unwrap(),
         "the ring merger groups pages"
     );
     for (k, v) in &model {
@@ -281,7 +277,7 @@ fn deletes_join_nearly_empty_leaves() {
         model.insert(k, v);
     }
     db.checkpoint().unwrap();
-    let leaves = |db: &ZkvStore| db.stats().extra("leaves").unwrap();
+    let leaves = |db: &ZkvStore| db.stats().field("leaves").unwrap();
     let before = leaves(&db);
     // Nine keys in ten, spread over every leaf.
     let victims: Vec<Vec<u8>> = model
@@ -297,7 +293,7 @@ fn deletes_join_nearly_empty_leaves() {
     db.checkpoint().unwrap();
     db.verify().unwrap();
     let after = leaves(&db);
-    assert!(db.stats().extra("joined_leaves").unwrap() > 0.0);
+    assert!(db.stats().field("joined_leaves").unwrap() > 0.0);
     assert!(
         after * 3.0 <= before,
         "{before} leaves before the deletes, {after} after"
@@ -349,14 +345,12 @@ fn bulk_load_then_updates_for_every_variant() {
 #[test]
 fn reclamation_bounds_space_amplification_when_space_is_tight() {
     let geo = common::geometry(28);
-    let zo = ferrite_zkv::ZkvOptions {
-        geometry: geo,
-        wal_zones: 4,
-        meta_zones: 2,
-        gc_space_amp: Some(1.25),
-        checkpoint_wal_bytes: None,
-        ..common::small_opts(Variant::Zkv)
-    };
+    let zo = common::small_opts(Variant::Zkv)
+        .geometry(geo)
+        .wal_zones(4)
+        .meta_zones(2)
+        .gc_space_amp(Some(1.25))
+        .checkpoint_wal_bytes(None);
     let dev = common::mem_device(28);
     let opts = common::options(SyncMode::Never);
     let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
@@ -377,9 +371,9 @@ fn reclamation_bounds_space_amplification_when_space_is_tight() {
     }
     let s = db.stats();
     assert!(
-        s.extra("gc_zones").unwrap() > 0.0,
+        s.field("gc_zones").unwrap() > 0.0,
         "nothing was reclaimed: {:?}",
-        s.extra
+        s.fields()
     );
     assert!(max_amp <= 1.35, "space amplification reached {max_amp}");
     db.verify().unwrap();

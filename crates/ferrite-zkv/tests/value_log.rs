@@ -35,8 +35,8 @@ fn value(i: u64, version: u32) -> Vec<u8> {
 
 fn tally(db: &ZkvStore, reclaimed: &mut f64, drained: &mut f64) {
     let s = db.stats();
-    *reclaimed += s.extra("gc_zones").unwrap();
-    *drained += s.extra("drained_relocations").unwrap();
+    *reclaimed += s.field("gc_zones").unwrap();
+    *drained += s.field("drained_relocations").unwrap();
 }
 
 fn open(dev: &Arc<dyn ZonedDevice>, opts: &ZkvOptions) -> ZkvStore {
@@ -52,10 +52,7 @@ fn uniform_updates_of_logged_values_drain_zones_through_the_buffers() {
     // their leaves one more; 32 zones leave 24 for data, room for the
     // reserve, the open zones and a few zones draining at once.
     let geo = common::geometry(32);
-    let opts = ZkvOptions {
-        geometry: geo,
-        ..common::small_opts(Variant::Zkv)
-    };
+    let opts = common::small_opts(Variant::Zkv).geometry(geo);
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), geo).unwrap());
     let mut db = open(&dev, &opts);

@@ -1,14 +1,14 @@
 //! `std::collections::BTreeMap` behind a read-write lock: the in-memory
 //! ceiling. No durability, no cache budget; it shows what the workload
-//! costs with no storage at all.
+//! costs with no storage at all. A snapshot copies the map (there is no
+//! cheaper consistent view of a `BTreeMap` under a lock).
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, WriteBatch,
-};
+use ferrite::internals::{check_key, check_value, Instrumented};
+use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, WriteBatch};
 use parking_lot::RwLock;
 
 use super::counted::Counted;
@@ -25,7 +25,7 @@ struct Map {
     payload: AtomicU64,
 }
 
-pub fn open(cfg: &StoreConfig) -> (Box<dyn KvStore>, TargetInfo) {
+pub fn open(cfg: &StoreConfig) -> (Box<dyn Instrumented>, TargetInfo) {
     let info = TargetInfo {
         name: "btreemap".into(),
         cache_bytes: 0,
@@ -53,9 +53,53 @@ impl Map {
                     payload.fetch_sub((key.len() + old.len()) as u64, Relaxed);
                 }
             }
+            BatchOp::DeleteRange { start, end } => {
+                let doomed: Vec<Vec<u8>> = map
+                    .range::<[u8], _>((
+                        std::ops::Bound::Included(start.as_slice()),
+                        std::ops::Bound::Excluded(end.as_slice()),
+                    ))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in doomed {
+                    Self::apply(map, payload, &BatchOp::Delete { key: k });
+                }
+            }
         }
     }
 }
+
+/// A copy of the map.
+struct MapSnapshot(BTreeMap<Vec<u8>, Vec<u8>>);
+
+fn visit_all<'a>(
+    pairs: impl Iterator<Item = (&'a Vec<u8>, &'a Vec<u8>)>,
+    visit: &mut ScanVisitor<'_>,
+) {
+    for (k, v) in pairs {
+        if visit(k, v) == ControlFlow::Break(()) {
+            break;
+        }
+    }
+}
+
+impl StoreSnapshot for MapSnapshot {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.0.get(key).cloned())
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        visit_all(self.0.range::<[u8], _>(range), visit);
+        Ok(())
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        visit_all(self.0.range::<[u8], _>(range).rev(), visit);
+        Ok(())
+    }
+}
+
+impl Instrumented for Map {}
 
 impl KvStore for Map {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -85,12 +129,45 @@ impl KvStore for Map {
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        let map = self.map.read();
-        for (k, v) in map.range::<[u8], _>((range.start, range.end)) {
-            if visit(k, v) == ControlFlow::Break(()) {
-                break;
-            }
+        visit_all(self.map.read().range::<[u8], _>(range), visit);
+        Ok(())
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        visit_all(self.map.read().range::<[u8], _>(range).rev(), visit);
+        Ok(())
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        check_key(key)?;
+        let mut map = self.map.write();
+        if map.get(key).map(Vec::as_slice) != expected {
+            return Ok(false);
         }
+        let op = match new {
+            Some(v) => {
+                check_value(v)?;
+                BatchOp::Put {
+                    key: key.to_vec(),
+                    value: v.to_vec(),
+                }
+            }
+            None => BatchOp::Delete { key: key.to_vec() },
+        };
+        Self::apply(&mut map, &self.payload, &op);
+        Ok(true)
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        Ok(Box::new(MapSnapshot(self.map.read().clone())))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
         Ok(())
     }
 

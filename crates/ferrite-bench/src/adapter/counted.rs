@@ -7,7 +7,8 @@
 //! store's own [`Stats`]. The wrapper is generic, so the peer's calls stay
 //! static, as the engines' own counting is.
 
-use ferrite::{ApiCounters, KeyRange, KvStore, Result, ScanVisitor, Stats, WriteBatch};
+use ferrite::internals::{ApiCounters, Instrumented};
+use ferrite::{KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, WriteBatch};
 
 pub struct Counted<S> {
     inner: S,
@@ -15,6 +16,27 @@ pub struct Counted<S> {
 }
 
 impl<S: KvStore> Counted<S> {
+    fn scan_counted(
+        &self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        let mut read = 0;
+        let mut counting = |k: &[u8], v: &[u8]| {
+            read += (k.len() + v.len()) as u64;
+            visit(k, v)
+        };
+        let done = if rev {
+            self.inner.scan_rev(range, &mut counting)
+        } else {
+            self.inner.scan(range, &mut counting)
+        };
+        self.api.count_scan();
+        self.api.add_read(read);
+        done
+    }
+
     pub fn new(inner: S) -> Self {
         Self {
             inner,
@@ -23,7 +45,7 @@ impl<S: KvStore> Counted<S> {
     }
 }
 
-impl<S: KvStore> KvStore for Counted<S> {
+impl<S: KvStore + 'static> KvStore for Counted<S> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let v = self.inner.get(key)?;
         self.api.count_get(key, v.as_deref());
@@ -44,15 +66,43 @@ impl<S: KvStore> KvStore for Counted<S> {
         Ok(())
     }
 
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        self.inner.delete_range(start, end)?;
+        self.api.count_delete();
+        self.api.add_written((start.len() + end.len()) as u64);
+        Ok(())
+    }
+
+    /// Counted as a put when it writes.
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let swapped = self.inner.compare_and_swap(key, expected, new)?;
+        if swapped {
+            self.api.count_puts(1);
+            self.api
+                .add_written((key.len() + new.map_or(0, <[u8]>::len)) as u64);
+        }
+        Ok(swapped)
+    }
+
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        let mut read = 0;
-        let done = self.inner.scan(range, &mut |k, v| {
-            read += (k.len() + v.len()) as u64;
-            visit(k, v)
-        });
-        self.api.count_scan();
-        self.api.add_read(read);
-        done
+        self.scan_counted(range, false, visit)
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.scan_counted(range, true, visit)
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        self.inner.snapshot()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        Box::new(self.inner).close()
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
@@ -68,10 +118,6 @@ impl<S: KvStore> KvStore for Counted<S> {
 
     fn sync(&self) -> Result<()> {
         self.inner.sync()
-    }
-
-    fn settle(&self) -> Result<()> {
-        self.inner.settle()
     }
 
     fn stats(&self) -> Stats {
@@ -96,5 +142,11 @@ impl<S: KvStore> KvStore for Counted<S> {
 
     fn verify(&self) -> Result<()> {
         self.inner.verify()
+    }
+}
+
+impl<S: Instrumented + 'static> Instrumented for Counted<S> {
+    fn settle(&self) -> Result<()> {
+        self.inner.settle()
     }
 }

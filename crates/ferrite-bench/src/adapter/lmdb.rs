@@ -9,7 +9,8 @@
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
-use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
+use ferrite::internals::Instrumented;
+use ferrite::{BatchOp, KeyRange, Result, ScanVisitor, SyncMode};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions, WithoutTls};
 
@@ -23,10 +24,10 @@ const MAP_SIZE: usize = 256 << 30;
 struct Lmdb {
     env: Env<WithoutTls>,
     db: Database<'static, Bytes, Bytes>,
-    _ticker: Option<ferrite::PeriodicSync>,
+    _ticker: Option<ferrite::internals::PeriodicSync>,
 }
 
-pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, TargetInfo)> {
     let err = foreign("lmdb");
     let mut flags = EnvFlags::NO_READ_AHEAD;
     if cfg.sync != SyncMode::Always {
@@ -53,7 +54,7 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         SyncMode::Batched(every) => {
             let env2 = env.clone();
             Some(
-                ferrite::PeriodicSync::start("lmdb-sync", every, move || {
+                ferrite::internals::PeriodicSync::start("lmdb-sync", every, move || {
                     // A failed sync shows in the store's next write.
                     let _ = env2.force_sync();
                     Ok(())
@@ -93,9 +94,14 @@ impl TxBackend for Lmdb {
             .map(<[u8]>::to_vec))
     }
 
-    fn apply(&self, ops: &[BatchOp]) -> Result<()> {
+    fn apply(&self, ops: &[BatchOp], check: Option<(&[u8], Option<&[u8]>)>) -> Result<bool> {
         let err = foreign("lmdb");
         let mut w = self.env.write_txn().map_err(|e| err(&e))?;
+        if let Some((key, expected)) = check {
+            if self.db.get(&w, key).map_err(|e| err(&e))? != expected {
+                return Ok(false);
+            }
+        }
         for op in ops {
             match op {
                 BatchOp::Put { key, value } => {
@@ -104,19 +110,36 @@ impl TxBackend for Lmdb {
                 BatchOp::Delete { key } => {
                     self.db.delete(&mut w, key).map_err(|e| err(&e))?;
                 }
+                BatchOp::DeleteRange { start, end } => {
+                    let r: (Bound<&[u8]>, Bound<&[u8]>) =
+                        (Bound::Included(start), Bound::Excluded(end));
+                    self.db.delete_range(&mut w, &r).map_err(|e| err(&e))?;
+                }
             }
         }
-        w.commit().map_err(|e| err(&e))
+        w.commit().map_err(|e| err(&e))?;
+        Ok(true)
     }
 
-    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+    fn scan(&self, range: KeyRange<'_>, rev: bool, visit: &mut ScanVisitor<'_>) -> Result<()> {
         let err = foreign("lmdb");
         let r = self.env.read_txn().map_err(|e| err(&e))?;
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
-        for item in self.db.range(&r, &bounds).map_err(|e| err(&e))? {
+        let mut each = |item: heed::Result<(&[u8], &[u8])>| -> Result<ControlFlow<()>> {
             let (k, v) = item.map_err(|e| err(&e))?;
-            if visit(k, v) == ControlFlow::Break(()) {
-                break;
+            Ok(visit(k, v))
+        };
+        if rev {
+            for item in self.db.rev_range(&r, &bounds).map_err(|e| err(&e))? {
+                if each(item)?.is_break() {
+                    break;
+                }
+            }
+        } else {
+            for item in self.db.range(&r, &bounds).map_err(|e| err(&e))? {
+                if each(item)?.is_break() {
+                    break;
+                }
             }
         }
         Ok(())

@@ -22,6 +22,7 @@ mod tx_store;
 
 use std::path::Path;
 
+use ferrite::internals::Instrumented;
 use ferrite::{EngineKind, KvStore, Options, SyncMode};
 
 use crate::error::{BenchError, Result};
@@ -118,7 +119,7 @@ pub fn open(
     target: Target,
     dir: &Path,
     cfg: &StoreConfig,
-) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+) -> Result<(Box<dyn Instrumented>, TargetInfo)> {
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Output {
         path: dir.to_path_buf(),
         source: e,
@@ -129,13 +130,15 @@ pub fn open(
     };
     match target {
         Target::Ferrite(kind) => {
-            let opts = Options {
-                sync: cfg.sync,
-                cache_bytes: cfg.cache_bytes,
-                direct_io: cfg.direct_io,
-                ..Options::default()
-            };
-            let db = ferrite::open(dir, kind, &opts).map_err(wrap)?;
+            let opts = Options::default()
+                .sync(cfg.sync)
+                .cache_bytes(cfg.cache_bytes)
+                .direct_io(cfg.direct_io);
+            let config = ferrite::Config::builder(kind)
+                .options(opts)
+                .build()
+                .map_err(wrap)?;
+            let db = ferrite::internals::open_instrumented(dir, &config).map_err(wrap)?;
             let info = TargetInfo {
                 name: target.name(),
                 cache_bytes: cfg.cache_bytes,
@@ -193,6 +196,18 @@ pub(crate) fn foreign(store: &'static str) -> impl Fn(&dyn std::fmt::Display) ->
 
 /// Checks that a full scan returns strictly ascending keys; the invariant
 /// check available for stores that offer no verifier of their own.
+/// A peer's own counters, under the names reports use.
+#[cfg(feature = "rocksdb")]
+#[derive(Debug)]
+pub(crate) struct PeerStats(pub Vec<(String, f64)>);
+
+#[cfg(feature = "rocksdb")]
+impl ferrite::EngineStats for PeerStats {
+    fn fields(&self) -> Vec<(String, f64)> {
+        self.0.clone()
+    }
+}
+
 pub(crate) fn verify_by_scan(db: &dyn KvStore, store: &'static str) -> ferrite::Result<()> {
     let mut prev: Option<Vec<u8>> = None;
     let mut bad = None;

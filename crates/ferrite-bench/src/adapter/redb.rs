@@ -9,8 +9,9 @@
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
-use ferrite::{BatchOp, KeyRange, KvStore, Result, ScanVisitor, SyncMode};
-use redb::{Database, Durability, ReadableDatabase, TableDefinition};
+use ferrite::internals::Instrumented;
+use ferrite::{BatchOp, KeyRange, Result, ScanVisitor, SyncMode};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::counted::Counted;
 use super::tx_store::{TxBackend, TxStore};
@@ -21,7 +22,7 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 struct Redb {
     db: std::sync::Arc<Database>,
     durability: SyncMode,
-    _ticker: Option<ferrite::PeriodicSync>,
+    _ticker: Option<ferrite::internals::PeriodicSync>,
 }
 
 fn commit_empty(db: &Database) -> Result<()> {
@@ -32,7 +33,7 @@ fn commit_empty(db: &Database) -> Result<()> {
     w.commit().map_err(|e| err(&e))
 }
 
-pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, TargetInfo)> {
     let err = foreign("redb");
     let db = Database::builder()
         .set_cache_size(cfg.cache_bytes as usize)
@@ -48,7 +49,7 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         SyncMode::Batched(every) => {
             let db2 = db.clone();
             Some(
-                ferrite::PeriodicSync::start("redb-sync", every, move || {
+                ferrite::internals::PeriodicSync::start("redb-sync", every, move || {
                     // A failed sync shows in the store's next write.
                     let _ = commit_empty(&db2);
                     Ok(())
@@ -86,7 +87,7 @@ impl TxBackend for Redb {
         Ok(t.get(key).map_err(|e| err(&e))?.map(|g| g.value().to_vec()))
     }
 
-    fn apply(&self, ops: &[BatchOp]) -> Result<()> {
+    fn apply(&self, ops: &[BatchOp], check: Option<(&[u8], Option<&[u8]>)>) -> Result<bool> {
         let err = foreign("redb");
         let mut w = self.db.begin_write().map_err(|e| err(&e))?;
         let d = match self.durability {
@@ -96,6 +97,15 @@ impl TxBackend for Redb {
         w.set_durability(d).map_err(|e| err(&e))?;
         {
             let mut t = w.open_table(TABLE).map_err(|e| err(&e))?;
+            if let Some((key, expected)) = check {
+                let now = t.get(key).map_err(|e| err(&e))?;
+                if now.as_ref().map(|g| g.value()) != expected {
+                    drop(now);
+                    drop(t);
+                    w.abort().map_err(|e| err(&e))?;
+                    return Ok(false);
+                }
+            }
             for op in ops {
                 match op {
                     BatchOp::Put { key, value } => {
@@ -105,21 +115,40 @@ impl TxBackend for Redb {
                     BatchOp::Delete { key } => {
                         t.remove(key.as_slice()).map_err(|e| err(&e))?;
                     }
+                    BatchOp::DeleteRange { start, end } => {
+                        t.retain_in::<&[u8], _>(start.as_slice()..end.as_slice(), |_, _| false)
+                            .map_err(|e| err(&e))?;
+                    }
                 }
             }
         }
-        w.commit().map_err(|e| err(&e))
+        w.commit().map_err(|e| err(&e))?;
+        Ok(true)
     }
 
-    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+    fn scan(&self, range: KeyRange<'_>, rev: bool, visit: &mut ScanVisitor<'_>) -> Result<()> {
         let err = foreign("redb");
         let r = self.db.begin_read().map_err(|e| err(&e))?;
         let t = r.open_table(TABLE).map_err(|e| err(&e))?;
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start, range.end);
-        for item in t.range::<&[u8]>(bounds).map_err(|e| err(&e))? {
-            let (k, v) = item.map_err(|e| err(&e))?;
-            if visit(k.value(), v.value()) == ControlFlow::Break(()) {
-                break;
+        let it = t.range::<&[u8]>(bounds).map_err(|e| err(&e))?;
+        let mut each =
+            |item: std::result::Result<_, redb::StorageError>| -> Result<ControlFlow<()>> {
+                let (k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>) =
+                    item.map_err(|e| err(&e))?;
+                Ok(visit(k.value(), v.value()))
+            };
+        if rev {
+            for item in it.rev() {
+                if each(item)?.is_break() {
+                    break;
+                }
+            }
+        } else {
+            for item in it {
+                if each(item)?.is_break() {
+                    break;
+                }
             }
         }
         Ok(())

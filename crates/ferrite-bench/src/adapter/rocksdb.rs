@@ -7,27 +7,33 @@
 //! outside the block cache, as in every RocksDB deployment; the report
 //! states their size. Writes always go to the WAL; `SyncMode::Always`
 //! syncs it on every write, `Batched` on a timer, `Never` only at `sync`.
+//! Range deletes are RocksDB's `DeleteRange` (range tombstones); reverse
+//! scans its `SeekForPrev`/`Prev`. Snapshots and compare-and-swap are not
+//! offered through this adapter (`Error::Unsupported`): RocksDB's need a
+//! borrowed handle or a transaction database.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use ferrite::internals::{check_key, check_value, Instrumented};
 use ferrite::{
-    check_key, check_value, BatchOp, KeyRange, KvStore, Result, ScanVisitor, Stats, SyncMode,
+    BatchOp, Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode,
     WriteBatch,
 };
 use rocksdb::{BlockBasedOptions, Cache, Options, WriteOptions, DB};
 
 use super::counted::Counted;
+use super::PeerStats;
 use super::{foreign, StoreConfig, TargetInfo};
 
 struct Rocks {
     db: Arc<DB>,
     write_opts: WriteOptions,
     _cache: Cache,
-    _ticker: Option<ferrite::PeriodicSync>,
+    _ticker: Option<ferrite::internals::PeriodicSync>,
 }
 
-pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetInfo)> {
+pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, TargetInfo)> {
     let err = foreign("rocksdb");
     let cache = Cache::new_lru_cache(cfg.cache_bytes as usize).map_err(|e| err(&e))?;
     let mut table = BlockBasedOptions::default();
@@ -49,7 +55,7 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn KvStore>, TargetIn
         SyncMode::Batched(every) => {
             let db2 = db.clone();
             Some(
-                ferrite::PeriodicSync::start("rocksdb-sync", every, move || {
+                ferrite::internals::PeriodicSync::start("rocksdb-sync", every, move || {
                     // A failed sync shows in the store's next write.
                     let _ = db2.flush_wal(true);
                     Ok(())
@@ -123,12 +129,52 @@ impl KvStore for Rocks {
         it.status().map_err(|e| foreign("rocksdb")(&e))
     }
 
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        let mut it = self.db.raw_iterator();
+        match range.end {
+            std::ops::Bound::Included(e) | std::ops::Bound::Excluded(e) => it.seek_for_prev(e),
+            std::ops::Bound::Unbounded => it.seek_to_last(),
+        }
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if !range.after_start(k) {
+                break;
+            }
+            if range.before_end(k) && visit(k, v).is_break() {
+                break;
+            }
+            it.prev();
+        }
+        it.status().map_err(|e| foreign("rocksdb")(&e))
+    }
+
+    fn compare_and_swap(&self, _: &[u8], _: Option<&[u8]>, _: Option<&[u8]>) -> Result<bool> {
+        Err(Error::Unsupported {
+            store: "rocksdb",
+            operation: "compare-and-swap",
+        })
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        Err(Error::Unsupported {
+            store: "rocksdb",
+            operation: "snapshots",
+        })
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.flush_wal(true).map_err(|e| foreign("rocksdb")(&e))
+    }
+
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         let mut b = rocksdb::WriteBatch::default();
         for op in batch.ops() {
             match op {
                 BatchOp::Put { key, value } => b.put(key, value),
                 BatchOp::Delete { key } => b.delete(key),
+                BatchOp::DeleteRange { start, end } => b.delete_range(start, end),
             }
         }
         self.db
@@ -142,28 +188,6 @@ impl KvStore for Rocks {
 
     fn sync(&self) -> Result<()> {
         self.db.flush_wal(true).map_err(|e| foreign("rocksdb")(&e))
-    }
-
-    /// Flushes, then polls RocksDB's own counters until no flush or
-    /// compaction is pending or running.
-    fn settle(&self) -> Result<()> {
-        self.flush()?;
-        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3600);
-        while prop("rocksdb.compaction-pending") > 0
-            || prop("rocksdb.num-running-compactions") > 0
-            || prop("rocksdb.num-running-flushes") > 0
-            || prop("rocksdb.mem-table-flush-pending") > 0
-        {
-            if std::time::Instant::now() > deadline {
-                return Err(ferrite::Error::Foreign {
-                    store: "rocksdb",
-                    message: "background compactions did not finish within an hour".into(),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Ok(())
     }
 
     fn stats(&self) -> Stats {
@@ -190,12 +214,36 @@ impl KvStore for Rocks {
         Stats {
             memory_bytes: prop("rocksdb.block-cache-usage")
                 + prop("rocksdb.cur-size-all-mem-tables"),
-            extra,
+            detail: Some(Arc::new(PeerStats(extra))),
             ..Stats::default()
         }
     }
 
     fn verify(&self) -> Result<()> {
         super::verify_by_scan(self, "rocksdb")
+    }
+}
+
+impl Instrumented for Rocks {
+    /// Flushes, then polls RocksDB's own counters until no flush or
+    /// compaction is pending or running.
+    fn settle(&self) -> Result<()> {
+        self.flush()?;
+        let prop = |name: &str| self.db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        while prop("rocksdb.compaction-pending") > 0
+            || prop("rocksdb.num-running-compactions") > 0
+            || prop("rocksdb.num-running-flushes") > 0
+            || prop("rocksdb.mem-table-flush-pending") > 0
+        {
+            if std::time::Instant::now() > deadline {
+                return Err(ferrite::Error::Foreign {
+                    store: "rocksdb",
+                    message: "background compactions did not finish within an hour".into(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(())
     }
 }

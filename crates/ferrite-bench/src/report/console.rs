@@ -19,6 +19,8 @@ pub fn print_console(r: &BenchReport) {
             let main = [
                 OpKind::Read,
                 OpKind::Scan,
+                OpKind::ReverseScan,
+                OpKind::DeleteRange,
                 OpKind::Update,
                 OpKind::Insert,
                 OpKind::ReadModifyWrite,

@@ -120,25 +120,21 @@ fn open(dir: &Path, o: Open) -> Result<BTreeStore> {
         path: dir.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let options = Options {
-        cache_bytes: o.cache,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    let bt = BTreeOptions {
-        page_size: o.page_size,
-        shortcut: o.variant.map(|variant| ShortcutOptions {
-            variant,
-            relayout: o.relayout,
-            runner_up_below: if o.runner_up {
-                ShortcutOptions::default().runner_up_below
-            } else {
-                0.0
-            },
-            ..ShortcutOptions::default()
-        }),
-        ..BTreeOptions::default()
-    };
+    let options = Options::default()
+        .cache_bytes(o.cache)
+        .sync(SyncMode::Never);
+    let bt = BTreeOptions::default()
+        .page_size(o.page_size)
+        .shortcut(o.variant.map(|variant| {
+            ShortcutOptions::default()
+                .variant(variant)
+                .relayout(o.relayout)
+                .runner_up_below(if o.runner_up {
+                    ShortcutOptions::default().runner_up_below
+                } else {
+                    0.0
+                })
+        }));
     let mut devices =
         Devices::open_dir(dir, options.direct_io, o.page_size).map_err(store_err("open"))?;
     if let Some(d) = o.read_delay {
@@ -558,10 +554,10 @@ impl Study for ShortcutRepro {
                 },
             )?;
             let st = db.stats();
-            r.tree_levels = st.extra("height").unwrap_or(0.0) as u64;
-            r.tree_pages = st.extra("pages").unwrap_or(0.0) as u64;
+            r.tree_levels = st.field("height").unwrap_or(0.0) as u64;
+            r.tree_pages = st.field("pages").unwrap_or(0.0) as u64;
             r.pages_per_level = (0..r.tree_levels)
-                .map(|l| st.extra(&format!("pages_level_{l}")).unwrap_or(0.0) as u64)
+                .map(|l| st.field(&format!("pages_level_{l}")).unwrap_or(0.0) as u64)
                 .collect();
         }
         r.tree_bytes = r.tree_pages * ps as u64;
@@ -581,7 +577,7 @@ impl Study for ShortcutRepro {
             r.calibration.push((cache, rpl));
             let frames = db
                 .first()
-                .and_then(|(_, d)| d.stats().extra("pool_frames"))
+                .and_then(|(_, d)| d.stats().field("pool_frames"))
                 .unwrap_or(0.0);
             if rpl >= 2.5 || frames <= 64.0 || cache <= 64 << 10 {
                 r.pool_frames = frames as u64;
@@ -769,7 +765,7 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         load(&dir, &base, o)?;
         if tree_bytes == 0 {
             let db = open(&dir, o)?;
-            tree_bytes = db.stats().extra("pages").unwrap_or(0.0) as u64 * ps as u64;
+            tree_bytes = db.stats().field("pages").unwrap_or(0.0) as u64 * ps as u64;
         }
         stores.push((name, dir, o));
     }
@@ -843,7 +839,7 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         t.p50_us.push(h.quantile_us(0.5));
         t.p99_us.push(h.quantile_us(0.99));
         t.accuracy
-            .push((hh - h0) as f64 / (p.saturating_sub(p0)).max(1) as f64);
+            .push((hh - h0) as f64 / p.saturating_sub(p0).max(1) as f64);
         t.rebuilds.push(rep.rebuilds);
         Ok(())
     })?;
@@ -858,7 +854,7 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         t.relayout_seconds = rep.relayout_seconds_total;
         t.discontinuities_end = rep.discontinuities;
         t.pages_start = tree_bytes / ps as u64;
-        t.pages_end = db.stats().extra("pages").unwrap_or(0.0) as u64;
+        t.pages_end = db.stats().field("pages").unwrap_or(0.0) as u64;
     }
     drop(opened);
     for (_, d, _) in &stores {

@@ -39,10 +39,10 @@ use std::time::{Duration, Instant};
 use ferrite::{KeyRange, KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::{AlignedBuf, BlockDevice, Latency, LatencyDevice, LatencyProfile, MemDevice};
 use ferrite_learned::FitKind;
-use ferrite_lsm::block_cache::BlockCache;
-use ferrite_lsm::table::bloom::Bloom;
-use ferrite_lsm::table::{BuiltTable, Table, TableBuilder};
-use ferrite_lsm::table_space::TableSpace;
+use ferrite_lsm::internals::BlockCache;
+use ferrite_lsm::internals::Bloom;
+use ferrite_lsm::internals::TableSpace;
+use ferrite_lsm::internals::{BuiltTable, Table, TableBuilder};
 use ferrite_lsm::{Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -274,21 +274,17 @@ fn lsm_options(index: IndexKind, records: u64, shape: &Shape) -> LsmOptions {
 pub fn sized_lsm_options(index: IndexKind, data: u64) -> LsmOptions {
     let d = LsmOptions::default();
     let memtable = (data / 24).clamp(256 << 10, d.memtable_bytes as u64) as usize;
-    LsmOptions {
-        index,
-        memtable_bytes: memtable,
-        table_bytes: (memtable / 4).clamp(64 << 10, d.table_bytes),
-        l1_bytes: (memtable as u64 * 4).min(d.l1_bytes),
-        ..d
-    }
+    let (table_bytes, l1_bytes) = (d.table_bytes, d.l1_bytes);
+    d.index(index)
+        .memtable_bytes(memtable)
+        .table_bytes((memtable / 4).clamp(64 << 10, table_bytes))
+        .l1_bytes((memtable as u64 * 4).min(l1_bytes))
 }
 
 fn store_options(cache: u64) -> Options {
-    Options {
-        cache_bytes: cache.max(1 << 20),
-        sync: SyncMode::Never,
-        ..Options::default()
-    }
+    Options::default()
+        .cache_bytes(cache.max(1 << 20))
+        .sync(SyncMode::Never)
 }
 
 fn open_lsm(dir: &Path, lsm: LsmOptions, cache: u64) -> Result<LsmStore> {
@@ -530,7 +526,7 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
         r.index_bytes.push(rep.index_bytes());
         r.levels.push(rep.levels.iter().map(|l| l.tables).collect());
         r.write_stall_micros
-            .push(db.stats().extra("write_stall_micros").unwrap_or(0.0));
+            .push(db.stats().field("write_stall_micros").unwrap_or(0.0));
     }
     drop(stores);
     let data = r.table_bytes.iter().copied().max().unwrap_or(1 << 20);
@@ -905,10 +901,7 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
     let stores: Vec<LsmStore> = PARTITIONS
         .iter()
         .map(|&p| {
-            let lsm = LsmOptions {
-                partitions: p,
-                ..lsm_options(IndexKind::LEARNED, sizes.records, shape)
-            };
+            let lsm = lsm_options(IndexKind::LEARNED, sizes.records, shape).partitions(p);
             open_lsm(&root.join(format!("p{p}")), lsm, cache)
         })
         .collect::<Result<_>>()?;
@@ -921,7 +914,7 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
         .zip(load_secs.iter().map(|c| c.iter().sum::<f64>()))
         .map(|(db, secs)| {
             let st = db.stats();
-            let flushed = st.extra("l0_flushed_tables").unwrap_or(f64::NAN);
+            let flushed = st.field("l0_flushed_tables").unwrap_or(f64::NAN);
             let amp = st.device.write_bytes as f64 / st.user_bytes_written.max(1) as f64;
             (sizes.records as f64 / secs.max(1e-9) / 1e3, flushed, amp)
         })

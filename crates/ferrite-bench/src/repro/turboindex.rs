@@ -30,13 +30,14 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use ferrite::internals::Instrumented;
 use ferrite::{EngineKind, KvStore, Options, Stats, SyncMode};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{alternate, store_err, Metrics, Report, Study, Table};
+use super::driver::{alternate, open_engine, store_err, Metrics, Report, Study, Table};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::Result;
 use crate::report;
@@ -190,9 +191,9 @@ pub struct Results {
 /// by the insert buffer is no request; a page loaded to apply buffered
 /// records is a miss.
 fn pool_requests(s: &Stats) -> (f64, f64) {
-    let e = |n: &str| s.extra(n).unwrap_or(0.0);
+    let e = |n: &str| s.field(n).unwrap_or(0.0);
     let hits = e("write_hits") + e("read_hits");
-    let write_loads = match s.extra("ib_buffered_writes") {
+    let write_loads = match s.field("ib_buffered_writes") {
         Some(buffered) => {
             e("write_misses") - buffered
                 + e("ib_hot_loads")
@@ -206,7 +207,7 @@ fn pool_requests(s: &Stats) -> (f64, f64) {
 
 /// Leaf accesses whose page was in the pool, and all leaf accesses.
 fn leaf_accesses(s: &Stats) -> (f64, f64) {
-    let e = |n: &str| s.extra(n).unwrap_or(0.0);
+    let e = |n: &str| s.field(n).unwrap_or(0.0);
     let hits = e("write_hits") + e("read_hits");
     (hits, hits + e("write_misses") + e("read_misses"))
 }
@@ -215,13 +216,9 @@ fn value_of(k: u64, round: u64) -> [u8; 8] {
     (k ^ round.rotate_left(32)).to_le_bytes()
 }
 
-fn open(dir: &std::path::Path, kind: EngineKind, budget: u64) -> Result<Box<dyn KvStore>> {
-    let opts = Options {
-        cache_bytes: budget,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
-    ferrite::open(dir, kind, &opts).map_err(store_err(kind.name()))
+fn open(dir: &std::path::Path, kind: EngineKind, budget: u64) -> Result<Box<dyn Instrumented>> {
+    let opts = Options::default().cache_bytes(budget).sync(SyncMode::Never);
+    open_engine(dir, kind, &opts)
 }
 
 /// Runs `ops` operations of `stream` on `db`.
@@ -244,7 +241,7 @@ const KINDS: [EngineKind; 2] = [EngineKind::Btree, EngineKind::TurboIndex];
 /// Runs workload `w` (number `wi`) on both stores: a warm-up, then the
 /// measured operations in alternating chunks.
 fn run_workload(
-    stores: &[Box<dyn KvStore>],
+    stores: &[Box<dyn Instrumented>],
     w: &'static str,
     wi: usize,
     s: &Sizes,
@@ -252,7 +249,7 @@ fn run_workload(
     budget: u64,
 ) -> Result<(VariantRun, VariantRun)> {
     let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
-    let extra = |d: &dyn KvStore, n: &str| d.stats().extra(n).unwrap_or(0.0);
+    let extra = |d: &dyn KvStore, n: &str| d.stats().field(n).unwrap_or(0.0);
     let switches_at_start: Vec<f64> = stores
         .iter()
         .map(|d| extra(d.as_ref(), "ib_switches"))
@@ -293,9 +290,9 @@ fn run_workload(
         r.read_bytes_per_op = (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
         r.write_bytes_per_op =
             (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
-        r.buffer_share = after.extra("ib_bytes").unwrap_or(0.0) / budget as f64;
-        r.pool_frames_end = after.extra("pool_frames").unwrap_or(0.0) as u64;
-        r.gate_switches = (after.extra("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
+        r.buffer_share = after.field("ib_bytes").unwrap_or(0.0) / budget as f64;
+        r.pool_frames_end = after.field("pool_frames").unwrap_or(0.0) as u64;
+        r.gate_switches = (after.field("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
     }
     let turbo = runs.pop().unwrap_or_default();
     let base = runs.pop().unwrap_or_default();
@@ -346,17 +343,17 @@ impl Study for TurboRepro {
                 (0..s.records).map(|k| (k.to_be_bytes().to_vec(), value_of(k, 0).to_vec()));
             db.bulk_load(&mut pairs).map_err(store_err(kind.name()))?;
             let st = db.stats();
-            results.leaf_pages = st.extra("pages_level_0").unwrap_or(0.0) as u64;
-            results.tree_pages = st.extra("pages").unwrap_or(0.0) as u64;
+            results.leaf_pages = st.field("pages_level_0").unwrap_or(0.0) as u64;
+            results.tree_pages = st.field("pages").unwrap_or(0.0) as u64;
         }
         results.budget_bytes = (results.tree_pages * PAGE_COST / 2).max(1 << 20);
         let per_leaf = s.records / results.leaf_pages.max(1);
-        let stores: Vec<Box<dyn KvStore>> = KINDS
+        let stores: Vec<Box<dyn Instrumented>> = KINDS
             .iter()
             .zip(&dirs)
             .map(|(k, d)| open(d, *k, results.budget_bytes))
             .collect::<Result<_>>()?;
-        let frames = |d: &dyn KvStore| d.stats().extra("pool_frames").unwrap_or(0.0) as u64;
+        let frames = |d: &dyn KvStore| d.stats().field("pool_frames").unwrap_or(0.0) as u64;
         results.pool_frames_baseline = frames(stores[0].as_ref());
         results.pool_frames_turbo = frames(stores[1].as_ref());
         for (wi, &w) in WORKLOADS.iter().enumerate() {

@@ -162,6 +162,14 @@ fn drive(db: &ZkvStore, name: &str, ops: &mut OpStream<'_>, n: u64) -> Result<()
                 }
                 std::hint::black_box(got);
             }
+            // The experiment's mixes (Table 2) neither scan backwards nor
+            // delete ranges.
+            Op::ReverseScan(..) | Op::DeleteRange(..) => {
+                return Err(BenchError::Config(format!(
+                    "{name}: the ZKV experiment runs no {:?}",
+                    op.kind()
+                )))
+            }
         }
     }
     Ok(())
@@ -186,7 +194,7 @@ impl Run {
         bytes as f64 / self.ops.max(1) as f64
     }
     fn add(&mut self, secs: f64, ops: u64, a: &Stats, b: &Stats) {
-        let x = |s: &Stats, n: &str| s.extra(n).unwrap_or(0.0);
+        let x = |s: &Stats, n: &str| s.field(n).unwrap_or(0.0);
         self.secs += secs;
         self.ops += ops;
         self.read_bytes += b.device.read_bytes - a.device.read_bytes;
@@ -214,11 +222,9 @@ fn open(dir: &Path, budget: u64, zkv: ZkvOptions) -> Result<ZkvStore> {
 
 fn open_synced(dir: &Path, budget: u64, zkv: ZkvOptions, sync: SyncMode) -> Result<ZkvStore> {
     fresh_dir(dir)?;
-    let opts = Options {
-        cache_bytes: budget.max(64 << 10),
-        sync,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .cache_bytes(budget.max(64 << 10))
+        .sync(sync);
     let name = zkv.variant.name();
     let dev: Arc<dyn ZonedDevice> = Arc::new(
         EmulatedZonedDevice::open_or_create(dir.join("zones.img"), zkv.geometry)
@@ -345,13 +351,12 @@ struct VlogGcResult {
 }
 
 fn base_opts(variant: Variant, zones: u32) -> ZkvOptions {
-    ZkvOptions {
-        geometry: ZoneGeometry {
+    ZkvOptions::default()
+        .variant(variant)
+        .geometry(ZoneGeometry {
             zone_count: zones,
             ..ZoneGeometry::default()
-        },
-        ..ZkvOptions::variant(variant)
-    }
+        })
 }
 
 fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
@@ -370,8 +375,8 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
         });
     }
     let st = benches[0].db.stats();
-    r.leaves = st.extra("leaves").unwrap_or(0.0) as u64;
-    r.index_bytes = st.extra("index_bytes").unwrap_or(0.0);
+    r.leaves = st.field("leaves").unwrap_or(0.0) as u64;
+    r.index_bytes = st.field("index_bytes").unwrap_or(0.0);
     for (wi, w) in WORKLOADS.iter().enumerate() {
         if ctx.show_progress {
             eprintln!("zkv: {w}");
@@ -405,25 +410,10 @@ fn breakdown(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         ("btree", base_opts(Variant::BPlusTree, 64)),
         (
             "+zflusher",
-            ZkvOptions {
-                baseline_zflusher: true,
-                ..base_opts(Variant::BPlusTree, 64)
-            },
+            base_opts(Variant::BPlusTree, 64).baseline_zflusher(true),
         ),
-        (
-            "+merged-filter",
-            ZkvOptions {
-                adb: false,
-                ..base_opts(Variant::Zkv, 64)
-            },
-        ),
-        (
-            "+adb",
-            ZkvOptions {
-                batch_merge: false,
-                ..base_opts(Variant::Zkv, 64)
-            },
-        ),
+        ("+merged-filter", base_opts(Variant::Zkv, 64).adb(false)),
+        ("+adb", base_opts(Variant::Zkv, 64).batch_merge(false)),
         ("+batch-merge (zkv)", base_opts(Variant::Zkv, 64)),
     ];
     let configs = configs
@@ -512,10 +502,7 @@ fn leaf_sizes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
             (
                 format!("zkv@{}k", leaf_size >> 10),
                 budget,
-                ZkvOptions {
-                    leaf_size,
-                    ..base_opts(Variant::Zkv, 64)
-                },
+                base_opts(Variant::Zkv, 64).leaf_size(leaf_size),
             )
         })
         .collect();
@@ -547,10 +534,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         }
         let mut stores = Vec::new();
         for &n in &WAL_INSTANCES {
-            let o = ZkvOptions {
-                wal_instances: n,
-                ..base_opts(Variant::Zkv, 64)
-            };
+            let o = base_opts(Variant::Zkv, 64).wal_instances(n);
             let name = format!("zkv-wal{n}");
             let db = open_synced(&root.join(&name), budget, o, sync)?;
             load(&db, &name, records)?;
@@ -623,18 +607,18 @@ impl GcLayout {
         let snapshot = budget / 2 + leaves as u64 * 32;
         let meta_zones = (snapshot * 2).div_ceil(zone_cap).max(2) as u32;
         let wal_zones = ((8 << 20) / zone_cap).clamp(4, 16) as u32;
-        let opts = |zones: u32| ZkvOptions {
-            geometry: ZoneGeometry {
-                zone_size,
-                zone_capacity: zone_cap,
-                zone_count: zones,
-                max_append: zone_cap.min(1 << 20),
-                ..ZoneGeometry::default()
-            },
-            gc: GcPolicy::CostBenefit,
-            meta_zones,
-            wal_zones,
-            ..ZkvOptions::default()
+        let opts = |zones: u32| {
+            ZkvOptions::default()
+                .geometry(ZoneGeometry {
+                    zone_size,
+                    zone_capacity: zone_cap,
+                    zone_count: zones,
+                    max_append: zone_cap.min(1 << 20),
+                    ..ZoneGeometry::default()
+                })
+                .gc(GcPolicy::CostBenefit)
+                .meta_zones(meta_zones)
+                .wal_zones(wal_zones)
         };
         let d = ZkvOptions::default();
         // At least room for the reserve, the flushers and a few full zones.
@@ -666,18 +650,15 @@ fn probe_load(
     let probe = open(
         &root.join("probe"),
         budget,
-        ZkvOptions {
-            geometry: ZoneGeometry {
-                zone_count: 64,
-                ..ZoneGeometry::default()
-            },
-            ..ZkvOptions::default()
-        },
+        ZkvOptions::default().geometry(ZoneGeometry {
+            zone_count: 64,
+            ..ZoneGeometry::default()
+        }),
     )?;
     load(&probe)?;
     let st = probe.stats();
-    let leaves = st.extra("leaves").unwrap_or(0.0);
-    let vlog = st.extra("vlog_bytes").unwrap_or(0.0);
+    let leaves = st.field("leaves").unwrap_or(0.0);
+    let vlog = st.field("vlog_bytes").unwrap_or(0.0);
     drop(probe);
     let _ = std::fs::remove_dir_all(root.join("probe"));
     Ok((leaves, vlog))
@@ -723,10 +704,10 @@ fn gc_result(layout: &GcLayout, db: &ZkvStore, records: u64, fill: f64) -> GcRes
         zone_capacity: layout.with_gc.geometry.zone_capacity,
         fill,
         space_amp_end: db.space_amplification(),
-        gc_zones: st.extra("gc_zones").unwrap_or(0.0),
-        migrated_pages: st.extra("migrated_pages").unwrap_or(0.0),
-        relocated_values: st.extra("relocated_values").unwrap_or(0.0),
-        checkpoints: st.extra("checkpoints").unwrap_or(0.0),
+        gc_zones: st.field("gc_zones").unwrap_or(0.0),
+        migrated_pages: st.field("migrated_pages").unwrap_or(0.0),
+        relocated_values: st.field("relocated_values").unwrap_or(0.0),
+        checkpoints: st.field("checkpoints").unwrap_or(0.0),
         ..GcResult::default()
     }
 }
@@ -920,17 +901,13 @@ fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         eprintln!("zkv: {} crash runs", s.crash_runs);
     }
     let geo = ZoneGeometry::small(40, 8, 8);
-    let zo = ZkvOptions {
-        geometry: geo,
-        wal_zones: 4,
-        meta_zones: 2,
-        ..ZkvOptions::default()
-    };
-    let opts = Options {
-        sync: SyncMode::Always,
-        cache_bytes: 256 << 10,
-        ..Options::default()
-    };
+    let zo = ZkvOptions::default()
+        .geometry(geo)
+        .wal_zones(4)
+        .meta_zones(2);
+    let opts = Options::default()
+        .sync(SyncMode::Always)
+        .cache_bytes(256 << 10);
     let mut times = Vec::new();
     let mut out = CrashResult::default();
     for seed in 0..s.crash_runs {

@@ -105,10 +105,6 @@ impl<T: Default> HotPageDetector<T> {
         self.index.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
-
     fn find(&self, page: PageId) -> Option<u32> {
         let nodes = &self.nodes;
         self.index
@@ -120,6 +116,7 @@ impl<T: Default> HotPageDetector<T> {
         self.l_count
     }
 
+    #[cfg(test)]
     pub fn l_quota(&self) -> usize {
         self.l_quota
     }
@@ -166,6 +163,7 @@ impl<T: Default> HotPageDetector<T> {
         Some(&mut self.node_mut(i).payload)
     }
 
+    #[cfg(test)]
     pub fn reuse(&self, page: PageId) -> Option<u8> {
         self.find(page).map(|i| self.node(i).reuse)
     }
@@ -174,6 +172,7 @@ impl<T: Default> HotPageDetector<T> {
         self.find(page).map(|i| self.node(i).kind)
     }
 
+    #[cfg(test)]
     /// Whether `page` lies in the DB-buffer locality (at or above the
     /// bottom-most L node).
     pub fn in_locality(&self, page: PageId) -> bool {

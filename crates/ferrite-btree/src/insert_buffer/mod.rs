@@ -33,7 +33,7 @@ pub mod gate;
 pub(crate) mod hook;
 mod record_set;
 
-pub use detector::{DetectorCounters, HotPageDetector, Recency};
+pub use detector::{HotPageDetector, Recency};
 pub use record_set::{Record, RecordSet, MAX_PART};
 
 use crate::page::PageId;
@@ -41,6 +41,7 @@ use crate::page_map::{table_bytes, PageSet};
 
 /// How the insert buffer is configured.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct InsertBufferOptions {
     /// Share of the engine's memory budget given to the insert buffer; the
     /// buffer pool gets the rest.
@@ -52,10 +53,17 @@ pub struct InsertBufferOptions {
     pub l_quota: f64,
     /// Turn the buffer off (its records applied, its memory lent to the
     /// pool) while it saves fewer reads than its memory would as pool
-    /// frames, and on again when writes make it pay (see [`gate`]). Off:
+    /// frames, and on again when writes make it pay (see `gate`). Off:
     /// the fixed split of the paper.
     pub adaptive: bool,
 }
+
+ferrite_core::option_setters!(InsertBufferOptions {
+    share: f64,
+    reuse_threshold: u8,
+    l_quota: f64,
+    adaptive: bool,
+});
 
 impl Default for InsertBufferOptions {
     fn default() -> Self {
@@ -390,10 +398,7 @@ mod tests {
     use super::*;
 
     fn buffer(frames: usize, threshold: u8) -> InsertBuffer {
-        let opts = InsertBufferOptions {
-            reuse_threshold: threshold,
-            ..InsertBufferOptions::default()
-        };
+        let opts = InsertBufferOptions::default().reuse_threshold(threshold);
         InsertBuffer::new(&opts, 1 << 20, frames, 4096)
     }
 

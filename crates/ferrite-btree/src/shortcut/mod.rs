@@ -82,6 +82,7 @@ impl Variant {
 
 /// SHORTCUT's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct ShortcutOptions {
     pub variant: Variant,
     /// Phase-1 error bound of the models, in nodes.
@@ -109,6 +110,18 @@ pub struct ShortcutOptions {
     /// what re-layout costs the foreground).
     pub relayout: bool,
 }
+
+ferrite_core::option_setters!(ShortcutOptions {
+    variant: Variant,
+    eps: f64,
+    stash_threshold: f64,
+    min_accuracy: f64,
+    accuracy_window: u32,
+    walk_chunk: usize,
+    runner_up_below: f64,
+    relocate_threshold: f64,
+    relayout: bool,
+});
 
 impl Default for ShortcutOptions {
     fn default() -> Self {

@@ -74,10 +74,6 @@ impl PhantomMap {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Places where the next ordinal is not at the next page.
     pub fn discontinuities(&self) -> usize {
         self.runs.len().saturating_sub(1)

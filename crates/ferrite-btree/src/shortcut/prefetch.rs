@@ -55,10 +55,6 @@ impl PrefetchPool {
         }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
     /// Bytes of the buffers it may keep.
     pub fn memory_bytes(&self) -> usize {
         self.cap * self.page_size

@@ -53,10 +53,6 @@ impl LevelNodes {
         self.pages.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
-
     /// Splits into the concatenated keys, their end offsets and the pages.
     pub fn into_parts(self) -> (Vec<u8>, Vec<u32>, Vec<PageId>) {
         (self.keys, self.ends, self.pages)

@@ -41,7 +41,9 @@
 
 mod checkpoint;
 mod open;
+mod read;
 mod shortcut_worker;
+mod snapshot;
 mod stats;
 mod write;
 
@@ -49,9 +51,11 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
+use ferrite_core::engine::{
+    check_key, check_value, ApiCounters, Instrumented, PeriodicSync, Poison, SnapshotChain,
+};
 use ferrite_core::{
-    check_key, check_value, ApiCounters, Error, KeyRange, KvStore, PeriodicSync, Poison, Result,
-    ScanVisitor, Stats, SyncMode, WriteBatch,
+    Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
 };
 use ferrite_wal::Wal;
 use parking_lot::{Mutex, RwLock};
@@ -63,6 +67,7 @@ use crate::shortcut::{Shortcut, ShortcutReport};
 use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 
 pub use open::Devices;
+pub use stats::{BTreeStats, InsertBufferStats};
 
 /// On-disk format version recorded in the store identity. Format 2 adds
 /// fence keys to every tree page; a format-1 directory is refused with
@@ -72,8 +77,10 @@ pub use open::Devices;
 /// format-3 stores are read and upgraded, their plain pages taking heads
 /// as splits rebuild them. Format 5 writes WAL records that claim how far
 /// the log was synced (`docs/format/wal.md`), which a format-4 build would
-/// read as the log's end; older logs are read as they are.
-pub const FORMAT_VERSION: u32 = 5;
+/// read as the log's end; older logs are read as they are. Format 6 logs
+/// range deletes (tag 3 of `docs/format/write-batch.md`), which older
+/// builds refuse.
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 2;
 
@@ -133,6 +140,8 @@ struct Shared {
     chunk_pages: usize,
     /// Working buffers charged to the budget besides the caches.
     reserve: u64,
+    /// Old versions kept for live snapshots (the tree updates in place).
+    snapshots: Arc<SnapshotChain>,
     /// Per level, how full the last `verify` found the pages (empty
     /// until one runs): reported in the stats, since a walk of every page
     /// is too costly to repeat for each.
@@ -263,45 +272,7 @@ impl Shared {
 
 impl KvStore for BTreeStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let s = &self.shared;
-        s.check_poison()?;
-        s.check_key_len(key)?;
-        if s.lock_free_lookups() {
-            let lookup = || {
-                let leaf = s.tree.leaf_for_published(key)?;
-                s.tree.get_in(leaf, key)
-            };
-            // Overlapped by changes on every attempt: wait for the writer
-            // under the tree's lock instead.
-            let (v, resident) = match s.tree.version.optimistic(lookup) {
-                Some(r) => r?,
-                None => {
-                    let _st = s.state.read();
-                    lookup()?
-                }
-            };
-            s.count_lookup(resident, key, v.as_deref());
-            return Ok(v);
-        }
-        let st = s.state.read();
-        let leaf = match &s.shortcut {
-            Some(sc) => sc.leaf_for(&s.tree, &st.shape, key)?,
-            None => s.tree.leaf_for(&st.shape, key)?,
-        };
-        let buffered = st.turbo.buffer().and_then(|ib| ib.lookup(leaf, key));
-        let v = match buffered {
-            Some(b) => {
-                s.counters.access.buffer_reads.fetch_add(1, Relaxed);
-                b.map(<[u8]>::to_vec)
-            }
-            None => {
-                let (v, resident) = s.tree.get_in(leaf, key)?;
-                s.count_lookup(resident, key, v.as_deref());
-                return Ok(v);
-            }
-        };
-        s.counters.api.count_get(key, v.as_deref());
-        Ok(v)
+        self.shared.get(key)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -322,59 +293,50 @@ impl KvStore for BTreeStore {
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        let s = &self.shared;
-        s.check_poison()?;
-        s.counters.api.count_scan();
-        let mut got = Collected::default();
-        let mut prefix_at = None;
-        if s.lock_free_lookups() {
-            // A short scan is read whole with no lock and validated before
-            // the visitor sees any of it, so it shows one tree, as a scan
-            // under the lock does.
-            let read = || s.tree.collect_published(range, SCAN_CHUNK, &mut got);
-            match s.tree.version.optimistic_at(read) {
-                Some((Ok(true), _)) => {
-                    let bytes = visit_collected(&got, visit).0;
-                    s.counters.api.add_read(bytes);
-                    return Ok(());
-                }
-                Some((Ok(false), v)) => prefix_at = Some(v),
-                Some((Err(e), _)) => return Err(e),
-                None => {}
-            }
-        }
-        let st = s.state.read();
-        if prefix_at.is_some_and(|v| s.tree.version.validate(v)) {
-            // A long scan: nothing changed since its first chunk was read,
-            // so that chunk and the rest, read under the lock, are one tree.
-            let (mut bytes, stopped) = visit_collected(&got, visit);
-            let last = got.len().checked_sub(1).and_then(|i| got.get(i));
-            if let (false, Some((last, _))) = (stopped, last) {
-                let rest = KeyRange {
-                    start: std::ops::Bound::Excluded(last),
-                    end: range.end,
-                };
-                bytes += s.tree.scan(&st.shape, rest, visit)?;
-            }
-            s.counters.api.add_read(bytes);
-            return Ok(());
-        }
-        let bytes = match st.turbo.records() {
-            Some(ib) => s
-                .tree
-                .scan_with(&st.shape, range, &|leaf| ib.sorted(leaf), visit)?,
-            _ => s.tree.scan(&st.shape, range, visit)?,
-        };
-        s.counters.api.add_read(bytes);
-        Ok(())
+        self.shared.scan(range, visit)
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.shared.scan_rev(range, visit)
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         for op in batch.ops() {
-            self.shared.check_key_len(op.key())?;
+            for k in op.keys() {
+                self.shared.check_key_len(k)?;
+            }
         }
         self.shared.counters.api.count_batch();
         self.shared.write(batch)
+    }
+
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(start, end)?;
+        self.write_batch(&b)
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let s = &self.shared;
+        s.check_key_len(key)?;
+        let mut b = WriteBatch::new();
+        match new {
+            Some(v) => b.put(key, v)?,
+            None => b.delete(key)?,
+        };
+        s.write_if(&b, &mut |st| {
+            Ok(s.get_locked(st, key)?.as_deref() == expected)
+        })
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        self.shared.check_poison()?;
+        Ok(Box::new(snapshot::BTreeSnapshot::take(&self.shared)))
     }
 
     fn flush(&self) -> Result<()> {
@@ -392,6 +354,10 @@ impl KvStore for BTreeStore {
 
     fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        (*self).close()
     }
 
     fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
@@ -431,21 +397,39 @@ impl KvStore for BTreeStore {
     }
 }
 
-impl Drop for BTreeStore {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Release);
+impl Instrumented for BTreeStore {}
+
+impl BTreeStore {
+    /// Stops the background threads and checkpoints, so the log is empty
+    /// and recovery has nothing to replay; reports what failed. The
+    /// store is closed after it either way.
+    pub fn close(mut self) -> Result<()> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<()> {
+        if self.shared.stop.swap(true, AcqRel) {
+            return Ok(());
+        }
         drop(self.ticker.take());
         if let Some(sc) = &self.shared.shortcut {
             sc.poke_stop();
         }
         if let Some(t) = self.rebuilder.take() {
-            let _ = t.join();
+            t.join()
+                .map_err(|_| Error::corruption("shortcut worker", "the rebuild thread panicked"))?;
         }
-        if !self.shared.poisoned.is_set() {
-            // Close cleanly: the log is durable and recovery has nothing to replay.
-            let mut st = self.shared.state.write();
-            if let Err(e) = self.shared.checkpoint(&mut st, None) {
-                log::warn!("checkpoint on close failed: {e}");
+        self.shared.check_poison()?;
+        let mut st = self.shared.state.write();
+        self.shared.checkpoint(&mut st, None)
+    }
+}
+
+impl Drop for BTreeStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.shut_down() {
+            if !self.shared.poisoned.is_set() {
+                log::warn!("btree: closing failed: {e}");
             }
         }
     }

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use ferrite_core::{
-    EngineKind, Error, Options, PeriodicSync, Poison, Result, StoreIdentity, SyncMode, WriteBatch,
-};
+use ferrite_core::engine::SnapshotChain;
+use ferrite_core::engine::{PeriodicSync, Poison};
+use ferrite_core::{Error, Options, Result, StoreIdentity, SyncMode, WriteBatch};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions, MemDevice};
 use ferrite_wal::Wal;
 use parking_lot::{Mutex, RwLock};
@@ -73,6 +73,10 @@ fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
     (wal_buffer, chunk_pages, reserve(wal_buffer, chunk_pages))
 }
 
+/// Old-version bytes live snapshots may keep at least, whatever the cache
+/// budget (past the larger of the two they are cut off).
+const SNAPSHOT_FLOOR: u64 = 16 << 20;
+
 /// The fewest frames a pool may have: a split pins up to three pages and
 /// each lookup running at the same time one more (with more threads than
 /// that, an operation finding every frame pinned fails with an error).
@@ -127,16 +131,7 @@ impl BTreeStore {
     /// With the insert buffer on, the directory is a TurboIndex store.
     pub fn open(dir: &Path, options: &Options, bt: BTreeOptions) -> Result<Self> {
         options.validate()?;
-        let kind = match (&bt.insert_buffer, &bt.shortcut) {
-            (Some(_), Some(_)) => {
-                return Err(Error::InvalidOptions(
-                    "the insert buffer and SHORTCUT cannot both be on".into(),
-                ))
-            }
-            (Some(_), None) => EngineKind::TurboIndex,
-            (None, Some(_)) => EngineKind::Shortcut,
-            (None, None) => EngineKind::Btree,
-        };
+        let kind = bt.engine_kind().map_err(Error::InvalidOptions)?;
         StoreIdentity::establish(dir, kind, OLDEST_READABLE_FORMAT..=FORMAT_VERSION, options)?;
         let devices = Devices::open_dir(dir, options.direct_io, bt.page_size)?;
         Self::open_on(devices, options, bt)
@@ -146,12 +141,8 @@ impl BTreeStore {
     /// fault-injecting or latency devices).
     pub fn open_on(devices: Devices, options: &Options, bt: BTreeOptions) -> Result<Self> {
         options.validate()?;
+        bt.validate().map_err(Error::InvalidOptions)?;
         let ps = bt.page_size;
-        if !ps.is_power_of_two() || !(1024..=16384).contains(&ps) {
-            return Err(Error::InvalidOptions(format!(
-                "page size {ps} is not a power of two in 1 KiB..16 KiB"
-            )));
-        }
         if devices.pages.block_size() > ps {
             return Err(Error::InvalidOptions(format!(
                 "page size {ps} is smaller than the device block size {}",
@@ -331,6 +322,7 @@ impl BTreeStore {
             wal_buffer,
             chunk_pages,
             reserve,
+            snapshots: SnapshotChain::new(options.cache_bytes.max(SNAPSHOT_FLOOR)),
             fill: Mutex::new(Vec::new()),
         });
         {
@@ -362,11 +354,7 @@ impl BTreeStore {
                     std::thread::Builder::new()
                         .name("btree-shortcut".into())
                         .spawn(move || s.rebuild_loop())
-                        .map_err(|e| {
-                            Error::InvalidOptions(format!(
-                                "cannot start the shortcut rebuild thread: {e}"
-                            ))
-                        })?,
+                        .map_err(|e| Error::resource("the shortcut rebuild thread", e))?,
                 )
             }
             _ => None,
@@ -376,9 +364,7 @@ impl BTreeStore {
                 let s = shared.clone();
                 Some(
                     PeriodicSync::start("btree-group-sync", every, move || s.group_sync())
-                        .map_err(|e| {
-                            Error::InvalidOptions(format!("cannot start the sync thread: {e}"))
-                        })?,
+                        .map_err(|e| Error::resource("the sync thread", e))?,
                 )
             }
             _ => None,
@@ -422,15 +408,10 @@ mod tests {
     #[test]
     fn pages_of_plain_slots_are_read_and_take_heads_when_they_split() {
         let d = Devices::in_memory(1024).unwrap();
-        let opts = Options {
-            cache_bytes: 256 << 10,
-            sync: SyncMode::Never,
-            ..Options::default()
-        };
-        let bt = BTreeOptions {
-            page_size: 1024,
-            ..BTreeOptions::default()
-        };
+        let opts = Options::default()
+            .cache_bytes(256 << 10)
+            .sync(SyncMode::Never);
+        let bt = BTreeOptions::default().page_size(1024);
         let key = |i: u32| format!("user{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000);
         let mut model = std::collections::BTreeMap::new();
         let db = BTreeStore::open_on(d.clone(), &opts, bt).unwrap();
@@ -448,7 +429,7 @@ mod tests {
         // Verification counts the pages still to take heads.
         let (plain, leaves) = {
             let s = db.stats();
-            (s.extra("plain_pages_level_0"), s.extra("pages_level_0"))
+            (s.field("plain_pages_level_0"), s.field("pages_level_0"))
         };
         assert!(leaves.is_some_and(|n| n > 100.0));
         assert_eq!(plain, leaves);
@@ -461,7 +442,7 @@ mod tests {
         }
         db.verify().unwrap();
         let s = db.stats();
-        assert!(s.extra("plain_pages_level_0") < s.extra("pages_level_0"));
+        assert!(s.field("plain_pages_level_0") < s.field("pages_level_0"));
         let got: Vec<(Vec<u8>, Vec<u8>)> = db.scan_collect(KeyRange::all(), usize::MAX).unwrap();
         assert!(got.into_iter().eq(model.clone()));
         drop(db);

@@ -1,15 +1,174 @@
 //! The engine's counters as [`Stats`]: the common ones (operations, user
 //! and device bytes, the pool's hits and misses, memory against the
-//! budget) and the B+tree's own, TurboIndex's and SHORTCUT's.
+//! budget) and the B+tree's own in [`BTreeStats`], with TurboIndex's and
+//! SHORTCUT's when they are on.
 //!
 //! Memory counts every allocation charged to the budget: the pool, the
-//! working buffers, the insert buffer and the companion.
+//! working buffers, the insert buffer and the companion. Snapshot bytes
+//! (old versions kept for live snapshots) are reported apart.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
-use ferrite_core::{CacheCounts, DeviceCounts, Stats};
+use ferrite_core::engine::ChainStats;
+use ferrite_core::{CacheCounts, DeviceCounts, EngineStats, Stats};
 
 use super::Shared;
+use crate::insert_buffer::BufferCounters;
+use crate::shortcut::ShortcutReport;
+use crate::tree::LevelFill;
+
+/// The B+tree's own counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct BTreeStats {
+    /// Levels, leaves included.
+    pub height: u32,
+    pub pool_frames: u64,
+    /// Page ids allocated in the page file.
+    pub pages: u64,
+    /// Ids free for reuse.
+    pub free_pages: u64,
+    pub dirty_pages: u64,
+    /// Dirty pages evicted to the spill file since the last checkpoint.
+    pub spilled_pages: u64,
+    pub spill_log_slots: u64,
+    /// Working buffers (WAL, checkpoint chunk) charged to the budget.
+    pub working_bytes: u64,
+    pub spills: u64,
+    pub spill_batches: u64,
+    pub spill_requests: u64,
+    pub checkpoints: u64,
+    pub wal_bytes: u64,
+    /// Writes and lookups whose leaf was in the pool, or was not; lookups
+    /// the insert buffer answered.
+    pub write_hits: u64,
+    pub write_misses: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub buffer_reads: u64,
+    /// Pages per level, leaves first (counted from the inner pages).
+    pub pages_per_level: Vec<u64>,
+    /// Per level, how full the last `verify` found the pages.
+    pub fill_per_level: Vec<LevelFill>,
+    pub insert_buffer: Option<InsertBufferStats>,
+    pub shortcut: Option<ShortcutReport>,
+    pub snapshots: ChainStats,
+}
+
+/// TurboIndex's insert buffer.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct InsertBufferStats {
+    /// Whether the adaptive buffer is on now, and how often it switched.
+    pub on: bool,
+    pub switches: u64,
+    /// Running counters (they go on while an adaptive buffer is off).
+    pub counters: BufferCounters,
+    pub bytes: u64,
+    pub budget_bytes: u64,
+    pub records: u64,
+    pub pages: u64,
+    pub stack_nodes: u64,
+    pub l_nodes: u64,
+    pub promotions: u64,
+}
+
+impl EngineStats for BTreeStats {
+    fn fields(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = [
+            ("height", u64::from(self.height)),
+            ("pool_frames", self.pool_frames),
+            ("pages", self.pages),
+            ("free_pages", self.free_pages),
+            ("dirty_pages", self.dirty_pages),
+            ("spilled_pages", self.spilled_pages),
+            ("spill_log_slots", self.spill_log_slots),
+            ("working_bytes", self.working_bytes),
+            ("spills", self.spills),
+            ("spill_batches", self.spill_batches),
+            ("spill_requests", self.spill_requests),
+            ("checkpoints", self.checkpoints),
+            ("wal_bytes", self.wal_bytes),
+            ("write_hits", self.write_hits),
+            ("write_misses", self.write_misses),
+            ("read_hits", self.read_hits),
+            ("read_misses", self.read_misses),
+            ("buffer_reads", self.buffer_reads),
+            ("snapshot_retained_keys", self.snapshots.retained_keys),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v as f64))
+        .collect();
+        for (i, n) in self.pages_per_level.iter().enumerate() {
+            out.push((format!("pages_level_{i}"), *n as f64));
+        }
+        for (i, f) in self.fill_per_level.iter().enumerate() {
+            out.extend([
+                (format!("fill_level_{i}"), f.mean_fill()),
+                (format!("min_fill_level_{i}"), f.min_fill),
+                (format!("under_half_level_{i}"), f.under_half as f64),
+                (format!("plain_pages_level_{i}"), f.plain_slots as f64),
+            ]);
+        }
+        if let Some(ib) = &self.insert_buffer {
+            let k = &ib.counters;
+            out.extend(
+                [
+                    ("ib_on", u64::from(ib.on)),
+                    ("ib_switches", ib.switches),
+                    ("ib_refused_writes", k.refused),
+                    ("ib_buffered_writes", k.buffered),
+                    ("ib_hot_loads", k.promoted_loads),
+                    ("ib_full_loads", k.full_loads),
+                    ("ib_pressure_loads", k.pressure_loads),
+                    ("ib_applied_records", k.applied_records),
+                    ("ib_bytes", ib.bytes),
+                    ("ib_budget_bytes", ib.budget_bytes),
+                    ("ib_records", ib.records),
+                    ("ib_pages", ib.pages),
+                    ("ib_stack_nodes", ib.stack_nodes),
+                    ("ib_l_nodes", ib.l_nodes),
+                    ("ib_promotions", ib.promotions),
+                ]
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v as f64)),
+            );
+        }
+        if let Some(r) = &self.shortcut {
+            let (mut p, mut h) = (0u64, 0u64);
+            for (l, (&n, &k)) in r.level_predictions.iter().zip(&r.level_hits).enumerate() {
+                p += n;
+                h += k;
+                if n > 0 {
+                    out.push((format!("sc_accuracy_level_{l}"), k as f64 / n as f64));
+                }
+            }
+            out.extend([
+                ("sc_predictions".to_string(), p as f64),
+                ("sc_hits".to_string(), h as f64),
+                ("sc_prefetched".to_string(), r.prefetched as f64),
+                ("sc_prefetch_used".to_string(), r.prefetch_used as f64),
+                ("sc_prefetch_wasted".to_string(), r.prefetch_wasted as f64),
+                ("sc_rebuilds".to_string(), r.rebuilds as f64),
+                ("sc_rebuild_seconds".to_string(), r.rebuild_seconds_total),
+                ("sc_relayouts".to_string(), r.relayouts as f64),
+                ("sc_relocated".to_string(), r.relocated as f64),
+                ("sc_relocation_skips".to_string(), r.relocation_skips as f64),
+                ("sc_lookups".to_string(), r.lookups as f64),
+                ("sc_prefetch_failed".to_string(), r.prefetch_failed as f64),
+                ("sc_stale_walks".to_string(), r.stale_walks as f64),
+                ("sc_disabled_levels".to_string(), r.disabled_levels as f64),
+                ("sc_relayout_seconds".to_string(), r.relayout_seconds_total),
+                ("sc_companion_bytes".to_string(), r.companion_bytes as f64),
+                ("sc_segments".to_string(), r.segments as f64),
+                ("sc_discontinuities".to_string(), r.discontinuities as f64),
+                ("sc_stash_entries".to_string(), r.stash_entries as f64),
+            ]);
+        }
+        out
+    }
+}
 
 impl Shared {
     pub(super) fn stats(&self) -> Stats {
@@ -23,148 +182,67 @@ impl Shared {
             + DeviceCounts::from(s.devices.carry[0].io_stats())
             + DeviceCounts::from(s.devices.carry[1].io_stats());
         let st = s.state.read();
+        let ld = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+        let insert_buffer = s.opts.insert_buffer.map(|_| {
+            let ib = st.turbo.buffer();
+            InsertBufferStats {
+                on: ib.is_some(),
+                switches: st.turbo.switches(),
+                counters: st.turbo.counters(),
+                bytes: ib.map_or(0, |ib| ib.memory_bytes() as u64),
+                budget_bytes: st.turbo.budget() as u64,
+                records: ib.map_or(0, |ib| ib.records() as u64),
+                pages: ib.map_or(0, |ib| ib.pages() as u64),
+                stack_nodes: ib.map_or(0, |ib| ib.detector().len() as u64),
+                l_nodes: ib.map_or(0, |ib| ib.detector().l_count() as u64),
+                promotions: ib.map_or(0, |ib| ib.detector().counters.promotions),
+            }
+        });
+        let snapshots = s.snapshots.stats();
+        let detail = BTreeStats {
+            height: st.shape.height + 1,
+            pool_frames: pool.capacity() as u64,
+            pages: st.shape.page_count,
+            free_pages: (st.shape.free.len() + st.shape.clean.len()) as u64,
+            dirty_pages: pool.dirty_count() as u64,
+            spilled_pages: pool.spilled() as u64,
+            spill_log_slots: pool.spill_log_slots(),
+            working_bytes: s.reserve,
+            spills: ld(&pool.counters.spills),
+            spill_batches: ld(&pool.counters.spill_batches),
+            spill_requests: ld(&pool.counters.spill_requests),
+            checkpoints: ld(&c.checkpoints),
+            wal_bytes: s.wal.len(),
+            write_hits: ld(&c.access.write_hits),
+            write_misses: ld(&c.access.write_misses),
+            read_hits: ld(&c.access.read_hits),
+            read_misses: ld(&c.access.read_misses),
+            buffer_reads: ld(&c.access.buffer_reads),
+            // Pages per level (0 = leaves), found by walking the inner
+            // pages only; empty if a page cannot be read.
+            pages_per_level: s.tree.level_pages(&st.shape).unwrap_or_default(),
+            fill_per_level: s.fill.lock().clone(),
+            insert_buffer,
+            shortcut: s.shortcut.as_ref().map(|sc| sc.report(false)),
+            snapshots,
+        };
         Stats {
             ops: c.api.ops(),
             user_bytes_written: c.api.bytes_written(),
             user_bytes_read: c.api.bytes_read(),
             device: dev,
             cache: CacheCounts {
-                hits: pool.counters.hits.load(Relaxed),
-                misses: pool.counters.misses.load(Relaxed),
-                evictions: pool.counters.evictions.load(Relaxed),
+                hits: ld(&pool.counters.hits),
+                misses: ld(&pool.counters.misses),
+                evictions: ld(&pool.counters.evictions),
             },
             memory_bytes: pool.memory_bytes()
                 + s.reserve
                 + st.turbo.buffer().map_or(0, |ib| ib.memory_bytes() as u64)
                 + s.shortcut.as_ref().map_or(0, |sc| sc.memory_bytes()),
-            extra: {
-                let mut extra = vec![
-                    ("height".into(), f64::from(st.shape.height + 1)),
-                    ("pool_frames".into(), pool.capacity() as f64),
-                    ("pages".into(), st.shape.page_count as f64),
-                    (
-                        "free_pages".into(),
-                        (st.shape.free.len() + st.shape.clean.len()) as f64,
-                    ),
-                    ("dirty_pages".into(), pool.dirty_count() as f64),
-                    ("spilled_pages".into(), pool.spilled() as f64),
-                    ("spill_log_slots".into(), pool.spill_log_slots() as f64),
-                    ("working_bytes".into(), s.reserve as f64),
-                    ("spills".into(), pool.counters.spills.load(Relaxed) as f64),
-                    (
-                        "spill_batches".into(),
-                        pool.counters.spill_batches.load(Relaxed) as f64,
-                    ),
-                    (
-                        "spill_requests".into(),
-                        pool.counters.spill_requests.load(Relaxed) as f64,
-                    ),
-                    ("checkpoints".into(), c.checkpoints.load(Relaxed) as f64),
-                    ("wal_bytes".into(), s.wal.len() as f64),
-                    (
-                        "write_hits".into(),
-                        c.access.write_hits.load(Relaxed) as f64,
-                    ),
-                    (
-                        "write_misses".into(),
-                        c.access.write_misses.load(Relaxed) as f64,
-                    ),
-                    ("read_hits".into(), c.access.read_hits.load(Relaxed) as f64),
-                    (
-                        "read_misses".into(),
-                        c.access.read_misses.load(Relaxed) as f64,
-                    ),
-                    (
-                        "buffer_reads".into(),
-                        c.access.buffer_reads.load(Relaxed) as f64,
-                    ),
-                ];
-                if s.opts.insert_buffer.is_some() {
-                    extra.extend([
-                        (
-                            "ib_on".into(),
-                            f64::from(u8::from(st.turbo.buffer().is_some())),
-                        ),
-                        ("ib_switches".into(), st.turbo.switches() as f64),
-                    ]);
-                }
-                if s.opts.insert_buffer.is_some() {
-                    // Counters run on while an adaptive buffer is off, so
-                    // differences between two snapshots stay meaningful.
-                    let k = st.turbo.counters();
-                    extra.extend([
-                        ("ib_refused_writes".into(), k.refused as f64),
-                        ("ib_buffered_writes".into(), k.buffered as f64),
-                        ("ib_hot_loads".into(), k.promoted_loads as f64),
-                        ("ib_full_loads".into(), k.full_loads as f64),
-                        ("ib_pressure_loads".into(), k.pressure_loads as f64),
-                        ("ib_applied_records".into(), k.applied_records as f64),
-                        (
-                            "ib_bytes".into(),
-                            st.turbo.buffer().map_or(0.0, |ib| ib.memory_bytes() as f64),
-                        ),
-                        ("ib_budget_bytes".into(), st.turbo.budget() as f64),
-                    ]);
-                }
-                if let Some(ib) = st.turbo.buffer() {
-                    let d = ib.detector();
-                    extra.extend([
-                        ("ib_records".into(), ib.records() as f64),
-                        ("ib_pages".into(), ib.pages() as f64),
-                        ("ib_stack_nodes".into(), d.len() as f64),
-                        ("ib_l_nodes".into(), d.l_count() as f64),
-                        ("ib_promotions".into(), d.counters.promotions as f64),
-                    ]);
-                }
-                if let Some(sc) = &s.shortcut {
-                    let r = sc.report(false);
-                    let (mut p, mut h) = (0u64, 0u64);
-                    for (l, (&n, &k)) in r.level_predictions.iter().zip(&r.level_hits).enumerate() {
-                        p += n;
-                        h += k;
-                        if n > 0 {
-                            extra.push((format!("sc_accuracy_level_{l}"), k as f64 / n as f64));
-                        }
-                    }
-                    extra.extend([
-                        ("sc_predictions".into(), p as f64),
-                        ("sc_hits".into(), h as f64),
-                        ("sc_prefetched".into(), r.prefetched as f64),
-                        ("sc_prefetch_used".into(), r.prefetch_used as f64),
-                        ("sc_prefetch_wasted".into(), r.prefetch_wasted as f64),
-                        ("sc_rebuilds".into(), r.rebuilds as f64),
-                        ("sc_rebuild_seconds".into(), r.rebuild_seconds_total),
-                        ("sc_relayouts".into(), r.relayouts as f64),
-                        ("sc_relocated".into(), r.relocated as f64),
-                        ("sc_relocation_skips".into(), r.relocation_skips as f64),
-                        ("sc_lookups".into(), r.lookups as f64),
-                        ("sc_prefetch_failed".into(), r.prefetch_failed as f64),
-                        ("sc_stale_walks".into(), r.stale_walks as f64),
-                        ("sc_disabled_levels".into(), r.disabled_levels as f64),
-                        ("sc_relayout_seconds".into(), r.relayout_seconds_total),
-                        ("sc_companion_bytes".into(), r.companion_bytes as f64),
-                        ("sc_segments".into(), r.segments as f64),
-                        ("sc_discontinuities".into(), r.discontinuities as f64),
-                        ("sc_stash_entries".into(), r.stash_entries as f64),
-                    ]);
-                }
-                // Pages per level (0 = leaves), found by walking the inner
-                // pages only; skipped if a page cannot be read.
-                if let Ok(levels) = s.tree.level_pages(&st.shape) {
-                    for (i, n) in levels.iter().enumerate() {
-                        extra.push((format!("pages_level_{i}"), *n as f64));
-                    }
-                }
-                for (i, f) in s.fill.lock().iter().enumerate() {
-                    extra.extend([
-                        (format!("fill_level_{i}"), f.mean_fill()),
-                        (format!("min_fill_level_{i}"), f.min_fill),
-                        (format!("under_half_level_{i}"), f.under_half as f64),
-                        (format!("plain_pages_level_{i}"), f.plain_slots as f64),
-                    ]);
-                }
-                extra
-            },
+            snapshots: snapshots.live_snapshots,
+            snapshot_bytes: snapshots.retained_bytes,
+            detail: Some(Arc::new(detail)),
         }
     }
 }

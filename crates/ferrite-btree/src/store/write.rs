@@ -9,7 +9,9 @@
 //! no write is acknowledged under `SyncMode::Always` before its record is
 //! durable.
 
-use ferrite_core::{BatchOp, Result, SyncMode, WriteBatch};
+use std::ops::ControlFlow;
+
+use ferrite_core::{BatchOp, KeyRange, Result, SyncMode, WriteBatch};
 
 use super::{Shared, State};
 use crate::insert_buffer::hook::{self, Accesses, Host, Turbo};
@@ -46,11 +48,27 @@ impl Host for HookHost<'_> {
 
 impl Shared {
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+    }
+
+    /// Logs and applies `batch` if `cond`, which sees the state under the
+    /// write lock, says so; returns whether it did. Nothing is logged or
+    /// changed when it does not.
+    pub(super) fn write_if(
+        &self,
+        batch: &WriteBatch,
+        cond: &mut dyn FnMut(&State) -> Result<bool>,
+    ) -> Result<bool> {
         self.check_poison()?;
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
         let lsn = {
             let mut st = self.state.write();
+            if !cond(&st)? {
+                return Ok(false);
+            }
+            // Live snapshots keep what this batch replaces.
+            self.capture(&st, batch)?;
             let lsn = self.wal.append(&payload);
             let lsn = match lsn {
                 Ok(l) => l,
@@ -61,7 +79,8 @@ impl Shared {
             };
             let splits_before = self.shortcut.as_ref().map(|sc| sc.stash.len());
             // A batch is atomic to lookups too: one of several writes runs
-            // inside a change (a single write is atomic by its leaf latch).
+            // inside a change (a single write is atomic by its leaf latch;
+            // a range delete makes its own).
             let change = (batch.len() > 1).then(|| self.tree.version.change());
             let applied = self.apply(&mut st, batch, Some(&payload));
             drop(change);
@@ -101,7 +120,35 @@ impl Shared {
         if let Err(e) = &r {
             self.poison(e);
         }
-        r
+        r.map(|()| true)
+    }
+
+    /// Records, for the live snapshots, the values `batch` will replace:
+    /// each key's current value, and every pair a range delete removes.
+    fn capture(&self, st: &State, batch: &WriteBatch) -> Result<()> {
+        if !self.snapshots.is_active() {
+            return Ok(());
+        }
+        for op in batch.ops() {
+            match op {
+                BatchOp::Put { key, .. } | BatchOp::Delete { key } => {
+                    self.snapshots.capture(key, || self.get_locked(st, key))?
+                }
+                BatchOp::DeleteRange { start, end } => self.snapshots.capture_range(|each| {
+                    let range = KeyRange::from_bounds(start.as_slice()..end.as_slice());
+                    let mut failed = None;
+                    self.scan_locked(st, range, &mut |k, v| match each(k, v) {
+                        Ok(()) => ControlFlow::Continue(()),
+                        Err(e) => {
+                            failed = Some(e);
+                            ControlFlow::Break(())
+                        }
+                    })?;
+                    failed.map_or(Ok(()), Err)
+                })?,
+            }
+        }
+        Ok(())
     }
 
     /// One round of `SyncMode::Batched`'s background sync.
@@ -136,6 +183,9 @@ impl Shared {
             match op {
                 BatchOp::Put { key, value } => self.apply_op(st, key, Some(value), logged)?,
                 BatchOp::Delete { key } => self.apply_op(st, key, None, logged)?,
+                BatchOp::DeleteRange { start, end } => {
+                    self.apply_delete_range(st, start, end, logged)?
+                }
             }
         }
         Ok(())
@@ -147,6 +197,54 @@ impl Shared {
             self.checkpoint(st, logged)?;
         }
         Ok(())
+    }
+
+    /// A range delete: the buffered records of the leaves it reaches are
+    /// applied first (they are newer than the pages), then each leaf is
+    /// rebuilt once without the range's keys.
+    fn apply_delete_range(
+        &self,
+        st: &mut State,
+        start: &[u8],
+        end: &[u8],
+        logged: Option<&[u8]>,
+    ) -> Result<()> {
+        self.make_room(st, logged)?;
+        if st.turbo.records().is_some() {
+            let host = HookHost {
+                shared: self,
+                logged,
+            };
+            let mut leaves = Vec::new();
+            self.tree.leaves_in(&st.shape, start, end, &mut leaves)?;
+            for leaf in leaves {
+                if st.turbo.buffer().is_some_and(|ib| ib.has(leaf)) {
+                    hook::apply_buffered(&host, st, leaf)?;
+                }
+            }
+        }
+        // One change for the whole range, so a lock-free lookup sees it
+        // all or none; a checkpoint between leaves carries the batch over,
+        // and replaying a range delete over its own half is harmless.
+        let _change = self.tree.version.change();
+        let mut from = start.to_vec();
+        for _ in 0..=st.shape.page_count {
+            self.make_room(st, logged)?;
+            match self.tree.delete_range_leaf(&mut st.shape, &from, end)? {
+                (_, Some(next)) if next > from => from = next,
+                (_, Some(_)) => {
+                    return Err(ferrite_core::Error::corruption(
+                        "leaf fences",
+                        "a leaf's high fence is not above the keys it holds",
+                    ))
+                }
+                (_, None) => return Ok(()),
+            }
+        }
+        Err(ferrite_core::Error::corruption(
+            "leaf chain",
+            "a range delete reached more leaves than the file holds",
+        ))
     }
 
     /// One write: to the tree, or with an insert buffer through the

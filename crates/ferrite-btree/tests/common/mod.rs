@@ -53,26 +53,23 @@ pub fn open_unsynced<D: BlockDevice + 'static>(
     cache_bytes: u64,
     bt: BTreeOptions,
 ) -> ferrite_core::Result<BTreeStore> {
-    let opts = Options {
-        cache_bytes,
-        sync: SyncMode::Never,
-        ..Options::default()
-    };
+    // Plain: 4 KiB pages, about sixty frames.
+    let opts = Options::default()
+        .cache_bytes(cache_bytes)
+        .sync(SyncMode::Never);
     BTreeStore::open_on(wire(d), &opts, bt)
 }
 
 /// SHORTCUT with thresholds low enough that companions are rebuilt and
 /// levels re-laid out every few splits, on 1 KiB pages.
 pub fn restless_shortcut() -> BTreeOptions {
-    BTreeOptions {
-        page_size: 1024,
-        ..BTreeOptions::shortcut(ferrite_btree::ShortcutOptions {
-            stash_threshold: 0.02,
-            relocate_threshold: 0.02,
-            walk_chunk: 2,
-            ..Default::default()
-        })
-    }
+    BTreeOptions::with_shortcut(
+        ferrite_btree::ShortcutOptions::default()
+            .stash_threshold(0.02)
+            .relocate_threshold(0.02)
+            .walk_chunk(2),
+    )
+    .page_size(1024)
 }
 
 /// Which engine configuration a crash loop runs.
@@ -94,34 +91,25 @@ pub fn open_as(d: &Devs, mode: Mode) -> ferrite_core::Result<BTreeStore> {
 
 pub fn open_with(d: &Devs, mode: Mode, sync: SyncMode) -> ferrite_core::Result<BTreeStore> {
     let turbo = mode == Mode::Turbo;
-    let opts = Options {
-        // Plain: 4 KiB pages, about sixty frames.
-        cache_bytes: if turbo { 100 << 10 } else { 320 << 10 },
-        sync,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .cache_bytes(if turbo { 100 << 10 } else { 320 << 10 })
+        .sync(sync);
     let bt = if mode == Mode::Shortcut {
-        BTreeOptions {
-            checkpoint_wal_bytes: 64 << 10,
-            ..restless_shortcut()
-        }
+        restless_shortcut().checkpoint_wal_bytes(64 << 10)
     } else if turbo {
-        BTreeOptions {
-            page_size: 1024,
-            checkpoint_wal_bytes: 64 << 10,
-            insert_buffer: Some(ferrite_btree::InsertBufferOptions {
-                share: 0.3,
-                ..Default::default()
-            }),
-            shortcut: None,
-        }
+        BTreeOptions::default()
+            .page_size(1024)
+            .checkpoint_wal_bytes(64 << 10)
+            .insert_buffer(Some(
+                ferrite_btree::InsertBufferOptions::default().share(0.3),
+            ))
+            .shortcut(None)
     } else {
-        BTreeOptions {
-            page_size: 4096,
-            checkpoint_wal_bytes: 64 << 10,
-            insert_buffer: None,
-            shortcut: None,
-        }
+        BTreeOptions::default()
+            .page_size(4096)
+            .checkpoint_wal_bytes(64 << 10)
+            .insert_buffer(None)
+            .shortcut(None)
     };
     BTreeStore::open_on(wire(d), &opts, bt)
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use ferrite::{EngineKind, KeyRange, KvStore, KvStoreExt, Options};
+use ferrite::{Config, EngineKind, KeyRange, KvStore, KvStoreExt};
 use ferrite_io::{
     AlignedBuf, BatchMode, BlockDevice, CrashMode, DirectFile, DirectFileOptions,
     EmulatedZonedDevice, FaultyDevice, MemDevice, ReadReq, ZoneGeometry, ZonedDevice,
@@ -174,8 +174,9 @@ fn engines(dir: &std::path::Path) -> Result<()> {
     super::engines::print();
     for kind in ferrite::available() {
         let path = dir.join(kind.name());
-        let db = ferrite::open(&path, kind, &Options::default())?;
-        round_trip(kind, db.as_ref())?;
+        let db = Config::builder(kind).open(&path)?;
+        round_trip(kind, db.as_kv())?;
+        db.close()?;
     }
     if ferrite::available().is_empty() {
         println!("\nNo engine is compiled into this build yet; `ferrite kv` reports that by name.");

@@ -42,10 +42,7 @@ pub fn run(path: &Path) -> Result<()> {
     if identity.engine == ferrite::EngineKind::Rask {
         return inspect_rask(path);
     }
-    let opts = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
+    let opts = Options::default().create_if_missing(false);
     match ferrite::open_existing(path, &opts) {
         Ok(db) => {
             // Verified first: engines report what the walk found (page
@@ -53,7 +50,7 @@ pub fn run(path: &Path) -> Result<()> {
             let verified = db.verify();
             let s = db.stats();
             println!("memory     {} bytes in engine structures", s.memory_bytes);
-            for (name, value) in &s.extra {
+            for (name, value) in s.detail.as_ref().map(|d| d.fields()).unwrap_or_default() {
                 println!("{name:<10} {value}");
             }
             match verified {

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ferrite::{EngineKind, KeyRange, KvStore, Options, SyncMode, WalRecovery, WriteBatch};
+use ferrite::{
+    Config, EngineKind, KeyRange, KvStore, Options, Store, SyncMode, WalRecovery, WriteBatch,
+};
 
 #[derive(Args, Clone)]
 pub struct StoreArgs {
@@ -190,14 +192,12 @@ fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Resul
     }
 }
 
-fn open(store: &StoreArgs) -> Result<Box<dyn KvStore>> {
-    let opts = Options {
-        sync: store.sync,
-        wal_recovery: wal_recovery(store.salvage_wal),
-        ..Options::default()
-    };
+fn open(store: &StoreArgs) -> Result<Store> {
+    let opts = Options::default()
+        .sync(store.sync)
+        .wal_recovery(wal_recovery(store.salvage_wal));
     let opened = match store.engine {
-        Some(engine) => ferrite::open(&store.path, engine, &opts),
+        Some(engine) => Config::builder(engine).options(opts).open(&store.path),
         None => ferrite::open_existing(&store.path, &opts),
     };
     opened.map_err(|e| {
@@ -237,12 +237,12 @@ pub fn run(op: KvOp) -> Result<()> {
     match op {
         KvOp::Put { store, key, value } => {
             let db = open(&store)?;
-            db.put(&decode(&key, store.hex)?, &decode(&value, store.hex)?)?;
-            db.sync()?;
+            db.put(decode(&key, store.hex)?, decode(&value, store.hex)?)?;
+            db.close()?;
         }
         KvOp::Get { store, key } => {
             let db = open(&store)?;
-            match db.get(&decode(&key, store.hex)?)? {
+            match db.get(decode(&key, store.hex)?)? {
                 Some(v) => println!("{}", show(&v)),
                 None => {
                     eprintln!("not found");
@@ -252,8 +252,8 @@ pub fn run(op: KvOp) -> Result<()> {
         }
         KvOp::Del { store, key } => {
             let db = open(&store)?;
-            db.delete(&decode(&key, store.hex)?)?;
-            db.sync()?;
+            db.delete(decode(&key, store.hex)?)?;
+            db.close()?;
         }
         KvOp::Scan {
             store,
@@ -300,10 +300,11 @@ pub fn run(op: KvOp) -> Result<()> {
                 Some(path) => {
                     let file = std::fs::File::open(path)
                         .with_context(|| format!("opening {}", path.display()))?;
-                    load(db.as_ref(), std::io::BufReader::new(file), store.hex, batch)?
+                    load(db.as_kv(), std::io::BufReader::new(file), store.hex, batch)?
                 }
-                None => load(db.as_ref(), std::io::stdin().lock(), store.hex, batch)?,
+                None => load(db.as_kv(), std::io::stdin().lock(), store.hex, batch)?,
             };
+            db.close()?;
             eprintln!("loaded {pairs} pairs");
         }
     }

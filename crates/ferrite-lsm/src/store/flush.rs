@@ -20,6 +20,7 @@ use crate::memtable::Memtable;
 use crate::merge::{MemSource, Merge, Source};
 use crate::options::LsmOptions;
 use crate::partition_buffer::{self, PartitionBuffers, Pending};
+use crate::range_del::RangeDels;
 use crate::table::{BuiltTable, TableBuilder};
 
 /// One table per partition in `due`, from what its flush buffer holds
@@ -29,6 +30,7 @@ fn build_from_buffers(
     buffers: &PartitionBuffers,
     due: &[usize],
     opts: &LsmOptions,
+    dels: &RangeDels,
 ) -> Result<Vec<(usize, BuiltTable)>> {
     let parts = opts.partitions;
     let mut is_due = vec![false; parts];
@@ -44,18 +46,31 @@ fn build_from_buffers(
             let wanted: Vec<bool> = (0..parts)
                 .map(|p| is_due[p] && buffers.holds(p, m.id()))
                 .collect();
-            Box::new(buffered_source(m, u64::MAX, Bound::Unbounded, wanted)) as Box<dyn Source>
+            Box::new(buffered_source(
+                m,
+                u64::MAX,
+                Bound::Unbounded,
+                wanted,
+                false,
+            )) as Box<dyn Source>
         })
         .collect();
     let mut merged = Merge::new(sources);
     let mut builders: Vec<Option<TableBuilder>> = (0..parts).map(|_| None).collect();
     let (mut k, mut v) = (Vec::new(), Vec::new());
-    while let Some(live) = merged.next_into(&mut k, &mut v)? {
+    while let Some((live, seq)) = merged.next_into(&mut k, &mut v)? {
+        // A range delete newer than the entry takes it out of every table
+        // from here on (the table's own sequence number would no longer
+        // tell it is older).
+        if dels.covers(&k, seq) {
+            continue;
+        }
         if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
-            slot.get_or_insert_with(|| {
+            let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
-            })
-            .add(&k, live.then_some(v.as_slice()));
+            });
+            b.note_seq(seq);
+            b.add(&k, live.then_some(v.as_slice()));
         }
     }
     Ok(builders
@@ -65,14 +80,15 @@ fn build_from_buffers(
         .collect())
 }
 
-/// A buffered memtable as a merge source: only the keys of partitions
-/// `wanted` marks (its other partitions' entries are in tables, where
-/// newer versions may be).
+/// A buffered memtable as a merge source from `from` (ascending, or
+/// descending with `rev`): only the keys of partitions `wanted` marks (its
+/// other partitions' entries are in tables, where newer versions may be).
 pub(super) fn buffered_source(
     mem: Arc<Memtable>,
     seq: u64,
-    start: Bound<&[u8]>,
+    from: Bound<&[u8]>,
     wanted: Vec<bool>,
+    rev: bool,
 ) -> MemSource {
     let keep = move |k: &[u8]| {
         wanted
@@ -80,19 +96,32 @@ pub(super) fn buffered_source(
             .copied()
             .unwrap_or(false)
     };
-    MemSource::filtered(mem, seq, start, Some(Box::new(keep)))
+    if rev {
+        MemSource::rev(mem, seq, from, Some(Box::new(keep)))
+    } else {
+        MemSource::filtered(mem, seq, from, Some(Box::new(keep)))
+    }
 }
 
 /// One table per partition with entries, from a memtable's newest
 /// versions (the shared memtable is split by partition at flush).
-pub(super) fn build_from_memtable(mem: &Memtable, opts: &LsmOptions) -> Vec<(usize, BuiltTable)> {
+/// Entries a range delete newer than them covers are left out.
+pub(super) fn build_from_memtable(
+    mem: &Memtable,
+    opts: &LsmOptions,
+    dels: &RangeDels,
+) -> Vec<(usize, BuiltTable)> {
     let mut builders: Vec<Option<TableBuilder>> = (0..opts.partitions).map(|_| None).collect();
-    mem.for_each_newest(|k, v| {
+    mem.for_each_newest(|k, seq, v| {
+        if dels.covers(k, seq) {
+            return;
+        }
         if let Some(slot) = builders.get_mut(opts.partition_of(k)) {
-            slot.get_or_insert_with(|| {
+            let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
-            })
-            .add(k, v);
+            });
+            b.note_seq(seq);
+            b.add(k, v);
         }
     });
     builders
@@ -153,8 +182,15 @@ impl Inner {
         let opts = self.l0_options();
         let cur = self.current.read().clone();
         let mut buffers = (*cur.buffers).clone();
+        // Only durable range deletes drop entries: the version's, and the
+        // flushed memtable's own (its WAL is synced); a newer memtable's
+        // may yet be lost in a crash.
+        let dels = RangeDels::visible(
+            cur.version.range_dels.iter().chain(&imm.range_dels()),
+            u64::MAX,
+        );
         let built = if opts.partitions == 1 {
-            build_from_memtable(imm, &opts)
+            build_from_memtable(imm, &opts, &dels)
         } else {
             for (p, part) in buffers.parts.iter_mut().enumerate() {
                 let bytes = imm.partition_bytes(p);
@@ -174,7 +210,7 @@ impl Inner {
                 imm.id(),
                 partition_buffer::retained(WAL_DEVICES, opts.max_immutable),
             );
-            let built = build_from_buffers(&buffers, &due, &opts)?;
+            let built = build_from_buffers(&buffers, &due, &opts, &dels)?;
             for p in due {
                 if let Some(part) = buffers.parts.get_mut(p) {
                     part.clear();
@@ -197,7 +233,12 @@ impl Inner {
         let due: Vec<usize> = (0..opts.partitions)
             .filter(|&p| cur.buffers.pending(p).next().is_some())
             .collect();
-        let built = build_from_buffers(&cur.buffers, &due, &opts)?;
+        let built = build_from_buffers(
+            &cur.buffers,
+            &due,
+            &opts,
+            &RangeDels::visible(cur.version.range_dels.iter(), u64::MAX),
+        )?;
         let flushed = Flushed {
             mem: None,
             buffers: Arc::new(PartitionBuffers::new(opts.partitions)),

@@ -28,6 +28,7 @@
 //! | `publish.rs` | writing tables and installing versions: manifest first, then the swap |
 //! | `flush.rs` | the flush thread: memtables (or partitions' flush buffers) to L0 |
 //! | `compaction_job.rs` | the compaction thread: leveled jobs, load-aware output indexes |
+//! | `snapshot.rs` | snapshots: a sequence number and the state it reads |
 //! | `stats.rs` | the engine's counters and the shape of its levels |
 
 mod compaction_job;
@@ -36,6 +37,7 @@ mod flush;
 mod open;
 mod publish;
 mod read;
+mod snapshot;
 mod stats;
 mod write;
 
@@ -44,9 +46,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ferrite_core::engine::{
+    check_key, check_value, ApiCounters, Instrumented, PeriodicSync, Poison,
+};
 use ferrite_core::{
-    check_key, check_value, ApiCounters, Error, KeyRange, KvStore, PeriodicSync, Poison, Result,
-    ScanVisitor, Stats, SyncMode, WriteBatch,
+    Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
 };
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -57,20 +61,23 @@ use crate::manifest::{Manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::LsmOptions;
 use crate::partition_buffer::PartitionBuffers;
+use crate::range_del::RangeDels;
 use crate::table::Table;
 use crate::table_space::TableSpace;
 use crate::version::Version;
 
 pub use devices::Devices;
-pub use stats::{LevelReport, LsmReport};
+pub use stats::{LevelReport, LsmReport, LsmStats};
 
 /// On-disk format version of an LSM store directory. Format 2 writes WAL
 /// records that claim how far the log was synced (`docs/format/wal.md`),
 /// which a format-1 build would read as the log's end. Format 3 writes
 /// tables of version 2 (learned indexes with block-boundary thresholds),
-/// which earlier builds refuse. Stores of formats 1 and 2 are read and
-/// upgraded.
-pub const FORMAT_VERSION: u32 = 3;
+/// which earlier builds refuse. Format 4 logs range deletes in the WAL,
+/// keeps them in the manifest (`MNF3`) and writes tables of version 3
+/// (which record their newest sequence number); earlier builds would
+/// drop the deletes. Stores of formats 1 to 3 are read and upgraded.
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 /// WAL devices, used in turn by successive memtables.
@@ -85,6 +92,30 @@ struct SuperVersion {
     /// table (partitioned stores only).
     buffers: Arc<PartitionBuffers>,
     version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// The range deletes a read at `seq` honours: the version's and those
+    /// still in memtables (buffered memtables' moved to the version when
+    /// they were flushed). `None` when there are none, the usual case.
+    fn range_dels(&self, seq: u64) -> Option<RangeDels> {
+        let in_mem = std::iter::once(&self.mem).chain(&self.imms);
+        if self.version.range_dels.is_empty() && in_mem.clone().all(|m| !m.has_range_dels()) {
+            return None;
+        }
+        let mut all = (*self.version.range_dels).clone();
+        for m in in_mem {
+            all.extend(m.range_dels());
+        }
+        Some(RangeDels::visible(&all, seq))
+    }
+
+    /// Every memtable the state reads: live, immutable, buffered.
+    fn memtables(&self) -> impl Iterator<Item = Arc<Memtable>> + '_ {
+        std::iter::once(self.mem.clone())
+            .chain(self.imms.iter().cloned())
+            .chain(self.buffers.memtables())
+    }
 }
 
 struct Writer {
@@ -149,6 +180,8 @@ struct Inner {
     /// Set by `flush_locked` for the flush thread: write every partition's
     /// buffer out.
     drain: AtomicBool,
+    /// What live snapshots read.
+    snapshots: snapshot::Pinned,
 }
 
 /// The LSM-tree engine (SwiftKV's base).
@@ -280,12 +313,11 @@ impl KvStore for LsmStore {
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.inner.check()?;
-        let read = self.inner.scan(range, visit)?;
-        let c = &self.inner.counters;
-        c.api.count_scan();
-        c.api.add_read(read);
-        Ok(())
+        self.inner.scan_counted(range, false, visit)
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.inner.scan_counted(range, true, visit)
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
@@ -294,14 +326,33 @@ impl KvStore for LsmStore {
         Ok(())
     }
 
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let mut b = WriteBatch::new();
+        match new {
+            Some(v) => b.put(key, v)?,
+            None => b.delete(key)?,
+        };
+        self.inner
+            .write_if(&b, &mut |current| Ok(current(key)?.as_deref() == expected))
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        self.inner.check()?;
+        Ok(Box::new(snapshot::LsmSnapshot::take(&self.inner)))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        (*self).close()
+    }
+
     fn flush(&self) -> Result<()> {
         let mut w = self.inner.writer.lock();
         self.inner.flush_locked(&mut w)
-    }
-
-    fn settle(&self) -> Result<()> {
-        self.flush()?;
-        self.wait_for_compactions()
     }
 
     fn sync(&self) -> Result<()> {
@@ -320,19 +371,65 @@ impl KvStore for LsmStore {
     }
 }
 
-impl Drop for LsmStore {
-    fn drop(&mut self) {
+impl Instrumented for LsmStore {
+    /// Flushes, then waits until no compaction is due.
+    fn settle(&self) -> Result<()> {
+        self.flush()?;
+        self.wait_for_compactions()
+    }
+}
+
+impl Inner {
+    /// A scan in either direction, counted.
+    fn scan_counted(
+        &self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        self.check()?;
+        let read = self.scan(range, rev, visit)?;
+        self.counters.api.count_scan();
+        self.counters.api.add_read(read);
+        Ok(())
+    }
+}
+
+impl LsmStore {
+    /// Flushes the memtables to tables, stops the background threads and
+    /// seals the WAL (so recovery replays nothing), reporting what failed.
+    pub fn close(mut self) -> Result<()> {
+        let flushed = KvStore::flush(&self);
+        let stopped = self.shut_down();
+        flushed.and(stopped)
+    }
+
+    fn shut_down(&mut self) -> Result<()> {
         drop(self.ticker.take());
         *self.inner.bg.lock() = true;
         self.inner.bg_wake.notify_all();
         self.inner.room.notify_all();
+        let mut panicked = false;
         for t in self.threads.drain(..) {
-            let _ = t.join();
+            panicked |= t.join().is_err();
         }
-        if !self.inner.poisoned.is_set() {
-            // Sealed, so damage to any of the log is told from a torn tail.
-            let wal = self.inner.writer.lock().wal.clone();
-            if let Err(e) = wal.seal() {
+        if panicked {
+            return Err(Error::corruption("lsm", "a background thread panicked"));
+        }
+        self.inner.check()?;
+        // Sealed, so damage to any of the log is told from a torn tail.
+        let wal = self.inner.writer.lock().wal.clone();
+        wal.seal().inspect_err(|e| self.inner.poison(e))
+    }
+}
+
+impl Drop for LsmStore {
+    fn drop(&mut self) {
+        if self.threads.is_empty() && self.ticker.is_none() {
+            return;
+        }
+        if let Err(e) = self.shut_down() {
+            if !self.inner.poisoned.is_set() {
                 log::error!("closing sync of the WAL failed: {e}");
             }
         }

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use ferrite_core::engine::{PeriodicSync, Poison};
 use ferrite_core::{
-    BatchOp, EngineKind, Error, Options, PeriodicSync, Poison, Result, StoreIdentity, SyncMode,
-    WalRecovery,
+    BatchOp, EngineKind, Error, Options, Result, StoreIdentity, SyncMode, WalRecovery,
 };
 use ferrite_io::BlockDevice;
 use ferrite_wal::Wal;
@@ -35,6 +35,7 @@ use crate::manifest::{Manifest, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::LsmOptions;
 use crate::partition_buffer::PartitionBuffers;
+use crate::range_del::RangeDels;
 use crate::table::Table;
 use crate::table_space::TableSpace;
 use crate::version::Version;
@@ -77,6 +78,7 @@ impl LsmStore {
                     partitions: lsm.partitions as u32,
                     tables: Vec::new(),
                     part_logs: vec![1; lsm.partitions],
+                    range_dels: Vec::new(),
                 };
                 manifest.store(&s)?;
                 s
@@ -116,7 +118,8 @@ impl LsmStore {
             let t = Table::open(r.id, extent, space.clone(), cache.clone())?;
             tables.push((r.partition as usize, r.level as usize, Arc::new(t)));
         }
-        let mut version = Version::from_tables(lsm.partitions, lsm.levels, tables);
+        let mut version = Version::from_tables(lsm.partitions, lsm.levels, tables)
+            .with_range_dels(state.range_dels.clone());
 
         // Replay the WALs of memtables not yet in tables. An operation of a
         // partition whose flush buffer had already written its memtable out
@@ -147,6 +150,13 @@ impl LsmStore {
                         }
                         BatchOp::Delete { key } if replays(m, key) => {
                             recovered.insert(key, s, None)
+                        }
+                        // A range delete whose memtable was flushed is in
+                        // the manifest already.
+                        BatchOp::DeleteRange { start, end }
+                            if !state.range_dels.iter().any(|d| d.seq == s) =>
+                        {
+                            recovered.delete_range(start, end, s)
                         }
                         _ => {}
                     }
@@ -188,13 +198,16 @@ impl LsmStore {
             // Make the replayed writes a table, so the WAL devices can be
             // reused from a clean slate.
             let mut added = Vec::new();
-            for (part, built) in build_from_memtable(&recovered, &lsm) {
+            let replayed_dels = recovered.range_dels();
+            let dels =
+                RangeDels::visible(version.range_dels.iter().chain(&replayed_dels), u64::MAX);
+            for (part, built) in build_from_memtable(&recovered, &lsm, &dels) {
                 let id = state.next_table;
                 state.next_table += 1;
                 added.push((part, 0, write_table(&space, &cache, id, built)?));
             }
             space.sync()?;
-            version = version.edit(&[], &added);
+            version = version.edit(&[], &added).with_range_dels(replayed_dels);
         }
         let all_replayed = vec![next_mem; lsm.partitions];
         if next_mem != state.log_number
@@ -205,6 +218,7 @@ impl LsmStore {
             state.part_logs = all_replayed;
             state.last_seq = max_seq;
             state.tables = version.records();
+            state.range_dels = (*version.range_dels).clone();
             state.generation += 1;
             manifest.store(&state)?;
         }
@@ -247,6 +261,7 @@ impl LsmStore {
             poisoned: Poison::new(),
             counters,
             drain: AtomicBool::new(false),
+            snapshots: Default::default(),
             opts: lsm,
         });
         let spawn = |name: &str, f: fn(&Inner)| -> Result<JoinHandle<()>> {
@@ -254,7 +269,7 @@ impl LsmStore {
             std::thread::Builder::new()
                 .name(name.into())
                 .spawn(move || f(&inner))
-                .map_err(|e| Error::InvalidOptions(format!("cannot start {name}: {e}")))
+                .map_err(|e| Error::resource(format!("the {name} thread"), e))
         };
         let threads = vec![
             spawn("lsm-flush", Inner::flush_loop)?,
@@ -269,9 +284,8 @@ impl LsmStore {
                     wal.sync().inspect_err(|e| inner.poison(e))
                 };
                 Some(
-                    PeriodicSync::start("lsm-wal-sync", every, sync).map_err(|e| {
-                        Error::InvalidOptions(format!("cannot start lsm-wal-sync: {e}"))
-                    })?,
+                    PeriodicSync::start("lsm-wal-sync", every, sync)
+                        .map_err(|e| Error::resource("the lsm-wal-sync thread", e))?,
                 )
             }
             _ => None,

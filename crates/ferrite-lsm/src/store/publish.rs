@@ -87,8 +87,26 @@ impl Inner {
         v: Version,
         flushed: Option<&Flushed>,
     ) -> Result<()> {
+        // A flushed memtable's range deletes move to the version; those no
+        // table or memtable needs go.
+        let v = match flushed.and_then(|f| f.mem.as_ref()) {
+            Some(m) if m.has_range_dels() => v.with_range_dels(m.range_dels()),
+            _ => v,
+        };
+        let v = {
+            let c = self.current.read();
+            let gone = flushed.and_then(|f| f.mem.as_ref()).map(|m| m.id());
+            let buffers = flushed.map_or(&c.buffers, |f| &f.buffers);
+            let oldest = std::iter::once(c.mem.id())
+                .chain(c.imms.iter().map(|m| m.id()).filter(|&id| Some(id) != gone))
+                .chain(buffers.memtables().iter().map(|m| m.id()))
+                .min()
+                .unwrap_or(u64::MAX);
+            v.without_obsolete_range_dels(oldest)
+        };
         let mut state = meta.state.clone();
         state.tables = v.records();
+        state.range_dels = (*v.range_dels).clone();
         if let Some(f) = flushed {
             state.part_logs = f.buffers.part_logs(f.next);
             state.log_number = state.part_logs.iter().copied().min().unwrap_or(f.next);

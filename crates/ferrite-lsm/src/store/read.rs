@@ -11,82 +11,148 @@ use std::sync::Arc;
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
 use super::flush::buffered_source;
-use super::Inner;
+use super::{Inner, SuperVersion};
 use crate::merge::{LevelIter, MemSource, Merge, Source};
 use crate::options::LsmOptions;
 use crate::table::bloom::Bloom;
 use crate::table::{Found, Table, TableIter};
 
+/// One consistent view of the tree: a `SuperVersion` read at a sequence
+/// number (the store's current one, or a snapshot's).
+pub(super) struct View<'a> {
+    pub sv: &'a SuperVersion,
+    pub seq: u64,
+}
+
 impl Inner {
-    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// The view current now.
+    pub(super) fn current_view(&self) -> (Arc<SuperVersion>, u64) {
         let seq = self.visible.load(Ordering::Acquire);
-        let sv = self.current.read().clone();
-        if let Some(v) = sv.mem.get(key, seq) {
-            return Ok(v);
+        (self.current.read().clone(), seq)
+    }
+
+    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (sv, seq) = self.current_view();
+        self.get_at(&View { sv: &sv, seq }, key)
+    }
+
+    /// `key`'s value in `view`: the newest version in memtables, flush
+    /// buffer, tables, unless a range delete newer than it covers it.
+    pub(super) fn get_at(&self, view: &View<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let (sv, seq) = (view.sv, view.seq);
+        let dels = sv.range_dels(seq);
+        let live = |found_seq: u64, v: Option<Vec<u8>>| match &dels {
+            Some(d) if d.covers(key, found_seq) => None,
+            _ => v,
+        };
+        if let Some((s, v)) = sv.mem.get_entry(key, seq) {
+            return Ok(live(s, v));
         }
         for m in &sv.imms {
-            if let Some(v) = m.get(key, seq) {
-                return Ok(v);
+            if let Some((s, v)) = m.get_entry(key, seq) {
+                return Ok(live(s, v));
             }
         }
         let part = self.opts.partition_of(key);
         for m in sv.buffers.pending(part) {
-            if let Some(v) = m.get(key, seq) {
-                return Ok(v);
+            if let Some((s, v)) = m.get_entry(key, seq) {
+                return Ok(live(s, v));
             }
         }
         Ok(match sv.version.get(part, key, Bloom::hash(key))? {
-            Some(Found::Value(v)) => Some(v),
-            Some(Found::Deleted) | None => None,
+            Some((Found::Value(v), max_seq)) => live(max_seq, Some(v)),
+            Some((Found::Deleted, _)) | None => None,
         })
     }
 
-    pub(super) fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
-        let seq = self.visible.load(Ordering::Acquire);
-        let sv = self.current.read().clone();
-        let start = match range.start {
-            Bound::Included(k) | Bound::Excluded(k) => Some(k),
-            Bound::Unbounded => None,
+    pub(super) fn scan(
+        &self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<u64> {
+        let (sv, seq) = self.current_view();
+        self.scan_at(&View { sv: &sv, seq }, range, rev, visit)
+    }
+
+    /// Visits `range` in `view`, ascending or (`rev`) descending: every
+    /// source merged newest first, range deletes applied.
+    pub(super) fn scan_at(
+        &self,
+        view: &View<'_>,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<u64> {
+        let (sv, seq) = (view.sv, view.seq);
+        // Sources start at the range's start (its end, going down).
+        let from = if rev { range.end } else { range.start };
+        let mem = |m: Arc<crate::memtable::Memtable>| -> Box<dyn Source> {
+            if rev {
+                Box::new(MemSource::rev(m, seq, from, None))
+            } else {
+                Box::new(MemSource::new(m, seq, from))
+            }
         };
         let mut sources: Vec<Box<dyn Source>> = Vec::new();
-        sources.push(Box::new(MemSource::new(sv.mem.clone(), seq, range.start)));
+        sources.push(mem(sv.mem.clone()));
         for m in &sv.imms {
-            sources.push(Box::new(MemSource::new(m.clone(), seq, range.start)));
+            sources.push(mem(m.clone()));
         }
         for m in sv.buffers.memtables() {
             let wanted = (0..self.opts.partitions)
                 .map(|p| sv.buffers.holds(p, m.id()))
                 .collect();
-            sources.push(Box::new(buffered_source(m, seq, range.start, wanted)));
+            sources.push(Box::new(buffered_source(m, seq, from, wanted, rev)));
         }
+        let start = match range.start {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
         // Partitions split keys by hash, not range: a scan merges every
         // partition's levels (what partitioning costs scans).
         for levels in &sv.version.parts {
             for (level, tables) in levels.iter().enumerate() {
                 if level == 0 {
                     for t in tables {
-                        sources.push(Box::new(TableIter::new(t.clone(), start)?));
+                        sources.push(if rev {
+                            Box::new(TableIter::new_rev(t.clone(), range.end)?)
+                        } else {
+                            Box::new(TableIter::new(t.clone(), start)?)
+                        });
                     }
                 } else if !tables.is_empty() {
-                    sources.push(Box::new(LevelIter::new(tables.clone(), start)?));
+                    sources.push(if rev {
+                        Box::new(LevelIter::new_rev(tables.clone(), range.end)?)
+                    } else {
+                        Box::new(LevelIter::new(tables.clone(), start)?)
+                    });
                 }
             }
         }
-        let mut merged = Merge::new(sources);
+        let dels = sv.range_dels(seq);
+        let mut merged = if rev {
+            Merge::new_rev(sources)
+        } else {
+            Merge::new(sources)
+        };
         let mut read = 0u64;
         let (mut k, mut v) = (Vec::new(), Vec::new());
-        while let Some(live) = merged.next_into(&mut k, &mut v)? {
-            if !range.before_end(&k) {
+        while let Some((live, found_seq)) = merged.next_into(&mut k, &mut v)? {
+            let (inside, past) = if rev {
+                (range.before_end(&k), !range.after_start(&k))
+            } else {
+                (range.after_start(&k), !range.before_end(&k))
+            };
+            if past {
                 break;
             }
-            if !range.after_start(&k) {
+            if !inside || !live || dels.as_ref().is_some_and(|d| d.covers(&k, found_seq)) {
                 continue;
             }
-            if live {
-                read += (k.len() + v.len()) as u64;
-                if visit(&k, &v) == ControlFlow::Break(()) {
-                    break;
-                }
+            read += (k.len() + v.len()) as u64;
+            if visit(&k, &v) == ControlFlow::Break(()) {
+                break;
             }
         }
         Ok(read)

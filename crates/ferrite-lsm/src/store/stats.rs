@@ -8,10 +8,82 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ferrite_core::Stats;
+use ferrite_core::{EngineStats, Stats};
 
 use super::LsmStore;
 use crate::table::Table;
+
+/// The LSM-tree's own counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LsmStats {
+    pub flushes: u64,
+    /// L0 tables written by flushes (of memtables or flush buffers).
+    pub l0_flushed_tables: u64,
+    pub compactions: u64,
+    /// Compactions that moved a table down without rewriting it.
+    pub trivial_moves: u64,
+    pub compaction_bytes_read: u64,
+    pub compaction_bytes_written: u64,
+    /// Writes that waited for room, for how long in all, and the longest.
+    pub write_stalls: u64,
+    pub write_stall_micros: u64,
+    pub max_write_stall_micros: u64,
+    /// Writes delayed past the L0 slowdown mark.
+    pub write_slowdowns: u64,
+    /// Time spent fitting learned indexes.
+    pub training_micros: u64,
+    /// Load-aware choices of a compaction output's index.
+    pub load_aware_learned: u64,
+    pub load_aware_sparse: u64,
+    pub partition_drops: u64,
+    /// Range deletes the version keeps (until no table holds what they cover).
+    pub range_deletes: u64,
+    /// Filters, indexes and table handles in memory.
+    pub table_memory_bytes: u64,
+    /// The shape of the tree when the stats were taken.
+    pub report: LsmReport,
+}
+
+impl EngineStats for LsmStats {
+    fn fields(&self) -> Vec<(String, f64)> {
+        let r = &self.report;
+        let mut out: Vec<(String, f64)> = [
+            ("flushes", self.flushes),
+            ("l0_flushed_tables", self.l0_flushed_tables),
+            ("compactions", self.compactions),
+            ("trivial_moves", self.trivial_moves),
+            ("compaction_bytes_read", self.compaction_bytes_read),
+            ("compaction_bytes_written", self.compaction_bytes_written),
+            ("write_stalls", self.write_stalls),
+            ("write_stall_micros", self.write_stall_micros),
+            ("max_write_stall_micros", self.max_write_stall_micros),
+            ("write_slowdowns", self.write_slowdowns),
+            ("training_micros", self.training_micros),
+            ("load_aware_learned", self.load_aware_learned),
+            ("load_aware_sparse", self.load_aware_sparse),
+            ("partition_drops", self.partition_drops),
+            ("range_deletes", self.range_deletes),
+            ("index_bytes", r.index_bytes()),
+            ("table_memory_bytes", self.table_memory_bytes),
+            ("memtable_bytes", r.memtable_bytes),
+            ("flush_buffer_bytes", r.buffered_bytes),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v as f64))
+        .collect();
+        for (l, lr) in r.levels.iter().enumerate() {
+            out.extend([
+                (format!("l{l}_tables"), lr.tables as f64),
+                (format!("l{l}_bytes"), lr.bytes as f64),
+                (format!("l{l}_learned_tables"), lr.learned_tables as f64),
+                (format!("l{l}_index_bytes"), lr.index_bytes as f64),
+                (format!("l{l}_model_segments"), lr.model_segments as f64),
+            ]);
+        }
+        out
+    }
+}
 
 impl LsmStore {
     /// The common counters and the engine's own.
@@ -26,56 +98,38 @@ impl LsmStore {
             .fold(Default::default(), |a, b| a + b);
         let report = self.report();
         let table_memory: u64 = report.levels.iter().map(|l| l.index_memory).sum();
-        let mut extra = vec![
-            ("flushes".to_string(), ld(&c.flushes) as f64),
-            ("l0_flushed_tables".to_string(), ld(&c.l0_flushed) as f64),
-            ("compactions".to_string(), ld(&c.compactions) as f64),
-            ("trivial_moves".to_string(), ld(&c.moves) as f64),
-            (
-                "compaction_bytes_read".to_string(),
-                ld(&c.compaction_read) as f64,
-            ),
-            (
-                "compaction_bytes_written".to_string(),
-                ld(&c.compaction_written) as f64,
-            ),
-            ("write_stalls".to_string(), ld(&c.stalls) as f64),
-            ("write_stall_micros".to_string(), ld(&c.stall_micros) as f64),
-            (
-                "max_write_stall_micros".to_string(),
-                ld(&c.max_stall_micros) as f64,
-            ),
-            ("write_slowdowns".to_string(), ld(&c.slowdowns) as f64),
-            ("training_micros".to_string(), ld(&c.training_micros) as f64),
-            (
-                "load_aware_learned".to_string(),
-                ld(&c.learned_builds) as f64,
-            ),
-            ("load_aware_sparse".to_string(), ld(&c.sparse_builds) as f64),
-            ("partition_drops".to_string(), ld(&c.partition_drops) as f64),
-            ("index_bytes".to_string(), report.index_bytes() as f64),
-            ("table_memory_bytes".to_string(), table_memory as f64),
-            ("memtable_bytes".to_string(), report.memtable_bytes as f64),
-            (
-                "flush_buffer_bytes".to_string(),
-                report.buffered_bytes as f64,
-            ),
-        ];
-        for (l, lr) in report.levels.iter().enumerate() {
-            extra.push((format!("l{l}_tables"), lr.tables as f64));
-            extra.push((format!("l{l}_bytes"), lr.bytes as f64));
-            extra.push((format!("l{l}_learned_tables"), lr.learned_tables as f64));
-            extra.push((format!("l{l}_index_bytes"), lr.index_bytes as f64));
-            extra.push((format!("l{l}_model_segments"), lr.model_segments as f64));
-        }
+        let current = inner.current.read().clone();
+        let pinned = inner.snapshots.measure(&current);
+        let memory_bytes = report.cache_bytes + report.memtable_bytes + table_memory;
+        let detail = LsmStats {
+            flushes: ld(&c.flushes),
+            l0_flushed_tables: ld(&c.l0_flushed),
+            compactions: ld(&c.compactions),
+            trivial_moves: ld(&c.moves),
+            compaction_bytes_read: ld(&c.compaction_read),
+            compaction_bytes_written: ld(&c.compaction_written),
+            write_stalls: ld(&c.stalls),
+            write_stall_micros: ld(&c.stall_micros),
+            max_write_stall_micros: ld(&c.max_stall_micros),
+            write_slowdowns: ld(&c.slowdowns),
+            training_micros: ld(&c.training_micros),
+            load_aware_learned: ld(&c.learned_builds),
+            load_aware_sparse: ld(&c.sparse_builds),
+            partition_drops: ld(&c.partition_drops),
+            range_deletes: current.version.range_dels.len() as u64,
+            table_memory_bytes: table_memory,
+            report,
+        };
         Stats {
             ops: c.api.ops(),
             user_bytes_written: c.api.bytes_written(),
             user_bytes_read: c.api.bytes_read(),
             device,
             cache: inner.cache.counts(),
-            memory_bytes: report.cache_bytes + report.memtable_bytes + table_memory,
-            extra,
+            memory_bytes,
+            snapshots: pinned.snapshots,
+            snapshot_bytes: pinned.bytes,
+            detail: Some(Arc::new(detail)),
         }
     }
 

@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::{check_counter, BatchOp, Error, Result, SyncMode, WriteBatch};
+use ferrite_core::engine::check_counter;
+use ferrite_core::{BatchOp, Error, Result, SyncMode, WriteBatch};
 use ferrite_wal::Wal;
 
 use super::devices::Devices;
@@ -61,20 +62,38 @@ pub(super) fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
     Ok(wal)
 }
 
+/// Decides, given a reader of the current values, whether a write goes ahead.
+pub(super) type WriteCondition<'a> =
+    dyn FnMut(&dyn Fn(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<bool> + 'a;
+
 impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+    }
+
+    /// Writes `batch` if `cond` says so, reading keys under the writer
+    /// lock (every earlier write applied, no later one started); returns
+    /// whether it did.
+    pub(super) fn write_if(
+        &self,
+        batch: &WriteBatch,
+        cond: &mut WriteCondition<'_>,
+    ) -> Result<bool> {
         self.check()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let payload_bytes = batch.payload_bytes() as u64;
         let (wal, lsn, sync_now) = {
             let mut w = self.writer.lock();
+            if !cond(&|k| self.get(k))? {
+                return Ok(false);
+            }
             self.make_room(&mut w)?;
             let seq = w.next_seq;
             let n = batch.len() as u64;
             // Replay refuses a record whose numbers reach the limit.
-            ferrite_core::persistable_counter(seq + n, "lsm wal")?;
+            ferrite_core::engine::persistable_counter(seq + n, "lsm wal")?;
             let lsn = w
                 .wal
                 .append(&encode_record(seq, batch))
@@ -84,6 +103,7 @@ impl Inner {
                 match op {
                     BatchOp::Put { key, value } => w.mem.insert(key, s, Some(value)),
                     BatchOp::Delete { key } => w.mem.insert(key, s, None),
+                    BatchOp::DeleteRange { start, end } => w.mem.delete_range(start, end, s),
                 }
             }
             w.next_seq += n;
@@ -104,7 +124,7 @@ impl Inner {
         } else {
             wal.write_if_over(1 << 20)
         };
-        r.inspect_err(|e| self.poison(e))
+        r.inspect_err(|e| self.poison(e)).map(|()| true)
     }
 
     /// Makes room for a write: rotates a full memtable and waits while
@@ -224,7 +244,7 @@ mod tests {
     fn a_record_whose_sequence_numbers_pass_the_counter_limit_is_damage() {
         let mut batch = WriteBatch::new();
         batch.put(b"a", b"1").unwrap().delete(b"b").unwrap();
-        let last_ok = ferrite_core::COUNTER_LIMIT - 3;
+        let last_ok = ferrite_core::engine::COUNTER_LIMIT - 3;
         let (seq, got) = decode_record(&encode_record(last_ok, &batch)).unwrap();
         assert_eq!((seq, got.len()), (last_ok, 2));
         for seq in [last_ok + 1, u64::MAX - 1] {

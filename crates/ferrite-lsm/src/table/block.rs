@@ -41,10 +41,6 @@ impl BlockBuilder {
         self.offsets.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.offsets.len()
-    }
-
     /// Whether an entry of `len` bytes still fits in this one-page block.
     pub fn fits(&self, len: usize) -> bool {
         self.buf.len() + len + 2 * (self.offsets.len() + 1) + TRAILER <= PAGE

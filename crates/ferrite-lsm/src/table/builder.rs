@@ -27,6 +27,10 @@ use crate::options::IndexKind;
 pub struct BuiltTable {
     pub bytes: AlignedBuf,
     pub entries: u64,
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     pub index_bytes: usize,
     pub training_micros: u64,
 }
@@ -49,6 +53,8 @@ pub struct TableBuilder {
     separators: Vec<Vec<u8>>,
     last_key: Vec<u8>,
     first_key: Vec<u8>,
+    /// The largest sequence number of the entries (see [`TableBuilder::note_seq`]).
+    max_seq: u64,
     /// Every key's model input (the model is fitted at `finish`).
     projected: ProjectedKeys,
     /// The points the model is fitted on when some model inputs repeat:
@@ -81,6 +87,7 @@ impl TableBuilder {
             separators: Vec::new(),
             last_key: Vec::new(),
             first_key: Vec::new(),
+            max_seq: 0,
             projected: ProjectedKeys::default(),
             point_xs: Vec::new(),
             point_pos: Vec::new(),
@@ -94,6 +101,10 @@ impl TableBuilder {
         }
     }
 
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     pub fn is_empty(&self) -> bool {
         self.entries == 0
     }
@@ -103,11 +114,22 @@ impl TableBuilder {
         self.data.len() + PAGE
     }
 
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     pub fn last_key(&self) -> &[u8] {
         &self.last_key
     }
 
     /// Adds the next entry; `key` must be greater than every earlier key.
+    /// Records that the table holds entries written at up to `seq` (the
+    /// table's `max_seq` is the largest noted; range deletes are judged
+    /// against it).
+    pub fn note_seq(&mut self, seq: u64) {
+        self.max_seq = self.max_seq.max(seq);
+    }
+
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) {
         debug_assert!(self.entries == 0 || key > self.last_key.as_slice());
         let len = entry_len(key, value);
@@ -170,6 +192,7 @@ impl TableBuilder {
         self.hashes.clear();
         self.entries = 0;
         self.deletes = 0;
+        self.max_seq = 0;
         self.uniform = None;
         self.mixed = false;
     }
@@ -265,6 +288,7 @@ impl TableBuilder {
             smallest: self.first_key.clone(),
             largest: self.last_key.clone(),
             training_micros,
+            max_seq: self.max_seq,
         };
         let region = &mut self.region;
         region.clear();

@@ -10,9 +10,11 @@
 pub const FOOTER_LEN: usize = 48;
 pub const MAGIC: u64 = 0x4652_5254_4c53_4d31; // "FRRTLSM1"
 /// Version 2 tables may end a learned index with block-boundary
-/// thresholds, which version 1 readers would take for damage; version 1
-/// tables are read as they are.
-pub const VERSION: u8 = 2;
+/// thresholds, which version 1 readers would take for damage; version 3
+/// properties end with the table's largest sequence number, which range
+/// deletes are judged against. Older tables are read as they are (their
+/// sequence numbers count as 0: older than any range delete).
+pub const VERSION: u8 = 3;
 /// The oldest table version this build reads.
 pub const OLDEST_VERSION: u8 = 1;
 
@@ -96,6 +98,9 @@ pub struct Properties {
     pub largest: Vec<u8>,
     /// Microseconds spent fitting the learned index (0 for sparse).
     pub training_micros: u64,
+    /// The largest sequence number among the entries (0 in tables older
+    /// than version 3).
+    pub max_seq: u64,
 }
 
 impl Properties {
@@ -105,6 +110,7 @@ impl Properties {
             out.extend_from_slice(k);
         }
         out.extend_from_slice(&self.training_micros.to_le_bytes());
+        out.extend_from_slice(&self.max_seq.to_le_bytes());
     }
 
     pub fn decode(b: &[u8]) -> Option<Self> {
@@ -118,10 +124,21 @@ impl Properties {
         let smallest = key()?;
         let largest = key()?;
         let training_micros = u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?);
-        (b.len() == at + 8 && smallest <= largest && !smallest.is_empty()).then_some(Self {
+        let at = at + 8;
+        // Version 3 adds the largest sequence number; older tables end
+        // before it.
+        let max_seq = match b.len().checked_sub(at)? {
+            0 => 0,
+            8 => ferrite_core::engine::check_counter(u64::from_le_bytes(
+                b.get(at..at + 8)?.try_into().ok()?,
+            ))?,
+            _ => return None,
+        };
+        (smallest <= largest && !smallest.is_empty()).then_some(Self {
             smallest,
             largest,
             training_micros,
+            max_seq,
         })
     }
 }
@@ -155,11 +172,17 @@ mod tests {
             smallest: b"a".to_vec(),
             largest: b"zz".to_vec(),
             training_micros: 7,
+            max_seq: 41,
         };
         let mut b = Vec::new();
         p.encode(&mut b);
-        assert_eq!(Properties::decode(&b), Some(p));
+        assert_eq!(Properties::decode(&b), Some(p.clone()));
         assert_eq!(Properties::decode(&b[..b.len() - 1]), None);
+        // A version-2 table's properties have no sequence number.
+        assert_eq!(
+            Properties::decode(&b[..b.len() - 8]),
+            Some(Properties { max_seq: 0, ..p })
+        );
     }
 
     #[test]

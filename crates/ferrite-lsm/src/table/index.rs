@@ -109,6 +109,10 @@ impl Index {
         }
     }
 
+    #[cfg_attr(
+        not(feature = "bench-internals"),
+        allow(dead_code, reason = "the harness reads it through `internals`")
+    )]
     /// Bytes the encoded index takes (the index-block size reports compare).
     pub fn encoded_len(&self) -> usize {
         let mut v = Vec::new();

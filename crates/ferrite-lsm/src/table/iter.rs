@@ -1,9 +1,11 @@
-//! In-order iteration over one table, block after block.
+//! In-order iteration over one table, block after block, upwards or (for
+//! reverse scans) downwards.
 //!
 //! Lookups' and scans' iterators read through the block cache; a
 //! sequential iterator (compactions, checks) reads ahead in long device
 //! reads and leaves the cache as it found it (see [`super::readahead`]).
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use ferrite_core::Result;
@@ -18,6 +20,8 @@ pub struct TableIter {
     at: Option<(usize, Arc<Block>, usize)>,
     /// `Some` for a sequential pass.
     ahead: Option<Readahead>,
+    /// Walks downwards: `advance` moves to the previous entry.
+    rev: bool,
 }
 
 impl TableIter {
@@ -32,7 +36,68 @@ impl TableIter {
             table,
             at,
             ahead: None,
+            rev: false,
         })
+    }
+
+    /// Positioned at the last entry within `end` (or the last entry),
+    /// walking downwards, reading through the block cache.
+    pub fn new_rev(table: Arc<Table>, end: Bound<&[u8]>) -> Result<Self> {
+        let last = |t: &Table| -> Result<Option<(usize, Arc<Block>, usize)>> {
+            let Some(b) = t.block_count().checked_sub(1) else {
+                return Ok(None);
+            };
+            let blk = t.block(b)?;
+            Ok(blk.len().checked_sub(1).map(|slot| (b, blk, slot)))
+        };
+        let mut it = Self {
+            table,
+            at: None,
+            ahead: None,
+            rev: true,
+        };
+        it.at = match end {
+            Bound::Unbounded => last(&it.table)?,
+            Bound::Included(k) | Bound::Excluded(k) => match it.table.seek(k, true)? {
+                // The first entry at or above `k`: it, if `k` is included
+                // and here, else the one before.
+                Some(pos) => {
+                    let here = pos.1.entry(pos.2).is_some_and(|(e, _)| e == k);
+                    if here && matches!(end, Bound::Included(_)) {
+                        Some(pos)
+                    } else {
+                        it.before(pos)?
+                    }
+                }
+                None => last(&it.table)?,
+            },
+        };
+        Ok(it)
+    }
+
+    /// The entry before `pos`, if any.
+    fn before(
+        &self,
+        (b, blk, slot): (usize, Arc<Block>, usize),
+    ) -> Result<Option<(usize, Arc<Block>, usize)>> {
+        if slot > 0 {
+            return Ok(Some((b, blk, slot - 1)));
+        }
+        let mut b = b;
+        while let Some(prev) = b.checked_sub(1) {
+            let blk = self.table.block(prev)?;
+            if let Some(slot) = blk.len().checked_sub(1) {
+                return Ok(Some((prev, blk, slot)));
+            }
+            b = prev;
+        }
+        Ok(None)
+    }
+
+    /// The table's largest sequence number: what its entries count as
+    /// against range deletes.
+    pub fn seq(&self) -> u64 {
+        self.table.max_seq()
     }
 
     /// Positioned at the table's first entry, for one pass over all of
@@ -42,6 +107,7 @@ impl TableIter {
             table,
             at: None,
             ahead: Some(Readahead::new()),
+            rev: false,
         };
         it.at = it.block_from(0)?;
         Ok(it)
@@ -56,6 +122,10 @@ impl TableIter {
         let Some((b, blk, slot)) = self.at.take() else {
             return Ok(());
         };
+        if self.rev {
+            self.at = self.before((b, blk, slot))?;
+            return Ok(());
+        }
         self.at = if slot + 1 < blk.len() {
             Some((b, blk, slot + 1))
         } else {

@@ -21,4 +21,4 @@ pub mod thresholds;
 
 pub use builder::{BuiltTable, TableBuilder};
 pub use iter::TableIter;
-pub use reader::{Found, Position, Table};
+pub use reader::{Found, Table};

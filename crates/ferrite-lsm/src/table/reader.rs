@@ -119,6 +119,12 @@ impl Table {
         &self.props.largest
     }
 
+    /// The largest sequence number among the entries (0 in tables from
+    /// before range deletes).
+    pub fn max_seq(&self) -> u64 {
+        self.props.max_seq
+    }
+
     pub fn bytes(&self) -> u64 {
         self.extent.pages * PAGE as u64
     }

@@ -17,22 +17,21 @@ pub fn fresh() -> Devs {
 
 /// Options that make flushes and compactions happen every few writes.
 pub fn tiny(index: IndexKind) -> LsmOptions {
-    LsmOptions {
-        memtable_bytes: 4096,
-        max_immutable: 2,
-        table_bytes: 8192,
-        l0_compaction_trigger: 2,
-        l0_slowdown: 4,
-        l0_stop: 8,
-        l1_bytes: 16 << 10,
-        level_multiplier: 3,
-        levels: 5,
-        bloom_bits_per_key: 10,
-        index,
-        load_aware: None,
-        partitions: 1,
-        training_threads: 2,
-    }
+    LsmOptions::default()
+        .memtable_bytes(4096)
+        .max_immutable(2)
+        .table_bytes(8192)
+        .l0_compaction_trigger(2)
+        .l0_slowdown(4)
+        .l0_stop(8)
+        .l1_bytes(16 << 10)
+        .level_multiplier(3)
+        .levels(5)
+        .bloom_bits_per_key(10)
+        .index(index)
+        .load_aware(None)
+        .partitions(1)
+        .training_threads(2)
 }
 
 pub fn open(d: &Devs, lsm: LsmOptions, sync: SyncMode) -> ferrite_core::Result<LsmStore> {
@@ -52,12 +51,10 @@ pub fn open_with(
         manifest: [dev(1), dev(2)],
         wal: std::array::from_fn(|i| dev(3 + i)),
     };
-    let opts = Options {
-        cache_bytes: 64 << 10,
-        sync,
-        wal_recovery,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .cache_bytes(64 << 10)
+        .sync(sync)
+        .wal_recovery(wal_recovery);
     LsmStore::open_on(devices, &opts, lsm)
 }
 

@@ -114,22 +114,18 @@ mod tests {
     use crate::ZkvOptions;
 
     fn opts() -> ZkvOptions {
-        ZkvOptions {
-            geometry: ZoneGeometry::small(24, 8, 8),
-            wal_zones: 2,
-            flushers: 2,
-            mf_node_pairs: 8,
-            inline_value_max: 64,
-            ..ZkvOptions::default()
-        }
+        ZkvOptions::default()
+            .geometry(ZoneGeometry::small(24, 8, 8))
+            .wal_zones(2)
+            .flushers(2)
+            .mf_node_pairs(8)
+            .inline_value_max(64)
     }
 
     fn open(dev: &Arc<dyn ZonedDevice>) -> ZkvStore {
-        let o = Options {
-            sync: SyncMode::Never,
-            cache_bytes: 64 << 10,
-            ..Options::default()
-        };
+        let o = Options::default()
+            .sync(SyncMode::Never)
+            .cache_bytes(64 << 10);
         ZkvStore::open_on(dev.clone(), &o, opts()).unwrap()
     }
 

@@ -53,17 +53,22 @@ mod checkpoint;
 mod open;
 mod read;
 mod reclaim;
+mod snapshot;
 mod stats;
 mod write;
 
+pub use stats::ZkvStats;
+
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use ferrite_core::engine::{
+    check_key, check_value, ApiCounters, Instrumented, PeriodicSync, Poison, SnapshotChain,
+};
 use ferrite_core::{
-    check_key, check_value, ApiCounters, BatchOp, Error, KeyRange, KvStore, Options, PeriodicSync,
-    Poison, Result, ScanVisitor, Stats, SyncMode, WriteBatch,
+    BatchOp, Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode,
+    WriteBatch,
 };
 use ferrite_io::ZonedDevice;
 use parking_lot::{Mutex, RwLock};
@@ -82,9 +87,10 @@ use crate::zone_wal::ZoneWal;
 
 /// On-disk format version in the identity file. Format 5 adds checkpoint
 /// marks to the WAL; format 6 makes WAL records claim how far the log was
-/// synced (`docs/format/zkv.md`). Format-4 and -5 stores are read and
-/// upgraded.
-pub const FORMAT_VERSION: u32 = 6;
+/// synced (`docs/format/zkv.md`); format 7 logs range deletes (tag 3 of
+/// `docs/format/write-batch.md`), which older builds refuse. Format-4 to -6
+/// stores are read and upgraded.
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 4;
 const DEVICE_FILE: &str = "zones.img";
@@ -183,6 +189,9 @@ struct Inner {
     ring: Vec<u32>,
     poisoned: Poison,
     gc_lock: Mutex<()>,
+    /// Old versions kept for live snapshots (buffers and leaves update in
+    /// place).
+    snapshots: Arc<SnapshotChain>,
     /// Value-log zones not to scan again until what kept them from
     /// being emptied has changed.
     deferred: Mutex<std::collections::HashMap<u32, Deferral>>,
@@ -192,6 +201,8 @@ struct Inner {
 /// The ZKV engine (and its two baselines, by [`Variant`]).
 pub struct ZkvStore {
     inner: Arc<Inner>,
+    /// Set by the first close (explicit or on drop).
+    closed: bool,
     /// Syncs the WAL every interval under `SyncMode::Batched`.
     ticker: Option<PeriodicSync>,
 }
@@ -258,6 +269,26 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// A scan in either direction, counted.
+    fn scan_counted(
+        &self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        self.check()?;
+        self.c.api.count_scan();
+        let bytes = if rev {
+            self.scan_rev(range, visit)?
+        } else {
+            self.scan(range, visit)?
+        };
+        self.c.api.add_read(bytes);
+        Ok(())
+    }
+}
+
 impl KvStore for ZkvStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
@@ -287,17 +318,42 @@ impl KvStore for ZkvStore {
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        let me = &self.inner;
-        me.check()?;
-        me.c.api.count_scan();
-        let bytes = me.scan(range, visit)?;
-        me.c.api.add_read(bytes);
-        Ok(())
+        self.inner.scan_counted(range, false, visit)
+    }
+
+    fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.inner.scan_counted(range, true, visit)
+    }
+
+    fn compare_and_swap(
+        &self,
+        key: &[u8],
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool> {
+        let mut b = WriteBatch::new();
+        match new {
+            Some(v) => b.put(key, v)?,
+            None => b.delete(key)?,
+        };
+        self.inner
+            .write_if(&b, &mut |current| Ok(current(key)?.as_deref() == expected))
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
+        self.inner.check()?;
+        Ok(Box::new(snapshot::ZkvSnapshot::take(&self.inner)))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        (*self).close()
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> Result<()> {
         for op in batch.ops() {
-            check_key(op.key())?;
+            for k in op.keys() {
+                check_key(k)?;
+            }
             if let BatchOp::Put { value, .. } = op {
                 check_value(value)?;
             }
@@ -380,22 +436,33 @@ impl KvStore for ZkvStore {
     }
 }
 
+impl Instrumented for ZkvStore {}
+
+impl ZkvStore {
+    /// Stops the sync thread and writes a MetaLog snapshot, so recovery
+    /// has no log to replay; reports what failed.
+    pub fn close(mut self) -> Result<()> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        drop(self.ticker.take());
+        self.inner.check()?;
+        let r = self.inner.checkpoint();
+        self.inner.poison_on(r)
+    }
+}
+
 impl Drop for ZkvStore {
     fn drop(&mut self) {
-        drop(self.ticker.take());
-        if self.inner.check().is_ok() {
-            if let Err(e) = self.inner.checkpoint() {
+        if let Err(e) = self.shut_down() {
+            if !self.inner.poisoned.is_set() {
                 log::warn!("zkv: checkpoint at close failed: {e}");
             }
         }
     }
-}
-
-/// The facade's opener: ZKV with default options.
-pub fn open_store(dir: &Path, options: &Options) -> Result<Box<dyn KvStore>> {
-    Ok(Box::new(ZkvStore::open(
-        dir,
-        options,
-        ZkvOptions::default(),
-    )?))
 }

@@ -10,9 +10,9 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use ferrite_core::engine::{PeriodicSync, Poison};
 use ferrite_core::{
-    EngineKind, Error, Options, PeriodicSync, Poison, Result, StoreIdentity, SyncMode, WalRecovery,
-    WriteBatch,
+    EngineKind, Error, Options, Result, StoreIdentity, SyncMode, WalRecovery, WriteBatch,
 };
 use ferrite_io::{EmulatedZonedDevice, ZoneCondition, ZonedDevice};
 use parking_lot::{Mutex, RwLock};
@@ -31,6 +31,11 @@ use crate::tree::Tree;
 use crate::vlog::Vlog;
 use crate::zone_space::{Role, ZoneSpace};
 use crate::zone_wal::{self, WalPosition, ZoneWal};
+use ferrite_core::engine::SnapshotChain;
+
+/// Old-version bytes live snapshots may keep at least, whatever the cache
+/// budget (past the larger of the two they are cut off).
+const SNAPSHOT_FLOOR: u64 = 16 << 20;
 
 impl ZkvStore {
     /// Opens or creates the store in `dir` (a zoned device emulated in
@@ -53,13 +58,10 @@ impl ZkvStore {
         options.validate()?;
         let (metalog, snap) = MetaLog::load(dev.clone(), zkv.meta_zones)?;
         // The device fixes the geometry and the MetaLog the leaf size.
-        let zkv = ZkvOptions {
-            geometry: *dev.geometry(),
-            leaf_size: snap
-                .as_ref()
-                .map_or(zkv.leaf_size, |s| s.leaf_size as usize),
-            ..zkv
-        };
+        let leaf_size = snap
+            .as_ref()
+            .map_or(zkv.leaf_size, |s| s.leaf_size as usize);
+        let zkv = zkv.geometry(*dev.geometry()).leaf_size(leaf_size);
         zkv.validate().map_err(Error::InvalidOptions)?;
         let budget = Budget::new(options.cache_bytes, &zkv);
         let g = *dev.geometry();
@@ -234,6 +236,7 @@ impl ZkvStore {
             poisoned: Poison::new(),
             gc_lock: Mutex::new(()),
             deferred: Mutex::new(std::collections::HashMap::new()),
+            snapshots: SnapshotChain::new(options.cache_bytes.max(SNAPSHOT_FLOOR)),
             c: Counters::default(),
             dev,
             sync: options.sync,
@@ -242,6 +245,7 @@ impl ZkvStore {
         };
         let mut store = Self {
             inner: Arc::new(inner),
+            closed: false,
             ticker: None,
         };
         if let Some(s) = snap {
@@ -260,7 +264,7 @@ impl ZkvStore {
         if let SyncMode::Batched(every) = options.sync {
             let inner = store.inner.clone();
             let ticker = PeriodicSync::start("zkv-wal-sync", every, move || inner.sync_all())
-                .map_err(|e| Error::InvalidOptions(format!("cannot start zkv-wal-sync: {e}")))?;
+                .map_err(|e| Error::resource("the zkv-wal-sync thread", e))?;
             store.ticker = Some(ticker);
         }
         Ok(store)
@@ -277,7 +281,7 @@ impl ZkvStore {
                 return Ok(());
             }
             let batch = WriteBatch::decode(payload)?;
-            me.apply_batch(&batch, &mut || {})?;
+            me.apply_batch(&batch, &mut |_| Ok(true), &mut || {})?;
             me.maintain_buffers(false)
         })?;
         // A checkpoint's mark follows its MetaLog snapshot: one past the

@@ -10,10 +10,24 @@ use std::sync::atomic::Ordering;
 use ferrite_core::{KeyRange, Result, ScanVisitor};
 
 use super::{Inner, OVERLAY_CHUNK};
-use crate::pair::{Pair, Val};
+use crate::merged_filter::MergedFilter;
+use crate::pair::{merge_sorted, Pair, Val};
+use crate::tree::Tree;
+
+/// A condition on the state a write would apply to: it reads keys as they
+/// are at that instant (the compare of a compare-and-swap).
+pub(super) type Cond<'a> =
+    dyn FnMut(&dyn Fn(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<bool> + 'a;
+
+/// The lock a write holds while it applies: the merged filter's (ZKV),
+/// or the tree's (the baselines, and ZKV without the filter).
+pub(super) enum Locked<'a> {
+    Buffers(&'a MergedFilter),
+    Tree(&'a Tree),
+}
 
 impl Inner {
-    fn resolve(&self, v: Val) -> Result<Option<Vec<u8>>> {
+    pub(super) fn resolve(&self, v: Val) -> Result<Option<Vec<u8>>> {
         match v {
             Val::Put(b) => Ok(Some(b.as_slice().to_vec())),
             Val::Vlog(loc) => self.vlog.lock().read(loc).map(Some),
@@ -38,6 +52,51 @@ impl Inner {
             Some(v) => self.resolve(v),
             None => Ok(None),
         }
+    }
+
+    /// The value of `key` with the write lock `view` held.
+    pub(super) fn get_locked(&self, view: &Locked<'_>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let v = match view {
+            Locked::Buffers(mf) => match mf.get(key) {
+                Some(v) => Some(v),
+                None => match self.batches.read().get(key) {
+                    Some(v) => Some(v),
+                    None => self.tree.read().get(key, &self.ctx())?,
+                },
+            },
+            Locked::Tree(t) => t.get(key, &self.ctx())?,
+        };
+        v.map_or(Ok(None), |v| self.resolve(v))
+    }
+
+    /// Every live pair of `start..end` (values unresolved), sorted, with
+    /// the write lock `view` held.
+    pub(super) fn pairs_locked(
+        &self,
+        view: &Locked<'_>,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<Vec<Pair>> {
+        let (lo, hi) = (Bound::Included(start), Bound::Excluded(end));
+        let mut tree_pairs = Vec::new();
+        let mut collect = |p: Pair| {
+            tree_pairs.push(p);
+            Ok(ControlFlow::Continue(()))
+        };
+        let buffered = match view {
+            Locked::Buffers(mf) => {
+                self.tree.read().scan(lo, hi, &self.ctx(), &mut collect)?;
+                let arr = self.batches.read().range(lo, hi, usize::MAX);
+                merge_sorted(arr, mf.range(lo, hi, usize::MAX))
+            }
+            Locked::Tree(t) => {
+                t.scan(lo, hi, &self.ctx(), &mut collect)?;
+                Vec::new()
+            }
+        };
+        let mut all = merge_sorted(tree_pairs, buffered);
+        all.retain(|p| p.val != Val::Del);
+        Ok(all)
     }
 
     /// Up to [`OVERLAY_CHUNK`] buffered pairs from `lo` on, merged (filter
@@ -124,6 +183,100 @@ impl Inner {
             }
             match upto {
                 Some(u) if !stop => lo = Bound::Excluded(u),
+                _ => return Ok(bytes),
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Up to [`OVERLAY_CHUNK`] buffered pairs from `hi` down, merged
+    /// (filter newest), in descending order, and the key down to which
+    /// they are complete (`None`: to `start`).
+    fn overlay_chunk_rev(
+        &self,
+        start: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> (Vec<Pair>, Option<Vec<u8>>) {
+        if !self.opts.buffers_writes() {
+            return (Vec::new(), None);
+        }
+        let mut mf = self.mf.lock().range_rev(start, hi, OVERLAY_CHUNK);
+        let mut arr = self
+            .batches
+            .read()
+            .clone()
+            .range_rev(start, hi, OVERLAY_CHUNK);
+        let mut downto: Option<Vec<u8>> = None;
+        for c in [&mf, &arr] {
+            if c.len() >= OVERLAY_CHUNK {
+                if let Some(last) = c.last() {
+                    if downto.as_ref().is_none_or(|d| last.key() > d.as_slice()) {
+                        downto = Some(last.key().to_vec());
+                    }
+                }
+            }
+        }
+        mf.reverse();
+        arr.reverse();
+        let mut merged = merge_sorted(arr, mf);
+        if let Some(d) = &downto {
+            merged.retain(|p| p.key() >= d.as_slice());
+        }
+        merged.reverse();
+        (merged, downto)
+    }
+
+    /// As [`Inner::scan`], in descending key order: a bounded chunk of
+    /// buffered pairs from the top, then the tree's leaves down to where
+    /// that chunk is complete.
+    pub(super) fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
+        let start = range.start;
+        let mut hi: Bound<Vec<u8>> = range.end.map(<[u8]>::to_vec);
+        let mut bytes = 0u64;
+        let mut emit = |p: &Pair, bytes: &mut u64| -> Result<ControlFlow<()>> {
+            match self.resolve(p.val.clone())? {
+                Some(v) => {
+                    *bytes += (p.key().len() + v.len()) as u64;
+                    Ok(visit(p.key(), &v))
+                }
+                None => Ok(ControlFlow::Continue(())),
+            }
+        };
+        loop {
+            let hi_ref = hi.as_ref().map(Vec::as_slice);
+            let (chunk, downto) = self.overlay_chunk_rev(start, hi_ref);
+            let lo = match &downto {
+                Some(d) => Bound::Included(d.as_slice()),
+                None => start,
+            };
+            let mut over = chunk.into_iter().peekable();
+            let mut stop = false;
+            {
+                let tree = self.tree.read();
+                tree.scan_rev(lo, hi_ref, &self.ctx(), &mut |p| {
+                    while let Some(o) = over.next_if(|o| o.key() > p.key()) {
+                        if emit(&o, &mut bytes)?.is_break() {
+                            stop = true;
+                            return Ok(ControlFlow::Break(()));
+                        }
+                    }
+                    let newer = over.next_if(|o| o.key() == p.key());
+                    let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
+                    stop = cf.is_break();
+                    Ok(cf)
+                })?;
+            }
+            if !stop {
+                for o in over {
+                    if emit(&o, &mut bytes)?.is_break() {
+                        stop = true;
+                        break;
+                    }
+                }
+            }
+            match downto {
+                Some(d) if !stop => hi = Bound::Excluded(d),
                 _ => return Ok(bytes),
             }
         }

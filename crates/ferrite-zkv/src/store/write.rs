@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ferrite_core::{BatchOp, Error, Result, SyncMode, WriteBatch};
 
+use super::read::{Cond, Locked};
 use super::Inner;
 use crate::batch_array::BatchArray;
 use crate::gc_policy::{self};
@@ -49,28 +50,62 @@ impl Inner {
         }
     }
 
-    /// Applies a batch under one hold of the first buffer's lock, so a
-    /// reader sees all of it or none of it. `order` runs under that lock
-    /// (it takes the batch's WAL sequence number), so the log orders every
-    /// key's writes as memory does.
-    pub(super) fn apply_batch(&self, batch: &WriteBatch, order: &mut dyn FnMut()) -> Result<()> {
+    /// Applies a batch under one hold of the first buffer's lock (the
+    /// tree's, for the baselines), so a reader sees all of it or none of
+    /// it, if `cond`, which reads the state under that lock, says so;
+    /// returns whether it did. `order` runs under the lock (it takes the
+    /// batch's WAL sequence number), so the log orders every key's writes
+    /// as memory does; it does not run when `cond` refuses. A range delete
+    /// becomes a delete of every key the range holds then; live snapshots
+    /// get the values the batch replaces first.
+    pub(super) fn apply_batch(
+        &self,
+        batch: &WriteBatch,
+        cond: &mut Cond<'_>,
+        order: &mut dyn FnMut(),
+    ) -> Result<bool> {
         let mut pairs = Vec::with_capacity(batch.len());
         for op in batch.ops() {
-            pairs.push(match op {
-                BatchOp::Put { key, value } => Pair::new(key, self.value_of(key, value)?),
-                BatchOp::Delete { key } => Pair::new(key, Val::Del),
-            });
+            match op {
+                BatchOp::Put { key, value } => {
+                    pairs.push(Some(Pair::new(key, self.value_of(key, value)?)))
+                }
+                BatchOp::Delete { key } => pairs.push(Some(Pair::new(key, Val::Del))),
+                // Expanded under the lock, where the keys it holds are known.
+                BatchOp::DeleteRange { .. } => pairs.push(None),
+            }
         }
+        let unused = |pairs: Vec<Option<Pair>>| {
+            for p in pairs.into_iter().flatten() {
+                self.release(Some(p.val));
+            }
+        };
         if self.opts.buffers_writes() {
             let replaced: Vec<Option<Val>> = {
                 let mut mf = self.mf.lock();
+                let view = Locked::Buffers(&mf);
+                if !cond(&|k| self.get_locked(&view, k))? {
+                    drop(mf);
+                    unused(pairs);
+                    return Ok(false);
+                }
+                let pairs = self.expand(batch, pairs, &view)?;
                 order();
                 pairs.into_iter().map(|p| mf.insert(p)).collect()
             };
             replaced.into_iter().for_each(|v| self.release(v));
-            return Ok(());
+            return Ok(true);
         }
         let mut tree = self.tree.write();
+        let pairs = {
+            let view = Locked::Tree(&tree);
+            if !cond(&|k| self.get_locked(&view, k))? {
+                drop(tree);
+                unused(pairs);
+                return Ok(false);
+            }
+            self.expand(batch, pairs, &view)?
+        };
         order();
         let ctx = self.ctx();
         for p in pairs {
@@ -80,7 +115,45 @@ impl Inner {
                 tree.apply_baseline(p, &ctx)?;
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// The batch's pairs with each range delete replaced by deletes of the
+    /// keys its range holds: those in `view`, and those the batch put
+    /// before it. Captures, for live snapshots, the values the pairs
+    /// replace.
+    fn expand(
+        &self,
+        batch: &WriteBatch,
+        pairs: Vec<Option<Pair>>,
+        view: &Locked<'_>,
+    ) -> Result<Vec<Pair>> {
+        let mut out = Vec::with_capacity(pairs.len());
+        for (op, pair) in batch.ops().iter().zip(pairs) {
+            match (op, pair) {
+                (_, Some(p)) => {
+                    self.snapshots
+                        .capture(p.key(), || self.get_locked(view, p.key()))?;
+                    out.push(p);
+                }
+                (BatchOp::DeleteRange { start, end }, None) => {
+                    let inside = |k: &[u8]| start.as_slice() <= k && k < end.as_slice();
+                    let earlier: Vec<Vec<u8>> = out
+                        .iter()
+                        .filter(|p| inside(p.key()) && !matches!(p.val, Val::Del))
+                        .map(|p| p.key().to_vec())
+                        .collect();
+                    for p in self.pairs_locked(view, start, end)? {
+                        self.snapshots
+                            .capture(p.key(), || self.resolve(p.val.clone()))?;
+                        out.push(Pair::new(p.key(), Val::Del));
+                    }
+                    out.extend(earlier.iter().map(|k| Pair::new(k, Val::Del)));
+                }
+                (_, None) => {}
+            }
+        }
+        Ok(out)
     }
 
     /// Refuses, before anything changes, a write the device may not have
@@ -116,6 +189,12 @@ impl Inner {
     }
 
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+    }
+
+    /// Writes `batch` if `cond`, reading the state at the instant the
+    /// batch would apply, says so; returns whether it did.
+    pub(super) fn write_if(&self, batch: &WriteBatch, cond: &mut Cond<'_>) -> Result<bool> {
         self.check()?;
         let adds = batch
             .ops()
@@ -125,7 +204,7 @@ impl Inner {
         if admitted {
             self.admit(adds)?;
         }
-        let r = self.admitted_write(batch, admitted);
+        let r = self.admitted_write(batch, admitted, cond);
         if admitted {
             self.io.space.lock().finish();
         }
@@ -134,7 +213,12 @@ impl Inner {
 
     /// The part of [`Self::write`] after admission (`admitted`: the write
     /// counts among the admitted ones; one that takes no zone does not).
-    fn admitted_write(&self, batch: &WriteBatch, admitted: bool) -> Result<()> {
+    fn admitted_write(
+        &self,
+        batch: &WriteBatch,
+        admitted: bool,
+        cond: &mut Cond<'_>,
+    ) -> Result<bool> {
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
         if !self.wal.has_room(payload.len()) {
@@ -145,7 +229,10 @@ impl Inner {
         let seq = {
             let mut inst = self.wal.enter();
             let mut seq = None;
-            let r = self.apply_batch(batch, &mut || seq = Some(self.wal.next_seq()));
+            let r = self.apply_batch(batch, cond, &mut || seq = Some(self.wal.next_seq()));
+            if let Ok(false) = r {
+                return Ok(false);
+            }
             if let Some(seq) = seq {
                 // Logged even if the apply failed (the store is poisoned
                 // then): a handed-out sequence number must not leave a gap.
@@ -162,7 +249,7 @@ impl Inner {
         };
         self.poison_on(r)?;
         let r = self.maintain(admitted);
-        self.poison_on(r)
+        self.poison_on(r).map(|()| true)
     }
 
     /// Makes the WAL durable up to `seq` (a checkpoint when the ring is full).

@@ -28,5 +28,5 @@ pub use comparison::{side_by_side, RunSizes};
 pub use latency::{Latencies, LatencySummary, CURVE};
 pub use metrics::Metrics;
 pub use report::{Report, Table};
-pub use store::{fresh_dir, store_err};
+pub use store::{fresh_dir, open_engine, store_err};
 pub use study::{Driven, Study};

@@ -2,7 +2,24 @@
 
 use std::path::{Path, PathBuf};
 
+use ferrite::internals::Instrumented;
+use ferrite::{Config, EngineKind, Options};
+
 use crate::error::{BenchError, Result};
+
+/// Opens a ferrite engine's store with its benchmark hooks.
+pub fn open_engine(
+    dir: &Path,
+    kind: EngineKind,
+    options: &Options,
+) -> Result<Box<dyn Instrumented>> {
+    let err = store_err(kind.name());
+    let config = Config::builder(kind)
+        .options(options.clone())
+        .build()
+        .map_err(&err)?;
+    ferrite::internals::open_instrumented(dir, &config).map_err(err)
+}
 
 /// `dir`, emptied and created: a variant never starts on an earlier run's
 /// files.

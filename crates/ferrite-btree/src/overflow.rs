@@ -257,8 +257,7 @@ impl Tree {
             gone
         });
         while ids.len() < chunks.len() {
-            ids.push(shape.page_count);
-            shape.page_count += 1;
+            ids.push(self.grow(shape, 1));
         }
         let mut image = ferrite_io::AlignedBuf::zeroed(chunks.len() * ps);
         for (i, chunk) in chunks.iter().enumerate() {

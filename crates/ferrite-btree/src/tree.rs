@@ -355,11 +355,24 @@ impl Tree {
             }
             return first;
         }
-        let id = shape.page_count;
-        shape.page_count += 1;
-        // Lock-free scans bound a leaf chain by the page count.
-        self.published.pages.store(shape.page_count, Relaxed);
-        id
+        self.grow(shape, 1)
+    }
+
+    /// `n` fresh page ids at the end of the file. Every growth of the file
+    /// goes through here (or [`Tree::note_growth`]), because lock-free
+    /// scans bound a leaf chain by the published page count: a leaf whose
+    /// id is past it would make a sound chain look like a cycle.
+    pub(crate) fn grow(&self, shape: &mut Shape, n: u64) -> PageId {
+        let first = shape.page_count;
+        shape.page_count += n;
+        self.note_growth(shape);
+        first
+    }
+
+    /// Publishes `shape`'s page count after ids were taken from the end of
+    /// the file outside the tree (the free-list chain a checkpoint writes).
+    pub(crate) fn note_growth(&self, shape: &Shape) {
+        self.published.pages.fetch_max(shape.page_count, Relaxed);
     }
 
     /// The largest key plus value kept inline in a leaf cell.
@@ -732,10 +745,7 @@ impl Tree {
             }
             return first;
         }
-        let first = shape.page_count;
-        shape.page_count += n;
-        self.published.pages.store(shape.page_count, Relaxed);
-        first
+        self.grow(shape, n)
     }
 
     /// Frees page ids a re-layout no longer uses: runs of at least

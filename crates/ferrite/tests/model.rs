@@ -314,8 +314,13 @@ fn run(kind: EngineKind, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 fn cases() -> ProptestConfig {
+    // MODEL_CASES runs a longer search than CI's.
+    let cases = std::env::var("MODEL_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
     ProptestConfig {
-        cases: 24,
+        cases,
         max_shrink_iters: 200,
         ..ProptestConfig::default()
     }

@@ -52,6 +52,7 @@ impl Shared {
         // The free-list chain lives in free ids: any stale frame or spilled
         // image of those ids is garbage, and the chain's image replaces it.
         let (free, chain) = free_space::chain(&mut st.shape, self.tree.page_size);
+        self.tree.note_growth(&st.shape);
         let mut ids = pool.checkpoint_ids();
         ids.retain(|id| chain.binary_search_by_key(id, |(c, _)| *c).is_err());
         ids.extend(chain.iter().map(|(id, _)| *id));

@@ -180,8 +180,13 @@ impl StoreIdentity {
                 from: found.engine_format,
             });
         }
+        // A creation that died before its identity was renamed into place
+        // leaves only the identity's temporary file: still a fresh store.
+        let leftover = Path::new(IDENTITY_FILE).with_extension("tmp");
         let empty = match std::fs::read_dir(dir) {
-            Ok(mut entries) => entries.next().is_none(),
+            Ok(entries) => entries
+                .filter_map(std::result::Result::ok)
+                .all(|e| e.file_name() == leftover.as_os_str()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(e) => {
                 return Err(ferrite_io::DeviceError::os(ferrite_io::IoOp::Open, dir, 0, e).into())
@@ -218,6 +223,27 @@ mod tests {
         assert!(matches!(
             StoreIdentity::decode(b"SQLite format 3\0", p),
             Err(Error::WrongFormat { .. })
+        ));
+    }
+
+    #[test]
+    fn a_creation_killed_before_the_rename_is_still_fresh() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("store");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("FERRITE.tmp"), b"half").unwrap();
+        let opts = Options::default();
+        assert_eq!(
+            StoreIdentity::establish(&dir, EngineKind::Lsm, 1..=1, &opts).unwrap(),
+            Established::Created
+        );
+        // Anything else in the directory still makes it someone else's.
+        let other = root.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        assert!(matches!(
+            StoreIdentity::establish(&other, EngineKind::Lsm, 1..=1, &opts),
+            Err(Error::NotAStore { .. })
         ));
     }
 

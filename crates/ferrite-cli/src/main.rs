@@ -60,6 +60,15 @@ enum Command {
     Repro(Forwarded),
     /// Summarise a block I/O trace as the replayer sees it.
     Trace(command::trace::TraceArgs),
+    /// Serve a store over the Redis protocol (RESP2/RESP3) until SIGINT,
+    /// SIGTERM or SHUTDOWN.
+    Serve(command::serve::ServeArgs),
+    /// Kill a worker process at random instants, reopen, and check that
+    /// every acknowledged write survived (for one engine).
+    Crashtest(command::crashtest::CrashtestArgs),
+    /// The process `ferrite crashtest` kills (internal).
+    #[command(hide = true)]
+    CrashtestWorker(command::crashtest::WorkerArgs),
 }
 
 /// A subcommand's arguments, passed on unparsed (`--help` included).
@@ -97,5 +106,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(f) => std::process::exit(command::harness::forward("bench", &f.args)?),
         Command::Repro(f) => std::process::exit(command::harness::forward("repro", &f.args)?),
         Command::Trace(args) => command::trace::run(args),
+        Command::Serve(args) => command::serve::run(args),
+        Command::Crashtest(args) => command::crashtest::run(args),
+        Command::CrashtestWorker(w) => command::crashtest::worker::run(&w),
     }
 }

@@ -33,7 +33,12 @@ pub fn forward(sub: &str, args: &[OsString]) -> Result<i32> {
             harness.display()
         );
     }
-    let status = Command::new(&harness)
+    let mut cmd = Command::new(&harness);
+    // Experiments that run `ferrite serve` run this very binary.
+    if let Ok(me) = std::env::current_exe() {
+        cmd.env("FERRITE_BIN", me);
+    }
+    let status = cmd
         .arg(sub)
         .args(args)
         .status()

@@ -1,9 +1,11 @@
 //! One module per subcommand.
 
+pub mod crashtest;
 pub mod demo;
 pub mod engines;
 pub mod harness;
 pub mod inspect;
 pub mod kv;
 pub mod rask;
+pub mod serve;
 pub mod trace;

@@ -1,0 +1,646 @@
+//! `serve`: ferrite behind the Redis protocol against `redis-server`,
+//! driven by `redis-benchmark`, side by side in one run.
+//!
+//! Servers: `redis-server` in memory with persistence off (the ceiling),
+//! with `appendonly yes` and `appendfsync everysec` (the durable peer) and
+//! `appendfsync always`; `ferrite serve` over `btree`, `lsm` and `zkv`
+//! (on its emulated zoned device over a file), each with `--sync
+//! batched:1000` and `--sync always`. Each server gets
+//! `redis-benchmark -c 50 -r <keyspace> -d 100` for SET then GET, at
+//! `-P 16` and `-P 1`; with `--sync always`, also SET from one client
+//! (what one fsync per write gives, against 50 clients sharing syncs). The
+//! store then closes and the same data is read in process, one thread,
+//! uniform random keys (the engine's YCSB-C rate): the server's share of
+//! that is what the protocol costs. A second pass runs ferrite with a
+//! cache of a tenth of the data.
+//!
+//! The servers are separate processes: `ferrite serve` from the `ferrite`
+//! binary beside this one (or `$FERRITE_BIN`), Redis's from Debian
+//! (`scripts/install-redis-tools.sh`).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferrite::{Config, EngineKind, SyncMode};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::driver::{fresh_dir, store_err, Metrics, Report, Study, Table};
+use super::{ClaimSpec, ReproContext, Scale};
+use crate::error::{BenchError, Result};
+
+pub struct ServeRepro;
+
+const TARGET: &str = "server target (issue: RESP server)";
+
+const ENGINES: [EngineKind; 3] = [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv];
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Sizes {
+    /// Requests per pipelined run, and the keyspace (`-r`).
+    requests: u64,
+    /// Requests per unpipelined run.
+    requests_p1: u64,
+    /// Requests per unpipelined run with a sync per write.
+    requests_always_p1: u64,
+    /// Requests from one client with a sync per write.
+    requests_one_client: u64,
+    clients: u32,
+    value_bytes: u32,
+    /// Reads of the in-process pass.
+    inprocess_reads: u64,
+}
+
+fn sizes(scale: Scale) -> Sizes {
+    Sizes {
+        requests: scale.pick(5_000, 1_000_000, 1_000_000),
+        requests_p1: scale.pick(2_000, 200_000, 1_000_000),
+        requests_always_p1: scale.pick(1_000, 20_000, 200_000),
+        requests_one_client: scale.pick(200, 2_000, 10_000),
+        clients: scale.pick(10, 50, 50),
+        value_bytes: 100,
+        inprocess_reads: scale.pick(5_000, 500_000, 2_000_000),
+    }
+}
+
+/// One `redis-benchmark` run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    server: String,
+    /// `in cache` or `cache 10%`.
+    cache: String,
+    test: String,
+    pipeline: u32,
+    clients: u32,
+    requests: u64,
+    rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    sizes: Option<Sizes>,
+    rows: Vec<Row>,
+    /// Server resident memory after the first SET run, by server and cache.
+    rss_bytes: BTreeMap<String, u64>,
+    /// In-process uniform reads per second, one thread, by engine and cache.
+    inprocess_gets: BTreeMap<String, f64>,
+    /// Stores' sizes on disk after the runs.
+    disk_bytes: BTreeMap<String, u64>,
+    redis_version: String,
+    notes: Vec<String>,
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| BenchError::Config(format!("no free port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| BenchError::Config(e.to_string()))?
+        .port())
+}
+
+fn wait_for_port(port: u16, child: &mut Child, what: &str) -> Result<()> {
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(BenchError::Config(format!(
+                "{what} exited at start: {status}"
+            )));
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            return Err(BenchError::Config(format!(
+                "{what} did not listen on {port}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+    name: String,
+}
+
+impl Server {
+    fn rss_bytes(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    }
+
+    /// Stops it with SIGTERM (ferrite closes its store) and waits.
+    fn stop(mut self) -> Result<()> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let t = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) if s.success() => return Ok(()),
+                Ok(Some(s)) => {
+                    return Err(BenchError::Config(format!(
+                        "{} stopped with {s}",
+                        self.name
+                    )))
+                }
+                _ if t.elapsed() > Duration::from_secs(300) => {
+                    return Err(BenchError::Config(format!("{} did not stop", self.name)))
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `ferrite` binary: `$FERRITE_BIN`, or the one beside this binary.
+fn ferrite_bin() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("FERRITE_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let me = std::env::current_exe().map_err(|e| BenchError::Config(e.to_string()))?;
+    let beside = me.with_file_name("ferrite");
+    if beside.exists() {
+        Ok(beside)
+    } else {
+        Err(BenchError::Unavailable(
+            "ferrite serve".into(),
+            "build the ferrite binary (cargo build --release) or set FERRITE_BIN",
+        ))
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn start_redis(dir: &Path, aof: Option<&str>) -> Result<Server> {
+    let port = free_port()?;
+    let mut cmd = Command::new("redis-server");
+    cmd.args([
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+    ])
+    .arg("--dir")
+    .arg(dir);
+    match aof {
+        Some(fsync) => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
+        None => cmd.args(["--appendonly", "no"]),
+    };
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| BenchError::Config(format!("redis-server: {e}")))?;
+    let name = match aof {
+        Some(f) => format!("redis aof {f}"),
+        None => "redis in memory".into(),
+    };
+    wait_for_port(port, &mut child, &name)?;
+    Ok(Server { child, port, name })
+}
+
+fn start_ferrite(
+    bin: &Path,
+    dir: &Path,
+    engine: EngineKind,
+    sync: SyncMode,
+    cache_mb: u64,
+) -> Result<Server> {
+    let port = free_port()?;
+    let mut child = Command::new(bin)
+        .args(["serve", "--engine", engine.name(), "--path"])
+        .arg(dir)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--sync",
+            &sync.to_string(),
+        ])
+        .args(["--cache-mb", &cache_mb.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| BenchError::Config(format!("{}: {e}", bin.display())))?;
+    let name = format!("ferrite {engine} {sync}");
+    if let Err(e) = wait_for_port(port, &mut child, &name) {
+        let mut err = String::new();
+        if let Some(mut s) = child.stderr.take() {
+            let _ = s.read_to_string(&mut err);
+        }
+        return Err(BenchError::Config(format!("{e}: {err}")));
+    }
+    Ok(Server { child, port, name })
+}
+
+/// Runs `redis-benchmark` and reads its CSV line.
+fn bench(
+    port: u16,
+    test: &str,
+    pipeline: u32,
+    clients: u32,
+    requests: u64,
+    keyspace: u64,
+    value: u32,
+) -> Result<(f64, f64, f64)> {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", &clients.to_string(), "-n", &requests.to_string()])
+        .args(["-r", &keyspace.to_string(), "-d", &value.to_string()])
+        .args(["-P", &pipeline.to_string(), "-t", test, "--csv"])
+        .output()
+        .map_err(|e| BenchError::Config(format!("redis-benchmark: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with(&format!("\"{test}\"")))
+        .ok_or_else(|| {
+            BenchError::Config(format!(
+                "redis-benchmark {test} -P {pipeline} on port {port} gave no result: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+    let cells: Vec<f64> = line
+        .split(',')
+        .skip(1)
+        .map(|c| c.trim_matches('"').parse().unwrap_or(f64::NAN))
+        .collect();
+    // "test","rps","avg","min","p50","p95","p99","max"
+    match cells.as_slice() {
+        [rps, _avg, _min, p50, _p95, p99, ..] => Ok((*rps, *p50, *p99)),
+        _ => Err(BenchError::Config(format!(
+            "unexpected redis-benchmark line {line}"
+        ))),
+    }
+}
+
+/// The keys `redis-benchmark -r` writes: `key:` and twelve digits.
+fn bench_key(i: u64) -> Vec<u8> {
+    format!("key:{i:012}").into_bytes()
+}
+
+/// Uniform random reads of the benchmark's keys, one thread, in process.
+fn inprocess_gets(
+    dir: &Path,
+    engine: EngineKind,
+    cache_mb: u64,
+    keyspace: u64,
+    reads: u64,
+) -> Result<f64> {
+    let err = store_err(engine.name());
+    let store = Config::builder(engine)
+        .cache_bytes(cache_mb << 20)
+        .sync(SyncMode::Never)
+        .create_if_missing(false)
+        .open(dir)
+        .map_err(&err)?;
+    // The server keeps keys in database 0 behind a one-byte prefix.
+    let stored = |i: u64| [&[0u8][..], &bench_key(i)].concat();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    for _ in 0..reads / 10 {
+        store
+            .get(stored(rng.gen_range(0..keyspace)))
+            .map_err(&err)?;
+    }
+    let t = Instant::now();
+    let mut found = 0u64;
+    for _ in 0..reads {
+        found += store
+            .get(stored(rng.gen_range(0..keyspace)))
+            .map_err(&err)?
+            .is_some() as u64;
+    }
+    let rate = reads as f64 / t.elapsed().as_secs_f64();
+    if found == 0 {
+        return Err(BenchError::Config(format!(
+            "{engine}: the in-process pass found no key the server wrote"
+        )));
+    }
+    store.close().map_err(err)?;
+    Ok(rate)
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => {
+                        use std::os::unix::fs::MetadataExt;
+                        m.blocks() * 512
+                    }
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+struct Plan<'a> {
+    s: Sizes,
+    results: &'a mut Results,
+}
+
+impl Plan<'_> {
+    fn row(
+        &mut self,
+        server: &Server,
+        cache: &str,
+        test: &str,
+        pipeline: u32,
+        clients: u32,
+        requests: u64,
+    ) -> Result<()> {
+        let (rps, p50, p99) = bench(
+            server.port,
+            test,
+            pipeline,
+            clients,
+            requests,
+            self.s.requests,
+            self.s.value_bytes,
+        )?;
+        self.results.rows.push(Row {
+            server: server.name.clone(),
+            cache: cache.into(),
+            test: test.to_uppercase(),
+            pipeline,
+            clients,
+            requests,
+            rps,
+            p50_ms: p50,
+            p99_ms: p99,
+        });
+        Ok(())
+    }
+
+    /// SET then GET at P16, then at P1; with syncs per write, SET from one
+    /// client too.
+    fn server_runs(&mut self, server: &Server, cache: &str, always: bool) -> Result<()> {
+        let s = self.s;
+        self.row(server, cache, "set", 16, s.clients, s.requests)?;
+        if let Some(rss) = server.rss_bytes() {
+            self.results
+                .rss_bytes
+                .insert(format!("{} ({cache})", server.name), rss);
+        }
+        self.row(server, cache, "get", 16, s.clients, s.requests)?;
+        let p1 = if always {
+            s.requests_always_p1
+        } else {
+            s.requests_p1
+        };
+        self.row(server, cache, "set", 1, s.clients, p1)?;
+        self.row(server, cache, "get", 1, s.clients, s.requests_p1)?;
+        if always {
+            self.row(server, cache, "set", 1, 1, s.requests_one_client)?;
+        }
+        Ok(())
+    }
+}
+
+fn rate(r: &Results, server: &str, cache: &str, test: &str, p: u32, clients: u32) -> Option<f64> {
+    r.rows
+        .iter()
+        .find(|x| {
+            x.server == server
+                && x.cache == cache
+                && x.test == test
+                && x.pipeline == p
+                && x.clients == clients
+        })
+        .map(|x| x.rps)
+}
+
+impl Study for ServeRepro {
+    type Results = Results;
+    const NAME: &'static str = "serve";
+    const SUMMARY: &'static str =
+        "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
+    const CLAIMS: &'static [ClaimSpec] = &[
+        ClaimSpec::new("get_vs_redis_p16", ">= 0.5", TARGET),
+        ClaimSpec::new("get_vs_inprocess_p16", ">= 0.6", TARGET),
+        ClaimSpec::new("set_vs_redis_aof_p16", ">= 0.5", TARGET),
+        ClaimSpec::new("set_always_vs_redis_aof_always", ">= 1.0", TARGET),
+        ClaimSpec::new("sync_always_group_commit_gain", ">= 10", TARGET),
+    ];
+
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+        if !have("redis-benchmark") {
+            return Err(BenchError::Unavailable(
+                "redis-benchmark".into(),
+                "install redis-tools (scripts/install-redis-tools.sh)",
+            ));
+        }
+        let s = sizes(ctx.scale);
+        let bin = ferrite_bin()?;
+        let mut results = Results {
+            sizes: Some(s),
+            ..Results::default()
+        };
+        let root = fresh_dir(&ctx.work_dir.join("serve"))?;
+        let mut plan = Plan {
+            s,
+            results: &mut results,
+        };
+        if have("redis-server") {
+            for aof in [None, Some("everysec"), Some("always")] {
+                let dir = fresh_dir(&root.join("redis"))?;
+                let server = start_redis(&dir, aof)?;
+                plan.server_runs(&server, "in cache", aof == Some("always"))?;
+                drop(server);
+            }
+            if let Ok(out) = Command::new("redis-server").arg("--version").output() {
+                plan.results.redis_version =
+                    String::from_utf8_lossy(&out.stdout).trim().to_string();
+            }
+        } else {
+            plan.results
+                .notes
+                .push("redis-server is not installed: its rows are missing".into());
+        }
+        // Data: requests × (key + value) bytes, about; the budget for the
+        // second pass is a tenth of it.
+        let data_mb = (s.requests * (16 + s.value_bytes as u64)) >> 20;
+        let passes = [
+            ("in cache", (data_mb * 4).max(64)),
+            ("cache 10%", (data_mb / 10).max(1)),
+        ];
+        for (cache, cache_mb) in passes {
+            for engine in ENGINES {
+                for sync in [
+                    SyncMode::Batched(Duration::from_millis(1000)),
+                    SyncMode::Always,
+                ] {
+                    let dir = fresh_dir(&root.join(format!("{engine}")))?;
+                    let store_dir = dir.join("store");
+                    let server = start_ferrite(&bin, &store_dir, engine, sync, cache_mb)?;
+                    let name = server.name.clone();
+                    plan.server_runs(&server, cache, sync == SyncMode::Always)?;
+                    server.stop()?;
+                    plan.results
+                        .disk_bytes
+                        .insert(format!("{name} ({cache})"), dir_bytes(&store_dir));
+                    if sync != SyncMode::Always {
+                        let r = inprocess_gets(
+                            &store_dir,
+                            engine,
+                            cache_mb,
+                            s.requests,
+                            s.inprocess_reads,
+                        )?;
+                        plan.results
+                            .inprocess_gets
+                            .insert(format!("{engine} ({cache})"), r);
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&root);
+        Ok(results)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        json!({
+            "sizes": r.sizes,
+            "redis_version": r.redis_version,
+            "value_bytes": 100,
+            "servers": "separate processes on loopback; redis-benchmark from redis-tools",
+        })
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        let c = r.sizes.map_or(50, |s| s.clients);
+        let ic = "in cache";
+        let redis = |test: &str, aof: Option<&str>| {
+            let name = aof.map_or("redis in memory".to_string(), |f| format!("redis aof {f}"));
+            rate(r, &name, ic, test, 16, c)
+        };
+        for engine in ENGINES {
+            let batched = format!("ferrite {engine} batched:1000");
+            let always = format!("ferrite {engine} always");
+            let e = engine.name();
+            let get = rate(r, &batched, ic, "GET", 16, c);
+            let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+            let g_redis = ratio(get, redis("GET", None));
+            let g_inproc = ratio(
+                get,
+                r.inprocess_gets.get(&format!("{engine} ({ic})")).copied(),
+            );
+            let s_aof = ratio(
+                rate(r, &batched, ic, "SET", 16, c),
+                redis("SET", Some("everysec")),
+            );
+            let s_always = ratio(
+                rate(r, &always, ic, "SET", 16, c),
+                redis("SET", Some("always")),
+            );
+            let gain = ratio(
+                rate(r, &always, ic, "SET", 1, c),
+                rate(r, &always, ic, "SET", 1, 1),
+            );
+            m.set_some(format!("{e}_get_vs_redis_p16"), g_redis);
+            m.set_some(format!("{e}_get_vs_inprocess_p16"), g_inproc);
+            m.set_some(format!("{e}_set_vs_redis_aof_p16"), s_aof);
+            m.set_some(format!("{e}_set_always_vs_redis_aof_always"), s_always);
+            m.set_some(format!("{e}_sync_always_group_commit_gain"), gain);
+            m.lowest("get_vs_redis_p16", e, g_redis);
+            m.lowest("get_vs_inprocess_p16", e, g_inproc);
+            m.lowest("set_vs_redis_aof_p16", e, s_aof);
+            m.lowest("set_always_vs_redis_aof_always", e, s_always);
+            m.lowest("sync_always_group_commit_gain", e, gain);
+        }
+        for row in &r.rows {
+            let key = format!(
+                "{}_{}_{}_p{}_c{}_kops",
+                row.server.replace([' ', ':'], "_"),
+                if row.cache == ic {
+                    "incache"
+                } else {
+                    "cache10"
+                },
+                row.test.to_lowercase(),
+                row.pipeline,
+                row.clients
+            );
+            m.set(key, row.rps / 1000.0);
+        }
+        m
+    }
+
+    fn render(&self, r: &Results, m: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("ferrite serve against redis-server");
+        doc.text(format!(
+            "Every server is a separate process on loopback, driven by `redis-benchmark -c {c} -r {n} -d 100` \
+             for SET then GET. Redis: {v}. ferrite: `ferrite serve` with `--sync batched:1000` or `--sync always`; \
+             the in-process column reads the same store after the server closed it, one thread, uniform random keys.",
+            c = r.sizes.map_or(50, |s| s.clients),
+            n = r.sizes.map_or(0, |s| s.requests),
+            v = if r.redis_version.is_empty() { "not installed" } else { &r.redis_version },
+        ));
+        let mut t = Table::new([
+            "server", "cache", "test", "pipeline", "clients", "requests", "kops/s", "p50 ms",
+            "p99 ms",
+        ]);
+        for row in &r.rows {
+            t.row([
+                row.server.clone(),
+                row.cache.clone(),
+                row.test.clone(),
+                row.pipeline.to_string(),
+                row.clients.to_string(),
+                row.requests.to_string(),
+                format!("{:.1}", row.rps / 1000.0),
+                format!("{:.3}", row.p50_ms),
+                format!("{:.3}", row.p99_ms),
+            ]);
+        }
+        doc.table(&t);
+        let mut t = Table::new(["engine (cache)", "in-process GET kops/s (1 thread)"]);
+        for (k, v) in &r.inprocess_gets {
+            t.row([k.clone(), format!("{:.1}", v / 1000.0)]);
+        }
+        doc.table(&t);
+        let mut t = Table::new(["server (cache)", "RSS after SET P16 (MiB)"]);
+        for (k, v) in &r.rss_bytes {
+            t.row([k.clone(), format!("{:.1}", *v as f64 / (1 << 20) as f64)]);
+        }
+        doc.table(&t);
+        let mut t = Table::new(["store (cache)", "on disk (MiB)"]);
+        for (k, v) in &r.disk_bytes {
+            t.row([k.clone(), format!("{:.1}", *v as f64 / (1 << 20) as f64)]);
+        }
+        doc.table(&t);
+        for n in &r.notes {
+            doc.text(format!("- {n}"));
+        }
+        doc.metrics(m);
+        Ok(())
+    }
+}

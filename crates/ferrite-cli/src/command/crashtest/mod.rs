@@ -1,0 +1,312 @@
+//! `ferrite crashtest`: kills a real worker process at random instants,
+//! reopens the store, and checks that it holds exactly what the worker's
+//! acknowledgments promise (as RocksDB's `db_crashtest.py` does, in
+//! blackbox mode).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `ops.rs` | the seeded operation stream |
+//! | `oracle.rs` | which recovered states are allowed (pure) |
+//! | `expected.rs` | the expected state beside the store, to resume a run |
+//! | `setup.rs` | how each engine is opened (small, so background work runs) |
+//! | `worker.rs` | `ferrite crashtest-worker`: the process that gets killed |
+//!
+//! One kill: start the worker (run number = kill number), let it run for
+//! a random time, SIGKILL it and read what it acknowledged from its pipe.
+//! A quarter of the time, then start a worker that only recovers the
+//! crashed store and kill it too, within the time the last recovery took
+//! (so most of those kills land inside recovery). Then open the store
+//! here (recovery once more), compare the whole store with the expected
+//! state, `verify()` it, now and then run `ferrite inspect` on it, and
+//! carry on from the recovered state.
+
+mod expected;
+mod ops;
+mod oracle;
+mod setup;
+pub mod worker;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ferrite::{EngineKind, SyncMode};
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+
+use ops::OpStream;
+use oracle::{apply, recovered_prefix, State};
+
+#[derive(Args)]
+pub struct CrashtestArgs {
+    #[arg(long)]
+    engine: EngineKind,
+    /// The store's directory; the expected state is kept beside it.
+    #[arg(long)]
+    path: PathBuf,
+    #[arg(long, default_value_t = 100)]
+    kills: u64,
+    /// Durability: always, or batched:<ms> (acknowledged = synced by the
+    /// worker's next completed sync).
+    #[arg(long, default_value = "always", value_parser = SyncMode::parse)]
+    mode: SyncMode,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Longest a worker runs before it is killed.
+    #[arg(long, default_value_t = 2000)]
+    max_run_ms: u64,
+    /// Write the summary as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// What the worker reported before it died.
+#[derive(Debug, Default, Clone, Copy)]
+struct Reported {
+    opened: bool,
+    started: Option<u64>,
+    acked: Option<u64>,
+    synced: Option<u64>,
+}
+
+fn count(i: Option<u64>) -> usize {
+    i.map_or(0, |i| i as usize + 1)
+}
+
+pub fn run(a: CrashtestArgs) -> Result<()> {
+    if !matches!(a.mode, SyncMode::Always | SyncMode::Batched(_)) {
+        bail!("--mode is always or batched:<ms>");
+    }
+    let me = std::env::current_exe()?;
+    let exp_path = expected::path_for(&a.path);
+    let mut exp = expected::load(&exp_path)?.unwrap_or(expected::Expected {
+        engine: a.engine.name().to_string(),
+        seed: a.seed,
+        next_run: 0,
+        state: State::new(),
+    });
+    if exp.engine != a.engine.name() || exp.seed != a.seed {
+        bail!(
+            "{} belongs to a run of {} with seed {}; use those or another --path",
+            exp_path.display(),
+            exp.engine,
+            exp.seed
+        );
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed ^ 0xC4A5_11E5 ^ exp.next_run);
+    let bar = indicatif::ProgressBar::new(a.kills);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} kills {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut recoveries: Vec<f64> = Vec::new();
+    let (mut acked_total, mut in_recovery) = (0u64, 0u64);
+    for _ in 0..a.kills {
+        let run = exp.next_run;
+        let ms = rng.gen_range(10..a.max_run_ms.max(11));
+        let reported = kill_one(&me, &a, run, false, ms)?;
+        if rng.gen_bool(0.25) {
+            // Process start plus the last recovery's length.
+            let last = recoveries.last().copied().unwrap_or(5.0) as u64;
+            let victim = kill_one(&me, &a, run, true, rng.gen_range(0..=last + 5))?;
+            if !victim.opened {
+                in_recovery += 1;
+            }
+        }
+        // Reopen here: recovery, then the whole store against the oracle.
+        let t = Instant::now();
+        let store = setup::open_store(a.engine, &a.path, a.mode)
+            .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+        recoveries.push(t.elapsed().as_secs_f64() * 1e3);
+        let found: State = store
+            .iter()
+            .collect::<ferrite::Result<_>>()
+            .map_err(|e| fail(&a, run, &format!("reading the store back: {e}")))?;
+        let started = count(reported.started);
+        let durable = if a.mode == SyncMode::Always {
+            count(reported.acked)
+        } else {
+            count(reported.synced)
+        };
+        let ops: Vec<ops::Op> = OpStream::new(a.seed, run).take(started).collect();
+        match recovered_prefix(&exp.state, &ops, durable, started, &found) {
+            Ok(j) => {
+                for op in &ops[..j] {
+                    apply(&mut exp.state, op);
+                }
+            }
+            Err(v) => {
+                return Err(fail(
+                    &a,
+                    run,
+                    &format!(
+                        "key {} holds {:?} (value of length {:?}), expected {:?} (length {:?}); \
+                         {} operations durable, {} started",
+                        String::from_utf8_lossy(&v.key),
+                        v.found.as_ref().map(|x| &x[..x.len().min(16)]),
+                        v.found.as_ref().map(Vec::len),
+                        v.expected.as_ref().map(|x| &x[..x.len().min(16)]),
+                        v.expected.as_ref().map(Vec::len),
+                        v.durable,
+                        v.started
+                    ),
+                ))
+            }
+        }
+        store
+            .verify()
+            .map_err(|e| fail(&a, run, &format!("verify: {e}")))?;
+        store
+            .close()
+            .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
+        if run % 10 == 9 {
+            let out = Command::new(&me)
+                .args(["inspect", "--path"])
+                .arg(&a.path)
+                .output()?;
+            if !out.status.success() {
+                return Err(fail(
+                    &a,
+                    run,
+                    &format!("ferrite inspect: {}", String::from_utf8_lossy(&out.stderr)),
+                ));
+            }
+        }
+        acked_total += count(reported.acked) as u64;
+        exp.next_run += 1;
+        expected::save(&exp_path, &exp)?;
+        bar.inc(1);
+        bar.set_message(format!(
+            "{acked_total} acked ops, {} keys, {in_recovery} killed in recovery",
+            exp.state.len()
+        ));
+    }
+    bar.finish();
+    recoveries.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        recoveries
+            .get(((recoveries.len() as f64 - 1.0) * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let summary = serde_json::json!({
+        "engine": a.engine.name(),
+        "mode": a.mode.to_string(),
+        "seed": a.seed,
+        "kills": a.kills,
+        "killed_in_recovery": in_recovery,
+        "acked_ops": acked_total,
+        "acked_lost": 0,
+        "verify_failures": 0,
+        "recovery_ms_p50": pct(0.5),
+        "recovery_ms_p99": pct(0.99),
+        "keys_at_end": exp.state.len(),
+    });
+    println!("{summary}");
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")?;
+    }
+    Ok(())
+}
+
+/// Runs the worker for run `run` (or, `recover_only`, just its open) and
+/// kills it after `ms` milliseconds.
+fn kill_one(
+    me: &Path,
+    a: &CrashtestArgs,
+    run: u64,
+    recover_only: bool,
+    ms: u64,
+) -> Result<Reported> {
+    let mut cmd = Command::new(me);
+    cmd.args(["crashtest-worker", "--engine", a.engine.name(), "--path"])
+        .arg(&a.path)
+        .args(["--mode", &a.mode.to_string(), "--seed", &a.seed.to_string()])
+        .args(["--run", &run.to_string()]);
+    if recover_only {
+        cmd.arg("--recover-only");
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the worker")?;
+    let stdout = child.stdout.take().context("the worker's stdout")?;
+    let reported = Arc::new(Mutex::new(Reported::default()));
+    let r2 = reported.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout)
+            .lines()
+            .map_while(std::io::Result::ok)
+        {
+            let mut r = r2.lock();
+            let mut words = line.split(' ');
+            match (
+                words.next(),
+                words.next().and_then(|n| n.parse::<u64>().ok()),
+            ) {
+                (Some("open"), _) => r.opened = true,
+                (Some("start"), Some(n)) => r.started = Some(n),
+                (Some("ack"), Some(n)) => r.acked = Some(n),
+                (Some("synced"), Some(n)) => r.synced = Some(n),
+                _ => {}
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            bail!("the worker of run {run} stopped by itself ({status}): {err}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let r = *reported.lock();
+    Ok(r)
+}
+
+/// A violation: keeps the store, says how to reproduce it.
+fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "crash test failed after run {run}: {what}\n\
+         the store and its expected state are kept in {}\n\
+         the worker's operations: `ferrite crashtest-worker --engine {} --path <copy> --mode {} --seed {} --run {run}`\n\
+         to continue the same test: `ferrite crashtest --engine {} --path {} --mode {} --seed {} --kills <n>`",
+        a.path.display(),
+        a.engine,
+        a.mode,
+        a.seed,
+        a.engine,
+        a.path.display(),
+        a.mode,
+        a.seed
+    )
+}
+
+/// The worker's arguments.
+#[derive(Args)]
+pub struct WorkerArgs {
+    #[arg(long)]
+    pub engine: EngineKind,
+    #[arg(long)]
+    pub path: PathBuf,
+    #[arg(long, value_parser = SyncMode::parse)]
+    pub mode: SyncMode,
+    #[arg(long)]
+    pub seed: u64,
+    #[arg(long)]
+    pub run: u64,
+    /// Open (recover) the store, report it, and wait to be killed.
+    #[arg(long)]
+    pub recover_only: bool,
+}

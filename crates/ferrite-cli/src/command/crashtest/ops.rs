@@ -1,0 +1,120 @@
+//! The crash test's operations: a deterministic stream from a seed, so
+//! the driver knows what the worker did from the numbers it acknowledged
+//! without the worker writing any of it down.
+//!
+//! A value names the operation that wrote it (its first 16 bytes: run and
+//! operation number), so a wrong value found after a crash says which
+//! write it came from.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Keys the stream draws from.
+pub const KEYS: u32 = 4000;
+
+/// One operation of the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Puts (`Some`) and deletes, all or none.
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// Keys `start <= k < end`.
+    DeleteRange(Vec<u8>, Vec<u8>),
+    /// A read the worker checks against what it expects.
+    Get(Vec<u8>),
+}
+
+pub fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// The stream of run `run` of a test seeded `seed`.
+pub struct OpStream {
+    rng: SmallRng,
+    run: u64,
+    next: u64,
+}
+
+impl OpStream {
+    pub fn new(seed: u64, run: u64) -> Self {
+        Self {
+            rng: SmallRng::seed_from_u64(seed ^ run.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            run,
+            next: 0,
+        }
+    }
+
+    /// A value of a size drawn from 8 B to 64 KiB, most small, some past
+    /// every engine's overflow and value-log thresholds.
+    fn value(&mut self, op: u64) -> Vec<u8> {
+        let len = match self.rng.gen_range(0..100) {
+            0..=59 => self.rng.gen_range(16..100),
+            60..=84 => self.rng.gen_range(100..1000),
+            85..=94 => self.rng.gen_range(1000..8192),
+            _ => self.rng.gen_range(8192..65_536),
+        };
+        let mut v = Vec::with_capacity(len);
+        v.extend_from_slice(&self.run.to_le_bytes());
+        v.extend_from_slice(&op.to_le_bytes());
+        let fill = (op as u8).wrapping_mul(31).wrapping_add(7);
+        v.resize(len, fill);
+        v
+    }
+
+    fn any_key(&mut self) -> Vec<u8> {
+        key(self.rng.gen_range(0..KEYS))
+    }
+}
+
+impl Iterator for OpStream {
+    type Item = Op;
+
+    fn next(&mut self) -> Option<Op> {
+        let n = self.next;
+        self.next += 1;
+        Some(match self.rng.gen_range(0..100) {
+            0..=44 => {
+                let k = self.any_key();
+                Op::Put(k, self.value(n))
+            }
+            45..=59 => Op::Delete(self.any_key()),
+            60..=74 => {
+                let size = self.rng.gen_range(2..12);
+                let items = (0..size)
+                    .map(|_| {
+                        let k = self.any_key();
+                        let v = self.rng.gen_bool(0.8).then(|| self.value(n));
+                        (k, v)
+                    })
+                    .collect();
+                Op::Batch(items)
+            }
+            75..=77 => {
+                let a = self.rng.gen_range(0..KEYS - 1);
+                let b = (a + self.rng.gen_range(1..40)).min(KEYS);
+                Op::DeleteRange(key(a), key(b))
+            }
+            _ => Op::Get(self.any_key()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_and_run_give_the_same_stream() {
+        let a: Vec<Op> = OpStream::new(7, 3).take(500).collect();
+        let b: Vec<Op> = OpStream::new(7, 3).take(500).collect();
+        let c: Vec<Op> = OpStream::new(7, 4).take(500).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let big = a
+            .iter()
+            .any(|o| matches!(o, Op::Put(_, v) if v.len() >= 8192));
+        let range = a.iter().any(|o| matches!(o, Op::DeleteRange(..)));
+        assert!(big && range);
+    }
+}

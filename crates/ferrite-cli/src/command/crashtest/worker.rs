@@ -1,0 +1,82 @@
+//! `ferrite crashtest-worker`: runs one seeded stream of operations on a
+//! store until it is killed, reporting each operation on stdout as it
+//! starts (`start N`), as it is acknowledged (`ack N`) and, in batched
+//! mode, as a sync makes everything up to it durable (`synced N`).
+//!
+//! It opens the store first (recovering it, which may itself be killed),
+//! reads all of it, and checks every read it makes against what it has
+//! since written: a read that disagrees stops it with an error. With
+//! `--recover-only` it only opens the store, reports `open` and waits to
+//! be killed: the driver aims those kills at recovery itself.
+
+use std::io::Write;
+
+use anyhow::{bail, Context, Result};
+use ferrite::{Store, SyncMode, WriteBatch};
+
+use super::ops::{Op, OpStream};
+use super::oracle::{apply, State};
+use super::setup::open_store;
+use super::WorkerArgs;
+
+/// Syncs in batched mode come every this many operations.
+const SYNC_EVERY: u64 = 25;
+
+pub fn run(w: &WorkerArgs) -> Result<()> {
+    let (sync, seed, run) = (w.mode, w.seed, w.run);
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    let store = open_store(w.engine, &w.path, sync)?;
+    writeln!(out, "open")?;
+    out.flush()?;
+    if w.recover_only {
+        // Never closed: whatever recovery left is what the next open sees.
+        loop {
+            std::thread::park();
+        }
+    }
+    let mut state: State = store.iter().collect::<ferrite::Result<_>>()?;
+    for (i, op) in (0u64..).zip(OpStream::new(seed, run)) {
+        writeln!(out, "start {i}")?;
+        out.flush()?;
+        execute(&store, &op, &state).with_context(|| format!("operation {i}: {op:?}"))?;
+        apply(&mut state, &op);
+        writeln!(out, "ack {i}")?;
+        if sync != SyncMode::Always && (i + 1) % SYNC_EVERY == 0 {
+            store.sync()?;
+            writeln!(out, "synced {i}")?;
+        }
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn execute(store: &Store, op: &Op, state: &State) -> Result<()> {
+    match op {
+        Op::Put(k, v) => store.put(k, v)?,
+        Op::Delete(k) => store.delete(k)?,
+        Op::Batch(items) => {
+            let mut b = WriteBatch::new();
+            for (k, v) in items {
+                match v {
+                    Some(v) => b.put(k, v)?,
+                    None => b.delete(k)?,
+                };
+            }
+            store.write(&b)?;
+        }
+        Op::DeleteRange(a, b) => store.delete_range(a.clone()..b.clone())?,
+        Op::Get(k) => {
+            let got = store.get(k)?;
+            if got.as_ref() != state.get(k) {
+                bail!(
+                    "read {} and found {:?} bytes, expected {:?}",
+                    String::from_utf8_lossy(k),
+                    got.map(|v| v.len()),
+                    state.get(k).map(Vec::len)
+                );
+            }
+        }
+    }
+    Ok(())
+}

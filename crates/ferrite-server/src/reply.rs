@@ -1,0 +1,149 @@
+//! Replies, and their encoding in RESP2 or RESP3 (after `HELLO 3`).
+//!
+//! RESP3 adds a null, maps and verbatim text; in RESP2 each
+//! falls back to what Redis sends there: `$-1` (or `*-1` for a missing
+//! array), a flat array of keys and values, a bulk string.
+
+use std::io::Write;
+
+/// One reply to one command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `+OK`: a status line (no CR or LF inside).
+    Status(String),
+    /// `-ERR ...`: the text after the dash, code first.
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// No value (`GET` of a missing key).
+    Null,
+    /// No array (`EXEC` of an aborted transaction).
+    NullArray,
+    Array(Vec<Reply>),
+    /// Pairs: a RESP3 map, a flat array in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// Text meant for people (`INFO`): RESP3 verbatim `txt`, RESP2 bulk.
+    Verbatim(String),
+}
+
+impl Reply {
+    pub fn ok() -> Self {
+        Reply::Status("OK".into())
+    }
+
+    /// An error with Redis's `ERR` code.
+    pub fn err(text: impl std::fmt::Display) -> Self {
+        Reply::Error(format!("ERR {text}"))
+    }
+
+    pub fn bulk(b: impl Into<Vec<u8>>) -> Self {
+        Reply::Bulk(b.into())
+    }
+
+    pub fn opt(v: Option<Vec<u8>>) -> Self {
+        v.map_or(Reply::Null, Reply::Bulk)
+    }
+
+    /// Appends the reply to `out` in protocol version `proto` (2 or 3).
+    pub fn encode(&self, proto: u8, out: &mut Vec<u8>) {
+        let resp3 = proto >= 3;
+        // Writing to a Vec cannot fail.
+        let _ = match self {
+            Reply::Status(s) => write!(out, "+{}\r\n", one_line(s)),
+            Reply::Error(s) => write!(out, "-{}\r\n", one_line(s)),
+            Reply::Int(n) => write!(out, ":{n}\r\n"),
+            Reply::Bulk(b) => bulk(out, b),
+            Reply::Null if resp3 => out.write_all(b"_\r\n"),
+            Reply::Null => out.write_all(b"$-1\r\n"),
+            Reply::NullArray if resp3 => out.write_all(b"_\r\n"),
+            Reply::NullArray => out.write_all(b"*-1\r\n"),
+            Reply::Array(items) => {
+                let _ = write!(out, "*{}\r\n", items.len());
+                for r in items {
+                    r.encode(proto, out);
+                }
+                Ok(())
+            }
+            Reply::Map(pairs) => {
+                let _ = if resp3 {
+                    write!(out, "%{}\r\n", pairs.len())
+                } else {
+                    write!(out, "*{}\r\n", pairs.len() * 2)
+                };
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+                Ok(())
+            }
+            Reply::Verbatim(t) if resp3 => {
+                let _ = write!(out, "={}\r\ntxt:", t.len() + 4);
+                let _ = out.write_all(t.as_bytes());
+                out.write_all(b"\r\n")
+            }
+            Reply::Verbatim(t) => bulk(out, t.as_bytes()),
+        };
+    }
+}
+
+fn bulk(out: &mut Vec<u8>, b: &[u8]) -> std::io::Result<()> {
+    write!(out, "${}\r\n", b.len())?;
+    out.write_all(b)?;
+    out.write_all(b"\r\n")
+}
+
+/// Status and error lines cannot hold line breaks; Redis replaces them.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains(['\r', '\n']) {
+        s.replace(['\r', '\n'], " ").into()
+    } else {
+        s.into()
+    }
+}
+
+/// A double as Redis prints one: the shortest form that reads back
+/// exactly, `inf` / `-inf` for infinities.
+pub fn format_double(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if d == d.trunc() && d.abs() < 1e17 {
+        return format!("{}", d as i64);
+    }
+    format!("{d}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(r: &Reply, proto: u8) -> String {
+        let mut out = Vec::new();
+        r.encode(proto, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn each_reply_has_its_resp2_and_resp3_form() {
+        assert_eq!(enc(&Reply::ok(), 2), "+OK\r\n");
+        assert_eq!(enc(&Reply::err("no"), 2), "-ERR no\r\n");
+        assert_eq!(enc(&Reply::Int(-3), 3), ":-3\r\n");
+        assert_eq!(enc(&Reply::bulk("ab"), 2), "$2\r\nab\r\n");
+        assert_eq!(enc(&Reply::Null, 2), "$-1\r\n");
+        assert_eq!(enc(&Reply::Null, 3), "_\r\n");
+        assert_eq!(enc(&Reply::NullArray, 2), "*-1\r\n");
+        let m = Reply::Map(vec![(Reply::bulk("a"), Reply::Int(1))]);
+        assert_eq!(enc(&m, 2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, 3), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&Reply::Verbatim("x".into()), 3), "=5\r\ntxt:x\r\n");
+        assert_eq!(enc(&Reply::err("a\r\nb"), 2), "-ERR a  b\r\n");
+    }
+
+    #[test]
+    fn doubles_print_as_redis_prints_them() {
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(10.5), "10.5");
+        assert_eq!(format_double(f64::INFINITY), "inf");
+        assert_eq!(format_double(5.0e3), "5000");
+    }
+}

@@ -1,0 +1,208 @@
+//! The server under real clients: `redis-cli` running one script against
+//! it and against a real `redis-server` side by side (the replies must be
+//! the same), the Python `redis` client (pipelines, transactions, RESP3),
+//! and `redis-benchmark` finishing without errors.
+//!
+//! `scripts/install-redis-tools.sh` installs the Debian packages; the
+//! Python client comes from PyPI into a venv under the target directory.
+//! A test whose tool is missing says so and passes without running.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestServer, ENGINES};
+use ferrite::EngineKind;
+
+fn have(tool: &str) -> bool {
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        eprintln!("skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)");
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real redis-server, persistence off, stopped when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_port(port: u16) {
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nothing listens on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn redis_cli(port: u16, script: &Path) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .stdin(std::fs::File::open(script).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name)
+}
+
+#[test]
+fn redis_cli_gets_the_same_replies_as_from_redis_server() {
+    if !have("redis-cli") || !have("redis-server") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let want = redis_cli(redis.port, &script("compare.redis"));
+    assert!(want.lines().count() > 80, "{want}");
+    for kind in ENGINES {
+        let s = TestServer::start(kind);
+        let got = redis_cli(s.addr.port(), &script("compare.redis"));
+        for (i, (g, w)) in got.lines().zip(want.lines()).enumerate() {
+            assert_eq!(g, w, "{kind}: reply {} differs", i + 1);
+        }
+        assert_eq!(got.lines().count(), want.lines().count(), "{kind}");
+    }
+}
+
+/// A venv with the `redis` package from PyPI, made once per target dir.
+fn python_with_redis() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("redis-py-venv");
+    let python = venv.join("bin/python");
+    let ready = |p: &Path| {
+        Command::new(p)
+            .args(["-c", "import redis"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "redis>=5,<6"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if made && ready(&python) {
+        Some(python)
+    } else {
+        eprintln!("skipped: no Python venv with the redis package (needs python3-venv and PyPI)");
+        None
+    }
+}
+
+#[test]
+fn the_python_client_pipelines_transacts_and_speaks_resp3() {
+    let Some(python) = python_with_redis() else {
+        return;
+    };
+    for kind in [EngineKind::Lsm, EngineKind::Btree] {
+        let s = TestServer::start(kind);
+        let out = Command::new(&python)
+            .arg(script("redis_py.py"))
+            .arg(s.addr.port().to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{kind}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn redis_benchmark_runs_without_errors() {
+    if !have("redis-benchmark") {
+        return;
+    }
+    let s = TestServer::start(EngineKind::Btree);
+    let out = Command::new("redis-benchmark")
+        .args(["-p", &s.addr.port().to_string(), "-t", "set,get,incr,mset"])
+        .args(["-n", "100000", "-P", "16", "-q"])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    for test in ["SET", "GET", "INCR", "MSET"] {
+        assert!(
+            // Progress lines end in CR; the final one per test in LF.
+            text.split(['\r', '\n'])
+                .any(|l| l.trim_start().starts_with(test) && l.contains("requests per second")),
+            "{test} did not finish:\n{text}"
+        );
+    }
+    assert!(!text.contains("ERR"), "{text}");
+}

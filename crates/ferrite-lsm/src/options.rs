@@ -116,6 +116,8 @@ pub struct LsmOptions {
     /// its own levels behind the one shared memtable. 1 (unpartitioned) by
     /// default: partitions speed point lookups but every scan merges all of
     /// them (`docs/results/swiftkv.md`); SwiftKV's 64 is this option.
+    /// Fixed when the store is created: an existing store opens with its
+    /// own count whatever this says.
     pub partitions: usize,
     /// Threads fitting one table's model (the table's points are split
     /// into this many pieces, SwiftKV §3.5).

@@ -138,11 +138,7 @@ pub trait Access {
         new: Option<&[u8]>,
     ) -> Result<bool, Reply>;
     /// Visits stored keys of `range` in order until `visit` breaks.
-    fn scan(
-        &mut self,
-        range: Span,
-        visit: &mut Visit<'_>,
-    ) -> Result<(), Reply>;
+    fn scan(&mut self, range: Span, visit: &mut Visit<'_>) -> Result<(), Reply>;
     /// Runs `f` with no other writer between its reads and its writes.
     fn alone(
         &mut self,
@@ -160,11 +156,7 @@ pub trait Access {
 /// it if the key still holds what was read, until it does. `f` sees the
 /// current value and answers the new one (`None`: delete) or a reply that
 /// ends the command without writing. Returns the values before and after.
-pub fn update(
-    a: &mut dyn Access,
-    key: &[u8],
-    f: &mut Change<'_>,
-) -> Result<Updated, Reply> {
+pub fn update(a: &mut dyn Access, key: &[u8], f: &mut Change<'_>) -> Result<Updated, Reply> {
     loop {
         let old = a.get(key)?;
         let new = f(old.as_deref())?;
@@ -202,11 +194,7 @@ impl Access for Direct<'_> {
             .map_err(|e| engine_error(&e))
     }
 
-    fn scan(
-        &mut self,
-        range: Span,
-        visit: &mut Visit<'_>,
-    ) -> Result<(), Reply> {
+    fn scan(&mut self, range: Span, visit: &mut Visit<'_>) -> Result<(), Reply> {
         let r = KeyRange {
             start: range.0.as_ref().map(Vec::as_slice),
             end: range.1.as_ref().map(Vec::as_slice),
@@ -340,11 +328,7 @@ impl Access for Overlay<'_> {
         Ok(true)
     }
 
-    fn scan(
-        &mut self,
-        range: Span,
-        visit: &mut Visit<'_>,
-    ) -> Result<(), Reply> {
+    fn scan(&mut self, range: Span, visit: &mut Visit<'_>) -> Result<(), Reply> {
         // The store's pairs merged with the transaction's writes.
         let mut merged: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let r = KeyRange {

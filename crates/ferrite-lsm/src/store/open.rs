@@ -55,7 +55,7 @@ impl LsmStore {
 
     /// Opens or creates a store on the given devices (tests use
     /// fault-injecting ones).
-    pub fn open_on(devices: Devices, options: &Options, lsm: LsmOptions) -> Result<Self> {
+    pub fn open_on(devices: Devices, options: &Options, mut lsm: LsmOptions) -> Result<Self> {
         options.validate()?;
         lsm.validate().map_err(Error::InvalidOptions)?;
         if lsm.max_immutable >= WAL_DEVICES {
@@ -85,10 +85,21 @@ impl LsmStore {
             }
         };
         if state.partitions as usize != lsm.partitions {
-            return Err(Error::InvalidOptions(format!(
-                "the store has {} partitions; it cannot be opened with {}",
-                state.partitions, lsm.partitions
-            )));
+            // The partitioning is the layout of the data, fixed at
+            // creation: tools that open any store (inspect, dump, the
+            // server) need not know it.
+            log::info!(
+                "lsm: the store has {} partitions; opening it with those, not {}",
+                state.partitions,
+                lsm.partitions
+            );
+            if !(1..=1024).contains(&state.partitions) {
+                return Err(Error::corruption(
+                    "manifest",
+                    format!("{} partitions", state.partitions),
+                ));
+            }
+            lsm.partitions = state.partitions as usize;
         }
         let extents: Vec<_> = state
             .tables

@@ -59,6 +59,9 @@ pub struct CrashtestArgs {
     /// Longest a worker runs before it is killed.
     #[arg(long, default_value_t = 2000)]
     max_run_ms: u64,
+    /// The LSM's partitions (SwiftKV's subtrees behind one memtable).
+    #[arg(long, default_value_t = 1)]
+    partitions: usize,
     /// Write the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -119,7 +122,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         }
         // Reopen here: recovery, then the whole store against the oracle.
         let t = Instant::now();
-        let store = setup::open_store(a.engine, &a.path, a.mode)
+        let store = setup::open_store(a.engine, &a.path, a.mode, a.partitions)
             .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
         recoveries.push(t.elapsed().as_secs_f64() * 1e3);
         let found: State = store
@@ -196,6 +199,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     let summary = serde_json::json!({
         "engine": a.engine.name(),
         "mode": a.mode.to_string(),
+        "partitions": a.partitions,
         "seed": a.seed,
         "kills": a.kills,
         "killed_in_recovery": in_recovery,
@@ -226,7 +230,8 @@ fn kill_one(
     cmd.args(["crashtest-worker", "--engine", a.engine.name(), "--path"])
         .arg(&a.path)
         .args(["--mode", &a.mode.to_string(), "--seed", &a.seed.to_string()])
-        .args(["--run", &run.to_string()]);
+        .args(["--run", &run.to_string()])
+        .args(["--partitions", &a.partitions.to_string()]);
     if recover_only {
         cmd.arg("--recover-only");
     }
@@ -306,6 +311,8 @@ pub struct WorkerArgs {
     pub seed: u64,
     #[arg(long)]
     pub run: u64,
+    #[arg(long, default_value_t = 1)]
+    pub partitions: usize,
     /// Open (recover) the store, report it, and wait to be killed.
     #[arg(long)]
     pub recover_only: bool,

@@ -8,7 +8,13 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use ferrite::{Config, EngineKind, Store, SyncMode};
 
-pub fn open_store(engine: EngineKind, path: &Path, sync: SyncMode) -> Result<Store> {
+/// `partitions`: the LSM's (SwiftKV's) partitions; other engines ignore it.
+pub fn open_store(
+    engine: EngineKind,
+    path: &Path,
+    sync: SyncMode,
+    partitions: usize,
+) -> Result<Store> {
     let b = Config::builder(engine)
         .sync(sync)
         .cache_bytes(1 << 20)
@@ -24,7 +30,8 @@ pub fn open_store(engine: EngineKind, path: &Path, sync: SyncMode) -> Result<Sto
                 .l1_bytes(1 << 20)
                 .l0_compaction_trigger(2)
                 .l0_slowdown(8)
-                .l0_stop(16),
+                .l0_stop(16)
+                .partitions(partitions),
         ),
         EngineKind::Zkv => b.zkv(
             ferrite::zkv::ZkvOptions::default()

@@ -26,7 +26,7 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
     let (sync, seed, run) = (w.mode, w.seed, w.run);
     let out = std::io::stdout();
     let mut out = out.lock();
-    let store = open_store(w.engine, &w.path, sync)?;
+    let store = open_store(w.engine, &w.path, sync, w.partitions)?;
     writeln!(out, "open")?;
     out.flush()?;
     if w.recover_only {

@@ -43,6 +43,8 @@ use oracle::{apply, recovered_prefix, State};
 
 #[derive(Args)]
 pub struct CrashtestArgs {
+    /// Any engine, or `rask` (a `DurableRask` block map: range puts and
+    /// deletes, checked block by block).
     #[arg(long)]
     engine: EngineKind,
     /// The store's directory; the expected state is kept beside it.
@@ -122,20 +124,21 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         }
         // Reopen here: recovery, then the whole store against the oracle.
         let t = Instant::now();
-        let store = setup::open_store(a.engine, &a.path, a.mode, a.partitions)
+        let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
             .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
         recoveries.push(t.elapsed().as_secs_f64() * 1e3);
         let found: State = store
-            .iter()
-            .collect::<ferrite::Result<_>>()
-            .map_err(|e| fail(&a, run, &format!("reading the store back: {e}")))?;
+            .state()
+            .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
         let started = count(reported.started);
         let durable = if a.mode == SyncMode::Always {
             count(reported.acked)
         } else {
             count(reported.synced)
         };
-        let ops: Vec<ops::Op> = OpStream::new(a.seed, run).take(started).collect();
+        let ops: Vec<ops::Op> = OpStream::for_engine(a.engine, a.seed, run)
+            .take(started)
+            .collect();
         match recovered_prefix(&exp.state, &ops, durable, started, &found) {
             Ok(j) => {
                 for op in &ops[..j] {

@@ -12,6 +12,10 @@ use rand::{Rng, SeedableRng};
 /// Keys the stream draws from.
 pub const KEYS: u32 = 4000;
 
+/// Blocks of the virtual disk a RASK stream maps, and its longest range.
+pub const BLOCKS: u64 = 20_000;
+const MAX_RANGE: u64 = 64;
+
 /// One operation of the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -29,11 +33,20 @@ pub fn key(i: u32) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
 
+/// A block's key in the state a RASK run is checked against: one entry
+/// per mapped block, its value the physical block it maps to (both
+/// big-endian), so the key-value oracle checks a block map too.
+pub fn block_key(lba: u64) -> Vec<u8> {
+    lba.to_be_bytes().to_vec()
+}
+
 /// The stream of run `run` of a test seeded `seed`.
 pub struct OpStream {
     rng: SmallRng,
     run: u64,
     next: u64,
+    /// Block-map operations (range puts and deletes) for RASK.
+    blocks: bool,
 }
 
 impl OpStream {
@@ -42,6 +55,36 @@ impl OpStream {
             rng: SmallRng::seed_from_u64(seed ^ run.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             run,
             next: 0,
+            blocks: false,
+        }
+    }
+
+    /// The stream for `engine`: block-map operations for RASK.
+    pub fn for_engine(engine: ferrite::EngineKind, seed: u64, run: u64) -> Self {
+        Self {
+            blocks: engine == ferrite::EngineKind::Rask,
+            ..Self::new(seed, run)
+        }
+    }
+
+    /// A range put (as the batch of its blocks: one log record, all or
+    /// nothing), a range delete, or a checked read of one block. A put's
+    /// physical run is unique to its run and operation, so a block found
+    /// mapped elsewhere names the write it came from.
+    fn block_op(&mut self, n: u64) -> Op {
+        let lba = self.rng.gen_range(0..BLOCKS);
+        let len = self.rng.gen_range(1..=MAX_RANGE).min(BLOCKS - lba);
+        match self.rng.gen_range(0..100) {
+            0..=69 => {
+                let phys = (self.run * 1_000_000 + n) * MAX_RANGE;
+                Op::Batch(
+                    (0..len)
+                        .map(|i| (block_key(lba + i), Some((phys + i).to_be_bytes().to_vec())))
+                        .collect(),
+                )
+            }
+            70..=84 => Op::DeleteRange(block_key(lba), block_key(lba + len)),
+            _ => Op::Get(block_key(lba)),
         }
     }
 
@@ -73,6 +116,9 @@ impl Iterator for OpStream {
     fn next(&mut self) -> Option<Op> {
         let n = self.next;
         self.next += 1;
+        if self.blocks {
+            return Some(self.block_op(n));
+        }
         Some(match self.rng.gen_range(0..100) {
             0..=44 => {
                 let k = self.any_key();

@@ -11,12 +11,12 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Context, Result};
-use ferrite::{Store, SyncMode, WriteBatch};
+use anyhow::{Context, Result};
+use ferrite::SyncMode;
 
-use super::ops::{Op, OpStream};
+use super::ops::OpStream;
 use super::oracle::{apply, State};
-use super::setup::open_store;
+use super::setup;
 use super::WorkerArgs;
 
 /// Syncs in batched mode come every this many operations.
@@ -26,7 +26,7 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
     let (sync, seed, run) = (w.mode, w.seed, w.run);
     let out = std::io::stdout();
     let mut out = out.lock();
-    let store = open_store(w.engine, &w.path, sync, w.partitions)?;
+    let store = setup::open(w.engine, &w.path, sync, w.partitions)?;
     writeln!(out, "open")?;
     out.flush()?;
     if w.recover_only {
@@ -35,11 +35,13 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
             std::thread::park();
         }
     }
-    let mut state: State = store.iter().collect::<ferrite::Result<_>>()?;
-    for (i, op) in (0u64..).zip(OpStream::new(seed, run)) {
+    let mut state: State = store.state()?;
+    for (i, op) in (0u64..).zip(OpStream::for_engine(w.engine, seed, run)) {
         writeln!(out, "start {i}")?;
         out.flush()?;
-        execute(&store, &op, &state).with_context(|| format!("operation {i}: {op:?}"))?;
+        store
+            .execute(&op, &state)
+            .with_context(|| format!("operation {i}: {op:?}"))?;
         apply(&mut state, &op);
         writeln!(out, "ack {i}")?;
         if sync != SyncMode::Always && (i + 1) % SYNC_EVERY == 0 {
@@ -47,36 +49,6 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
             writeln!(out, "synced {i}")?;
         }
         out.flush()?;
-    }
-    Ok(())
-}
-
-fn execute(store: &Store, op: &Op, state: &State) -> Result<()> {
-    match op {
-        Op::Put(k, v) => store.put(k, v)?,
-        Op::Delete(k) => store.delete(k)?,
-        Op::Batch(items) => {
-            let mut b = WriteBatch::new();
-            for (k, v) in items {
-                match v {
-                    Some(v) => b.put(k, v)?,
-                    None => b.delete(k)?,
-                };
-            }
-            store.write(&b)?;
-        }
-        Op::DeleteRange(a, b) => store.delete_range(a.clone()..b.clone())?,
-        Op::Get(k) => {
-            let got = store.get(k)?;
-            if got.as_ref() != state.get(k) {
-                bail!(
-                    "read {} and found {:?} bytes, expected {:?}",
-                    String::from_utf8_lossy(k),
-                    got.map(|v| v.len()),
-                    state.get(k).map(Vec::len)
-                );
-            }
-        }
     }
     Ok(())
 }

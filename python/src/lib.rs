@@ -1,0 +1,717 @@
+//! `ferrite._ferrite`: the Python extension over the `ferrite` facade.
+//!
+//! Invariants:
+//! - every call that can wait on the device or a lock runs with the GIL
+//!   released (`Python::detach`), so threads reading one store scale;
+//! - no Rust panic crosses into Python: PyO3 turns one into an exception,
+//!   and engine errors become the `ferrite.Error` subclass of their kind;
+//! - a closed store refuses calls with `ferrite.Closed`; iterators and
+//!   snapshots read the snapshot they hold, which stays valid (it holds
+//!   the engine state it reads) after the store is closed.
+
+use std::ops::Bound as Edge;
+use std::sync::Arc;
+
+use ferrite::{Config, EngineKind, Iter, KvPair, Snapshot, Store, SyncMode, WriteBatch};
+use parking_lot::Mutex;
+use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+pyo3::create_exception!(
+    _ferrite,
+    Error,
+    PyException,
+    "Any error of a ferrite store."
+);
+pyo3::create_exception!(
+    _ferrite,
+    KeyTooLong,
+    Error,
+    "A key over the engine's limit, or empty."
+);
+pyo3::create_exception!(
+    _ferrite,
+    ValueTooLarge,
+    Error,
+    "A value over the engine's limit."
+);
+pyo3::create_exception!(
+    _ferrite,
+    Corruption,
+    Error,
+    "Bytes read back failed a checksum or structure check."
+);
+pyo3::create_exception!(
+    _ferrite,
+    StoreFull,
+    Error,
+    "The device is full; nothing acknowledged was lost."
+);
+pyo3::create_exception!(
+    _ferrite,
+    Poisoned,
+    Error,
+    "An earlier write or sync failed; reopen the store."
+);
+pyo3::create_exception!(_ferrite, NotAStore, Error, "The directory holds no store.");
+pyo3::create_exception!(_ferrite, InvalidOptions, Error, "Options that cannot work.");
+pyo3::create_exception!(
+    _ferrite,
+    SnapshotTooOld,
+    Error,
+    "The snapshot kept more old versions than allowed."
+);
+pyo3::create_exception!(_ferrite, Closed, Error, "The store was closed.");
+pyo3::create_exception!(_ferrite, IoError, Error, "The device failed.");
+
+/// The exception for an engine error: the class of its kind, its message.
+fn to_py(e: ferrite::Error) -> PyErr {
+    use ferrite::Error as E;
+    let msg = e.to_string();
+    if e.is_no_space() {
+        return StoreFull::new_err(msg);
+    }
+    match e {
+        E::EmptyKey | E::KeyTooLarge { .. } => KeyTooLong::new_err(msg),
+        E::ValueTooLarge { .. } => ValueTooLarge::new_err(msg),
+        E::Corruption { .. } => Corruption::new_err(msg),
+        E::Poisoned { .. } => Poisoned::new_err(msg),
+        E::NotAStore { .. } => NotAStore::new_err(msg),
+        E::InvalidOptions(_) | E::EmptyRange | E::NotKeyValue(_) | E::EngineUnavailable(_) => {
+            InvalidOptions::new_err(msg)
+        }
+        E::SnapshotTooOld { .. } => SnapshotTooOld::new_err(msg),
+        E::Device(_) => IoError::new_err(msg),
+        _ => Error::new_err(msg),
+    }
+}
+
+/// Keys and values: `bytes`, `bytearray`, `memoryview`; `str` as UTF-8
+/// when the store was opened with `str_keys=True`.
+fn bytes_of(obj: &Bound<'_, PyAny>, allow_str: bool) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = obj.cast::<pyo3::types::PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    if obj.is_instance_of::<pyo3::types::PyMemoryView>() {
+        // The buffer protocol is outside the stable ABI before 3.11.
+        let b = obj.call_method0("tobytes")?;
+        return Ok(b.cast::<PyBytes>()?.as_bytes().to_vec());
+    }
+    if allow_str {
+        if let Ok(s) = obj.cast::<pyo3::types::PyString>() {
+            return Ok(s.to_cow()?.as_bytes().to_vec());
+        }
+    }
+    Err(PyTypeError::new_err(format!(
+        "keys and values are bytes{}; got {}",
+        if allow_str {
+            " or str"
+        } else {
+            " (open with str_keys=True to pass str)"
+        },
+        obj.get_type().name()?
+    )))
+}
+
+fn range_of(
+    start: Option<Vec<u8>>,
+    stop: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+) -> (Edge<Vec<u8>>, Edge<Vec<u8>>) {
+    if let Some(p) = prefix {
+        let r = ferrite::OwnedKeyRange::prefix(&p);
+        return (r.start, r.end);
+    }
+    (
+        start.map_or(Edge::Unbounded, Edge::Included),
+        stop.map_or(Edge::Unbounded, Edge::Excluded),
+    )
+}
+
+/// What an iterator yields.
+#[derive(Clone, Copy)]
+enum Yield {
+    Items,
+    Keys,
+    Values,
+}
+
+/// A lazy iterator over a snapshot (`Store.items`, `keys`, `values`).
+#[pyclass(module = "ferrite._ferrite")]
+pub struct Iterator {
+    iter: Mutex<Iter>,
+    what: Yield,
+    reverse: bool,
+}
+
+#[pymethods]
+impl Iterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let reverse = self.reverse;
+        let next: Option<ferrite::Result<KvPair>> = py.detach(|| {
+            let mut it = self.iter.lock();
+            if reverse {
+                it.next_back()
+            } else {
+                it.next()
+            }
+        });
+        let Some(pair) = next else {
+            return Ok(None);
+        };
+        let (k, v) = pair.map_err(to_py)?;
+        Ok(Some(match self.what {
+            Yield::Items => (PyBytes::new(py, &k), PyBytes::new(py, &v))
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+            Yield::Keys => PyBytes::new(py, &k).into_any().unbind(),
+            Yield::Values => PyBytes::new(py, &v).into_any().unbind(),
+        }))
+    }
+}
+
+/// A read view at one instant (`Store.snapshot()`).
+#[pyclass(module = "ferrite._ferrite", name = "Snapshot")]
+pub struct PySnapshot {
+    snap: Snapshot,
+    str_keys: bool,
+}
+
+fn make_iter(
+    snap: &Snapshot,
+    what: Yield,
+    start: Option<Vec<u8>>,
+    stop: Option<Vec<u8>>,
+    prefix: Option<Vec<u8>>,
+    reverse: bool,
+) -> Iterator {
+    Iterator {
+        iter: Mutex::new(snap.range(range_of(start, stop, prefix))),
+        what,
+        reverse,
+    }
+}
+
+#[pymethods]
+impl PySnapshot {
+    #[pyo3(signature = (key, default = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let k = bytes_of(key, self.str_keys)?;
+        match py.detach(|| self.snap.get(&k)).map_err(to_py)? {
+            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
+            None => Ok(default),
+        }
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+        let k = bytes_of(key, self.str_keys)?;
+        match py.detach(|| self.snap.get(&k)).map_err(to_py)? {
+            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
+            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = bytes_of(key, self.str_keys)?;
+        py.detach(|| self.snap.contains_key(&k)).map_err(to_py)
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn items(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
+        Ok(make_iter(
+            &self.snap,
+            Yield::Items,
+            b(start)?,
+            b(stop)?,
+            b(prefix)?,
+            reverse,
+        ))
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn keys(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
+        Ok(make_iter(
+            &self.snap,
+            Yield::Keys,
+            b(start)?,
+            b(stop)?,
+            b(prefix)?,
+            reverse,
+        ))
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn values(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
+        Ok(make_iter(
+            &self.snap,
+            Yield::Values,
+            b(start)?,
+            b(stop)?,
+            b(prefix)?,
+            reverse,
+        ))
+    }
+
+    fn __iter__(&self) -> Iterator {
+        make_iter(&self.snap, Yield::Keys, None, None, None, false)
+    }
+}
+
+/// Writes gathered and applied at once (`Store.batch()`); as a context
+/// manager it commits on a clean exit and drops everything on an
+/// exception.
+#[pyclass(module = "ferrite._ferrite")]
+pub struct Batch {
+    store: Arc<Mutex<Option<Arc<Store>>>>,
+    batch: Mutex<WriteBatch>,
+    str_keys: bool,
+}
+
+#[pymethods]
+impl Batch {
+    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, v) = (
+            bytes_of(key, self.str_keys)?,
+            bytes_of(value, self.str_keys)?,
+        );
+        self.batch.lock().put(&k, &v).map(drop).map_err(to_py)
+    }
+
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = bytes_of(key, self.str_keys)?;
+        self.batch.lock().delete(&k).map(drop).map_err(to_py)
+    }
+
+    fn delete_range(&self, start: &Bound<'_, PyAny>, stop: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (s, e) = (
+            bytes_of(start, self.str_keys)?,
+            bytes_of(stop, self.str_keys)?,
+        );
+        self.batch
+            .lock()
+            .delete_range(&s, &e)
+            .map(drop)
+            .map_err(to_py)
+    }
+
+    fn __len__(&self) -> usize {
+        self.batch.lock().len()
+    }
+
+    /// Applies the gathered writes atomically and empties the batch.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        let store = open_store(&self.store)?;
+        let b = std::mem::take(&mut *self.batch.lock());
+        py.detach(|| store.write(&b)).map_err(to_py)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _v: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none() {
+            self.commit(py)?;
+        } else {
+            self.batch.lock().clear();
+        }
+        Ok(false)
+    }
+}
+
+fn open_store(slot: &Mutex<Option<Arc<Store>>>) -> PyResult<Arc<Store>> {
+    slot.lock()
+        .clone()
+        .ok_or_else(|| Closed::new_err("the store is closed"))
+}
+
+/// An open store of any engine; see `ferrite.open`.
+#[pyclass(module = "ferrite._ferrite", name = "Store")]
+pub struct PyStore {
+    store: Arc<Mutex<Option<Arc<Store>>>>,
+    engine: EngineKind,
+    str_keys: bool,
+}
+
+impl PyStore {
+    fn key(&self, o: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        bytes_of(o, self.str_keys)
+    }
+
+    fn live(&self) -> PyResult<Arc<Store>> {
+        open_store(&self.store)
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    #[getter]
+    fn engine(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.store.lock().is_none()
+    }
+
+    /// Looks up every key of `keys` from Rust, in one call, and returns
+    /// how many were found and the nanoseconds the lookups took: what a
+    /// `get` costs without Python, for `bench.py`'s overhead figure.
+    fn _timed_gets(&self, py: Python<'_>, keys: Vec<Vec<u8>>) -> PyResult<(usize, u64)> {
+        let s = self.live()?;
+        py.detach(|| {
+            let t = std::time::Instant::now();
+            let mut found = 0;
+            for k in &keys {
+                found += usize::from(s.get(k)?.is_some());
+            }
+            Ok((found, t.elapsed().as_nanos() as u64))
+        })
+        .map_err(to_py)
+    }
+
+    #[pyo3(signature = (key, default = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let (k, s) = (self.key(key)?, self.live()?);
+        match py.detach(|| s.get(&k)).map_err(to_py)? {
+            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
+            None => Ok(default),
+        }
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+        let (k, s) = (self.key(key)?, self.live()?);
+        match py.detach(|| s.get(&k)).map_err(to_py)? {
+            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
+            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
+        }
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value)
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, s) = (self.key(key)?, self.live()?);
+        // A dict raises KeyError for a missing key; so does this, atomically.
+        loop {
+            let Some(old) = py.detach(|| s.get(&k)).map_err(to_py)? else {
+                return Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind()));
+            };
+            if py
+                .detach(|| s.compare_and_swap(&k, Some(&old), None))
+                .map_err(to_py)?
+            {
+                return Ok(());
+            }
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let (k, s) = (self.key(key)?, self.live()?);
+        py.detach(|| s.contains_key(&k)).map_err(to_py)
+    }
+
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (k, v, s) = (
+            self.key(key)?,
+            bytes_of(value, self.str_keys)?,
+            self.live()?,
+        );
+        py.detach(|| s.put(&k, &v)).map_err(to_py)
+    }
+
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, s) = (self.key(key)?, self.live()?);
+        py.detach(|| s.delete(&k)).map_err(to_py)
+    }
+
+    /// Removes every key `k` with `start <= k < stop`, atomically.
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        stop: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (a, b, s) = (self.key(start)?, self.key(stop)?, self.live()?);
+        py.detach(|| s.delete_range(a..b)).map_err(to_py)
+    }
+
+    /// Sets `key` to `new` (None deletes) if it now holds `expected` (None:
+    /// absent); returns whether it did.
+    fn compare_and_swap(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        expected: Option<&Bound<'_, PyAny>>,
+        new: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let k = self.key(key)?;
+        let e = expected.map(|o| bytes_of(o, self.str_keys)).transpose()?;
+        let n = new.map(|o| bytes_of(o, self.str_keys)).transpose()?;
+        let s = self.live()?;
+        py.detach(|| s.compare_and_swap(&k, e.as_deref(), n.as_deref()))
+            .map_err(to_py)
+    }
+
+    fn batch(&self) -> Batch {
+        Batch {
+            store: self.store.clone(),
+            batch: Mutex::new(WriteBatch::new()),
+            str_keys: self.str_keys,
+        }
+    }
+
+    fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
+        let s = self.live()?;
+        let snap = py.detach(|| s.snapshot()).map_err(to_py)?;
+        Ok(PySnapshot {
+            snap,
+            str_keys: self.str_keys,
+        })
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn items(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        self.snapshot(py)?.items(start, stop, reverse, prefix)
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn keys(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        self.snapshot(py)?.keys(start, stop, reverse, prefix)
+    }
+
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
+    fn values(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        self.snapshot(py)?.values(start, stop, reverse, prefix)
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Iterator> {
+        self.keys(py, None, None, false, None)
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.live()?;
+        py.detach(|| s.flush()).map_err(to_py)
+    }
+
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.live()?;
+        py.detach(|| s.sync()).map_err(to_py)
+    }
+
+    /// Every counter, common and the engine's own, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.live()?;
+        let st = py.detach(|| s.stats());
+        let d = PyDict::new(py);
+        for (k, v) in st.fields() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.live()?;
+        py.detach(|| s.verify()).map_err(to_py)
+    }
+
+    /// Stops background work, writes what is in memory, syncs; raises if
+    /// any of that failed. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(mut arc) = self.store.lock().take() else {
+            return Ok(());
+        };
+        // Calls in flight on other threads hold a reference for a moment.
+        let store = loop {
+            match Arc::try_unwrap(arc) {
+                Ok(s) => break s,
+                Err(again) => {
+                    arc = again;
+                    py.detach(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+                }
+            }
+        };
+        py.detach(|| store.close()).map_err(to_py)
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: Option<&Bound<'_, PyAny>>,
+        _v: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<ferrite.Store engine={}{}>",
+            self.engine,
+            if self.closed() { " closed" } else { "" }
+        )
+    }
+}
+
+/// Opens (or creates) the store in `path`. An existing store opens with
+/// the engine that made it unless `engine` names another (an error).
+#[pyfunction]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one per keyword argument of the Python function"
+)]
+#[pyo3(signature = (path, engine = None, *, cache_mb = 64, sync = "batched:10", create = true, direct_io = true, str_keys = false))]
+fn open(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    engine: Option<&str>,
+    cache_mb: u64,
+    sync: &str,
+    create: bool,
+    direct_io: bool,
+    str_keys: bool,
+) -> PyResult<PyStore> {
+    let kind = match engine {
+        Some(e) => e
+            .parse::<EngineKind>()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?,
+        None => match ferrite::detect(&path) {
+            Ok(id) => id.engine,
+            Err(_) if create => EngineKind::Btree,
+            Err(e) => return Err(to_py(e)),
+        },
+    };
+    let sync = SyncMode::parse(sync).map_err(to_py)?;
+    let store = py
+        .detach(|| {
+            Config::builder(kind)
+                .cache_bytes(cache_mb << 20)
+                .sync(sync)
+                .create_if_missing(create)
+                .direct_io(direct_io)
+                .open(&path)
+        })
+        .map_err(to_py)?;
+    Ok(PyStore {
+        store: Arc::new(Mutex::new(Some(Arc::new(store)))),
+        engine: kind,
+        str_keys,
+    })
+}
+
+/// The engines this build contains.
+#[pyfunction]
+fn engines() -> Vec<&'static str> {
+    ferrite::available().into_iter().map(|k| k.name()).collect()
+}
+
+#[pymodule]
+fn _ferrite(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(engines, m)?)?;
+    m.add_class::<PyStore>()?;
+    m.add_class::<PySnapshot>()?;
+    m.add_class::<Batch>()?;
+    m.add_class::<Iterator>()?;
+    for (name, ty) in [
+        ("Error", py.get_type::<Error>()),
+        ("KeyTooLong", py.get_type::<KeyTooLong>()),
+        ("ValueTooLarge", py.get_type::<ValueTooLarge>()),
+        ("Corruption", py.get_type::<Corruption>()),
+        ("StoreFull", py.get_type::<StoreFull>()),
+        ("Poisoned", py.get_type::<Poisoned>()),
+        ("NotAStore", py.get_type::<NotAStore>()),
+        ("InvalidOptions", py.get_type::<InvalidOptions>()),
+        ("SnapshotTooOld", py.get_type::<SnapshotTooOld>()),
+        ("Closed", py.get_type::<Closed>()),
+        ("IoError", py.get_type::<IoError>()),
+    ] {
+        m.add(name, ty)?;
+    }
+    Ok(())
+}

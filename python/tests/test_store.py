@@ -1,0 +1,148 @@
+"""ferrite's Python package: a model-based test against a dict for every
+engine (with reopens), iterators both ways, snapshots, batches, errors,
+closing, and threads sharing one store."""
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ferrite
+
+ENGINES = ferrite.engines()
+
+
+def opened(tmp_path, engine, **kw):
+    return ferrite.open(tmp_path / engine, engine=engine, cache_mb=4, sync="never", direct_io=False, **kw)
+
+
+keys = st.binary(min_size=1, max_size=12)
+values = st.binary(max_size=300)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), keys, values),
+        st.tuples(st.just("delete"), keys),
+        st.tuples(st.just("delete_range"), keys, keys),
+        st.tuples(st.just("batch"), st.lists(st.tuples(keys, st.one_of(st.none(), values)), max_size=8)),
+        st.tuples(st.just("cas"), keys, st.booleans(), st.one_of(st.none(), values)),
+        st.tuples(st.just("reopen")),
+    ),
+    max_size=60,
+)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=25, deadline=None)
+@given(ops=ops)
+def test_matches_a_dict(tmp_path_factory, engine, ops):
+    tmp = tmp_path_factory.mktemp("model")
+    db = opened(tmp, engine)
+    model = {}
+    for op in ops:
+        if op[0] == "put":
+            db[op[1]] = op[2]
+            model[op[1]] = op[2]
+        elif op[0] == "delete":
+            db.delete(op[1])
+            model.pop(op[1], None)
+        elif op[0] == "delete_range":
+            lo, hi = sorted((op[1], op[2]))
+            if lo == hi:
+                with pytest.raises(ferrite.InvalidOptions):
+                    db.delete_range(lo, hi)
+                continue
+            db.delete_range(lo, hi)
+            for k in [k for k in model if lo <= k < hi]:
+                del model[k]
+        elif op[0] == "batch":
+            with db.batch() as b:
+                for k, v in op[1]:
+                    if v is None:
+                        b.delete(k)
+                        model.pop(k, None)
+                    else:
+                        b.put(k, v)
+                        model[k] = v
+        elif op[0] == "cas":
+            _, k, right, new = op
+            expected = model.get(k) if right else b"\xffnot-the-value"
+            assert db.compare_and_swap(k, expected, new) is right
+            if right:
+                if new is None:
+                    model.pop(k, None)
+                else:
+                    model[k] = new
+        elif op[0] == "reopen":
+            db.close()
+            db = opened(tmp, engine)
+        assert dict(db.items()) == model
+    assert list(db.keys(reverse=True)) == sorted(model, reverse=True)
+    for k, v in model.items():
+        assert db[k] == v and k in db
+    db.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_iterators_snapshots_and_errors(tmp_path, engine):
+    with opened(tmp_path, engine) as db:
+        for i in range(100):
+            db[b"k%03d" % i] = b"v%d" % i
+        assert [k for k in db.keys(start=b"k010", stop=b"k013")] == [b"k010", b"k011", b"k012"]
+        assert next(db.items(prefix=b"k09", reverse=True)) == (b"k099", b"v99")
+        assert list(db.values(prefix=b"k05"))[:2] == [b"v50", b"v51"]
+        snap = db.snapshot()
+        db.delete_range(b"k000", b"k050")
+        db[b"k099"] = b"new"
+        assert snap[b"k000"] == b"v0" and snap.get(b"k099") == b"v99"
+        assert b"k000" not in db and db.get(b"k000", b"dflt") == b"dflt"
+        assert len(list(snap.keys())) == 100 and len(list(db.keys())) == 50
+        with pytest.raises(KeyError):
+            db[b"nope"]
+        with pytest.raises(KeyError):
+            del db[b"nope"]
+        with pytest.raises(ferrite.KeyTooLong):
+            db[b""] = b"x"
+        with pytest.raises(ferrite.KeyTooLong):
+            db[b"x" * 5000] = b"x"
+        with pytest.raises(TypeError):
+            db["text"] = b"x"
+        with pytest.raises(ZeroDivisionError):
+            with db.batch() as b:
+                b.put(b"dropped", b"x")
+                1 / 0
+        assert b"dropped" not in db
+        assert db.stats()["puts"] >= 100
+        db.verify()
+    assert db.closed
+    with pytest.raises(ferrite.Closed):
+        db.get(b"k001")
+    # The snapshot reads what it held, after the store closed.
+    assert snap[b"k001"] == b"v1"
+
+
+def test_str_keys_and_reopen_with_detected_engine(tmp_path):
+    with ferrite.open(tmp_path / "s", engine="lsm", str_keys=True, direct_io=False) as db:
+        db["name"] = "ada"
+        assert db["name"] == b"ada"
+    with ferrite.open(tmp_path / "s", direct_io=False) as db:
+        assert db.engine == "lsm" and db[b"name"] == b"ada"
+    with pytest.raises(ferrite.NotAStore):
+        ferrite.open(tmp_path / "none", create=False)
+
+
+def test_threads_share_a_store(tmp_path):
+    with opened(tmp_path, "btree") as db:
+        for i in range(2000):
+            db[b"%05d" % i] = b"x" * 50
+
+        def work(t):
+            for i in range(2000):
+                assert db[b"%05d" % i] == b"x" * 50
+                if i % 10 == t:
+                    db.compare_and_swap(b"ctr%d" % t, db.get(b"ctr%d" % t), b"%d" % i)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(db.get(b"ctr%d" % t) is not None for t in range(4))

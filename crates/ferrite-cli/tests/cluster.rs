@@ -97,6 +97,7 @@ fn three_nodes_behind_twemproxy_share_the_keys_and_survive_a_node_restart() {
         }
     };
     cluster(&["start", "3", d, &proxy.to_string()]);
+    let _stop = Stopper(dir.path().to_path_buf());
     // Mass insertion through the proxy, pipelined on one connection
     // (`redis-cli --pipe` ends with an ECHO, which twemproxy refuses).
     let mut pipe = Vec::new();
@@ -155,5 +156,17 @@ fn three_nodes_behind_twemproxy_share_the_keys_and_survive_a_node_restart() {
     // Back up: every acknowledged key again.
     cluster(&["start-node", d, "2"]);
     read_all(proxy);
-    cluster(&["stop", d]);
+}
+
+/// Stops the cluster however the test ends, so a failed assertion leaves
+/// no servers or proxy running.
+struct Stopper(PathBuf);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/cluster.sh"))
+            .arg("stop")
+            .arg(&self.0)
+            .status();
+    }
 }

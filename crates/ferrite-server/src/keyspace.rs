@@ -80,6 +80,56 @@ impl Db {
     }
 }
 
+/// Plain `SET key value`s of one pipeline, written as one batch: one
+/// engine write (one log record) for many commands. A connection queues
+/// them while nothing else comes between, and writes them before it runs
+/// any other command and before any reply leaves, so its own later
+/// commands and every other client see them exactly as if each had been
+/// written alone; a failed write answers each of them with its error.
+#[derive(Default)]
+pub struct PendingSets {
+    batch: WriteBatch,
+    count: usize,
+    /// Where the first queued `SET`'s reply starts in the output.
+    first_reply_at: usize,
+}
+
+impl PendingSets {
+    /// Queues `key` (already a stored key) = `value`; `reply_at` is where
+    /// its reply goes in the output.
+    pub fn push(&mut self, key: &[u8], value: &[u8], reply_at: usize) -> Result<(), Reply> {
+        self.batch.put(key, value).map_err(|e| engine_error(&e))?;
+        if self.count == 0 {
+            self.first_reply_at = reply_at;
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Writes what is queued. On failure, the replies from the first
+    /// queued `SET` on (all of them `+OK` so far, nothing else came after
+    /// them) become the error, once per command.
+    pub fn write(&mut self, db: &Db, proto: u8, out: &mut Vec<u8>) {
+        if self.count == 0 {
+            return;
+        }
+        let result = {
+            let _shared = db.shared();
+            db.wrote();
+            db.store.write(&self.batch)
+        };
+        if let Err(e) = result {
+            out.truncate(self.first_reply_at);
+            let reply = engine_error(&e);
+            for _ in 0..self.count {
+                reply.encode(proto, out);
+            }
+        }
+        self.batch = WriteBatch::new();
+        self.count = 0;
+    }
+}
+
 /// The stored key of user key `k` in database `db`.
 pub fn stored(db: u8, k: &[u8]) -> Result<Vec<u8>, Reply> {
     if k.len() > MAX_USER_KEY {

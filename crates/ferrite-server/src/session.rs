@@ -6,6 +6,9 @@
 //! - commands of one connection run in the order they arrived; the
 //!   replies to everything one read delivered (a pipeline) go out in one
 //!   write, after the last of them has finished;
+//! - consecutive plain `SET`s of a pipeline go to the store as one batch
+//!   (`PendingSets`), written before any other command of the connection
+//!   runs and before any reply leaves: one engine write for many;
 //! - with `--sync always`, a pipeline that wrote is followed by one
 //!   `Store::sync` before its replies leave (the store itself syncs
 //!   nothing per write): no reply to a write leaves before the write is
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 use ferrite::SyncMode;
 
 use crate::command;
+use crate::keyspace::{stored, PendingSets};
 use crate::reply::Reply;
 use crate::request::{decode, Args};
 use crate::shared::Shared;
@@ -104,6 +108,18 @@ impl Session {
     }
 }
 
+/// The stored key of a `SET key value` with no options, outside a
+/// transaction, from an authenticated client, with a key the database
+/// takes: one that may join the pipeline's batch. Anything else (and any
+/// error) goes the usual way, which also gives the error's reply.
+fn plain_set(session: &Session, args: &Args) -> Option<Vec<u8>> {
+    let plain = args.len() == 3
+        && args[0].eq_ignore_ascii_case(b"set")
+        && session.authenticated
+        && !session.in_transaction();
+    plain.then(|| stored(session.db, &args[1]).ok()).flatten()
+}
+
 /// Serves one connection until the client leaves, breaks the protocol,
 /// stalls mid-request, or the server shuts down.
 pub fn serve(mut stream: Stream, shared: &Shared, mut session: Session) {
@@ -117,6 +133,7 @@ pub fn serve(mut stream: Stream, shared: &Shared, mut session: Session) {
     // Since when the buffer has held an unfinished request.
     let mut partial_since: Option<Instant> = None;
     let sync_replies = shared.config.sync == SyncMode::Always;
+    let mut pending = PendingSets::default();
     loop {
         let mut used = 0;
         let mut close = false;
@@ -128,6 +145,14 @@ pub fn serve(mut stream: Stream, shared: &Shared, mut session: Session) {
                     if args.is_empty() {
                         continue;
                     }
+                    if let Some(key) = plain_set(&session, &args) {
+                        if pending.push(&key, &args[2], out.len()).is_ok() {
+                            shared.stats.count_command();
+                            Reply::ok().encode(session.proto, &mut out);
+                            continue;
+                        }
+                    }
+                    pending.write(&shared.db, session.proto, &mut out);
                     let reply = command::execute(shared, &mut session, &args);
                     if !session.silent {
                         reply.encode(session.proto, &mut out);
@@ -140,12 +165,14 @@ pub fn serve(mut stream: Stream, shared: &Shared, mut session: Session) {
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    pending.write(&shared.db, session.proto, &mut out);
                     Reply::err(&e).encode(session.proto, &mut out);
                     close = true;
                     break;
                 }
             }
         }
+        pending.write(&shared.db, session.proto, &mut out);
         buf.drain(..used);
         if sync_replies && shared.db.writes() != writes_before {
             if let Err(e) = shared.db.store.sync() {

@@ -49,7 +49,16 @@ impl ZkvStore {
             OLDEST_READABLE_FORMAT..=FORMAT_VERSION,
             options,
         )?;
-        let dev = EmulatedZonedDevice::open_or_create(dir.join(DEVICE_FILE), zkv.geometry)?;
+        // An existing device keeps the geometry it was formatted with:
+        // tools that open any store (inspect, dump, the server) need not
+        // know it.
+        let path = dir.join(DEVICE_FILE);
+        let formatted = std::fs::metadata(&path).is_ok_and(|m| m.len() > 0);
+        let dev = if formatted {
+            EmulatedZonedDevice::open(&path)?
+        } else {
+            EmulatedZonedDevice::open_or_create(&path, zkv.geometry)?
+        };
         Self::open_on(Arc::new(dev), options, zkv)
     }
 

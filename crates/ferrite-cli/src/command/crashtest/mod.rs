@@ -109,7 +109,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut recoveries: Vec<f64> = Vec::new();
-    let (mut acked_total, mut in_recovery) = (0u64, 0u64);
+    let mut tally = Tally::default();
     for _ in 0..a.kills {
         let run = exp.next_run;
         let ms = rng.gen_range(10..a.max_run_ms.max(11));
@@ -119,7 +119,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let last = recoveries.last().copied().unwrap_or(5.0) as u64;
             let victim = kill_one(&me, &a, run, true, rng.gen_range(0..=last + 5))?;
             if !victim.opened {
-                in_recovery += 1;
+                tally.in_recovery += 1;
             }
         }
         // Reopen here: recovery, then the whole store against the oracle.
@@ -146,6 +146,8 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 }
             }
             Err(v) => {
+                tally.acked_lost += 1;
+                tally.write(&a, &exp, &mut recoveries)?;
                 return Err(fail(
                     &a,
                     run,
@@ -160,12 +162,14 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                         v.durable,
                         v.started
                     ),
-                ))
+                ));
             }
         }
-        store
-            .verify()
-            .map_err(|e| fail(&a, run, &format!("verify: {e}")))?;
+        if let Err(e) = store.verify() {
+            tally.verify_failures += 1;
+            tally.write(&a, &exp, &mut recoveries)?;
+            return Err(fail(&a, run, &format!("verify: {e:#}")));
+        }
         store
             .close()
             .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
@@ -182,42 +186,68 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 ));
             }
         }
-        acked_total += count(reported.acked) as u64;
+        tally.kills += 1;
+        tally.acked_ops += count(reported.acked) as u64;
         exp.next_run += 1;
         expected::save(&exp_path, &exp)?;
         bar.inc(1);
         bar.set_message(format!(
-            "{acked_total} acked ops, {} keys, {in_recovery} killed in recovery",
-            exp.state.len()
+            "{} acked ops, {} keys, {} killed in recovery",
+            tally.acked_ops,
+            exp.state.len(),
+            tally.in_recovery
         ));
     }
     bar.finish();
-    recoveries.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        recoveries
-            .get(((recoveries.len() as f64 - 1.0) * p) as usize)
-            .copied()
-            .unwrap_or(0.0)
-    };
-    let summary = serde_json::json!({
-        "engine": a.engine.name(),
-        "mode": a.mode.to_string(),
-        "partitions": a.partitions,
-        "seed": a.seed,
-        "kills": a.kills,
-        "killed_in_recovery": in_recovery,
-        "acked_ops": acked_total,
-        "acked_lost": 0,
-        "verify_failures": 0,
-        "recovery_ms_p50": pct(0.5),
-        "recovery_ms_p99": pct(0.99),
-        "keys_at_end": exp.state.len(),
-    });
-    println!("{summary}");
-    if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")?;
+    tally.write(&a, &exp, &mut recoveries)
+}
+
+/// What a run found, counted as it goes; written (stdout and `--json`) at
+/// the end, and at the first violation before the driver stops.
+#[derive(Default)]
+struct Tally {
+    kills: u64,
+    in_recovery: u64,
+    acked_ops: u64,
+    /// Recoveries that lost an acknowledged write or broke a batch.
+    acked_lost: u64,
+    verify_failures: u64,
+}
+
+impl Tally {
+    fn write(
+        &self,
+        a: &CrashtestArgs,
+        exp: &expected::Expected,
+        recoveries: &mut [f64],
+    ) -> Result<()> {
+        recoveries.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            recoveries
+                .get(((recoveries.len() as f64 - 1.0) * p) as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let summary = serde_json::json!({
+            "engine": a.engine.name(),
+            "mode": a.mode.to_string(),
+            "partitions": a.partitions,
+            "seed": a.seed,
+            "kills": self.kills,
+            "killed_in_recovery": self.in_recovery,
+            "acked_ops": self.acked_ops,
+            "acked_lost": self.acked_lost,
+            "verify_failures": self.verify_failures,
+            "recovery_ms_p50": pct(0.5),
+            "recovery_ms_p99": pct(0.99),
+            "keys_at_end": exp.state.len(),
+        });
+        println!("{summary}");
+        if let Some(p) = &a.json {
+            std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Runs the worker for run `run` (or, `recover_only`, just its open) and

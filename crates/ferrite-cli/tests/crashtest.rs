@@ -1,0 +1,67 @@
+//! `ferrite crashtest` end to end: a few kills pass on a sound store, and
+//! a store changed behind the test's back between two runs (a pair no
+//! operation of the stream ever writes) fails the next check (non-zero
+//! exit, `acked_lost` 1 in the summary), so the check can fail.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ferrite(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn crashtest(path: &Path, json: &Path, kills: &str) -> Output {
+    ferrite(&[
+        "crashtest",
+        "--engine",
+        "btree",
+        "--kills",
+        kills,
+        "--max-run-ms",
+        "150",
+        "--seed",
+        "5",
+        "--path",
+        path.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ])
+}
+
+fn summary(json: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
+}
+
+#[test]
+fn kills_pass_on_a_sound_store_and_a_changed_one_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, json) = (dir.path().join("db"), dir.path().join("summary.json"));
+    let out = crashtest(&path, &json, "3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&json);
+    assert_eq!(
+        (s["kills"].as_u64(), s["acked_lost"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert!(s["acked_ops"].as_u64().unwrap() > 0, "{s}");
+    // A key past the stream's keyspace, so no run touches it again.
+    let key = "zz-never-written";
+    let put = ferrite(&["kv", "put", "--path", path.to_str().unwrap(), key, "v"]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    let out = crashtest(&path, &json, "1");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(key));
+    assert_eq!(summary(&json)["acked_lost"].as_u64(), Some(1));
+}

@@ -201,6 +201,28 @@ fn make_iter(
     }
 }
 
+impl PySnapshot {
+    /// The iterator `items`, `keys` and `values` return.
+    fn iter_of(
+        &self,
+        what: Yield,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iterator> {
+        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
+        Ok(make_iter(
+            &self.snap,
+            what,
+            b(start)?,
+            b(stop)?,
+            b(prefix)?,
+            reverse,
+        ))
+    }
+}
+
 #[pymethods]
 impl PySnapshot {
     #[pyo3(signature = (key, default = None))]
@@ -238,15 +260,7 @@ impl PySnapshot {
         reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Iterator> {
-        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
-        Ok(make_iter(
-            &self.snap,
-            Yield::Items,
-            b(start)?,
-            b(stop)?,
-            b(prefix)?,
-            reverse,
-        ))
+        self.iter_of(Yield::Items, start, stop, reverse, prefix)
     }
 
     #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
@@ -257,15 +271,7 @@ impl PySnapshot {
         reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Iterator> {
-        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
-        Ok(make_iter(
-            &self.snap,
-            Yield::Keys,
-            b(start)?,
-            b(stop)?,
-            b(prefix)?,
-            reverse,
-        ))
+        self.iter_of(Yield::Keys, start, stop, reverse, prefix)
     }
 
     #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None))]
@@ -276,15 +282,7 @@ impl PySnapshot {
         reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Iterator> {
-        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
-        Ok(make_iter(
-            &self.snap,
-            Yield::Values,
-            b(start)?,
-            b(stop)?,
-            b(prefix)?,
-            reverse,
-        ))
+        self.iter_of(Yield::Values, start, stop, reverse, prefix)
     }
 
     fn __iter__(&self) -> Iterator {

@@ -63,6 +63,11 @@ enum Command {
     /// Serve a store over the Redis protocol (RESP2/RESP3) until SIGINT,
     /// SIGTERM or SHUTDOWN.
     Serve(command::serve::ServeArgs),
+    /// A virtual disk whose block map is RASK, served over NBD.
+    Volume {
+        #[command(subcommand)]
+        op: command::volume::VolumeOp,
+    },
     /// Kill a worker process at random instants, reopen, and check that
     /// every acknowledged write survived (for one engine).
     Crashtest(command::crashtest::CrashtestArgs),
@@ -107,6 +112,7 @@ fn main() -> anyhow::Result<()> {
         Command::Repro(f) => std::process::exit(command::harness::forward("repro", &f.args)?),
         Command::Trace(args) => command::trace::run(args),
         Command::Serve(args) => command::serve::run(args),
+        Command::Volume { op } => command::volume::run(op),
         Command::Crashtest(args) => command::crashtest::run(args),
         Command::CrashtestWorker(w) => command::crashtest::worker::run(&w),
     }

@@ -74,6 +74,11 @@ pub struct DurableOptions {
     pub index: RaskOptions,
     /// A snapshot is taken once the log passes this many bytes.
     pub checkpoint_log_bytes: u64,
+    /// Unsynced log records are written (not synced) once more than this
+    /// many bytes wait in memory. `usize::MAX` keeps them in memory until
+    /// [`DurableRask::sync`], for an owner that must order the log's
+    /// writes after its own (a block store syncs its data first).
+    pub log_write_threshold: usize,
 }
 
 impl Default for DurableOptions {
@@ -82,6 +87,7 @@ impl Default for DurableOptions {
             store: Options::default(),
             index: RaskOptions::default(),
             checkpoint_log_bytes: 64 << 20,
+            log_write_threshold: 1 << 20,
         }
     }
 }
@@ -286,7 +292,7 @@ impl<V: RangeValue> DurableRask<V> {
         if sync_now {
             self.wal.commit(lsn, true)?;
         } else {
-            self.wal.write_if_over(1 << 20)?;
+            self.wal.write_if_over(self.opts.log_write_threshold)?;
         }
         if self.wal.len() > self.opts.checkpoint_log_bytes {
             self.snapshot()?;
@@ -294,8 +300,21 @@ impl<V: RangeValue> DurableRask<V> {
         Ok(())
     }
 
+    /// Refuses every later write and sync, and makes closing skip the
+    /// closing sync: for an owner whose own data failed to reach its
+    /// device, so log records pointing at that data must never become
+    /// durable. Reopening recovers the index as of the last sync.
+    pub fn abandon(&self) {
+        self.writer.lock().poisoned.set_text(
+            "abandoned by its owner after a failure".into(),
+            false,
+            false,
+        );
+    }
+
     /// Makes every write so far durable.
     pub fn sync(&self) -> Result<()> {
+        self.writer.lock().poisoned.check()?;
         Ok(self.wal.sync()?)
     }
 

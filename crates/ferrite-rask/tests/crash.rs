@@ -46,6 +46,7 @@ fn open_recovering(
                 merge_threshold: None,
             },
             checkpoint_log_bytes: 6 << 10,
+            ..DurableOptions::default()
         },
     )
 }

@@ -9,3 +9,4 @@ pub mod kv;
 pub mod rask;
 pub mod serve;
 pub mod trace;
+pub mod volume;

@@ -77,6 +77,11 @@ pub trait BlockMap: Send + Sync {
     /// called when data the map may point at failed to reach the device.
     fn abandon(&self);
 
+    /// Frees memory the map retired but still holds (RASK frees old
+    /// leaves through epochs), so a heap measurement sees only what the
+    /// map needs.
+    fn settle(&self) {}
+
     /// Seconds the last open spent rebuilding the map.
     fn recovery_seconds(&self) -> f64;
 }

@@ -75,6 +75,10 @@ impl BlockMap for RaskMap {
         self.inner.stats().entries
     }
 
+    fn settle(&self) {
+        self.inner.index().reclaim();
+    }
+
     fn abandon(&self) {
         self.inner.abandon();
     }

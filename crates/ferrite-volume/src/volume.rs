@@ -414,6 +414,11 @@ impl Volume {
         self.inner.stats()
     }
 
+    /// Lets the map free what it retired (before a heap measurement).
+    pub fn settle_map(&self) {
+        self.inner.map.settle();
+    }
+
     pub fn map_kind(&self) -> MapKind {
         self.inner.map.kind()
     }

@@ -13,6 +13,7 @@ mod serve;
 mod shortcut;
 mod swiftkv;
 mod turboindex;
+mod volume;
 mod zkv;
 
 pub use swiftkv::sized_lsm_options;
@@ -163,6 +164,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(driver::Driven(shortcut::ShortcutRepro)),
         Box::new(driver::Driven(swiftkv::SwiftRepro)),
         Box::new(driver::Driven(turboindex::TurboRepro)),
+        Box::new(driver::Driven(volume::VolumeRepro)),
         Box::new(driver::Driven(zkv::ZkvRepro)),
     ]
 }

@@ -1,0 +1,826 @@
+//! `volume`: the NBD volume on RASK against the same volume on a
+//! per-block map and against `nbdkit file` on a plain file, driven by
+//! `fio --ioengine=nbd` over loopback, side by side in one run.
+//!
+//! For each write shape (4 KiB, 64 KiB, and a `bssplit` made from the
+//! CloudPhysics trace's write sizes) every target starts fresh, is filled
+//! sequentially to 80% (1 MiB writes, then a flush), takes random writes
+//! over the filled part at QD 16 from 2 jobs (a flush every 16 writes per
+//! job), then, after the page cache is dropped, random reads of the same
+//! shape at QD 16 (the 4 KiB shape also at QD 1). The ferrite volumes run
+//! in this process, so their map's heap is counted exactly (the counting
+//! allocator) after each write phase. Then the trace itself is replayed
+//! through fio (an iolog of its writes and reads, QD 16) on a fresh,
+//! sparse target of each kind. Last, in process, a RASK volume at 80% full
+//! is overwritten three times over with the trace's write sizes, for the
+//! space and write amplification that reclamation leaves, and reopened
+//! for the recovery time.
+//!
+//! Fairness: the same fio jobs and flush schedule for every target;
+//! ferrite's data log is O_DIRECT, `nbdkit file` runs with its defaults
+//! (page cache) and with `cache=none`; reads follow a page-cache drop.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrite_trace::{BlockOp, BlockRequest};
+use ferrite_volume::nbd::{NbdConfig, NbdServer};
+use ferrite_volume::{CreateOptions, MapKind, Volume, VolumeOptions};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::driver::{fresh_dir, Metrics, Report, Study, Table};
+use super::{ClaimSpec, ReproContext, Scale};
+use crate::error::{BenchError, Result};
+
+pub struct VolumeRepro;
+
+const TARGET: &str = "volume target (issue: NBD volume)";
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Sizes {
+    volume_bytes: u64,
+    segment_bytes: u64,
+    phase_secs: u64,
+    qd1_secs: u64,
+    /// Bytes overwritten in the space-amplification pass, as a multiple of
+    /// the volume.
+    overwrite_factor: f64,
+    /// Trace requests replayed (a prefix at smoke scale).
+    trace_requests: usize,
+}
+
+fn sizes(scale: Scale) -> Sizes {
+    Sizes {
+        volume_bytes: scale.pick(64 << 20, 1 << 30, 4 << 30),
+        segment_bytes: scale.pick(4 << 20, 64 << 20, 64 << 20),
+        phase_secs: scale.pick(2, 12, 30),
+        qd1_secs: scale.pick(1, 6, 15),
+        overwrite_factor: 3.0,
+        trace_requests: scale.pick(2_000, usize::MAX, usize::MAX),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Rask,
+    PerBlock,
+    Nbdkit,
+    NbdkitNoCache,
+}
+
+const TARGETS: [Target; 4] = [
+    Target::Rask,
+    Target::PerBlock,
+    Target::Nbdkit,
+    Target::NbdkitNoCache,
+];
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Rask => "ferrite volume (rask)",
+            Target::PerBlock => "ferrite volume (per-block map)",
+            Target::Nbdkit => "nbdkit file",
+            Target::NbdkitNoCache => "nbdkit file cache=none",
+        }
+    }
+
+    fn map(self) -> Option<MapKind> {
+        match self {
+            Target::Rask => Some(MapKind::Rask),
+            Target::PerBlock => Some(MapKind::PerBlock),
+            _ => None,
+        }
+    }
+}
+
+/// One fio phase on one target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Row {
+    target: String,
+    shape: String,
+    phase: String,
+    iodepth: u32,
+    jobs: u32,
+    iops: f64,
+    mib_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    sizes: Option<Sizes>,
+    rows: Vec<Row>,
+    /// Heap bytes of the map after each write phase: "target / shape".
+    map_bytes: BTreeMap<String, u64>,
+    map_entries: BTreeMap<String, u64>,
+    /// Seconds to replay the trace, by target.
+    trace_seconds: BTreeMap<String, f64>,
+    trace_requests: u64,
+    bssplit: String,
+    space_amp: Option<f64>,
+    write_amp: Option<f64>,
+    overwritten_bytes: u64,
+    recovery_seconds: Option<f64>,
+    recovery_map_entries: u64,
+    tools: BTreeMap<String, String>,
+    notes: Vec<String>,
+}
+
+fn tool_version(tool: &str) -> Option<String> {
+    let out = Command::new(tool).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| BenchError::Config(format!("no free port: {e}")))?;
+    Ok(l.local_addr()
+        .map_err(|e| BenchError::Config(e.to_string()))?
+        .port())
+}
+
+fn verr(e: ferrite_volume::VolumeError) -> BenchError {
+    BenchError::Config(format!("volume: {e}"))
+}
+
+/// A target being served.
+enum Running {
+    InProcess {
+        server: NbdServer,
+        volume: Arc<Volume>,
+    },
+    Process(Child),
+}
+
+struct Served {
+    running: Running,
+    uri: String,
+}
+
+impl Served {
+    fn volume(&self) -> Option<&Arc<Volume>> {
+        match &self.running {
+            Running::InProcess { volume, .. } => Some(volume),
+            Running::Process(_) => None,
+        }
+    }
+
+    fn stop(self) -> Result<()> {
+        match self.running {
+            Running::InProcess { server, volume } => {
+                server.shutdown();
+                server.wait().map_err(verr)?;
+                match Arc::try_unwrap(volume) {
+                    Ok(v) => v.close().map_err(verr),
+                    Err(v) => v.flush().map_err(verr),
+                }
+            }
+            Running::Process(mut c) => {
+                let _ = c.kill();
+                let _ = c.wait();
+                Ok(())
+            }
+        }
+    }
+}
+
+fn serve(t: Target, dir: &Path, bytes: u64, s: &Sizes, sparse: bool) -> Result<Served> {
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::Config(e.to_string()))?;
+    let port = free_port()?;
+    match t.map() {
+        Some(map) => {
+            let vdir = dir.join("volume");
+            let mut o = CreateOptions::new(bytes);
+            o.segment_bytes = s.segment_bytes;
+            o.map = map;
+            o.preallocate = !sparse;
+            ferrite_volume::create(&vdir, &o).map_err(verr)?;
+            let volume = Arc::new(Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?);
+            let config = NbdConfig {
+                listen: Some(([127, 0, 0, 1], port).into()),
+                ..NbdConfig::default()
+            };
+            let server = NbdServer::start(volume.clone(), config).map_err(verr)?;
+            Ok(Served {
+                running: Running::InProcess { server, volume },
+                uri: format!("nbd://127.0.0.1:{port}/ferrite"),
+            })
+        }
+        None => {
+            let file = dir.join("disk.img");
+            let opts = ferrite_io::DirectFileOptions {
+                direct: false,
+                ..ferrite_io::DirectFileOptions::default()
+            };
+            let f = ferrite_io::DirectFile::open_with(&file, opts)
+                .map_err(|e| BenchError::Config(e.to_string()))?;
+            let sized = ferrite_io::BlockDevice::set_len(&f, bytes).and_then(|()| {
+                if sparse {
+                    Ok(())
+                } else {
+                    f.allocate(0, bytes)
+                }
+            });
+            sized.map_err(|e| BenchError::Config(e.to_string()))?;
+            drop(f);
+            let mut cmd = Command::new("nbdkit");
+            cmd.args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
+                .arg(port.to_string())
+                .arg("file")
+                .arg(&file);
+            if t == Target::NbdkitNoCache {
+                cmd.arg("cache=none");
+            }
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| BenchError::Config(format!("nbdkit: {e}")))?;
+            let t0 = Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if t0.elapsed() > Duration::from_secs(30)
+                    || child.try_wait().ok().flatten().is_some()
+                {
+                    let _ = child.kill();
+                    return Err(BenchError::Config("nbdkit did not start".into()));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(Served {
+                running: Running::Process(child),
+                uri: format!("nbd://127.0.0.1:{port}/"),
+            })
+        }
+    }
+}
+
+/// Runs fio and returns (iops, MiB/s, p50 µs, p99 µs) of its one
+/// direction with I/O.
+fn fio(uri: &str, args: &[String]) -> Result<(f64, f64, f64, f64)> {
+    let out = Command::new("fio")
+        .args([
+            "--name=job".to_string(),
+            "--ioengine=nbd".to_string(),
+            format!("--uri={uri}"),
+            "--output-format=json".to_string(),
+            "--group_reporting".to_string(),
+        ])
+        .args(args)
+        .output()
+        .map_err(|e| BenchError::Config(format!("fio: {e}")))?;
+    if !out.status.success() {
+        return Err(BenchError::Config(format!(
+            "fio {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // fio may print notes before the JSON.
+    let start = text.find('{').unwrap_or(0);
+    let v: serde_json::Value = serde_json::from_str(&text[start..])
+        .map_err(|e| BenchError::Config(format!("fio output: {e}")))?;
+    let job = &v["jobs"][0];
+    if job["error"].as_i64().unwrap_or(0) != 0 {
+        return Err(BenchError::Config(format!(
+            "fio reported error {}",
+            job["error"]
+        )));
+    }
+    let dir = if job["write"]["io_bytes"].as_f64().unwrap_or(0.0) > 0.0 {
+        &job["write"]
+    } else {
+        &job["read"]
+    };
+    let pct = |p: &str| dir["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+    Ok((
+        dir["iops"].as_f64().unwrap_or(0.0),
+        dir["bw_bytes"].as_f64().unwrap_or(0.0) / (1 << 20) as f64,
+        pct("50.000000"),
+        pct("99.000000"),
+    ))
+}
+
+fn drop_caches() -> bool {
+    let _ = Command::new("sync").status();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+/// The trace's write sizes as a fio `bssplit` (power-of-two buckets of
+/// 4 KiB blocks, percentages of writes).
+fn bssplit(trace: &[BlockRequest]) -> String {
+    let mut buckets: BTreeMap<u64, u64> = BTreeMap::new();
+    let writes: Vec<_> = trace.iter().filter(|r| r.op == BlockOp::Write).collect();
+    for w in &writes {
+        let b = w.blocks.next_power_of_two().min(256);
+        *buckets.entry(b).or_default() += 1;
+    }
+    let total = writes.len().max(1) as f64;
+    let mut parts: Vec<(u64, u64)> = buckets
+        .iter()
+        .map(|(&b, &n)| (b, (100.0 * n as f64 / total).round() as u64))
+        .filter(|&(_, p)| p > 0)
+        .collect();
+    let sum: u64 = parts.iter().map(|p| p.1).sum();
+    if let Some(largest) = parts.iter_mut().max_by_key(|p| p.1) {
+        largest.1 = (largest.1 + 100).saturating_sub(sum);
+    }
+    parts
+        .iter()
+        .map(|(b, p)| format!("{}k/{p}", b * 4))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn heap() -> Option<u64> {
+    crate::counting_alloc::live_bytes()
+}
+
+/// Heap in use once a freshly opened volume's map has freed what earlier
+/// ones retired: the base its growth is measured from.
+fn baseline(served: &Served) -> Option<u64> {
+    if let Some(v) = served.volume() {
+        v.settle_map();
+    }
+    heap()
+}
+
+impl Study for VolumeRepro {
+    type Results = Results;
+    const NAME: &'static str = "volume";
+    const SUMMARY: &'static str =
+        "NBD volume on RASK vs a per-block map vs nbdkit file, fio over loopback, plus GC and recovery";
+    const CLAIMS: &'static [ClaimSpec] = &[
+        ClaimSpec::new("randwrite4k_qd16_vs_nbdkit", ">= 1.0", TARGET),
+        ClaimSpec::new("randread4k_qd16_vs_nbdkit", ">= 0.8", TARGET),
+        ClaimSpec::new("map_memory_vs_perblock", "<= 0.1", TARGET),
+        ClaimSpec::new("map_memory_4k_vs_perblock", "<= 1.0", TARGET),
+        ClaimSpec::new("space_amp_gc", "<= 1.3", TARGET),
+    ];
+
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+        let s = sizes(ctx.scale);
+        let mut r = Results {
+            sizes: Some(s),
+            ..Results::default()
+        };
+        for tool in ["fio", "nbdkit"] {
+            match tool_version(tool) {
+                Some(v) => {
+                    r.tools.insert(tool.into(), v);
+                }
+                None => {
+                    r.notes.push(format!(
+                        "{tool} is not installed (scripts/install-nbd-tools.sh): nothing over NBD was measured"
+                    ));
+                    return Ok(r);
+                }
+            }
+        }
+        if !crate::counting_alloc::installed() {
+            r.notes
+                .push("no counting allocator in this process: map memory not measured".into());
+        }
+        let trace_path = ctx.data_dir.join("traces/cloudphysics.csv");
+        let trace = if trace_path.exists() {
+            ferrite_trace::parse_cloudphysics(&trace_path)
+                .map_err(|e| BenchError::Config(format!("trace: {e}")))?
+        } else {
+            r.notes.push(format!(
+                "{} is missing: the bssplit shape falls back to 4k-64k and no trace is replayed",
+                trace_path.display()
+            ));
+            Vec::new()
+        };
+        r.bssplit = if trace.is_empty() {
+            "4k/50:16k/25:64k/25".into()
+        } else {
+            bssplit(&trace)
+        };
+        let fill = (s.volume_bytes as f64 * 0.8) as u64 / (1 << 20) * (1 << 20);
+        if drop_caches() {
+            r.notes
+                .push("random reads follow a page-cache drop (/proc/sys/vm/drop_caches)".into());
+        } else {
+            r.notes.push(
+                "the page cache could not be dropped (not root): nbdkit's reads may hit it".into(),
+            );
+        }
+        let shapes: [(&str, String); 3] = [
+            ("4k", "--bs=4k".into()),
+            ("64k", "--bs=64k".into()),
+            ("bssplit", format!("--bssplit={}", r.bssplit)),
+        ];
+        for (shape, bs_arg) in &shapes {
+            for t in TARGETS {
+                let dir = fresh_dir(&ctx.work_dir.join(format!("volume-{shape}")))?;
+                let served = serve(t, &dir, s.volume_bytes, &s, false)?;
+                let heap0 = baseline(&served);
+                if ctx.show_progress {
+                    eprintln!("volume: {shape} on {}", t.name());
+                }
+                let uri = served.uri.clone();
+                fio(
+                    &uri,
+                    &[
+                        "--rw=write".into(),
+                        "--bs=1M".into(),
+                        format!("--size={fill}"),
+                        "--iodepth=16".into(),
+                        "--end_fsync=1".into(),
+                    ],
+                )?;
+                let mut phase = |phase: &str,
+                                 rw: &str,
+                                 bs: &str,
+                                 qd: u32,
+                                 jobs: u32,
+                                 secs: u64|
+                 -> Result<()> {
+                    let mut args = vec![
+                        format!("--rw={rw}"),
+                        bs.to_string(),
+                        format!("--size={fill}"),
+                        format!("--iodepth={qd}"),
+                        format!("--numjobs={jobs}"),
+                        "--time_based".into(),
+                        format!("--runtime={secs}"),
+                        "--ramp_time=1".into(),
+                        "--randrepeat=0".into(),
+                    ];
+                    if rw == "randwrite" {
+                        args.push("--fsync=16".into());
+                    }
+                    let (iops, mib_s, p50, p99) = fio(&uri, &args)?;
+                    r.rows.push(Row {
+                        target: t.name().into(),
+                        shape: shape.to_string(),
+                        phase: phase.into(),
+                        iodepth: qd,
+                        jobs,
+                        iops,
+                        mib_s,
+                        p50_us: p50,
+                        p99_us: p99,
+                    });
+                    Ok(())
+                };
+                phase("randwrite", "randwrite", bs_arg, 16, 2, s.phase_secs)?;
+                if let Some(v) = served.volume() {
+                    v.settle_map();
+                    let key = format!("{} / {shape}", t.name());
+                    if let (Some(h0), Some(h1)) = (heap0, heap()) {
+                        r.map_bytes.insert(key.clone(), h1.saturating_sub(h0));
+                    }
+                    r.map_entries.insert(key, v.stats().map_entries);
+                }
+                if *shape == "4k" {
+                    phase("randwrite", "randwrite", bs_arg, 1, 1, s.qd1_secs)?;
+                }
+                drop_caches();
+                phase("randread", "randread", bs_arg, 16, 2, s.phase_secs)?;
+                if *shape == "4k" {
+                    drop_caches();
+                    phase("randread", "randread", bs_arg, 1, 1, s.qd1_secs)?;
+                }
+                served.stop()?;
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        if !trace.is_empty() {
+            let n = trace.len().min(s.trace_requests);
+            replay_trace(ctx, &trace[..n], &s, &mut r)?;
+        }
+        space_and_recovery(ctx, &s, &trace, &mut r)?;
+        Ok(r)
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        json!({
+            "sizes": r.sizes,
+            "fill": "80% sequential 1 MiB writes, then a flush",
+            "fio": "ioengine=nbd over loopback, 2 jobs x QD 16 (and 1 job x QD 1 for 4k), fsync=16 on writes, time_based with 1 s ramp",
+            "bssplit": r.bssplit,
+            "durability": "every target flushes every 16 writes per job (NBD_CMD_FLUSH): ferrite syncs its data log then its map; nbdkit file fdatasyncs",
+            "tools": r.tools,
+        })
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        let iops = |t: Target, shape: &str, phase: &str, qd: u32| {
+            r.rows
+                .iter()
+                .find(|x| {
+                    x.target == t.name() && x.shape == shape && x.phase == phase && x.iodepth == qd
+                })
+                .map(|x| x.iops)
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        m.set_some(
+            "randwrite4k_qd16_vs_nbdkit",
+            ratio(
+                iops(Target::Rask, "4k", "randwrite", 16),
+                iops(Target::Nbdkit, "4k", "randwrite", 16),
+            ),
+        );
+        m.set_some(
+            "randread4k_qd16_vs_nbdkit",
+            ratio(
+                iops(Target::Rask, "4k", "randread", 16),
+                iops(Target::Nbdkit, "4k", "randread", 16),
+            ),
+        );
+        m.set_some(
+            "randwrite4k_qd16_vs_nbdkit_nocache",
+            ratio(
+                iops(Target::Rask, "4k", "randwrite", 16),
+                iops(Target::NbdkitNoCache, "4k", "randwrite", 16),
+            ),
+        );
+        m.set_some(
+            "randread4k_qd16_vs_nbdkit_nocache",
+            ratio(
+                iops(Target::Rask, "4k", "randread", 16),
+                iops(Target::NbdkitNoCache, "4k", "randread", 16),
+            ),
+        );
+        for shape in ["4k", "64k", "bssplit"] {
+            for phase in ["randwrite", "randread"] {
+                m.set_some(
+                    format!("{phase}_{shape}_qd16_vs_perblock"),
+                    ratio(
+                        iops(Target::Rask, shape, phase, 16),
+                        iops(Target::PerBlock, shape, phase, 16),
+                    ),
+                );
+            }
+        }
+        let mem = |t: Target, shape: &str| {
+            r.map_bytes
+                .get(&format!("{} / {shape}", t.name()))
+                .map(|&b| b as f64)
+        };
+        let mem_ratio = |shape: &str| ratio(mem(Target::Rask, shape), mem(Target::PerBlock, shape));
+        m.set_some("map_memory_4k_vs_perblock", mem_ratio("4k"));
+        m.set_some("map_memory_64k_vs_perblock", mem_ratio("64k"));
+        m.set_some("map_memory_bssplit_vs_perblock", mem_ratio("bssplit"));
+        m.set_some("map_memory_trace_vs_perblock", mem_ratio("trace"));
+        let worst = ["64k", "bssplit", "trace"]
+            .iter()
+            .filter_map(|s| mem_ratio(s))
+            .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+        m.set_some("map_memory_vs_perblock", worst);
+        m.set_some("space_amp_gc", r.space_amp);
+        m.set_some("write_amp_gc", r.write_amp);
+        m.set_some("recovery_seconds", r.recovery_seconds);
+        m.set_some(
+            "trace_replay_vs_nbdkit",
+            ratio(
+                r.trace_seconds.get(Target::Nbdkit.name()).copied(),
+                r.trace_seconds.get(Target::Rask.name()).copied(),
+            ),
+        );
+        m
+    }
+
+    fn render(&self, r: &Results, m: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("ferrite volume over NBD");
+        doc.text(
+            "Each target is served on loopback and driven by `fio --ioengine=nbd`. The two ferrite volumes \
+             (RASK map, per-block `BTreeMap` map) run in the benchmark process with O_DIRECT data logs; \
+             `nbdkit file` runs on a preallocated file, with its defaults (page cache) and with `cache=none`. \
+             Every write phase flushes every 16 writes per job.",
+        );
+        let s = r.sizes;
+        if let Some(s) = s {
+            doc.text(format!(
+                "Volume {} MiB, segments {} MiB, filled to 80% first; write and read phases {} s (QD 1 phases {} s). bssplit from the CloudPhysics trace: `{}`.",
+                s.volume_bytes >> 20,
+                s.segment_bytes >> 20,
+                s.phase_secs,
+                s.qd1_secs,
+                r.bssplit
+            ));
+        }
+        let mut t = Table::new([
+            "target",
+            "shape",
+            "phase",
+            "QD x jobs",
+            "IOPS",
+            "MiB/s",
+            "p50 µs",
+            "p99 µs",
+        ]);
+        for x in &r.rows {
+            t.row([
+                x.target.clone(),
+                x.shape.clone(),
+                x.phase.clone(),
+                format!("{} x {}", x.iodepth, x.jobs),
+                format!("{:.0}", x.iops),
+                format!("{:.1}", x.mib_s),
+                format!("{:.0}", x.p50_us),
+                format!("{:.0}", x.p99_us),
+            ]);
+        }
+        doc.table(&t);
+        let mut t = Table::new(["map / write phase", "map heap (KiB)", "entries"]);
+        for (k, v) in &r.map_bytes {
+            t.row([
+                k.clone(),
+                format!("{:.0}", *v as f64 / 1024.0),
+                r.map_entries.get(k).map_or("-".into(), |e| e.to_string()),
+            ]);
+        }
+        doc.table(&t);
+        if !r.trace_seconds.is_empty() {
+            let mut t = Table::new(["target", "CloudPhysics replay (s)"]);
+            for (k, v) in &r.trace_seconds {
+                t.row([k.clone(), format!("{v:.2}")]);
+            }
+            doc.text(format!(
+                "Trace replay: {} requests (writes and reads, their sizes and offsets) as a fio iolog at QD 16.",
+                r.trace_requests
+            ));
+            doc.table(&t);
+        }
+        doc.text(format!(
+            "Reclamation: a RASK volume filled to 80% and overwritten with {:.1} GiB of random writes of the trace's sizes \
+             (in process, 2 threads, a flush every 64 writes): space amplification {}, write amplification {}. \
+             Reopen (map snapshot plus log, then the live-count walk) over {} map entries: {} s.",
+            r.overwritten_bytes as f64 / (1u64 << 30) as f64,
+            r.space_amp.map_or("-".into(), |v| format!("{v:.3}")),
+            r.write_amp.map_or("-".into(), |v| format!("{v:.3}")),
+            r.recovery_map_entries,
+            r.recovery_seconds.map_or("-".into(), |v| format!("{v:.3}")),
+        ));
+        for n in &r.notes {
+            doc.text(format!("- {n}"));
+        }
+        doc.metrics(m);
+        Ok(())
+    }
+}
+
+/// The trace as a fio iolog (version 2) over one file named `nbd`.
+fn write_iolog(path: &Path, trace: &[BlockRequest]) -> Result<u64> {
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(path).map_err(|e| BenchError::Config(e.to_string()))?,
+    );
+    let io = |e: std::io::Error| BenchError::Config(e.to_string());
+    writeln!(f, "fio version 2 iolog\nnbd add\nnbd open").map_err(io)?;
+    let mut n = 0;
+    for req in trace {
+        let op = match req.op {
+            BlockOp::Read => "read",
+            BlockOp::Write => "write",
+            BlockOp::Trim => "trim",
+        };
+        writeln!(f, "nbd {op} {} {}", req.start * 4096, req.blocks * 4096).map_err(io)?;
+        n += 1;
+    }
+    writeln!(f, "nbd close").map_err(io)?;
+    f.flush().map_err(io)?;
+    Ok(n)
+}
+
+fn replay_trace(
+    ctx: &ReproContext,
+    trace: &[BlockRequest],
+    s: &Sizes,
+    r: &mut Results,
+) -> Result<()> {
+    let end = trace
+        .iter()
+        .map(|q| (q.start + q.blocks) * 4096)
+        .max()
+        .unwrap_or(0);
+    let bytes = end.div_ceil(s.segment_bytes) * s.segment_bytes;
+    let log: PathBuf = ctx.work_dir.join("volume-trace.iolog");
+    r.trace_requests = write_iolog(&log, trace)?;
+    for t in TARGETS {
+        let dir = fresh_dir(&ctx.work_dir.join("volume-trace"))?;
+        // Sparse: the trace's address space is far larger than what it writes.
+        let served = serve(t, &dir, bytes, s, true)?;
+        let heap0 = baseline(&served);
+        let started = Instant::now();
+        fio(
+            &served.uri,
+            &[
+                format!("--read_iolog={}", log.display()),
+                "--filename=nbd".into(),
+                "--iodepth=16".into(),
+                "--replay_no_stall=1".into(),
+            ],
+        )?;
+        if let Some(v) = served.volume() {
+            v.flush().map_err(verr)?;
+        }
+        r.trace_seconds
+            .insert(t.name().into(), started.elapsed().as_secs_f64());
+        if let Some(v) = served.volume() {
+            v.settle_map();
+            let key = format!("{} / trace", t.name());
+            if let (Some(h0), Some(h1)) = (heap0, heap()) {
+                r.map_bytes.insert(key.clone(), h1.saturating_sub(h0));
+            }
+            r.map_entries.insert(key, v.stats().map_entries);
+        }
+        served.stop()?;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let _ = std::fs::remove_file(&log);
+    Ok(())
+}
+
+/// Overwrites a RASK volume at 80% full with random writes of the
+/// trace's sizes, then reopens it.
+fn space_and_recovery(
+    ctx: &ReproContext,
+    s: &Sizes,
+    trace: &[BlockRequest],
+    r: &mut Results,
+) -> Result<()> {
+    let sizes: Vec<u64> = trace
+        .iter()
+        .filter(|q| q.op == BlockOp::Write)
+        .map(|q| q.blocks.min(256))
+        .collect();
+    let sizes = if sizes.is_empty() {
+        vec![1, 4, 16]
+    } else {
+        sizes
+    };
+    let dir = fresh_dir(&ctx.work_dir.join("volume-gc"))?;
+    let vdir = dir.join("volume");
+    let mut o = CreateOptions::new(s.volume_bytes);
+    o.segment_bytes = s.segment_bytes;
+    ferrite_volume::create(&vdir, &o).map_err(verr)?;
+    let v = Arc::new(Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?);
+    let fill_blocks = s.volume_bytes / 4096 * 8 / 10;
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut at = 0;
+    while at < fill_blocks * 4096 {
+        v.write(at, &chunk, false).map_err(verr)?;
+        at += chunk.len() as u64;
+    }
+    v.flush().map_err(verr)?;
+    let target = (s.volume_bytes as f64 * s.overwrite_factor) as u64;
+    let threads: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (v, sizes) = (v.clone(), sizes.clone());
+            std::thread::spawn(
+                move || -> std::result::Result<u64, ferrite_volume::VolumeError> {
+                    let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
+                    let mut written = 0u64;
+                    let buf = vec![t as u8 + 1; 256 * 4096];
+                    let mut i = 0u64;
+                    while written < target / 2 {
+                        let n = sizes[rng.gen_range(0..sizes.len())];
+                        let b = rng.gen_range(0..fill_blocks - n);
+                        v.write(b * 4096, &buf[..(n * 4096) as usize], false)?;
+                        written += n * 4096;
+                        i += 1;
+                        if i % 64 == 0 {
+                            v.flush()?;
+                        }
+                    }
+                    Ok(written)
+                },
+            )
+        })
+        .collect();
+    let mut written = 0;
+    for h in threads {
+        written += h
+            .join()
+            .map_err(|_| BenchError::Config("an overwrite thread panicked".into()))?
+            .map_err(verr)?;
+    }
+    v.flush().map_err(verr)?;
+    // Let the reclaimer finish what it has started.
+    v.reclaim_now().map_err(verr)?;
+    let st = v.stats();
+    r.space_amp = Some(st.space_amplification());
+    r.write_amp = Some(st.write_amplification());
+    r.overwritten_bytes = written;
+    r.recovery_map_entries = st.map_entries;
+    drop(v);
+    let started = Instant::now();
+    let v = Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?;
+    r.recovery_seconds = Some(started.elapsed().as_secs_f64());
+    v.close().map_err(verr)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1,0 +1,565 @@
+//! `ferrite volume serve` against real NBD clients: nbdinfo, qemu-img,
+//! nbdcopy, fio's nbd engine, ext4 (mkfs, e2fsck, debugfs, and nbdfuse
+//! where FUSE works), a kill -9 in the middle of a write stream, and a
+//! raw client sending what the protocol forbids. The clients come from
+//! `scripts/install-nbd-tools.sh`; a test whose client is missing says so
+//! and passes without running.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand::{RngCore, SeedableRng};
+
+fn ferrite() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !ok {
+        eprintln!("skipped: {tool} is not installed (scripts/install-nbd-tools.sh installs it)");
+    }
+    ok
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn create(dir: &Path, size: &str, segment: &str) {
+    run(ferrite().args([
+        "volume",
+        "create",
+        "--path",
+        dir.to_str().unwrap(),
+        "--size",
+        size,
+        "--segment-size",
+        segment,
+    ]));
+}
+
+/// A running `ferrite volume serve`; stopped with SIGTERM on drop.
+struct Server {
+    child: Option<Child>,
+    uri: String,
+    port: u16,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Self {
+        let mut child = ferrite()
+            .args([
+                "volume",
+                "serve",
+                "--path",
+                dir.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "ferrite volume serving "ferrite" on nbd://127.0.0.1:PORT/ferrite (...)"
+        let uri = line
+            .split_whitespace()
+            .find(|w| w.starts_with("nbd://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        let port = uri
+            .trim_start_matches("nbd://127.0.0.1:")
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        Self {
+            child: Some(child),
+            uri,
+            port,
+        }
+    }
+
+    /// SIGTERM and wait: the server flushes and closes the volume.
+    fn stop(mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling a child this test spawned and still owns.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let status = c.wait().unwrap();
+            assert!(status.success(), "the server exited with {status}");
+        }
+    }
+
+    /// SIGKILL: no flush, no close.
+    fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn check(dir: &Path) {
+    let out = run(ferrite().args(["volume", "check", "--path", dir.to_str().unwrap()]));
+    assert!(out.contains("ok"), "{out}");
+}
+
+fn random_file(path: &Path, bytes: usize, seed: u64) {
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut chunk = vec![0u8; 1 << 20];
+    for _ in 0..bytes / chunk.len() {
+        rng.fill_bytes(&mut chunk);
+        f.write_all(&chunk).unwrap();
+    }
+    f.flush().unwrap();
+}
+
+#[test]
+fn nbdinfo_sees_the_export_and_its_flags() {
+    if !have("nbdinfo") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path(), "256M", "16M");
+    let s = Server::start(dir.path());
+    let out = run(Command::new("nbdinfo").arg(&s.uri));
+    for want in [
+        "export-size: 268435456",
+        "can_flush: true",
+        "can_fua: true",
+        "can_trim: true",
+        "can_zero: true",
+        "can_multi_conn: true",
+        "is_read_only: false",
+        "block_size_preferred: 4096",
+    ] {
+        assert!(out.contains(want), "{want:?} not in\n{out}");
+    }
+    let list = run(Command::new("nbdinfo").args(["--list", &s.uri]));
+    assert!(list.contains("export=\"ferrite\""), "{list}");
+    s.stop();
+}
+
+#[test]
+fn qemu_img_convert_and_compare_survive_a_restart() {
+    if !have("qemu-img") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("vol");
+    create(&vol, "1G", "64M");
+    let img = dir.path().join("src.img");
+    random_file(&img, 1 << 30, 1);
+    let s = Server::start(&vol);
+    let img_s = img.to_str().unwrap();
+    run(Command::new("qemu-img").args(["convert", "-n", "-f", "raw", "-O", "raw", img_s, &s.uri]));
+    let out =
+        run(Command::new("qemu-img").args(["compare", "-f", "raw", "-F", "raw", img_s, &s.uri]));
+    assert!(out.contains("Images are identical"), "{out}");
+    s.stop();
+    check(&vol);
+    let s = Server::start(&vol);
+    let out =
+        run(Command::new("qemu-img").args(["compare", "-f", "raw", "-F", "raw", img_s, &s.uri]));
+    assert!(
+        out.contains("Images are identical"),
+        "after a restart: {out}"
+    );
+    s.stop();
+}
+
+#[test]
+fn nbdcopy_both_ways_and_trim_reads_back_zeroes() {
+    if !have("nbdcopy") || !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("vol");
+    create(&vol, "64M", "4M");
+    let src = dir.path().join("src.img");
+    random_file(&src, 64 << 20, 2);
+    let s = Server::start(&vol);
+    run(Command::new("nbdcopy").args([src.to_str().unwrap(), &s.uri]));
+    let back = dir.path().join("back.img");
+    run(Command::new("nbdcopy").args([&s.uri, back.to_str().unwrap()]));
+    assert!(std::fs::read(&src).unwrap() == std::fs::read(&back).unwrap());
+    // Discard the first 16 MiB with fio's trim; it reads back as zeroes.
+    run(Command::new("fio").args([
+        "--name=trim",
+        "--ioengine=nbd",
+        &format!("--uri={}", s.uri),
+        "--rw=trim",
+        "--bs=1M",
+        "--size=16M",
+    ]));
+    run(Command::new("nbdcopy").args([&s.uri, back.to_str().unwrap()]));
+    let got = std::fs::read(&back).unwrap();
+    let want = std::fs::read(&src).unwrap();
+    assert!(
+        got[..16 << 20].iter().all(|&b| b == 0),
+        "trimmed range not zero"
+    );
+    assert!(
+        got[16 << 20..] == want[16 << 20..],
+        "untrimmed range changed"
+    );
+    s.stop();
+    check(&vol);
+}
+
+fn fio(uri: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("fio");
+    c.args(["--name=job", "--ioengine=nbd", &format!("--uri={uri}")])
+        .args(args);
+    c
+}
+
+#[test]
+fn fio_random_writes_verify_with_crc32c() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path(), "256M", "8M");
+    let s = Server::start(dir.path());
+    let out = run(&mut fio(
+        &s.uri,
+        &[
+            "--rw=randwrite",
+            "--bsrange=4k-64k",
+            "--size=128M",
+            "--iodepth=16",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--do_verify=1",
+            "--fsync=16",
+        ],
+    ));
+    assert!(out.contains("err= 0"), "{out}");
+    s.stop();
+    check(dir.path());
+}
+
+/// Writes and flushes region A, then kill -9s the server in the middle
+/// of a stream of random writes to region B; after a restart region A
+/// verifies exactly and the map checks.
+#[test]
+fn kill_9_mid_write_keeps_every_flushed_write() {
+    if !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path(), "256M", "4M");
+    let s = Server::start(dir.path());
+    let region_a = [
+        "--rw=write",
+        "--bs=64k",
+        "--size=64M",
+        "--verify=crc32c",
+        "--do_verify=0",
+        "--end_fsync=1",
+        "--iodepth=8",
+    ];
+    run(&mut fio(&s.uri, &region_a));
+    let mut b = fio(
+        &s.uri,
+        &[
+            "--rw=randwrite",
+            "--bs=4k",
+            "--offset=128M",
+            "--size=128M",
+            "--iodepth=16",
+            "--fsync=32",
+            "--time_based",
+            "--runtime=30",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    s.kill();
+    let _ = b.wait();
+    check(dir.path());
+    let s = Server::start(dir.path());
+    let mut verify: Vec<&str> = region_a.to_vec();
+    verify.push("--verify_only");
+    let out = run(&mut fio(&s.uri, &verify));
+    assert!(out.contains("err= 0"), "{out}");
+    s.stop();
+}
+
+#[test]
+fn an_ext4_image_copied_in_checks_clean_and_reads_back() {
+    for tool in ["mkfs.ext4", "e2fsck", "debugfs", "nbdcopy"] {
+        if !have_any(tool) {
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    for i in 0..20u64 {
+        random_file(
+            &files.join(format!("f{i}")),
+            (1 + i as usize % 3) << 20,
+            10 + i,
+        );
+    }
+    let img = dir.path().join("fs.img");
+    run(Command::new("mkfs.ext4").args([
+        "-q",
+        "-F",
+        "-d",
+        files.to_str().unwrap(),
+        img.to_str().unwrap(),
+        "128M",
+    ]));
+    let vol = dir.path().join("vol");
+    create(&vol, "128M", "4M");
+    let s = Server::start(&vol);
+    run(Command::new("nbdcopy").args([img.to_str().unwrap(), &s.uri]));
+    s.stop();
+    let s = Server::start(&vol);
+    let out_img = dir.path().join("out.img");
+    run(Command::new("nbdcopy").args([&s.uri, out_img.to_str().unwrap()]));
+    s.stop();
+    run(Command::new("e2fsck").args(["-fn", out_img.to_str().unwrap()]));
+    for i in [0u64, 7, 19] {
+        let dumped = dir.path().join(format!("d{i}"));
+        run(Command::new("debugfs").args([
+            "-R",
+            &format!("dump f{i} {}", dumped.display()),
+            out_img.to_str().unwrap(),
+        ]));
+        assert!(
+            std::fs::read(&dumped).unwrap() == std::fs::read(files.join(format!("f{i}"))).unwrap(),
+            "f{i} differs"
+        );
+    }
+}
+
+/// `tool` exists on PATH (for tools without `--version`).
+fn have_any(tool: &str) -> bool {
+    let found = std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p)
+            .chain([PathBuf::from("/sbin"), PathBuf::from("/usr/sbin")])
+            .any(|d| d.join(tool).exists())
+    });
+    if !found {
+        eprintln!("skipped: {tool} is not installed (scripts/install-nbd-tools.sh installs it)");
+    }
+    found
+}
+
+/// mkfs.ext4 on the live volume through nbdfuse, files written with
+/// debugfs, then after a server restart e2fsck is clean and they read
+/// back. Needs FUSE (`/dev/fuse`).
+#[test]
+fn mkfs_ext4_through_nbdfuse() {
+    if !Path::new("/dev/fuse").exists() {
+        eprintln!("skipped: no /dev/fuse");
+        return;
+    }
+    for tool in ["nbdfuse", "mkfs.ext4", "e2fsck", "debugfs", "fusermount3"] {
+        if !have_any(tool) {
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("vol");
+    create(&vol, "256M", "8M");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let src = dir.path().join("payload");
+    random_file(&src, 3 << 20, 5);
+    let mount = |uri: &str| {
+        let child = Command::new("nbdfuse")
+            .args([mnt.to_str().unwrap(), uri])
+            .spawn()
+            .unwrap();
+        let dev = mnt.join("nbd");
+        for _ in 0..100 {
+            if dev.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (child, dev)
+    };
+    let unmount = |mut child: Child| {
+        run(Command::new("fusermount3").args(["-u", mnt.to_str().unwrap()]));
+        let _ = child.wait();
+    };
+    let s = Server::start(&vol);
+    let (child, dev) = mount(&s.uri);
+    let d = dev.to_str().unwrap().to_string();
+    run(Command::new("mkfs.ext4").args(["-q", "-F", &d]));
+    run(Command::new("debugfs").args([
+        "-w",
+        "-R",
+        &format!("write {} payload", src.display()),
+        &d,
+    ]));
+    unmount(child);
+    s.stop();
+    let s = Server::start(&vol);
+    let (child, dev) = mount(&s.uri);
+    let d = dev.to_str().unwrap().to_string();
+    run(Command::new("e2fsck").args(["-fn", &d]));
+    let out = dir.path().join("out");
+    run(Command::new("debugfs").args(["-R", &format!("dump payload {}", out.display()), &d]));
+    unmount(child);
+    s.stop();
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap());
+}
+
+/// A raw client: the handshake up to NBD_OPT_GO.
+fn raw_client(port: u16) -> TcpStream {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(&hello[..8], b"NBDMAGIC");
+    s.write_all(&3u32.to_be_bytes()).unwrap();
+    let mut opt = Vec::new();
+    opt.extend_from_slice(b"IHAVEOPT");
+    opt.extend_from_slice(&7u32.to_be_bytes());
+    opt.extend_from_slice(&6u32.to_be_bytes()); // 4 + 0 name + 2
+    opt.extend_from_slice(&0u32.to_be_bytes());
+    opt.extend_from_slice(&0u16.to_be_bytes());
+    s.write_all(&opt).unwrap();
+    loop {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).unwrap();
+        let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).unwrap();
+        assert!(kind < 1 << 31, "GO failed with {kind:#x}");
+        if kind == 1 {
+            return s;
+        }
+    }
+}
+
+fn request(s: &mut TcpStream, cmd: u16, cookie: u64, offset: u64, len: u32, payload: &[u8]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0x2560_9513u32.to_be_bytes());
+    b.extend_from_slice(&0u16.to_be_bytes());
+    b.extend_from_slice(&cmd.to_be_bytes());
+    b.extend_from_slice(&cookie.to_be_bytes());
+    b.extend_from_slice(&offset.to_be_bytes());
+    b.extend_from_slice(&len.to_be_bytes());
+    b.extend_from_slice(payload);
+    s.write_all(&b).unwrap();
+}
+
+/// (error, cookie) of the next simple reply, and `data` bytes after it.
+fn reply(s: &mut TcpStream, data: usize) -> (u32, u64) {
+    let mut h = [0u8; 16];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), 0x6744_6698);
+    let err = u32::from_be_bytes(h[4..8].try_into().unwrap());
+    if err == 0 && data > 0 {
+        let mut d = vec![0u8; data];
+        s.read_exact(&mut d).unwrap();
+    }
+    (err, u64::from_be_bytes(h[8..16].try_into().unwrap()))
+}
+
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn protocol_violations_get_errors_or_close_only_that_client() {
+    let dir = tempfile::tempdir().unwrap();
+    create(dir.path(), "16M", "1M");
+    let s = Server::start(dir.path());
+    let size = 16u64 << 20;
+    // Garbage instead of the client flags: that connection closes.
+    let mut g = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    g.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut hello = [0u8; 18];
+    g.read_exact(&mut hello).unwrap();
+    g.write_all(&[0xff; 64]).unwrap();
+    assert!(closed(&mut g));
+    // Bad requests get their error numbers on a connection that lives on.
+    let mut c = raw_client(s.port);
+    request(&mut c, 0, 1, size - 512, 4096, &[]); // read past the end
+    assert_eq!(reply(&mut c, 4096), (22, 1));
+    request(&mut c, 1, 2, size, 512, &[7u8; 512]); // write past the end
+    assert_eq!(reply(&mut c, 0), (28, 2));
+    request(&mut c, 77, 3, 0, 0, &[]); // unknown command
+    assert_eq!(reply(&mut c, 0), (22, 3));
+    request(&mut c, 0, 4, 0, 64 << 20, &[]); // read over the maximum
+    assert_eq!(reply(&mut c, 0), (22, 4));
+    request(&mut c, 4, 5, u64::MAX - 100, 4096, &[]); // trim wrapping around
+    assert_eq!(reply(&mut c, 0), (22, 5));
+    request(&mut c, 1, 6, 1000, 3000, &[9u8; 3000]); // unaligned: fine
+    assert_eq!(reply(&mut c, 0), (0, 6));
+    request(&mut c, 0, 7, 1000, 3000, &[]);
+    let mut h = [0u8; 16];
+    c.read_exact(&mut h).unwrap();
+    let mut d = vec![0u8; 3000];
+    c.read_exact(&mut d).unwrap();
+    assert!(d.iter().all(|&b| b == 9));
+    // A bad magic closes the connection.
+    c.write_all(&[0u8; 28]).unwrap();
+    assert!(closed(&mut c));
+    // A client that vanishes halfway through a write's payload.
+    let mut v = raw_client(s.port);
+    request(&mut v, 1, 8, 0, 4096, &[1u8; 100]);
+    drop(v);
+    // The server still serves everyone else, and the half write left no trace.
+    let mut c = raw_client(s.port);
+    request(&mut c, 0, 9, 0, 4096, &[]);
+    let mut h = [0u8; 16];
+    c.read_exact(&mut h).unwrap();
+    assert_eq!(u32::from_be_bytes(h[4..8].try_into().unwrap()), 0);
+    let mut d = vec![0u8; 4096];
+    c.read_exact(&mut d).unwrap();
+    assert!(d[..1000].iter().all(|&b| b == 0));
+    request(&mut c, 3, 10, 0, 0, &[]); // flush
+    assert_eq!(reply(&mut c, 0), (0, 10));
+    request(&mut c, 2, 11, 0, 0, &[]); // disconnect
+    assert!(closed(&mut c));
+    s.stop();
+    check(dir.path());
+}

@@ -536,6 +536,7 @@ fn an_index_of_the_older_format_opens_and_is_upgraded() {
         store: Options::default().direct_io(false),
         index: RaskOptions::default(),
         checkpoint_log_bytes: 1 << 20,
+        ..DurableOptions::default()
     };
     let r = BlockRange::new(10, 19).unwrap();
     let v = PhysicalRun::new(1, 500).unwrap();

@@ -52,12 +52,15 @@ impl Superblock {
         map: MapKind,
     ) -> Result<Self> {
         let bs = BLOCK_SIZE as u64;
-        if logical_bytes == 0 || logical_bytes % bs != 0 || logical_bytes > MAX_LOGICAL_BYTES {
+        if logical_bytes == 0
+            || !logical_bytes.is_multiple_of(bs)
+            || logical_bytes > MAX_LOGICAL_BYTES
+        {
             return Err(VolumeError::InvalidGeometry(format!(
                 "size {logical_bytes} must be a positive multiple of {bs} bytes, at most {MAX_LOGICAL_BYTES}"
             )));
         }
-        if segment_bytes < 16 * bs || segment_bytes % bs != 0 || segment_bytes > 1 << 30 {
+        if segment_bytes < 16 * bs || !segment_bytes.is_multiple_of(bs) || segment_bytes > 1 << 30 {
             return Err(VolumeError::InvalidGeometry(format!(
                 "segment size {segment_bytes} must be a multiple of {bs} bytes from 64 KiB to 1 GiB"
             )));
@@ -166,7 +169,7 @@ impl Superblock {
             ));
         }
         if self.logical_bytes == 0
-            || self.logical_bytes % BLOCK_SIZE as u64 != 0
+            || !self.logical_bytes.is_multiple_of(BLOCK_SIZE as u64)
             || self.logical_bytes > MAX_LOGICAL_BYTES
         {
             return bad(format!("logical size {}", self.logical_bytes));

@@ -579,9 +579,9 @@ impl Inner {
         let Some(span) = block_span(offset, out.len() as u64) else {
             return Ok(());
         };
-        let aligned = offset % BS == 0
-            && out.len() as u64 % BS == 0
-            && (out.as_ptr() as usize) % ferrite_io::BUF_ALIGN == 0;
+        let aligned = offset.is_multiple_of(BS)
+            && (out.len() as u64).is_multiple_of(BS)
+            && (out.as_ptr() as usize).is_multiple_of(ferrite_io::BUF_ALIGN);
         if aligned {
             return self.read_blocks(span, out);
         }
@@ -619,7 +619,7 @@ impl Inner {
         let Some(span) = block_span(offset, buf.len() as u64) else {
             return Ok(());
         };
-        if offset % BS == 0 && buf.len() as u64 % BS == 0 {
+        if offset.is_multiple_of(BS) && (buf.len() as u64).is_multiple_of(BS) {
             return self.write_blocks(span.l(), AlignedBuf::from_slice(buf), fua);
         }
         // A part of a block: read the blocks around it, patch, write back.

@@ -3,6 +3,8 @@
 //! the fault-injecting device that keep a random part of what was not
 //! synced; and concurrent writers racing the reclaimer.
 
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::Path;

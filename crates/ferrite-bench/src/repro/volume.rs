@@ -792,7 +792,7 @@ fn space_and_recovery(
                         v.write(b * 4096, &buf[..(n * 4096) as usize], false)?;
                         written += n * 4096;
                         i += 1;
-                        if i % 64 == 0 {
+                        if i.is_multiple_of(64) {
                             v.flush()?;
                         }
                     }

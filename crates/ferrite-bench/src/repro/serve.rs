@@ -20,7 +20,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,7 +29,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{fresh_dir, store_err, Metrics, Report, Study, Table};
+use super::driver::{
+    free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
+};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 
@@ -95,32 +96,6 @@ pub struct Results {
     disk_bytes: BTreeMap<String, u64>,
     redis_version: String,
     notes: Vec<String>,
-}
-
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| BenchError::Config(format!("no free port: {e}")))?;
-    Ok(l.local_addr()
-        .map_err(|e| BenchError::Config(e.to_string()))?
-        .port())
-}
-
-fn wait_for_port(port: u16, child: &mut Child, what: &str) -> Result<()> {
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(BenchError::Config(format!(
-                "{what} exited at start: {status}"
-            )));
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            return Err(BenchError::Config(format!(
-                "{what} did not listen on {port}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 /// A server process, killed when dropped.

@@ -22,11 +22,10 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ferrite_trace::{BlockOp, BlockRequest};
 use ferrite_volume::nbd::{NbdConfig, NbdServer};
@@ -35,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{fresh_dir, Metrics, Report, Study, Table};
+use super::driver::{free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 
@@ -141,14 +140,6 @@ fn tool_version(tool: &str) -> Option<String> {
     Some(text.lines().next().unwrap_or("").trim().to_string())
 }
 
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| BenchError::Config(format!("no free port: {e}")))?;
-    Ok(l.local_addr()
-        .map_err(|e| BenchError::Config(e.to_string()))?
-        .port())
-}
-
 fn verr(e: ferrite_volume::VolumeError) -> BenchError {
     BenchError::Config(format!("volume: {e}"))
 }
@@ -246,15 +237,9 @@ fn serve(t: Target, dir: &Path, bytes: u64, s: &Sizes, sparse: bool) -> Result<S
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| BenchError::Config(format!("nbdkit: {e}")))?;
-            let t0 = Instant::now();
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                if t0.elapsed() > Duration::from_secs(30)
-                    || child.try_wait().ok().flatten().is_some()
-                {
-                    let _ = child.kill();
-                    return Err(BenchError::Config("nbdkit did not start".into()));
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if let Err(e) = wait_for_port(port, &mut child, "nbdkit") {
+                let _ = child.kill();
+                return Err(e);
             }
             Ok(Served {
                 running: Running::Process(child),

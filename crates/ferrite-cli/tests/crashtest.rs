@@ -52,6 +52,9 @@ fn kills_pass_on_a_sound_store_and_a_changed_one_is_caught() {
         (Some(3), Some(0))
     );
     assert!(s["acked_ops"].as_u64().unwrap() > 0, "{s}");
+    // Every killed writer's background-work board was read back.
+    assert_eq!(s["boards_missing"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["background_expected"][0].as_str(), Some("checkpoint"));
     // A key past the stream's keyspace, so no run touches it again.
     let key = "zz-never-written";
     let put = ferrite(&["kv", "put", "--path", path.to_str().unwrap(), key, "v"]);

@@ -15,6 +15,9 @@
 //! - [`EngineKind`] and the [`StoreIdentity`] file that tells which engine
 //!   made a directory.
 //!
+//! [`background`] says which background work (flushes, compactions,
+//! checkpoints, rebuilds, reclamation) is running in the process.
+//!
 //! [`engine`] holds what engines share beyond that: key checks, the
 //! poison flag, the periodic sync thread, persisted-counter bounds, the
 //! snapshot chain of in-place stores, the benchmark hooks. With the
@@ -24,6 +27,7 @@
 //! Engines depend on this crate and on `ferrite-io`; nothing here depends
 //! on an engine.
 
+pub mod background;
 mod batch;
 mod byte_reader;
 mod counter;

@@ -321,6 +321,7 @@ impl<V: RangeValue> DurableRask<V> {
     /// Writes a snapshot of the whole index and empties the log. Writers
     /// wait while it runs; readers do not.
     pub fn snapshot(&self) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Checkpoint);
         let mut w = self.writer.lock();
         w.poisoned.check()?;
         let epoch = w.epoch + 1;

@@ -110,6 +110,7 @@ pub(crate) fn pass(inner: &Inner) -> Result<bool> {
         inner.note_reclaim(true, 0);
         return Ok(false);
     }
+    let _work = ferrite_core::background::begin(ferrite_core::background::Work::Reclamation);
     let copied = {
         let _gate = inner.reuse_gate.read();
         let pieces = live_pieces(inner, &victims, cap);

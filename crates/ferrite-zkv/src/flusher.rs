@@ -135,6 +135,7 @@ impl Flusher {
 
     /// Writes the first `n` waiting pages as one zone write.
     fn write_head(&mut self, n: usize, dev: &dyn ZonedDevice, cache: &ReadCache) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Flush);
         let n = n.min(self.fifo.len());
         if n == 0 {
             return Ok(());

@@ -537,6 +537,7 @@ impl Tree {
     /// Merges the leaf's buffers and `incoming` (sorted, unique, newest)
     /// with its page into new page images.
     fn merge_leaf(&mut self, id: u32, incoming: Vec<Pair>, ctx: &Ctx<'_>) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Flush);
         let mut dead = Vec::new();
         let buffered = self.take_buffers(id, &mut dead);
         let newer = merge_over(buffered, incoming, &mut dead);

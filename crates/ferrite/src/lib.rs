@@ -73,6 +73,7 @@ mod store;
 use std::path::Path;
 
 pub use config::{Config, ConfigBuilder};
+pub use ferrite_core::background;
 pub use ferrite_core::{
     BatchOp, CacheCounts, DeviceCounts, EngineKind, EngineStats, Error, KeyRange, KvStore,
     KvStoreExt, OpCounts, Options, OwnedKeyRange, Result, ScanVisitor, Stats, StoreIdentity,

@@ -355,6 +355,7 @@ pub fn drain<H: Host>(h: &H, st: &mut H::State) -> Result<()> {
 /// page in use, so its frame serves the next batch; an L page stays,
 /// as after a postponed insert.
 fn apply_pages<H: Host>(h: &H, st: &mut H::State, pages: &[PageId], release: bool) -> Result<()> {
+    let _work = ferrite_core::background::begin(ferrite_core::background::Work::BufferSpill);
     let pool = &h.tree().pool;
     let mut done = Vec::with_capacity(LOAD_BATCH);
     for chunk in pages.chunks(LOAD_BATCH) {

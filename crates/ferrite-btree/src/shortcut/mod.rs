@@ -406,6 +406,7 @@ impl Shortcut {
     /// Rebuilds the companion from `shape`, reading every inner page now
     /// (the caller holds the tree's lock).
     pub fn rebuild_locked(&self, tree: &Tree, shape: &Shape) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Rebuild);
         let started = Instant::now();
         let taken = self.stash.take();
         match Self::walk_locked(tree, shape) {
@@ -429,6 +430,7 @@ impl Shortcut {
         tree: &Tree,
         with_shape: &dyn Fn(&mut WalkStep<'_>) -> Result<Progress>,
     ) -> Result<bool> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Rebuild);
         let started = Instant::now();
         let taken = self.stash.take();
         match self.walk_in_steps(tree, with_shape)? {

@@ -47,6 +47,7 @@ impl Shared {
     /// recovery from disk may follow. Background work (SHORTCUT's
     /// re-layouts) checkpoints too, and must never persist such a state.
     pub(super) fn checkpoint(&self, st: &mut State, inflight: Option<&[u8]>) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Checkpoint);
         self.check_poison()?;
         let pool = &self.tree.pool;
         // The free-list chain lives in free ids: any stale frame or spilled

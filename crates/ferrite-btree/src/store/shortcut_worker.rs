@@ -72,6 +72,7 @@ impl Shared {
     /// beforehand under the shared lock); a last rebuild fits the
     /// companion to the new placement.
     fn relayout_in_steps(&self, sc: &Shortcut) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Relayout);
         for level in sc.levels_to_relocate() {
             let started = std::time::Instant::now();
             // The list is taken under the write lock: a stepwise walk could
@@ -111,6 +112,7 @@ impl Shared {
 
     /// SHORTCUT-SYNC's re-layout: the same, all under the writer's lock.
     pub(super) fn relayout_locked(&self, st: &mut State, sc: &Shortcut) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Relayout);
         for level in sc.levels_to_relocate() {
             let started = std::time::Instant::now();
             let Some(nodes) = Shortcut::list_level_locked(&self.tree, &st.shape, level)? else {

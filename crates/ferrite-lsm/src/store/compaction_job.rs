@@ -62,6 +62,7 @@ impl Inner {
     }
 
     pub(super) fn compact(&self, v: &Version, part: usize, level: usize) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Compaction);
         let slot = part * self.opts.levels + level;
         let cursor = self.meta.lock().cursors.get(slot).cloned().flatten();
         let Some(job) = compaction::plan(v, part, level, cursor.as_deref()) else {

@@ -179,6 +179,7 @@ impl Inner {
     /// table; partitioned, into the flush buffers, writing the partitions
     /// [`partition_buffer::due`] names to L0.
     fn flush_one(&self, imm: &Arc<Memtable>) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Flush);
         let opts = self.l0_options();
         let cur = self.current.read().clone();
         let mut buffers = (*cur.buffers).clone();
@@ -228,6 +229,7 @@ impl Inner {
 
     /// Writes every partition's flush buffer to L0 (for `flush`).
     fn drain_buffers(&self) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Flush);
         let opts = self.l0_options();
         let cur = self.current.read().clone();
         let due: Vec<usize> = (0..opts.partitions)

@@ -17,6 +17,7 @@ use crate::zone_space::Role;
 
 impl Inner {
     pub(super) fn checkpoint(&self) -> Result<()> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Checkpoint);
         // Holding every WAL instance: every handed-out sequence number is
         // applied, and none is handed out until the snapshot is durable.
         let mut held = self.wal.enter_all();

@@ -28,6 +28,7 @@ impl Inner {
         let Some(_collector) = self.gc_lock.try_lock() else {
             return Ok(());
         };
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Reclamation);
         if self.zones_for_moves() <= self.opts.gc_reserve_zones as u64 {
             return Ok(()); // no room above the reserve for copies
         }
@@ -131,6 +132,7 @@ impl Inner {
     /// One round of [`Inner::gc`], ending with the checkpoint that frees
     /// what it emptied.
     fn gc_pass(&self, want: usize) -> Result<usize> {
+        let _work = ferrite_core::background::begin(ferrite_core::background::Work::Reclamation);
         let mut reclaimed = 0;
         // Value-log zones that could not be emptied in this pass.
         let mut passed: Vec<u32> = Vec::new();

@@ -10,6 +10,7 @@
 //! | `expected.rs` | the expected state beside the store, to resume a run |
 //! | `setup.rs` | how each engine is opened (small, so background work runs) |
 //! | `worker.rs` | `ferrite crashtest-worker`: the process that gets killed |
+//! | `board_file.rs` | the worker's background-work board, readable after its death |
 //!
 //! One kill: start the worker (run number = kill number), let it run for
 //! a random time, SIGKILL it and read what it acknowledged from its pipe.
@@ -19,7 +20,14 @@
 //! here (recovery once more), compare the whole store with the expected
 //! state, `verify()` it, now and then run `ferrite inspect` on it, and
 //! carry on from the recovered state.
+//!
+//! Each kill of a writing worker is also classed by the background work
+//! (flush, compaction, checkpoint, rebuild, ...) that was running at the
+//! instant of the kill, read from the worker's board file: the summary
+//! says how often kills landed inside each kind, so a run shows that it
+//! reached the engine's background work and not only idle moments.
 
+mod board_file;
 mod expected;
 mod ops;
 mod oracle;
@@ -34,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use ferrite::background::{BoardImage, Work};
 use ferrite::{EngineKind, SyncMode};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -70,9 +79,11 @@ pub struct CrashtestArgs {
 }
 
 /// What the worker reported before it died.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Reported {
     opened: bool,
+    /// The worker's background-work board at its death.
+    board: Option<BoardImage>,
     started: Option<u64>,
     acked: Option<u64>,
     synced: Option<u64>,
@@ -114,6 +125,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let run = exp.next_run;
         let ms = rng.gen_range(10..a.max_run_ms.max(11));
         let reported = kill_one(&me, &a, run, false, ms)?;
+        tally.note_board(reported.board.as_ref());
         if rng.gen_bool(0.25) {
             // Process start plus the last recovery's length.
             let last = recoveries.last().copied().unwrap_or(5.0) as u64;
@@ -212,9 +224,41 @@ struct Tally {
     /// Recoveries that lost an acknowledged write or broke a batch.
     acked_lost: u64,
     verify_failures: u64,
+    /// Kills of writing workers that landed while each kind of work ran.
+    hits: [u64; Work::COUNT],
+    /// Pieces of each kind of work the killed workers started.
+    started: [u64; Work::COUNT],
+    /// Kills of writing workers whose board could not be read.
+    boards_missing: u64,
+}
+
+/// The background work each engine does, which its kills must reach.
+fn expected_work(engine: EngineKind) -> &'static [Work] {
+    match engine {
+        EngineKind::Btree => &[Work::Checkpoint],
+        EngineKind::Shortcut => &[Work::Checkpoint, Work::Rebuild, Work::Relayout],
+        EngineKind::TurboIndex => &[Work::Checkpoint, Work::BufferSpill],
+        EngineKind::Lsm => &[Work::Flush, Work::Compaction],
+        EngineKind::Zkv => &[Work::Flush, Work::Checkpoint, Work::Reclamation],
+        EngineKind::Rask => &[Work::Checkpoint],
+        _ => &[],
+    }
 }
 
 impl Tally {
+    fn note_board(&mut self, board: Option<&BoardImage>) {
+        let Some(b) = board else {
+            self.boards_missing += 1;
+            return;
+        };
+        for w in b.running_kinds() {
+            self.hits[w as usize] += 1;
+        }
+        for w in Work::ALL {
+            self.started[w as usize] += b.started(w);
+        }
+    }
+
     fn write(
         &self,
         a: &CrashtestArgs,
@@ -228,6 +272,14 @@ impl Tally {
                 .copied()
                 .unwrap_or(0.0)
         };
+        let named = |v: &[u64; Work::COUNT]| {
+            Work::ALL
+                .iter()
+                .map(|w| (w.name().to_string(), serde_json::json!(v[*w as usize])))
+                .collect::<serde_json::Map<_, _>>()
+        };
+        let expected = expected_work(a.engine);
+        let min_hits = expected.iter().map(|w| self.hits[*w as usize]).min();
         let summary = serde_json::json!({
             "engine": a.engine.name(),
             "mode": a.mode.to_string(),
@@ -241,6 +293,11 @@ impl Tally {
             "recovery_ms_p50": pct(0.5),
             "recovery_ms_p99": pct(0.99),
             "keys_at_end": exp.state.len(),
+            "background_hits": named(&self.hits),
+            "background_started": named(&self.started),
+            "background_expected": expected.iter().map(|w| w.name()).collect::<Vec<_>>(),
+            "min_background_hits": min_hits,
+            "boards_missing": self.boards_missing,
         });
         println!("{summary}");
         if let Some(p) = &a.json {
@@ -268,6 +325,9 @@ fn kill_one(
     if recover_only {
         cmd.arg("--recover-only");
     }
+    let board = board_file::path_for(&a.path);
+    board_file::reset(&board)?;
+    cmd.arg("--board").arg(&board);
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -309,7 +369,8 @@ fn kill_one(
     let _ = child.kill();
     let _ = child.wait();
     let _ = reader.join();
-    let r = *reported.lock();
+    let mut r = reported.lock().clone();
+    r.board = board_file::read(&board);
     Ok(r)
 }
 
@@ -349,4 +410,7 @@ pub struct WorkerArgs {
     /// Open (recover) the store, report it, and wait to be killed.
     #[arg(long)]
     pub recover_only: bool,
+    /// Count background work on a board mapped from this file.
+    #[arg(long)]
+    pub board: Option<PathBuf>,
 }

@@ -46,7 +46,7 @@ pub fn open(engine: EngineKind, path: &Path, sync: SyncMode, partitions: usize) 
         }
         EngineKind::Lsm => b.lsm(
             ferrite::lsm::LsmOptions::default()
-                .memtable_bytes(256 << 10)
+                .memtable_bytes(128 << 10)
                 .table_bytes(128 << 10)
                 .l1_bytes(1 << 20)
                 .l0_compaction_trigger(2)
@@ -56,8 +56,8 @@ pub fn open(engine: EngineKind, path: &Path, sync: SyncMode, partitions: usize) 
         ),
         EngineKind::Zkv => b.zkv(
             ferrite::zkv::ZkvOptions::default()
-                .geometry(ferrite::zkv::ZoneGeometry::small(48, 8, 8))
-                .checkpoint_wal_bytes(Some(1 << 20)),
+                .geometry(ferrite::zkv::ZoneGeometry::small(32, 8, 8))
+                .checkpoint_wal_bytes(Some(256 << 10)),
         ),
         _ => b,
     };

@@ -7,7 +7,8 @@
 //! reads all of it, and checks every read it makes against what it has
 //! since written: a read that disagrees stops it with an error. With
 //! `--recover-only` it only opens the store, reports `open` and waits to
-//! be killed: the driver aims those kills at recovery itself.
+//! be killed: the driver aims those kills at recovery itself. With
+//! `--board FILE`, the engines count their background work in that file.
 
 use std::io::Write;
 
@@ -26,6 +27,9 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
     let (sync, seed, run) = (w.mode, w.seed, w.run);
     let out = std::io::stdout();
     let mut out = out.lock();
+    if let Some(b) = &w.board {
+        super::board_file::install(b)?;
+    }
     let store = setup::open(w.engine, &w.path, sync, w.partitions)?;
     writeln!(out, "open")?;
     out.flush()?;

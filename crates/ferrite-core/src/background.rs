@@ -1,0 +1,197 @@
+//! Background work in progress, process-wide: a board of counters saying
+//! which kinds of engine work (memtable flushes, compactions, checkpoints,
+//! SHORTCUT rebuilds and re-layouts, insert-buffer spills, reclamation)
+//! are running right now and how many have started.
+//!
+//! Engines mark a piece of work with [`begin`], whose guard counts it as
+//! running until it drops (on every path out, errors included). The
+//! board lives in a static unless a process [`install`]s its own before
+//! any work starts: the crash-test worker puts it in a shared file mapping,
+//! so after a SIGKILL the driver still reads what was running at the
+//! instant of the kill. Invariant: `running[k]` is the number of live
+//! guards of kind `k`; `started[k]` never decreases.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// A kind of background work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Work {
+    /// A memtable or buffer written out as a table or pages.
+    Flush,
+    /// Tables merged into the next level.
+    Compaction,
+    /// A consistent image made durable so the log behind it can go.
+    Checkpoint,
+    /// SHORTCUT's models retrained over the inner levels.
+    Rebuild,
+    /// SHORTCUT's pages moved to where its models predict them.
+    Relayout,
+    /// TurboIndex's buffered records applied to their pages.
+    BufferSpill,
+    /// Live data copied out of space being reclaimed.
+    Reclamation,
+}
+
+impl Work {
+    pub const ALL: [Work; 7] = [
+        Work::Flush,
+        Work::Compaction,
+        Work::Checkpoint,
+        Work::Rebuild,
+        Work::Relayout,
+        Work::BufferSpill,
+        Work::Reclamation,
+    ];
+    pub const COUNT: usize = Self::ALL.len();
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::Flush => "flush",
+            Work::Compaction => "compaction",
+            Work::Checkpoint => "checkpoint",
+            Work::Rebuild => "rebuild",
+            Work::Relayout => "relayout",
+            Work::BufferSpill => "buffer_spill",
+            Work::Reclamation => "reclamation",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The counters. `repr(C)` and plain atomics: an all-zero mapping is a
+/// valid empty board, and [`BoardImage::decode`] reads its bytes back.
+#[repr(C)]
+#[derive(Default)]
+pub struct Board {
+    running: [AtomicU32; Work::COUNT],
+    started: [AtomicU64; Work::COUNT],
+}
+
+/// Bytes a board occupies (the size of a file mapping that holds one).
+pub const BOARD_BYTES: usize = std::mem::size_of::<Board>();
+
+static OWN: Board = Board {
+    running: [const { AtomicU32::new(0) }; Work::COUNT],
+    started: [const { AtomicU64::new(0) }; Work::COUNT],
+};
+static INSTALLED: OnceLock<&'static Board> = OnceLock::new();
+
+/// Makes `board` the process's board. Returns false if one was installed
+/// already (work counted before this call stays on the static board).
+pub fn install(board: &'static Board) -> bool {
+    INSTALLED.set(board).is_ok()
+}
+
+fn board() -> &'static Board {
+    INSTALLED.get().copied().unwrap_or(&OWN)
+}
+
+/// Counts work of kind `w` as running until the guard drops.
+#[must_use = "the work counts as running only while the guard lives"]
+pub fn begin(w: Work) -> Running {
+    let b = board();
+    b.started[w.index()].fetch_add(1, Ordering::Relaxed);
+    b.running[w.index()].fetch_add(1, Ordering::Relaxed);
+    Running { board: b, work: w }
+}
+
+/// A piece of work in progress (see [`begin`]).
+pub struct Running {
+    board: &'static Board,
+    work: Work,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.board.running[self.work.index()].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a board held, read from its bytes (a mapping left by a killed
+/// process) or from the live board.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BoardImage {
+    pub running: [u32; Work::COUNT],
+    pub started: [u64; Work::COUNT],
+}
+
+impl BoardImage {
+    /// The current process's board.
+    pub fn current() -> Self {
+        let b = board();
+        let mut img = Self::default();
+        for w in Work::ALL {
+            img.running[w.index()] = b.running[w.index()].load(Ordering::Relaxed);
+            img.started[w.index()] = b.started[w.index()].load(Ordering::Relaxed);
+        }
+        img
+    }
+
+    /// A board's bytes as laid out in memory; `None` if too short.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..BOARD_BYTES)?;
+        let mut img = Self::default();
+        let started_at = std::mem::offset_of!(Board, started);
+        for i in 0..Work::COUNT {
+            img.running[i] = u32::from_ne_bytes(bytes.get(4 * i..4 * i + 4)?.try_into().ok()?);
+            let at = started_at + 8 * i;
+            img.started[i] = u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?);
+        }
+        Some(img)
+    }
+
+    /// The kinds with work running.
+    pub fn running_kinds(&self) -> impl Iterator<Item = Work> + '_ {
+        Work::ALL
+            .into_iter()
+            .filter(|w| self.running[w.index()] > 0)
+    }
+
+    pub fn started(&self, w: Work) -> u64 {
+        self.started[w.index()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guard_counts_while_it_lives_and_bytes_decode_to_the_same_board() {
+        let before = BoardImage::current();
+        let g = begin(Work::Compaction);
+        let during = BoardImage::current();
+        assert_eq!(
+            during.running[Work::Compaction.index()],
+            before.running[Work::Compaction.index()] + 1
+        );
+        assert!(during.started(Work::Compaction) > before.started(Work::Compaction));
+        drop(g);
+        let after = BoardImage::current();
+        assert_eq!(
+            after.running[Work::Compaction.index()],
+            before.running[Work::Compaction.index()]
+        );
+
+        let board = Board::default();
+        board.running[Work::Rebuild.index()].store(2, Ordering::Relaxed);
+        board.started[Work::Reclamation.index()].store(9, Ordering::Relaxed);
+        // The bytes a mapping would hold: each field where the layout puts it.
+        let mut bytes = vec![0u8; BOARD_BYTES];
+        for i in 0..Work::COUNT {
+            let r = board.running[i].load(Ordering::Relaxed).to_ne_bytes();
+            bytes[4 * i..4 * i + 4].copy_from_slice(&r);
+            let at = std::mem::offset_of!(Board, started) + 8 * i;
+            let s = board.started[i].load(Ordering::Relaxed).to_ne_bytes();
+            bytes[at..at + 8].copy_from_slice(&s);
+        }
+        let img = BoardImage::decode(&bytes).unwrap();
+        assert_eq!(img.running_kinds().collect::<Vec<_>>(), vec![Work::Rebuild]);
+        assert_eq!(img.started(Work::Reclamation), 9);
+        assert_eq!(BoardImage::decode(&bytes[..BOARD_BYTES - 1]), None);
+    }
+}

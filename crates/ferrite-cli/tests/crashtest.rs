@@ -1,7 +1,8 @@
 //! `ferrite crashtest` end to end: a few kills pass on a sound store, and
 //! a store changed behind the test's back between two runs (a pair no
 //! operation of the stream ever writes) fails the next check (non-zero
-//! exit, `acked_lost` 1 in the summary), so the check can fail.
+//! exit, `acked_lost` 1 in the summary), so the check can fail; and the
+//! same through `ferrite serve`, killed instead of the worker.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::path::Path;
@@ -15,7 +16,11 @@ fn ferrite(args: &[&str]) -> Output {
 }
 
 fn crashtest(path: &Path, json: &Path, kills: &str) -> Output {
-    ferrite(&[
+    crashtest_with(path, json, kills, &[])
+}
+
+fn crashtest_with(path: &Path, json: &Path, kills: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
         "crashtest",
         "--engine",
         "btree",
@@ -29,7 +34,9 @@ fn crashtest(path: &Path, json: &Path, kills: &str) -> Output {
         path.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
-    ])
+    ];
+    args.extend_from_slice(extra);
+    ferrite(&args)
 }
 
 fn summary(json: &Path) -> serde_json::Value {
@@ -67,4 +74,27 @@ fn kills_pass_on_a_sound_store_and_a_changed_one_is_caught() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains(key));
     assert_eq!(summary(&json)["acked_lost"].as_u64(), Some(1));
+}
+
+#[test]
+fn kills_of_the_server_lose_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, json) = (dir.path().join("db"), dir.path().join("summary.json"));
+    let out = crashtest_with(&path, &json, "3", &["--server"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&json);
+    assert_eq!(s["server"].as_bool(), Some(true));
+    assert_eq!(
+        (s["kills"].as_u64(), s["acked_lost"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert!(s["acked_ops"].as_u64().unwrap() > 0, "{s}");
+    // The same store cannot be taken over by a run without the server.
+    let out = crashtest(&path, &json, "1");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server:btree"));
 }

@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Clients must AUTH with this password.
     #[arg(long)]
     requirepass: Option<String>,
+    /// Count background work on a board mapped from this file (for
+    /// `ferrite crashtest --server`, which reads it after a kill).
+    #[arg(long, hide = true)]
+    board: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
@@ -64,6 +68,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
             )))
         }
     };
+    if let Some(b) = &a.board {
+        super::crashtest::board_file::install(b)?;
+    }
     let cache_bytes = a.cache_mb << 20;
     let store = Config::builder(engine)
         .sync(ferrite_server::store_sync_mode(a.sync))

@@ -11,6 +11,7 @@
 //! | `setup.rs` | how each engine is opened (small, so background work runs) |
 //! | `worker.rs` | `ferrite crashtest-worker`: the process that gets killed |
 //! | `board_file.rs` | the worker's background-work board, readable after its death |
+//! | `server_target.rs` | `--server`: `ferrite serve` killed instead, driven by a Redis client |
 //!
 //! One kill: start the worker (run number = kill number), let it run for
 //! a random time, SIGKILL it and read what it acknowledged from its pipe.
@@ -27,10 +28,11 @@
 //! says how often kills landed inside each kind, so a run shows that it
 //! reached the engine's background work and not only idle moments.
 
-mod board_file;
+pub mod board_file;
 mod expected;
 mod ops;
 mod oracle;
+mod server_target;
 mod setup;
 pub mod worker;
 
@@ -73,9 +75,29 @@ pub struct CrashtestArgs {
     /// The LSM's partitions (SwiftKV's subtrees behind one memtable).
     #[arg(long, default_value_t = 1)]
     partitions: usize,
+    /// Run `ferrite serve --sync always` on the store instead of the
+    /// worker, drive it through a Redis client, and kill the server.
+    #[arg(long)]
+    server: bool,
     /// Write the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+/// The store reopened after a kill: in this process, or behind a
+/// restarted server.
+enum Reopened {
+    Store(setup::Target),
+    Server(server_target::Server),
+}
+
+impl Reopened {
+    fn state(&self) -> Result<State> {
+        match self {
+            Reopened::Store(s) => s.state(),
+            Reopened::Server(s) => s.state(),
+        }
+    }
 }
 
 /// What the worker reported before it died.
@@ -97,15 +119,25 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     if !matches!(a.mode, SyncMode::Always | SyncMode::Batched(_)) {
         bail!("--mode is always or batched:<ms>");
     }
+    if a.server && (a.mode != SyncMode::Always || !a.engine.is_key_value()) {
+        bail!(
+            "--server runs a key-value engine with --mode always (a reply is its acknowledgment)"
+        );
+    }
     let me = std::env::current_exe()?;
     let exp_path = expected::path_for(&a.path);
+    let subject = if a.server {
+        format!("server:{}", a.engine.name())
+    } else {
+        a.engine.name().to_string()
+    };
     let mut exp = expected::load(&exp_path)?.unwrap_or(expected::Expected {
-        engine: a.engine.name().to_string(),
+        engine: subject.clone(),
         seed: a.seed,
         next_run: 0,
         state: State::new(),
     });
-    if exp.engine != a.engine.name() || exp.seed != a.seed {
+    if exp.engine != subject || exp.seed != a.seed {
         bail!(
             "{} belongs to a run of {} with seed {}; use those or another --path",
             exp_path.display(),
@@ -124,21 +156,39 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     for _ in 0..a.kills {
         let run = exp.next_run;
         let ms = rng.gen_range(10..a.max_run_ms.max(11));
-        let reported = kill_one(&me, &a, run, false, ms)?;
+        let reported = if a.server {
+            server_target::kill_one(&me, &a, &exp.state, run, ms)
+                .map_err(|e| fail(&a, run, &format!("{e:#}")))?
+        } else {
+            kill_one(&me, &a, run, false, ms)?
+        };
         tally.note_board(reported.board.as_ref());
         if rng.gen_bool(0.25) {
             // Process start plus the last recovery's length.
             let last = recoveries.last().copied().unwrap_or(5.0) as u64;
-            let victim = kill_one(&me, &a, run, true, rng.gen_range(0..=last + 5))?;
-            if !victim.opened {
+            let ms = rng.gen_range(0..=last + 5);
+            let opened = if a.server {
+                server_target::kill_in_recovery(&me, &a, ms)?
+            } else {
+                kill_one(&me, &a, run, true, ms)?.opened
+            };
+            if !opened {
                 tally.in_recovery += 1;
             }
         }
-        // Reopen here: recovery, then the whole store against the oracle.
+        // Reopen: recovery, then the whole store against the oracle.
         let t = Instant::now();
-        let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
-            .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
-        recoveries.push(t.elapsed().as_secs_f64() * 1e3);
+        let store = if a.server {
+            let (server, took) =
+                server_target::start(&me, &a).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+            recoveries.push(took.as_secs_f64() * 1e3);
+            Reopened::Server(server)
+        } else {
+            let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
+                .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+            recoveries.push(t.elapsed().as_secs_f64() * 1e3);
+            Reopened::Store(store)
+        };
         let found: State = store
             .state()
             .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
@@ -148,9 +198,12 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         } else {
             count(reported.synced)
         };
-        let ops: Vec<ops::Op> = OpStream::for_engine(a.engine, a.seed, run)
-            .take(started)
-            .collect();
+        let stream = if a.server {
+            OpStream::for_server(a.seed, run)
+        } else {
+            OpStream::for_engine(a.engine, a.seed, run)
+        };
+        let ops: Vec<ops::Op> = stream.take(started).collect();
         match recovered_prefix(&exp.state, &ops, durable, started, &found) {
             Ok(j) => {
                 for op in &ops[..j] {
@@ -177,24 +230,38 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 ));
             }
         }
-        if let Err(e) = store.verify() {
-            tally.verify_failures += 1;
-            tally.write(&a, &exp, &mut recoveries)?;
-            return Err(fail(&a, run, &format!("verify: {e:#}")));
+        match store {
+            Reopened::Store(store) => {
+                if let Err(e) = store.verify() {
+                    tally.verify_failures += 1;
+                    tally.write(&a, &exp, &mut recoveries)?;
+                    return Err(fail(&a, run, &format!("verify: {e:#}")));
+                }
+                store
+                    .close()
+                    .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
+            }
+            // The server's store is verified by `ferrite inspect` below.
+            Reopened::Server(server) => server
+                .shutdown()
+                .map_err(|e| fail(&a, run, &format!("{e:#}")))?,
         }
-        store
-            .close()
-            .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
-        if run % 10 == 9 {
+        if a.server || run % 10 == 9 {
             let out = Command::new(&me)
                 .args(["inspect", "--path"])
                 .arg(&a.path)
                 .output()?;
             if !out.status.success() {
+                tally.verify_failures += 1;
+                tally.write(&a, &exp, &mut recoveries)?;
                 return Err(fail(
                     &a,
                     run,
-                    &format!("ferrite inspect: {}", String::from_utf8_lossy(&out.stderr)),
+                    &format!(
+                        "ferrite inspect: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
                 ));
             }
         }
@@ -282,6 +349,7 @@ impl Tally {
         let min_hits = expected.iter().map(|w| self.hits[*w as usize]).min();
         let summary = serde_json::json!({
             "engine": a.engine.name(),
+            "server": a.server,
             "mode": a.mode.to_string(),
             "partitions": a.partitions,
             "seed": a.seed,

@@ -47,6 +47,9 @@ pub struct OpStream {
     next: u64,
     /// Block-map operations (range puts and deletes) for RASK.
     blocks: bool,
+    /// Range deletes among the key-value operations (the Redis protocol
+    /// has no command for one).
+    range_deletes: bool,
 }
 
 impl OpStream {
@@ -56,6 +59,15 @@ impl OpStream {
             run,
             next: 0,
             blocks: false,
+            range_deletes: true,
+        }
+    }
+
+    /// The stream a client sends `ferrite serve`: no range deletes.
+    pub fn for_server(seed: u64, run: u64) -> Self {
+        Self {
+            range_deletes: false,
+            ..Self::new(seed, run)
         }
     }
 
@@ -136,7 +148,7 @@ impl Iterator for OpStream {
                     .collect();
                 Op::Batch(items)
             }
-            75..=77 => {
+            75..=77 if self.range_deletes => {
                 let a = self.rng.gen_range(0..KEYS - 1);
                 let b = (a + self.rng.gen_range(1..40)).min(KEYS);
                 Op::DeleteRange(key(a), key(b))

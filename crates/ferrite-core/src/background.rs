@@ -9,10 +9,17 @@
 //! any work starts: the crash-test worker puts it in a shared file mapping,
 //! so after a SIGKILL the driver still reads what was running at the
 //! instant of the kill. Invariant: `running[k]` is the number of live
-//! guards of kind `k`; `started[k]` never decreases.
+//! guards of kind `k`; `started[k]` never decreases; `finished[k]` and
+//! `nanos[k]` count the guards dropped and the time they lived.
+//!
+//! A process may also set a hook called as each piece of work begins
+//! ([`set_begin_hook`]): the crash test's whitebox mode uses it to kill
+//! its own process part way through a chosen kind of work, as RocksDB's
+//! kill points do.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 /// A kind of background work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,6 +64,11 @@ impl Work {
         }
     }
 
+    /// The kind named `name` ([`Work::name`]).
+    pub fn from_name(name: &str) -> Option<Work> {
+        Self::ALL.into_iter().find(|w| w.name() == name)
+    }
+
     fn index(self) -> usize {
         self as usize
     }
@@ -69,6 +81,8 @@ impl Work {
 pub struct Board {
     running: [AtomicU32; Work::COUNT],
     started: [AtomicU64; Work::COUNT],
+    finished: [AtomicU64; Work::COUNT],
+    nanos: [AtomicU64; Work::COUNT],
 }
 
 /// Bytes a board occupies (the size of a file mapping that holds one).
@@ -77,8 +91,19 @@ pub const BOARD_BYTES: usize = std::mem::size_of::<Board>();
 static OWN: Board = Board {
     running: [const { AtomicU32::new(0) }; Work::COUNT],
     started: [const { AtomicU64::new(0) }; Work::COUNT],
+    finished: [const { AtomicU64::new(0) }; Work::COUNT],
+    nanos: [const { AtomicU64::new(0) }; Work::COUNT],
 };
 static INSTALLED: OnceLock<&'static Board> = OnceLock::new();
+
+type BeginHook = Box<dyn Fn(Work) + Send + Sync>;
+static HOOK: OnceLock<BeginHook> = OnceLock::new();
+
+/// Calls `hook` as each piece of work begins (after it counts as
+/// running). Returns false if a hook was set already.
+pub fn set_begin_hook(hook: impl Fn(Work) + Send + Sync + 'static) -> bool {
+    HOOK.set(Box::new(hook)).is_ok()
+}
 
 /// Makes `board` the process's board. Returns false if one was installed
 /// already (work counted before this call stays on the static board).
@@ -96,18 +121,30 @@ pub fn begin(w: Work) -> Running {
     let b = board();
     b.started[w.index()].fetch_add(1, Ordering::Relaxed);
     b.running[w.index()].fetch_add(1, Ordering::Relaxed);
-    Running { board: b, work: w }
+    if let Some(hook) = HOOK.get() {
+        hook(w);
+    }
+    Running {
+        board: b,
+        work: w,
+        since: Instant::now(),
+    }
 }
 
 /// A piece of work in progress (see [`begin`]).
 pub struct Running {
     board: &'static Board,
     work: Work,
+    since: Instant,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.board.running[self.work.index()].fetch_sub(1, Ordering::Relaxed);
+        let i = self.work.index();
+        let nanos = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.board.nanos[i].fetch_add(nanos, Ordering::Relaxed);
+        self.board.finished[i].fetch_add(1, Ordering::Relaxed);
+        self.board.running[i].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -117,6 +154,8 @@ impl Drop for Running {
 pub struct BoardImage {
     pub running: [u32; Work::COUNT],
     pub started: [u64; Work::COUNT],
+    pub finished: [u64; Work::COUNT],
+    pub nanos: [u64; Work::COUNT],
 }
 
 impl BoardImage {
@@ -127,6 +166,8 @@ impl BoardImage {
         for w in Work::ALL {
             img.running[w.index()] = b.running[w.index()].load(Ordering::Relaxed);
             img.started[w.index()] = b.started[w.index()].load(Ordering::Relaxed);
+            img.finished[w.index()] = b.finished[w.index()].load(Ordering::Relaxed);
+            img.nanos[w.index()] = b.nanos[w.index()].load(Ordering::Relaxed);
         }
         img
     }
@@ -135,11 +176,15 @@ impl BoardImage {
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let bytes = bytes.get(..BOARD_BYTES)?;
         let mut img = Self::default();
-        let started_at = std::mem::offset_of!(Board, started);
+        let u64_at = |field: usize, i: usize| -> Option<u64> {
+            let at = field + 8 * i;
+            Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+        };
         for i in 0..Work::COUNT {
             img.running[i] = u32::from_ne_bytes(bytes.get(4 * i..4 * i + 4)?.try_into().ok()?);
-            let at = started_at + 8 * i;
-            img.started[i] = u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?);
+            img.started[i] = u64_at(std::mem::offset_of!(Board, started), i)?;
+            img.finished[i] = u64_at(std::mem::offset_of!(Board, finished), i)?;
+            img.nanos[i] = u64_at(std::mem::offset_of!(Board, nanos), i)?;
         }
         Some(img)
     }
@@ -176,22 +221,34 @@ mod tests {
             after.running[Work::Compaction.index()],
             before.running[Work::Compaction.index()]
         );
+        assert!(
+            after.finished[Work::Compaction.index()] > before.finished[Work::Compaction.index()]
+        );
+        assert_eq!(Work::from_name("relayout"), Some(Work::Relayout));
+        assert_eq!(Work::from_name("nap"), None);
 
         let board = Board::default();
         board.running[Work::Rebuild.index()].store(2, Ordering::Relaxed);
         board.started[Work::Reclamation.index()].store(9, Ordering::Relaxed);
         // The bytes a mapping would hold: each field where the layout puts it.
         let mut bytes = vec![0u8; BOARD_BYTES];
+        board.nanos[Work::Flush.index()].store(5, Ordering::Relaxed);
         for i in 0..Work::COUNT {
             let r = board.running[i].load(Ordering::Relaxed).to_ne_bytes();
             bytes[4 * i..4 * i + 4].copy_from_slice(&r);
-            let at = std::mem::offset_of!(Board, started) + 8 * i;
-            let s = board.started[i].load(Ordering::Relaxed).to_ne_bytes();
-            bytes[at..at + 8].copy_from_slice(&s);
+            for (field, v) in [
+                (std::mem::offset_of!(Board, started), &board.started[i]),
+                (std::mem::offset_of!(Board, finished), &board.finished[i]),
+                (std::mem::offset_of!(Board, nanos), &board.nanos[i]),
+            ] {
+                let at = field + 8 * i;
+                bytes[at..at + 8].copy_from_slice(&v.load(Ordering::Relaxed).to_ne_bytes());
+            }
         }
         let img = BoardImage::decode(&bytes).unwrap();
         assert_eq!(img.running_kinds().collect::<Vec<_>>(), vec![Work::Rebuild]);
         assert_eq!(img.started(Work::Reclamation), 9);
+        assert_eq!(img.nanos[Work::Flush.index()], 5);
         assert_eq!(BoardImage::decode(&bytes[..BOARD_BYTES - 1]), None);
     }
 }

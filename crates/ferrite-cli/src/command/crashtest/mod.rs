@@ -75,6 +75,13 @@ pub struct CrashtestArgs {
     /// The LSM's partitions (SwiftKV's subtrees behind one memtable).
     #[arg(long, default_value_t = 1)]
     partitions: usize,
+    /// Whitebox kills: each worker is told a kind of background work the
+    /// engine does (in turn) and kills itself part way through its first
+    /// piece of it (at a uniform point of that kind's mean duration so
+    /// far), as RocksDB's kill points do; the timer still kills the
+    /// workers that never reach it.
+    #[arg(long)]
+    whitebox: bool,
     /// Run `ferrite serve --sync always` on the store instead of the
     /// worker, drive it through a Redis client, and kill the server.
     #[arg(long)]
@@ -106,6 +113,8 @@ struct Reported {
     opened: bool,
     /// The worker's background-work board at its death.
     board: Option<BoardImage>,
+    /// It killed itself inside the work it was told to (whitebox).
+    self_killed: bool,
     started: Option<u64>,
     acked: Option<u64>,
     synced: Option<u64>,
@@ -160,9 +169,16 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             server_target::kill_one(&me, &a, &exp.state, run, ms)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?
         } else {
-            kill_one(&me, &a, run, false, ms)?
+            // Whitebox: each run aims at one kind of the engine's work
+            // in turn; blackbox (and the timer, whitebox) at any instant.
+            let expected = expected_work(a.engine);
+            let kill_in = (a.whitebox && !expected.is_empty())
+                .then(|| expected[run as usize % expected.len()]);
+            let within_us = kill_in.map_or(0, |w| tally.mean_us(w));
+            kill_one(&me, &a, run, false, ms, kill_in, within_us)?
         };
         tally.note_board(reported.board.as_ref());
+        tally.self_killed += u64::from(reported.self_killed);
         if rng.gen_bool(0.25) {
             // Process start plus the last recovery's length.
             let last = recoveries.last().copied().unwrap_or(5.0) as u64;
@@ -170,7 +186,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let opened = if a.server {
                 server_target::kill_in_recovery(&me, &a, ms)?
             } else {
-                kill_one(&me, &a, run, true, ms)?.opened
+                kill_one(&me, &a, run, true, ms, None, 0)?.opened
             };
             if !opened {
                 tally.in_recovery += 1;
@@ -293,10 +309,15 @@ struct Tally {
     verify_failures: u64,
     /// Kills of writing workers that landed while each kind of work ran.
     hits: [u64; Work::COUNT],
-    /// Pieces of each kind of work the killed workers started.
+    /// Pieces of each kind of work the killed workers started, finished,
+    /// and the nanoseconds the finished ones took.
     started: [u64; Work::COUNT],
+    finished: [u64; Work::COUNT],
+    nanos: [u64; Work::COUNT],
     /// Kills of writing workers whose board could not be read.
     boards_missing: u64,
+    /// Whitebox kills: workers that killed themselves inside their work.
+    self_killed: u64,
 }
 
 /// The background work each engine does, which its kills must reach.
@@ -322,8 +343,21 @@ impl Tally {
             self.hits[w as usize] += 1;
         }
         for w in Work::ALL {
-            self.started[w as usize] += b.started(w);
+            let i = w as usize;
+            self.started[i] += b.started(w);
+            self.finished[i] += b.finished[i];
+            self.nanos[i] += b.nanos[i];
         }
+    }
+
+    /// The mean duration of kind `w` so far in microseconds (1 ms before
+    /// any finished).
+    fn mean_us(&self, w: Work) -> u64 {
+        let i = w as usize;
+        (self.nanos[i] / 1000)
+            .checked_div(self.finished[i])
+            .unwrap_or(1000)
+            .max(1)
     }
 
     fn write(
@@ -363,9 +397,12 @@ impl Tally {
             "keys_at_end": exp.state.len(),
             "background_hits": named(&self.hits),
             "background_started": named(&self.started),
+            "background_mean_us": named(&Work::ALL.map(|w| self.mean_us(w))),
             "background_expected": expected.iter().map(|w| w.name()).collect::<Vec<_>>(),
             "min_background_hits": min_hits,
             "boards_missing": self.boards_missing,
+            "whitebox": a.whitebox,
+            "whitebox_kills": self.self_killed,
         });
         println!("{summary}");
         if let Some(p) = &a.json {
@@ -383,6 +420,8 @@ fn kill_one(
     run: u64,
     recover_only: bool,
     ms: u64,
+    kill_in: Option<Work>,
+    within_us: u64,
 ) -> Result<Reported> {
     let mut cmd = Command::new(me);
     cmd.args(["crashtest-worker", "--engine", a.engine.name(), "--path"])
@@ -392,6 +431,10 @@ fn kill_one(
         .args(["--partitions", &a.partitions.to_string()]);
     if recover_only {
         cmd.arg("--recover-only");
+    }
+    if let Some(w) = kill_in {
+        cmd.args(["--kill-in", w.name()]);
+        cmd.args(["--kill-within-us", &within_us.to_string()]);
     }
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
@@ -424,8 +467,16 @@ fn kill_one(
         }
     });
     let deadline = Instant::now() + Duration::from_millis(ms);
+    let mut self_killed = false;
     while Instant::now() < deadline {
         if let Some(status) = child.try_wait()? {
+            if kill_in.is_some()
+                && std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL)
+            {
+                // Whitebox: the worker killed itself inside the work.
+                self_killed = true;
+                break;
+            }
             let mut err = String::new();
             if let Some(mut e) = child.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
@@ -439,6 +490,7 @@ fn kill_one(
     let _ = reader.join();
     let mut r = reported.lock().clone();
     r.board = board_file::read(&board);
+    r.self_killed = self_killed;
     Ok(r)
 }
 
@@ -458,6 +510,13 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
         a.mode,
         a.seed
     )
+}
+
+fn parse_work(s: &str) -> Result<Work, String> {
+    Work::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Work::ALL.iter().map(|w| w.name()).collect();
+        format!("one of {}", names.join(", "))
+    })
 }
 
 /// The worker's arguments.
@@ -481,4 +540,12 @@ pub struct WorkerArgs {
     /// Count background work on a board mapped from this file.
     #[arg(long)]
     pub board: Option<PathBuf>,
+    /// Kill this process part way through the first piece of this kind
+    /// of background work (`flush`, `compaction`, `checkpoint`, ...).
+    #[arg(long, value_parser = parse_work)]
+    pub kill_in: Option<Work>,
+    /// ... at a uniformly drawn point within this many microseconds of
+    /// its start (the kind's mean duration in earlier runs).
+    #[arg(long, default_value_t = 1000)]
+    pub kill_within_us: u64,
 }

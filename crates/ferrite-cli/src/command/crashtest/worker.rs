@@ -8,12 +8,18 @@
 //! since written: a read that disagrees stops it with an error. With
 //! `--recover-only` it only opens the store, reports `open` and waits to
 //! be killed: the driver aims those kills at recovery itself. With
-//! `--board FILE`, the engines count their background work in that file.
+//! `--board FILE`, the engines count their background work in that file;
+//! with `--kill-in KIND` it kills itself inside that kind of work.
 
 use std::io::Write;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use anyhow::{Context, Result};
+use ferrite::background::{self, Work};
 use ferrite::SyncMode;
+use rand::Rng;
 
 use super::ops::OpStream;
 use super::oracle::{apply, State};
@@ -23,12 +29,35 @@ use super::WorkerArgs;
 /// Syncs in batched mode come every this many operations.
 const SYNC_EVERY: u64 = 25;
 
+/// Arms the whitebox kill: the first piece of `kind` to begin starts a
+/// thread that SIGKILLs this process after a uniform delay up to
+/// `within`, while that work is (most likely) still running.
+fn kill_inside(kind: Work, within: Duration) {
+    let armed = AtomicBool::new(true);
+    background::set_begin_hook(move |w| {
+        if w != kind || !armed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let delay = rand::thread_rng().gen_range(Duration::ZERO..=within);
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        });
+    });
+}
+
 pub fn run(w: &WorkerArgs) -> Result<()> {
     let (sync, seed, run) = (w.mode, w.seed, w.run);
     let out = std::io::stdout();
     let mut out = out.lock();
     if let Some(b) = &w.board {
         super::board_file::install(b)?;
+    }
+    if let Some(kind) = w.kill_in {
+        kill_inside(kind, Duration::from_micros(w.kill_within_us));
     }
     let store = setup::open(w.engine, &w.path, sync, w.partitions)?;
     writeln!(out, "open")?;

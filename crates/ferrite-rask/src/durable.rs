@@ -318,6 +318,19 @@ impl<V: RangeValue> DurableRask<V> {
         Ok(self.wal.sync()?)
     }
 
+    /// Where the redo log ends now: every write so far lies before it.
+    pub fn log_position(&self) -> u64 {
+        self.wal.position()
+    }
+
+    /// Makes the writes before `position` (a [`DurableRask::log_position`])
+    /// durable and writes none after it to the device: for an owner whose
+    /// later writes point at data not yet durable.
+    pub fn sync_to(&self, position: u64) -> Result<()> {
+        self.writer.lock().poisoned.check()?;
+        Ok(self.wal.sync_prefix(position)?)
+    }
+
     /// Writes a snapshot of the whole index and empties the log. Writers
     /// wait while it runs; readers do not.
     pub fn snapshot(&self) -> Result<()> {

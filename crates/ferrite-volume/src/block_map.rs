@@ -61,6 +61,13 @@ pub trait BlockMap: Send + Sync {
     /// Makes every change so far durable.
     fn sync(&self) -> Result<()>;
 
+    /// Where the log ends now: every change so far lies before it.
+    fn log_position(&self) -> u64;
+
+    /// Makes the changes before `position` durable, and writes none made
+    /// after it (they may point at data not yet synced).
+    fn sync_to(&self, position: u64) -> Result<()>;
+
     /// Writes the whole map so its log can be emptied (durable on return).
     fn checkpoint(&self) -> Result<()>;
 

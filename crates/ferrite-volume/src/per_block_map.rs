@@ -161,6 +161,15 @@ impl BlockMap for PerBlockMap {
         Ok(self.wal.sync()?)
     }
 
+    fn log_position(&self) -> u64 {
+        self.wal.position()
+    }
+
+    fn sync_to(&self, position: u64) -> Result<()> {
+        self.check()?;
+        Ok(self.wal.sync_prefix(position)?)
+    }
+
     fn checkpoint(&self) -> Result<()> {
         self.sync()
     }

@@ -59,6 +59,14 @@ impl BlockMap for RaskMap {
         Ok(self.inner.sync()?)
     }
 
+    fn log_position(&self) -> u64 {
+        self.inner.log_position()
+    }
+
+    fn sync_to(&self, position: u64) -> Result<()> {
+        Ok(self.inner.sync_to(position)?)
+    }
+
     fn checkpoint(&self) -> Result<()> {
         Ok(self.inner.snapshot()?)
     }

@@ -935,25 +935,39 @@ impl Inner {
     /// Syncs the data log, then the map's log (see the module invariants).
     fn sync_all(&self) -> Result<()> {
         self.check_poison()?;
-        let _sp = self.space.lock();
+        // As in `flush`: the map up to where it ends now, once the data
+        // behind those entries is synced; writers go on meanwhile.
+        let upto = {
+            let _sp = self.space.lock();
+            self.map.log_position()
+        };
         self.data.sync().map_err(|e| self.poisoned(e.into()))?;
-        self.map.sync().map_err(|e| self.poisoned(e))
+        self.map.sync_to(upto).map_err(|e| self.poisoned(e))
     }
 
     pub(crate) fn flush(&self) -> Result<()> {
         self.check_poison()?;
         let _one = self.flush_lock.lock();
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        let draining = {
+        // Map entries go in under the space lock, after their data was
+        // written: every entry before `upto` has its data on the device,
+        // so syncing the data log makes them safe to sync; entries after
+        // `upto` (writes landing meanwhile) stay off the device. Writers
+        // go on while the two syncs run. The segments draining now lost
+        // their last reference in entries before `upto`.
+        let (draining, upto) = {
             let sp = self.space.lock();
-            let draining = sp.table.draining();
-            self.data.sync().map_err(|e| self.poisoned(e.into()))?;
-            self.map.sync().map_err(|e| self.poisoned(e))?;
-            if self.map.log_bytes() > self.opts.checkpoint_log_bytes {
-                self.map.checkpoint().map_err(|e| self.poisoned(e))?;
-            }
-            draining
+            (sp.table.draining(), self.map.log_position())
         };
+        self.data.sync().map_err(|e| self.poisoned(e.into()))?;
+        self.map.sync_to(upto).map_err(|e| self.poisoned(e))?;
+        if self.map.log_bytes() > self.opts.checkpoint_log_bytes {
+            // A checkpoint writes the whole map: no entry may come in
+            // between the data sync and it.
+            let _sp = self.space.lock();
+            self.data.sync().map_err(|e| self.poisoned(e.into()))?;
+            self.map.checkpoint().map_err(|e| self.poisoned(e))?;
+        }
         if !draining.is_empty() {
             // No read that found an entry into these segments is still
             // reading them once the write side is ours.

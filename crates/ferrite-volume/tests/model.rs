@@ -1,16 +1,20 @@
 //! The volume against a byte-array model: random writes (any offset and
 //! length), trims, zeroing, flushes, reclamation and reopens; crashes on
 //! the fault-injecting device that keep a random part of what was not
-//! synced; and concurrent writers racing the reclaimer.
+//! synced (also after writers raced a flushing thread); and concurrent
+//! writers racing the reclaimer.
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ferrite_io::{BlockDevice, CrashMode, FaultyDevice, MemDevice};
+use ferrite_io::{
+    BlockDevice, CrashMode, FaultyDevice, Latency, LatencyDevice, LatencyProfile, MemDevice,
+};
 use ferrite_volume::{
     BlockMap, CreateOptions, MapKind, RaskMap, ReclaimTargets, Superblock, Volume, VolumeOptions,
 };
@@ -268,6 +272,124 @@ fn crashes_keep_every_flushed_write_and_invent_nothing() {
         // map's unsynced entries durable.
         drop(v);
         dev.restart();
+    }
+}
+
+/// Power loss while writers race a flushing thread: a flush covers the
+/// writes that returned before it began (each block reads its last such
+/// write or a later one), and writes landing while it syncs neither block
+/// it nor become durable without their data.
+#[test]
+fn writes_racing_flushes_keep_what_each_flush_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = CreateOptions::new(LOGICAL);
+    o.segment_bytes = SEGMENT;
+    let sb = Superblock::plan(LOGICAL, SEGMENT, o.reserve, MapKind::Rask).unwrap();
+    // Syncs of the data log take a while, as on a disk: writes land
+    // during them.
+    let slow_sync = LatencyProfile {
+        read: Latency::Zero,
+        write: Latency::Zero,
+        sync: Latency::Fixed(std::time::Duration::from_millis(2)),
+    };
+    let dev = Arc::new(FaultyDevice::new(
+        LatencyDevice::new(MemDevice::new(), slow_sync, 1).unwrap(),
+    ));
+    dev.set_len(sb.physical_bytes()).unwrap();
+    let map_dir = dir.path().join("map");
+    let open = |dev: &Arc<FaultyDevice<LatencyDevice<MemDevice>>>| {
+        let map: Box<dyn BlockMap> = Box::new(RaskMap::open(&map_dir, false).unwrap());
+        Volume::open_on(sb, dev.clone(), map, opts()).unwrap()
+    };
+    let blocks = (LOGICAL / BS as u64) as usize;
+    let threads = 3usize;
+    let region = blocks / threads;
+    let mut base = vec![hash(&[0u8; BS]); blocks];
+    for round in 0..24u64 {
+        let v = Arc::new(open(&dev));
+        // Completion order of writes, and where each flush began in it.
+        let clock = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (v, clock) = (v.clone(), clock.clone());
+                std::thread::spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(round * 10 + t as u64);
+                    let mut log: Vec<(u64, usize, u64)> = Vec::new(); // (seq, block, hash)
+                    for i in 0..5000u64 {
+                        let n = rng.gen_range(1..=4usize);
+                        let b = t * region + rng.gen_range(0..=region - n);
+                        let off = (b * BS) as u64;
+                        let data = pattern((round * 7 + i) as u8, off + t as u64, (n * BS) as u64);
+                        if v.write(off, &data, false).is_err() {
+                            // The power went.
+                            break;
+                        }
+                        let seq = clock.fetch_add(1, Ordering::SeqCst) + 1;
+                        for k in 0..n {
+                            log.push((seq, b + k, hash(&data[k * BS..(k + 1) * BS])));
+                        }
+                    }
+                    log
+                })
+            })
+            .collect();
+        let flusher = {
+            let (v, clock, done) = (v.clone(), clock.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut covered = 0;
+                while !done.load(Ordering::SeqCst) {
+                    let start = clock.load(Ordering::SeqCst);
+                    if v.flush().is_err() {
+                        break;
+                    }
+                    covered = start;
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                covered
+            })
+        };
+        // The power goes while they run.
+        std::thread::sleep(std::time::Duration::from_millis(5 + round % 8 * 4));
+        dev.crash(CrashMode::KeepRandom {
+            seed: round,
+            keep: 0.5,
+        })
+        .unwrap();
+        let mut writes: Vec<(u64, usize, u64)> = Vec::new();
+        for w in writers {
+            writes.extend(w.join().unwrap());
+        }
+        done.store(true, Ordering::SeqCst);
+        let covered = flusher.join().unwrap();
+        drop(v);
+        dev.restart();
+        let v = open(&dev);
+        let mut all = vec![0u8; LOGICAL as usize];
+        v.read(0, &mut all).unwrap();
+        writes.sort_unstable();
+        for b in 0..blocks {
+            let mine: Vec<(u64, u64)> = writes
+                .iter()
+                .filter(|w| w.1 == b)
+                .map(|w| (w.0, w.2))
+                .collect();
+            let last_covered = mine.iter().rposition(|w| w.0 <= covered);
+            let allowed: Vec<u64> = match last_covered {
+                Some(i) => mine[i..].iter().map(|w| w.1).collect(),
+                None => std::iter::once(base[b])
+                    .chain(mine.iter().map(|w| w.1))
+                    .collect(),
+            };
+            let h = hash(&all[b * BS..(b + 1) * BS]);
+            assert!(
+                allowed.contains(&h),
+                "round {round}: block {b} lost a flushed write or holds data never written to it"
+            );
+            base[b] = h;
+        }
+        check(&v);
+        drop(v);
     }
 }
 

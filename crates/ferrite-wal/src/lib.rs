@@ -339,7 +339,33 @@ impl Wal {
     /// Writes and, if `sync`, makes durable everything up to `lsn`. Concurrent
     /// callers share one write and one sync (group commit).
     pub fn commit(&self, lsn: Lsn, sync: bool) -> Result<()> {
+        self.commit_upto(lsn, sync, false)
+    }
+
+    /// Makes the records up to `lsn` (a [`Wal::position`] taken earlier)
+    /// durable without writing any record appended after it: for an owner
+    /// whose later records describe data not yet durable themselves, so
+    /// they must not reach the device before it is.
+    pub fn sync_prefix(&self, lsn: Lsn) -> Result<()> {
+        self.commit_upto(lsn, true, true)
+    }
+
+    /// The LSN just past the last record appended.
+    pub fn position(&self) -> Lsn {
+        let t = self.tail.lock();
+        t.base + t.end
+    }
+
+    /// [`Wal::commit`]; with `prefix_only`, the leader writes the records
+    /// up to `lsn` and leaves the rest pending.
+    fn commit_upto(&self, lsn: Lsn, sync: bool, prefix_only: bool) -> Result<()> {
         let mut t = self.tail.lock();
+        // A prefix past the end is the whole log.
+        let lsn = if prefix_only {
+            lsn.min(t.base + t.end)
+        } else {
+            lsn
+        };
         loop {
             t.poisoned.check()?;
             // Positions are relative to the epoch's start (`base`); LSNs
@@ -357,12 +383,19 @@ impl Wal {
             }
             self.synced.wait(&mut t);
         }
-        // Become the leader: take everything appended so far.
+        // Become the leader: take everything appended so far (or up to
+        // `lsn`: records end exactly there, so the cut is between two).
         t.leader_active = true;
-        let pending = std::mem::take(&mut t.pending);
         let start = t.pending_at;
-        let target = t.end;
         let base = t.base;
+        let (pending, target) = if prefix_only {
+            let cut =
+                (lsn.saturating_sub(base).saturating_sub(start) as usize).min(t.pending.len());
+            let rest = t.pending.split_off(cut);
+            (std::mem::replace(&mut t.pending, rest), start + cut as u64)
+        } else {
+            (std::mem::take(&mut t.pending), t.end)
+        };
         let mut image = std::mem::take(&mut t.partial);
         drop(t);
         let block_start = start - start % self.bs as u64;
@@ -383,7 +416,7 @@ impl Wal {
                 if lsn <= base + target {
                     return Ok(());
                 }
-                self.commit(lsn, sync)
+                self.commit_upto(lsn, sync, prefix_only)
             }
             Err(e) => {
                 t.poisoned.set(&e);
@@ -509,6 +542,41 @@ mod tests {
         wal.commit(lsn, true).unwrap();
         assert_eq!(replay_all(dev.clone(), 1).len(), 501);
         assert!(replay_all(dev, 2).is_empty(), "another epoch sees nothing");
+    }
+
+    #[test]
+    fn a_synced_prefix_writes_nothing_after_it() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new());
+        let wal = Wal::open(dev.clone(), 1, &mut |_| Ok(())).unwrap();
+        let mut cuts = Vec::new();
+        for i in 0..40u32 {
+            // Records of all sizes, so cuts fall inside and on block ends.
+            wal.append(&vec![i as u8; (i as usize * 397) % 5000])
+                .unwrap();
+            cuts.push(wal.position());
+        }
+        for &k in &[3usize, 3, 17, 39] {
+            wal.sync_prefix(cuts[k]).unwrap();
+            let got = replay_all(dev.clone(), 1);
+            assert_eq!(got.len(), k + 1, "records up to the cut, none after");
+            for (i, p) in got.iter().enumerate() {
+                assert_eq!(p, &vec![i as u8; (i * 397) % 5000]);
+            }
+        }
+        // Appends after a prefix sync follow it; a position past the end
+        // is the whole log.
+        wal.append(b"after").unwrap();
+        wal.sync_prefix(u64::MAX).unwrap();
+        assert_eq!(replay_all(dev.clone(), 1).len(), 41);
+        let wal = Wal::open(dev.clone(), 1, &mut |_| Ok(())).unwrap();
+        let before = wal.position();
+        wal.append(b"x").unwrap();
+        wal.sync_prefix(before).unwrap();
+        assert_eq!(
+            replay_all(dev, 1).len(),
+            41,
+            "an empty prefix writes nothing"
+        );
     }
 
     #[test]

@@ -170,6 +170,11 @@ pub(crate) struct Inner {
     pub(crate) reuse_gate: RwLock<()>,
     rmw: Mutex<()>,
     flush_lock: Mutex<()>,
+    /// Flush requests so far, and how many of them the last completed
+    /// flush covered: a request waiting on `flush_lock` that a flush begun
+    /// after its arrival covered is done (flushes group-commit).
+    flush_requests: AtomicU64,
+    flushes_cover: AtomicU64,
     /// One reclaim pass at a time: passes budget the same free segments.
     pub(crate) reclaim_lock: Mutex<()>,
     poison: Mutex<Option<String>>,
@@ -357,6 +362,8 @@ impl Volume {
             reuse_gate: RwLock::new(()),
             rmw: Mutex::new(()),
             flush_lock: Mutex::new(()),
+            flush_requests: AtomicU64::new(0),
+            flushes_cover: AtomicU64::new(0),
             reclaim_lock: Mutex::new(()),
             poison: Mutex::new(None),
             counters: Counters::default(),
@@ -947,7 +954,15 @@ impl Inner {
 
     pub(crate) fn flush(&self) -> Result<()> {
         self.check_poison()?;
+        let ticket = self.flush_requests.fetch_add(1, Ordering::SeqCst) + 1;
         let _one = self.flush_lock.lock();
+        if self.flushes_cover.load(Ordering::SeqCst) >= ticket {
+            // A flush that began after this request arrived covered it.
+            return Ok(());
+        }
+        self.check_poison()?;
+        // Every request that arrived so far, this one included.
+        let covers = self.flush_requests.load(Ordering::SeqCst);
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         // Map entries go in under the space lock, after their data was
         // written: every entry before `upto` has its data on the device,
@@ -979,6 +994,7 @@ impl Inner {
                 .fetch_add(draining.len() as u64, Ordering::Relaxed);
             self.space_changed.notify_all();
         }
+        self.flushes_cover.store(covers, Ordering::SeqCst);
         Ok(())
     }
 

@@ -128,9 +128,10 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     if !matches!(a.mode, SyncMode::Always | SyncMode::Batched(_)) {
         bail!("--mode is always or batched:<ms>");
     }
-    if a.server && (a.mode != SyncMode::Always || !a.engine.is_key_value()) {
+    if a.server && (a.mode != SyncMode::Always || !a.engine.is_key_value() || a.whitebox) {
         bail!(
-            "--server runs a key-value engine with --mode always (a reply is its acknowledgment)"
+            "--server runs a key-value engine with --mode always (a reply is its acknowledgment), \
+             blackbox"
         );
     }
     let me = std::env::current_exe()?;
@@ -496,15 +497,33 @@ fn kill_one(
 
 /// A violation: keeps the store, says how to reproduce it.
 fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
+    let mut flags = format!("--partitions {}", a.partitions);
+    if a.whitebox {
+        flags.push_str(" --whitebox");
+    }
+    if a.server {
+        flags.push_str(" --server");
+    }
+    let ops = if a.server {
+        format!(
+            "the operations sent to the server are run {run} of the server stream of seed {} \
+             (see {}.server.log for the server's own log)",
+            a.seed,
+            a.path.display()
+        )
+    } else {
+        format!(
+            "the worker's operations: `ferrite crashtest-worker --engine {} --path <copy> --mode {} \
+             --seed {} --run {run} --partitions {}`",
+            a.engine, a.mode, a.seed, a.partitions
+        )
+    };
     anyhow::anyhow!(
         "crash test failed after run {run}: {what}\n\
          the store and its expected state are kept in {}\n\
-         the worker's operations: `ferrite crashtest-worker --engine {} --path <copy> --mode {} --seed {} --run {run}`\n\
-         to continue the same test: `ferrite crashtest --engine {} --path {} --mode {} --seed {} --kills <n>`",
+         {ops}\n\
+         to continue the same test: `ferrite crashtest --engine {} --path {} --mode {} --seed {} {flags} --kills <n>`",
         a.path.display(),
-        a.engine,
-        a.mode,
-        a.seed,
         a.engine,
         a.path.display(),
         a.mode,

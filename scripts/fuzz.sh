@@ -33,7 +33,7 @@ cargo build --release --quiet --manifest-path seeds/Cargo.toml
 seed_args=(corpus)
 [ -d "$data/traces" ] && seed_args+=("$data")
 seeds/target/release/ferrite-fuzz-seeds "${seed_args[@]}" >/dev/null
-cargo +nightly fuzz build -O
+cargo +nightly fuzz build -O --debug-assertions
 
 if [ $# -gt 0 ]; then
     targets=("$@")

@@ -29,9 +29,21 @@ use super::WorkerArgs;
 /// Syncs in batched mode come every this many operations.
 const SYNC_EVERY: u64 = 25;
 
-/// Arms the whitebox kill: the first piece of `kind` to begin starts a
-/// thread that SIGKILLs this process after a uniform delay up to
-/// `within`, while that work is (most likely) still running.
+/// Below this delay a whitebox kill is sent at once, from inside the
+/// work's start: a thread woken from a shorter sleep would come too late
+/// for work this brief.
+const KILL_AT_ONCE_BELOW: Duration = Duration::from_micros(150);
+
+fn kill_self() {
+    // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+}
+
+/// Arms the whitebox kill: the first piece of `kind` to begin gets this
+/// process SIGKILLed after a uniform delay up to `within`, while that
+/// work is (most likely) still running.
 fn kill_inside(kind: Work, within: Duration) {
     let armed = AtomicBool::new(true);
     background::set_begin_hook(move |w| {
@@ -39,12 +51,12 @@ fn kill_inside(kind: Work, within: Duration) {
             return;
         }
         let delay = rand::thread_rng().gen_range(Duration::ZERO..=within);
+        if delay < KILL_AT_ONCE_BELOW {
+            kill_self();
+        }
         std::thread::spawn(move || {
             std::thread::sleep(delay);
-            // SAFETY: kill(2) on our own pid; SIGKILL cannot be caught.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
+            kill_self();
         });
     });
 }

@@ -2,7 +2,8 @@
 //! a store changed behind the test's back between two runs (a pair no
 //! operation of the stream ever writes) fails the next check (non-zero
 //! exit, `acked_lost` 1 in the summary), so the check can fail; and the
-//! same through `ferrite serve`, killed instead of the worker.
+//! same through `ferrite serve` and `ferrite volume serve`, killed
+//! instead of the worker.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::path::Path;
@@ -97,4 +98,41 @@ fn kills_of_the_server_lose_no_acknowledged_write() {
     let out = crashtest(&path, &json, "1");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("server:btree"));
+}
+
+#[test]
+fn kills_of_the_volume_server_lose_no_flushed_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, json) = (dir.path().join("vol"), dir.path().join("summary.json"));
+    let out = ferrite(&[
+        "crashtest",
+        "--engine",
+        "rask",
+        "--volume",
+        "--mode",
+        "batched:20",
+        "--kills",
+        "3",
+        "--max-run-ms",
+        "150",
+        "--seed",
+        "5",
+        "--path",
+        path.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&json);
+    assert_eq!(s["volume"].as_bool(), Some(true));
+    assert_eq!(
+        (s["kills"].as_u64(), s["acked_lost"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert!(s["acked_ops"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["boards_missing"].as_u64(), Some(0), "{s}");
 }

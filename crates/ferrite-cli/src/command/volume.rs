@@ -52,6 +52,10 @@ pub enum VolumeOp {
         /// Buffered files instead of O_DIRECT.
         #[arg(long)]
         buffered: bool,
+        /// Count background work on a board mapped from this file (for
+        /// `ferrite crashtest --volume`, which reads it after a kill).
+        #[arg(long, hide = true)]
+        board: Option<PathBuf>,
     },
     /// Print a volume's geometry, space and map statistics.
     Inspect {
@@ -124,7 +128,13 @@ pub fn run(op: VolumeOp) -> Result<()> {
             export,
             queue_depth,
             buffered,
-        } => serve(path, listen, unix, export, queue_depth, buffered),
+            board,
+        } => {
+            if let Some(b) = &board {
+                super::crashtest::board_file::install(b)?;
+            }
+            serve(path, listen, unix, export, queue_depth, buffered)
+        }
         VolumeOp::Inspect { path } => inspect(&path),
         VolumeOp::Check { path } => check(&path),
     }

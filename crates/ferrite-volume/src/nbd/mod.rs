@@ -16,6 +16,8 @@ mod server;
 mod stream;
 
 pub use protocol::{
-    decode_request, parse_info_request, Command, InfoRequest, ProtocolError, Request, REQUEST_LEN,
+    decode_request, parse_info_request, Command, InfoRequest, ProtocolError, Request, CMD_FLAG_FUA,
+    IHAVEOPT, NBD_MAGIC, OPTION_REPLY_MAGIC, OPT_GO, REP_ACK, REQUEST_LEN, REQUEST_MAGIC,
+    SIMPLE_REPLY_MAGIC,
 };
 pub use server::{stop_on_signals, NbdConfig, NbdServer};

@@ -12,6 +12,8 @@
 //! | `worker.rs` | `ferrite crashtest-worker`: the process that gets killed |
 //! | `board_file.rs` | the worker's background-work board, readable after its death |
 //! | `server_target.rs` | `--server`: `ferrite serve` killed instead, driven by a Redis client |
+//! | `volume_target.rs` | `--volume`: `ferrite volume serve` killed instead, driven over NBD |
+//! | `served.rs`, `nbd_client.rs` | starting and stopping those servers; the NBD client |
 //!
 //! One kill: start the worker (run number = kill number), let it run for
 //! a random time, SIGKILL it and read what it acknowledged from its pipe.
@@ -30,10 +32,13 @@
 
 pub mod board_file;
 mod expected;
+mod nbd_client;
 mod ops;
 mod oracle;
+mod served;
 mod server_target;
 mod setup;
+mod volume_target;
 pub mod worker;
 
 use std::io::{BufRead, BufReader};
@@ -86,6 +91,11 @@ pub struct CrashtestArgs {
     /// worker, drive it through a Redis client, and kill the server.
     #[arg(long)]
     server: bool,
+    /// With `--engine rask`: run `ferrite volume serve` on a volume at
+    /// --path instead of the worker, send the block stream over NBD, and
+    /// kill the volume server.
+    #[arg(long)]
+    volume: bool,
     /// Write the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -96,6 +106,7 @@ pub struct CrashtestArgs {
 enum Reopened {
     Store(setup::Target),
     Server(server_target::Server),
+    Volume(volume_target::VolumeServer),
 }
 
 impl Reopened {
@@ -103,6 +114,7 @@ impl Reopened {
         match self {
             Reopened::Store(s) => s.state(),
             Reopened::Server(s) => s.state(),
+            Reopened::Volume(v) => v.state(),
         }
     }
 }
@@ -134,13 +146,21 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
              blackbox"
         );
     }
+    if a.volume && (a.engine != EngineKind::Rask || a.server || a.whitebox) {
+        bail!("--volume runs with --engine rask (its block stream), blackbox");
+    }
     let me = std::env::current_exe()?;
     let exp_path = expected::path_for(&a.path);
     let subject = if a.server {
         format!("server:{}", a.engine.name())
+    } else if a.volume {
+        "volume".to_string()
     } else {
         a.engine.name().to_string()
     };
+    if a.volume {
+        volume_target::create_if_missing(&me, &a)?;
+    }
     let mut exp = expected::load(&exp_path)?.unwrap_or(expected::Expected {
         engine: subject.clone(),
         seed: a.seed,
@@ -169,10 +189,13 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let reported = if a.server {
             server_target::kill_one(&me, &a, &exp.state, run, ms)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?
+        } else if a.volume {
+            volume_target::kill_one(&me, &a, &exp.state, run, ms)
+                .map_err(|e| fail(&a, run, &format!("{e:#}")))?
         } else {
             // Whitebox: each run aims at one kind of the engine's work
             // in turn; blackbox (and the timer, whitebox) at any instant.
-            let expected = expected_work(a.engine);
+            let expected = expected_work(a.engine, a.volume);
             let kill_in = (a.whitebox && !expected.is_empty())
                 .then(|| expected[run as usize % expected.len()]);
             let within_us = kill_in.map_or(0, |w| tally.mean_us(w));
@@ -189,6 +212,8 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let ms = rng.gen_range(0..=last + 5);
             let opened = if a.server {
                 server_target::kill_in_recovery(&me, &a, ms)?
+            } else if a.volume {
+                volume_target::kill_in_recovery(&me, &a, ms)?
             } else {
                 kill_one(&me, &a, run, true, ms, None, 0)?.opened
             };
@@ -203,6 +228,11 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 server_target::start(&me, &a).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
             recoveries.push(took.as_secs_f64() * 1e3);
             Reopened::Server(server)
+        } else if a.volume {
+            let (v, took) =
+                volume_target::start(&me, &a).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+            recoveries.push(took.as_secs_f64() * 1e3);
+            Reopened::Volume(v)
         } else {
             let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
@@ -261,16 +291,20 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                     .close()
                     .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
             }
-            // The server's store is verified by `ferrite inspect` below.
+            // The server's store is verified by `ferrite inspect` below,
+            // the volume by `ferrite volume check`.
             Reopened::Server(server) => server
                 .shutdown()
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?,
+            Reopened::Volume(v) => v.stop().map_err(|e| fail(&a, run, &format!("{e:#}")))?,
         }
-        if a.server || run % 10 == 9 {
-            let out = Command::new(&me)
-                .args(["inspect", "--path"])
-                .arg(&a.path)
-                .output()?;
+        if a.server || a.volume || run % 10 == 9 {
+            let check: &[&str] = if a.volume {
+                &["volume", "check", "--path"]
+            } else {
+                &["inspect", "--path"]
+            };
+            let out = Command::new(&me).args(check).arg(&a.path).output()?;
             if !out.status.success() {
                 tally.verify_failures += 1;
                 tally.write(&a, &exp, &mut recoveries)?;
@@ -278,7 +312,8 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                     &a,
                     run,
                     &format!(
-                        "ferrite inspect: {}{}",
+                        "ferrite {}: {}{}",
+                        check[..check.len() - 1].join(" "),
                         String::from_utf8_lossy(&out.stdout),
                         String::from_utf8_lossy(&out.stderr)
                     ),
@@ -325,7 +360,10 @@ struct Tally {
 }
 
 /// The background work each engine does, which its kills must reach.
-fn expected_work(engine: EngineKind) -> &'static [Work] {
+fn expected_work(engine: EngineKind, volume: bool) -> &'static [Work] {
+    if volume {
+        return &[Work::Reclamation];
+    }
     match engine {
         EngineKind::Btree => &[Work::Checkpoint],
         EngineKind::Shortcut => &[Work::Checkpoint, Work::Rebuild, Work::Relayout],
@@ -383,11 +421,12 @@ impl Tally {
                 .map(|w| (w.name().to_string(), serde_json::json!(v[*w as usize])))
                 .collect::<serde_json::Map<_, _>>()
         };
-        let expected = expected_work(a.engine);
+        let expected = expected_work(a.engine, a.volume);
         let min_hits = expected.iter().map(|w| self.hits[*w as usize]).min();
         let summary = serde_json::json!({
             "engine": a.engine.name(),
             "server": a.server,
+            "volume": a.volume,
             "mode": a.mode.to_string(),
             "partitions": a.partitions,
             "seed": a.seed,
@@ -507,10 +546,14 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     if a.server {
         flags.push_str(" --server");
     }
-    let ops = if a.server {
+    if a.volume {
+        flags.push_str(" --volume");
+    }
+    let ops = if a.server || a.volume {
         format!(
-            "the operations sent to the server are run {run} of the server stream of seed {} \
+            "the operations sent to the server are run {run} of the {} stream of seed {} \
              (see {}.server.log for the server's own log)",
+            if a.volume { "block" } else { "server" },
             a.seed,
             a.path.display()
         )

@@ -9,19 +9,18 @@
 //!
 //! The server's stderr goes to `DIR.server.log`, kept for a failure.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use parking_lot::Mutex;
 
 use super::ops::{key, Op, OpStream, KEYS};
 use super::oracle::{apply, State};
-use super::{board_file, CrashtestArgs, Reported};
+use super::{board_file, served, CrashtestArgs, Reported};
 
 /// A running `ferrite serve`.
 pub struct Server {
@@ -29,17 +28,9 @@ pub struct Server {
     addr: SocketAddr,
 }
 
-fn log_path(store: &Path) -> PathBuf {
-    let mut p = store.as_os_str().to_owned();
-    p.push(".server.log");
-    PathBuf::from(p)
-}
-
-fn spawn(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Result<Child> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_path(&a.path))?;
+/// The `ferrite serve` command for the store, counting background work
+/// on `board` if given.
+fn command(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Command {
     let mut cmd = Command::new(me);
     cmd.args(["serve", "--engine", a.engine.name(), "--path"])
         .arg(&a.path)
@@ -54,10 +45,7 @@ fn spawn(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Result<Child> {
     if let Some(b) = board {
         cmd.arg("--board").arg(b);
     }
-    cmd.stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .context("starting ferrite serve")
+    cmd
 }
 
 /// Starts the server and waits until it listens (its recovery done);
@@ -72,11 +60,8 @@ fn start_counting(
     a: &CrashtestArgs,
     board: Option<&Path>,
 ) -> Result<(Server, Duration)> {
-    let t = Instant::now();
-    let mut child = spawn(me, a, board)?;
-    let stdout = child.stdout.take().context("the server's stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
+    let (mut child, line, took) = served::start(command(me, a, board), &a.path)?;
+    // "ferrite ENGINE listening on ADDR"
     let Some(addr) = line
         .trim()
         .rsplit(' ')
@@ -84,34 +69,16 @@ fn start_counting(
         .and_then(|s| s.parse::<SocketAddr>().ok())
     else {
         let _ = child.kill();
-        let status = child.wait()?;
-        bail!(
-            "the server did not start ({status}); see {}",
-            log_path(&a.path).display()
-        );
+        let _ = child.wait();
+        bail!("the server printed no address: {line:?}");
     };
-    Ok((Server { child, addr }, t.elapsed()))
+    Ok((Server { child, addr }, took))
 }
 
 /// Starts the server and kills it after `ms`, mostly while it recovers;
 /// returns whether it was listening by then.
 pub fn kill_in_recovery(me: &Path, a: &CrashtestArgs, ms: u64) -> Result<bool> {
-    let mut child = spawn(me, a, None)?;
-    let stdout = child.stdout.take().context("the server's stdout")?;
-    let listening = Arc::new(Mutex::new(false));
-    let l2 = listening.clone();
-    let reader = std::thread::spawn(move || {
-        let mut line = String::new();
-        if BufReader::new(stdout).read_line(&mut line).unwrap_or(0) > 0 {
-            *l2.lock() = true;
-        }
-    });
-    std::thread::sleep(Duration::from_millis(ms));
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = reader.join();
-    let opened = *listening.lock();
-    Ok(opened)
+    served::kill_while_starting(command(me, a, None), &a.path, ms)
 }
 
 fn connect(addr: SocketAddr) -> Result<redis::Connection> {
@@ -234,17 +201,6 @@ impl Server {
             // The server closes the connection instead of replying.
             let _ = redis::cmd("SHUTDOWN").query::<()>(&mut con);
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait()? {
-                if !status.success() {
-                    bail!("ferrite serve exited with {status} after SHUTDOWN");
-                }
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        bail!("ferrite serve did not stop within 60 s of SHUTDOWN")
+        served::wait_exit(&mut self.child, "ferrite serve")
     }
 }

@@ -1,0 +1,88 @@
+//! A server process under test (`ferrite serve`, `ferrite volume
+//! serve`): started with its stderr in a log file beside the store, ready
+//! once it prints its first line (its address, after recovery), and
+//! killed at will.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use parking_lot::Mutex;
+
+/// `DIR.server.log`: the servers' stderr, appended run after run.
+pub fn log_path(store: &Path) -> PathBuf {
+    let mut p = store.as_os_str().to_owned();
+    p.push(".server.log");
+    PathBuf::from(p)
+}
+
+fn spawn(mut cmd: Command, store: &Path) -> Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path(store))?;
+    cmd.stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .context("starting the server")
+}
+
+/// Starts `cmd` and waits for its first line; returns the process, that
+/// line, and how long it took (start-up and recovery).
+pub fn start(cmd: Command, store: &Path) -> Result<(Child, String, Duration)> {
+    let t = Instant::now();
+    let mut child = spawn(cmd, store)?;
+    let stdout = child.stdout.take().context("the server's stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    if line.is_empty() {
+        let _ = child.kill();
+        let status = child.wait()?;
+        bail!(
+            "the server did not start ({status}); see {}",
+            log_path(store).display()
+        );
+    }
+    Ok((child, line, t.elapsed()))
+}
+
+/// Starts `cmd` and SIGKILLs it after `ms`, mostly while it recovers;
+/// returns whether it was ready by then.
+pub fn kill_while_starting(cmd: Command, store: &Path, ms: u64) -> Result<bool> {
+    let mut child = spawn(cmd, store)?;
+    let stdout = child.stdout.take().context("the server's stdout")?;
+    let ready = Arc::new(Mutex::new(false));
+    let r2 = ready.clone();
+    let reader = std::thread::spawn(move || {
+        let mut line = String::new();
+        if BufReader::new(stdout).read_line(&mut line).unwrap_or(0) > 0 {
+            *r2.lock() = true;
+        }
+    });
+    std::thread::sleep(Duration::from_millis(ms));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let was_ready = *ready.lock();
+    Ok(was_ready)
+}
+
+/// Waits up to a minute for `child` to exit by itself (after a shutdown
+/// request) and requires a clean exit.
+pub fn wait_exit(child: &mut Child, what: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                bail!("{what} exited with {status} when asked to stop");
+            }
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    bail!("{what} did not stop within 60 s of being asked to")
+}

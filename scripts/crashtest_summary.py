@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Folds the summaries `ferrite crashtest --json` wrote into one: the
+issue's metrics over all runs, and a Markdown row per run.
+
+    scripts/crashtest_summary.py docs/results/crashtest/*.json
+
+Metrics: kills_total, acked_lost, verify_failures, min_kills_per_engine
+(over engines, the kills of all its runs), min_background_hits (over
+engines, for each kind of background work the engine does, the kills of
+all its runs that landed inside that kind; the smallest).
+"""
+import json
+import sys
+from collections import defaultdict
+
+
+def main(paths):
+    runs = []
+    for p in paths:
+        if p.endswith("summary.json"):
+            continue
+        with open(p) as f:
+            d = json.load(f)
+        if "kills" not in d:
+            continue
+        d["file"] = p.rsplit("/", 1)[-1]
+        runs.append(d)
+    kills = defaultdict(int)
+    hits = defaultdict(lambda: defaultdict(int))
+    expected = defaultdict(set)
+    for d in runs:
+        engine = d["engine"] + ("/4" if d.get("partitions", 1) > 1 else "")
+        kills[engine] += d["kills"]
+        for kind in d.get("background_expected", []):
+            expected[engine].add(kind)
+            hits[engine][kind] += d["background_hits"][kind]
+    per_kind = {e: {k: hits[e][k] for k in sorted(expected[e])} for e in sorted(expected)}
+    summary = {
+        "runs": len(runs),
+        "kills_total": sum(d["kills"] for d in runs),
+        "acked_lost": sum(d["acked_lost"] for d in runs),
+        "verify_failures": sum(d["verify_failures"] for d in runs),
+        "min_kills_per_engine": min(kills.values()) if kills else 0,
+        "min_background_hits": min(
+            (v for e in per_kind.values() for v in e.values()), default=0
+        ),
+        "kills_per_engine": dict(sorted(kills.items())),
+        "background_hits_per_engine": per_kind,
+    }
+    print(json.dumps(summary, indent=2))
+    print()
+    print(
+        "| run | kills | whitebox kills | killed in recovery | acked ops | acked lost "
+        "| verify failures | recovery P50 / P99 ms | kills inside background work |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d in runs:
+        inside = ", ".join(
+            f"{k} {d['background_hits'][k]}" for k in d.get("background_expected", [])
+        )
+        print(
+            f"| {d['file'][:-5]} | {d['kills']} | {d.get('whitebox_kills', 0)} "
+            f"| {d['killed_in_recovery']} | {d['acked_ops']:,} | {d['acked_lost']} "
+            f"| {d['verify_failures']} | {d['recovery_ms_p50']:.1f} / {d['recovery_ms_p99']:.1f} "
+            f"| {inside or '-'} |"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -29,6 +29,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+# The code the targets are built from; a tree with changes is marked.
+commit=$(git -C "$root" rev-parse --short HEAD)
+git -C "$root" diff --quiet HEAD -- crates fuzz || commit="$commit+changes"
 cargo build --release --quiet --manifest-path seeds/Cargo.toml
 seed_args=(corpus)
 [ -d "$data/traces" ] && seed_args+=("$data")
@@ -44,7 +47,6 @@ bin_dir=target/x86_64-unknown-linux-gnu/release
 mkdir -p logs
 summary=logs/summary.tsv
 [ -s "$summary" ] || printf 'target\texecutions\tseconds\texec_per_s\tedges\tfeatures\tcorpus\tcrashes\texit\tcommit\tdate\n' >"$summary"
-commit=$(git -C "$root" rev-parse --short HEAD)
 failed=0
 for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "artifacts/$t"

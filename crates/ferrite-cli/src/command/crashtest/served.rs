@@ -1,7 +1,7 @@
 //! A server process under test (`ferrite serve`, `ferrite volume
 //! serve`): started with its stderr in a log file beside the store, ready
-//! once it prints its first line (its address, after recovery), and
-//! killed at will.
+//! once it prints its first line (its address, after recovery), driven
+//! by a client thread and killed at will.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
+
+use super::{board_file, Reported};
 
 /// `DIR.server.log`: the servers' stderr, appended run after run.
 pub fn log_path(store: &Path) -> PathBuf {
@@ -68,6 +70,33 @@ pub fn kill_while_starting(cmd: Command, store: &Path, ms: u64) -> Result<bool> 
     let _ = reader.join();
     let was_ready = *ready.lock();
     Ok(was_ready)
+}
+
+/// Runs `client` (which records what it started, got acknowledged and
+/// saw synced in the shared report) against the server `child` on its
+/// own thread, SIGKILLs the server after `ms`, and returns the report
+/// with the background-work board the server left in `board`.
+pub fn drive_then_kill(
+    child: &mut Child,
+    board: &Path,
+    ms: u64,
+    client: impl FnOnce(Arc<Mutex<Reported>>) -> Result<()> + Send + 'static,
+) -> Result<Reported> {
+    let reported = Arc::new(Mutex::new(Reported {
+        opened: true,
+        ..Reported::default()
+    }));
+    let r2 = reported.clone();
+    let client = std::thread::spawn(move || client(r2));
+    std::thread::sleep(Duration::from_millis(ms));
+    let _ = child.kill();
+    let _ = child.wait();
+    client
+        .join()
+        .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
+    let mut r = reported.lock().clone();
+    r.board = board_file::read(board);
+    Ok(r)
 }
 
 /// Waits up to a minute for `child` to exit by itself (after a shutdown

@@ -12,11 +12,9 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use parking_lot::Mutex;
 
 use super::ops::{key, Op, OpStream, KEYS};
 use super::oracle::{apply, State};
@@ -134,13 +132,8 @@ pub fn kill_one(
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
     let (mut server, _) = start_counting(me, a, Some(&board))?;
-    let reported = Arc::new(Mutex::new(Reported {
-        opened: true,
-        ..Reported::default()
-    }));
-    let r2 = reported.clone();
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
-    let client = std::thread::spawn(move || -> Result<()> {
+    served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
         let Ok(mut con) = connect(addr) else {
             // Killed before the connection was made.
             return Ok(());
@@ -162,16 +155,7 @@ pub fn kill_one(
             r2.lock().acked = Some(i);
         }
         Ok(())
-    });
-    std::thread::sleep(Duration::from_millis(ms));
-    let _ = server.child.kill();
-    let _ = server.child.wait();
-    client
-        .join()
-        .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
-    let mut r = reported.lock().clone();
-    r.board = board_file::read(&board);
-    Ok(r)
+    })
 }
 
 impl Server {

@@ -18,12 +18,10 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use ferrite::SyncMode;
-use parking_lot::Mutex;
 
 use super::nbd_client::NbdClient;
 use super::ops::{block_key, Op, OpStream, BLOCKS};
@@ -197,14 +195,9 @@ pub fn kill_one(
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
     let (mut server, _) = start_counting(me, a, Some(&board))?;
-    let reported = Arc::new(Mutex::new(Reported {
-        opened: true,
-        ..Reported::default()
-    }));
-    let r2 = reported.clone();
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
     let always = a.mode == SyncMode::Always;
-    let client = std::thread::spawn(move || -> Result<()> {
+    served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
         let died = |e: &anyhow::Error| e.downcast_ref::<std::io::Error>().is_some();
         let mut c = match NbdClient::connect(addr) {
             Ok(c) => c,
@@ -230,16 +223,7 @@ pub fn kill_one(
             }
         }
         Ok(())
-    });
-    std::thread::sleep(Duration::from_millis(ms));
-    let _ = server.child.kill();
-    let _ = server.child.wait();
-    client
-        .join()
-        .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
-    let mut r = reported.lock().clone();
-    r.board = board_file::read(&board);
-    Ok(r)
+    })
 }
 
 impl VolumeServer {

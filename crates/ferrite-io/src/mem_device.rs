@@ -9,7 +9,7 @@ use parking_lot::RwLock;
 
 use crate::accounting::{IoCounters, IoStats};
 use crate::block_device::{check_aligned, check_block_size, check_read_range, BlockDevice};
-use crate::error::Result;
+use crate::error::{DeviceError, Result};
 
 /// A growable byte vector behind a lock.
 #[derive(Debug)]
@@ -35,6 +35,36 @@ impl MemDevice {
         Ok(Self {
             block_size,
             ..Self::new()
+        })
+    }
+}
+
+impl MemDevice {
+    /// A copy of everything on `src`, with its block size: an image to run
+    /// against in memory, so an experiment that injects a device's latency
+    /// pays only that latency, not the real disk's under it. The copy's
+    /// counters start at zero.
+    pub fn copy_of(src: &dyn BlockDevice) -> Result<Self> {
+        let block_size = src.block_size();
+        let len = src.len();
+        let mut data = Vec::new();
+        data.try_reserve_exact(len as usize).map_err(|_| {
+            DeviceError::InvalidConfig(format!("a {len}-byte image does not fit in memory"))
+        })?;
+        // Chunks of whole blocks, aligned for O_DIRECT sources.
+        let chunk = (8 << 20) / block_size.max(1) * block_size;
+        let mut buf = crate::AlignedBuf::zeroed(chunk);
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(chunk as u64) as usize;
+            src.read_at(&mut buf[..n], at)?;
+            data.extend_from_slice(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(Self {
+            data: RwLock::new(data),
+            block_size,
+            counters: IoCounters::new(),
         })
     }
 }
@@ -123,5 +153,36 @@ impl BlockDevice for MemDevice {
 
     fn describe(&self) -> String {
         format!("memory device ({} B blocks)", self.block_size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AlignedBuf;
+
+    #[test]
+    fn a_copy_holds_every_byte_with_the_block_size_and_fresh_counters() {
+        let src = MemDevice::with_block_size(1024).unwrap();
+        // More than one copy chunk, with a tail shorter than a chunk.
+        let len = (8 << 20) + 3 * 1024;
+        let mut img = AlignedBuf::zeroed(len);
+        for (i, b) in img.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        src.write_at(&img, 0).unwrap();
+        let copy = MemDevice::copy_of(&src).unwrap();
+        assert_eq!(copy.block_size(), 1024);
+        assert_eq!(copy.len(), len as u64);
+        assert_eq!(copy.io_stats().write_bytes, 0);
+        let mut back = AlignedBuf::zeroed(len);
+        copy.read_at(&mut back, 0).unwrap();
+        assert!(back[..] == img[..]);
+        // The copy is independent of its source.
+        copy.write_at(&back[..1024], 4096).unwrap();
+        src.discard(0, 1024).unwrap();
+        let mut first = AlignedBuf::zeroed(1024);
+        copy.read_at(&mut first, 0).unwrap();
+        assert_eq!(first[1], 1);
     }
 }

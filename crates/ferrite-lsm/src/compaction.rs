@@ -116,7 +116,8 @@ pub fn merge(
     // The version's range deletes are durable: entries older than one
     // covering them go now (a live snapshot keeps the inputs it reads).
     let dels = RangeDels::visible(v.range_dels.iter(), u64::MAX);
-    let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads);
+    let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+        .smaller_index(opts.smaller_index);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     while let Some((live, seq)) = merged.next_into(&mut key, &mut value)? {
         if dels.covers(&key, seq) || (!live && v.is_base_for(job.part, out_level, &key)) {

@@ -111,6 +111,11 @@ pub struct LsmOptions {
     pub index: IndexKind,
     /// With `Some`, `index` (if learned) is built only where it pays.
     pub load_aware: Option<LoadAware>,
+    /// A table whose fitted model would take more bytes than its sparse
+    /// index gets the sparse index (on by default, so a learned index never
+    /// costs more than the one it replaces). Off, every table of a learned
+    /// `index` keeps its model however large.
+    pub smaller_index: bool,
     /// Partitions (SwiftKV's subtrees): a key belongs to partition
     /// `first 8 bytes (big-endian, zero-padded) mod partitions`; each has
     /// its own levels behind the one shared memtable. 1 (unpartitioned) by
@@ -137,6 +142,7 @@ ferrite_core::option_setters!(LsmOptions {
     bloom_bits_per_key: usize,
     index: IndexKind,
     load_aware: Option<LoadAware>,
+    smaller_index: bool,
     partitions: usize,
     training_threads: usize,
 });
@@ -159,6 +165,7 @@ impl Default for LsmOptions {
             bloom_bits_per_key: 10,
             index: IndexKind::LEARNED,
             load_aware: None,
+            smaller_index: true,
             partitions: 1,
             training_threads: 1,
         }

@@ -162,9 +162,51 @@ fn a_long_run_reaches_deep_levels_and_stays_consistent() {
     db.wait_for_compactions().unwrap();
     let r = db.report();
     assert!(r.levels.iter().skip(2).any(|l| l.tables > 0), "{r:?}");
+    eprintln!(
+        "DEBUG {:?} {:?}",
+        r.levels
+            .iter()
+            .map(|l| (l.tables, l.learned_tables))
+            .collect::<Vec<_>>(),
+        db.stats().field("sparse_fallbacks")
+    );
     assert!(r.levels.iter().all(|l| l.learned_tables == l.tables));
     let st = db.stats();
     assert!(st.field("compactions").unwrap() > 10.0);
+    db.verify().unwrap();
+    assert_eq!(common::contents(&db), model);
+}
+
+#[test]
+fn tables_a_model_does_not_pay_for_keep_the_sparse_index() {
+    let d = common::fresh();
+    // The default: two-block tables, where separators are smaller than any
+    // model, all fall back; the store reads the same either way.
+    let db = common::open(
+        &d,
+        common::tiny(IndexKind::LEARNED).smaller_index(true),
+        SyncMode::Never,
+    )
+    .unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..6000u32 {
+        let k = key((i.wrapping_mul(2_654_435_761) % 3000) as u16);
+        let v = value(i as u16, (i % 31) as u16);
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let r = db.report();
+    let tables: usize = r.levels.iter().map(|l| l.tables).sum();
+    let learned: usize = r.levels.iter().map(|l| l.learned_tables).sum();
+    let st = db.stats();
+    assert!(tables > 0 && learned == 0, "{r:?}");
+    assert!(st.field("sparse_fallbacks").unwrap() >= tables as f64);
+    let sparse_live: f64 = (0..r.levels.len())
+        .map(|l| st.field(&format!("l{l}_sparse_tables")).unwrap())
+        .sum();
+    assert_eq!(sparse_live, tables as f64);
     db.verify().unwrap();
     assert_eq!(common::contents(&db), model);
 }

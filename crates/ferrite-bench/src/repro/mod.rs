@@ -130,7 +130,33 @@ pub struct ReproContext {
     pub work_dir: PathBuf,
     /// The shared real data (`../shared/data`).
     pub data_dir: PathBuf,
+    /// The project's own real key sets (`data/keys`, made by
+    /// `scripts/make-keys.sh`).
+    pub keys_dir: PathBuf,
     pub show_progress: bool,
+}
+
+impl ReproContext {
+    /// Every real key set (SOSD `*.u64` file) in `data_dir/keys` and
+    /// `keys_dir`, named by the file name's first `_`-separated word
+    /// (`geolite2_ipv4_starts.u64` is `geolite2`), in name order. Missing
+    /// folders give none.
+    pub fn real_key_sets(&self) -> Vec<(String, PathBuf)> {
+        let mut sets = std::collections::BTreeMap::new();
+        for dir in [self.data_dir.join("keys"), self.keys_dir.clone()] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for path in entries.flatten().map(|e| e.path()) {
+                if path.extension().is_some_and(|e| e == "u64") {
+                    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("keys");
+                    let name = stem.split('_').next().unwrap_or(stem).to_string();
+                    sets.entry(name).or_insert(path);
+                }
+            }
+        }
+        sets.into_iter().collect()
+    }
 }
 
 /// What an experiment measured.

@@ -88,9 +88,7 @@ impl Inner {
                 return Err(Error::InvalidOptions("store is closing".into()));
             }
             written += built.bytes.len() as u64;
-            self.counters
-                .training_micros
-                .fetch_add(built.training_micros, Ordering::Relaxed);
+            self.count_build(&built);
             if built.training_micros > 0 && built.entries > 0 {
                 let ns = built.training_micros as f64 * 1e3 / built.entries as f64;
                 let mut m = self.meta.lock();

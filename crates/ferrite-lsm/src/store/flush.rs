@@ -68,6 +68,7 @@ fn build_from_buffers(
         if let Some(slot) = builders.get_mut(opts.partition_of(&k)) {
             let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+                    .smaller_index(opts.smaller_index)
             });
             b.note_seq(seq);
             b.add(&k, live.then_some(v.as_slice()));
@@ -119,6 +120,7 @@ pub(super) fn build_from_memtable(
         if let Some(slot) = builders.get_mut(opts.partition_of(k)) {
             let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+                    .smaller_index(opts.smaller_index)
             });
             b.note_seq(seq);
             b.add(k, v);
@@ -253,9 +255,7 @@ impl Inner {
     fn install_l0(&self, built: Vec<(usize, BuiltTable)>, flushed: &Flushed) -> Result<()> {
         let mut added = Vec::new();
         for (part, built) in built {
-            self.counters
-                .training_micros
-                .fetch_add(built.training_micros, Ordering::Relaxed);
+            self.count_build(&built);
             let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
             added.push((part, 0, t));
         }

@@ -157,6 +157,8 @@ struct Counters {
     /// Load-aware decisions for compaction outputs.
     learned_builds: AtomicU64,
     sparse_builds: AtomicU64,
+    /// Tables whose fitted model lost to the sparse index on size.
+    sparse_fallbacks: AtomicU64,
 }
 
 struct Inner {

@@ -4,6 +4,7 @@
 //! `Arc`, then the tables that left are marked obsolete, so their extents
 //! return to the table space when the last reader drops them.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ferrite_core::Result;
@@ -46,6 +47,16 @@ pub(super) struct Flushed {
 }
 
 impl Inner {
+    /// Counts what building `built` cost and chose, before it is written.
+    pub(super) fn count_build(&self, built: &BuiltTable) {
+        let c = &self.counters;
+        c.training_micros
+            .fetch_add(built.training_micros, Ordering::Relaxed);
+        if built.sparse_fallback {
+            c.sparse_fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub(super) fn next_table_id(&self) -> u64 {
         let mut m = self.meta.lock();
         let id = m.state.next_table;

@@ -36,6 +36,8 @@ pub struct LsmStats {
     /// Load-aware choices of a compaction output's index.
     pub load_aware_learned: u64,
     pub load_aware_sparse: u64,
+    /// Tables that got the sparse index because their model was larger.
+    pub sparse_fallbacks: u64,
     pub partition_drops: u64,
     /// Range deletes the version keeps (until no table holds what they cover).
     pub range_deletes: u64,
@@ -62,6 +64,7 @@ impl EngineStats for LsmStats {
             ("training_micros", self.training_micros),
             ("load_aware_learned", self.load_aware_learned),
             ("load_aware_sparse", self.load_aware_sparse),
+            ("sparse_fallbacks", self.sparse_fallbacks),
             ("partition_drops", self.partition_drops),
             ("range_deletes", self.range_deletes),
             ("index_bytes", r.index_bytes()),
@@ -77,6 +80,10 @@ impl EngineStats for LsmStats {
                 (format!("l{l}_tables"), lr.tables as f64),
                 (format!("l{l}_bytes"), lr.bytes as f64),
                 (format!("l{l}_learned_tables"), lr.learned_tables as f64),
+                (
+                    format!("l{l}_sparse_tables"),
+                    (lr.tables - lr.learned_tables) as f64,
+                ),
                 (format!("l{l}_index_bytes"), lr.index_bytes as f64),
                 (format!("l{l}_model_segments"), lr.model_segments as f64),
             ]);
@@ -115,6 +122,7 @@ impl LsmStore {
             training_micros: ld(&c.training_micros),
             load_aware_learned: ld(&c.learned_builds),
             load_aware_sparse: ld(&c.sparse_builds),
+            sparse_fallbacks: ld(&c.sparse_fallbacks),
             partition_drops: ld(&c.partition_drops),
             range_deletes: current.version.range_dels.len() as u64,
             table_memory_bytes: table_memory,

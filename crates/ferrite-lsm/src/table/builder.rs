@@ -33,6 +33,9 @@ pub struct BuiltTable {
     )]
     pub index_bytes: usize,
     pub training_micros: u64,
+    /// A model was fitted but took more bytes than the sparse index, which
+    /// the table got instead.
+    pub sparse_fallback: bool,
 }
 
 impl BuiltTable {
@@ -43,6 +46,8 @@ impl BuiltTable {
 
 pub struct TableBuilder {
     kind: IndexKind,
+    /// Keep the sparse index where the model would be larger.
+    smaller_index: bool,
     bloom_bits: usize,
     training_threads: usize,
     data: Vec<u8>,
@@ -51,6 +56,8 @@ pub struct TableBuilder {
     block_first: Vec<u32>,
     block_page: Vec<u32>,
     separators: Vec<Vec<u8>>,
+    /// What the sparse index of the blocks so far encodes to.
+    sparse_bytes: usize,
     last_key: Vec<u8>,
     first_key: Vec<u8>,
     /// The largest sequence number of the entries (see [`TableBuilder::note_seq`]).
@@ -78,6 +85,7 @@ impl TableBuilder {
     pub fn new(kind: IndexKind, bloom_bits: usize, training_threads: usize) -> Self {
         Self {
             kind,
+            smaller_index: true,
             bloom_bits,
             training_threads,
             data: Vec::new(),
@@ -85,6 +93,7 @@ impl TableBuilder {
             block_first: Vec::new(),
             block_page: Vec::new(),
             separators: Vec::new(),
+            sparse_bytes: SPARSE_HEADER,
             last_key: Vec::new(),
             first_key: Vec::new(),
             max_seq: 0,
@@ -99,6 +108,13 @@ impl TableBuilder {
             uniform: None,
             mixed: false,
         }
+    }
+
+    /// With `false`, a learned table keeps its model even where the sparse
+    /// index would be smaller (`LsmOptions::smaller_index`).
+    pub fn smaller_index(mut self, on: bool) -> Self {
+        self.smaller_index = on;
+        self
     }
 
     #[cfg_attr(
@@ -162,14 +178,15 @@ impl TableBuilder {
     }
 
     fn finish_block(&mut self, next: Option<&[u8]>) {
-        // Only a sparse index reads separators; a model locates blocks by
-        // ordinal.
-        if self.kind == IndexKind::Sparse {
-            self.separators.push(match next {
-                Some(n) => shortest_separator(&self.last_key, n),
-                None => self.last_key.clone(),
-            });
-        }
+        // A model locates blocks by ordinal, but the separators are kept
+        // under a model too: a table whose model does not pay for itself
+        // gets the sparse index instead.
+        let separator = match next {
+            Some(n) => shortest_separator(&self.last_key, n),
+            None => self.last_key.clone(),
+        };
+        self.sparse_bytes += SPARSE_PER_BLOCK + separator.len();
+        self.separators.push(separator);
         self.block.finish_into(&mut self.data);
     }
 
@@ -186,6 +203,7 @@ impl TableBuilder {
         self.block_first.clear();
         self.block_page.clear();
         self.separators.clear();
+        self.sparse_bytes = SPARSE_HEADER;
         self.last_key.clear();
         self.first_key.clear();
         self.projected.clear();
@@ -209,11 +227,8 @@ impl TableBuilder {
             IndexKind::Learned { fit, eps } => Some((fit, eps, false)),
             IndexKind::Bourbon { eps } => Some((FitKind::Piecewise, eps, true)),
         };
-        let index = match learned {
-            None => Index::Sparse(SparseIndex {
-                separators: std::mem::take(&mut self.separators),
-                page: std::mem::take(&mut self.block_page),
-            }),
+        let mut index = match learned {
+            None => self.sparse_index(),
             Some((fit, eps, whole_block)) => {
                 let (projection, every) = self.projected.finish(&self.first_key);
                 // One point per distinct projection: its first ordinal.
@@ -278,11 +293,26 @@ impl TableBuilder {
                 Index::Learned(learned)
             }
         };
-        let training_micros = if index.is_learned() {
+        let training_micros = if learned.is_some() {
             started.elapsed().as_micros() as u64
         } else {
             0
         };
+        // A learned index never costs more than the sparse one it replaces:
+        // on keys a model fits badly its segments, block map and
+        // thresholds can outgrow the separators.
+        let sparse_fallback =
+            self.smaller_index && index.is_learned() && index.encoded_len() > self.sparse_bytes;
+        if sparse_fallback {
+            if let Index::Learned(LearnedIndex {
+                map: BlockMap::Variable { page, .. },
+                ..
+            }) = &mut index
+            {
+                self.block_page = std::mem::take(page);
+            }
+            index = self.sparse_index();
+        }
         let bloom = Bloom::build(&self.hashes, self.bloom_bits);
         let props = Properties {
             smallest: self.first_key.clone(),
@@ -320,6 +350,130 @@ impl TableBuilder {
             entries: self.entries,
             index_bytes: index_len as usize,
             training_micros,
+            sparse_fallback,
         })
+    }
+
+    /// The sparse index of the finished blocks (taking their separators
+    /// and pages).
+    fn sparse_index(&mut self) -> Index {
+        Index::Sparse(SparseIndex {
+            separators: std::mem::take(&mut self.separators),
+            page: std::mem::take(&mut self.block_page),
+        })
+    }
+}
+
+/// Encoded sparse index: a `u32` block count, then per block a `u32` page,
+/// a `u16` separator length and the separator (see `Index::encode`).
+const SPARSE_HEADER: usize = 4;
+const SPARSE_PER_BLOCK: usize = 6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::footer::Footer;
+    use crate::table::index::KIND_SPARSE;
+    use proptest::prelude::*;
+
+    /// The index a finished table carries, decoded from its bytes.
+    fn index_of(t: &BuiltTable) -> (Footer, Index) {
+        let footer = Footer::decode(&t.bytes[t.bytes.len() - FOOTER_LEN..]).unwrap();
+        let meta = footer.data_pages as usize * PAGE;
+        let at = meta + footer.filter_len as usize;
+        let index = Index::decode(
+            footer.index_kind,
+            &t.bytes[at..at + footer.index_len as usize],
+            footer.data_pages,
+        )
+        .unwrap();
+        (footer, index)
+    }
+
+    fn built(kind: IndexKind, keys: &[Vec<u8>], value_len: usize) -> BuiltTable {
+        let mut b = TableBuilder::new(kind, 10, 1);
+        for k in keys {
+            b.add(k, Some(&vec![7; value_len]));
+        }
+        b.finish().unwrap()
+    }
+
+    /// Keys no line fits: runs of consecutive integers, each as long as
+    /// about two model windows, far apart at random distances, so the model
+    /// needs a segment or more per run while a block's separator stays
+    /// short.
+    fn clustered(seed: u64, n: usize, run: u64) -> Vec<Vec<u8>> {
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut keys = Vec::with_capacity(n);
+        let mut at = 0u64;
+        while keys.len() < n {
+            at = at.saturating_add(next() % (1 << 40) + 1);
+            for _ in 0..(next() % run + 1).min((n - keys.len()) as u64) {
+                keys.push(at.to_be_bytes().to_vec());
+                at = at.saturating_add(1);
+            }
+        }
+        keys.dedup();
+        keys
+    }
+
+    #[test]
+    fn a_model_larger_than_the_separators_is_replaced_by_them() {
+        let keys = clustered(7, 20_000, 20);
+        let sparse = built(IndexKind::Sparse, &keys, 100);
+        let learned = built(IndexKind::LEARNED, &keys, 100);
+        let (sf, si) = index_of(&sparse);
+        let (lf, li) = index_of(&learned);
+        assert_eq!(sf.index_kind, KIND_SPARSE);
+        assert!(
+            learned.sparse_fallback,
+            "runs of 20 keys at random distances take a segment each"
+        );
+        assert_eq!(lf.index_kind, KIND_SPARSE);
+        assert_eq!(li, si, "the fallback is the sparse index itself");
+        assert!(learned.training_micros > 0, "the fit it tried is counted");
+        // The same keys spaced evenly fit one line: the model stays.
+        let even: Vec<Vec<u8>> = (0..20_000u64)
+            .map(|i| (i * 977).to_be_bytes().to_vec())
+            .collect();
+        let t = built(IndexKind::LEARNED, &even, 100);
+        assert!(!t.sparse_fallback);
+        assert!(index_of(&t).1.is_learned());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_learned_table_index_is_never_larger_than_the_sparse_one(
+            seed in any::<u64>(),
+            n in 1usize..6000,
+            value_len in prop_oneof![Just(0usize), Just(8), Just(100), Just(1500)],
+            uniform in any::<bool>(),
+        ) {
+            let keys = if uniform {
+                let mut k: Vec<Vec<u8>> = (0..n as u64)
+                    .map(|i| (i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec())
+                    .collect();
+                k.sort();
+                k.dedup();
+                k
+            } else {
+                clustered(seed, n, 1 + seed % 300)
+            };
+            let (sf, _) = index_of(&built(IndexKind::Sparse, &keys, value_len));
+            for kind in [IndexKind::LEARNED, IndexKind::BOURBON] {
+                let t = built(kind, &keys, value_len);
+                let (lf, li) = index_of(&t);
+                prop_assert!(lf.index_len <= sf.index_len, "{} > {}", lf.index_len, sf.index_len);
+                prop_assert_eq!(t.sparse_fallback, !li.is_learned());
+            }
+        }
     }
 }

@@ -109,11 +109,8 @@ impl Index {
         }
     }
 
-    #[cfg_attr(
-        not(feature = "bench-internals"),
-        allow(dead_code, reason = "the harness reads it through `internals`")
-    )]
-    /// Bytes the encoded index takes (the index-block size reports compare).
+    /// Bytes the encoded index takes (what a table builder weighs a model
+    /// against the sparse index by, and what index-size reports compare).
     pub fn encoded_len(&self) -> usize {
         let mut v = Vec::new();
         self.encode(&mut v);

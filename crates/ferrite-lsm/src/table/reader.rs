@@ -457,7 +457,7 @@ mod tests {
     fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize, reused: bool) -> Table {
         let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
         let cache = Arc::new(BlockCache::new(1 << 20));
-        let mut b = TableBuilder::new(kind, 10, 2);
+        let mut b = TableBuilder::new(kind, 10, 2).smaller_index(false);
         if reused {
             for i in 0..700u32 {
                 b.add(format!("~~~~~~~~{i:06}").as_bytes(), Some(&[9; 40]));
@@ -535,7 +535,7 @@ mod tests {
     fn learned_table(keys: &[Vec<u8>], value: &[u8], cache: u64) -> (Table, Arc<MemDevice>) {
         let dev = Arc::new(MemDevice::new());
         let space = Arc::new(TableSpace::new(dev.clone()));
-        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1).smaller_index(false);
         for k in keys {
             b.add(k, Some(value));
         }
@@ -667,7 +667,7 @@ mod tests {
     #[test]
     fn damaged_meta_is_a_typed_error() {
         let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
-        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1);
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1).smaller_index(false);
         b.add(b"k", Some(b"v"));
         let mut built = b.finish().unwrap();
         let n = built.bytes.len();

@@ -24,6 +24,11 @@ pub struct ReproArgs {
     work_dir: PathBuf,
     #[arg(long, default_value = "../shared/data")]
     data_dir: PathBuf,
+    /// More real key sets (SOSD files, `*.u64`), used beside
+    /// DATA_DIR/keys where an experiment compares key sets;
+    /// `scripts/make-keys.sh` writes them.
+    #[arg(long, default_value = "data/keys")]
+    keys_dir: PathBuf,
     /// Allow a debug build (only sensible at smoke scale).
     #[arg(long)]
     allow_debug: bool,
@@ -56,6 +61,7 @@ pub fn run(a: ReproArgs) -> Result<()> {
         out_dir: a.out.clone(),
         work_dir: a.work_dir.clone(),
         data_dir: a.data_dir.clone(),
+        keys_dir: a.keys_dir.clone(),
         show_progress: true,
     };
     if a.rerender {

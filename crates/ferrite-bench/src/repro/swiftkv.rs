@@ -243,6 +243,9 @@ pub struct Results {
     /// their model took more bytes.
     #[serde(default)]
     index_fallbacks: BTreeMap<String, usize>,
+    /// Key set → learned index bytes had every table kept its model.
+    #[serde(default)]
+    index_model_bytes: BTreeMap<String, u64>,
     models: Vec<ModelRow>,
     /// Training threads → total training milliseconds.
     threads: Vec<(usize, f64)>,
@@ -652,16 +655,19 @@ fn device_sweep(
     Ok(out)
 }
 
+/// Builds the tables of `keys`; with `smaller_index` as the engine does
+/// (a model larger than the separators gives way to them), without it
+/// every table keeps the index `index` asks for.
 fn cut_tables(
     keys: &[Vec<u8>],
     value_len: usize,
-    index: IndexKind,
+    (index, smaller_index): (IndexKind, bool),
     threads: usize,
     table_bytes: usize,
     emit: &mut dyn FnMut(BuiltTable) -> Result<()>,
 ) -> Result<()> {
     let value = vec![7u8; value_len];
-    let mut b = TableBuilder::new(index, 10, threads);
+    let mut b = TableBuilder::new(index, 10, threads).smaller_index(smaller_index);
     for k in keys {
         if b.estimated_bytes() >= table_bytes {
             if let Some(t) = b.finish() {
@@ -676,7 +682,8 @@ fn cut_tables(
     }
 }
 
-/// The tables [`cut_tables`] builds, written to `space` and opened.
+/// The tables [`cut_tables`] builds, written to `space` and opened, each
+/// with the index asked for (the model types are compared as they are).
 fn build_tables(
     keys: &[Vec<u8>],
     value_len: usize,
@@ -687,13 +694,20 @@ fn build_tables(
     cache: &Arc<BlockCache>,
 ) -> Result<Vec<Table>> {
     let mut out = Vec::new();
-    cut_tables(keys, value_len, index, threads, table_bytes, &mut |built| {
-        let extent = space.allocate(built.pages());
-        space.write(extent, &built.bytes).map_err(store_err)?;
-        let id = out.len() as u64 + 1;
-        out.push(Table::open(id, extent, space.clone(), cache.clone()).map_err(store_err)?);
-        Ok(())
-    })?;
+    cut_tables(
+        keys,
+        value_len,
+        (index, false),
+        threads,
+        table_bytes,
+        &mut |built| {
+            let extent = space.allocate(built.pages());
+            space.write(extent, &built.bytes).map_err(store_err)?;
+            let id = out.len() as u64 + 1;
+            out.push(Table::open(id, extent, space.clone(), cache.clone()).map_err(store_err)?);
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 
@@ -714,7 +728,7 @@ fn index_bytes(tables: &[Table]) -> u64 {
 fn index_only(
     keys: &[Vec<u8>],
     value_len: usize,
-    index: IndexKind,
+    index: (IndexKind, bool),
     table_bytes: usize,
 ) -> Result<(u64, usize, usize)> {
     let (mut bytes, mut tables, mut fallbacks) = (0u64, 0usize, 0usize);
@@ -727,9 +741,14 @@ fn index_only(
     Ok((bytes, tables, fallbacks))
 }
 
-/// Key set and value size → (sparse bytes, learned bytes, tables), and
-/// → learned-index tables that fell back to sparse.
-type IndexSizes = (BTreeMap<String, (u64, u64, usize)>, BTreeMap<String, usize>);
+/// Key set and value size → (sparse bytes, learned bytes, tables), →
+/// learned-index tables that fell back to sparse, and → the learned bytes
+/// had every table kept its model.
+type IndexSizes = (
+    BTreeMap<String, (u64, u64, usize)>,
+    BTreeMap<String, usize>,
+    BTreeMap<String, u64>,
+);
 
 /// Value sizes of the index-size comparison: the paper's (1 KiB, its
 /// §4.1 setup, which the claims use) and this experiment's two shapes.
@@ -756,18 +775,22 @@ fn index_sizes(ctx: &ReproContext, s: &Sizes) -> Result<IndexSizes> {
         .collect();
     uniform.sort_unstable();
     sets.push(("uniform".into(), uniform));
-    let (mut out, mut fallbacks) = (BTreeMap::new(), BTreeMap::new());
+    let (mut out, mut fallbacks, mut models) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     for (name, keys) in sets {
         for value_len in INDEX_VALUE_BYTES {
-            let (sparse, _, _) = index_only(&keys, value_len, IndexKind::Sparse, table_bytes)?;
-            let (learned, tables, fell) =
-                index_only(&keys, value_len, IndexKind::LEARNED, table_bytes)?;
+            let sparse = (IndexKind::Sparse, true);
+            let (sparse, _, _) = index_only(&keys, value_len, sparse, table_bytes)?;
+            let engine = (IndexKind::LEARNED, true);
+            let (learned, tables, fell) = index_only(&keys, value_len, engine, table_bytes)?;
+            let models_only = (IndexKind::LEARNED, false);
+            let (model_bytes, _, _) = index_only(&keys, value_len, models_only, table_bytes)?;
             let set = format!("{name}_v{value_len}");
             out.insert(set.clone(), (sparse, learned, tables));
-            fallbacks.insert(set, fell);
+            fallbacks.insert(set.clone(), fell);
+            models.insert(set, model_bytes);
         }
     }
-    Ok((out, fallbacks))
+    Ok((out, fallbacks, models))
 }
 
 /// Lookups of existing keys with every block cached: the index's cost.
@@ -1117,7 +1140,11 @@ impl Study for SwiftRepro {
         if ctx.show_progress {
             eprintln!("swiftkv: index sizes");
         }
-        (results.index_sizes, results.index_fallbacks) = index_sizes(ctx, &s)?;
+        (
+            results.index_sizes,
+            results.index_fallbacks,
+            results.index_model_bytes,
+        ) = index_sizes(ctx, &s)?;
         if ctx.show_progress {
             eprintln!("swiftkv: model types");
         }
@@ -1469,20 +1496,27 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
         "## Index-block size\n\nThe same sorted records (8-byte keys; values of 1 KiB as in the paper's setup, which the claims use, \
          and of 100 and 8 bytes) written as {} MiB tables with each index kind. The sparse index keeps one shortened separator per block, \
          so its size falls with the entries a block holds; the learned index's size follows the key distribution. \
-         A table whose model would take more bytes than its separators gets the sparse index instead (the last column counts them), \
+         A table whose model would take more bytes than its separators gets the sparse index instead (`fell back` counts them; `models only` is the learned index had every table kept its model), \
          so the learned index is never the larger. Key sets: every SOSD file in the shared data and in `data/keys` \
          (`scripts/make-keys.sh`; provenance in `data/README.md`), 8-byte sequential and uniform random keys.\n\n\
-         | key set, value bytes | tables | sparse index bytes | learned index bytes | learned / sparse | tables on sparse after all |\n|---|---|---|---|---|---|",
+         | key set, value bytes | tables | sparse index bytes | learned index bytes | learned / sparse | fell back | models only, bytes | models only / sparse |\n|---|---|---|---|---|---|---|---|",
         LsmOptions::default().table_bytes >> 20
     );
     for (set, (sparse, learned, tables)) in &r.index_sizes {
         let _ = writeln!(
             doc,
-            "| {set} | {tables} | {sparse} | {learned} | {:.3} | {} |",
+            "| {set} | {tables} | {sparse} | {learned} | {:.3} | {} | {} | {} |",
             *learned as f64 / *sparse as f64,
             r.index_fallbacks
                 .get(set)
-                .map_or_else(|| "–".to_string(), |n| n.to_string())
+                .map_or_else(|| "–".to_string(), |n| n.to_string()),
+            r.index_model_bytes
+                .get(set)
+                .map_or_else(|| "–".to_string(), |n| n.to_string()),
+            r.index_model_bytes.get(set).map_or_else(
+                || "–".to_string(),
+                |n| format!("{:.3}", *n as f64 / *sparse as f64)
+            ),
         );
     }
     let _ = writeln!(

@@ -7,7 +7,10 @@ Each store is loaded with `records` random 16-byte keys and 100-byte
 values in batches of 1000, then measured: `ops` random gets and `ops`
 random puts (one at a time), in cache and with a cache of a tenth of the
 data (`cache10_ops` operations there, 50,000 by default: every ferrite get
-is then a device read), with one thread and with two (gets). ferrite
+is then a device read), with one thread and with two (gets); and the same
+gets in batches of 100 keys per call (ferrite's `get_many`, py-lmdb's
+`Cursor.getmulti`, rocksdict's MultiGet; plyvel has no batched read, so
+its rows loop over `get`), one thread and two. ferrite
 reads with O_DIRECT, so its cache is the budget; LMDB maps the file and
 RocksDB and LevelDB read through the OS page cache, which no option of
 theirs bounds, so at a tenth of the cache their reads still come from
@@ -59,6 +62,9 @@ class Ferrite:
     def get(self, k):
         return self.db.get(k)
 
+    def get_many(self, ks):
+        return self.db.get_many(ks)
+
     def rust_gets(self, keys):
         return self.db._timed_gets(keys)
 
@@ -86,6 +92,11 @@ class Lmdb:
     def get(self, k):
         with self.env.begin(buffers=False) as t:
             return t.get(k)
+
+    def get_many(self, ks):
+        # py-lmdb's batched read: one transaction and one cursor call.
+        with self.env.begin(buffers=False) as t:
+            return [v for _, v in t.cursor().getmulti(ks)]
 
     def put(self, k, v):
         with self.env.begin(write=True) as t:
@@ -126,6 +137,10 @@ class RocksDict:
     def get(self, k):
         return self.db.get(k)
 
+    def get_many(self, ks):
+        # A list of keys is RocksDB's MultiGet.
+        return self.db.get(ks)
+
     def put(self, k, v):
         self.db[k] = v
 
@@ -150,11 +165,19 @@ class Plyvel:
     def get(self, k):
         return self.db.get(k)
 
+    def get_many(self, ks):
+        # plyvel has no batched read.
+        return [self.db.get(k) for k in ks]
+
     def put(self, k, v):
         self.db.put(k, v)
 
     def close(self):
         self.db.close()
+
+
+# Keys per batched get.
+BATCH = 100
 
 
 def timed(fn, n):
@@ -180,6 +203,23 @@ def measure(store, keys, value, ops, seed):
             t.join()
 
     out["get_2threads"] = timed(two, ops)
+    # Batched gets, BATCH keys per call, one thread and then two.
+    batches = [probe[i : i + BATCH] for i in range(0, ops, BATCH)]
+    for b in batches[: len(batches) // 10]:
+        store.get_many(b)
+    for b in batches[:3]:
+        assert len(store.get_many(b)) == len(b)
+    out["get_many"] = timed(lambda: [store.get_many(b) for b in batches], ops)
+    split = [batches[: len(batches) // 2], batches[len(batches) // 2 :]]
+
+    def two_many():
+        ts = [threading.Thread(target=lambda h=h: [store.get_many(b) for b in h]) for h in split]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+    out["get_many_2threads"] = timed(two_many, ops)
     if hasattr(store, "rust_gets"):
         found, ns = store.rust_gets(probe)
         assert found == len(probe)
@@ -236,6 +276,9 @@ def main():
         "get_vs_rocksdict_incache": ratio(best, "rocksdict", "get") if best else None,
         "put_vs_rocksdict": ratio(best, "rocksdict", "put") if best else None,
         "two_thread_read_scaling": (results[f"{best}/incache"]["get_2threads"] / results[f"{best}/incache"]["get"]) if best else None,
+        "two_thread_read_scaling_get_many": (results[f"{best}/incache"]["get_many_2threads"] / results[f"{best}/incache"]["get_many"]) if best else None,
+        "get_many_vs_lmdb_incache": ratio(best, "py-lmdb", "get_many") if best else None,
+        "get_many_vs_rocksdict_incache": ratio(best, "rocksdict", "get_many") if best else None,
         "python_overhead_ns_per_get": (1e9 / results[f"{best}/incache"]["get"] - 1e9 / results[f"{best}/incache"]["rust_get"]) if best else None,
     }
     report = {"records": a.records, "ops": a.ops, "cache10_ops": a.cache10_ops, "best_ferrite_engine": best, "results": results, "metrics": metrics, "notes": notes}

@@ -1,5 +1,5 @@
 from os import PathLike
-from typing import Iterator as _It, Optional, Tuple, Union, overload
+from typing import Iterable, Iterator as _It, List, Optional, Tuple, Union, overload
 
 Key = Union[bytes, bytearray, memoryview, str]
 
@@ -47,6 +47,9 @@ class Store:
     @property
     def closed(self) -> bool: ...
     def get(self, key: Key, default: Optional[bytes] = None) -> Optional[bytes]: ...
+    def get_many(self, keys: Iterable[Key]) -> List[Optional[bytes]]:
+        """The values of ``keys`` in order, ``None`` where a key is absent; one
+        call and one release of the GIL for all the lookups."""
     def __getitem__(self, key: Key) -> bytes: ...
     def __setitem__(self, key: Key, value: Key) -> None: ...
     def __delitem__(self, key: Key) -> None: ...

@@ -424,6 +424,27 @@ impl PyStore {
         }
     }
 
+    /// The values of `keys` in order, `None` where a key is absent: one
+    /// call, and one release of the GIL for all the lookups, so threads
+    /// reading in batches overlap where single gets hand the GIL back and
+    /// forth.
+    fn get_many(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+        let ks = keys
+            .try_iter()?
+            .map(|k| self.key(&k?))
+            .collect::<PyResult<Vec<_>>>()?;
+        let s = self.live()?;
+        let values = py.detach(|| s.get_many(&ks)).map_err(to_py)?;
+        Ok(values
+            .into_iter()
+            .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
+            .collect())
+    }
+
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
         let (k, s) = (self.key(key)?, self.live()?);
         match py.detach(|| s.get(&k)).map_err(to_py)? {

@@ -1,6 +1,6 @@
 """ferrite's Python package: a model-based test against a dict for every
 engine (with reopens), iterators both ways, snapshots, batches, errors,
-closing, and threads sharing one store."""
+closing, and threads sharing one store (single and batched gets)."""
 import threading
 
 import pytest
@@ -78,6 +78,8 @@ def test_matches_a_dict(tmp_path_factory, engine, ops):
     assert list(db.keys(reverse=True)) == sorted(model, reverse=True)
     for k, v in model.items():
         assert db[k] == v and k in db
+    probe = list(model) + [k + b"\x00" for k in model if k + b"\x00" not in model]
+    assert db.get_many(probe) == [model.get(k) for k in probe]
     db.close()
 
 
@@ -139,6 +141,10 @@ def test_threads_share_a_store(tmp_path):
                 assert db[b"%05d" % i] == b"x" * 50
                 if i % 10 == t:
                     db.compare_and_swap(b"ctr%d" % t, db.get(b"ctr%d" % t), b"%d" % i)
+
+            want = [b"x" * 50] * 100
+            for i in range(0, 2000, 100):
+                assert db.get_many([b"%05d" % j for j in range(i, i + 100)]) == want
 
         threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
         for t in threads:

@@ -48,6 +48,14 @@ impl Store {
         self.inner.get(key.as_ref())
     }
 
+    /// The values of `keys`, in their order (`None` where a key is
+    /// absent), each read as [`Store::get`] reads it. For bindings that
+    /// pay per call (a language runtime's lock, a round trip), one call
+    /// for many keys; the first error stops the lookups.
+    pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.inner.get(k.as_ref())).collect()
+    }
+
     /// Whether `key` is present.
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.get(key)?.is_some())

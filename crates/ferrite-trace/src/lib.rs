@@ -7,6 +7,8 @@
 //! [`range_op`] turns such a stream into the operations a block map (RASK)
 //! sees: writes become puts of fresh physical runs, reads gets, trims
 //! deletes, optionally through RASK's I/O compaction window.
+//! [`map_ops`] records such operations as a running volume issues them
+//! and reads the recording back.
 //!
 //! Used by `ferrite rask load`, `ferrite trace` and the benchmark
 //! harness. A malformed line is a [`TraceError`] naming the file and line,
@@ -15,6 +17,7 @@
 mod cloudphysics;
 mod error;
 mod fio_iolog;
+pub mod map_ops;
 pub mod range_op;
 pub mod request;
 mod tectonic;

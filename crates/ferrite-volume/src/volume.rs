@@ -31,6 +31,7 @@ use crate::error::{Result, VolumeError};
 use crate::per_block_map::PerBlockMap;
 use crate::rask_map::RaskMap;
 use crate::reclaim_policy::{self, ReclaimTargets};
+use crate::recording_map::RecordingMap;
 use crate::segment_table::SegmentTable;
 use crate::superblock::{Superblock, BLOCK_SIZE};
 use crate::write_group::{WriteGroup, WriteJob};
@@ -319,10 +320,23 @@ impl Volume {
     /// Opens the volume in `dir` on O_DIRECT files (or buffered ones if
     /// `opts.direct_io` is off).
     pub fn open(dir: &Path, opts: VolumeOptions) -> Result<Self> {
+        Self::open_recorded(dir, opts, None)
+    }
+
+    /// [`Volume::open`], and with `record_map_ops` every operation on the
+    /// map is recorded into that file (see [`crate::RecordingMap`]).
+    pub fn open_recorded(
+        dir: &Path,
+        opts: VolumeOptions,
+        record_map_ops: Option<&Path>,
+    ) -> Result<Self> {
         let sb = read_superblock(dir)?;
         let lock = lock_dir(dir)?;
         let data = open_file(data_path(dir), opts.direct_io)?;
-        let map = open_map(dir, sb.map, opts.direct_io)?;
+        let mut map = open_map(dir, sb.map, opts.direct_io)?;
+        if let Some(path) = record_map_ops {
+            map = Box::new(RecordingMap::new(map, path)?);
+        }
         let mut v = Self::open_on(sb, data, map, opts)?;
         v._lock = Some(lock);
         Ok(v)

@@ -1,6 +1,7 @@
 //! Seeds that are encoded messages: write batches (alone and as a
 //! B+tree carry-over payload), store identities, volume superblocks, NBD
-//! requests and option bodies, RESP commands, and block-trace lines.
+//! requests and option bodies, RESP commands, block-trace lines and
+//! recorded block-map operations.
 
 use std::path::Path;
 
@@ -39,7 +40,42 @@ pub fn all(data: Option<&Path>) -> Vec<Seeds> {
             target: "block_trace",
             inputs: traces(data),
         },
+        Seeds {
+            target: "map_ops",
+            inputs: map_ops(data),
+        },
     ]
+}
+
+/// Recorded map operations (the records after the header, which the
+/// target adds): the CloudPhysics trace's first requests as a volume's
+/// map sees them, and a small stream of every kind.
+fn map_ops(data: Option<&Path>) -> Vec<Vec<u8>> {
+    use ferrite_trace::map_ops::encode;
+    let records = |ops: &[ferrite_trace::RangeOp]| {
+        let mut v = Vec::new();
+        for op in ops {
+            encode(op, &mut v);
+        }
+        v
+    };
+    let mut out = Vec::new();
+    if let Some(dir) = data {
+        let path = dir.join("traces").join("cloudphysics.csv");
+        if let Ok(reqs) = ferrite_trace::parse_cloudphysics(&path) {
+            let n = reqs.len().min(200);
+            out.push(records(&ferrite_trace::ops_from_trace(&reqs[..n])));
+        }
+    }
+    let reqs = ferrite_trace::parse_str(
+        "fio",
+        "fio version 2 iolog\n/dev/nbd0 add\n/dev/nbd0 open\n\
+         /dev/nbd0 write 0 65536\n/dev/nbd0 read 4096 8192\n\
+         /dev/nbd0 trim 8192 4096\n/dev/nbd0 close\n",
+    )
+    .unwrap_or_default();
+    out.push(records(&ferrite_trace::ops_from_trace(&reqs)));
+    out
 }
 
 fn batches() -> Vec<WriteBatch> {

@@ -133,6 +133,10 @@ pub struct ReproContext {
     /// The project's own real key sets (`data/keys`, made by
     /// `scripts/make-keys.sh`).
     pub keys_dir: PathBuf,
+    /// Recorded block-map operation streams (`--ops`), for `rask`.
+    pub map_ops: Vec<PathBuf>,
+    /// Where `volume` records its RASK map's operations, per phase.
+    pub record_map_ops: Option<PathBuf>,
     pub show_progress: bool,
 }
 

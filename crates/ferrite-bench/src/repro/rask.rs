@@ -65,6 +65,12 @@ fn sizes(scale: Scale) -> Sizes {
 /// The I/O compaction window (the paper's segment cache, in blocks).
 const WINDOW: u64 = 128;
 
+/// Which rows a table of the report shows.
+type RowFilter = dyn Fn(&Row) -> bool;
+
+/// Name prefix of the data sets recorded from a running volume (`--ops`).
+const STEADY: &str = "steady-";
+
 /// One measured (dataset, stream, index).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Row {
@@ -349,6 +355,39 @@ impl Study for RaskRepro {
                 datasets.push((name.to_string(), ops, reps));
             }
         }
+        // Streams a running volume recorded: the map at steady state,
+        // built by a real client's writes, replayed as the volume issued
+        // them (its writes already grouped; no compaction window).
+        for path in &ctx.map_ops {
+            let rec = trace::map_ops::read(path)?;
+            if rec.torn_tail > 0 && ctx.show_progress {
+                eprintln!(
+                    "rask: {}: a torn last record ({} bytes) dropped",
+                    path.display(),
+                    rec.torn_tail
+                );
+            }
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("ops")
+                .to_string();
+            let name = format!("{STEADY}{stem}");
+            if let Some(i) = range_index::make("rask") {
+                let v = range_index::verify(i.as_ref(), &rec.ops);
+                results.verified.push((name.clone(), "rask".into(), v));
+            }
+            if ctx.show_progress {
+                eprintln!("rask: {name} (recorded), {} ops", rec.ops.len());
+            }
+            for result in measure(&rec.ops, s.trace_repeats, ctx.show_progress, &name) {
+                results.rows.push(Row {
+                    dataset: name.clone(),
+                    compaction: false,
+                    result,
+                });
+            }
+        }
         let synthetic = range_index::synthetic_ops(s.synthetic_ops, 42, s.disk_blocks, 0.8, 0.0);
         for (name, raw, reps) in &datasets {
             let compacted = range_index::compact_writes(raw, WINDOW);
@@ -603,6 +642,7 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
             false,
         );
     }
+    steady_metrics(results, &mut m);
     for r in results
         .rows
         .iter()
@@ -642,6 +682,54 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
         m.insert(format!("recovery_{k}"), *v);
     }
     m
+}
+
+/// RASK against the best baseline on each recorded stream
+/// (`rask_steady_*_<stream>`), and the worst over the streams of range
+/// writes (`rask_steady_*`): those whose name does not say `4k`, since
+/// one-block writes leave no range to exploit and are reported beside.
+fn steady_metrics(results: &Results, m: &mut BTreeMap<String, f64>) {
+    let mut streams: Vec<&str> = results
+        .rows
+        .iter()
+        .filter_map(|r| r.dataset.strip_prefix(STEADY))
+        .collect();
+    streams.dedup();
+    for stream in streams {
+        let ds = format!("{STEADY}{stream}");
+        let rows: Vec<&ReplayResult> = results
+            .rows
+            .iter()
+            .filter(|r| r.dataset == ds)
+            .map(|r| &r.result)
+            .collect();
+        let Some(rask) = rows.iter().find(|r| r.index == "rask") else {
+            continue;
+        };
+        let others = rows.iter().filter(|r| r.index != "rask");
+        let best_tput = others.clone().map(|r| r.ops_per_sec).fold(0.0, f64::max);
+        let best_p99 = others.map(|r| r.p99_ns).min().unwrap_or(0).max(1);
+        let tput = rask.ops_per_sec / best_tput;
+        let p99 = rask.p99_ns as f64 / best_p99 as f64;
+        if !tput.is_finite() {
+            continue;
+        }
+        m.insert(
+            format!("rask_steady_throughput_ratio_vs_best_{stream}"),
+            tput,
+        );
+        m.insert(format!("rask_steady_p99_ratio_vs_best_{stream}"), p99);
+        if !stream.contains("4k") {
+            let t = m
+                .entry("rask_steady_throughput_ratio_vs_best".into())
+                .or_insert(tput);
+            *t = t.min(tput);
+            let p = m
+                .entry("rask_steady_p99_ratio_vs_best".into())
+                .or_insert(p99);
+            *p = p.max(p99);
+        }
+    }
 }
 
 /// Where RASK's bytes go on each main stream, beside the byte budget
@@ -815,29 +903,27 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
          with the claim metrics.\n",
         results.params
     );
-    for compaction in [true, false] {
-        let rows: Vec<&Row> = results
-            .rows
-            .iter()
-            .filter(|r| {
-                if compaction {
-                    r.compaction || r.dataset == "synthetic"
-                } else {
-                    !r.compaction && r.dataset != "synthetic"
-                }
-            })
-            .collect();
+    let sections: [(&str, &RowFilter); 3] = [
+        (
+            "Main comparison (traces after I/O compaction; synthetic as generated)",
+            &|r| r.compaction || r.dataset == "synthetic",
+        ),
+        ("Traces without I/O compaction", &|r| {
+            !r.compaction && r.dataset != "synthetic" && !r.dataset.starts_with(STEADY)
+        }),
+        (
+            "At steady state: map operations recorded from a running volume (`--ops`)",
+            &|r| r.dataset.starts_with(STEADY),
+        ),
+    ];
+    for (title, keep) in sections {
+        let rows: Vec<&Row> = results.rows.iter().filter(|r| keep(r)).collect();
         if rows.is_empty() {
             continue;
         }
         let _ = writeln!(
-        doc,
-            "\n## {}\n\n| dataset | index | ops | Mops/s | memory MiB | mean ns | p50 ns | p99 ns | p99.9 ns | p99.99 ns |\n|---|---|---|---|---|---|---|---|---|---|",
-            if compaction {
-                "Main comparison (traces after I/O compaction; synthetic as generated)"
-            } else {
-                "Traces without I/O compaction"
-            }
+            doc,
+            "\n## {title}\n\n| dataset | index | ops | Mops/s | memory MiB | mean ns | p50 ns | p99 ns | p99.9 ns | p99.99 ns |\n|---|---|---|---|---|---|---|---|---|---|",
         );
         for r in &rows {
             let x = &r.result;

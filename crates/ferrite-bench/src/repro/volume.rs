@@ -185,7 +185,29 @@ impl Served {
     }
 }
 
-fn serve(t: Target, dir: &Path, bytes: u64, s: &Sizes, sparse: bool) -> Result<Served> {
+/// Where the RASK volume's map operations of `phase` are recorded, if
+/// `--record-map-ops DIR` asked for them.
+fn recording(ctx: &ReproContext, t: Target, phase: &str) -> Result<Option<PathBuf>> {
+    match &ctx.record_map_ops {
+        Some(dir) if t == Target::Rask => {
+            std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?;
+            Ok(Some(dir.join(format!("{phase}.ops"))))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn serve(
+    t: Target,
+    dir: &Path,
+    bytes: u64,
+    s: &Sizes,
+    sparse: bool,
+    record: Option<PathBuf>,
+) -> Result<Served> {
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Config(e.to_string()))?;
     let port = free_port()?;
     match t.map() {
@@ -196,7 +218,9 @@ fn serve(t: Target, dir: &Path, bytes: u64, s: &Sizes, sparse: bool) -> Result<S
             o.map = map;
             o.preallocate = !sparse;
             ferrite_volume::create(&vdir, &o).map_err(verr)?;
-            let volume = Arc::new(Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?);
+            let volume = Volume::open_recorded(&vdir, VolumeOptions::default(), record.as_deref())
+                .map_err(verr)?;
+            let volume = Arc::new(volume);
             let config = NbdConfig {
                 listen: Some(([127, 0, 0, 1], port).into()),
                 ..NbdConfig::default()
@@ -408,7 +432,8 @@ impl Study for VolumeRepro {
         for (shape, bs_arg) in &shapes {
             for t in TARGETS {
                 let dir = fresh_dir(&ctx.work_dir.join(format!("volume-{shape}")))?;
-                let served = serve(t, &dir, s.volume_bytes, &s, false)?;
+                let record = recording(ctx, t, shape)?;
+                let served = serve(t, &dir, s.volume_bytes, &s, false, record)?;
                 let heap0 = baseline(&served);
                 if ctx.show_progress {
                     eprintln!("volume: {shape} on {}", t.name());
@@ -697,7 +722,7 @@ fn replay_trace(
     for t in TARGETS {
         let dir = fresh_dir(&ctx.work_dir.join("volume-trace"))?;
         // Sparse: the trace's address space is far larger than what it writes.
-        let served = serve(t, &dir, bytes, s, true)?;
+        let served = serve(t, &dir, bytes, s, true, recording(ctx, t, "trace")?)?;
         let heap0 = baseline(&served);
         let started = Instant::now();
         fio(

@@ -52,6 +52,11 @@ pub enum VolumeOp {
         /// Buffered files instead of O_DIRECT.
         #[arg(long)]
         buffered: bool,
+        /// Record every operation on the block map into FILE, for
+        /// `ferrite repro rask --ops FILE` (format: ferrite-trace's
+        /// `map_ops`).
+        #[arg(long, value_name = "FILE")]
+        record_map_ops: Option<PathBuf>,
         /// Count background work on a board mapped from this file (for
         /// `ferrite crashtest --volume`, which reads it after a kill).
         #[arg(long, hide = true)]
@@ -128,12 +133,25 @@ pub fn run(op: VolumeOp) -> Result<()> {
             export,
             queue_depth,
             buffered,
+            record_map_ops,
             board,
         } => {
             if let Some(b) = &board {
                 super::crashtest::board_file::install(b)?;
             }
-            serve(path, listen, unix, export, queue_depth, buffered)
+            let opts = VolumeOptions {
+                direct_io: !buffered,
+                ..VolumeOptions::default()
+            };
+            serve(
+                path,
+                listen,
+                unix,
+                export,
+                queue_depth,
+                opts,
+                record_map_ops,
+            )
         }
         VolumeOp::Inspect { path } => inspect(&path),
         VolumeOp::Check { path } => check(&path),
@@ -151,7 +169,8 @@ fn serve(
     unix: Option<PathBuf>,
     export: String,
     queue_depth: usize,
-    buffered: bool,
+    opts: VolumeOptions,
+    record_map_ops: Option<PathBuf>,
 ) -> Result<()> {
     // A client that goes away must not take the server with it.
     // SAFETY: called before any thread starts; SIG_IGN is a valid
@@ -159,12 +178,8 @@ fn serve(
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    let opts = VolumeOptions {
-        direct_io: !buffered,
-        ..VolumeOptions::default()
-    };
     let volume = Arc::new(
-        Volume::open(&path, opts)
+        Volume::open_recorded(&path, opts, record_map_ops.as_deref())
             .with_context(|| format!("opening the volume in {}", path.display()))?,
     );
     let config = NbdConfig {

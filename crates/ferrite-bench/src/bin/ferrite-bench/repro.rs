@@ -29,6 +29,15 @@ pub struct ReproArgs {
     /// `scripts/make-keys.sh` writes them.
     #[arg(long, default_value = "data/keys")]
     keys_dir: PathBuf,
+    /// A recording of a volume's block-map operations (`ferrite volume
+    /// serve --record-map-ops FILE`), replayed by `rask` beside the
+    /// traces; repeatable.
+    #[arg(long = "ops", value_name = "FILE")]
+    ops: Vec<PathBuf>,
+    /// `volume`: record the RASK volume's block-map operations of each
+    /// phase into DIR/<phase>.ops (for `rask --ops`).
+    #[arg(long, value_name = "DIR")]
+    record_map_ops: Option<PathBuf>,
     /// Allow a debug build (only sensible at smoke scale).
     #[arg(long)]
     allow_debug: bool,
@@ -62,6 +71,8 @@ pub fn run(a: ReproArgs) -> Result<()> {
         work_dir: a.work_dir.clone(),
         data_dir: a.data_dir.clone(),
         keys_dir: a.keys_dir.clone(),
+        map_ops: a.ops.clone(),
+        record_map_ops: a.record_map_ops.clone(),
         show_progress: true,
     };
     if a.rerender {

@@ -239,6 +239,30 @@ impl PySnapshot {
         }
     }
 
+    /// The values of `keys` as of the snapshot, in order, `None` where a
+    /// key is absent; one release of the GIL for all the lookups.
+    fn get_many(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+        let ks = keys
+            .try_iter()?
+            .map(|k| bytes_of(&k?, self.str_keys))
+            .collect::<PyResult<Vec<_>>>()?;
+        let values = py
+            .detach(|| {
+                ks.iter()
+                    .map(|k| self.snap.get(k))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(to_py)?;
+        Ok(values
+            .into_iter()
+            .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
+            .collect())
+    }
+
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
         let k = bytes_of(key, self.str_keys)?;
         match py.detach(|| self.snap.get(&k)).map_err(to_py)? {

@@ -97,6 +97,12 @@ def test_iterators_snapshots_and_errors(tmp_path, engine):
         assert snap[b"k000"] == b"v0" and snap.get(b"k099") == b"v99"
         assert b"k000" not in db and db.get(b"k000", b"dflt") == b"dflt"
         assert len(list(snap.keys())) == 100 and len(list(db.keys())) == 50
+        assert snap.get_many([b"k000", b"k099", b"zz"]) == [b"v0", b"v99", None]
+        assert db.get_many([b"k000", b"k099", b"zz"]) == [None, b"new", None]
+        with pytest.raises(TypeError):
+            db.get_many([b"k000", 7])
+        with pytest.raises(ferrite.KeyTooLong):
+            db.get_many([b"x" * 5000])
         with pytest.raises(KeyError):
             db[b"nope"]
         with pytest.raises(KeyError):

@@ -186,6 +186,17 @@ def timed(fn, n):
     return n / (time.perf_counter() - t)
 
 
+def in_two_threads(call, items):
+    """Calls `call` on every item, the first half from one thread and the
+    second from another, and returns when both are done."""
+    halves = [items[: len(items) // 2], items[len(items) // 2 :]]
+    ts = [threading.Thread(target=lambda h=h: [call(x) for x in h]) for h in halves]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def measure(store, keys, value, ops, seed):
     rng = random.Random(seed)
     probe = [keys[rng.randrange(len(keys))] for _ in range(ops)]
@@ -193,16 +204,7 @@ def measure(store, keys, value, ops, seed):
         store.get(k)
     out = {}
     out["get"] = timed(lambda: [store.get(k) for k in probe], ops)
-    halves = [probe[: ops // 2], probe[ops // 2 :]]
-
-    def two():
-        ts = [threading.Thread(target=lambda h=h: [store.get(k) for k in h]) for h in halves]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-
-    out["get_2threads"] = timed(two, ops)
+    out["get_2threads"] = timed(lambda: in_two_threads(store.get, probe), ops)
     # Batched gets, BATCH keys per call, one thread and then two.
     batches = [probe[i : i + BATCH] for i in range(0, ops, BATCH)]
     for b in batches[: len(batches) // 10]:
@@ -210,16 +212,7 @@ def measure(store, keys, value, ops, seed):
     for b in batches[:3]:
         assert len(store.get_many(b)) == len(b)
     out["get_many"] = timed(lambda: [store.get_many(b) for b in batches], ops)
-    split = [batches[: len(batches) // 2], batches[len(batches) // 2 :]]
-
-    def two_many():
-        ts = [threading.Thread(target=lambda h=h: [store.get_many(b) for b in h]) for h in split]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-
-    out["get_many_2threads"] = timed(two_many, ops)
+    out["get_many_2threads"] = timed(lambda: in_two_threads(store.get_many, batches), ops)
     if hasattr(store, "rust_gets"):
         found, ns = store.rust_gets(probe)
         assert found == len(probe)

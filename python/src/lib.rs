@@ -87,6 +87,19 @@ fn to_py(e: ferrite::Error) -> PyErr {
     }
 }
 
+/// Every key an iterable yields, each taken as [`bytes_of`] takes it.
+fn keys_of(keys: &Bound<'_, PyAny>, allow_str: bool) -> PyResult<Vec<Vec<u8>>> {
+    keys.try_iter()?.map(|k| bytes_of(&k?, allow_str)).collect()
+}
+
+/// Looked-up values as Python objects: `bytes`, or `None` where absent.
+fn values_of(py: Python<'_>, values: Vec<Option<Vec<u8>>>) -> Vec<Option<Py<PyBytes>>> {
+    values
+        .into_iter()
+        .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
+        .collect()
+}
+
 /// Keys and values: `bytes`, `bytearray`, `memoryview`; `str` as UTF-8
 /// when the store was opened with `str_keys=True`.
 fn bytes_of(obj: &Bound<'_, PyAny>, allow_str: bool) -> PyResult<Vec<u8>> {
@@ -246,10 +259,7 @@ impl PySnapshot {
         py: Python<'_>,
         keys: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
-        let ks = keys
-            .try_iter()?
-            .map(|k| bytes_of(&k?, self.str_keys))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ks = keys_of(keys, self.str_keys)?;
         let values = py
             .detach(|| {
                 ks.iter()
@@ -257,10 +267,7 @@ impl PySnapshot {
                     .collect::<Result<Vec<_>, _>>()
             })
             .map_err(to_py)?;
-        Ok(values
-            .into_iter()
-            .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
-            .collect())
+        Ok(values_of(py, values))
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
@@ -457,16 +464,10 @@ impl PyStore {
         py: Python<'_>,
         keys: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
-        let ks = keys
-            .try_iter()?
-            .map(|k| self.key(&k?))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ks = keys_of(keys, self.str_keys)?;
         let s = self.live()?;
         let values = py.detach(|| s.get_many(&ks)).map_err(to_py)?;
-        Ok(values
-            .into_iter()
-            .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
-            .collect())
+        Ok(values_of(py, values))
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {

@@ -179,14 +179,16 @@ impl TableBuilder {
 
     fn finish_block(&mut self, next: Option<&[u8]>) {
         // A model locates blocks by ordinal, but the separators are kept
-        // under a model too: a table whose model does not pay for itself
-        // gets the sparse index instead.
-        let separator = match next {
-            Some(n) => shortest_separator(&self.last_key, n),
-            None => self.last_key.clone(),
-        };
-        self.sparse_bytes += SPARSE_PER_BLOCK + separator.len();
-        self.separators.push(separator);
+        // under a model too (unless every model is kept): a table whose
+        // model does not pay for itself gets the sparse index instead.
+        if self.kind == IndexKind::Sparse || self.smaller_index {
+            let separator = match next {
+                Some(n) => shortest_separator(&self.last_key, n),
+                None => self.last_key.clone(),
+            };
+            self.sparse_bytes += SPARSE_PER_BLOCK + separator.len();
+            self.separators.push(separator);
+        }
         self.block.finish_into(&mut self.data);
     }
 

@@ -33,6 +33,14 @@
 //!   them and frees their buffers again. Only frames below the active
 //!   count hold pages.
 //!
+//! - a frame holding an inner page may keep a *route table*: for each child
+//!   position, the frame the child was last found in. A descent reads a
+//!   child through its route and checks, under the latch it reads with,
+//!   that the frame holds the child's id; only a stale or unknown route
+//!   sends it to the page table. Routes are never trusted, so eviction
+//!   changes none; route tables come from a reserve carved out of the
+//!   budget, and a frame keeps its table when it changes pages.
+//!
 //! Readers of the tree fetch concurrently: the page table is behind a lock
 //! held exclusively only to claim a frame, never across I/O; a frame being
 //! loaded is write-latched until its bytes arrive, and a failed load leaves
@@ -52,7 +60,7 @@
 //! by id release the table before latching the frame they found.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice, GatherReq};
@@ -92,6 +100,28 @@ fn spill_map_reserve(frames: usize, page_size: usize) -> usize {
     frames * (frame_overhead(page_size) - FRAME_METADATA)
 }
 
+/// Entries of a frame's route table: one per child an inner page of this
+/// size can have with one-byte separators (a slot and a cell of 17
+/// bytes), rounded up to a power of two and capped, so that in practice
+/// every child has its own entry.
+fn route_slots(page_size: usize) -> usize {
+    (page_size / 16).next_power_of_two().clamp(16, 4096)
+}
+
+/// Bytes of a pool's budget set aside for route tables: a sixty-fourth,
+/// enough for one frame in 16 (with 4 KiB pages) to hold an inner page,
+/// where a tree of 4 KiB pages has about one inner page per hundred leaves.
+/// A pool too small to give a table to at least a few frames keeps none.
+fn route_reserve(budget: u64, page_size: usize) -> usize {
+    let table = route_slots(page_size) * std::mem::size_of::<AtomicU32>();
+    let reserve = (budget / 64) as usize;
+    if reserve < 4 * table {
+        0
+    } else {
+        reserve
+    }
+}
+
 /// Pages that may be spilled between checkpoints, per frame.
 pub const SPILL_PER_FRAME: usize = 4;
 
@@ -127,6 +157,50 @@ struct Frame {
     pins: AtomicU32,
     referenced: AtomicBool,
     dirty: AtomicBool,
+    /// While the frame holds an inner page: the frames where its children
+    /// were last found, by position (see [`Route`]). Allocated the first
+    /// time a child is found below the frame, from the pool's route
+    /// reserve; kept when the frame changes pages, since every entry is
+    /// checked against the frame it names before it is trusted.
+    routes: OnceLock<Box<[AtomicU32]>>,
+}
+
+/// Where a descent found a child page: the frame of the parent it read
+/// and the child's position among the parent's children
+/// ([`page::child_route`]).
+///
+/// This is the pool's form of a swizzled child reference. LeanStore
+/// writes a frame's address into the parent's child pointer and must
+/// unswizzle it (find the parent, rewrite the pointer) before the child
+/// may leave; here the parent's bytes stay exactly as on disk and the
+/// frame number sits beside them, in the parent frame's route table. A
+/// route is a claim to verify, not a pointer to trust: the reader latches
+/// the frame it names and checks that the frame holds the child's id (as
+/// every lookup by id already does), so eviction changes no route: a
+/// stale one fails that check and the reader falls back to the page table.
+/// The reference bit the clock clears before it evicts is the cooling
+/// stage: a child read through its route sets it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub parent: usize,
+    pub position: usize,
+}
+
+/// How [`BufferPool::read_child`] found a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// In the frame its route named.
+    Routed,
+    /// Resident, through the page table.
+    Table,
+    /// Read from the device (or waited for while another reader did).
+    Loaded,
+}
+
+impl Found {
+    pub fn resident(self) -> bool {
+        self != Found::Loaded
+    }
 }
 
 /// Counters of pool activity.
@@ -142,6 +216,9 @@ pub struct PoolCounters {
     /// Write requests spills made: one per run of pages contiguous in the
     /// spill file.
     pub spill_requests: AtomicU64,
+    /// Hits found through a route, without the page table (counted apart
+    /// from `hits`, which counts the table's).
+    pub routed: AtomicU64,
 }
 
 pub struct BufferPool {
@@ -159,6 +236,17 @@ pub struct BufferPool {
     table: RwLock<PageTable>,
     hand: Mutex<Hand>,
     dirty: AtomicUsize,
+    /// Entries of a frame's route table (a power of two: positions past
+    /// it share entries).
+    route_slots: usize,
+    /// Bytes set aside from the budget for route tables, and those taken.
+    route_reserve: usize,
+    /// Where the base frames' pages lie (one slab, frame `i`'s at
+    /// `slab + i * stride`), so a page can be prefetched before its
+    /// frame's latch is read.
+    slab: usize,
+    stride: usize,
+    route_bytes: AtomicUsize,
     pub counters: PoolCounters,
 }
 
@@ -195,25 +283,32 @@ impl PageRef<'_> {
     }
 }
 
-/// A page held for reading: pinned (so the clock never picks its frame,
-/// which would make a claimer wait on the latch this reader holds) and
-/// latched shared, with the frame verified to hold the page.
+/// A page held for reading: latched shared, with the frame verified to
+/// hold the page. It takes no pin: the latch alone keeps the frame's page,
+/// since a frame changes pages only once seized, and seizing never waits
+/// for a latch (the clock passes a frame a reader holds). Leaving out the
+/// pin saves two atomic read-modify-writes per page on the lookup path,
+/// each of which is a full barrier on x86.
 pub struct PageRead<'p> {
-    guard: Option<RwLockReadGuard<'p, AlignedBuf>>,
-    pins: &'p AtomicU32,
+    guard: RwLockReadGuard<'p, AlignedBuf>,
+    frame: usize,
+}
+
+impl PageRead<'_> {
+    /// The route to this page's child at `position` (this page being an
+    /// inner page), for [`BufferPool::read_child`].
+    pub fn route(&self, position: usize) -> Route {
+        Route {
+            parent: self.frame,
+            position,
+        }
+    }
 }
 
 impl std::ops::Deref for PageRead<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.guard.as_deref().map_or(&[], |b| b)
-    }
-}
-
-impl Drop for PageRead<'_> {
-    fn drop(&mut self) {
-        self.guard = None;
-        self.pins.fetch_sub(1, AcqRel);
+        &self.guard
     }
 }
 
@@ -247,6 +342,9 @@ impl BufferPool {
         lent_frames: usize,
     ) -> Self {
         let per = (page_size + frame_overhead(page_size)) as u64;
+        let route_slots = route_slots(page_size);
+        let route_reserve = route_reserve(budget, page_size);
+        let budget = budget.saturating_sub(route_reserve as u64);
         let spare_metadata =
             lent_frames.saturating_sub((budget / per) as usize) * frame_overhead(page_size);
         let budget = budget.saturating_sub(spare_metadata as u64);
@@ -255,7 +353,13 @@ impl BufferPool {
         let spare = lent_frames.saturating_sub(n);
         // One slab for all frames: page-aligned allocations made one by one
         // would each cost a second page.
-        let frames = AlignedBuf::slab(n, page_size)
+        let bufs = AlignedBuf::slab(n, page_size);
+        let slab = bufs.first().map_or(0, AlignedBuf::addr);
+        let stride = match bufs.get(1) {
+            Some(b) => b.addr().wrapping_sub(slab),
+            None => 0,
+        };
+        let frames = bufs
             .into_iter()
             .chain((0..spare).map(|_| AlignedBuf::zeroed(0)))
             .map(|buf| Frame {
@@ -264,6 +368,7 @@ impl BufferPool {
                 pins: AtomicU32::new(0),
                 referenced: AtomicBool::new(false),
                 dirty: AtomicBool::new(false),
+                routes: OnceLock::new(),
             })
             .collect();
         Self {
@@ -287,6 +392,11 @@ impl BufferPool {
                 free: (0..n).rev().collect(),
             }),
             dirty: AtomicUsize::new(0),
+            route_slots,
+            route_reserve,
+            slab,
+            stride,
+            route_bytes: AtomicUsize::new(0),
             counters: PoolCounters::default(),
         }
     }
@@ -419,7 +529,7 @@ impl BufferPool {
         let reserved = spill_map_reserve(self.frames.len(), ps);
         let spill = sp.mirror_bytes() + sp.map_bytes().saturating_sub(reserved);
         let buffers = self.capacity() * ps;
-        (self.frames.len() * frame_overhead(ps) + buffers + spill) as u64
+        (self.frames.len() * frame_overhead(ps) + buffers + spill + self.route_reserve) as u64
     }
 
     /// Pages in the spill file.
@@ -731,30 +841,147 @@ impl BufferPool {
         loop {
             let hit = self.table.read().get(&id).copied();
             if let Some(i) = hit {
-                let f = self.frame(i);
-                f.pins.fetch_add(1, AcqRel);
-                let guard = f.data.read();
-                if f.id.load(Acquire) == id {
-                    if !f.referenced.load(Relaxed) {
-                        f.referenced.store(true, Relaxed);
-                    }
+                self.warm_frame(i);
+                if let Some(read) = self.read_frame(i, id) {
                     self.counters.hits.fetch_add(1, Relaxed);
-                    return Ok((
-                        PageRead {
-                            guard: Some(guard),
-                            pins: &f.pins,
-                        },
-                        resident,
-                    ));
+                    return Ok((read, resident));
                 }
-                drop(guard);
-                f.pins.fetch_sub(1, AcqRel);
                 continue;
             }
             // Load through the pinning path, then take the hit path.
             resident = false;
             drop(self.fetch(id)?);
         }
+    }
+
+    /// [`BufferPool::read_tracked`] for page `id` reached through `route`:
+    /// a hit on the frame the route names takes no page-table lookup. A
+    /// lookup by id (a route unknown, stale, or one the pool had no room
+    /// to keep) records the frame it found in the route.
+    ///
+    /// Returns the page and how it was found. A hit through the route is
+    /// not counted here: callers count a descent's routed hits at once
+    /// ([`BufferPool::count_routed`]), saving a shared counter's update
+    /// per level.
+    pub fn read_child(&self, id: PageId, route: Route) -> Result<(PageRead<'_>, Found)> {
+        if let Some(i) = self.routed_frame(route) {
+            self.warm_frame(i);
+            if let Some(read) = self.read_frame(i, id) {
+                return Ok((read, Found::Routed));
+            }
+        }
+        let (read, resident) = self.read_tracked(id)?;
+        self.keep_route(route, read.frame);
+        let found = if resident {
+            Found::Table
+        } else {
+            Found::Loaded
+        };
+        Ok((read, found))
+    }
+
+    /// Adds `n` hits found through routes to the counters.
+    pub fn count_routed(&self, n: u64) {
+        if n > 0 {
+            self.counters.routed.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Starts fetching frame `i`'s metadata and its page's first lines
+    /// (the header and the start of the slot array), which the latch and
+    /// the search then read: their cache misses overlap instead of one
+    /// waiting on the other, whose latch is a full barrier.
+    fn warm_frame(&self, i: usize) {
+        if i < self.base {
+            ferrite_io::prefetch(self.slab.wrapping_add(i.wrapping_mul(self.stride)), 256);
+        }
+        if let Some(f) = self.frames.get(i) {
+            ferrite_io::prefetch(f as *const Frame as usize, 64);
+        }
+    }
+
+    /// Latches frame `i` shared if it holds page `id`, setting its
+    /// reference bit (if not set already: a store to a shared line only
+    /// when it changes something).
+    fn read_frame(&self, i: usize, id: PageId) -> Option<PageRead<'_>> {
+        let f = self.frames.get(i)?;
+        let guard = f.data.read();
+        if f.id.load(Acquire) != id {
+            return None;
+        }
+        if !f.referenced.load(Relaxed) {
+            f.referenced.store(true, Relaxed);
+        }
+        Some(PageRead { guard, frame: i })
+    }
+
+    /// The frame `route` names, if the parent's frame has routes.
+    fn routed_frame(&self, route: Route) -> Option<usize> {
+        let table = self.frames.get(route.parent)?.routes.get()?;
+        let entry = table.get(route.position & (self.route_slots - 1))?;
+        (entry.load(Relaxed) as usize).checked_sub(1)
+    }
+
+    /// Records that `route` led to frame `child`, giving the parent's
+    /// frame a route table first if the reserve has room for one.
+    fn keep_route(&self, route: Route, child: usize) {
+        let Some(parent) = self.frames.get(route.parent) else {
+            return;
+        };
+        let table = match parent.routes.get() {
+            Some(t) => t,
+            None => {
+                let bytes = self.route_slots * std::mem::size_of::<AtomicU32>();
+                let taken = self.route_bytes.fetch_add(bytes, Relaxed);
+                if taken + bytes > self.route_reserve {
+                    self.route_bytes.fetch_sub(bytes, Relaxed);
+                    return;
+                }
+                let fresh = (0..self.route_slots).map(|_| AtomicU32::new(0)).collect();
+                if parent.routes.set(fresh).is_err() {
+                    // Another reader gave the frame its table meanwhile.
+                    self.route_bytes.fetch_sub(bytes, Relaxed);
+                }
+                let Some(t) = parent.routes.get() else {
+                    return;
+                };
+                t
+            }
+        };
+        let Ok(entry) = u32::try_from(child + 1) else {
+            return;
+        };
+        if let Some(e) = table.get(route.position & (self.route_slots - 1)) {
+            e.store(entry, Relaxed);
+        }
+    }
+
+    /// The frame holding page `id`, by the page table.
+    #[cfg(feature = "bench-internals")]
+    pub fn frame_of(&self, id: PageId) -> Option<usize> {
+        self.table.read().get(&id).copied()
+    }
+
+    /// Latches frame `i` shared and lets go; whether it holds a page.
+    #[cfg(feature = "bench-internals")]
+    pub fn latch_frame(&self, i: usize) -> bool {
+        self.frames
+            .get(i)
+            .is_some_and(|f| !f.data.read().is_empty())
+    }
+
+    /// `f` of frame `i`'s bytes, latched shared (the default for no frame).
+    #[cfg(feature = "bench-internals")]
+    pub fn with_frame<R: Default>(&self, i: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.frames
+            .get(i)
+            .map(|fr| f(&fr.data.read()))
+            .unwrap_or_default()
+    }
+
+    /// Frames that have route tables (for tests and reports).
+    pub fn routed_frames(&self) -> usize {
+        self.route_bytes.load(Relaxed) / (self.route_slots * std::mem::size_of::<AtomicU32>())
     }
 
     /// Whether page `id` is in the pool (no I/O, no effect on the clock).
@@ -1516,6 +1743,75 @@ mod tests {
     }
 
     #[test]
+    fn a_route_finds_its_child_without_the_table_until_the_child_moves() {
+        let (dev, spill) = devices_holding(200);
+        let pool = BufferPool::new(dev, spill, PS, 128 * (PS + frame_overhead(PS)) as u64);
+        let parent = pool.read(1).unwrap().route(7);
+        let (first, found) = pool.read_child(5, parent).unwrap();
+        assert_eq!((first[MARK], found), (1, Found::Loaded));
+        let frame = first.frame;
+        drop(first);
+        let (again, found) = pool.read_child(5, parent).unwrap();
+        assert_eq!((again.frame, found), (frame, Found::Routed));
+        drop(again);
+        assert_eq!(pool.routed_frames(), 1);
+        // The child leaves; its frame takes another page: the route names
+        // that frame still, and is found stale, not followed.
+        pool.evict(5).unwrap();
+        let other = pool.read(150).unwrap();
+        assert_eq!(other.frame, frame, "the emptied frame is reused first");
+        drop(other);
+        change(&pool, 150, 9);
+        let (back, found) = pool.read_child(5, parent).unwrap();
+        assert_eq!((back[MARK], found), (1, Found::Loaded));
+        assert_ne!(back.frame, frame);
+        let moved = back.frame;
+        drop(back);
+        let (routed, found) = pool.read_child(5, parent).unwrap();
+        assert_eq!((routed.frame, found), (moved, Found::Routed));
+        // A route a page other than the child's parent wrote is checked
+        // the same way.
+        drop(routed);
+        let (wrong, found) = pool.read_child(150, parent).unwrap();
+        assert_eq!((wrong[MARK], found), (9, Found::Table));
+    }
+
+    #[test]
+    fn a_pool_too_small_for_route_tables_reads_by_the_table() {
+        let (dev, spill) = devices_holding(40);
+        let pool = BufferPool::new(dev, spill, PS, 16 * (PS + frame_overhead(PS)) as u64);
+        let parent = pool.read(1).unwrap().route(0);
+        for _ in 0..3 {
+            let (r, found) = pool.read_child(2, parent).unwrap();
+            assert_eq!(r[MARK], 1);
+            assert_ne!(found, Found::Routed);
+        }
+        assert_eq!(pool.routed_frames(), 0);
+        let all = pool.memory_bytes();
+        assert!(all <= 16 * (PS + frame_overhead(PS)) as u64, "{all}");
+    }
+
+    #[test]
+    fn route_tables_stay_within_their_reserve() {
+        let frames = 256;
+        let budget = (frames * (PS + frame_overhead(PS))) as u64;
+        let (dev, spill) = devices_holding(300);
+        let pool = BufferPool::new(dev, spill, PS, budget);
+        let can_hold = route_reserve(budget, PS) / (route_slots(PS) * 4);
+        assert!(can_hold >= 4);
+        for parent in 0..can_hold as u64 + 10 {
+            let route = pool.read(parent).unwrap().route(0);
+            drop(pool.read_child(parent + 100, route).unwrap());
+        }
+        assert_eq!(pool.routed_frames(), can_hold);
+        assert!(
+            pool.memory_bytes() <= budget,
+            "{} > {budget}",
+            pool.memory_bytes()
+        );
+    }
+
+    #[test]
     fn copy_pages_takes_frames_and_spilled_images_and_refuses_the_rest() {
         let pool = pool_with_a_damaged_and_a_spilled_page();
         change(&pool, 4, 7);
@@ -1536,5 +1832,115 @@ mod tests {
             .zip(bufs.iter_mut().map(|b| &mut b[..]))
             .collect();
         assert!(pool.copy_pages(&mut pages).is_err());
+    }
+}
+
+/// Routes under loom: a reader follows a route to the frame its child was
+/// in while the clock evicts that child and gives the frame to another
+/// page, and the child is loaded again into another frame. In every
+/// interleaving the reader reads the child's bytes or, finding the route
+/// stale, the page table's frame: never the other page's bytes, which a
+/// route trusted without checking the frame's id would return.
+#[cfg(all(test, loom))]
+mod route_model {
+    use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+    use loom::sync::{Arc, Mutex, RwLock};
+
+    const CHILD: u64 = 5;
+    const OTHER: u64 = 9;
+
+    struct Frame {
+        id: AtomicU64,
+        /// The latch and the page bytes it guards (a page's id stands for
+        /// its bytes).
+        data: RwLock<u64>,
+    }
+
+    struct Pool {
+        frames: [Frame; 2],
+        table: Mutex<Vec<(u64, usize)>>,
+        /// The parent's route to `CHILD`: frame index + 1.
+        route: AtomicU32,
+    }
+
+    /// Frame `i`'s bytes if it holds `CHILD`: the id is checked under the
+    /// latch the bytes are read under, as `BufferPool::read_frame` does.
+    fn read_frame(p: &Pool, i: usize) -> Option<u64> {
+        let f = &p.frames[i];
+        let g = f.data.read().ok()?;
+        (f.id.load(Acquire) == CHILD).then_some(*g)
+    }
+
+    fn read_child(p: &Pool) -> u64 {
+        loop {
+            let routed = (p.route.load(Relaxed) as usize).checked_sub(1);
+            if let Some(bytes) = routed.and_then(|i| read_frame(p, i)) {
+                return bytes;
+            }
+            let found = p
+                .table
+                .lock()
+                .ok()
+                .and_then(|t| t.iter().find(|&&(id, _)| id == CHILD).map(|&(_, i)| i));
+            if let Some(i) = found {
+                if let Some(bytes) = read_frame(p, i) {
+                    p.route.store(i as u32 + 1, Relaxed);
+                    return bytes;
+                }
+            }
+            // The child is between frames: the real reader would load it.
+            loom::thread::yield_now();
+        }
+    }
+
+    /// Seizes frame `i` (the latch only tried, as under the table lock)
+    /// and puts page `id` in it; false if a reader holds the latch.
+    fn install(p: &Pool, i: usize, id: u64) -> bool {
+        let Ok(mut table) = p.table.lock() else {
+            return false;
+        };
+        let f = &p.frames[i];
+        let Ok(mut g) = f.data.try_write() else {
+            return false;
+        };
+        let old = f.id.swap(id, AcqRel);
+        table.retain(|&(t, _)| t != old);
+        table.push((id, i));
+        *g = id;
+        true
+    }
+
+    #[test]
+    fn a_route_never_leads_a_reader_to_another_page() {
+        loom::model(|| {
+            let p = Arc::new(Pool {
+                frames: [
+                    Frame {
+                        id: AtomicU64::new(CHILD),
+                        data: RwLock::new(CHILD),
+                    },
+                    Frame {
+                        id: AtomicU64::new(u64::MAX),
+                        data: RwLock::new(0),
+                    },
+                ],
+                table: Mutex::new(vec![(CHILD, 0)]),
+                route: AtomicU32::new(1),
+            });
+            let clock = p.clone();
+            let evictor = loom::thread::spawn(move || {
+                // The child leaves frame 0 for another page, then comes
+                // back in frame 1; a try that meets a reader's latch is
+                // passed over, as the clock passes it.
+                if install(&clock, 0, OTHER) {
+                    while !install(&clock, 1, CHILD) {
+                        loom::thread::yield_now();
+                    }
+                }
+            });
+            assert_eq!(read_child(&p), CHILD);
+            evictor.join().unwrap_or_default();
+            assert_eq!(read_child(&p), CHILD);
+        });
     }
 }

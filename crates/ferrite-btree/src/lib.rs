@@ -59,4 +59,5 @@ pub mod internals {
     pub use crate::insert_buffer::{InsertBuffer, Offer};
     pub use crate::meta::{Carried, Meta as MetaPage};
     pub use crate::page::{decode as decode_page, search as search_page, DecodedCell, DecodedPage};
+    pub use crate::store::HitPath;
 }

@@ -515,10 +515,16 @@ fn cmp_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 
 /// The child of an inner page to follow for `k`.
 pub fn child_for(b: &[u8], k: &[u8]) -> PageId {
+    child_route(b, k).1
+}
+
+/// [`child_for`] with the child's position among the page's children: 0
+/// for the `link`, `i + 1` for slot `i`'s child.
+pub fn child_route(b: &[u8], k: &[u8]) -> (usize, PageId) {
     match search(b, k) {
-        Ok(i) => child(b, i),
-        Err(0) => link(b),
-        Err(i) => child(b, i - 1),
+        Ok(i) => (i + 1, child(b, i)),
+        Err(0) => (0, link(b)),
+        Err(i) => (i, child(b, i - 1)),
     }
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
-use crate::buffer_pool::BufferPool;
+use crate::buffer_pool::{BufferPool, Found, PageRead, Route};
 use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
 use crate::structure_version::StructureVersion;
@@ -329,6 +329,12 @@ impl Tree {
     /// The leaf for `key` by the published shape, latching one page at a
     /// time and no lock: valid only if `version` did not move meanwhile.
     pub(crate) fn leaf_for_published(&self, key: &[u8]) -> Result<PageId> {
+        Ok(self.route_published(key)?.0)
+    }
+
+    /// [`Tree::leaf_for_published`] with the route to the leaf, for
+    /// [`Tree::get_at`].
+    pub(crate) fn route_published(&self, key: &[u8]) -> Result<(PageId, Option<Route>)> {
         let p = &self.published;
         self.descend(p.root.load(Relaxed), p.height.load(Relaxed), key)
     }
@@ -401,12 +407,51 @@ impl Tree {
 
     /// Descends to the leaf for `key` without recording the path.
     pub(crate) fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
-        self.descend(shape.root, shape.height, key)
+        Ok(self.descend(shape.root, shape.height, key)?.0)
     }
 
-    fn descend(&self, root: PageId, height: u32, key: &[u8]) -> Result<PageId> {
+    /// The leaf for `key` and the route to it (none if the root is the
+    /// leaf). Each level below the root is read through its route, so a
+    /// descent through resident pages takes the page table only where a
+    /// route is unknown or stale.
+    fn descend(&self, root: PageId, height: u32, key: &[u8]) -> Result<(PageId, Option<Route>)> {
         let mut id = root;
+        let mut route = None;
+        let mut routed = 0;
         for _ in 0..height {
+            let (b, found) = self.read_routed(id, route)?;
+            routed += u64::from(found == Found::Routed);
+            expect_kind(id, &b, KIND_INNER)?;
+            let (position, child) = page::child_route(&b, key);
+            route = Some(b.route(position));
+            id = child;
+        }
+        self.pool.count_routed(routed);
+        Ok((id, route))
+    }
+
+    /// The pages from the root to `key`'s leaf by the published shape.
+    #[cfg(feature = "bench-internals")]
+    pub(crate) fn path_published(&self, key: &[u8], path: &mut Vec<PageId>) -> Result<()> {
+        let p = &self.published;
+        let mut id = p.root.load(Relaxed);
+        for _ in 0..p.height.load(Relaxed) {
+            path.push(id);
+            let b = self.pool.read(id)?;
+            expect_kind(id, &b, KIND_INNER)?;
+            id = page::child_for(&b, key);
+        }
+        path.push(id);
+        Ok(())
+    }
+
+    /// `key`'s leaf by the published shape, every level found through the
+    /// page table (the descent without routes).
+    #[cfg(feature = "bench-internals")]
+    pub(crate) fn leaf_by_table(&self, key: &[u8]) -> Result<PageId> {
+        let p = &self.published;
+        let mut id = p.root.load(Relaxed);
+        for _ in 0..p.height.load(Relaxed) {
             let b = self.pool.read(id)?;
             expect_kind(id, &b, KIND_INNER)?;
             id = page::child_for(&b, key);
@@ -414,10 +459,39 @@ impl Tree {
         Ok(id)
     }
 
-    /// Looks `key` up in `leaf`, the leaf it maps to.
-    /// The value of `key` in `leaf`, and whether the leaf was resident.
+    fn read_routed(&self, id: PageId, route: Option<Route>) -> Result<(PageRead<'_>, Found)> {
+        match route {
+            Some(r) => self.pool.read_child(id, r),
+            None => {
+                let (b, resident) = self.pool.read_tracked(id)?;
+                Ok((
+                    b,
+                    if resident {
+                        Found::Table
+                    } else {
+                        Found::Loaded
+                    },
+                ))
+            }
+        }
+    }
+
+    /// The value of `key` in `leaf`, the leaf it maps to, and whether the
+    /// leaf was resident.
     pub(crate) fn get_in(&self, leaf: PageId, key: &[u8]) -> Result<(Option<Vec<u8>>, bool)> {
-        let (b, resident) = self.pool.read_tracked(leaf)?;
+        self.get_at(leaf, None, key)
+    }
+
+    /// [`Tree::get_in`] for a leaf reached through `route`.
+    pub(crate) fn get_at(
+        &self,
+        leaf: PageId,
+        route: Option<Route>,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, bool)> {
+        let (b, found) = self.read_routed(leaf, route)?;
+        self.pool.count_routed(u64::from(found == Found::Routed));
+        let resident = found.resident();
         let v = match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {
                 StoredValue::Inline(v) => Some(v.to_vec()),

@@ -32,7 +32,7 @@ mod uring;
 pub mod zoned;
 
 pub use accounting::{bucket_upper_bound, size_bucket, IoCounters, IoStats, SIZE_BUCKETS};
-pub use aligned_buf::{AlignedBuf, BUF_ALIGN};
+pub use aligned_buf::{prefetch, AlignedBuf, BUF_ALIGN};
 pub use block_device::{check_aligned, BlockDevice, GatherReq, ReadReq, WriteReq};
 pub use direct_file::{BatchMode, DirectFile, DirectFileOptions};
 pub use error::{DeviceError, IoOp, Result, ZoneError};

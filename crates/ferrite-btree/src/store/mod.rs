@@ -38,14 +38,20 @@
 //! | `checkpoint.rs` | installing the tree as a checkpoint, what it carries over |
 //! | `shortcut_worker.rs` | SHORTCUT's background rebuilds and re-layouts |
 //! | `stats.rs` | the engine's counters as [`Stats`] |
+//! | `hit_path.rs` | the in-cache lookup's cost, part by part (harness only) |
 
 mod checkpoint;
+#[cfg(feature = "bench-internals")]
+mod hit_path;
 mod open;
 mod read;
 mod shortcut_worker;
 mod snapshot;
 mod stats;
 mod write;
+
+#[cfg(feature = "bench-internals")]
+pub use hit_path::HitPath;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};

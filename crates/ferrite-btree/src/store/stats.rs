@@ -33,6 +33,11 @@ pub struct BTreeStats {
     /// Dirty pages evicted to the spill file since the last checkpoint.
     pub spilled_pages: u64,
     pub spill_log_slots: u64,
+    /// Page hits found through a parent's route, without the page table
+    /// (also counted in the cache's hits), and the frames with route
+    /// tables.
+    pub routed_hits: u64,
+    pub routed_frames: u64,
     /// Working buffers (WAL, checkpoint chunk) charged to the budget.
     pub working_bytes: u64,
     pub spills: u64,
@@ -84,6 +89,8 @@ impl EngineStats for BTreeStats {
             ("dirty_pages", self.dirty_pages),
             ("spilled_pages", self.spilled_pages),
             ("spill_log_slots", self.spill_log_slots),
+            ("routed_hits", self.routed_hits),
+            ("routed_frames", self.routed_frames),
             ("working_bytes", self.working_bytes),
             ("spills", self.spills),
             ("spill_batches", self.spill_batches),
@@ -207,6 +214,8 @@ impl Shared {
             dirty_pages: pool.dirty_count() as u64,
             spilled_pages: pool.spilled() as u64,
             spill_log_slots: pool.spill_log_slots(),
+            routed_hits: ld(&pool.counters.routed),
+            routed_frames: pool.routed_frames() as u64,
             working_bytes: s.reserve,
             spills: ld(&pool.counters.spills),
             spill_batches: ld(&pool.counters.spill_batches),
@@ -232,7 +241,7 @@ impl Shared {
             user_bytes_read: c.api.bytes_read(),
             device: dev,
             cache: CacheCounts {
-                hits: ld(&pool.counters.hits),
+                hits: ld(&pool.counters.hits) + ld(&pool.counters.routed),
                 misses: ld(&pool.counters.misses),
                 evictions: ld(&pool.counters.evictions),
             },

@@ -1,5 +1,5 @@
 //! `ferrite-bench`: the measuring binary behind `ferrite bench`, `ferrite
-//! repro` and `ferrite io-probe`.
+//! repro` and `ferrite io-probe`, and of `hit-path`, run directly.
 //!
 //! It is a binary of its own so that what only measurements need stays
 //! out of the user-facing `ferrite` tool: the counting global allocator
@@ -7,6 +7,7 @@
 //! `ferrite` tool forwards those three subcommands here unchanged.
 
 mod bench;
+mod hit_path;
 mod io_probe;
 mod repro;
 
@@ -35,6 +36,8 @@ enum Command {
     Repro(repro::ReproArgs),
     /// Measure dependent versus batched 4 KiB O_DIRECT random reads.
     IoProbe(io_probe::IoProbeArgs),
+    /// Take the B+tree's in-cache lookup apart: ns per lookup, part by part.
+    HitPath(hit_path::HitPathArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,5 +49,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(*args),
         Command::Repro(args) => repro::run(args),
         Command::IoProbe(args) => io_probe::run(args),
+        Command::HitPath(args) => hit_path::run(args),
     }
 }

@@ -70,6 +70,16 @@ impl Drop for Slab {
     }
 }
 
+/// Allocates zeroed memory for `layout`, whose size callers keep non-zero.
+fn alloc_zeroed(layout: Layout) -> NonNull<u8> {
+    // SAFETY: every caller passes a layout of non-zero size.
+    let raw = unsafe { alloc::alloc_zeroed(layout) };
+    let Some(ptr) = NonNull::new(raw) else {
+        alloc::handle_alloc_error(layout)
+    };
+    ptr
+}
+
 /// Maps `len` zeroed bytes aligned to [`HUGE_PAGE`] and advises the kernel
 /// to back them with huge pages; `None` if the mapping fails.
 fn map_huge(len: usize) -> Option<NonNull<u8>> {
@@ -125,14 +135,8 @@ impl AlignedBuf {
                 slab: None,
             };
         }
-        let layout = Self::layout(len);
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
         Self {
-            ptr,
+            ptr: alloc_zeroed(Self::layout(len)),
             len,
             slab: None,
         }
@@ -161,13 +165,8 @@ impl AlignedBuf {
             },
             None => {
                 let layout = Self::layout(total);
-                // SAFETY: layout has a non-zero size.
-                let raw = unsafe { alloc::alloc_zeroed(layout) };
-                let Some(ptr) = NonNull::new(raw) else {
-                    alloc::handle_alloc_error(layout)
-                };
                 Slab {
-                    ptr,
+                    ptr: alloc_zeroed(layout),
                     source: SlabSource::Heap(layout),
                 }
             }

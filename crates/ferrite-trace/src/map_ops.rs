@@ -193,9 +193,8 @@ mod tests {
             ops in proptest::collection::vec(op(), 0..200),
             cut in 0usize..26,
         ) {
-            let dir = std::env::temp_dir().join(format!("ferrite-map-ops-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join(format!("ops-{}-{cut}", ops.len()));
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("ops");
             let mut r = Recorder::create(&path).unwrap();
             for o in &ops {
                 r.record(o).unwrap();

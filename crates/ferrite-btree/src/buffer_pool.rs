@@ -834,49 +834,48 @@ impl BufferPool {
         self.read_tracked(id).map(|(r, _)| r)
     }
 
-    /// [`BufferPool::read`], also telling whether the page was resident
-    /// when asked for.
-    pub fn read_tracked(&self, id: PageId) -> Result<(PageRead<'_>, bool)> {
-        let mut resident = true;
+    /// [`BufferPool::read`], also telling how the page was found
+    /// ([`Found::Table`] if it was resident when asked for).
+    pub fn read_tracked(&self, id: PageId) -> Result<(PageRead<'_>, Found)> {
+        let mut found = Found::Table;
         loop {
             let hit = self.table.read().get(&id).copied();
             if let Some(i) = hit {
                 self.warm_frame(i);
                 if let Some(read) = self.read_frame(i, id) {
                     self.counters.hits.fetch_add(1, Relaxed);
-                    return Ok((read, resident));
+                    return Ok((read, found));
                 }
                 continue;
             }
             // Load through the pinning path, then take the hit path.
-            resident = false;
+            found = Found::Loaded;
             drop(self.fetch(id)?);
         }
     }
 
-    /// [`BufferPool::read_tracked`] for page `id` reached through `route`:
-    /// a hit on the frame the route names takes no page-table lookup. A
-    /// lookup by id (a route unknown, stale, or one the pool had no room
-    /// to keep) records the frame it found in the route.
+    /// [`BufferPool::read_tracked`] for page `id` reached through `route`
+    /// (none for the root): a hit on the frame the route names takes no
+    /// page-table lookup. A lookup by id (a route unknown, stale, or one
+    /// the pool had no room to keep) records the frame it found in the
+    /// route.
     ///
     /// Returns the page and how it was found. A hit through the route is
-    /// not counted here: callers count a descent's routed hits at once
+    /// not counted here: callers count a lookup's routed hits at once
     /// ([`BufferPool::count_routed`]), saving a shared counter's update
     /// per level.
-    pub fn read_child(&self, id: PageId, route: Route) -> Result<(PageRead<'_>, Found)> {
+    pub fn read_child(&self, id: PageId, route: Option<Route>) -> Result<(PageRead<'_>, Found)> {
+        let Some(route) = route else {
+            return self.read_tracked(id);
+        };
         if let Some(i) = self.routed_frame(route) {
             self.warm_frame(i);
             if let Some(read) = self.read_frame(i, id) {
                 return Ok((read, Found::Routed));
             }
         }
-        let (read, resident) = self.read_tracked(id)?;
+        let (read, found) = self.read_tracked(id)?;
         self.keep_route(route, read.frame);
-        let found = if resident {
-            Found::Table
-        } else {
-            Found::Loaded
-        };
         Ok((read, found))
     }
 
@@ -1747,11 +1746,11 @@ mod tests {
         let (dev, spill) = devices_holding(200);
         let pool = BufferPool::new(dev, spill, PS, 128 * (PS + frame_overhead(PS)) as u64);
         let parent = pool.read(1).unwrap().route(7);
-        let (first, found) = pool.read_child(5, parent).unwrap();
+        let (first, found) = pool.read_child(5, Some(parent)).unwrap();
         assert_eq!((first[MARK], found), (1, Found::Loaded));
         let frame = first.frame;
         drop(first);
-        let (again, found) = pool.read_child(5, parent).unwrap();
+        let (again, found) = pool.read_child(5, Some(parent)).unwrap();
         assert_eq!((again.frame, found), (frame, Found::Routed));
         drop(again);
         assert_eq!(pool.routed_frames(), 1);
@@ -1762,17 +1761,17 @@ mod tests {
         assert_eq!(other.frame, frame, "the emptied frame is reused first");
         drop(other);
         change(&pool, 150, 9);
-        let (back, found) = pool.read_child(5, parent).unwrap();
+        let (back, found) = pool.read_child(5, Some(parent)).unwrap();
         assert_eq!((back[MARK], found), (1, Found::Loaded));
         assert_ne!(back.frame, frame);
         let moved = back.frame;
         drop(back);
-        let (routed, found) = pool.read_child(5, parent).unwrap();
+        let (routed, found) = pool.read_child(5, Some(parent)).unwrap();
         assert_eq!((routed.frame, found), (moved, Found::Routed));
         // A route a page other than the child's parent wrote is checked
         // the same way.
         drop(routed);
-        let (wrong, found) = pool.read_child(150, parent).unwrap();
+        let (wrong, found) = pool.read_child(150, Some(parent)).unwrap();
         assert_eq!((wrong[MARK], found), (9, Found::Table));
     }
 
@@ -1782,7 +1781,7 @@ mod tests {
         let pool = BufferPool::new(dev, spill, PS, 16 * (PS + frame_overhead(PS)) as u64);
         let parent = pool.read(1).unwrap().route(0);
         for _ in 0..3 {
-            let (r, found) = pool.read_child(2, parent).unwrap();
+            let (r, found) = pool.read_child(2, Some(parent)).unwrap();
             assert_eq!(r[MARK], 1);
             assert_ne!(found, Found::Routed);
         }
@@ -1801,7 +1800,7 @@ mod tests {
         assert!(can_hold >= 4);
         for parent in 0..can_hold as u64 + 10 {
             let route = pool.read(parent).unwrap().route(0);
-            drop(pool.read_child(parent + 100, route).unwrap());
+            drop(pool.read_child(parent + 100, Some(route)).unwrap());
         }
         assert_eq!(pool.routed_frames(), can_hold);
         assert!(

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use ferrite_core::{Error, KeyRange, Result, ScanVisitor};
 
-use crate::buffer_pool::{BufferPool, Found, PageRead, Route};
+use crate::buffer_pool::{BufferPool, Found, Route};
 use crate::insert_buffer::Record;
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
 use crate::structure_version::StructureVersion;
@@ -54,6 +54,17 @@ pub struct Shape {
     /// re-layout placed it in, if any: the next re-layout shifts the level
     /// within it while it fits.
     pub level_runs: Vec<Option<(PageId, u64)>>,
+}
+
+/// Where a descent ended: the leaf, the route to it from its parent (none
+/// if the root is the leaf), and how many inner levels were found through
+/// their routes. The routed hits are counted once per lookup, with the
+/// leaf's, instead of once per level.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Descent {
+    pub leaf: PageId,
+    route: Option<Route>,
+    routed: u64,
 }
 
 /// Pairs a lock-free scan collected, in key order, in one buffer.
@@ -329,12 +340,14 @@ impl Tree {
     /// The leaf for `key` by the published shape, latching one page at a
     /// time and no lock: valid only if `version` did not move meanwhile.
     pub(crate) fn leaf_for_published(&self, key: &[u8]) -> Result<PageId> {
-        Ok(self.route_published(key)?.0)
+        let d = self.route_published(key)?;
+        self.pool.count_routed(d.routed);
+        Ok(d.leaf)
     }
 
     /// [`Tree::leaf_for_published`] with the route to the leaf, for
     /// [`Tree::get_at`].
-    pub(crate) fn route_published(&self, key: &[u8]) -> Result<(PageId, Option<Route>)> {
+    pub(crate) fn route_published(&self, key: &[u8]) -> Result<Descent> {
         let p = &self.published;
         self.descend(p.root.load(Relaxed), p.height.load(Relaxed), key)
     }
@@ -407,41 +420,38 @@ impl Tree {
 
     /// Descends to the leaf for `key` without recording the path.
     pub(crate) fn leaf_for(&self, shape: &Shape, key: &[u8]) -> Result<PageId> {
-        Ok(self.descend(shape.root, shape.height, key)?.0)
+        let d = self.descend(shape.root, shape.height, key)?;
+        self.pool.count_routed(d.routed);
+        Ok(d.leaf)
     }
 
-    /// The leaf for `key` and the route to it (none if the root is the
-    /// leaf). Each level below the root is read through its route, so a
-    /// descent through resident pages takes the page table only where a
-    /// route is unknown or stale.
-    fn descend(&self, root: PageId, height: u32, key: &[u8]) -> Result<(PageId, Option<Route>)> {
-        let mut id = root;
-        let mut route = None;
-        let mut routed = 0;
+    /// The leaf for `key` and the route to it. Each level below the root
+    /// is read through its route, so a descent through resident pages
+    /// takes the page table only where a route is unknown or stale.
+    fn descend(&self, root: PageId, height: u32, key: &[u8]) -> Result<Descent> {
+        let mut d = Descent {
+            leaf: root,
+            route: None,
+            routed: 0,
+        };
         for _ in 0..height {
-            let (b, found) = self.read_routed(id, route)?;
-            routed += u64::from(found == Found::Routed);
+            let id = d.leaf;
+            let (b, found) = self.pool.read_child(id, d.route)?;
+            d.routed += u64::from(found == Found::Routed);
             expect_kind(id, &b, KIND_INNER)?;
             let (position, child) = page::child_route(&b, key);
-            route = Some(b.route(position));
-            id = child;
+            d.route = Some(b.route(position));
+            d.leaf = child;
         }
-        self.pool.count_routed(routed);
-        Ok((id, route))
+        Ok(d)
     }
 
-    /// The pages from the root to `key`'s leaf by the published shape.
+    /// The pages from the root to `key`'s leaf by the published shape,
+    /// every level found through the page table.
     #[cfg(feature = "bench-internals")]
     pub(crate) fn path_published(&self, key: &[u8], path: &mut Vec<PageId>) -> Result<()> {
-        let p = &self.published;
-        let mut id = p.root.load(Relaxed);
-        for _ in 0..p.height.load(Relaxed) {
-            path.push(id);
-            let b = self.pool.read(id)?;
-            expect_kind(id, &b, KIND_INNER)?;
-            id = page::child_for(&b, key);
-        }
-        path.push(id);
+        let leaf = self.walk_published(key, |id| path.push(id))?;
+        path.push(leaf);
         Ok(())
     }
 
@@ -449,9 +459,17 @@ impl Tree {
     /// page table (the descent without routes).
     #[cfg(feature = "bench-internals")]
     pub(crate) fn leaf_by_table(&self, key: &[u8]) -> Result<PageId> {
+        self.walk_published(key, |_| {})
+    }
+
+    /// Descends the published shape by the page table, showing `visit`
+    /// each inner page passed; returns the leaf.
+    #[cfg(feature = "bench-internals")]
+    fn walk_published(&self, key: &[u8], mut visit: impl FnMut(PageId)) -> Result<PageId> {
         let p = &self.published;
         let mut id = p.root.load(Relaxed);
         for _ in 0..p.height.load(Relaxed) {
+            visit(id);
             let b = self.pool.read(id)?;
             expect_kind(id, &b, KIND_INNER)?;
             id = page::child_for(&b, key);
@@ -459,38 +477,25 @@ impl Tree {
         Ok(id)
     }
 
-    fn read_routed(&self, id: PageId, route: Option<Route>) -> Result<(PageRead<'_>, Found)> {
-        match route {
-            Some(r) => self.pool.read_child(id, r),
-            None => {
-                let (b, resident) = self.pool.read_tracked(id)?;
-                Ok((
-                    b,
-                    if resident {
-                        Found::Table
-                    } else {
-                        Found::Loaded
-                    },
-                ))
-            }
-        }
-    }
-
     /// The value of `key` in `leaf`, the leaf it maps to, and whether the
     /// leaf was resident.
     pub(crate) fn get_in(&self, leaf: PageId, key: &[u8]) -> Result<(Option<Vec<u8>>, bool)> {
-        self.get_at(leaf, None, key)
+        self.get_at(
+            Descent {
+                leaf,
+                route: None,
+                routed: 0,
+            },
+            key,
+        )
     }
 
-    /// [`Tree::get_in`] for a leaf reached through `route`.
-    pub(crate) fn get_at(
-        &self,
-        leaf: PageId,
-        route: Option<Route>,
-        key: &[u8],
-    ) -> Result<(Option<Vec<u8>>, bool)> {
-        let (b, found) = self.read_routed(leaf, route)?;
-        self.pool.count_routed(u64::from(found == Found::Routed));
+    /// [`Tree::get_in`] for the leaf a descent reached; counts the
+    /// descent's routed hits and the leaf's in one update.
+    pub(crate) fn get_at(&self, d: Descent, key: &[u8]) -> Result<(Option<Vec<u8>>, bool)> {
+        let (b, found) = self.pool.read_child(d.leaf, d.route)?;
+        self.pool
+            .count_routed(d.routed + u64::from(found == Found::Routed));
         let resident = found.resident();
         let v = match page::search(&b, key) {
             Ok(i) => match page::value(&b, i) {

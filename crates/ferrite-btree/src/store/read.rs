@@ -22,8 +22,8 @@ impl Shared {
         s.check_key_len(key)?;
         if s.lock_free_lookups() {
             let lookup = || {
-                let (leaf, route) = s.tree.route_published(key)?;
-                s.tree.get_at(leaf, route, key)
+                let descent = s.tree.route_published(key)?;
+                s.tree.get_at(descent, key)
             };
             // Overlapped by changes on every attempt: wait for the writer
             // under the tree's lock instead.

@@ -26,7 +26,7 @@ use std::path::Path;
 
 pub use cloudphysics::parse_cloudphysics;
 pub use error::{Result, TraceError};
-pub use fio_iolog::parse_fio_iolog;
+pub use fio_iolog::{parse_fio_iolog, write_fio_iolog};
 pub use range_op::{compact_writes, ops_from_trace, RangeOp, RunAllocator};
 pub use request::{BlockOp, BlockRequest, TraceSummary, BLOCK_BYTES};
 pub use tectonic::{parse_tectonic, TECTONIC_CHUNK_BLOCKS};

@@ -16,6 +16,17 @@ pub enum BlockOp {
     Trim,
 }
 
+impl BlockOp {
+    /// The operation's name as fio's iolog spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockOp::Read => "read",
+            BlockOp::Write => "write",
+            BlockOp::Trim => "trim",
+        }
+    }
+}
+
 /// One request: `blocks` consecutive 4 KiB blocks from `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct BlockRequest {

@@ -21,7 +21,6 @@
 //! (page cache) and with `cache=none`; reads follow a page-cache drop.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -684,27 +683,6 @@ impl Study for VolumeRepro {
 }
 
 /// The trace as a fio iolog (version 2) over one file named `nbd`.
-fn write_iolog(path: &Path, trace: &[BlockRequest]) -> Result<u64> {
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|e| BenchError::Config(e.to_string()))?,
-    );
-    let io = |e: std::io::Error| BenchError::Config(e.to_string());
-    writeln!(f, "fio version 2 iolog\nnbd add\nnbd open").map_err(io)?;
-    let mut n = 0;
-    for req in trace {
-        let op = match req.op {
-            BlockOp::Read => "read",
-            BlockOp::Write => "write",
-            BlockOp::Trim => "trim",
-        };
-        writeln!(f, "nbd {op} {} {}", req.start * 4096, req.blocks * 4096).map_err(io)?;
-        n += 1;
-    }
-    writeln!(f, "nbd close").map_err(io)?;
-    f.flush().map_err(io)?;
-    Ok(n)
-}
-
 fn replay_trace(
     ctx: &ReproContext,
     trace: &[BlockRequest],
@@ -718,7 +696,12 @@ fn replay_trace(
         .unwrap_or(0);
     let bytes = end.div_ceil(s.segment_bytes) * s.segment_bytes;
     let log: PathBuf = ctx.work_dir.join("volume-trace.iolog");
-    r.trace_requests = write_iolog(&log, trace)?;
+    let data = |e: std::io::Error| BenchError::Data {
+        path: log.clone(),
+        reason: e.to_string(),
+    };
+    let file = std::fs::File::create(&log).map_err(data)?;
+    r.trace_requests = ferrite_trace::write_fio_iolog(file, "nbd", trace).map_err(data)?;
     for t in TARGETS {
         let dir = fresh_dir(&ctx.work_dir.join("volume-trace"))?;
         // Sparse: the trace's address space is far larger than what it writes.

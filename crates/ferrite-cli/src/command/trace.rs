@@ -1,12 +1,13 @@
 //! `ferrite trace`: parse a block trace and summarise it, as the replayer
-//! will see it (4 KiB blocks, the rounding rule of `ferrite_trace`).
+//! will see it (4 KiB blocks, the rounding rule of `ferrite_trace`), and
+//! optionally write it as a fio iolog for replay against a real export.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
-use ferrite_trace::{self as trace, BlockOp, BlockRequest, TraceSummary};
+use ferrite_trace::{self as trace, BlockRequest, TraceSummary};
 
 #[derive(Args)]
 pub struct TraceArgs {
@@ -17,6 +18,10 @@ pub struct TraceArgs {
     /// Print the first N requests too.
     #[arg(long, default_value_t = 0)]
     head: usize,
+    /// Also write the requests as a fio iolog (v2) to this file, for
+    /// `fio --ioengine=nbd --filename=nbd --read_iolog=FILE`.
+    #[arg(long)]
+    iolog: Option<PathBuf>,
 }
 
 pub fn run(a: TraceArgs) -> Result<()> {
@@ -51,18 +56,20 @@ pub fn run(a: TraceArgs) -> Result<()> {
         100.0 * multi as f64 / reqs.len().max(1) as f64
     );
     for r in reqs.iter().take(a.head) {
-        let op = match r.op {
-            BlockOp::Read => "read",
-            BlockOp::Write => "write",
-            BlockOp::Trim => "trim",
-        };
         println!(
             "  {:>12} µs {:<5} blocks {}..={}",
             r.time_us,
-            op,
+            r.op.name(),
             r.start,
             r.last()
         );
+    }
+    if let Some(path) = &a.iolog {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let n = trace::write_fio_iolog(file, "nbd", &reqs)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("  wrote {n} requests to {} (fio iolog v2)", path.display());
     }
     Ok(())
 }

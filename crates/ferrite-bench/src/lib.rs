@@ -18,6 +18,7 @@ pub mod counting_alloc;
 pub mod distribution;
 pub mod error;
 pub mod keyset;
+pub mod memory_cgroup;
 pub mod plan;
 pub mod process;
 pub mod provenance;

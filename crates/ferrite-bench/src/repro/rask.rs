@@ -387,6 +387,10 @@ impl Study for RaskRepro {
                     result,
                 });
             }
+            // Where the tail comes from on an index a real client built.
+            if let Some(p) = tail::profile(&rec.ops, latency_runs(rec.ops.len())) {
+                results.tails.push((name, p));
+            }
         }
         let synthetic = range_index::synthetic_ops(s.synthetic_ops, 42, s.disk_blocks, 0.8, 0.0);
         for (name, raw, reps) in &datasets {
@@ -818,8 +822,9 @@ fn tail_breakdown(results: &Results, doc: &mut Report) {
     }
     let _ = writeln!(
         doc,
-        "\n## Where RASK's tail latency comes from (main streams)\n\n\
-         One more replay of each main stream (pooled like the latency runs, after the same \
+        "\n## Where RASK's tail latency comes from\n\n\
+         One more replay of each main stream and of each recorded (`steady-`) stream (pooled \
+         like the latency runs, after the same \
          warm-up) times every operation and classes it by the costliest structural work it did, \
          read from RASK's event counters around it: a merge or resplit of a fragmented leaf, a \
          split of a full leaf (range-conscious, or the append split of a leaf filled in address \

@@ -18,7 +18,10 @@
 //!
 //! Fairness: the same fio jobs and flush schedule for every target;
 //! ferrite's data log is O_DIRECT, `nbdkit file` runs with its defaults
-//! (page cache) and with `cache=none`; reads follow a page-cache drop.
+//! (page cache), with `cache=none`, and with its defaults inside a memory
+//! cgroup that caps its page cache far below the read working set (where
+//! this host lets the benchmark create one); reads follow a page-cache
+//! drop.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,7 @@ use serde_json::json;
 use super::driver::{free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
+use crate::memory_cgroup::MemoryCgroup;
 
 pub struct VolumeRepro;
 
@@ -52,6 +56,10 @@ struct Sizes {
     overwrite_factor: f64,
     /// Trace requests replayed (a prefix at smoke scale).
     trace_requests: usize,
+    /// The memory cgroup limit of the capped `nbdkit file` (its page
+    /// cache and its own memory).
+    #[serde(default)]
+    page_cache_cap: u64,
 }
 
 fn sizes(scale: Scale) -> Sizes {
@@ -62,6 +70,7 @@ fn sizes(scale: Scale) -> Sizes {
         qd1_secs: scale.pick(1, 6, 15),
         overwrite_factor: 3.0,
         trace_requests: scale.pick(2_000, usize::MAX, usize::MAX),
+        page_cache_cap: scale.pick(32 << 20, 64 << 20, 256 << 20),
     }
 }
 
@@ -71,13 +80,17 @@ enum Target {
     PerBlock,
     Nbdkit,
     NbdkitNoCache,
+    /// `nbdkit file` with its defaults in a memory cgroup of
+    /// `Sizes::page_cache_cap` bytes.
+    NbdkitCapped,
 }
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 5] = [
     Target::Rask,
     Target::PerBlock,
     Target::Nbdkit,
     Target::NbdkitNoCache,
+    Target::NbdkitCapped,
 ];
 
 impl Target {
@@ -87,6 +100,7 @@ impl Target {
             Target::PerBlock => "ferrite volume (per-block map)",
             Target::Nbdkit => "nbdkit file",
             Target::NbdkitNoCache => "nbdkit file cache=none",
+            Target::NbdkitCapped => "nbdkit file, page cache capped",
         }
     }
 
@@ -150,23 +164,26 @@ enum Running {
         volume: Arc<Volume>,
     },
     Process(Child),
+    Stopped,
 }
 
 struct Served {
     running: Running,
     uri: String,
+    /// The capped target's group, removed after its process stops.
+    cgroup: Option<MemoryCgroup>,
 }
 
 impl Served {
     fn volume(&self) -> Option<&Arc<Volume>> {
         match &self.running {
             Running::InProcess { volume, .. } => Some(volume),
-            Running::Process(_) => None,
+            Running::Process(_) | Running::Stopped => None,
         }
     }
 
-    fn stop(self) -> Result<()> {
-        match self.running {
+    fn stop(mut self) -> Result<()> {
+        match std::mem::replace(&mut self.running, Running::Stopped) {
             Running::InProcess { server, volume } => {
                 server.shutdown();
                 server.wait().map_err(verr)?;
@@ -180,7 +197,20 @@ impl Served {
                 let _ = c.wait();
                 Ok(())
             }
+            Running::Stopped => Ok(()),
         }
+    }
+}
+
+impl Drop for Served {
+    /// A server process stops with its target, also on an error path, so
+    /// its cgroup (dropped after this) is empty and can be removed.
+    fn drop(&mut self) {
+        if let Running::Process(c) = &mut self.running {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        drop(self.cgroup.take());
     }
 }
 
@@ -228,6 +258,7 @@ fn serve(
             Ok(Served {
                 running: Running::InProcess { server, volume },
                 uri: format!("nbd://127.0.0.1:{port}/ferrite"),
+                cgroup: None,
             })
         }
         None => {
@@ -255,19 +286,56 @@ fn serve(
             if t == Target::NbdkitNoCache {
                 cmd.arg("cache=none");
             }
+            let cgroup = match t {
+                Target::NbdkitCapped => Some(capped_group(s.page_cache_cap)?),
+                _ => None,
+            };
             let mut child = cmd
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| BenchError::Config(format!("nbdkit: {e}")))?;
-            if let Err(e) = wait_for_port(port, &mut child, "nbdkit") {
+            // Moved in before it serves a request, so every page it reads
+            // or writes is charged to the group.
+            let joined = cgroup.as_ref().map_or(Ok(()), |g| g.add(child.id()));
+            let up = joined
+                .map_err(BenchError::Config)
+                .and_then(|()| wait_for_port(port, &mut child, "nbdkit"));
+            if let Err(e) = up {
                 let _ = child.kill();
+                let _ = child.wait();
                 return Err(e);
             }
             Ok(Served {
                 running: Running::Process(child),
                 uri: format!("nbd://127.0.0.1:{port}/"),
+                cgroup,
             })
+        }
+    }
+}
+
+/// A fresh memory cgroup for one capped target.
+fn capped_group(limit: u64) -> Result<MemoryCgroup> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("ferrite-volume-{}-{n}", std::process::id());
+    MemoryCgroup::create(&name, limit).map_err(BenchError::Config)
+}
+
+/// The targets this host can serve: all but the capped `nbdkit file`
+/// where no memory cgroup can be made (the reason goes in `notes`).
+fn available_targets(s: &Sizes, notes: &mut Vec<String>) -> Vec<Target> {
+    match capped_group(s.page_cache_cap) {
+        Ok(_) => TARGETS.to_vec(),
+        Err(why) => {
+            notes.push(format!(
+                "no capped nbdkit target: {why} (a memory cgroup needs root or a delegated subtree)"
+            ));
+            TARGETS
+                .into_iter()
+                .filter(|&t| t != Target::NbdkitCapped)
+                .collect()
         }
     }
 }
@@ -370,6 +438,7 @@ impl Study for VolumeRepro {
     const CLAIMS: &'static [ClaimSpec] = &[
         ClaimSpec::new("randwrite4k_qd16_vs_nbdkit", ">= 1.0", TARGET),
         ClaimSpec::new("randread4k_qd16_vs_nbdkit", ">= 0.8", TARGET),
+        ClaimSpec::new("randread4k_qd16_vs_nbdkit_capped", ">= 0.8", TARGET),
         ClaimSpec::new("map_memory_vs_perblock", "<= 0.1", TARGET),
         ClaimSpec::new("map_memory_4k_vs_perblock", "<= 1.0", TARGET),
         ClaimSpec::new("space_amp_gc", "<= 1.3", TARGET),
@@ -414,6 +483,7 @@ impl Study for VolumeRepro {
         } else {
             bssplit(&trace)
         };
+        let targets = available_targets(&s, &mut r.notes);
         let fill = (s.volume_bytes as f64 * 0.8) as u64 / (1 << 20) * (1 << 20);
         if drop_caches() {
             r.notes
@@ -429,7 +499,7 @@ impl Study for VolumeRepro {
             ("bssplit", format!("--bssplit={}", r.bssplit)),
         ];
         for (shape, bs_arg) in &shapes {
-            for t in TARGETS {
+            for &t in &targets {
                 let dir = fresh_dir(&ctx.work_dir.join(format!("volume-{shape}")))?;
                 let record = recording(ctx, t, shape)?;
                 let served = serve(t, &dir, s.volume_bytes, &s, false, record)?;
@@ -507,7 +577,7 @@ impl Study for VolumeRepro {
         }
         if !trace.is_empty() {
             let n = trace.len().min(s.trace_requests);
-            replay_trace(ctx, &trace[..n], &s, &mut r)?;
+            replay_trace(ctx, &trace[..n], &targets, &s, &mut r)?;
         }
         space_and_recovery(ctx, &s, &trace, &mut r)?;
         Ok(r)
@@ -547,6 +617,20 @@ impl Study for VolumeRepro {
             ratio(
                 iops(Target::Rask, "4k", "randread", 16),
                 iops(Target::Nbdkit, "4k", "randread", 16),
+            ),
+        );
+        m.set_some(
+            "randread4k_qd16_vs_nbdkit_capped",
+            ratio(
+                iops(Target::Rask, "4k", "randread", 16),
+                iops(Target::NbdkitCapped, "4k", "randread", 16),
+            ),
+        );
+        m.set_some(
+            "randwrite4k_qd16_vs_nbdkit_capped",
+            ratio(
+                iops(Target::Rask, "4k", "randwrite", 16),
+                iops(Target::NbdkitCapped, "4k", "randwrite", 16),
             ),
         );
         m.set_some(
@@ -607,17 +691,20 @@ impl Study for VolumeRepro {
         doc.text(
             "Each target is served on loopback and driven by `fio --ioengine=nbd`. The two ferrite volumes \
              (RASK map, per-block `BTreeMap` map) run in the benchmark process with O_DIRECT data logs; \
-             `nbdkit file` runs on a preallocated file, with its defaults (page cache) and with `cache=none`. \
+             `nbdkit file` runs on a preallocated file, with its defaults (page cache), with `cache=none`, \
+             and with its defaults in a memory cgroup that caps its page cache (and its own memory) far below \
+             the 80% of the volume that reads cover, so its reads reach the device as the volumes' do. \
              Every write phase flushes every 16 writes per job.",
         );
         let s = r.sizes;
         if let Some(s) = s {
             doc.text(format!(
-                "Volume {} MiB, segments {} MiB, filled to 80% first; write and read phases {} s (QD 1 phases {} s). bssplit from the CloudPhysics trace: `{}`.",
+                "Volume {} MiB, segments {} MiB, filled to 80% first; write and read phases {} s (QD 1 phases {} s); the capped nbdkit's cgroup limit {} MiB. bssplit from the CloudPhysics trace: `{}`.",
                 s.volume_bytes >> 20,
                 s.segment_bytes >> 20,
                 s.phase_secs,
                 s.qd1_secs,
+                s.page_cache_cap >> 20,
                 r.bssplit
             ));
         }
@@ -682,10 +769,12 @@ impl Study for VolumeRepro {
     }
 }
 
-/// The trace as a fio iolog (version 2) over one file named `nbd`.
+/// Replays `trace` through fio (an iolog at QD 16) on a fresh, sparse
+/// target of each kind in `targets`, timing each.
 fn replay_trace(
     ctx: &ReproContext,
     trace: &[BlockRequest],
+    targets: &[Target],
     s: &Sizes,
     r: &mut Results,
 ) -> Result<()> {
@@ -702,7 +791,7 @@ fn replay_trace(
     };
     let file = std::fs::File::create(&log).map_err(data)?;
     r.trace_requests = ferrite_trace::write_fio_iolog(file, "nbd", trace).map_err(data)?;
-    for t in TARGETS {
+    for &t in targets {
         let dir = fresh_dir(&ctx.work_dir.join("volume-trace"))?;
         // Sparse: the trace's address space is far larger than what it writes.
         let served = serve(t, &dir, bytes, s, true, recording(ctx, t, "trace")?)?;

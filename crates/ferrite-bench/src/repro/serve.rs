@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{
-    free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
+    ferrite_binary, free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
 };
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
@@ -140,23 +140,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// The `ferrite` binary: `$FERRITE_BIN`, or the one beside this binary.
-fn ferrite_bin() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("FERRITE_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let me = std::env::current_exe().map_err(|e| BenchError::Config(e.to_string()))?;
-    let beside = me.with_file_name("ferrite");
-    if beside.exists() {
-        Ok(beside)
-    } else {
-        Err(BenchError::Unavailable(
-            "ferrite serve".into(),
-            "build the ferrite binary (cargo build --release) or set FERRITE_BIN",
-        ))
     }
 }
 
@@ -438,7 +421,7 @@ impl Study for ServeRepro {
             ));
         }
         let s = sizes(ctx.scale);
-        let bin = ferrite_bin()?;
+        let bin = ferrite_binary("ferrite serve")?;
         let mut results = Results {
             sizes: Some(s),
             ..Results::default()

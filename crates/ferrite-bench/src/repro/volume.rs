@@ -14,7 +14,9 @@
 //! sparse target of each kind. Last, in process, a RASK volume at 80% full
 //! is overwritten three times over with the trace's write sizes, for the
 //! space and write amplification that reclamation leaves, and reopened
-//! for the recovery time.
+//! for the recovery time after a clean stop. Then a volume written in full
+//! by fio, served by its own `ferrite volume serve` process, is killed
+//! with SIGKILL under writes, reopened and checked: the recovery time.
 //!
 //! Fairness: the same fio jobs and flush schedule for every target;
 //! ferrite's data log is O_DIRECT, `nbdkit file` runs with its defaults
@@ -36,7 +38,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table};
+use super::driver::{
+    ferrite_binary, free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table,
+};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 use crate::memory_cgroup::MemoryCgroup;
@@ -60,6 +64,13 @@ struct Sizes {
     /// cache and its own memory).
     #[serde(default)]
     page_cache_cap: u64,
+    /// The volume written in full, then killed under writes, for the
+    /// recovery time.
+    #[serde(default)]
+    crash_volume_bytes: u64,
+    /// Seconds of overwrites between the full write and the kill.
+    #[serde(default)]
+    crash_after_secs: u64,
 }
 
 fn sizes(scale: Scale) -> Sizes {
@@ -71,6 +82,8 @@ fn sizes(scale: Scale) -> Sizes {
         overwrite_factor: 3.0,
         trace_requests: scale.pick(2_000, usize::MAX, usize::MAX),
         page_cache_cap: scale.pick(32 << 20, 64 << 20, 256 << 20),
+        crash_volume_bytes: scale.pick(256 << 20, 64 << 30, 64 << 30),
+        crash_after_secs: scale.pick(2, 10, 10),
     }
 }
 
@@ -141,10 +154,39 @@ pub struct Results {
     space_amp: Option<f64>,
     write_amp: Option<f64>,
     overwritten_bytes: u64,
+    /// The reopen of the reclamation pass's volume after a clean stop.
     recovery_seconds: Option<f64>,
     recovery_map_entries: u64,
+    #[serde(default)]
+    crash: Option<CrashRecovery>,
     tools: BTreeMap<String, String>,
     notes: Vec<String>,
+}
+
+/// A fully written volume served by a `ferrite volume serve` process
+/// that is killed (SIGKILL) under random writes, then reopened.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct CrashRecovery {
+    volume_bytes: u64,
+    /// fio's random writes over the whole volume, every block once.
+    fill_seconds: f64,
+    fill_mib_s: f64,
+    /// Seconds of overwrites (2 jobs, QD 16, a flush every 16 writes per
+    /// job) before the kill.
+    killed_after_secs: u64,
+    /// The map's files as the kill left them: name and bytes.
+    map_files: BTreeMap<String, u64>,
+    /// Whether the page cache was dropped before the reopen.
+    cold: bool,
+    /// The whole reopen: superblock, map (snapshot, then its log), and
+    /// the walk that rebuilds the segments' live counts.
+    recovery_seconds: f64,
+    /// The map's part of it.
+    map_recovery_seconds: f64,
+    map_entries: u64,
+    live_bytes: u64,
+    /// What `ferrite volume check` finds after the reopen.
+    check_problems: Vec<String>,
 }
 
 fn tool_version(tool: &str) -> Option<String> {
@@ -442,6 +484,7 @@ impl Study for VolumeRepro {
         ClaimSpec::new("map_memory_vs_perblock", "<= 0.1", TARGET),
         ClaimSpec::new("map_memory_4k_vs_perblock", "<= 1.0", TARGET),
         ClaimSpec::new("space_amp_gc", "<= 1.3", TARGET),
+        ClaimSpec::new("recovery_check_problems", "== 0", "(correctness)"),
     ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
@@ -580,6 +623,7 @@ impl Study for VolumeRepro {
             replay_trace(ctx, &trace[..n], &targets, &s, &mut r)?;
         }
         space_and_recovery(ctx, &s, &trace, &mut r)?;
+        crash_recovery(ctx, &s, &r.bssplit.clone(), &mut r)?;
         Ok(r)
     }
 
@@ -605,48 +649,22 @@ impl Study for VolumeRepro {
                 .map(|x| x.iops)
         };
         let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
-        m.set_some(
-            "randwrite4k_qd16_vs_nbdkit",
-            ratio(
-                iops(Target::Rask, "4k", "randwrite", 16),
-                iops(Target::Nbdkit, "4k", "randwrite", 16),
-            ),
-        );
-        m.set_some(
-            "randread4k_qd16_vs_nbdkit",
-            ratio(
-                iops(Target::Rask, "4k", "randread", 16),
-                iops(Target::Nbdkit, "4k", "randread", 16),
-            ),
-        );
-        m.set_some(
-            "randread4k_qd16_vs_nbdkit_capped",
-            ratio(
-                iops(Target::Rask, "4k", "randread", 16),
-                iops(Target::NbdkitCapped, "4k", "randread", 16),
-            ),
-        );
-        m.set_some(
-            "randwrite4k_qd16_vs_nbdkit_capped",
-            ratio(
-                iops(Target::Rask, "4k", "randwrite", 16),
-                iops(Target::NbdkitCapped, "4k", "randwrite", 16),
-            ),
-        );
-        m.set_some(
-            "randwrite4k_qd16_vs_nbdkit_nocache",
-            ratio(
-                iops(Target::Rask, "4k", "randwrite", 16),
-                iops(Target::NbdkitNoCache, "4k", "randwrite", 16),
-            ),
-        );
-        m.set_some(
-            "randread4k_qd16_vs_nbdkit_nocache",
-            ratio(
-                iops(Target::Rask, "4k", "randread", 16),
-                iops(Target::NbdkitNoCache, "4k", "randread", 16),
-            ),
-        );
+        // The RASK volume's 4 KiB QD 16 IOPS over each `nbdkit file` variant's.
+        for (suffix, t) in [
+            ("", Target::Nbdkit),
+            ("_capped", Target::NbdkitCapped),
+            ("_nocache", Target::NbdkitNoCache),
+        ] {
+            for phase in ["randwrite", "randread"] {
+                m.set_some(
+                    format!("{phase}4k_qd16_vs_nbdkit{suffix}"),
+                    ratio(
+                        iops(Target::Rask, "4k", phase, 16),
+                        iops(t, "4k", phase, 16),
+                    ),
+                );
+            }
+        }
         for shape in ["4k", "64k", "bssplit"] {
             for phase in ["randwrite", "randread"] {
                 m.set_some(
@@ -675,7 +693,12 @@ impl Study for VolumeRepro {
         m.set_some("map_memory_vs_perblock", worst);
         m.set_some("space_amp_gc", r.space_amp);
         m.set_some("write_amp_gc", r.write_amp);
-        m.set_some("recovery_seconds", r.recovery_seconds);
+        m.set_some("reopen_seconds_after_gc", r.recovery_seconds);
+        if let Some(c) = &r.crash {
+            m.set("recovery_seconds", c.recovery_seconds);
+            m.set("recovery_map_entries", c.map_entries as f64);
+            m.set("recovery_check_problems", c.check_problems.len() as f64);
+        }
         m.set_some(
             "trace_replay_vs_nbdkit",
             ratio(
@@ -754,13 +777,43 @@ impl Study for VolumeRepro {
         doc.text(format!(
             "Reclamation: a RASK volume filled to 80% and overwritten with {:.1} GiB of random writes of the trace's sizes \
              (in process, 2 threads, a flush every 64 writes): space amplification {}, write amplification {}. \
-             Reopen (map snapshot plus log, then the live-count walk) over {} map entries: {} s.",
+             Reopen after a clean stop (map snapshot plus log, then the live-count walk) over {} map entries: {} s.",
             r.overwritten_bytes as f64 / (1u64 << 30) as f64,
             r.space_amp.map_or("-".into(), |v| format!("{v:.3}")),
             r.write_amp.map_or("-".into(), |v| format!("{v:.3}")),
             r.recovery_map_entries,
             r.recovery_seconds.map_or("-".into(), |v| format!("{v:.3}")),
         ));
+        if let Some(c) = &r.crash {
+            let map: u64 = c.map_files.values().sum();
+            doc.text(format!(
+                "Recovery after kill -9: a {:.2} GiB volume served by `ferrite volume serve` in its own process, written in full \
+                 by fio (random offsets, the bssplit sizes, QD 16, a flush every 256 writes: {:.0} s, {:.0} MiB/s), then killed \
+                 with SIGKILL {} s into overwrites from 2 jobs (QD 16, a flush every 16 writes per job). The map's files at the \
+                 kill: {} MiB ({}). Reopen{}: {:.3} s, of which the map {:.3} s; {} map entries, {:.1} GiB live; \
+                 `check` after it: {}.",
+                c.volume_bytes as f64 / (1u64 << 30) as f64,
+                c.fill_seconds,
+                c.fill_mib_s,
+                c.killed_after_secs,
+                map >> 20,
+                c.map_files
+                    .iter()
+                    .map(|(k, v)| format!("{k} {:.1} MiB", *v as f64 / (1u64 << 20) as f64))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if c.cold { " after a page-cache drop" } else { " (page cache not dropped)" },
+                c.recovery_seconds,
+                c.map_recovery_seconds,
+                c.map_entries,
+                c.live_bytes as f64 / (1u64 << 30) as f64,
+                if c.check_problems.is_empty() {
+                    "clean".to_string()
+                } else {
+                    c.check_problems.join("; ")
+                },
+            ));
+        }
         for n in &r.notes {
             doc.text(format!("- {n}"));
         }
@@ -903,6 +956,160 @@ fn space_and_recovery(
     let v = Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?;
     r.recovery_seconds = Some(started.elapsed().as_secs_f64());
     v.close().map_err(verr)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Bytes free to unprivileged users on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let out = Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The map's files as they are on disk: name and bytes.
+fn map_files(vdir: &Path) -> BTreeMap<String, u64> {
+    let mut files = BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir(vdir.join("map")) {
+        for e in dir.flatten() {
+            if let Ok(m) = e.metadata() {
+                files.insert(e.file_name().to_string_lossy().into_owned(), m.len());
+            }
+        }
+    }
+    files
+}
+
+/// Writes every block of a volume served by its own `ferrite volume
+/// serve` process (random offsets, the bssplit sizes, a flush every 256
+/// writes), kills the server with SIGKILL while two fio jobs overwrite
+/// it, then times the reopen (after a page-cache drop, where allowed) and
+/// checks the map it recovered. Skipped, with a note, without the
+/// `ferrite` binary or the disk space.
+fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results) -> Result<()> {
+    let bytes = s.crash_volume_bytes;
+    if bytes == 0 {
+        return Ok(());
+    }
+    let bin = match ferrite_binary("the recovery after kill -9") {
+        Ok(b) => b,
+        Err(e) => {
+            r.notes.push(format!("no recovery after kill -9: {e}"));
+            return Ok(());
+        }
+    };
+    let dir = fresh_dir(&ctx.work_dir.join("volume-crash"))?;
+    // The data log is sparse: it takes the bytes written, the volume's
+    // size and what the overwrites add before the kill.
+    let need = bytes + bytes / 8;
+    match free_bytes(&dir) {
+        Some(free) if free >= need => {}
+        free => {
+            r.notes.push(format!(
+                "no recovery after kill -9: a {} GiB volume written in full needs {} GiB free, {} has {}",
+                bytes >> 30,
+                need >> 30,
+                dir.display(),
+                free.map_or("an unknown amount".into(), |f| format!("{} GiB", f >> 30)),
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            return Ok(());
+        }
+    }
+    let vdir = dir.join("volume");
+    let mut o = CreateOptions::new(bytes);
+    o.segment_bytes = s.segment_bytes;
+    o.preallocate = false;
+    ferrite_volume::create(&vdir, &o).map_err(verr)?;
+    let port = free_port()?;
+    let mut server = Command::new(&bin)
+        .args(["volume", "serve", "--path"])
+        .arg(&vdir)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| BenchError::Config(format!("{}: {e}", bin.display())))?;
+    let killed = (|| -> Result<(f64, f64)> {
+        wait_for_port(port, &mut server, "ferrite volume serve")?;
+        let uri = format!("nbd://127.0.0.1:{port}/ferrite");
+        if ctx.show_progress {
+            eprintln!(
+                "volume: writing {} GiB in full for the kill -9",
+                bytes >> 30
+            );
+        }
+        let started = Instant::now();
+        let (_, fill_mib_s, _, _) = fio(
+            &uri,
+            &[
+                "--rw=randwrite".into(),
+                format!("--bssplit={bssplit}"),
+                format!("--size={bytes}"),
+                "--iodepth=16".into(),
+                "--fsync=256".into(),
+                "--end_fsync=1".into(),
+            ],
+        )?;
+        let fill_seconds = started.elapsed().as_secs_f64();
+        let mut writer = Command::new("fio")
+            .args([
+                "--name=overwrite",
+                "--ioengine=nbd",
+                &format!("--uri={uri}"),
+                "--rw=randwrite",
+                &format!("--bssplit={bssplit}"),
+                &format!("--size={bytes}"),
+                "--iodepth=16",
+                "--numjobs=2",
+                "--fsync=16",
+                "--time_based",
+                "--runtime=3600",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| BenchError::Config(format!("fio: {e}")))?;
+        std::thread::sleep(std::time::Duration::from_secs(s.crash_after_secs));
+        let _ = server.kill();
+        let _ = server.wait();
+        // fio fails on the lost connection; stop it if it has not.
+        let _ = writer.kill();
+        let _ = writer.wait();
+        Ok((fill_seconds, fill_mib_s))
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    let (fill_seconds, fill_mib_s) = killed?;
+    let files = map_files(&vdir);
+    let cold = drop_caches();
+    let started = Instant::now();
+    let v = Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?;
+    let recovery_seconds = started.elapsed().as_secs_f64();
+    let st = v.stats();
+    let check = v.check().map_err(verr)?;
+    v.close().map_err(verr)?;
+    r.crash = Some(CrashRecovery {
+        volume_bytes: bytes,
+        fill_seconds,
+        fill_mib_s,
+        killed_after_secs: s.crash_after_secs,
+        map_files: files,
+        cold,
+        recovery_seconds,
+        map_recovery_seconds: st.map_recovery_seconds,
+        map_entries: st.map_entries,
+        live_bytes: st.live_blocks * 4096,
+        check_problems: check.problems,
+    });
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

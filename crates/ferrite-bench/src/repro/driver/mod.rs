@@ -8,6 +8,8 @@
 //! | `comparison.rs` | whole stores compared through the side-by-side runner (`crate::plan`) |
 //! | `alternate.rs` | variants run side by side in chunks, the first one rotating, so machine drift falls on all alike |
 //! | `latency.rs` | HDR latency histograms and their percentiles |
+//! | `binary.rs` | the `ferrite` binary an experiment runs as its own process |
+//! | `port.rs` | loopback ports for the servers an experiment starts |
 //! | `metrics.rs` | [`Metrics`]: the named figures claims are judged on |
 //! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
 //! | `store.rs` | fresh store directories and store errors named by variant |
@@ -16,6 +18,7 @@
 //! `crate::workload` and `crate::distribution`.
 
 mod alternate;
+mod binary;
 mod comparison;
 mod latency;
 mod metrics;
@@ -25,6 +28,7 @@ mod store;
 mod study;
 
 pub use alternate::{alternate, alternate_while};
+pub use binary::ferrite_binary;
 pub use comparison::{side_by_side, RunSizes};
 pub use latency::{Latencies, LatencySummary, CURVE};
 pub use metrics::Metrics;

@@ -9,14 +9,15 @@
 //! job), then, after the page cache is dropped, random reads of the same
 //! shape at QD 16 (the 4 KiB shape also at QD 1). The ferrite volumes run
 //! in this process, so their map's heap is counted exactly (the counting
-//! allocator) after each write phase. Then the trace itself is replayed
-//! through fio (an iolog of its writes and reads, QD 16) on a fresh,
-//! sparse target of each kind. Last, in process, a RASK volume at 80% full
-//! is overwritten three times over with the trace's write sizes, for the
-//! space and write amplification that reclamation leaves, and reopened
-//! for the recovery time after a clean stop. Then a volume written in full
-//! by fio, served by its own `ferrite volume serve` process, is killed
-//! with SIGKILL under writes, reopened and checked: the recovery time.
+//! allocator) after each write phase, at rest (reclamation finished).
+//! Then the trace itself is replayed through fio (an iolog of its writes
+//! and reads, QD 16) on a fresh, sparse target of each kind. Then, in
+//! process, a RASK volume at 80% full is overwritten three times over
+//! with the trace's write sizes, for the space and write amplification
+//! that reclamation leaves, and reopened after a clean stop. Last, a
+//! volume written in full by fio, served by its own `ferrite volume serve`
+//! process, is killed with SIGKILL under writes, reopened and checked:
+//! the recovery time.
 //!
 //! Fairness: the same fio jobs and flush schedule for every target;
 //! ferrite's data log is O_DIRECT, `nbdkit file` runs with its defaults
@@ -472,6 +473,18 @@ fn baseline(served: &Served) -> Option<u64> {
     heap()
 }
 
+/// Brings a volume to rest before its map's heap is measured: a
+/// reclamation pass still running holds its copy buffer and its victims'
+/// live pieces (for a per-block map, one per block: megabytes) in the
+/// heap, which would be counted as the map's. So the reclaimer finishes
+/// first (as it would within moments of the writes stopping), then the
+/// map frees what it retired.
+fn at_rest(v: &Volume) -> Result<()> {
+    v.reclaim_now().map_err(verr)?;
+    v.settle_map();
+    Ok(())
+}
+
 impl Study for VolumeRepro {
     type Results = Results;
     const NAME: &'static str = "volume";
@@ -598,7 +611,7 @@ impl Study for VolumeRepro {
                 };
                 phase("randwrite", "randwrite", bs_arg, 16, 2, s.phase_secs)?;
                 if let Some(v) = served.volume() {
-                    v.settle_map();
+                    at_rest(v)?;
                     let key = format!("{} / {shape}", t.name());
                     if let (Some(h0), Some(h1)) = (heap0, heap()) {
                         r.map_bytes.insert(key.clone(), h1.saturating_sub(h0));
@@ -865,7 +878,7 @@ fn replay_trace(
         r.trace_seconds
             .insert(t.name().into(), started.elapsed().as_secs_f64());
         if let Some(v) = served.volume() {
-            v.settle_map();
+            at_rest(v)?;
             let key = format!("{} / trace", t.name());
             if let (Some(h0), Some(h1)) = (heap0, heap()) {
                 r.map_bytes.insert(key.clone(), h1.saturating_sub(h0));

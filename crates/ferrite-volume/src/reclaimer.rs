@@ -2,12 +2,12 @@
 //! own head and re-maps them, so the segments can be reused.
 //!
 //! A pass picks victims by cost-benefit ([`crate::reclaim_policy`]),
-//! finds their live runs by walking the map, copies them in chunks in
-//! logical order and re-maps each block only if the map still points at
-//! the copy's source (a client write that landed meanwhile wins), then
-//! flushes: the copies and the map are durable before any victim is
-//! freed. The reuse gate is held for reading through a pass, so no victim
-//! can be freed and rewritten while its blocks are being copied.
+//! finds their live runs by walking the map, copies them in chunks and
+//! re-maps each block only if the map still points at the copy's source
+//! (a client write that landed meanwhile wins), then flushes: the copies
+//! and the map are durable before any victim is freed. The reuse gate is
+//! held for reading through a pass, so no victim can be freed and
+//! rewritten while its blocks are being copied.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -134,12 +134,7 @@ fn live_pieces(inner: &Inner, victims: &[u32], cap: u64) -> Vec<Piece> {
             phys += n;
         });
     });
-    // Logical order, not the victims' physical order: runs that are
-    // neighbours on the volume but were written at different times land
-    // side by side at the head, so the map can join them into one entry
-    // and a later read of both is one device run. Reads from the victims
-    // go out as one batch per chunk, so their order costs nothing.
-    pieces.sort_by_key(|p| p.lba);
+    pieces.sort_by_key(|p| p.from);
     pieces
 }
 

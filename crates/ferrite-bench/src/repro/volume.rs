@@ -14,7 +14,9 @@
 //! and reads, QD 16) on a fresh, sparse target of each kind. Then, in
 //! process, a RASK volume at 80% full is overwritten three times over
 //! with the trace's write sizes, for the space and write amplification
-//! that reclamation leaves, and reopened after a clean stop. Last, a
+//! that reclamation leaves, and reopened after a clean stop; the same
+//! pass runs again on a larger volume, where the reclaimer's fixed slack
+//! of a few segments weighs less (the claim is judged there). Last, a
 //! volume written in full by fio, served by its own `ferrite volume serve`
 //! process, is killed with SIGKILL under writes, reopened and checked:
 //! the recovery time.
@@ -72,6 +74,11 @@ struct Sizes {
     /// Seconds of overwrites between the full write and the kill.
     #[serde(default)]
     crash_after_secs: u64,
+    /// A second, larger reclamation pass: the reclaimer's slack is a few
+    /// segments whatever the size, so a 1 GiB volume overstates what it
+    /// leaves on volumes of the sizes clients use.
+    #[serde(default)]
+    gc_volume_bytes: u64,
 }
 
 fn sizes(scale: Scale) -> Sizes {
@@ -85,6 +92,7 @@ fn sizes(scale: Scale) -> Sizes {
         page_cache_cap: scale.pick(32 << 20, 64 << 20, 256 << 20),
         crash_volume_bytes: scale.pick(256 << 20, 64 << 30, 64 << 30),
         crash_after_secs: scale.pick(2, 10, 10),
+        gc_volume_bytes: scale.pick(64 << 20, 8 << 30, 16 << 30),
     }
 }
 
@@ -160,8 +168,24 @@ pub struct Results {
     recovery_map_entries: u64,
     #[serde(default)]
     crash: Option<CrashRecovery>,
+    /// The reclamation pass on a `gc_volume_bytes` volume.
+    #[serde(default)]
+    space_large: Option<SpacePass>,
     tools: BTreeMap<String, String>,
     notes: Vec<String>,
+}
+
+/// One reclamation pass: a RASK volume at 80% full overwritten three
+/// times over with the trace's write sizes, then reopened.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SpacePass {
+    volume_bytes: u64,
+    space_amp: f64,
+    write_amp: f64,
+    overwritten_bytes: u64,
+    map_entries: u64,
+    /// The reopen after a clean stop.
+    reopen_seconds: f64,
 }
 
 /// A fully written volume served by a `ferrite volume serve` process
@@ -635,7 +659,28 @@ impl Study for VolumeRepro {
             let n = trace.len().min(s.trace_requests);
             replay_trace(ctx, &trace[..n], &targets, &s, &mut r)?;
         }
-        space_and_recovery(ctx, &s, &trace, &mut r)?;
+        let pass = space_pass(ctx, &s, s.volume_bytes, &trace)?;
+        r.space_amp = Some(pass.space_amp);
+        r.write_amp = Some(pass.write_amp);
+        r.overwritten_bytes = pass.overwritten_bytes;
+        r.recovery_map_entries = pass.map_entries;
+        r.recovery_seconds = Some(pass.reopen_seconds);
+        if s.gc_volume_bytes > s.volume_bytes {
+            let need = s.gc_volume_bytes + s.gc_volume_bytes / 4;
+            let dir = ctx.work_dir.as_path();
+            match free_bytes(dir) {
+                Some(free) if free >= need => {
+                    r.space_large = Some(space_pass(ctx, &s, s.gc_volume_bytes, &trace)?);
+                }
+                free => r.notes.push(format!(
+                    "no reclamation pass on {} GiB: it needs {} GiB free, {} has {}",
+                    s.gc_volume_bytes >> 30,
+                    need >> 30,
+                    dir.display(),
+                    free.map_or("an unknown amount".into(), |f| format!("{} GiB", f >> 30)),
+                )),
+            }
+        }
         crash_recovery(ctx, &s, &r.bssplit.clone(), &mut r)?;
         Ok(r)
     }
@@ -704,8 +749,20 @@ impl Study for VolumeRepro {
             .filter_map(|s| mem_ratio(s))
             .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
         m.set_some("map_memory_vs_perblock", worst);
-        m.set_some("space_amp_gc", r.space_amp);
-        m.set_some("write_amp_gc", r.write_amp);
+        // The claim is judged on the larger pass where there is one: on
+        // the fio volume the reclaimer's fixed slack is a tenth of it.
+        match &r.space_large {
+            Some(p) => {
+                m.set("space_amp_gc", p.space_amp);
+                m.set("write_amp_gc", p.write_amp);
+                m.set_some("space_amp_gc_fio_volume", r.space_amp);
+                m.set_some("write_amp_gc_fio_volume", r.write_amp);
+            }
+            None => {
+                m.set_some("space_amp_gc", r.space_amp);
+                m.set_some("write_amp_gc", r.write_amp);
+            }
+        }
         m.set_some("reopen_seconds_after_gc", r.recovery_seconds);
         if let Some(c) = &r.crash {
             m.set("recovery_seconds", c.recovery_seconds);
@@ -797,6 +854,18 @@ impl Study for VolumeRepro {
             r.recovery_map_entries,
             r.recovery_seconds.map_or("-".into(), |v| format!("{v:.3}")),
         ));
+        if let Some(p) = &r.space_large {
+            doc.text(format!(
+                "The same pass on a {} GiB volume ({:.1} GiB overwritten): space amplification {:.3}, write amplification {:.3}; \
+                 reopen over {} map entries: {:.3} s.",
+                p.volume_bytes >> 30,
+                p.overwritten_bytes as f64 / (1u64 << 30) as f64,
+                p.space_amp,
+                p.write_amp,
+                p.map_entries,
+                p.reopen_seconds,
+            ));
+        }
         if let Some(c) = &r.crash {
             let map: u64 = c.map_files.values().sum();
             doc.text(format!(
@@ -892,14 +961,14 @@ fn replay_trace(
     Ok(())
 }
 
-/// Overwrites a RASK volume at 80% full with random writes of the
-/// trace's sizes, then reopens it.
-fn space_and_recovery(
+/// Overwrites a RASK volume of `bytes` at 80% full three times over with
+/// random writes of the trace's sizes, then reopens it.
+fn space_pass(
     ctx: &ReproContext,
     s: &Sizes,
+    bytes: u64,
     trace: &[BlockRequest],
-    r: &mut Results,
-) -> Result<()> {
+) -> Result<SpacePass> {
     let sizes: Vec<u64> = trace
         .iter()
         .filter(|q| q.op == BlockOp::Write)
@@ -912,11 +981,11 @@ fn space_and_recovery(
     };
     let dir = fresh_dir(&ctx.work_dir.join("volume-gc"))?;
     let vdir = dir.join("volume");
-    let mut o = CreateOptions::new(s.volume_bytes);
+    let mut o = CreateOptions::new(bytes);
     o.segment_bytes = s.segment_bytes;
     ferrite_volume::create(&vdir, &o).map_err(verr)?;
     let v = Arc::new(Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?);
-    let fill_blocks = s.volume_bytes / 4096 * 8 / 10;
+    let fill_blocks = bytes / 4096 * 8 / 10;
     let chunk = vec![0x5au8; 1 << 20];
     let mut at = 0;
     while at < fill_blocks * 4096 {
@@ -924,7 +993,7 @@ fn space_and_recovery(
         at += chunk.len() as u64;
     }
     v.flush().map_err(verr)?;
-    let target = (s.volume_bytes as f64 * s.overwrite_factor) as u64;
+    let target = (bytes as f64 * s.overwrite_factor) as u64;
     let threads: Vec<_> = (0..2u64)
         .map(|t| {
             let (v, sizes) = (v.clone(), sizes.clone());
@@ -960,17 +1029,21 @@ fn space_and_recovery(
     // Let the reclaimer finish what it has started.
     v.reclaim_now().map_err(verr)?;
     let st = v.stats();
-    r.space_amp = Some(st.space_amplification());
-    r.write_amp = Some(st.write_amplification());
-    r.overwritten_bytes = written;
-    r.recovery_map_entries = st.map_entries;
+    let mut pass = SpacePass {
+        volume_bytes: bytes,
+        space_amp: st.space_amplification(),
+        write_amp: st.write_amplification(),
+        overwritten_bytes: written,
+        map_entries: st.map_entries,
+        reopen_seconds: 0.0,
+    };
     drop(v);
     let started = Instant::now();
     let v = Volume::open(&vdir, VolumeOptions::default()).map_err(verr)?;
-    r.recovery_seconds = Some(started.elapsed().as_secs_f64());
+    pass.reopen_seconds = started.elapsed().as_secs_f64();
     v.close().map_err(verr)?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
+    Ok(pass)
 }
 
 /// Bytes free to unprivileged users on the file system holding `dir`.

@@ -73,7 +73,7 @@ pub(crate) fn pass(inner: &Inner) -> Result<bool> {
     let _one = inner.reclaim_lock.lock();
     let cap = inner.seg_blocks();
     let victims = {
-        let sp = inner.space.lock();
+        let mut sp = inner.space.lock();
         let t = &inner.opts.reclaim;
         if !reclaim_policy::should_reclaim(
             sp.table.free_count(),
@@ -104,10 +104,17 @@ pub(crate) fn pass(inner: &Inner) -> Result<bool> {
             budget -= live;
             chosen.push(v);
         }
+        if chosen.is_empty() {
+            // Said under the lock the verdict was reached under: a
+            // release of draining segments (which clears it) cannot fall
+            // between the two, so a waiting writer never takes a verdict
+            // on a fuller log than the one it waits on for "full".
+            sp.stuck = true;
+            inner.space_changed.notify_all();
+        }
         chosen
     };
     if victims.is_empty() {
-        inner.note_reclaim(true, 0);
         return Ok(false);
     }
     let _work = ferrite_core::background::begin(ferrite_core::background::Work::Reclamation);

@@ -166,7 +166,7 @@ pub(crate) struct Inner {
     pub(crate) map: Box<dyn BlockMap>,
     pub(crate) space: Mutex<Space>,
     /// Signalled when segments are freed or reclamation gives up.
-    space_changed: Condvar,
+    pub(crate) space_changed: Condvar,
     group: WriteGroup,
     pub(crate) reuse_gate: RwLock<()>,
     rmw: Mutex<()>,
@@ -1003,6 +1003,10 @@ impl Inner {
             let _gate = self.reuse_gate.write();
             let mut sp = self.space.lock();
             sp.table.release(&draining);
+            // A pass that found no victim while these were draining saw
+            // a fuller log than there is now: a writer waiting for room
+            // must not take its verdict for "full".
+            sp.stuck = false;
             self.counters
                 .reclaimed_segments
                 .fetch_add(draining.len() as u64, Ordering::Relaxed);

@@ -6,8 +6,8 @@
 //! the runs the map answers; TRIM and zeroing only change the map; a
 //! reclaimer copies the live blocks out of mostly-dead segments; FLUSH
 //! syncs the data log and then the map's redo log. An NBD server
-//! ([`nbd`]) serves a volume to real clients (qemu, nbdcopy, fio, ext4
-//! over nbdfuse).
+//! ([`nbd`]) serves a volume to real clients (qemu-img, a qemu guest
+//! whose root file system it holds, nbdcopy, fio, ext4 over nbdfuse).
 //!
 //! Layout of a volume directory (`docs/format/volume.md`): `superblock`
 //! (the geometry), `data` (the segments) and `map/` (the map's snapshot

@@ -667,17 +667,11 @@ impl Study for VolumeRepro {
         r.recovery_seconds = Some(pass.reopen_seconds);
         if s.gc_volume_bytes > s.volume_bytes {
             let need = s.gc_volume_bytes + s.gc_volume_bytes / 4;
-            let dir = ctx.work_dir.as_path();
-            match free_bytes(dir) {
-                Some(free) if free >= need => {
-                    r.space_large = Some(space_pass(ctx, &s, s.gc_volume_bytes, &trace)?);
-                }
-                free => r.notes.push(format!(
-                    "no reclamation pass on {} GiB: it needs {} GiB free, {} has {}",
-                    s.gc_volume_bytes >> 30,
-                    need >> 30,
-                    dir.display(),
-                    free.map_or("an unknown amount".into(), |f| format!("{} GiB", f >> 30)),
+            match space_shortfall(&ctx.work_dir, need) {
+                None => r.space_large = Some(space_pass(ctx, &s, s.gc_volume_bytes, &trace)?),
+                Some(short) => r.notes.push(format!(
+                    "no reclamation pass on {} GiB: it {short}",
+                    s.gc_volume_bytes >> 30
                 )),
             }
         }
@@ -1046,6 +1040,20 @@ fn space_pass(
     Ok(pass)
 }
 
+/// `None` when the file system holding `dir` has `need` bytes free,
+/// else what is missing, worded for a skip note ("needs 72 GiB free, …").
+fn space_shortfall(dir: &Path, need: u64) -> Option<String> {
+    match free_bytes(dir) {
+        Some(free) if free >= need => None,
+        free => Some(format!(
+            "needs {} GiB free, {} has {}",
+            need >> 30,
+            dir.display(),
+            free.map_or("an unknown amount".into(), |f| format!("{} GiB", f >> 30)),
+        )),
+    }
+}
+
 /// Bytes free to unprivileged users on the file system holding `dir`.
 fn free_bytes(dir: &Path) -> Option<u64> {
     let out = Command::new("df")
@@ -1096,19 +1104,13 @@ fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results)
     // The data log is sparse: it takes the bytes written, the volume's
     // size and what the overwrites add before the kill.
     let need = bytes + bytes / 8;
-    match free_bytes(&dir) {
-        Some(free) if free >= need => {}
-        free => {
-            r.notes.push(format!(
-                "no recovery after kill -9: a {} GiB volume written in full needs {} GiB free, {} has {}",
-                bytes >> 30,
-                need >> 30,
-                dir.display(),
-                free.map_or("an unknown amount".into(), |f| format!("{} GiB", f >> 30)),
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            return Ok(());
-        }
+    if let Some(short) = space_shortfall(&dir, need) {
+        r.notes.push(format!(
+            "no recovery after kill -9: a {} GiB volume written in full {short}",
+            bytes >> 30
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
     }
     let vdir = dir.join("volume");
     let mut o = CreateOptions::new(bytes);
@@ -1129,8 +1131,8 @@ fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results)
         let uri = format!("nbd://127.0.0.1:{port}/ferrite");
         if ctx.show_progress {
             eprintln!(
-                "volume: writing {} GiB in full for the kill -9",
-                bytes >> 30
+                "volume: writing {} MiB in full for the kill -9",
+                bytes >> 20
             );
         }
         let started = Instant::now();

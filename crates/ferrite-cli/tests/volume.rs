@@ -342,19 +342,8 @@ fn an_ext4_image_copied_in_checks_clean_and_reads_back() {
             10 + i,
         );
     }
-    let img = dir.path().join("fs.img");
-    run(Command::new("mkfs.ext4").args([
-        "-q",
-        "-F",
-        "-d",
-        files.to_str().unwrap(),
-        img.to_str().unwrap(),
-        "128M",
-    ]));
     let vol = dir.path().join("vol");
-    create(&vol, "128M", "4M");
-    let s = Server::start(&vol);
-    run(Command::new("nbdcopy").args([img.to_str().unwrap(), &s.uri]));
+    let s = volume_holding_ext4(&files, &vol, "128M", "4M");
     s.stop();
     let s = Server::start(&vol);
     let out_img = dir.path().join("out.img");
@@ -373,6 +362,26 @@ fn an_ext4_image_copied_in_checks_clean_and_reads_back() {
             "f{i} differs"
         );
     }
+}
+
+/// A new volume at `vol` holding an ext4 file system of `size` made from
+/// the directory `files` (`mkfs.ext4 -d`, then nbdcopy); returns its
+/// server, still running.
+fn volume_holding_ext4(files: &Path, vol: &Path, size: &str, segment: &str) -> Server {
+    let img = vol.with_extension("img");
+    run(Command::new("mkfs.ext4").args([
+        "-q",
+        "-F",
+        "-d",
+        files.to_str().unwrap(),
+        img.to_str().unwrap(),
+        size,
+    ]));
+    create(vol, size, segment);
+    let s = Server::start(vol);
+    run(Command::new("nbdcopy").args([img.to_str().unwrap(), &s.uri]));
+    std::fs::remove_file(&img).unwrap();
+    s
 }
 
 /// `tool` exists on PATH (for tools without `--version`).
@@ -734,19 +743,8 @@ fn a_qemu_guest_boots_from_the_volume_and_its_files_survive_kill_9() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let img = dir.path().join("root.img");
-    run(Command::new("mkfs.ext4").args([
-        "-q",
-        "-F",
-        "-d",
-        root.to_str().unwrap(),
-        img.to_str().unwrap(),
-        "256M",
-    ]));
     let vol = dir.path().join("vol");
-    create(&vol, "256M", "8M");
-    let s = Server::start(&vol);
-    run(Command::new("nbdcopy").args([img.to_str().unwrap(), &s.uri]));
+    let s = volume_holding_ext4(&root, &vol, "256M", "8M");
 
     let log = dir.path().join("console.log");
     let out = boot_guest(&kernel_dir, &s.uri, "write", &log);

@@ -1,20 +1,27 @@
-//! The connected clients, for `CLIENT LIST`/`INFO`, `INFO clients` and
-//! the `--max-clients` bound.
+//! The connected clients, for `CLIENT LIST`/`INFO`/`KILL`, `INFO clients`
+//! and the `maxclients` bound.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use crate::session::Session;
+use crate::mailbox::Mailbox;
+use crate::session::{Activity, Session};
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Entry {
     addr: String,
     name: Vec<u8>,
     db: u8,
     proto: u8,
+    flags: String,
+    subscriptions: usize,
     created: Instant,
+    created_ms: u64,
+    mailbox: Arc<Mailbox>,
+    activity: Arc<Activity>,
 }
 
 #[derive(Default)]
@@ -33,11 +40,12 @@ impl Clients {
         true
     }
 
-    /// Records a changed name, database or protocol.
+    /// Records a changed name, database, protocol or subscription count.
     pub fn update(&self, s: &Session) {
         if let Some(e) = self.all.lock().get_mut(&s.id) {
             *e = Entry {
                 created: e.created,
+                created_ms: e.created_ms,
                 ..entry(s)
             };
         }
@@ -51,6 +59,15 @@ impl Clients {
         self.all.lock().len()
     }
 
+    /// Clients subscribed to a channel or pattern.
+    pub fn subscribed(&self) -> usize {
+        self.all
+            .lock()
+            .values()
+            .filter(|e| e.subscriptions > 0)
+            .count()
+    }
+
     /// One client's `CLIENT LIST` line.
     pub fn describe(&self, s: &Session) -> String {
         line(s.id, &entry(s))
@@ -60,6 +77,36 @@ impl Clients {
         let all = self.all.lock();
         all.iter().map(|(id, e)| line(*id, e) + "\n").collect()
     }
+
+    /// Closes the clients matching `id` and `addr` (either may be
+    /// absent), except `skip`; answers how many.
+    pub fn kill(&self, id: Option<u64>, addr: Option<&str>, skip: Option<u64>) -> usize {
+        let all = self.all.lock();
+        let mut n = 0;
+        for (cid, e) in all.iter() {
+            if Some(*cid) == skip
+                || id.is_some_and(|i| i != *cid)
+                || addr.is_some_and(|a| a != e.addr)
+            {
+                continue;
+            }
+            e.mailbox.close();
+            n += 1;
+        }
+        n
+    }
+
+    /// `CLIENT KILL addr`.
+    pub fn kill_addr(&self, addr: &str) -> usize {
+        self.kill(None, Some(addr), None)
+    }
+
+    /// Wakes every connection (at shutdown).
+    pub fn nudge_all(&self) {
+        for e in self.all.lock().values() {
+            e.mailbox.nudge();
+        }
+    }
 }
 
 fn entry(s: &Session) -> Entry {
@@ -68,17 +115,26 @@ fn entry(s: &Session) -> Entry {
         name: s.name.clone().unwrap_or_default(),
         db: s.db,
         proto: s.proto,
+        flags: s.flags(),
+        subscriptions: s.subscriptions(),
         created: s.created,
+        created_ms: crate::model::now_ms(),
+        mailbox: s.mailbox.clone(),
+        activity: s.activity.clone(),
     }
 }
 
 fn line(id: u64, e: &Entry) -> String {
     format!(
-        "id={id} addr={} name={} age={} db={} resp={} flags=N user=default",
+        "id={id} addr={} name={} age={} idle={} flags={} db={} sub={} cmd={} resp={} user=default",
         e.addr,
         String::from_utf8_lossy(&e.name),
         e.created.elapsed().as_secs(),
+        e.activity.idle_secs(e.created_ms),
+        e.flags,
         e.db,
+        e.subscriptions,
+        e.activity.command().unwrap_or("NULL"),
         e.proto
     )
 }

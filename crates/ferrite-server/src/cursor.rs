@@ -1,7 +1,8 @@
-//! `SCAN` cursors. Redis's cursors encode a hash-table position; ours
-//! name a key, which clients must not have to carry (they parse cursors
-//! as integers), so the server keeps a table from cursor numbers to the
-//! key each resumes at.
+//! `SCAN`, `HSCAN`, `SSCAN` and `ZSCAN` cursors. Redis's cursors encode
+//! a hash-table position; ours name a key or member, which clients must
+//! not have to carry (they parse cursors as integers), so the server
+//! keeps a table from cursor numbers to where each resumes, and what it
+//! iterates (its scope: a database, or a key of one).
 //!
 //! Invariants: cursor numbers are issued once, counting up from 1 (0
 //! means "start" and "done"); the table keeps the newest cursors within a
@@ -18,7 +19,7 @@ const BUDGET: usize = 16 << 20;
 #[derive(Default)]
 struct Table {
     next: u64,
-    entries: HashMap<u64, (u8, Vec<u8>)>,
+    entries: HashMap<u64, (Vec<u8>, Vec<u8>)>,
     order: VecDeque<u64>,
     bytes: usize,
 }
@@ -30,32 +31,32 @@ pub struct Cursors {
 }
 
 impl Cursors {
-    /// A new cursor resuming at stored key `from` of database `db`.
-    pub fn issue(&self, db: u8, from: Vec<u8>) -> u64 {
+    /// A new cursor resuming at `from` of `scope`.
+    pub fn issue(&self, scope: Vec<u8>, from: Vec<u8>) -> u64 {
         let mut t = self.table.lock();
         t.next += 1;
         let id = t.next;
-        t.bytes += from.len() + 32;
-        t.entries.insert(id, (db, from));
+        t.bytes += from.len() + scope.len() + 32;
+        t.entries.insert(id, (scope, from));
         t.order.push_back(id);
         while t.bytes > BUDGET {
             let Some(old) = t.order.pop_front() else {
                 break;
             };
-            if let Some((_, k)) = t.entries.remove(&old) {
-                t.bytes -= k.len() + 32;
+            if let Some((s, k)) = t.entries.remove(&old) {
+                t.bytes -= k.len() + s.len() + 32;
             }
         }
         id
     }
 
-    /// Where cursor `id` resumes, if it was issued for database `db` and
-    /// is still kept.
-    pub fn resume(&self, id: u64, db: u8) -> Option<Vec<u8>> {
+    /// Where cursor `id` resumes, if it was issued for `scope` and is
+    /// still kept.
+    pub fn resume(&self, id: u64, scope: &[u8]) -> Option<Vec<u8>> {
         let t = self.table.lock();
         t.entries
             .get(&id)
-            .filter(|(d, _)| *d == db)
+            .filter(|(s, _)| s.as_slice() == scope)
             .map(|(_, k)| k.clone())
     }
 
@@ -71,16 +72,16 @@ mod tests {
     #[test]
     fn cursors_resume_in_their_database_and_expire_oldest_first() {
         let c = Cursors::default();
-        let a = c.issue(0, b"\0abc".to_vec());
+        let a = c.issue(vec![0], b"abc".to_vec());
         assert!(a >= 1);
-        assert_eq!(c.resume(a, 0), Some(b"\0abc".to_vec()));
-        assert_eq!(c.resume(a, 1), None);
-        assert_eq!(c.resume(a + 1, 0), None);
+        assert_eq!(c.resume(a, &[0]), Some(b"abc".to_vec()));
+        assert_eq!(c.resume(a, &[1]), None);
+        assert_eq!(c.resume(a + 1, &[0]), None);
         let big = vec![7u8; 1000];
         for _ in 0..(BUDGET / 1000 + 10) {
-            c.issue(0, big.clone());
+            c.issue(vec![0], big.clone());
         }
-        assert_eq!(c.resume(a, 0), None, "the oldest cursor went first");
+        assert_eq!(c.resume(a, &[0]), None, "the oldest cursor went first");
         assert!(c.len() * 1000 <= BUDGET);
     }
 }

@@ -1,47 +1,59 @@
-//! # ferrite-server: every ferrite engine behind the Redis protocol
+//! # ferrite-server: Redis's data model over every ferrite engine
 //!
 //! A RESP2/RESP3 server over one ferrite [`ferrite::Store`], so Redis
 //! clients, `redis-cli`, `redis-benchmark` and proxies such as twemproxy
-//! use ferrite unchanged. It speaks Redis's string commands with Redis's
-//! reply types and error texts, sixteen databases, `MULTI`/`EXEC` as one
-//! atomic batch, pipelining, `SCAN`, `INFO` (with the engine's own
-//! counters) and a clean shutdown; it depends on the `ferrite` facade
-//! only.
+//! use ferrite unchanged. It holds Redis's data model — strings with
+//! expiry, hashes, sets, sorted sets and lists, sixteen databases — as
+//! ordered records (the `model` module), with Redis's commands, reply
+//! types and error texts; `MULTI`/`EXEC` with `WATCH`, blocking pops,
+//! pub/sub and keyspace events, `SCAN`, `INFO`, `CONFIG` and a clean
+//! shutdown. It depends on the `ferrite` facade only.
 //!
 //! | module | owns |
 //! |---|---|
+//! | `model` | the data model: records, transactions, expiry cycle, sweeper, `WATCH` |
 //! | `request` | decoding requests (multibulk and inline) under limits; pure |
 //! | `reply` | replies and their RESP2 / RESP3 encoding |
-//! | `keyspace` | databases as key prefixes, the transaction lock, direct and transactional access |
-//! | `command` | the command table and each command |
-//! | `glob`, `cursor` | `KEYS`/`SCAN` patterns; `SCAN` cursors |
-//! | `session` | a connection's state and its read–run–reply loop |
+//! | `command` | the command table and each command family |
+//! | `executor` | grouping commands into transactions, `EXEC`, serving blocked clients |
+//! | `conn` | a connection's loop: read, run, sync, answer, deliver |
+//! | `session` | a connection's state |
+//! | `mailbox` | what other connections send a connection, and its waker |
+//! | `pubsub`, `blocked` | channel subscriptions; clients blocked on keys |
+//! | `background` | the expiry cycle's and the sweeper's threads |
 //! | `listener` | [`Server`]: accepting, a thread per client, stopping |
-//! | `shared`, `clients`, `stats`, `config`, `stream` | what connections share |
+//! | `settings` | `CONFIG GET`/`SET` |
+//! | `shared`, `clients`, `stats`, `config`, `stream`, `cursor`, `glob` | what connections share |
 //!
-//! Atomicity: single-key read-modify-writes (`INCR`, `APPEND`, `SETNX`,
-//! `GETSET`, `SET NX|XX|GET`) loop on the engine's compare-and-swap; a
-//! multi-key check-and-write (`MSETNX`, multi-key `DEL`, `EXEC`) runs with
-//! the keyspace to itself under a server-wide lock that single writes take
-//! shared.
+//! Atomicity: every command runs in a transaction of the model holding
+//! the keyspace lock (exclusively when it writes), and its writes reach
+//! the store as one atomic batch; a pipeline's consecutive key commands
+//! share one transaction, and `EXEC` runs its queue as one.
 
+mod background;
+mod blocked;
 mod clients;
 mod command;
 mod config;
+mod conn;
 mod cursor;
+mod executor;
 mod glob;
-mod keyspace;
 mod listener;
+mod mailbox;
+pub mod model;
+mod pubsub;
 mod reply;
 mod request;
 mod session;
+mod settings;
 mod shared;
 mod stats;
 mod stream;
 
 pub use config::{store_sync_mode, ServerConfig};
-pub use keyspace::MAX_USER_KEY;
 pub use listener::{stop_on_signals, Server};
+pub use model::MAX_USER_KEY;
 pub use request::{decode as decode_request, Limits, ProtocolError};
 
 /// The Redis version whose commands and replies the server follows (what
@@ -62,4 +74,6 @@ pub enum ServerError {
     Io(std::io::Error),
     #[error("the store failed: {0}")]
     Store(ferrite::Error),
+    #[error("the store's records are not the data model's: {0}")]
+    Model(model::ModelError),
 }

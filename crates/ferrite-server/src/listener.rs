@@ -1,17 +1,16 @@
 //! Accepting connections and stopping: [`Server`].
 //!
-//! Each client gets a thread (see `ARCHITECTURE.md` for why not an async
-//! runtime): engine calls block on device reads and on syncs, and with
-//! `--sync always` concurrent clients' writes meet in the engine's WAL
-//! group commit, one fsync acknowledging many, only if each waits on its
-//! own thread. `--max-clients` bounds the threads.
+//! Each client gets a thread (see `ARCHITECTURE.md`), waiting in a poll
+//! on its socket and its mailbox; two more run the expiry cycle and the
+//! sweeper. `maxclients` bounds the client threads.
 //!
 //! Stopping (`SHUTDOWN`, a signal, [`Server::shutdown`]): the accept loop
 //! stops taking connections, each connection finishes the commands it
-//! has received and closes, then the store is closed (synced, background
-//! work stopped) and its result reported by [`Server::wait`].
+//! has received and closes, the background threads stop, then the store
+//! is closed (synced, background work stopped) and its result reported
+//! by [`Server::wait`].
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::AtomicBool;
@@ -22,8 +21,7 @@ use std::time::Duration;
 use ferrite::Store;
 
 use crate::config::ServerConfig;
-use crate::keyspace::Db;
-use crate::session::{serve, Session};
+use crate::model::Keyspace;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use crate::ServerError;
@@ -36,6 +34,7 @@ pub struct Server {
     shared: Arc<Shared>,
     local: SocketAddr,
     accept: Option<JoinHandle<Vec<JoinHandle<()>>>>,
+    background: Vec<JoinHandle<()>>,
 }
 
 impl Server {
@@ -59,7 +58,9 @@ impl Server {
             }
             None => None,
         };
-        let shared = Arc::new(Shared::new(config, Db::new(store)));
+        let ks = Keyspace::open(store).map_err(ServerError::Model)?;
+        let shared = Arc::new(Shared::new(config, ks));
+        let background = crate::background::spawn(&shared).map_err(ServerError::Io)?;
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ferrite-accept".into())
@@ -69,6 +70,7 @@ impl Server {
             shared,
             local,
             accept: Some(accept),
+            background,
         })
     }
 
@@ -98,13 +100,16 @@ impl Server {
         for c in conns {
             let _ = c.join();
         }
+        for b in self.background.drain(..) {
+            let _ = b.join();
+        }
         if let Some(path) = &self.shared.config.unix {
             let _ = std::fs::remove_file(path);
         }
         match Arc::try_unwrap(self.shared) {
-            Ok(shared) => shared.db.store.close().map_err(ServerError::Store),
+            Ok(shared) => shared.ks.into_store().close().map_err(ServerError::Store),
             // Unreachable once every thread is joined; sync what we can.
-            Err(shared) => shared.db.store.sync().map_err(ServerError::Store),
+            Err(shared) => shared.ks.store().sync().map_err(ServerError::Store),
         }
     }
 }
@@ -118,21 +123,20 @@ fn accept_loop(
     while !shared.shutting_down() {
         let mut got = None;
         match tcp.accept() {
-            Ok((s, _)) => {
-                // Replies are whole; waiting to fill a segment only adds latency.
-                let _ = s.set_nodelay(true);
-                if s.set_nonblocking(false).is_ok() {
-                    got = Some(Stream::Tcp(s));
-                }
-            }
+            Ok((s, _)) => match Stream::tcp(s) {
+                Ok(s) => got = Some(s),
+                Err(e) => log::warn!("accept: {e}"),
+            },
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => log::warn!("accept: {e}"),
         }
         if got.is_none() {
             if let Some(u) = unix {
                 match u.accept() {
-                    Ok((s, _)) if s.set_nonblocking(false).is_ok() => got = Some(Stream::Unix(s)),
-                    Ok(_) => {}
+                    Ok((s, _)) => match Stream::unix(s) {
+                        Ok(s) => got = Some(s),
+                        Err(e) => log::warn!("accept: {e}"),
+                    },
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                     Err(e) => log::warn!("accept: {e}"),
                 }
@@ -145,24 +149,13 @@ fn accept_loop(
         };
         shared.stats.count_connection();
         let id = shared.next_client_id();
-        let session = Session::new(id, stream.peer(), shared.config.requirepass.is_none());
-        if !shared.clients.admit(&session, shared.config.max_clients) {
-            shared.stats.count_rejected();
-            let mut stream = stream;
-            let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
-            let _ = stream.shutdown();
-            continue;
-        }
         let sh = shared.clone();
         match std::thread::Builder::new()
             .name(format!("ferrite-client-{id}"))
-            .spawn(move || serve(stream, &sh, session))
+            .spawn(move || crate::conn::serve(stream, &sh, id))
         {
             Ok(h) => conns.push(h),
-            Err(e) => {
-                log::warn!("no thread for client {id}: {e}");
-                shared.clients.remove(id);
-            }
+            Err(e) => log::warn!("no thread for client {id}: {e}"),
         }
     }
     conns

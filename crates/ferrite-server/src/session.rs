@@ -1,44 +1,67 @@
-//! One client connection: its state (protocol, database, name, queued
-//! transaction) and the loop that reads requests, runs them in order and
-//! writes their replies.
-//!
-//! Invariants:
-//! - commands of one connection run in the order they arrived; the
-//!   replies to everything one read delivered (a pipeline) go out in one
-//!   write, after the last of them has finished;
-//! - consecutive plain `SET`s of a pipeline go to the store as one batch
-//!   (`PendingSets`), written before any other command of the connection
-//!   runs and before any reply leaves: one engine write for many;
-//! - with `--sync always`, a pipeline that wrote is followed by one
-//!   `Store::sync` before its replies leave (the store itself syncs
-//!   nothing per write): no reply to a write leaves before the write is
-//!   durable, and a pipeline of writes costs one sync, shared by the
-//!   group commit with every other connection syncing at the time, as
-//!   Redis's `appendfsync always` syncs once per event-loop turn;
-//! - a protocol error is answered, then the connection is closed (the
-//!   stream cannot be framed again); every other error is a reply;
-//! - a client that leaves half a request unfinished for the client
-//!   timeout is disconnected; an idle one is not;
-//! - once the server shuts down, the commands already received still run
-//!   and are answered, then the connection closes.
+//! One client's state: protocol, database, name, its `MULTI` queue and
+//! `WATCH`ed keys, its subscriptions, whether it is blocked, and its
+//! mailbox. The loop that reads and answers it is `conn`'s; what runs
+//! its commands is `executor`'s.
 
-use std::io::{ErrorKind, Read, Write};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
-use ferrite::SyncMode;
-
-use crate::command;
-use crate::keyspace::{stored, PendingSets};
+use crate::mailbox::Mailbox;
 use crate::reply::Reply;
-use crate::request::{decode, Args};
-use crate::shared::Shared;
-use crate::stream::Stream;
+use crate::request::Args;
 
-/// How often a blocked read wakes to look at the server's state.
-const TICK: Duration = Duration::from_millis(100);
+/// `CLIENT REPLY`: whether replies are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Skip the reply to the next command only.
+    Skip,
+    /// The command after a `SKIP`: its reply is dropped, then `On`.
+    Skipping,
+}
+
+/// What a connection ran last and when, read by `CLIENT LIST` from
+/// other connections.
+#[derive(Default)]
+pub struct Activity {
+    /// The table index of the last command, plus one (0: none yet).
+    command: AtomicUsize,
+    /// When it ran, ms since the Unix epoch.
+    at_ms: AtomicU64,
+}
+
+impl Activity {
+    pub fn ran(&self, index: usize) {
+        self.command.store(index + 1, Ordering::Relaxed);
+        self.at_ms.store(crate::model::now_ms(), Ordering::Relaxed);
+    }
+
+    /// The last command's name, if any.
+    pub fn command(&self) -> Option<&'static str> {
+        let i = self.command.load(Ordering::Relaxed);
+        crate::command::TABLE.get(i.checked_sub(1)?).map(|s| s.name)
+    }
+
+    /// Seconds since the last command (or since `since_ms`).
+    pub fn idle_secs(&self, since_ms: u64) -> u64 {
+        let at = self.at_ms.load(Ordering::Relaxed).max(since_ms);
+        crate::model::now_ms().saturating_sub(at) / 1000
+    }
+}
+
+/// A command waiting for a key.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// When it gives up (`None`: never).
+    pub deadline: Option<Instant>,
+    /// What it answers then.
+    pub timeout_reply: Reply,
+}
 
 /// A connection's state.
-#[derive(Debug)]
 pub struct Session {
     pub id: u64,
     pub addr: String,
@@ -53,12 +76,25 @@ pub struct Session {
     /// Send no reply to the current command (`SHUTDOWN`).
     pub silent: bool,
     pub created: Instant,
+    pub last_command: Instant,
+    pub reply_mode: ReplyMode,
     /// Queued commands and whether queueing failed, inside `MULTI`.
     transaction: Option<(Vec<Args>, bool)>,
+    /// Keys watched, as (db, key).
+    pub watched: Vec<(u8, Vec<u8>)>,
+    /// Set by a change to a watched key.
+    pub dirty: Arc<AtomicBool>,
+    pub channels: BTreeSet<Vec<u8>>,
+    pub patterns: BTreeSet<Vec<u8>>,
+    pub mailbox: Arc<Mailbox>,
+    pub activity: Arc<Activity>,
+    /// The command it is blocked in, if any.
+    pub blocked: Option<Block>,
 }
 
 impl Session {
-    pub fn new(id: u64, addr: String, authenticated: bool) -> Self {
+    pub fn new(id: u64, addr: String, authenticated: bool, mailbox: Arc<Mailbox>) -> Self {
+        let now = Instant::now();
         Self {
             id,
             addr,
@@ -68,8 +104,17 @@ impl Session {
             authenticated,
             close_after_reply: false,
             silent: false,
-            created: Instant::now(),
+            created: now,
+            last_command: now,
+            reply_mode: ReplyMode::On,
             transaction: None,
+            watched: Vec::new(),
+            dirty: Arc::new(AtomicBool::new(false)),
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
+            mailbox,
+            activity: Arc::new(Activity::default()),
+            blocked: None,
         }
     }
 
@@ -99,120 +144,37 @@ impl Session {
         self.transaction.take()
     }
 
-    /// What `RESET` restores.
-    pub fn reset(&mut self) {
-        self.name = None;
-        self.db = 0;
-        self.proto = 2;
-        self.transaction = None;
+    /// Subscriptions (channels and patterns), as `SUBSCRIBE` replies count
+    /// them.
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
     }
-}
 
-/// The stored key of a `SET key value` with no options, outside a
-/// transaction, from an authenticated client, with a key the database
-/// takes: one that may join the pipeline's batch. Anything else (and any
-/// error) goes the usual way, which also gives the error's reply.
-fn plain_set(session: &Session, args: &Args) -> Option<Vec<u8>> {
-    let plain = args.len() == 3
-        && args[0].eq_ignore_ascii_case(b"set")
-        && session.authenticated
-        && !session.in_transaction();
-    plain.then(|| stored(session.db, &args[1]).ok()).flatten()
-}
+    /// Whether a `WATCH`ed key changed since it was watched.
+    pub fn watch_spoiled(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
 
-/// Serves one connection until the client leaves, breaks the protocol,
-/// stalls mid-request, or the server shuts down.
-pub fn serve(mut stream: Stream, shared: &Shared, mut session: Session) {
-    if stream.set_read_timeout(Some(TICK)).is_err() {
-        return;
+    pub fn set_proto(&mut self, proto: u8) {
+        self.proto = proto;
+        self.mailbox.set_proto(proto);
     }
-    let limits = shared.config.limits;
-    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
-    // Since when the buffer has held an unfinished request.
-    let mut partial_since: Option<Instant> = None;
-    let sync_replies = shared.config.sync == SyncMode::Always;
-    let mut pending = PendingSets::default();
-    loop {
-        let mut used = 0;
-        let mut close = false;
-        let writes_before = shared.db.writes();
-        loop {
-            match decode(&buf[used..], &limits) {
-                Ok(Some((args, n))) => {
-                    used += n;
-                    if args.is_empty() {
-                        continue;
-                    }
-                    if let Some(key) = plain_set(&session, &args) {
-                        if pending.push(&key, &args[2], out.len()).is_ok() {
-                            shared.stats.count_command();
-                            Reply::ok().encode(session.proto, &mut out);
-                            continue;
-                        }
-                    }
-                    pending.write(&shared.db, session.proto, &mut out);
-                    let reply = command::execute(shared, &mut session, &args);
-                    if !session.silent {
-                        reply.encode(session.proto, &mut out);
-                    }
-                    session.silent = false;
-                    if session.close_after_reply {
-                        close = true;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    pending.write(&shared.db, session.proto, &mut out);
-                    Reply::err(&e).encode(session.proto, &mut out);
-                    close = true;
-                    break;
-                }
-            }
+
+    /// The `CLIENT LIST` flags.
+    pub fn flags(&self) -> String {
+        let mut f = String::new();
+        if self.in_transaction() {
+            f.push('x');
         }
-        pending.write(&shared.db, session.proto, &mut out);
-        buf.drain(..used);
-        if sync_replies && shared.db.writes() != writes_before {
-            if let Err(e) = shared.db.store.sync() {
-                // The replies may promise writes that are not durable:
-                // none of them leaves, and the connection ends.
-                out.clear();
-                crate::keyspace::engine_error(&e).encode(session.proto, &mut out);
-                close = true;
-            }
+        if self.blocked.is_some() {
+            f.push('b');
         }
-        if !out.is_empty() {
-            if stream.write_all(&out).is_err() {
-                break;
-            }
-            out.clear();
+        if self.subscriptions() > 0 {
+            f.push('P');
         }
-        if close {
-            break;
+        if f.is_empty() {
+            f.push('N');
         }
-        partial_since = match (buf.is_empty(), partial_since) {
-            (true, _) => None,
-            (false, None) => Some(Instant::now()),
-            (false, since) => since,
-        };
-        if shared.shutting_down() {
-            break;
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if partial_since.is_some_and(|t| t.elapsed() > shared.config.client_timeout) {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
+        f
     }
-    let _ = stream.flush();
-    let _ = stream.shutdown();
-    shared.clients.remove(session.id);
 }

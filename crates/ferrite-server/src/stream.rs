@@ -1,21 +1,30 @@
-//! A client's byte stream: TCP or a Unix socket, read and written alike.
+//! A client's byte stream: TCP or a Unix socket, non-blocking, read,
+//! written and polled alike.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
-use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::net::Shutdown;
+
+use mio::event::Source;
+use mio::{Interest, Registry, Token};
 
 pub enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
 }
 
 impl Stream {
-    pub fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_read_timeout(t),
-            Stream::Unix(s) => s.set_read_timeout(t),
-        }
+    /// A non-blocking stream over an accepted TCP connection.
+    pub fn tcp(s: std::net::TcpStream) -> std::io::Result<Self> {
+        s.set_nonblocking(true)?;
+        // Replies are whole; waiting to fill a segment only adds latency.
+        s.set_nodelay(true)?;
+        Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
+    }
+
+    /// A non-blocking stream over an accepted Unix-socket connection.
+    pub fn unix(s: std::os::unix::net::UnixStream) -> std::io::Result<Self> {
+        s.set_nonblocking(true)?;
+        Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
     }
 
     pub fn shutdown(&self) -> std::io::Result<()> {
@@ -55,6 +64,29 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+        }
+    }
+}
+
+impl Source for Stream {
+    fn register(&mut self, r: &Registry, t: Token, i: Interest) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Unix(s) => s.register(r, t, i),
+        }
+    }
+
+    fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Unix(s) => s.reregister(r, t, i),
+        }
+    }
+
+    fn deregister(&mut self, r: &Registry) -> std::io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.deregister(r),
+            Stream::Unix(s) => s.deregister(r),
         }
     }
 }

@@ -25,7 +25,12 @@ fn strings(c: &mut Client) {
         c.cmd(&["SET", "k", "v", "NX", "XX"]),
         Error("ERR syntax error".into())
     );
-    assert!(matches!(c.cmd(&["SET", "k", "v", "EX", "10"]), Error(e) if e.contains("expire")));
+    assert_eq!(c.cmd(&["SET", "k", "v", "EX", "10"]), Value::ok());
+    assert!(matches!(c.cmd(&["TTL", "k"]), Int(9..=10)));
+    assert_eq!(
+        c.cmd(&["SET", "k", "v", "EX", "0"]),
+        Error("ERR invalid expire time in 'set' command".into())
+    );
     assert_eq!(c.cmd(&["SETNX", "k", "z"]), Int(0));
     assert_eq!(c.cmd(&["SETNX", "fresh", "z"]), Int(1));
     assert_eq!(c.cmd(&["GETSET", "fresh", "y"]), b("z"));
@@ -250,13 +255,10 @@ fn pipelined_commands_run_in_order_and_survive_a_restart() {
     }
     assert_eq!(c.read(), b("v1999"));
     drop(c);
-    s.stop().unwrap();
-    let store = ferrite::open(s.dir.path().join("db")).unwrap();
-    assert_eq!(
-        store.get([&[0u8][..], b"p7"].concat()).unwrap(),
-        Some(b"v7".to_vec())
-    );
-    store.close().unwrap();
+    s.restart();
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["GET", "p7"]), b("v7"));
+    assert_eq!(c.cmd(&["DBSIZE"]), Int(2000));
 }
 
 #[test]

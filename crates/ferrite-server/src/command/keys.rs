@@ -1,224 +1,383 @@
-//! Key-space commands: deleting and testing keys, iterating them (`SCAN`
-//! with server-side cursors, `KEYS` with a bound), counting and flushing
-//! databases. Keys never expire here, so `TTL` answers -1 or -2.
+//! Key-space commands: deleting, testing, renaming, copying and moving
+//! keys, iterating them, counting and flushing databases. Renaming a
+//! collection within a database moves its metadata record only (its
+//! elements stay under their version); copying, or moving it to another
+//! database, copies its elements.
 
-use std::ops::{Bound, ControlFlow};
+use std::ops::ControlFlow;
 
-use ferrite::WriteBatch;
+use rand::Rng;
 
-use super::{key, reply, syntax_error, Ctx};
-use crate::glob;
-use crate::keyspace::{db_range, engine_error, update, DATABASES};
+use super::args::{int, is, parse_int};
+use super::scan::{self, db_scope};
+use super::{fail, syntax_error, CmdResult, Ctx, Fail};
+use crate::model::{Found, Kind, Meta, DATABASES};
 use crate::reply::Reply;
 use crate::request::Args;
 
 /// `KEYS` answers at most this many keys; past it, `SCAN` is the way.
-pub const KEYS_LIMIT: usize = 100_000;
+pub const KEYS_LIMIT: usize = 1_000_000;
 
-pub fn del(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        if a.len() == 2 {
-            let k = key(ctx, &a[1])?;
-            let gone = update(ctx.data, &k, &mut |old| match old {
-                Some(_) => Ok(None),
-                None => Err(Reply::Int(0)),
-            });
-            return gone.map(|_| Reply::Int(1));
-        }
-        // Several keys: removed together, counted exactly.
-        let keys = a[1..]
-            .iter()
-            .map(|k| key(ctx, k))
-            .collect::<Result<Vec<_>, _>>()?;
-        ctx.data.alone(&mut |data| {
-            let mut b = WriteBatch::new();
-            let mut n = 0;
-            let mut seen = std::collections::HashSet::new();
-            for k in &keys {
-                if seen.insert(k.clone()) && data.get(k)?.is_some() {
-                    b.delete(k).map_err(|e| engine_error(&e))?;
-                    n += 1;
-                }
-            }
-            if n > 0 {
-                data.write(b)?;
-            }
-            Ok(Reply::Int(n))
-        })
-    })())
-}
+/// Databases a key of RANDOMKEY is drawn from by reading them whole.
+const RANDOM_SCAN_LIMIT: u64 = 1024;
 
-pub fn exists(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        let mut n = 0;
-        for k in &a[1..] {
-            n += ctx.data.get(&key(ctx, k)?)?.is_some() as i64;
-        }
-        Ok(Reply::Int(n))
-    })())
-}
-
-pub fn type_of(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        let k = key(ctx, &a[1])?;
-        Ok(Reply::Status(
-            if ctx.data.get(&k)?.is_some() {
-                "string"
-            } else {
-                "none"
-            }
-            .into(),
-        ))
-    })())
-}
-
-pub fn ttl(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        let k = key(ctx, &a[1])?;
-        Ok(Reply::Int(if ctx.data.get(&k)?.is_some() {
-            -1
-        } else {
-            -2
-        }))
-    })())
-}
-
-/// `SCAN`'s options: the pattern, the count hint, the type filter.
-type ScanOptions = (Option<Vec<u8>>, usize, Option<Vec<u8>>);
-
-/// Parses `[MATCH pattern] [COUNT n] [TYPE t]` from `opts`.
-fn scan_options(opts: &[Vec<u8>]) -> Result<ScanOptions, Reply> {
-    let (mut pattern, mut count, mut ty) = (None, 10usize, None);
-    let mut it = opts.iter();
-    while let Some(o) = it.next() {
-        let value = it.next().ok_or_else(syntax_error)?;
-        match o.to_ascii_uppercase().as_slice() {
-            b"MATCH" => pattern = Some(value.clone()),
-            b"COUNT" => {
-                count = super::strings::parse_int(value)
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(syntax_error)? as usize;
-            }
-            b"TYPE" => ty = Some(value.to_ascii_lowercase()),
-            _ => return Err(syntax_error()),
+pub fn del(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let mut n = 0;
+    for k in &a[1..] {
+        let mut f = ctx.tx.lookup(ctx.db(), k)?;
+        if ctx.tx.remove(&mut f)? {
+            ctx.tx.notify('g', "del", f.db, k);
+            n += 1;
         }
     }
-    Ok((pattern, count.min(100_000), ty))
+    Ok(Reply::Int(n))
 }
 
-/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`. Cursors are numbers
-/// the server hands out, each naming where the next call resumes (kept
-/// in `Shared::cursors`); 0 starts and ends an iteration. Every key
-/// present from the first call to the last is returned once.
-pub fn scan(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        let cursor = std::str::from_utf8(&a[1])
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| Reply::err("invalid cursor"))?;
-        let (pattern, count, ty) = scan_options(&a[2..])?;
-        let db = ctx.session.db;
-        let prefix = pattern
-            .as_deref()
-            .map(glob::literal_prefix)
-            .unwrap_or_default();
-        let (start, end) = db_range(db, &prefix);
-        let start = if cursor == 0 {
-            start
+pub fn exists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let mut n = 0;
+    for k in &a[1..] {
+        n += ctx.tx.lookup(ctx.db(), k)?.exists() as i64;
+    }
+    Ok(Reply::Int(n))
+}
+
+pub fn type_of(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    Ok(Reply::Status(
+        f.live().map_or("none", |m| m.kind().name()).into(),
+    ))
+}
+
+fn rename_generic(ctx: &mut Ctx<'_, '_>, a: &Args, nx: bool) -> CmdResult {
+    let db = ctx.db();
+    let mut src = ctx.tx.lookup(db, &a[1])?;
+    let Some(meta) = src.live().cloned() else {
+        return Err(fail("no such key"));
+    };
+    if a[1] == a[2] {
+        return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+    }
+    let mut dst = ctx.tx.lookup(db, &a[2])?;
+    if dst.exists() {
+        if nx {
+            return Ok(Reply::Int(0));
+        }
+        ctx.tx.notify('g', "del", db, &a[2]);
+    }
+    // The destination takes the record as it is, version and all; the
+    // source lets go of it without giving the elements to the sweeper.
+    ctx.tx.set(&mut dst, Some(meta))?;
+    ctx.tx.detach(&mut src)?;
+    ctx.tx.notify('g', "rename_from", db, &a[1]);
+    ctx.tx.notify('g', "rename_to", db, &a[2]);
+    Ok(if nx { Reply::Int(1) } else { Reply::ok() })
+}
+
+pub fn rename(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    rename_generic(ctx, a, false)
+}
+
+pub fn renamenx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    rename_generic(ctx, a, true)
+}
+
+fn db_index(b: &[u8]) -> Result<u8, Fail> {
+    let n = int(b)?;
+    if !(0..DATABASES as i64).contains(&n) {
+        return Err(fail("DB index is out of range"));
+    }
+    Ok(n as u8)
+}
+
+/// Copies what `src` holds into `dst` (a fresh version for a
+/// collection), with its expiry.
+fn copy_into(
+    ctx: &mut Ctx<'_, '_>,
+    src: &Found,
+    dst: &mut Found,
+    keep_version: bool,
+) -> Result<(), Fail> {
+    let Some(mut meta) = src.live().cloned() else {
+        return Ok(());
+    };
+    if let Some(c) = meta.coll().copied() {
+        let version = if keep_version {
+            c.version
         } else {
-            match ctx.shared.cursors.resume(cursor, db) {
-                Some(from) => Bound::Included(from),
-                None => return Err(Reply::err("invalid cursor")),
-            }
+            ctx.tx.new_version()?
         };
+        ctx.tx.copy_elements(src.slot, &c, dst.slot, version)?;
+        if let Some(m) = meta.coll_mut() {
+            m.version = version;
+        }
+    }
+    ctx.tx.set(dst, Some(meta))?;
+    Ok(())
+}
+
+/// `COPY source destination [DB db] [REPLACE]`.
+pub fn copy(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let mut to_db = ctx.db();
+    let mut replace = false;
+    let mut j = 3;
+    while j < a.len() {
+        if is(&a[j], "REPLACE") {
+            replace = true;
+        } else if is(&a[j], "DB") && j + 1 < a.len() {
+            to_db = db_index(&a[j + 1])?;
+            j += 1;
+        } else {
+            return Err(syntax_error());
+        }
+        j += 1;
+    }
+    if to_db == ctx.db() && a[1] == a[2] {
+        return Err(fail("source and destination objects are the same"));
+    }
+    let src = ctx.tx.lookup(ctx.db(), &a[1])?;
+    if !src.exists() {
+        return Ok(Reply::Int(0));
+    }
+    let mut dst = ctx.tx.lookup(to_db, &a[2])?;
+    if dst.exists() {
+        if !replace {
+            return Ok(Reply::Int(0));
+        }
+        ctx.tx.notify('g', "del", to_db, &a[2]);
+    }
+    copy_into(ctx, &src, &mut dst, false)?;
+    ctx.tx.notify('g', "copy_to", to_db, &a[2]);
+    Ok(Reply::Int(1))
+}
+
+pub fn move_key(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let to_db = match parse_int(&a[2]) {
+        Some(n) if (0..DATABASES as i64).contains(&n) => n as u8,
+        Some(_) => return Err(fail("DB index is out of range")),
+        None => return Err(super::args::not_an_integer()),
+    };
+    let from_db = ctx.db();
+    if to_db == from_db {
+        return Err(fail("source and destination objects are the same"));
+    }
+    let mut src = ctx.tx.lookup(from_db, &a[1])?;
+    if !src.exists() {
+        return Ok(Reply::Int(0));
+    }
+    let mut dst = ctx.tx.lookup(to_db, &a[1])?;
+    if dst.exists() {
+        return Ok(Reply::Int(0));
+    }
+    // Versions are unique across slots too: the copy keeps its version
+    // under the other slot, and the source's elements go to the sweeper.
+    copy_into(ctx, &src, &mut dst, true)?;
+    ctx.tx.set(&mut src, None)?;
+    ctx.tx.notify('g', "move_from", from_db, &a[1]);
+    ctx.tx.notify('g', "move_to", to_db, &a[1]);
+    Ok(Reply::Int(1))
+}
+
+pub fn randomkey(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    let db = ctx.db();
+    let (n, _) = ctx.tx.db_size(db);
+    if n == 0 {
+        return Ok(Reply::Null);
+    }
+    let mut rng = rand::thread_rng();
+    if n <= RANDOM_SCAN_LIMIT {
         let mut keys = Vec::new();
-        let mut next: Option<Vec<u8>> = None;
-        let mut seen = 0usize;
-        let wants_strings = ty.as_deref().is_none_or(|t| t == b"string");
-        ctx.data.scan((start, end), &mut |k, _| {
-            if seen == count {
+        ctx.tx.scan_keys(db, b"", None, &mut |k, _| {
+            keys.push(k.to_vec());
+            ControlFlow::Continue(())
+        })?;
+        if keys.is_empty() {
+            return Ok(Reply::Null);
+        }
+        let i = rng.gen_range(0..keys.len());
+        return Ok(Reply::Bulk(keys.swap_remove(i)));
+    }
+    // A large database: seek to a random point and take the next live
+    // key, wrapping around (keys after long gaps are likelier).
+    for _ in 0..8 {
+        let at: [u8; 8] = rng.gen();
+        for from in [Some(&at[..]), None] {
+            let mut got = None;
+            ctx.tx.scan_keys(db, b"", from, &mut |k, _| {
+                got = Some(k.to_vec());
+                ControlFlow::Break(())
+            })?;
+            if let Some(k) = got {
+                return Ok(Reply::Bulk(k));
+            }
+        }
+    }
+    Ok(Reply::Null)
+}
+
+/// The names `OBJECT ENCODING` answers: ferrite has one layout per type.
+pub fn encoding_name(m: &Meta) -> &'static str {
+    match m.kind() {
+        Kind::String => "raw",
+        _ => "records",
+    }
+}
+
+/// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ|HELP`.
+pub fn object(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let sub = a[1].to_ascii_uppercase();
+    if sub == b"HELP" && a.len() == 2 {
+        return Ok(Reply::Array(
+            [
+                "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "ENCODING <key>",
+                "    Return the kind of internal representation used in order to store the value",
+                "    associated with a <key>: 'raw' for strings, 'records' for collections.",
+                "REFCOUNT <key>",
+                "    Return the number of references of the value associated with the specified",
+                "    <key> (always 1: values are not shared).",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Status((*s).into()))
+            .collect(),
+        ));
+    }
+    if a.len() != 3 {
+        return Err(fail(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&a[1])
+        )));
+    }
+    let f = ctx.tx.lookup(ctx.db(), &a[2])?;
+    let Some(m) = f.live() else {
+        return Ok(Reply::Null);
+    };
+    match sub.as_slice() {
+        b"ENCODING" => Ok(Reply::bulk(encoding_name(m))),
+        b"REFCOUNT" => Ok(Reply::Int(1)),
+        b"IDLETIME" | b"FREQ" => Err(fail(
+            "this server does not track access times or frequencies",
+        )),
+        _ => Err(fail(format!(
+            "unknown subcommand '{}'. Try OBJECT HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+/// `SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]`.
+pub fn scan(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let o = scan::options(&a[2..], &["TYPE"])?;
+    let db = ctx.db();
+    let scope = db_scope(db);
+    let from = scan::resume(ctx, &a[1], &scope)?;
+    let mut keys = Vec::new();
+    let mut next = None;
+    let mut seen = 0;
+    ctx.tx
+        .scan_keys(db, &o.prefix(), from.as_deref(), &mut |k, m| {
+            if seen == o.count {
                 next = Some(k.to_vec());
                 return ControlFlow::Break(());
             }
             seen += 1;
-            let user = &k[1..];
-            if wants_strings && pattern.as_deref().is_none_or(|p| glob::matches(p, user)) {
-                keys.push(Reply::Bulk(user.to_vec()));
+            if o.kind.is_none_or(|t| t == m.kind()) && o.matches(k) {
+                keys.push(Reply::Bulk(k.to_vec()));
             }
             ControlFlow::Continue(())
         })?;
-        let cursor = match next {
-            Some(from) => ctx.shared.cursors.issue(db, from),
-            None => 0,
-        };
-        Ok(Reply::Array(vec![
-            Reply::Bulk(cursor.to_string().into_bytes()),
-            Reply::Array(keys),
-        ]))
-    })())
+    Ok(scan::reply(ctx, scope, next, keys))
 }
 
-pub fn keys(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply((|| {
-        let pattern = &a[1];
-        let range = db_range(ctx.session.db, &glob::literal_prefix(pattern));
-        let mut out = Vec::new();
-        let mut over = false;
-        ctx.data.scan(range, &mut |k, _| {
-            if glob::matches(pattern, &k[1..]) {
-                if out.len() == KEYS_LIMIT {
-                    over = true;
-                    return ControlFlow::Break(());
-                }
-                out.push(Reply::Bulk(k[1..].to_vec()));
+pub fn keys(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let pattern = &a[1];
+    let mut out = Vec::new();
+    let mut over = false;
+    let prefix = crate::glob::literal_prefix(pattern);
+    ctx.tx.scan_keys(ctx.db(), &prefix, None, &mut |k, _| {
+        if crate::glob::matches(pattern, k) {
+            if out.len() == KEYS_LIMIT {
+                over = true;
+                return ControlFlow::Break(());
             }
-            ControlFlow::Continue(())
-        })?;
-        if over {
-            return Err(Reply::err(format!(
-                "KEYS would answer more than {KEYS_LIMIT} keys; iterate with SCAN instead"
-            )));
+            out.push(Reply::Bulk(k.to_vec()));
         }
-        Ok(Reply::Array(out))
-    })())
+        ControlFlow::Continue(())
+    })?;
+    if over {
+        return Err(fail(format!(
+            "KEYS would answer more than {KEYS_LIMIT} keys; iterate with SCAN instead"
+        )));
+    }
+    Ok(Reply::Array(out))
 }
 
-/// Keys in the session's database (a scan: this costs what the database
-/// holds).
-pub fn dbsize(ctx: &mut Ctx<'_>, _: &Args) -> Reply {
-    reply((|| {
-        let mut n = 0i64;
-        ctx.data.scan(db_range(ctx.session.db, b""), &mut |_, _| {
-            n += 1;
-            ControlFlow::Continue(())
-        })?;
-        Ok(Reply::Int(n))
-    })())
+/// Keys in the session's database, expired ones not yet removed
+/// included, as Redis counts them.
+pub fn dbsize(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    Ok(Reply::Int(ctx.tx.db_size(ctx.db()).0 as i64))
 }
 
-fn flush_mode(a: &Args) -> Result<(), Reply> {
-    match a.get(1).map(|m| m.to_ascii_uppercase()) {
+fn flush_mode(a: &Args) -> Result<(), Fail> {
+    match a.get(1) {
         None => Ok(()),
-        Some(m) if a.len() == 2 && (m == b"ASYNC" || m == b"SYNC") => Ok(()),
+        Some(m) if a.len() == 2 && (is(m, "ASYNC") || is(m, "SYNC")) => Ok(()),
         Some(_) => Err(syntax_error()),
     }
 }
 
-fn flush(ctx: &mut Ctx<'_>, from: u8, to: u8) -> Result<Reply, Reply> {
-    let mut b = WriteBatch::new();
-    b.delete_range(&[from], &[to])
-        .map_err(|e| engine_error(&e))?;
-    ctx.data.write(b)?;
+/// Touches the watched keys of `db` that hold a value now or will once
+/// `db` holds what `other` holds (`SWAPDB`); with `other` `None`, once
+/// `db` is empty (a flush).
+fn touch_watched(ctx: &mut Ctx<'_, '_>, db: u8, other: Option<u8>) -> Result<(), Fail> {
+    for k in ctx.shared.ks.watches().watched_in(db) {
+        let here = ctx.tx.lookup(db, &k)?.exists();
+        let there = match other {
+            Some(o) => ctx.tx.lookup(o, &k)?.exists(),
+            None => false,
+        };
+        if here || there {
+            ctx.tx.touch(db, &k, there);
+        }
+    }
+    Ok(())
+}
+
+fn flush(ctx: &mut Ctx<'_, '_>, dbs: std::ops::Range<u8>) -> Result<(), Fail> {
+    for db in dbs {
+        touch_watched(ctx, db, None)?;
+        ctx.tx.clear_db(db)?;
+    }
+    Ok(())
+}
+
+pub fn flushdb(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    flush_mode(a)?;
+    let db = ctx.db();
+    flush(ctx, db..db + 1)?;
     Ok(Reply::ok())
 }
 
-pub fn flushdb(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply(flush_mode(a).and_then(|()| {
-        let db = ctx.session.db;
-        flush(ctx, db, db + 1)
-    }))
+pub fn flushall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    flush_mode(a)?;
+    flush(ctx, 0..DATABASES)?;
+    Ok(Reply::ok())
 }
 
-pub fn flushall(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
-    reply(flush_mode(a).and_then(|()| flush(ctx, 0, DATABASES)))
+pub fn swapdb(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let first = parse_int(&a[1]).ok_or_else(|| fail("invalid first DB index"))?;
+    let second = parse_int(&a[2]).ok_or_else(|| fail("invalid second DB index"))?;
+    let range = 0..DATABASES as i64;
+    if !range.contains(&first) || !range.contains(&second) {
+        return Err(fail("DB index is out of range"));
+    }
+    let (x, y) = (first as u8, second as u8);
+    if x != y {
+        touch_watched(ctx, x, Some(y))?;
+        touch_watched(ctx, y, Some(x))?;
+        ctx.tx.swap_dbs(x, y);
+        super::blocking::wake_swapped(ctx, &[x, y])?;
+    }
+    Ok(Reply::ok())
 }

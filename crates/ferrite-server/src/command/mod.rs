@@ -1,21 +1,54 @@
-//! The command table and dispatch: which commands exist, their arity
-//! and kind, and how a command runs in and out of `MULTI`.
+//! The command table: which commands exist, their arity, kind and flags,
+//! and the context a command runs in. How commands are grouped into
+//! transactions and run is `executor`'s.
 //!
 //! | file | commands |
 //! |---|---|
-//! | `strings.rs` | GET SET SETNX GETSET GETDEL MGET MSET MSETNX STRLEN APPEND INCR… INCRBYFLOAT |
-//! | `keys.rs` | DEL UNLINK EXISTS TYPE TTL PTTL SCAN KEYS DBSIZE FLUSHDB FLUSHALL |
+//! | `strings.rs` | GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET MSETNX STRLEN APPEND INCR… INCRBYFLOAT SETRANGE GETRANGE SUBSTR LCS |
+//! | `bits.rs` | SETBIT GETBIT BITCOUNT BITPOS BITOP |
+//! | `keys.rs` | DEL UNLINK EXISTS TYPE TOUCH RENAME RENAMENX COPY MOVE RANDOMKEY OBJECT SCAN KEYS DBSIZE FLUSHDB FLUSHALL SWAPDB |
+//! | `expire.rs` | EXPIRE PEXPIRE EXPIREAT PEXPIREAT EXPIRETIME PEXPIRETIME TTL PTTL PERSIST |
+//! | `hashes.rs` | HSET HSETNX HGET HMGET HMSET HGETALL HDEL HLEN HEXISTS HKEYS HVALS HINCRBY HINCRBYFLOAT HSTRLEN HRANDFIELD HSCAN |
+//! | `sets.rs` | SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SMOVE SUNION SINTER SDIFF (+STORE) SINTERCARD SSCAN |
+//! | `zsets.rs` | ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT ZLEXCOUNT ZRANK ZREVRANK ZPOPMIN ZPOPMAX ZMPOP ZRANDMEMBER ZSCAN |
+//! | `zranges.rs` | ZRANGE ZRANGESTORE ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZREMRANGEBY* |
+//! | `zsetops.rs` | ZUNION ZINTER ZDIFF (+STORE) ZINTERCARD |
+//! | `lists.rs` | LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LINDEX LSET LINSERT LREM LTRIM LPOS RPOPLPUSH LMOVE LMPOP |
+//! | `blocking.rs` | BLPOP BRPOP BRPOPLPUSH BLMOVE BLMPOP BZPOPMIN BZPOPMAX BZMPOP |
+//! | `pubsub.rs` | SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB |
+//! | `transaction.rs` | MULTI DISCARD WATCH UNWATCH (EXEC is the executor's) |
 //! | `connection.rs` | PING ECHO HELLO AUTH CLIENT SELECT QUIT RESET |
-//! | `server.rs` | INFO COMMAND CONFIG WAIT SHUTDOWN |
-//! | `transaction.rs` | MULTI EXEC DISCARD |
+//! | `server.rs` | INFO COMMAND CONFIG WAIT SHUTDOWN TIME LASTSAVE SAVE BGSAVE MEMORY FUNCTION SCRIPT |
+//! | `sort.rs` | SORT SORT_RO |
+//! | `scan.rs` | cursors and options shared by SCAN, HSCAN, SSCAN, ZSCAN |
+//! | `args.rs` | numbers and options as Redis parses them |
 
+mod args;
+mod bits;
+mod blocking;
 mod connection;
+mod expire;
+mod hashes;
 mod keys;
+mod lists;
+mod pubsub;
+mod scan;
 mod server;
+mod sets;
+mod sort;
 mod strings;
 mod transaction;
+mod zranges;
+mod zsetops;
+mod zsets;
 
-use crate::keyspace::{Access, Direct};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+pub use blocking::serve as serve_waiter;
+pub use transaction::unwatch_all;
+
+use crate::model::{ModelError, Tx};
 use crate::reply::Reply;
 use crate::request::Args;
 use crate::session::Session;
@@ -32,15 +65,67 @@ pub enum Kind {
     Admin,
 }
 
-/// Where a command runs: the keyspace it reads and writes (the store, or
-/// a transaction's overlay), the connection's state and the server's.
-pub struct Ctx<'a> {
-    pub data: &'a mut dyn Access,
-    pub session: &'a mut Session,
-    pub shared: &'a Shared,
+/// Runs outside pipeline groups, in a transaction of its own (it changes
+/// the session in ways later commands depend on, or may block).
+pub const ALONE: u8 = 1;
+/// Runs at once inside `MULTI` instead of being queued.
+pub const NOQUEUE: u8 = 2;
+/// Allowed before `AUTH`.
+pub const NOAUTH: u8 = 4;
+/// Allowed while a RESP2 connection is subscribed.
+pub const PUBSUB: u8 = 8;
+/// Refused inside `MULTI`.
+pub const NOMULTI: u8 = 16;
+
+/// Why a command failed: an error reply for the client, or a storage
+/// failure that fails the whole unit of work it ran in.
+#[derive(Debug)]
+pub enum Fail {
+    Reply(Reply),
+    Storage(ModelError),
 }
 
-type Handler = fn(&mut Ctx<'_>, &Args) -> Reply;
+impl From<Reply> for Fail {
+    fn from(r: Reply) -> Self {
+        Fail::Reply(r)
+    }
+}
+
+impl From<ModelError> for Fail {
+    fn from(e: ModelError) -> Self {
+        match e {
+            e if e.is_storage() => Fail::Storage(e),
+            ModelError::WrongType => Fail::Reply(Reply::Error(e.to_string())),
+            e => Fail::Reply(Reply::err(e)),
+        }
+    }
+}
+
+/// An `ERR` reply as a failure.
+pub fn fail(text: impl std::fmt::Display) -> Fail {
+    Fail::Reply(Reply::err(text))
+}
+
+pub type CmdResult = Result<Reply, Fail>;
+
+/// Where a command runs: the transaction it reads and writes through,
+/// the connection's state and the server's.
+pub struct Ctx<'c, 't> {
+    pub tx: &'c mut Tx<'t>,
+    pub session: &'c mut Session,
+    pub shared: &'c Shared,
+    /// Inside `EXEC`: blocking commands answer at once instead of waiting.
+    pub in_exec: bool,
+}
+
+impl Ctx<'_, '_> {
+    /// The session's database.
+    pub fn db(&self) -> u8 {
+        self.session.db
+    }
+}
+
+type Handler = fn(&mut Ctx<'_, '_>, &Args) -> CmdResult;
 
 /// One command of the table.
 pub struct Spec {
@@ -53,11 +138,17 @@ pub struct Spec {
     /// `COMMAND INFO`); 0 for none.
     pub keys: (i32, i32, i32),
     pub run: Handler,
-    /// Allowed between MULTI and EXEC (queued).
-    pub queueable: bool,
+    /// [`ALONE`], [`NOQUEUE`], [`NOAUTH`], [`PUBSUB`], [`NOMULTI`].
+    pub flags: u8,
 }
 
-const fn spec(
+impl Spec {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+const fn cmd(
     name: &'static str,
     arity: i32,
     kind: Kind,
@@ -70,80 +161,314 @@ const fn spec(
         kind,
         keys,
         run,
-        queueable: true,
+        flags: 0,
     }
 }
 
-const fn direct(name: &'static str, arity: i32, run: Handler) -> Spec {
+const fn flagged(
+    name: &'static str,
+    arity: i32,
+    kind: Kind,
+    keys: (i32, i32, i32),
+    run: Handler,
+    flags: u8,
+) -> Spec {
     Spec {
         name,
         arity,
-        kind: Kind::Admin,
-        keys: (0, 0, 0),
+        kind,
+        keys,
         run,
-        queueable: false,
+        flags,
     }
 }
 
-use Kind::*;
+use Kind::{Admin, Read, Write};
 
-/// Every command the server knows, by lowercase name.
+const K1: (i32, i32, i32) = (1, 1, 1);
+const KALL: (i32, i32, i32) = (1, -1, 1);
+const K12: (i32, i32, i32) = (1, 2, 1);
+const K0: (i32, i32, i32) = (0, 0, 0);
+
+/// Every command the server knows.
 pub static TABLE: &[Spec] = &[
-    spec("get", 2, Read, (1, 1, 1), strings::get),
-    spec("set", -3, Write, (1, 1, 1), strings::set),
-    spec("setnx", 3, Write, (1, 1, 1), strings::setnx),
-    spec("getset", 3, Write, (1, 1, 1), strings::getset),
-    spec("getdel", 2, Write, (1, 1, 1), strings::getdel),
-    spec("mget", -2, Read, (1, -1, 1), strings::mget),
-    spec("mset", -3, Write, (1, -1, 2), strings::mset),
-    spec("msetnx", -3, Write, (1, -1, 2), strings::msetnx),
-    spec("strlen", 2, Read, (1, 1, 1), strings::strlen),
-    spec("append", 3, Write, (1, 1, 1), strings::append),
-    spec("incr", 2, Write, (1, 1, 1), strings::incr),
-    spec("decr", 2, Write, (1, 1, 1), strings::decr),
-    spec("incrby", 3, Write, (1, 1, 1), strings::incrby),
-    spec("decrby", 3, Write, (1, 1, 1), strings::decrby),
-    spec("incrbyfloat", 3, Write, (1, 1, 1), strings::incrbyfloat),
-    spec("del", -2, Write, (1, -1, 1), keys::del),
-    spec("unlink", -2, Write, (1, -1, 1), keys::del),
-    spec("exists", -2, Read, (1, -1, 1), keys::exists),
-    spec("type", 2, Read, (1, 1, 1), keys::type_of),
-    spec("ttl", 2, Read, (1, 1, 1), keys::ttl),
-    spec("pttl", 2, Read, (1, 1, 1), keys::ttl),
-    spec("scan", -2, Read, (0, 0, 0), keys::scan),
-    spec("keys", 2, Read, (0, 0, 0), keys::keys),
-    spec("dbsize", 1, Read, (0, 0, 0), keys::dbsize),
-    spec("flushdb", -1, Write, (0, 0, 0), keys::flushdb),
-    spec("flushall", -1, Write, (0, 0, 0), keys::flushall),
-    spec("ping", -1, Admin, (0, 0, 0), connection::ping),
-    spec("echo", 2, Admin, (0, 0, 0), connection::echo),
-    spec("select", 2, Admin, (0, 0, 0), connection::select),
-    direct("hello", -1, connection::hello),
-    direct("auth", -2, connection::auth),
-    direct("client", -2, connection::client),
-    direct("quit", -1, connection::quit),
-    direct("reset", 1, connection::reset),
-    spec("info", -1, Admin, (0, 0, 0), server::info),
-    spec("command", -1, Admin, (0, 0, 0), server::command),
-    direct("config", -2, server::config),
-    direct("wait", 3, server::wait),
-    direct("shutdown", -1, server::shutdown),
-    direct("multi", 1, transaction::multi),
-    direct("exec", 1, transaction::exec),
-    direct("discard", 1, transaction::discard),
+    // Strings.
+    cmd("get", 2, Read, K1, strings::get),
+    cmd("set", -3, Write, K1, strings::set),
+    cmd("setnx", 3, Write, K1, strings::setnx),
+    cmd("setex", 4, Write, K1, strings::setex),
+    cmd("psetex", 4, Write, K1, strings::psetex),
+    cmd("getset", 3, Write, K1, strings::getset),
+    cmd("getdel", 2, Write, K1, strings::getdel),
+    cmd("getex", -2, Write, K1, strings::getex),
+    cmd("mget", -2, Read, KALL, strings::mget),
+    cmd("mset", -3, Write, (1, -1, 2), strings::mset),
+    cmd("msetnx", -3, Write, (1, -1, 2), strings::msetnx),
+    cmd("strlen", 2, Read, K1, strings::strlen),
+    cmd("append", 3, Write, K1, strings::append),
+    cmd("incr", 2, Write, K1, strings::incr),
+    cmd("decr", 2, Write, K1, strings::decr),
+    cmd("incrby", 3, Write, K1, strings::incrby),
+    cmd("decrby", 3, Write, K1, strings::decrby),
+    cmd("incrbyfloat", 3, Write, K1, strings::incrbyfloat),
+    cmd("setrange", 4, Write, K1, strings::setrange),
+    cmd("getrange", 4, Read, K1, strings::getrange),
+    cmd("substr", 4, Read, K1, strings::getrange),
+    cmd("lcs", -3, Read, K12, strings::lcs),
+    // Bits.
+    cmd("setbit", 4, Write, K1, bits::setbit),
+    cmd("getbit", 3, Read, K1, bits::getbit),
+    cmd("bitcount", -2, Read, K1, bits::bitcount),
+    cmd("bitpos", -3, Read, K1, bits::bitpos),
+    cmd("bitop", -4, Write, (2, -1, 1), bits::bitop),
+    // Keys.
+    cmd("del", -2, Write, KALL, keys::del),
+    cmd("unlink", -2, Write, KALL, keys::del),
+    cmd("exists", -2, Read, KALL, keys::exists),
+    cmd("touch", -2, Read, KALL, keys::exists),
+    cmd("type", 2, Read, K1, keys::type_of),
+    cmd("rename", 3, Write, K12, keys::rename),
+    cmd("renamenx", 3, Write, K12, keys::renamenx),
+    cmd("copy", -3, Write, K12, keys::copy),
+    cmd("move", 3, Write, K1, keys::move_key),
+    cmd("randomkey", 1, Read, K0, keys::randomkey),
+    cmd("object", -2, Read, (2, 2, 1), keys::object),
+    cmd("scan", -2, Read, K0, keys::scan),
+    cmd("keys", 2, Read, K0, keys::keys),
+    cmd("dbsize", 1, Read, K0, keys::dbsize),
+    cmd("flushdb", -1, Write, K0, keys::flushdb),
+    cmd("flushall", -1, Write, K0, keys::flushall),
+    cmd("swapdb", 3, Write, K0, keys::swapdb),
+    cmd("sort", -2, Write, K1, sort::sort),
+    cmd("sort_ro", -2, Read, K1, sort::sort_ro),
+    // Expiry.
+    cmd("expire", -3, Write, K1, expire::expire),
+    cmd("pexpire", -3, Write, K1, expire::pexpire),
+    cmd("expireat", -3, Write, K1, expire::expireat),
+    cmd("pexpireat", -3, Write, K1, expire::pexpireat),
+    cmd("expiretime", 2, Read, K1, expire::expiretime),
+    cmd("pexpiretime", 2, Read, K1, expire::pexpiretime),
+    cmd("ttl", 2, Read, K1, expire::ttl),
+    cmd("pttl", 2, Read, K1, expire::pttl),
+    cmd("persist", 2, Write, K1, expire::persist),
+    // Hashes.
+    cmd("hset", -4, Write, K1, hashes::hset),
+    cmd("hmset", -4, Write, K1, hashes::hmset),
+    cmd("hsetnx", 4, Write, K1, hashes::hsetnx),
+    cmd("hget", 3, Read, K1, hashes::hget),
+    cmd("hmget", -3, Read, K1, hashes::hmget),
+    cmd("hgetall", 2, Read, K1, hashes::hgetall),
+    cmd("hkeys", 2, Read, K1, hashes::hkeys),
+    cmd("hvals", 2, Read, K1, hashes::hvals),
+    cmd("hdel", -3, Write, K1, hashes::hdel),
+    cmd("hlen", 2, Read, K1, hashes::hlen),
+    cmd("hexists", 3, Read, K1, hashes::hexists),
+    cmd("hincrby", 4, Write, K1, hashes::hincrby),
+    cmd("hincrbyfloat", 4, Write, K1, hashes::hincrbyfloat),
+    cmd("hstrlen", 3, Read, K1, hashes::hstrlen),
+    cmd("hrandfield", -2, Read, K1, hashes::hrandfield),
+    cmd("hscan", -3, Read, K1, hashes::hscan),
+    // Sets.
+    cmd("sadd", -3, Write, K1, sets::sadd),
+    cmd("srem", -3, Write, K1, sets::srem),
+    cmd("smembers", 2, Read, K1, sets::smembers),
+    cmd("sismember", 3, Read, K1, sets::sismember),
+    cmd("smismember", -3, Read, K1, sets::smismember),
+    cmd("scard", 2, Read, K1, sets::scard),
+    cmd("spop", -2, Write, K1, sets::spop),
+    cmd("srandmember", -2, Read, K1, sets::srandmember),
+    cmd("smove", 4, Write, K12, sets::smove),
+    cmd("sunion", -2, Read, KALL, sets::sunion),
+    cmd("sinter", -2, Read, KALL, sets::sinter),
+    cmd("sdiff", -2, Read, KALL, sets::sdiff),
+    cmd("sunionstore", -3, Write, KALL, sets::sunionstore),
+    cmd("sinterstore", -3, Write, KALL, sets::sinterstore),
+    cmd("sdiffstore", -3, Write, KALL, sets::sdiffstore),
+    cmd("sintercard", -3, Read, (2, 2, 1), sets::sintercard),
+    cmd("sscan", -3, Read, K1, sets::sscan),
+    // Sorted sets.
+    cmd("zadd", -4, Write, K1, zsets::zadd),
+    cmd("zincrby", 4, Write, K1, zsets::zincrby),
+    cmd("zrem", -3, Write, K1, zsets::zrem),
+    cmd("zscore", 3, Read, K1, zsets::zscore),
+    cmd("zmscore", -3, Read, K1, zsets::zmscore),
+    cmd("zcard", 2, Read, K1, zsets::zcard),
+    cmd("zcount", 4, Read, K1, zsets::zcount),
+    cmd("zlexcount", 4, Read, K1, zsets::zlexcount),
+    cmd("zrank", -3, Read, K1, zsets::zrank),
+    cmd("zrevrank", -3, Read, K1, zsets::zrevrank),
+    cmd("zpopmin", -2, Write, K1, zsets::zpopmin),
+    cmd("zpopmax", -2, Write, K1, zsets::zpopmax),
+    cmd("zmpop", -4, Write, (2, 2, 1), zsets::zmpop),
+    cmd("zrandmember", -2, Read, K1, zsets::zrandmember),
+    cmd("zscan", -3, Read, K1, zsets::zscan),
+    cmd("zrange", -4, Read, K1, zranges::zrange),
+    cmd("zrangestore", -5, Write, K12, zranges::zrangestore),
+    cmd("zrevrange", -4, Read, K1, zranges::zrevrange),
+    cmd("zrangebyscore", -4, Read, K1, zranges::zrangebyscore),
+    cmd("zrevrangebyscore", -4, Read, K1, zranges::zrevrangebyscore),
+    cmd("zrangebylex", -4, Read, K1, zranges::zrangebylex),
+    cmd("zrevrangebylex", -4, Read, K1, zranges::zrevrangebylex),
+    cmd("zremrangebyrank", 4, Write, K1, zranges::zremrangebyrank),
+    cmd("zremrangebyscore", 4, Write, K1, zranges::zremrangebyscore),
+    cmd("zremrangebylex", 4, Write, K1, zranges::zremrangebylex),
+    cmd("zunion", -3, Read, (2, 2, 1), zsetops::zunion),
+    cmd("zinter", -3, Read, (2, 2, 1), zsetops::zinter),
+    cmd("zdiff", -3, Read, (2, 2, 1), zsetops::zdiff),
+    cmd("zunionstore", -4, Write, K1, zsetops::zunionstore),
+    cmd("zinterstore", -4, Write, K1, zsetops::zinterstore),
+    cmd("zdiffstore", -4, Write, K1, zsetops::zdiffstore),
+    cmd("zintercard", -3, Read, (2, 2, 1), zsetops::zintercard),
+    // Lists.
+    cmd("lpush", -3, Write, K1, lists::lpush),
+    cmd("rpush", -3, Write, K1, lists::rpush),
+    cmd("lpushx", -3, Write, K1, lists::lpushx),
+    cmd("rpushx", -3, Write, K1, lists::rpushx),
+    cmd("lpop", -2, Write, K1, lists::lpop),
+    cmd("rpop", -2, Write, K1, lists::rpop),
+    cmd("llen", 2, Read, K1, lists::llen),
+    cmd("lrange", 4, Read, K1, lists::lrange),
+    cmd("lindex", 3, Read, K1, lists::lindex),
+    cmd("lset", 4, Write, K1, lists::lset),
+    cmd("linsert", 5, Write, K1, lists::linsert),
+    cmd("lrem", 4, Write, K1, lists::lrem),
+    cmd("ltrim", 4, Write, K1, lists::ltrim),
+    cmd("lpos", -3, Read, K1, lists::lpos),
+    cmd("rpoplpush", 3, Write, K12, lists::rpoplpush),
+    cmd("lmove", 5, Write, K12, lists::lmove),
+    cmd("lmpop", -4, Write, (2, 2, 1), lists::lmpop),
+    flagged("blpop", -3, Write, (1, -2, 1), blocking::blpop, ALONE),
+    flagged("brpop", -3, Write, (1, -2, 1), blocking::brpop, ALONE),
+    flagged("brpoplpush", 4, Write, K12, blocking::brpoplpush, ALONE),
+    flagged("blmove", 6, Write, K12, blocking::blmove, ALONE),
+    flagged("blmpop", -5, Write, (3, 3, 1), blocking::blmpop, ALONE),
+    flagged("bzpopmin", -3, Write, (1, -2, 1), blocking::bzpopmin, ALONE),
+    flagged("bzpopmax", -3, Write, (1, -2, 1), blocking::bzpopmax, ALONE),
+    flagged("bzmpop", -5, Write, (3, 3, 1), blocking::bzmpop, ALONE),
+    // Pub/sub.
+    flagged(
+        "subscribe",
+        -2,
+        Admin,
+        K0,
+        pubsub::subscribe,
+        ALONE | PUBSUB,
+    ),
+    flagged(
+        "unsubscribe",
+        -1,
+        Admin,
+        K0,
+        pubsub::unsubscribe,
+        ALONE | PUBSUB,
+    ),
+    flagged(
+        "psubscribe",
+        -2,
+        Admin,
+        K0,
+        pubsub::psubscribe,
+        ALONE | PUBSUB,
+    ),
+    flagged(
+        "punsubscribe",
+        -1,
+        Admin,
+        K0,
+        pubsub::punsubscribe,
+        ALONE | PUBSUB,
+    ),
+    cmd("publish", 3, Admin, K0, pubsub::publish),
+    cmd("pubsub", -2, Admin, K0, pubsub::pubsub),
+    // Transactions.
+    flagged("multi", 1, Admin, K0, transaction::multi, ALONE | NOQUEUE),
+    flagged(
+        "exec",
+        1,
+        Admin,
+        K0,
+        transaction::exec_placeholder,
+        ALONE | NOQUEUE,
+    ),
+    flagged(
+        "discard",
+        1,
+        Admin,
+        K0,
+        transaction::discard,
+        ALONE | NOQUEUE,
+    ),
+    flagged(
+        "watch",
+        -2,
+        Admin,
+        KALL,
+        transaction::watch,
+        ALONE | NOQUEUE,
+    ),
+    flagged("unwatch", 1, Admin, K0, transaction::unwatch, ALONE),
+    // Connection.
+    flagged("ping", -1, Admin, K0, connection::ping, PUBSUB),
+    cmd("echo", 2, Admin, K0, connection::echo),
+    cmd("select", 2, Admin, K0, connection::select),
+    flagged("hello", -1, Admin, K0, connection::hello, ALONE | NOAUTH),
+    flagged("auth", -2, Admin, K0, connection::auth, ALONE | NOAUTH),
+    flagged("client", -2, Admin, K0, connection::client, ALONE),
+    flagged(
+        "quit",
+        -1,
+        Admin,
+        K0,
+        connection::quit,
+        ALONE | NOQUEUE | NOAUTH | PUBSUB,
+    ),
+    flagged(
+        "reset",
+        1,
+        Admin,
+        K0,
+        connection::reset,
+        ALONE | NOQUEUE | NOAUTH | PUBSUB,
+    ),
+    // Server.
+    cmd("info", -1, Admin, K0, server::info),
+    cmd("command", -1, Admin, K0, server::command),
+    flagged("config", -2, Admin, K0, server::config, ALONE),
+    cmd("wait", 3, Admin, K0, server::wait),
+    flagged("shutdown", -1, Admin, K0, server::shutdown, ALONE | NOMULTI),
+    cmd("time", 1, Admin, K0, server::time),
+    cmd("lastsave", 1, Admin, K0, server::lastsave),
+    flagged("save", 1, Admin, K0, server::save, ALONE | NOMULTI),
+    cmd("bgsave", -1, Admin, K0, server::bgsave),
+    cmd("memory", -2, Read, (2, 2, 1), server::memory),
+    cmd("function", -2, Admin, K0, server::function),
+    cmd("script", -2, Admin, K0, server::script),
 ];
+
+fn index() -> &'static HashMap<&'static str, usize> {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    INDEX.get_or_init(|| TABLE.iter().enumerate().map(|(i, s)| (s.name, i)).collect())
+}
+
+/// The command named `name` (any case) and its place in the table.
+pub fn lookup_indexed(name: &[u8]) -> Option<(usize, &'static Spec)> {
+    let mut buf = [0u8; 24];
+    let lower = buf.get_mut(..name.len())?;
+    for (d, s) in lower.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    let name = std::str::from_utf8(lower).ok()?;
+    let i = *index().get(name)?;
+    Some((i, &TABLE[i]))
+}
 
 /// The command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    if name.len() > 16 {
-        return None;
-    }
-    let lower = name.to_ascii_lowercase();
-    TABLE.iter().find(|s| s.name.as_bytes() == lower.as_slice())
+    lookup_indexed(name).map(|(_, s)| s)
 }
 
 /// Whether `args` has the number of arguments `spec` takes.
-fn arity_ok(spec: &Spec, args: &Args) -> bool {
+pub fn arity_ok(spec: &Spec, args: &Args) -> bool {
     let n = args.len() as i32;
     if spec.arity >= 0 {
         n == spec.arity
@@ -172,73 +497,13 @@ pub fn unknown(args: &Args) -> Reply {
     ))
 }
 
-fn wrong_arity(spec: &Spec) -> Reply {
-    Reply::err(format!(
-        "wrong number of arguments for '{}' command",
-        spec.name
-    ))
-}
-
-/// Runs one command for `session` (queueing it inside `MULTI`).
-pub fn execute(shared: &Shared, session: &mut Session, args: &Args) -> Reply {
-    let Some(spec) = lookup(&args[0]) else {
-        session.flag_transaction_error();
-        return unknown(args);
-    };
-    if !arity_ok(spec, args) {
-        session.flag_transaction_error();
-        return wrong_arity(spec);
-    }
-    if !session.authenticated && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
-        return Reply::Error("NOAUTH Authentication required.".into());
-    }
-    if session.in_transaction() && spec.queueable {
-        session.queue(args.clone());
-        return Reply::Status("QUEUED".into());
-    }
-    if session.in_transaction()
-        && !matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset")
-    {
-        session.flag_transaction_error();
-        return Reply::err(format!(
-            "Command not allowed inside a transaction: '{}'",
-            spec.name
-        ));
-    }
-    let mut direct = Direct(&shared.db);
-    let mut ctx = Ctx {
-        data: &mut direct,
-        session,
-        shared,
-    };
-    shared.stats.count_command();
-    (spec.run)(&mut ctx, args)
-}
-
-/// Runs a queued command inside `EXEC` against the transaction's view.
-pub fn execute_queued(ctx: &mut Ctx<'_>, args: &Args) -> Reply {
-    match lookup(&args[0]) {
-        Some(spec) => {
-            ctx.shared.stats.count_command();
-            (spec.run)(ctx, args)
-        }
-        None => unknown(args),
-    }
+pub fn wrong_arity(name: &str) -> Reply {
+    Reply::err(format!("wrong number of arguments for '{name}' command"))
 }
 
 /// A reply that says a string argument is not what a command needs.
-pub fn syntax_error() -> Reply {
-    Reply::err("syntax error")
-}
-
-/// The stored key of argument `k` in the session's database.
-pub fn key(ctx: &Ctx<'_>, k: &[u8]) -> Result<Vec<u8>, Reply> {
-    crate::keyspace::stored(ctx.session.db, k)
-}
-
-/// Turns a handler's `Result` into its reply.
-pub fn reply(r: Result<Reply, Reply>) -> Reply {
-    r.unwrap_or_else(|e| e)
+pub fn syntax_error() -> Fail {
+    fail("syntax error")
 }
 
 #[cfg(test)]
@@ -254,6 +519,7 @@ mod tests {
         assert_eq!(names.len(), n);
         assert_eq!(lookup(b"GeT").map(|s| s.name), Some("get"));
         assert!(lookup(b"nosuch").is_none());
+        assert!(lookup(&[b'a'; 100]).is_none());
     }
 
     #[test]

@@ -1,116 +1,232 @@
 //! Server commands: `INFO`, `COMMAND` (what `redis-cli` asks at start),
-//! `CONFIG GET` (what `redis-benchmark` asks), `WAIT` and `SHUTDOWN`.
+//! `CONFIG` (`settings.rs`), `WAIT`, `SHUTDOWN`, `TIME`, `LASTSAVE`, and
+//! `FUNCTION`/`SCRIPT` as a server that has no functions or scripts.
 
 use std::fmt::Write;
-use std::ops::ControlFlow;
 
-use super::{Ctx, TABLE};
-use crate::glob;
-use crate::keyspace::{db_range, DATABASES};
+use super::args::{is, parse_int};
+use super::{fail, syntax_error, CmdResult, Ctx, Kind, Spec, TABLE};
+
 use crate::reply::Reply;
 use crate::request::Args;
 
-/// `INFO [section ...]`: server, clients, stats, persistence, keyspace,
-/// and `ferrite` (the engine's own counters). `keyspace` counts keys with
-/// a scan, so it costs what the databases hold.
-pub fn info(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
+/// The sections `INFO` answers, in order, and whether `INFO` without
+/// arguments (`default`) includes each.
+const SECTIONS: &[(&str, bool)] = &[
+    ("server", true),
+    ("clients", true),
+    ("memory", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("cpu", true),
+    ("commandstats", false),
+    ("errorstats", false),
+    ("keyspace", true),
+    ("ferrite", true),
+];
+
+/// The process's resident bytes, from `/proc/self/statm`.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn cpu_seconds() -> (f64, f64, f64, f64) {
+    let usage = |who| {
+        let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a whole rusage into the buffer it is
+        // given; RUSAGE_SELF and RUSAGE_CHILDREN are valid selectors.
+        let r = unsafe { libc::getrusage(who, u.as_mut_ptr()) };
+        if r != 0 {
+            return (0.0, 0.0);
+        }
+        // SAFETY: initialised by the successful call above (zeroed before).
+        let u = unsafe { u.assume_init() };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (secs(u.ru_stime), secs(u.ru_utime))
+    };
+    let (ss, su) = usage(libc::RUSAGE_SELF);
+    let (cs, cu) = usage(libc::RUSAGE_CHILDREN);
+    (ss, su, cs, cu)
+}
+
+/// `INFO [section ...]`.
+pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let wanted: Vec<String> = a[1..]
         .iter()
         .map(|s| String::from_utf8_lossy(s).to_lowercase())
         .collect();
     let all = wanted.iter().any(|w| w == "all" || w == "everything");
     let default = wanted.is_empty() || wanted.iter().any(|w| w == "default");
-    let want = |s: &str| all || default || wanted.iter().any(|w| w == s);
+    let want =
+        |s: &str, in_default: bool| all || (default && in_default) || wanted.iter().any(|w| w == s);
     let sh = ctx.shared;
     let mut out = String::new();
-    if want("server") {
-        let up = sh.started.elapsed().as_secs();
-        let _ = write!(
-            out,
-            "# Server\r\nredis_version:{}\r\nferrite_version:{}\r\nredis_mode:standalone\r\n\
-             os:{} {}\r\narch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\n\
-             uptime_in_seconds:{up}\r\nuptime_in_days:{}\r\nengine:{}\r\n\r\n",
-            crate::REDIS_VERSION,
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::env::consts::ARCH,
-            usize::BITS,
-            std::process::id(),
-            sh.config.listen.port(),
-            up / 86_400,
-            sh.db.store.engine(),
-        );
-    }
-    if want("clients") {
-        let _ = write!(
-            out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
-            sh.clients.count(),
-            sh.config.max_clients,
-        );
-    }
-    if want("stats") {
-        let s = &sh.stats;
-        let _ = write!(
-            out,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
-             scan_cursors:{}\r\n\r\n",
-            s.connections(),
-            s.commands(),
-            s.rejected(),
-            s.hits(),
-            s.misses(),
-            sh.cursors.len(),
-        );
-    }
-    if want("persistence") {
-        let _ = write!(
-            out,
-            "# Persistence\r\nloading:0\r\naof_enabled:1\r\nsync:{}\r\n\r\n",
-            sh.config.sync
-        );
-    }
-    if want("keyspace") {
-        out.push_str("# Keyspace\r\n");
-        for db in 0..DATABASES {
-            let mut n = 0u64;
-            let r = ctx.data.scan(db_range(db, b""), &mut |_, _| {
-                n += 1;
-                ControlFlow::Continue(())
-            });
-            if let Err(e) = r {
-                return e;
+    for &(section, in_default) in SECTIONS {
+        if !want(section, in_default) {
+            continue;
+        }
+        match section {
+            "server" => {
+                let up = sh.started.elapsed().as_secs();
+                let _ = write!(
+                    out,
+                    "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+                     ferrite_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\n\
+                     process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
+                     hz:10\r\nengine:{}\r\n\r\n",
+                    crate::REDIS_VERSION,
+                    env!("CARGO_PKG_VERSION"),
+                    std::env::consts::OS,
+                    std::env::consts::ARCH,
+                    usize::BITS,
+                    std::process::id(),
+                    sh.config.listen.port(),
+                    up / 86_400,
+                    sh.ks.store().engine(),
+                );
             }
-            if n > 0 {
-                let _ = write!(out, "db{db}:keys={n},expires=0,avg_ttl=0\r\n");
+            "clients" => {
+                let _ = write!(
+                    out,
+                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n\
+                     pubsub_clients:{}\r\n\r\n",
+                    sh.clients.count(),
+                    sh.settings.max_clients(),
+                    sh.blocked.count(),
+                    sh.clients.subscribed(),
+                );
+            }
+            "memory" => {
+                let rss = rss_bytes();
+                let _ = write!(
+                    out,
+                    "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:{}\r\n\
+                     maxmemory_policy:noeviction\r\n\r\n",
+                    sh.config.cache_bytes,
+                );
+            }
+            "persistence" => {
+                let _ = write!(
+                    out,
+                    "# Persistence\r\nloading:0\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\n\
+                     rdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\n\
+                     rdb_last_save_time:{}\r\nsync:{}\r\n\r\n",
+                    sh.stats.dirty(),
+                    sh.save_pending() as u8,
+                    sh.last_save(),
+                    sh.config.sync
+                );
+            }
+            "stats" => {
+                let s = &sh.stats;
+                let m = sh.ks.stats().counts();
+                let _ = write!(
+                    out,
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+                     rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
+                     keyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\n\
+                     pubsub_patterns:{}\r\ntotal_error_replies:{}\r\nscan_cursors:{}\r\n\r\n",
+                    s.connections(),
+                    s.commands(),
+                    s.rejected(),
+                    m.expired_keys,
+                    s.hits(),
+                    s.misses(),
+                    sh.pubsub.channels(None).len(),
+                    sh.pubsub.numpat(),
+                    s.errors(),
+                    sh.cursors.len(),
+                );
+            }
+            "replication" => {
+                out.push_str(
+                    "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n",
+                );
+            }
+            "cpu" => {
+                let (ss, su, cs, cu) = cpu_seconds();
+                let _ = write!(
+                    out,
+                    "# CPU\r\nused_cpu_sys:{ss:.6}\r\nused_cpu_user:{su:.6}\r\n\
+                     used_cpu_sys_children:{cs:.6}\r\nused_cpu_user_children:{cu:.6}\r\n\r\n"
+                );
+            }
+            "commandstats" => {
+                out.push_str("# Commandstats\r\n");
+                for (name, c) in sh.stats.command_stats() {
+                    let per = if c.calls > 0 {
+                        c.usec as f64 / c.calls as f64
+                    } else {
+                        0.0
+                    };
+                    let _ = write!(
+                        out,
+                        "cmdstat_{name}:calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}\r\n",
+                        c.calls, c.usec, c.rejected, c.failed
+                    );
+                }
+                out.push_str("\r\n");
+            }
+            "errorstats" => {
+                out.push_str("# Errorstats\r\n");
+                for (code, n) in sh.stats.error_stats() {
+                    let _ = write!(out, "errorstat_{code}:count={n}\r\n");
+                }
+                out.push_str("\r\n");
+            }
+            "keyspace" => {
+                out.push_str("# Keyspace\r\n");
+                for db in 0..crate::model::DATABASES {
+                    let (keys, expires) = ctx.tx.db_size(db);
+                    if keys > 0 {
+                        let _ = write!(out, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+                    }
+                }
+                out.push_str("\r\n");
+            }
+            _ => {
+                let st = sh.ks.store().stats();
+                let m = sh.ks.stats().counts();
+                out.push_str("# Ferrite\r\n");
+                let _ = write!(
+                    out,
+                    "engine:{}\r\nexpire_cycles:{}\r\nswept_elements:{}\r\nswept_collections:{}\r\n\
+                     sweep_passes:{}\r\nsweep_backlog:{}\r\n",
+                    sh.ks.store().engine(),
+                    m.expire_cycles,
+                    m.swept_elements,
+                    m.swept_collections,
+                    m.sweep_passes,
+                    m.sweep_backlog,
+                );
+                for (name, v) in st.fields() {
+                    let _ = write!(out, "{name}:{v}\r\n");
+                }
+                out.push_str("\r\n");
             }
         }
-        out.push_str("\r\n");
     }
-    if want("ferrite") {
-        let st = sh.db.store.stats();
-        out.push_str("# Ferrite\r\n");
-        let _ = write!(out, "engine:{}\r\n", sh.db.store.engine());
-        for (name, v) in st.fields() {
-            let _ = write!(out, "{name}:{v}\r\n");
-        }
-        out.push_str("\r\n");
-    }
-    Reply::Verbatim(out.trim_end().to_string() + "\r\n")
+    Ok(Reply::Verbatim(out.trim_end().to_string() + "\r\n"))
 }
 
-fn command_info(s: &super::Spec) -> Reply {
+fn command_info(s: &Spec) -> Reply {
     let mut flags = Vec::new();
     match s.kind {
-        super::Kind::Read => flags.push("readonly"),
-        super::Kind::Write => flags.push("write"),
-        super::Kind::Admin => flags.push("fast"),
+        Kind::Read => flags.push("readonly"),
+        Kind::Write => flags.push("write"),
+        Kind::Admin => flags.push("fast"),
+    }
+    if s.has(super::ALONE) && s.name.starts_with('b') {
+        flags.push("blocking");
     }
     Reply::Array(vec![
         Reply::bulk(s.name.as_bytes()),
         Reply::Int(s.arity as i64),
-        Reply::Array(flags.into_iter().map(|f| Reply::Status(f.into())).collect()),
+        Reply::Set(flags.into_iter().map(|f| Reply::Status(f.into())).collect()),
         Reply::Int(s.keys.0 as i64),
         Reply::Int(s.keys.1 as i64),
         Reply::Int(s.keys.2 as i64),
@@ -121,11 +237,11 @@ fn command_info(s: &super::Spec) -> Reply {
     ])
 }
 
-pub fn command(_: &mut Ctx<'_>, a: &Args) -> Reply {
+pub fn command(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let Some(sub) = a.get(1).map(|s| s.to_ascii_uppercase()) else {
-        return Reply::Array(TABLE.iter().map(command_info).collect());
+        return Ok(Reply::Array(TABLE.iter().map(command_info).collect()));
     };
-    match sub.as_slice() {
+    Ok(match sub.as_slice() {
         b"COUNT" => Reply::Int(TABLE.len() as i64),
         b"LIST" => Reply::Array(
             TABLE
@@ -136,84 +252,233 @@ pub fn command(_: &mut Ctx<'_>, a: &Args) -> Reply {
         b"INFO" => Reply::Array(
             a[2..]
                 .iter()
-                .map(|n| super::lookup(n).map_or(Reply::NullArray, command_info))
+                .map(|n| super::lookup(n).map_or(Reply::Null, command_info))
                 .collect(),
         ),
         // Documentation is not served; clients fall back to none.
         b"DOCS" => Reply::Map(Vec::new()),
-        _ => Reply::err(format!(
-            "unknown subcommand '{}'. Try COMMAND HELP.",
-            String::from_utf8_lossy(&a[1])
-        )),
-    }
+        _ => {
+            return Err(fail(format!(
+                "unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(&a[1])
+            )))
+        }
+    })
 }
 
-/// `CONFIG GET pattern ...` answers the server's settings under Redis's
-/// names; `CONFIG RESETSTAT` clears the counters; settings are fixed at
-/// start, so `CONFIG SET` is refused.
-pub fn config(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
+/// `CONFIG GET pattern ...`, `CONFIG SET name value ...`,
+/// `CONFIG RESETSTAT`.
+pub fn config(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let sh = ctx.shared;
-    match a[1].to_ascii_uppercase().as_slice() {
-        b"GET" if a.len() >= 3 => {
-            let c = &sh.config;
-            let settings = [
-                ("appendonly", "yes".to_string()),
-                ("appendfsync", c.sync.to_string()),
-                ("save", String::new()),
-                ("databases", DATABASES.to_string()),
-                ("maxclients", c.max_clients.to_string()),
-                ("maxmemory", c.cache_bytes.to_string()),
-                ("proto-max-bulk-len", c.limits.max_bulk.to_string()),
-                ("timeout", "0".to_string()),
-                ("port", c.listen.port().to_string()),
-            ];
-            let mut pairs = Vec::new();
-            for (name, value) in &settings {
-                if a[2..]
-                    .iter()
-                    .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-                {
-                    pairs.push((Reply::bulk(name.as_bytes()), Reply::bulk(value.as_bytes())));
-                }
-            }
-            Reply::Map(pairs)
+    let sub = a[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"GET" if a.len() >= 3 => Ok(Reply::Map(
+            sh.settings
+                .get(&a[2..])
+                .into_iter()
+                .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
+                .collect(),
+        )),
+        b"SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> = a[2..]
+                .chunks(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect();
+            sh.settings.set(&sh.ks, &pairs).map_err(fail)?;
+            Ok(Reply::ok())
         }
         b"RESETSTAT" if a.len() == 2 => {
             sh.stats.reset();
-            Reply::ok()
+            sh.ks.stats().reset();
+            Ok(Reply::ok())
         }
-        b"SET" => {
-            Reply::err("CONFIG SET is not supported: settings are fixed when the server starts")
-        }
-        _ => Reply::err(format!(
+        b"REWRITE" if a.len() == 2 => Err(fail(
+            "The server is running without a config file (its settings are its command line)",
+        )),
+        _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
             String::from_utf8_lossy(&a[1])
-        )),
+        ))),
     }
 }
 
 /// No replicas: zero acknowledge, at once.
-pub fn wait(_: &mut Ctx<'_>, a: &Args) -> Reply {
-    let ok = |b: &[u8]| super::strings::parse_int(b).is_some_and(|n| n >= 0);
+pub fn wait(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let ok = |b: &[u8]| parse_int(b).is_some_and(|n| n >= 0);
     if !ok(&a[1]) || !ok(&a[2]) {
-        return Reply::err("value is not an integer or out of range");
+        return Err(super::args::not_an_integer());
     }
-    Reply::Int(0)
+    Ok(Reply::Int(0))
 }
 
 /// Stops the server as a signal does: no new connections, in-flight
 /// commands finish, the store is synced and closed. Like Redis, it sends
 /// no reply when it goes ahead.
-pub fn shutdown(ctx: &mut Ctx<'_>, a: &Args) -> Reply {
+pub fn shutdown(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     for opt in &a[1..] {
-        match opt.to_ascii_uppercase().as_slice() {
-            b"NOSAVE" | b"SAVE" | b"NOW" | b"FORCE" => {}
-            b"ABORT" => return Reply::err("No shutdown in progress."),
-            _ => return super::syntax_error(),
+        if is(opt, "ABORT") {
+            return Err(fail("No shutdown in progress."));
+        }
+        if !(is(opt, "NOSAVE") || is(opt, "SAVE") || is(opt, "NOW") || is(opt, "FORCE")) {
+            return Err(syntax_error());
         }
     }
     ctx.shared.begin_shutdown();
     ctx.session.close_after_reply = true;
     ctx.session.silent = true;
-    Reply::ok()
+    Ok(Reply::ok())
+}
+
+pub fn time(_: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ]))
+}
+
+/// When the last `SAVE` (or `BGSAVE`) finished; the start before any.
+pub fn lastsave(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    Ok(Reply::Int(ctx.shared.last_save() as i64))
+}
+
+/// `SAVE`: writes what the engine holds in memory to its files and
+/// syncs, so every write so far is durable and recovery replays
+/// nothing (Redis writes a snapshot; ferrite's data is its files).
+pub fn save(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    ctx.shared
+        .save()
+        .map_err(|e| fail(format!("storage error: {e}")))?;
+    Ok(Reply::ok())
+}
+
+/// `BGSAVE [SCHEDULE]`: `SAVE` on the background thread.
+pub fn bgsave(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    if a.len() == 2 && !is(&a[1], "SCHEDULE") {
+        return Err(syntax_error());
+    }
+    ctx.shared.request_save();
+    Ok(Reply::Status("Background saving started".into()))
+}
+
+/// `FUNCTION FLUSH|LIST|STATS|DUMP`: a server without functions.
+pub fn function(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let sub = a[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"FLUSH" if a.len() <= 3 => Ok(Reply::ok()),
+        b"LIST" => Ok(Reply::Array(Vec::new())),
+        b"STATS" => Ok(Reply::Map(vec![
+            (Reply::bulk("running_script"), Reply::Null),
+            (Reply::bulk("engines"), Reply::Map(Vec::new())),
+        ])),
+        _ => Err(fail(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. This server runs no functions.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+/// `SCRIPT FLUSH|EXISTS`: a server without scripts.
+pub fn script(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let sub = a[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"FLUSH" if a.len() <= 3 => Ok(Reply::ok()),
+        b"EXISTS" if a.len() >= 3 => Ok(Reply::Array(a[2..].iter().map(|_| Reply::Int(0)).collect())),
+        _ => Err(fail(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. This server runs no scripts.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+/// `MEMORY USAGE key [SAMPLES n]`: the bytes of the key's records in
+/// the store (keys and values, metadata and elements; a sorted set's
+/// score index too), from `n` sampled elements of a larger collection
+/// (5 by default, 0 for all), as Redis estimates from samples.
+pub fn memory(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let sub = a[1].to_ascii_uppercase();
+    match sub.as_slice() {
+        b"USAGE" if a.len() == 3 || a.len() == 5 => {
+            let samples = match a.get(3) {
+                None => 5,
+                Some(o) if is(o, "SAMPLES") => match parse_int(&a[4]) {
+                    Some(n) if n >= 0 => n as u64,
+                    _ => return Err(super::args::not_an_integer()),
+                },
+                Some(_) => return Err(syntax_error()),
+            };
+            let f = ctx.tx.lookup(ctx.db(), &a[2])?;
+            let Some(m) = f.live() else {
+                return Ok(Reply::Null);
+            };
+            let mut bytes = 1 + a[2].len() as u64 + m.encode().len() as u64;
+            if let Some(c) = m.coll() {
+                let mut seen = 0u64;
+                let mut sum = 0u64;
+                let limit = if samples == 0 { u64::MAX } else { samples };
+                ctx.tx.scan_fields(
+                    f.slot,
+                    c,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    false,
+                    &mut |k, v| {
+                        seen += 1;
+                        sum += k.len() as u64 + v.len() as u64;
+                        if seen >= limit {
+                            std::ops::ControlFlow::Break(())
+                        } else {
+                            std::ops::ControlFlow::Continue(())
+                        }
+                    },
+                )?;
+                if c.kind == crate::model::Kind::List && c.size > 0 {
+                    let last = c
+                        .head
+                        .wrapping_add(c.size - 1)
+                        .min(c.head.wrapping_add(limit.saturating_sub(1)));
+                    ctx.tx
+                        .scan_items(f.slot, c, c.head, last, false, &mut |_, v| {
+                            seen += 1;
+                            sum += 8 + v.len() as u64;
+                            std::ops::ControlFlow::Continue(())
+                        })?;
+                }
+                // Every element record carries its collection's prefix.
+                let per = sum.checked_div(seen).map_or(0, |p| p + 11);
+                let mut elems = per * c.size;
+                if c.kind == crate::model::Kind::ZSet {
+                    // The score index repeats each member with its score.
+                    elems += elems;
+                }
+                bytes += elems;
+            }
+            Ok(Reply::Int(bytes as i64))
+        }
+        b"DOCTOR" if a.len() == 2 => Ok(Reply::Verbatim(
+            "ferrite keeps its data in the store's files; memory here is the store's cache \
+             (maxmemory) and the server's buffers. INFO memory and INFO ferrite report them.\n"
+                .into(),
+        )),
+        b"HELP" if a.len() == 2 => Ok(Reply::Array(
+            [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return the bytes of the key's records in the store.",
+                "HELP",
+                "    Print this help.",
+            ]
+            .iter()
+            .map(|s| Reply::Status((*s).into()))
+            .collect(),
+        )),
+        _ => Err(fail(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
 }

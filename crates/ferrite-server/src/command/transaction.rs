@@ -1,54 +1,71 @@
-//! `MULTI` / `EXEC` / `DISCARD`. Queued commands run at `EXEC` with the
-//! keyspace to themselves (`Access::alone`): reads see the store under the
-//! transaction's own earlier writes, nothing else writes meanwhile, and
-//! all the writes reach the store as one atomic batch. A command refused
-//! while queueing (unknown, wrong arity) aborts the transaction, as in
-//! Redis; one that fails while running (`INCR` of a non-number) answers
-//! its error in its slot and the others still apply.
+//! `MULTI`, `DISCARD`, `WATCH` and `UNWATCH`. Queued commands wait in the
+//! session; `EXEC` runs them as one transaction (the executor's part,
+//! `executor.rs`), aborting if a queued command was refused or, after
+//! `WATCH`, a watched key changed or expired.
 
-use super::{execute_queued, Ctx};
+use super::{fail, CmdResult, Ctx};
 use crate::reply::Reply;
 use crate::request::Args;
+use crate::session::Session;
+use crate::shared::Shared;
 
-pub fn multi(ctx: &mut Ctx<'_>, _: &Args) -> Reply {
+pub fn multi(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
     if ctx.session.in_transaction() {
-        return Reply::err("MULTI calls can not be nested");
+        ctx.session.flag_transaction_error();
+        return Err(fail("MULTI calls can not be nested"));
     }
     ctx.session.begin_transaction();
-    Reply::ok()
+    Ok(Reply::ok())
 }
 
-pub fn discard(ctx: &mut Ctx<'_>, _: &Args) -> Reply {
+pub fn discard(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
     if ctx.session.take_transaction().is_none() {
-        return Reply::err("DISCARD without MULTI");
+        return Err(fail("DISCARD without MULTI"));
     }
-    Reply::ok()
+    unwatch_all(ctx.shared, ctx.session);
+    Ok(Reply::ok())
 }
 
-pub fn exec(ctx: &mut Ctx<'_>, _: &Args) -> Reply {
-    let Some((queued, aborted)) = ctx.session.take_transaction() else {
-        return Reply::err("EXEC without MULTI");
-    };
-    if aborted {
-        return Reply::Error("EXECABORT Transaction discarded because of previous errors.".into());
+/// `EXEC` runs in the executor; the table's entry answers if it is ever
+/// reached another way.
+pub fn exec_placeholder(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    if !ctx.session.in_transaction() {
+        return Err(fail("EXEC without MULTI"));
     }
-    let Ctx {
-        data,
-        session,
-        shared,
-    } = ctx;
-    let r = data.alone(&mut |tx| {
-        let mut inner = Ctx {
-            data: tx,
-            session,
-            shared,
-        };
-        Ok(Reply::Array(
-            queued
-                .iter()
-                .map(|args| execute_queued(&mut inner, args))
-                .collect(),
-        ))
-    });
-    r.unwrap_or_else(|e| e)
+    Err(fail("EXEC inside a script or transaction is not allowed"))
+}
+
+pub fn watch(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    if ctx.session.in_transaction() {
+        return Err(fail("WATCH inside MULTI is not allowed"));
+    }
+    let db = ctx.db();
+    for k in &a[1..] {
+        if ctx.session.watched.iter().any(|(d, w)| *d == db && w == k) {
+            continue;
+        }
+        let stale = ctx.tx.lookup(db, k)?.stale();
+        ctx.shared
+            .ks
+            .watches()
+            .watch(ctx.session.id, &ctx.session.dirty, db, k.clone(), stale);
+        ctx.session.watched.push((db, k.clone()));
+    }
+    Ok(Reply::ok())
+}
+
+pub fn unwatch(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
+    unwatch_all(ctx.shared, ctx.session);
+    Ok(Reply::ok())
+}
+
+/// Forgets every watched key of the session and its dirty flag.
+pub fn unwatch_all(shared: &Shared, session: &mut Session) {
+    if !session.watched.is_empty() {
+        shared.ks.watches().unwatch(session.id, &session.watched);
+        session.watched.clear();
+    }
+    session
+        .dirty
+        .store(false, std::sync::atomic::Ordering::Release);
 }

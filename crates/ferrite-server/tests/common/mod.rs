@@ -74,11 +74,23 @@ impl Client {
         self.try_read().expect("the server closed the connection")
     }
 
-    /// The next reply, or `None` once the server has closed.
+    /// The next reply, or `None` once the server has closed. A reply that
+    /// does not come within the read timeout fails the test: a server
+    /// that neither answers nor closes is not one that closed.
     pub fn try_read(&mut self) -> Option<Value> {
         let mut line = String::new();
-        if self.reader.read_line(&mut line).ok()? == 0 {
-            return None;
+        match self.reader.read_line(&mut line) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("no reply and no close within the read timeout")
+            }
+            Err(_) => return None,
         }
         let line = line.trim_end_matches("\r\n");
         let (kind, rest) = line.split_at(1);
@@ -102,7 +114,7 @@ impl Client {
                     Value::Bulk(b)
                 }
             }
-            "*" => {
+            "*" | ">" | "~" => {
                 let n: i64 = rest.parse().unwrap();
                 if n < 0 {
                     return Some(Value::Null);
@@ -123,6 +135,7 @@ pub struct TestServer {
     pub server: Option<Server>,
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
+    kind: EngineKind,
 }
 
 impl TestServer {
@@ -130,8 +143,19 @@ impl TestServer {
         Self::start_with(kind, ServerConfig::default())
     }
 
-    pub fn start_with(kind: EngineKind, mut config: ServerConfig) -> Self {
+    pub fn start_with(kind: EngineKind, config: ServerConfig) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let server = Self::serve(kind, &dir, config);
+        let addr = server.local_addr();
+        Self {
+            server: Some(server),
+            addr,
+            dir,
+            kind,
+        }
+    }
+
+    fn serve(kind: EngineKind, dir: &tempfile::TempDir, mut config: ServerConfig) -> Server {
         let store = Config::builder(kind)
             .sync(SyncMode::Never)
             .cache_bytes(16 << 20)
@@ -139,13 +163,16 @@ impl TestServer {
             .open(dir.path().join("db"))
             .unwrap();
         config.listen = "127.0.0.1:0".parse().unwrap();
-        let server = Server::start(config, store).unwrap();
-        let addr = server.local_addr();
-        Self {
-            server: Some(server),
-            addr,
-            dir,
-        }
+        Server::start(config, store).unwrap()
+    }
+
+    /// Stops the server cleanly and starts a new one over the same
+    /// store (on a new port).
+    pub fn restart(&mut self) {
+        self.stop().unwrap();
+        let server = Self::serve(self.kind, &self.dir, ServerConfig::default());
+        self.addr = server.local_addr();
+        self.server = Some(server);
     }
 
     pub fn client(&self) -> Client {

@@ -1,0 +1,390 @@
+//! Hash commands. A hash is a metadata record (version, field count) and
+//! one record per field, `[version][field] -> value`: `HGET` is two point
+//! reads, `HGETALL` one ordered scan, `HSET` of a new field three writes.
+
+use std::ops::{Bound, ControlFlow};
+
+use super::args::{float, int, is, parse_float, parse_int};
+use super::scan::{self, key_scope};
+use super::{fail, syntax_error, CmdResult, Ctx, Fail};
+use crate::model::{Coll, Found, Kind, Pairs};
+use crate::reply::{format_double, Reply};
+use crate::request::Args;
+
+/// The hash at `key`, if any (`WRONGTYPE` for another type).
+fn hash(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<(Found, Option<Coll>), Fail> {
+    let f = ctx.tx.lookup(ctx.db(), key)?;
+    let c = f.coll(Kind::Hash)?;
+    Ok((f, c))
+}
+
+/// The hash at `key` for writing: its header, or a new empty one.
+fn hash_for_write(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, crate::model::Meta), Fail> {
+    let f = ctx.tx.lookup(ctx.db(), key)?;
+    let m = match f.typed(Kind::Hash)? {
+        Some(m) => m.clone(),
+        None => ctx.tx.new_coll(Kind::Hash)?,
+    };
+    Ok((f, m))
+}
+
+/// Sets fields; answers how many are new.
+fn set_fields(ctx: &mut Ctx<'_, '_>, key: &[u8], pairs: &[Vec<u8>]) -> Result<i64, Fail> {
+    let (mut f, mut m) = hash_for_write(ctx, key)?;
+    let mut added = 0;
+    {
+        let Some(c) = m.coll_mut() else {
+            return Err(fail("hash header expected"));
+        };
+        for p in pairs.chunks(2) {
+            if ctx.tx.field(f.slot, c, &p[0])?.is_none() {
+                c.size += 1;
+                added += 1;
+            }
+            ctx.tx.put_field(f.slot, c, &p[0], p[1].clone())?;
+        }
+    }
+    ctx.tx.set(&mut f, Some(m))?;
+    ctx.tx.notify('h', "hset", f.db, key);
+    Ok(added)
+}
+
+fn check_pairs(a: &Args) -> Result<(), Fail> {
+    if !a.len().is_multiple_of(2) {
+        return Err(fail(format!(
+            "wrong number of arguments for '{}' command",
+            String::from_utf8_lossy(&a[0]).to_lowercase()
+        )));
+    }
+    Ok(())
+}
+
+pub fn hset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    check_pairs(a)?;
+    Ok(Reply::Int(set_fields(ctx, &a[1], &a[2..])?))
+}
+
+pub fn hmset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    check_pairs(a)?;
+    set_fields(ctx, &a[1], &a[2..])?;
+    Ok(Reply::ok())
+}
+
+pub fn hsetnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (_, c) = hash(ctx, &a[1])?;
+    if let Some(c) = c {
+        if ctx.tx.field(ctx.tx.slot(ctx.db()), &c, &a[2])?.is_some() {
+            return Ok(Reply::Int(0));
+        }
+    }
+    set_fields(ctx, &a[1], &a[2..4])?;
+    Ok(Reply::Int(1))
+}
+
+pub fn hget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (f, c) = hash(ctx, &a[1])?;
+    let v = match c {
+        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?,
+        None => None,
+    };
+    ctx.shared.stats.count_lookup(v.is_some());
+    Ok(Reply::opt(v))
+}
+
+pub fn hmget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (f, c) = hash(ctx, &a[1])?;
+    let mut out = Vec::with_capacity(a.len() - 2);
+    for field in &a[2..] {
+        let v = match &c {
+            Some(c) => ctx.tx.field(f.slot, c, field)?,
+            None => None,
+        };
+        out.push(Reply::opt(v));
+    }
+    Ok(Reply::Array(out))
+}
+
+fn all(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Pairs, Fail> {
+    let (f, c) = hash(ctx, key)?;
+    match c {
+        Some(c) => Ok(ctx.tx.all_fields(f.slot, &c)?),
+        None => Ok(Vec::new()),
+    }
+}
+
+pub fn hgetall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    Ok(Reply::Map(
+        all(ctx, &a[1])?
+            .into_iter()
+            .map(|(k, v)| (Reply::Bulk(k), Reply::Bulk(v)))
+            .collect(),
+    ))
+}
+
+pub fn hkeys(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    Ok(Reply::bulks(all(ctx, &a[1])?.into_iter().map(|(k, _)| k)))
+}
+
+pub fn hvals(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    Ok(Reply::bulks(all(ctx, &a[1])?.into_iter().map(|(_, v)| v)))
+}
+
+pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (mut f, _) = hash(ctx, &a[1])?;
+    let Some(mut m) = f.live().cloned() else {
+        return Ok(Reply::Int(0));
+    };
+    let mut n = 0;
+    if let Some(c) = m.coll_mut() {
+        for field in &a[2..] {
+            if ctx.tx.field(f.slot, c, field)?.is_some() {
+                ctx.tx.delete_field(f.slot, c, field)?;
+                c.size -= 1;
+                n += 1;
+            }
+        }
+    }
+    if n > 0 {
+        let db = f.db;
+        ctx.tx.set(&mut f, Some(m))?;
+        ctx.tx.notify('h', "hdel", db, &a[1]);
+        if !f.exists() {
+            ctx.tx.notify('g', "del", db, &a[1]);
+        }
+    }
+    Ok(Reply::Int(n))
+}
+
+pub fn hlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (_, c) = hash(ctx, &a[1])?;
+    Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
+}
+
+pub fn hexists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (f, c) = hash(ctx, &a[1])?;
+    let found = match c {
+        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?.is_some(),
+        None => false,
+    };
+    Ok(Reply::Int(found as i64))
+}
+
+pub fn hstrlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (f, c) = hash(ctx, &a[1])?;
+    let len = match c {
+        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?.map_or(0, |v| v.len()),
+        None => 0,
+    };
+    Ok(Reply::Int(len as i64))
+}
+
+/// An increment's step: the field's new value from its old one.
+type Step<'a> = dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, Fail> + 'a;
+
+/// Reads a field for an increment and writes its new value.
+fn incr_field(
+    ctx: &mut Ctx<'_, '_>,
+    key: &[u8],
+    field: &[u8],
+    step: &mut Step<'_>,
+    event: &'static str,
+) -> Result<Vec<u8>, Fail> {
+    let (mut f, mut m) = hash_for_write(ctx, key)?;
+    let Some(c) = m.coll_mut() else {
+        return Err(fail("hash header expected"));
+    };
+    let old = ctx.tx.field(f.slot, c, field)?;
+    let new = step(old.as_deref())?;
+    if old.is_none() {
+        c.size += 1;
+    }
+    ctx.tx.put_field(f.slot, c, field, new.clone())?;
+    ctx.tx.set(&mut f, Some(m))?;
+    ctx.tx.notify('h', event, f.db, key);
+    Ok(new)
+}
+
+pub fn hincrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let by = int(&a[3])?;
+    let mut result = 0;
+    incr_field(
+        ctx,
+        &a[1],
+        &a[2],
+        &mut |old| {
+            let now = match old {
+                None => 0,
+                Some(v) => parse_int(v).ok_or_else(|| fail("hash value is not an integer"))?,
+            };
+            result = now
+                .checked_add(by)
+                .ok_or_else(|| fail("increment or decrement would overflow"))?;
+            Ok(result.to_string().into_bytes())
+        },
+        "hincrby",
+    )?;
+    Ok(Reply::Int(result))
+}
+
+pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let by = float(&a[3])?;
+    if by.is_infinite() {
+        return Err(fail("value is NaN or Infinity"));
+    }
+    let new = incr_field(
+        ctx,
+        &a[1],
+        &a[2],
+        &mut |old| {
+            let now = match old {
+                None => 0.0,
+                Some(v) => parse_float(v).ok_or_else(|| fail("hash value is not a float"))?,
+            };
+            let sum = now + by;
+            if !sum.is_finite() {
+                return Err(fail("increment would produce NaN or Infinity"));
+            }
+            Ok(format_double(sum).into_bytes())
+        },
+        "hincrbyfloat",
+    )?;
+    Ok(Reply::Bulk(new))
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`.
+pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let count = match a.get(2) {
+        Some(c) => Some(random_count(c)?),
+        None => None,
+    };
+    if a.len() > 4 || (a.len() == 4 && !is(&a[3], "WITHVALUES")) {
+        return Err(syntax_error());
+    }
+    let with_values = a.len() == 4;
+    if with_values && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
+        return Err(fail("value is out of range"));
+    }
+    if let Some(n) = count {
+        check_draws(n)?;
+    }
+    let (f, c) = hash(ctx, &a[1])?;
+    let Some(c) = c else {
+        return Ok(if count.is_some() {
+            Reply::Array(Vec::new())
+        } else {
+            Reply::Null
+        });
+    };
+    let mut rng = rand::thread_rng();
+    let Some(n) = count else {
+        let got = ctx.tx.random_fields(f.slot, &c, 1, false, &mut rng)?;
+        return Ok(Reply::opt(got.into_iter().next().map(|(k, _)| k)));
+    };
+    let picks = ctx
+        .tx
+        .random_fields(f.slot, &c, n.unsigned_abs(), n < 0, &mut rng)?;
+    let picks = picks
+        .into_iter()
+        .map(|(k, v)| (k, Reply::Bulk(v)))
+        .collect();
+    Ok(pairs_reply(ctx.session.proto, picks, with_values))
+}
+
+/// Most draws one random-member reply makes: past it the reply would
+/// not fit in memory.
+pub const MAX_DRAWS: u64 = 1 << 24;
+
+/// The count of `HRANDFIELD`, `SRANDMEMBER`, `ZRANDMEMBER`: negative
+/// draws may repeat.
+pub fn random_count(b: &[u8]) -> Result<i64, Fail> {
+    let n = int(b)?;
+    if n == i64::MIN {
+        return Err(fail(format!(
+            "value is out of range, value must between {} and {}",
+            -i64::MAX,
+            i64::MAX
+        )));
+    }
+    Ok(n)
+}
+
+/// Refuses repeating draws past [`MAX_DRAWS`].
+pub fn check_draws(n: i64) -> Result<(), Fail> {
+    if n < 0 && n.unsigned_abs() > MAX_DRAWS {
+        return Err(fail(format!(
+            "count is out of range: one reply draws at most {MAX_DRAWS} random elements"
+        )));
+    }
+    Ok(())
+}
+
+/// Member-value picks as `HRANDFIELD`/`ZRANDMEMBER` answer them: flat in
+/// RESP2, pairs in RESP3, or the members alone.
+pub fn pairs_reply(proto: u8, picks: Vec<(Vec<u8>, Reply)>, with_values: bool) -> Reply {
+    if !with_values {
+        return Reply::bulks(picks.into_iter().map(|(k, _)| k));
+    }
+    if proto >= 3 {
+        return Reply::Array(
+            picks
+                .into_iter()
+                .map(|(k, v)| Reply::Array(vec![Reply::Bulk(k), v]))
+                .collect(),
+        );
+    }
+    Reply::Array(
+        picks
+            .into_iter()
+            .flat_map(|(k, v)| [Reply::Bulk(k), v])
+            .collect(),
+    )
+}
+
+/// Turns a scanned member (and value) into reply items.
+pub type Emit<'a> = dyn FnMut(&scan::ScanOpts, &[u8], &[u8], &mut Vec<Reply>) + 'a;
+
+/// Scans a collection's fields from a cursor: the items `emit` makes of
+/// each matching field, and where the next call resumes.
+pub fn scan_fields(
+    ctx: &mut Ctx<'_, '_>,
+    a: &Args,
+    kind: Kind,
+    extra: &[&str],
+    emit: &mut Emit<'_>,
+) -> CmdResult {
+    let o = scan::options(&a[3..], extra)?;
+    let db = ctx.db();
+    let scope = key_scope(db, &a[1]);
+    let from = scan::resume(ctx, &a[2], &scope)?;
+    let f = ctx.tx.lookup(db, &a[1])?;
+    let Some(c) = f.coll(kind)? else {
+        return Ok(scan::reply(ctx, scope, None, Vec::new()));
+    };
+    let mut items = Vec::new();
+    let mut next = None;
+    let mut seen = 0;
+    let lo = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
+    ctx.tx
+        .scan_fields(f.slot, &c, lo, Bound::Unbounded, false, &mut |m, v| {
+            if seen == o.count {
+                next = Some(m.to_vec());
+                return ControlFlow::Break(());
+            }
+            seen += 1;
+            if o.matches(m) {
+                emit(&o, m, v, &mut items);
+            }
+            ControlFlow::Continue(())
+        })?;
+    Ok(scan::reply(ctx, scope, next, items))
+}
+
+/// `HSCAN key cursor [MATCH p] [COUNT n] [NOVALUES]`.
+pub fn hscan(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    scan_fields(ctx, a, Kind::Hash, &["NOVALUES"], &mut |o, m, v, items| {
+        items.push(Reply::Bulk(m.to_vec()));
+        if !o.novalues {
+            items.push(Reply::Bulk(v.to_vec()));
+        }
+    })
+}

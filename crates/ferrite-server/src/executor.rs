@@ -1,0 +1,456 @@
+//! Running commands: which run together in one transaction, `EXEC`,
+//! serving blocked clients, and what waits for the commit.
+//!
+//! Invariants:
+//! - consecutive commands of one pipeline that touch only keys (no
+//!   session state that later commands depend on, no blocking) run as
+//!   one group in one [`Tx`]: one lock acquisition and one atomic batch
+//!   for all of them, each command still seeing the ones before it; a
+//!   command that fails part way is rolled back alone; a group whose
+//!   commit fails answers every command with the failure;
+//! - a command's reply is encoded only once its writes are committed
+//!   (a group's replies are taken back if the commit fails);
+//! - blocked clients waiting on keys a transaction gave elements are
+//!   served inside that same transaction, first blocked first served, and
+//!   their replies are delivered only after it commits (and, with
+//!   `--sync always`, after the connection's sync);
+//! - keyspace events are published after the commit that made them true.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::command::{self, Ctx, Fail, Kind, Spec, ALONE, NOAUTH, NOMULTI, NOQUEUE, PUBSUB};
+use crate::mailbox::Mailbox;
+use crate::model::{Event, ModelError, Tx};
+use crate::reply::Reply;
+use crate::request::Args;
+use crate::session::{ReplyMode, Session};
+use crate::shared::Shared;
+
+/// Commands one group holds at most (bounds how long it holds the lock).
+const MAX_GROUP: usize = 1024;
+
+/// What must happen once the connection's writes are durable.
+#[derive(Default)]
+pub struct After {
+    /// Replies to blocked clients this connection's commands served.
+    pub deliveries: Vec<(Arc<Mailbox>, Reply)>,
+    pub events: Vec<Event>,
+}
+
+impl After {
+    /// Delivers and publishes (the writes are durable now).
+    pub fn release(&mut self, shared: &Shared) {
+        for (mb, r) in self.deliveries.drain(..) {
+            let mut bytes = Vec::new();
+            r.encode(mb.proto(), &mut bytes);
+            mb.serve(&bytes);
+        }
+        shared.publish_events(&self.events);
+        self.events.clear();
+    }
+}
+
+/// A command that passed the checks before running.
+struct Admitted {
+    index: usize,
+    spec: &'static Spec,
+    args: Args,
+}
+
+/// Runs a connection's commands in arrival order, grouping what it can.
+#[derive(Default)]
+pub struct Runner {
+    group: Vec<Admitted>,
+}
+
+impl Runner {
+    /// Runs (or queues into the current group) one command.
+    pub fn push(
+        &mut self,
+        shared: &Shared,
+        session: &mut Session,
+        args: Args,
+        out: &mut Vec<u8>,
+        after: &mut After,
+    ) {
+        let admitted = match admit(shared, session, args) {
+            Ok(a) => a,
+            Err(r) => {
+                self.flush(shared, session, out, after);
+                shared.stats.count_error(error_text(&r));
+                emit(session, r, out);
+                return;
+            }
+        };
+        session.activity.ran(admitted.index);
+        if groupable(session, admitted.spec) {
+            self.group.push(admitted);
+            if self.group.len() >= MAX_GROUP {
+                self.flush(shared, session, out, after);
+            }
+            return;
+        }
+        self.flush(shared, session, out, after);
+        run_alone(shared, session, admitted, out, after);
+    }
+
+    /// Runs the commands grouped so far.
+    pub fn flush(
+        &mut self,
+        shared: &Shared,
+        session: &mut Session,
+        out: &mut Vec<u8>,
+        after: &mut After,
+    ) {
+        if self.group.is_empty() {
+            return;
+        }
+        let group = std::mem::take(&mut self.group);
+        run_group(shared, session, &group, out, after);
+    }
+}
+
+fn error_text(r: &Reply) -> &str {
+    match r {
+        Reply::Error(e) => e,
+        _ => "ERR",
+    }
+}
+
+/// Appends a reply as the session's reply mode allows.
+fn emit(session: &mut Session, reply: Reply, out: &mut Vec<u8>) {
+    if session.silent {
+        session.silent = false;
+        return;
+    }
+    // Pub/sub confirmations are pushes, which `CLIENT REPLY OFF|SKIP`
+    // does not silence (in either protocol, as in Redis).
+    let push = is_push(&reply);
+    match session.reply_mode {
+        ReplyMode::On => reply.encode(session.proto, out),
+        ReplyMode::Off if push => reply.encode(session.proto, out),
+        ReplyMode::Off => {}
+        ReplyMode::Skip => session.reply_mode = ReplyMode::Skipping,
+        ReplyMode::Skipping => {
+            session.reply_mode = ReplyMode::On;
+            if push {
+                reply.encode(session.proto, out);
+            }
+        }
+    }
+}
+
+fn is_push(r: &Reply) -> bool {
+    match r {
+        Reply::Push(_) => true,
+        Reply::Several(rs) => !rs.is_empty() && rs.iter().all(is_push),
+        _ => false,
+    }
+}
+
+/// The checks before a command runs or is queued: it exists, has its
+/// arity, the client may run it. A refused command inside `MULTI` makes
+/// `EXEC` abort.
+fn admit(shared: &Shared, session: &mut Session, args: Args) -> Result<Admitted, Reply> {
+    let refuse = |session: &mut Session, index: Option<usize>, r: Reply| {
+        session.flag_transaction_error();
+        shared.stats.count_refused(index);
+        Err(r)
+    };
+    let Some((index, spec)) = command::lookup_indexed(&args[0]) else {
+        return refuse(session, None, command::unknown(&args));
+    };
+    if !command::arity_ok(spec, &args) {
+        return refuse(session, Some(index), command::wrong_arity(spec.name));
+    }
+    if !session.authenticated && !spec.has(NOAUTH) {
+        return refuse(
+            session,
+            Some(index),
+            Reply::Error("NOAUTH Authentication required.".into()),
+        );
+    }
+    if session.in_transaction() && spec.has(NOMULTI) {
+        return refuse(
+            session,
+            Some(index),
+            Reply::err("Command not allowed inside a transaction"),
+        );
+    }
+    if session.subscriptions() > 0 && session.proto == 2 && !spec.has(PUBSUB) {
+        return refuse(
+            session,
+            Some(index),
+            Reply::err(format!(
+                "Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                spec.name
+            )),
+        );
+    }
+    Ok(Admitted { index, spec, args })
+}
+
+fn groupable(session: &Session, spec: &Spec) -> bool {
+    !spec.has(ALONE) && !session.in_transaction() && session.blocked.is_none()
+}
+
+/// The reply for a unit of work whose storage failed.
+fn storage_reply(e: &ModelError) -> Reply {
+    match e {
+        ModelError::Store(se) if se.is_no_space() => Reply::err(format!(
+            "disk is full, writes are refused until space is freed ({se})"
+        )),
+        other => Reply::err(format!("storage error: {other}")),
+    }
+}
+
+/// Runs one command in `tx`; a failed command leaves nothing behind.
+fn run_one(
+    tx: &mut Tx<'_>,
+    session: &mut Session,
+    shared: &Shared,
+    c: &Admitted,
+    in_exec: bool,
+) -> Result<Reply, ModelError> {
+    tx.tick();
+    let sp = tx.savepoint();
+    let t0 = Instant::now();
+    let result = {
+        let mut ctx = Ctx {
+            tx,
+            session,
+            shared,
+            in_exec,
+        };
+        (c.spec.run)(&mut ctx, &c.args)
+    };
+    let reply = match result {
+        Ok(r) => r,
+        Err(Fail::Reply(r)) => {
+            tx.rollback(sp);
+            r
+        }
+        Err(Fail::Storage(e)) => return Err(e),
+    };
+    if tx.wrote_since(&sp) {
+        shared.stats.count_dirty();
+    }
+    session.last_command = Instant::now();
+    let failed = reply.is_error();
+    shared
+        .stats
+        .count_call(c.index, t0.elapsed().as_micros() as u64, failed);
+    if let Reply::Error(e) = &reply {
+        shared.stats.count_error(e);
+    }
+    Ok(reply)
+}
+
+/// The transaction a set of commands needs: exclusive if any writes.
+fn begin<'a>(shared: &'a Shared, write: bool) -> Tx<'a> {
+    if write {
+        shared.ks.write()
+    } else {
+        shared.ks.read()
+    }
+}
+
+/// Serves the clients blocked on keys `tx` gave elements, inside `tx`.
+fn serve_blocked(
+    shared: &Shared,
+    tx: &mut Tx<'_>,
+    served: &mut Vec<(Arc<Mailbox>, Reply)>,
+) -> Result<(), ModelError> {
+    loop {
+        let mut ready = tx.take_ready();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        ready.dedup();
+        for (db, key) in ready {
+            while let Some(w) = shared.blocked.first(db, &key) {
+                let mut session = Session::new(w.client, String::new(), true, w.mailbox.clone());
+                session.db = w.db;
+                session.proto = w.mailbox.proto();
+                let sp = tx.savepoint();
+                let result = {
+                    let mut ctx = Ctx {
+                        tx,
+                        session: &mut session,
+                        shared,
+                        in_exec: true,
+                    };
+                    command::serve_waiter(&mut ctx, &w.args)
+                };
+                let reply = match result {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(Fail::Reply(r)) => {
+                        tx.rollback(sp);
+                        r
+                    }
+                    Err(Fail::Storage(e)) => return Err(e),
+                };
+                if shared.take_waiter(w.client).is_some() {
+                    if tx.wrote_since(&sp) {
+                        shared.stats.count_dirty();
+                    }
+                    served.push((w.mailbox, reply));
+                }
+            }
+        }
+    }
+}
+
+/// Serves blocked clients, commits, and records what follows the commit.
+fn finish(shared: &Shared, mut tx: Tx<'_>, after: &mut After) -> Result<(), ModelError> {
+    let mut served = Vec::new();
+    if tx.writable() {
+        if let Err(e) = serve_blocked(shared, &mut tx, &mut served) {
+            fail_served(&mut served, &e, after);
+            return Err(e);
+        }
+    }
+    match tx.commit() {
+        Ok(c) => {
+            after.events.extend(c.events);
+            after.deliveries.extend(served);
+            Ok(())
+        }
+        Err(e) => {
+            fail_served(&mut served, &e, after);
+            Err(e)
+        }
+    }
+}
+
+/// Clients served by a unit of work that failed get its failure.
+fn fail_served(served: &mut Vec<(Arc<Mailbox>, Reply)>, e: &ModelError, after: &mut After) {
+    for (mb, _) in served.drain(..) {
+        after.deliveries.push((mb, storage_reply(e)));
+    }
+}
+
+fn run_group(
+    shared: &Shared,
+    session: &mut Session,
+    group: &[Admitted],
+    out: &mut Vec<u8>,
+    after: &mut After,
+) {
+    let write = group.iter().any(|c| c.spec.kind == Kind::Write);
+    let mut tx = begin(shared, write);
+    let mark = out.len();
+    let mode = session.reply_mode;
+    let mut failure = None;
+    for c in group {
+        match run_one(&mut tx, session, shared, c, false) {
+            Ok(r) => emit(session, r, out),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let result = match failure {
+        Some(e) => Err(e),
+        None => finish(shared, tx, after),
+    };
+    if let Err(e) = result {
+        out.truncate(mark);
+        session.reply_mode = mode;
+        let r = storage_reply(&e);
+        for _ in group {
+            shared.stats.count_error(error_text(&r));
+            emit(session, r.clone(), out);
+        }
+    }
+}
+
+fn run_alone(
+    shared: &Shared,
+    session: &mut Session,
+    c: Admitted,
+    out: &mut Vec<u8>,
+    after: &mut After,
+) {
+    if session.in_transaction() && !c.spec.has(NOQUEUE) {
+        session.queue(c.args);
+        emit(session, Reply::Status("QUEUED".into()), out);
+        return;
+    }
+    if c.spec.name == "exec" {
+        let r = exec(shared, session, &c, after);
+        emit(session, r, out);
+        return;
+    }
+    let mut tx = begin(shared, c.spec.kind == Kind::Write);
+    let reply = match run_one(&mut tx, session, shared, &c, false) {
+        Ok(r) => finish(shared, tx, after).map(|()| r),
+        Err(e) => Err(e),
+    };
+    let reply = reply.unwrap_or_else(|e| {
+        // A command that blocked in a failed transaction waits no more.
+        if session.blocked.take().is_some() {
+            shared.take_waiter(session.id);
+        }
+        storage_reply(&e)
+    });
+    emit(session, reply, out);
+}
+
+/// `EXEC`: the queued commands as one transaction, unless queueing
+/// failed or a watched key changed.
+fn exec(shared: &Shared, session: &mut Session, c: &Admitted, after: &mut After) -> Reply {
+    let Some((queued, failed)) = session.take_transaction() else {
+        return Reply::err("EXEC without MULTI");
+    };
+    if failed {
+        command::unwatch_all(shared, session);
+        return Reply::Error("EXECABORT Transaction discarded because of previous errors.".into());
+    }
+    let specs: Vec<Admitted> = queued
+        .into_iter()
+        .filter_map(|args| {
+            command::lookup_indexed(&args[0]).map(|(index, spec)| Admitted { index, spec, args })
+        })
+        .collect();
+    let write = specs.iter().any(|q| q.spec.kind == Kind::Write);
+    let mut tx = begin(shared, write);
+    tx.tick();
+    let spoiled = match watch_spoiled(shared, session, &tx) {
+        Ok(s) => s,
+        Err(e) => return storage_reply(&e),
+    };
+    command::unwatch_all(shared, session);
+    shared.stats.count_call(c.index, 0, false);
+    if spoiled {
+        return Reply::NullArray;
+    }
+    let mut replies = Vec::with_capacity(specs.len());
+    for q in &specs {
+        match run_one(&mut tx, session, shared, q, true) {
+            Ok(r) => replies.push(r),
+            Err(e) => return storage_reply(&e),
+        }
+    }
+    match finish(shared, tx, after) {
+        Ok(()) => Reply::Array(replies),
+        Err(e) => storage_reply(&e),
+    }
+}
+
+/// Whether a key the session watches changed, or expired, since it was
+/// watched (a key already expired when watched does not count).
+fn watch_spoiled(shared: &Shared, session: &Session, tx: &Tx<'_>) -> Result<bool, ModelError> {
+    if session.watch_spoiled() {
+        return Ok(true);
+    }
+    for (db, key) in &session.watched {
+        if !shared.ks.watches().stale(session.id, *db, key) && tx.lookup(*db, key)?.stale() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

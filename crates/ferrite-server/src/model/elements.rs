@@ -1,0 +1,526 @@
+//! The element records of collections: hash fields, set members,
+//! sorted-set members with their score index, and list items by
+//! position. Each operation names the collection by its slot and header;
+//! keeping the header's `size` (and a list's `head`) right is the
+//! caller's part, except in the list operations, which move them.
+//!
+//! Invariants: a sorted-set member has exactly one field record (its
+//! score) and one score-index record (score, member); a list of `size`
+//! items holds them at positions `head..head + size`, every one present.
+
+use std::ops::{Bound, ControlFlow};
+
+use super::layout::{self, MAX_MEMBER};
+use super::meta::Coll;
+use super::tx::Tx;
+use super::{ModelError, Pairs, Visit};
+
+/// Collections up to this size are sampled exactly (read whole).
+pub const EXACT_SAMPLE: u64 = 4096;
+
+/// A list's two ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListEnd {
+    Left,
+    Right,
+}
+
+/// A member bound as a bound on stored member bytes: members longer than
+/// [`MAX_MEMBER`] cannot be stored, so a longer bound is cut to the
+/// longest stored member it admits (see the tests).
+fn member_bound(b: Bound<&[u8]>, upper: bool) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(m) | Bound::Excluded(m) if m.len() > MAX_MEMBER => {
+            let cut = &m[..MAX_MEMBER];
+            if upper {
+                Bound::Included(cut)
+            } else {
+                Bound::Excluded(cut)
+            }
+        }
+        other => other,
+    }
+}
+
+/// The stored-key range of members between `lo` and `hi`.
+fn field_span(slot: u8, c: &Coll, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8>, Vec<u8>) {
+    let (all_start, all_end) = layout::fields(slot, c.version);
+    let key = |m: &[u8]| {
+        let mut k = all_start.clone();
+        k.extend_from_slice(m);
+        k
+    };
+    let start = match member_bound(lo, false) {
+        Bound::Included(m) => key(m),
+        Bound::Excluded(m) => {
+            let mut k = key(m);
+            k.push(0);
+            k
+        }
+        Bound::Unbounded => all_start.clone(),
+    };
+    let end = match member_bound(hi, true) {
+        Bound::Included(m) => {
+            let mut k = key(m);
+            k.push(0);
+            k
+        }
+        Bound::Excluded(m) => key(m),
+        Bound::Unbounded => all_end,
+    };
+    (start, end)
+}
+
+fn score_of(v: &[u8]) -> Result<f64, ModelError> {
+    let b: [u8; 8] = v
+        .try_into()
+        .map_err(|_| ModelError::Corrupt("a sorted-set score is not 8 bytes".into()))?;
+    Ok(super::score::decode(b))
+}
+
+impl Tx<'_> {
+    /// A hash field's value or a set member's (empty) record.
+    pub fn field(&self, slot: u8, c: &Coll, member: &[u8]) -> Result<Option<Vec<u8>>, ModelError> {
+        if member.len() > MAX_MEMBER {
+            return Ok(None);
+        }
+        self.get(&layout::field(slot, c.version, member)?)
+    }
+
+    pub fn put_field(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        member: &[u8],
+        value: Vec<u8>,
+    ) -> Result<(), ModelError> {
+        let k = layout::field(slot, c.version, member)?;
+        self.put(k, value)
+    }
+
+    pub fn delete_field(&mut self, slot: u8, c: &Coll, member: &[u8]) -> Result<(), ModelError> {
+        let k = layout::field(slot, c.version, member)?;
+        self.delete(k)
+    }
+
+    /// Visits members (with their values) between `lo` and `hi` in
+    /// member order, or reversed.
+    pub fn scan_fields(
+        &self,
+        slot: u8,
+        c: &Coll,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        rev: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<(), ModelError> {
+        let (start, end) = field_span(slot, c, lo, hi);
+        if start >= end {
+            return Ok(());
+        }
+        self.scan(&start, Some(&end), rev, &mut |k, v| {
+            visit(&k[layout::FIELD_AT..], v)
+        })
+    }
+
+    /// Every member and value, in member order.
+    pub fn all_fields(&self, slot: u8, c: &Coll) -> Result<Pairs, ModelError> {
+        let mut out = Vec::with_capacity(c.size.min(1 << 20) as usize);
+        self.scan_fields(
+            slot,
+            c,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            &mut |m, v| {
+                out.push((m.to_vec(), v.to_vec()));
+                ControlFlow::Continue(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Members (with values) drawn at random: `n` distinct ones (all of
+    /// them if fewer), or with `repeat`, `n` draws that may repeat. A
+    /// collection of up to [`EXACT_SAMPLE`] elements is read whole and
+    /// drawn from uniformly; a larger one is sampled by seeking to random
+    /// member bytes and taking the next member, which favours members
+    /// after wide gaps in the member order.
+    pub fn random_fields(
+        &self,
+        slot: u8,
+        c: &Coll,
+        n: u64,
+        repeat: bool,
+        rng: &mut impl rand::Rng,
+    ) -> Result<Pairs, ModelError> {
+        if n == 0 || c.size == 0 {
+            return Ok(Vec::new());
+        }
+        if c.size <= EXACT_SAMPLE || (!repeat && n.saturating_mul(2) >= c.size) {
+            let mut all = self.all_fields(slot, c)?;
+            if repeat {
+                return Ok((0..n)
+                    .map(|_| all[rng.gen_range(0..all.len())].clone())
+                    .collect());
+            }
+            let take = (n as usize).min(all.len());
+            // A partial Fisher-Yates shuffle: the first `take` are the draw.
+            for i in 0..take {
+                let j = rng.gen_range(i..all.len());
+                all.swap(i, j);
+            }
+            all.truncate(take);
+            return Ok(all);
+        }
+        let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+        let mut seen = std::collections::HashSet::new();
+        let mut attempts = 0u64;
+        while (out.len() as u64) < n && attempts < n.saturating_mul(16) {
+            attempts += 1;
+            let at: [u8; 8] = rng.gen();
+            let mut got = None;
+            for lo in [Bound::Included(&at[..]), Bound::Unbounded] {
+                self.scan_fields(slot, c, lo, Bound::Unbounded, false, &mut |m, v| {
+                    got = Some((m.to_vec(), v.to_vec()));
+                    ControlFlow::Break(())
+                })?;
+                if got.is_some() {
+                    break;
+                }
+            }
+            let Some(pair) = got else {
+                break;
+            };
+            if repeat || seen.insert(pair.0.clone()) {
+                out.push(pair);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A sorted-set member's score.
+    pub fn zscore(&self, slot: u8, c: &Coll, member: &[u8]) -> Result<Option<f64>, ModelError> {
+        match self.field(slot, c, member)? {
+            Some(v) => Ok(Some(score_of(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets a member's score (`old`: its score now, if a member).
+    pub fn zput(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        member: &[u8],
+        old: Option<f64>,
+        new: f64,
+    ) -> Result<(), ModelError> {
+        let new_key = layout::score(slot, c.version, new, member)?;
+        if let Some(o) = old {
+            let old_key = layout::score(slot, c.version, o, member)?;
+            if old_key == new_key {
+                return Ok(());
+            }
+            self.delete(old_key)?;
+        }
+        self.put_field(slot, c, member, super::score::encode(new).to_vec())?;
+        self.put(new_key, Vec::new())
+    }
+
+    /// Removes a member whose score is `score`.
+    pub fn zdelete(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        member: &[u8],
+        score: f64,
+    ) -> Result<(), ModelError> {
+        self.delete_field(slot, c, member)?;
+        self.delete(layout::score(slot, c.version, score, member)?)
+    }
+
+    /// Visits members by score between `lo` and `hi` (ties in member
+    /// order), ascending or reversed.
+    pub fn scan_scores(
+        &self,
+        slot: u8,
+        c: &Coll,
+        lo: Bound<f64>,
+        hi: Bound<f64>,
+        rev: bool,
+        visit: &mut dyn FnMut(f64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), ModelError> {
+        let (all_start, all_end) = layout::scores(slot, c.version);
+        let after = |s: f64| layout::successor(&layout::score_bound(slot, c.version, s));
+        let start = match lo {
+            Bound::Included(s) => layout::score_bound(slot, c.version, s),
+            Bound::Excluded(s) => after(s).unwrap_or_else(|| all_end.clone()),
+            Bound::Unbounded => all_start,
+        };
+        let end = match hi {
+            Bound::Included(s) => after(s).unwrap_or_else(|| all_end.clone()),
+            Bound::Excluded(s) => layout::score_bound(slot, c.version, s),
+            Bound::Unbounded => all_end,
+        };
+        if start >= end {
+            return Ok(());
+        }
+        let mut bad = None;
+        self.scan(
+            &start,
+            Some(&end),
+            rev,
+            &mut |k, _| match layout::decode_score(k) {
+                Some((s, m)) => visit(s, m),
+                None => {
+                    bad = Some(ModelError::Corrupt("a score-index key is malformed".into()));
+                    ControlFlow::Break(())
+                }
+            },
+        )?;
+        bad.map_or(Ok(()), Err)
+    }
+
+    /// The list item at `position`.
+    pub fn item(&self, slot: u8, c: &Coll, position: u64) -> Result<Option<Vec<u8>>, ModelError> {
+        self.get(&layout::item(slot, c.version, position))
+    }
+
+    pub fn put_item(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        position: u64,
+        value: Vec<u8>,
+    ) -> Result<(), ModelError> {
+        self.put(layout::item(slot, c.version, position), value)
+    }
+
+    pub fn delete_item(&mut self, slot: u8, c: &Coll, position: u64) -> Result<(), ModelError> {
+        self.delete(layout::item(slot, c.version, position))
+    }
+
+    /// Deletes the list items at positions `from..=to` (one range delete).
+    pub fn delete_items(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        from: u64,
+        to: u64,
+    ) -> Result<(), ModelError> {
+        if from > to {
+            return Ok(());
+        }
+        let start = layout::item(slot, c.version, from);
+        let end = match to.checked_add(1) {
+            Some(t) => layout::item(slot, c.version, t),
+            None => layout::collection(slot, c.version).1,
+        };
+        self.delete_range(start, end)
+    }
+
+    /// Visits list items at positions `from..=to`, ascending or reversed.
+    pub fn scan_items(
+        &self,
+        slot: u8,
+        c: &Coll,
+        from: u64,
+        to: u64,
+        rev: bool,
+        visit: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
+    ) -> Result<(), ModelError> {
+        if from > to {
+            return Ok(());
+        }
+        let start = layout::item(slot, c.version, from);
+        let end = match to.checked_add(1) {
+            Some(t) => layout::item(slot, c.version, t),
+            None => layout::collection(slot, c.version).1,
+        };
+        let mut bad = false;
+        self.scan(
+            &start,
+            Some(&end),
+            rev,
+            &mut |k, v| match layout::decode_item(k) {
+                Some(p) => visit(p, v),
+                None => {
+                    bad = true;
+                    ControlFlow::Break(())
+                }
+            },
+        )?;
+        if bad {
+            return Err(ModelError::Corrupt("a list item key is malformed".into()));
+        }
+        Ok(())
+    }
+
+    /// Pushes `value` at `end` of the list `c` (moving its head or size).
+    pub fn push_item(
+        &mut self,
+        slot: u8,
+        c: &mut Coll,
+        end: ListEnd,
+        value: Vec<u8>,
+    ) -> Result<(), ModelError> {
+        let position = match end {
+            ListEnd::Left => c.head.wrapping_sub(1),
+            ListEnd::Right => c.head.wrapping_add(c.size),
+        };
+        self.put_item(slot, c, position, value)?;
+        if end == ListEnd::Left {
+            c.head = position;
+        }
+        c.size += 1;
+        Ok(())
+    }
+
+    /// Removes and returns the item at `end` of the list `c`.
+    pub fn pop_item(
+        &mut self,
+        slot: u8,
+        c: &mut Coll,
+        end: ListEnd,
+    ) -> Result<Option<Vec<u8>>, ModelError> {
+        if c.size == 0 {
+            return Ok(None);
+        }
+        let position = match end {
+            ListEnd::Left => c.head,
+            ListEnd::Right => c.head.wrapping_add(c.size - 1),
+        };
+        let value = self.item(slot, c, position)?.ok_or_else(|| {
+            ModelError::Corrupt("a list is missing an item inside its bounds".into())
+        })?;
+        self.delete_item(slot, c, position)?;
+        if end == ListEnd::Left {
+            c.head = c.head.wrapping_add(1);
+        }
+        c.size -= 1;
+        Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::meta::Kind;
+    use crate::model::testing::keyspace;
+
+    fn members(
+        tx: &Tx<'_>,
+        c: &Coll,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        rev: bool,
+    ) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        tx.scan_fields(0, c, lo, hi, rev, &mut |m, _| {
+            out.push(m.to_vec());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn member_ranges_honour_their_bounds() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let m = tx.new_coll(Kind::Set).unwrap();
+        let c = *m.coll().unwrap();
+        for x in ["a", "b", "ba", "c"] {
+            tx.put_field(0, &c, x.as_bytes(), vec![]).unwrap();
+        }
+        let v = |xs: &[&str]| xs.iter().map(|x| x.as_bytes().to_vec()).collect::<Vec<_>>();
+        use Bound::*;
+        assert_eq!(
+            members(&tx, &c, Included(b"b"), Unbounded, false),
+            v(&["b", "ba", "c"])
+        );
+        assert_eq!(
+            members(&tx, &c, Excluded(b"b"), Unbounded, false),
+            v(&["ba", "c"])
+        );
+        assert_eq!(
+            members(&tx, &c, Unbounded, Included(b"b"), false),
+            v(&["a", "b"])
+        );
+        assert_eq!(members(&tx, &c, Unbounded, Excluded(b"b"), true), v(&["a"]));
+        assert_eq!(members(&tx, &c, Excluded(b"c"), Unbounded, false), v(&[]));
+        // A bound longer than any member can be.
+        let long = vec![b'b'; MAX_MEMBER + 5];
+        assert_eq!(
+            members(&tx, &c, Included(&long), Unbounded, false),
+            v(&["c"])
+        );
+        assert_eq!(
+            members(&tx, &c, Unbounded, Excluded(&long), false),
+            v(&["a", "b", "ba"])
+        );
+    }
+
+    #[test]
+    fn scores_scan_in_order_with_exclusive_bounds() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let m = tx.new_coll(Kind::ZSet).unwrap();
+        let c = *m.coll().unwrap();
+        for (s, x) in [(1.0, "a"), (2.0, "b"), (2.0, "c"), (-3.0, "d")] {
+            tx.zput(0, &c, x.as_bytes(), None, s).unwrap();
+        }
+        tx.zput(0, &c, b"a", Some(1.0), 5.0).unwrap();
+        assert_eq!(tx.zscore(0, &c, b"a").unwrap(), Some(5.0));
+        let mut got = Vec::new();
+        tx.scan_scores(
+            0,
+            &c,
+            Bound::Excluded(-3.0),
+            Bound::Included(5.0),
+            false,
+            &mut |s, m| {
+                got.push((s, m.to_vec()));
+                ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (2.0, b"b".to_vec()),
+                (2.0, b"c".to_vec()),
+                (5.0, b"a".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn lists_push_and_pop_at_both_ends() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let mut m = tx.new_coll(Kind::List).unwrap();
+        let c = m.coll_mut().unwrap();
+        tx.push_item(0, c, ListEnd::Right, b"b".to_vec()).unwrap();
+        tx.push_item(0, c, ListEnd::Left, b"a".to_vec()).unwrap();
+        tx.push_item(0, c, ListEnd::Right, b"c".to_vec()).unwrap();
+        let mut got = Vec::new();
+        let (from, to) = (c.head, c.head + c.size - 1);
+        tx.scan_items(0, c, from, to, false, &mut |_, v| {
+            got.push(v.to_vec());
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(
+            tx.pop_item(0, c, ListEnd::Right).unwrap(),
+            Some(b"c".to_vec())
+        );
+        assert_eq!(
+            tx.pop_item(0, c, ListEnd::Left).unwrap(),
+            Some(b"a".to_vec())
+        );
+        assert_eq!(c.size, 1);
+    }
+}

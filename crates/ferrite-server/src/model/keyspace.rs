@@ -1,0 +1,340 @@
+//! [`Keyspace`]: the data model's shared state over one store — the lock
+//! every command takes, the map from databases to slots, per-slot key
+//! counts, the version allocator, the `WATCH` registry and the model's
+//! counters.
+//!
+//! Invariants:
+//! - every change to the model's records happens in a write [`Tx`], which
+//!   holds the lock exclusively from its first read to its commit, so a
+//!   command (or a pipeline, or a transaction) is atomic against every
+//!   other; read transactions share the lock;
+//! - the version ceiling on disk is above every version any durable
+//!   record names (a version above the ceiling is used only in the batch
+//!   that raises it), so versions are unique across restarts;
+//! - the key counts are those of the metadata records on disk plus the
+//!   committed transactions since the open, which counted them at open.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use ferrite::{Store, WriteBatch};
+use parking_lot::RwLock;
+
+use super::layout::{self, DATABASES};
+use super::meta::Meta;
+use super::stats::ModelStats;
+use super::tx::{Guard, Tx};
+use super::watch::Watches;
+use super::ModelError;
+
+/// Names the layout of the records (`docs/format/redis-types.md`).
+const FORMAT: &[u8] = b"ferrite-redis 1";
+
+/// What the lock guards.
+pub struct State {
+    /// Logical database -> slot (`SWAPDB` exchanges two entries).
+    pub(super) dbmap: [u8; DATABASES as usize],
+    /// Metadata records per slot.
+    pub(super) keys: [u64; DATABASES as usize],
+    /// Of which carry an expiry.
+    pub(super) volatile: [u64; DATABASES as usize],
+    pub(super) next_version: u64,
+    pub(super) ceiling: u64,
+}
+
+/// The data model over one store; see the module documentation.
+pub struct Keyspace {
+    store: Store,
+    state: RwLock<State>,
+    /// Commits so far (a connection compares it around a pipeline to
+    /// learn whether it must sync before replying).
+    writes: AtomicU64,
+    watches: Watches,
+    stats: ModelStats,
+    /// Whether any client is blocked on a key (then commits report the
+    /// lists and sorted sets that gained elements).
+    blocked: AtomicBool,
+    /// Keyspace-event classes wanted (`notify-keyspace-events`), one bit
+    /// per class letter in `EVENT_CLASSES`.
+    events: AtomicU32,
+}
+
+/// The class letters of keyspace events, in bit order.
+pub const EVENT_CLASSES: &str = "g$lshzxeKEtmdn";
+
+impl Keyspace {
+    /// Opens the model over `store`: reads its records (upgrading a store
+    /// written before the type layer, whose values are all strings) and
+    /// counts the keys of every database.
+    pub fn open(store: Store) -> Result<Self, ModelError> {
+        upgrade(&store)?;
+        let dbmap = match store.get(layout::server("dbmap"))? {
+            Some(m) => {
+                let map: [u8; DATABASES as usize] = m
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| ModelError::Corrupt("the database map is malformed".into()))?;
+                let mut seen = [false; DATABASES as usize];
+                for &s in &map {
+                    if s >= DATABASES || std::mem::replace(&mut seen[s as usize], true) {
+                        return Err(ModelError::Corrupt(
+                            "the database map is not a permutation".into(),
+                        ));
+                    }
+                }
+                map
+            }
+            None => std::array::from_fn(|i| i as u8),
+        };
+        let ceiling = match store.get(layout::server("version"))? {
+            Some(v) => u64::from_be_bytes(
+                v.as_slice()
+                    .try_into()
+                    .map_err(|_| ModelError::Corrupt("the version ceiling is malformed".into()))?,
+            ),
+            None => 1,
+        };
+        let mut keys = [0u64; DATABASES as usize];
+        let mut volatile = [0u64; DATABASES as usize];
+        let mut bad = None;
+        let (start, end) = layout::all_meta();
+        store.scan(
+            ferrite::KeyRange {
+                start: std::ops::Bound::Included(&start),
+                end: std::ops::Bound::Excluded(&end),
+            },
+            &mut |k, v| {
+                let slot = k[0] as usize;
+                keys[slot] += 1;
+                match Meta::decode(v) {
+                    Ok(m) if m.expire_at.is_some() => volatile[slot] += 1,
+                    Ok(_) => {}
+                    Err(e) => {
+                        bad = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+                ControlFlow::Continue(())
+            },
+        )?;
+        if let Some(e) = bad {
+            return Err(e);
+        }
+        Ok(Self {
+            store,
+            state: RwLock::new(State {
+                dbmap,
+                keys,
+                volatile,
+                next_version: ceiling,
+                ceiling,
+            }),
+            writes: AtomicU64::new(0),
+            watches: Watches::default(),
+            stats: ModelStats::default(),
+            blocked: AtomicBool::new(false),
+            events: AtomicU32::new(0),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Gives the store back (the server closes it at shutdown).
+    pub fn into_store(self) -> Store {
+        self.store
+    }
+
+    /// A transaction that reads, sharing the lock with other readers.
+    pub fn read(&self) -> Tx<'_> {
+        Tx::new(self, Guard::Read(self.state.read()))
+    }
+
+    /// A transaction that writes, holding the lock alone.
+    pub fn write(&self) -> Tx<'_> {
+        Tx::new(self, Guard::Write(self.state.write()))
+    }
+
+    /// Commits so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Acquire)
+    }
+
+    pub(super) fn note_write(&self) {
+        self.writes.fetch_add(1, Ordering::Release);
+    }
+
+    pub fn watches(&self) -> &Watches {
+        &self.watches
+    }
+
+    pub fn stats(&self) -> &ModelStats {
+        &self.stats
+    }
+
+    /// Says whether any client is blocked on keys.
+    pub fn set_blocked(&self, any: bool) {
+        self.blocked.store(any, Ordering::Release);
+    }
+
+    pub(super) fn ready_wanted(&self) -> bool {
+        self.blocked.load(Ordering::Acquire)
+    }
+
+    /// Sets the keyspace-event classes wanted, as letters of
+    /// [`EVENT_CLASSES`].
+    pub fn set_event_classes(&self, letters: &str) {
+        let mut bits = 0u32;
+        for c in letters.chars() {
+            if let Some(i) = EVENT_CLASSES.find(c) {
+                bits |= 1 << i;
+            }
+        }
+        self.events.store(bits, Ordering::Release);
+    }
+
+    /// Whether events of class `c` are published (keyspace or keyevent
+    /// channels must be on too, `K` or `E`).
+    pub(super) fn events_wanted(&self, c: char) -> bool {
+        let bits = self.events.load(Ordering::Acquire);
+        if bits == 0 {
+            return false;
+        }
+        let bit = |l: char| EVENT_CLASSES.find(l).map_or(0, |i| 1u32 << i);
+        let channels = bit('K') | bit('E');
+        bits & channels != 0 && bits & bit(c) != 0
+    }
+
+    /// Whether keyspace (`K`) and keyevent (`E`) channels are on.
+    pub fn event_channels(&self) -> (bool, bool) {
+        let bits = self.events.load(Ordering::Acquire);
+        let bit = |l: char| EVENT_CLASSES.find(l).map_or(0, |i| 1u32 << i);
+        (bits & bit('K') != 0, bits & bit('E') != 0)
+    }
+
+    /// Keys and keys with an expiry, per logical database. Takes the
+    /// lock, so tests only: a command reads them through its
+    /// transaction ([`Tx::db_size`]).
+    #[cfg(test)]
+    pub fn db_sizes(&self) -> [(u64, u64); DATABASES as usize] {
+        let st = self.state.read();
+        std::array::from_fn(|db| {
+            let slot = st.dbmap[db] as usize;
+            (st.keys[slot], st.volatile[slot])
+        })
+    }
+}
+
+/// Rewrites the records of a store written by a server before the type
+/// layer (plain values under `[db][key]`, no format record) as string
+/// metadata, then writes the format record; checks the format of a
+/// store written since.
+fn upgrade(store: &Store) -> Result<(), ModelError> {
+    let format_key = layout::server("format");
+    match store.get(&format_key)? {
+        Some(f) if f == FORMAT => return Ok(()),
+        Some(f) => {
+            return Err(ModelError::Corrupt(format!(
+                "the store holds records of format {:?}, not {:?}",
+                String::from_utf8_lossy(&f),
+                String::from_utf8_lossy(FORMAT)
+            )))
+        }
+        None => {}
+    }
+    // Each batch records how far the rewrite got, so a crash part way
+    // resumes there instead of wrapping rewritten records again.
+    let progress_key = layout::server("upgraded-to");
+    let (start, end) = layout::all_meta();
+    let mut from = match store.get(&progress_key)? {
+        Some(mut at) => {
+            at.push(0);
+            at
+        }
+        None => start,
+    };
+    loop {
+        let mut batch = WriteBatch::new();
+        let mut last = None;
+        let mut n = 0;
+        let mut failed = None;
+        store.scan(
+            ferrite::KeyRange {
+                start: std::ops::Bound::Included(&from),
+                end: std::ops::Bound::Excluded(&end),
+            },
+            &mut |k, v| {
+                if let Err(e) = batch.put(k, &Meta::string(v.to_vec()).encode()) {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+                last = Some(k.to_vec());
+                n += 1;
+                if n == 10_000 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        match last {
+            Some(k) => {
+                batch.put(&progress_key, &k)?;
+                store.write(&batch)?;
+                let mut next = k;
+                next.push(0);
+                from = next;
+            }
+            None => break,
+        }
+    }
+    let mut done = WriteBatch::new();
+    done.put(&format_key, FORMAT)?;
+    done.delete(&progress_key)?;
+    store.write(&done)?;
+    store.sync()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing::keyspace_on;
+
+    #[test]
+    fn a_store_written_before_the_type_layer_reads_as_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ferrite::Config::builder(ferrite::EngineKind::Btree)
+            .open(dir.path())
+            .unwrap();
+        store.put(b"\x00greeting", b"hello").unwrap();
+        store.put(b"\x03n", b"12").unwrap();
+        let ks = Keyspace::open(store).unwrap();
+        assert_eq!(
+            ks.store().get(b"\x00greeting").unwrap(),
+            Some(Meta::string(b"hello".to_vec()).encode())
+        );
+        assert_eq!(ks.db_sizes()[0], (1, 0));
+        assert_eq!(ks.db_sizes()[3], (1, 0));
+        // A second open finds the format record and leaves them.
+        let store = ks.into_store();
+        let ks = keyspace_on(store);
+        assert_eq!(ks.db_sizes()[0], (1, 0));
+    }
+
+    #[test]
+    fn a_store_of_another_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ferrite::Config::builder(ferrite::EngineKind::Btree)
+            .open(dir.path())
+            .unwrap();
+        store
+            .put(layout::server("format"), b"something else")
+            .unwrap();
+        assert!(matches!(Keyspace::open(store), Err(ModelError::Corrupt(_))));
+    }
+}

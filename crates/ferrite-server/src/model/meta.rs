@@ -1,0 +1,252 @@
+//! A key's metadata record: its type, its expiry, and either a string's
+//! bytes or a collection's version, size and (for a list) head position.
+//!
+//! ```text
+//! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list) | 0x80 when an expiry follows
+//! [8 bytes]     expires at, ms since the Unix epoch, u64 BE (only with 0x80)
+//! string:       the value's bytes, to the end
+//! collection:   version u64 BE, size u64 BE; a list adds its head position u64 BE
+//! ```
+//!
+//! Invariants: a string is one record (a point read is one lookup); a
+//! collection's elements live under its version, so a new version is a
+//! new, empty collection and the old elements are unreachable; `size` is
+//! the number of elements (members, fields, list items). Decoding bytes
+//! read from the store never panics: anything else is `Corrupt`.
+
+use super::ModelError;
+
+/// The types a key can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    Hash,
+    Set,
+    ZSet,
+    List,
+}
+
+impl Kind {
+    /// What `TYPE` answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::List => "list",
+        }
+    }
+
+    /// The type `TYPE` and `SCAN ... TYPE` call `name`.
+    pub fn from_name(name: &[u8]) -> Option<Kind> {
+        Some(match name.to_ascii_lowercase().as_slice() {
+            b"string" => Kind::String,
+            b"hash" => Kind::Hash,
+            b"set" => Kind::Set,
+            b"zset" => Kind::ZSet,
+            b"list" => Kind::List,
+            _ => return None,
+        })
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Kind::String => 0,
+            Kind::Hash => 1,
+            Kind::Set => 2,
+            Kind::ZSet => 3,
+            Kind::List => 4,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Kind> {
+        Some(match c {
+            0 => Kind::String,
+            1 => Kind::Hash,
+            2 => Kind::Set,
+            3 => Kind::ZSet,
+            4 => Kind::List,
+            _ => return None,
+        })
+    }
+}
+
+const EXPIRES: u8 = 0x80;
+
+/// A collection's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coll {
+    pub kind: Kind,
+    /// Names the element records; never reused.
+    pub version: u64,
+    /// Elements it holds.
+    pub size: u64,
+    /// A list's first position (its elements are `head..head + size`);
+    /// 0 for the other types.
+    pub head: u64,
+}
+
+/// What a key holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    String(Vec<u8>),
+    Coll(Coll),
+}
+
+/// A key's metadata record, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// When the key expires (ms since the Unix epoch).
+    pub expire_at: Option<u64>,
+    pub body: Body,
+}
+
+impl Meta {
+    pub fn string(value: Vec<u8>) -> Self {
+        Self {
+            expire_at: None,
+            body: Body::String(value),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match &self.body {
+            Body::String(_) => Kind::String,
+            Body::Coll(c) => c.kind,
+        }
+    }
+
+    /// The collection header, if it is one.
+    pub fn coll(&self) -> Option<&Coll> {
+        match &self.body {
+            Body::Coll(c) => Some(c),
+            Body::String(_) => None,
+        }
+    }
+
+    pub fn coll_mut(&mut self) -> Option<&mut Coll> {
+        match &mut self.body {
+            Body::Coll(c) => Some(c),
+            Body::String(_) => None,
+        }
+    }
+
+    /// The version whose elements this record names.
+    pub fn version(&self) -> Option<u64> {
+        self.coll().map(|c| c.version)
+    }
+
+    /// Whether the key is gone at `now` (ms).
+    pub fn expired(&self, now: u64) -> bool {
+        self.expire_at.is_some_and(|at| at <= now)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let (kind, len) = match &self.body {
+            Body::String(v) => (Kind::String, v.len()),
+            Body::Coll(c) if c.kind == Kind::List => (c.kind, 24),
+            Body::Coll(c) => (c.kind, 16),
+        };
+        let mut out = Vec::with_capacity(1 + 8 + len);
+        let flag = if self.expire_at.is_some() { EXPIRES } else { 0 };
+        out.push(kind.code() | flag);
+        if let Some(at) = self.expire_at {
+            out.extend_from_slice(&at.to_be_bytes());
+        }
+        match &self.body {
+            Body::String(v) => out.extend_from_slice(v),
+            Body::Coll(c) => {
+                out.extend_from_slice(&c.version.to_be_bytes());
+                out.extend_from_slice(&c.size.to_be_bytes());
+                if c.kind == Kind::List {
+                    out.extend_from_slice(&c.head.to_be_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, ModelError> {
+        let corrupt = || ModelError::Corrupt("a metadata record is malformed".into());
+        let (&head, mut rest) = b.split_first().ok_or_else(corrupt)?;
+        let kind = Kind::from_code(head & !EXPIRES).ok_or_else(corrupt)?;
+        let word = |rest: &mut &[u8]| -> Result<u64, ModelError> {
+            let (w, r) = rest.split_first_chunk::<8>().ok_or_else(corrupt)?;
+            *rest = r;
+            Ok(u64::from_be_bytes(*w))
+        };
+        let expire_at = if head & EXPIRES != 0 {
+            Some(word(&mut rest)?)
+        } else {
+            None
+        };
+        let body = if kind == Kind::String {
+            Body::String(rest.to_vec())
+        } else {
+            let version = word(&mut rest)?;
+            let size = word(&mut rest)?;
+            let head = if kind == Kind::List {
+                word(&mut rest)?
+            } else {
+                0
+            };
+            if !rest.is_empty() {
+                return Err(corrupt());
+            }
+            Body::Coll(Coll {
+                kind,
+                version,
+                size,
+                head,
+            })
+        };
+        Ok(Self { expire_at, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn kinds() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            Just(Kind::Hash),
+            Just(Kind::Set),
+            Just(Kind::ZSet),
+            Just(Kind::List)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip(
+            expire in proptest::option::of(any::<u64>()),
+            value in proptest::collection::vec(any::<u8>(), 0..40),
+            kind in kinds(),
+            version in any::<u64>(),
+            size in any::<u64>(),
+            head in any::<u64>(),
+        ) {
+            let s = Meta { expire_at: expire, body: Body::String(value) };
+            prop_assert_eq!(Meta::decode(&s.encode()).unwrap(), s);
+            let head = if kind == Kind::List { head } else { 0 };
+            let c = Meta { expire_at: expire, body: Body::Coll(Coll { kind, version, size, head }) };
+            prop_assert_eq!(Meta::decode(&c.encode()).unwrap(), c);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = Meta::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn a_plain_string_costs_one_byte() {
+        assert_eq!(Meta::string(b"abc".to_vec()).encode(), b"\0abc");
+        assert!(Meta::decode(&[9]).is_err());
+        assert!(Meta::decode(&[1, 0, 0]).is_err());
+    }
+}

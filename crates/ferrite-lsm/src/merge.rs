@@ -47,10 +47,14 @@ pub type KeyFilter = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 /// A memtable as seen at one sequence number: each key's newest version
 /// at or below it, read a chunk at a time so the skip list is never held
-/// across a merge step.
+/// across a merge step. Chunks start small and double: a scan that stops
+/// after a few keys (a seek, a short range) copies a few, and a long one
+/// soon copies [`MEM_CHUNK`] at a time.
 pub struct MemSource {
     mem: Arc<Memtable>,
     seq: u64,
+    /// Keys the next chunk copies.
+    chunk: usize,
     buf: VecDeque<Entry>,
     last: Option<Vec<u8>>,
     done: bool,
@@ -58,8 +62,11 @@ pub struct MemSource {
     rev: bool,
 }
 
-/// Keys a memtable source copies out at a time.
+/// Keys a memtable source copies out at a time, at most.
 const MEM_CHUNK: usize = 256;
+
+/// Keys a memtable source's first chunk copies.
+const FIRST_CHUNK: usize = 4;
 
 impl MemSource {
     /// Ascending from `start`.
@@ -92,6 +99,7 @@ impl MemSource {
         let mut s = Self {
             mem,
             seq,
+            chunk: FIRST_CHUNK,
             buf: VecDeque::new(),
             last: None,
             done: false,
@@ -102,21 +110,25 @@ impl MemSource {
         s
     }
 
-    fn collect(&self, from: Bound<&[u8]>, out: &mut Vec<Entry>) {
+    /// Copies the next chunk; the chunk after it is twice as large.
+    fn collect(&mut self, from: Bound<&[u8]>, out: &mut Vec<Entry>) -> usize {
+        let n = self.chunk;
+        self.chunk = (self.chunk * 2).min(MEM_CHUNK);
         if self.rev {
-            self.mem.collect_before(from, self.seq, MEM_CHUNK, out);
+            self.mem.collect_before(from, self.seq, n, out);
         } else {
-            self.mem.collect_from(from, self.seq, MEM_CHUNK, out);
+            self.mem.collect_from(from, self.seq, n, out);
         }
+        n
     }
 
     /// Refills the buffer from `from` on; chunks whose keys the filter
     /// drops are skipped until one holds a kept key or the memtable ends.
     fn fill(&mut self, from: Bound<&[u8]>) {
-        let mut out = Vec::with_capacity(MEM_CHUNK);
-        self.collect(from, &mut out);
+        let mut out = Vec::with_capacity(self.chunk);
+        let mut asked = self.collect(from, &mut out);
         loop {
-            self.done = out.len() < MEM_CHUNK;
+            self.done = out.len() < asked;
             self.last = out.last().map(|(k, _, _)| k.clone());
             match &self.keep {
                 Some(keep) => self.buf.extend(out.drain(..).filter(|(k, _, _)| keep(k))),
@@ -128,7 +140,7 @@ impl MemSource {
             let Some(last) = self.last.take() else {
                 return;
             };
-            self.collect(Bound::Excluded(&last), &mut out);
+            asked = self.collect(Bound::Excluded(&last), &mut out);
         }
     }
 }

@@ -292,7 +292,16 @@ impl Table {
         }
         // -1: moving to lower blocks, 1: to higher ones.
         let mut dir = 0i8;
+        let mut steps = 0usize;
         loop {
+            if steps == WALK_BLOCKS {
+                // Far from the prediction (a projection that cannot tell
+                // these keys apart, as keys sharing long prefixes past the
+                // table's own): gallop and binary-search the blocks instead
+                // of walking them one by one.
+                return self.seek_far(key, b, dir);
+            }
+            steps += 1;
             let blk = match fetched.take() {
                 Some(blk) => blk,
                 None => self.block(b)?,
@@ -347,6 +356,69 @@ impl Table {
             }
             return Ok(Some((b, blk, slot)));
         }
+    }
+
+    /// The lower bound of `key` when a walk from the predicted block has
+    /// gone `dir` (1: up, -1: down) to block `b` without finding it: the
+    /// first block whose last key is `>= key`, found by galloping from `b`
+    /// and binary search, `O(log distance)` block reads.
+    fn seek_far(&self, key: &[u8], b: usize, dir: i8) -> Result<Option<Position>> {
+        let blocks = self.block_count();
+        let last_below = |t: usize| -> Result<bool> {
+            let blk = self.block(t)?;
+            Ok(blk.is_empty() || blk.key(blk.len() - 1) < key)
+        };
+        // Invariant of the search below: every block before `lo` ends
+        // below `key`, and block `hi` (if inside the table) does not.
+        let (mut lo, mut hi) = if dir >= 0 {
+            let (mut lo, mut step) = (b, 1usize);
+            let mut probe = b;
+            loop {
+                if probe >= blocks {
+                    break (lo, blocks);
+                }
+                if !last_below(probe)? {
+                    break (lo, probe);
+                }
+                lo = probe + 1;
+                probe = b.saturating_add(step);
+                step = step.saturating_mul(2);
+            }
+        } else {
+            // Moving down, block `b + 1` starts at or above `key`.
+            let (mut hi, mut step) = ((b + 1).min(blocks), 1usize);
+            let mut probe = b;
+            loop {
+                if !last_below(probe)? {
+                    hi = probe;
+                    if probe == 0 {
+                        break (0, 0);
+                    }
+                    probe = probe.saturating_sub(step);
+                    step = step.saturating_mul(2);
+                    continue;
+                }
+                break (probe + 1, hi);
+            }
+        };
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if last_below(mid)? {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo >= blocks {
+            return Ok(None);
+        }
+        let blk = self.block(lo)?;
+        let slot = if blk.is_empty() || key <= blk.key(0) {
+            0
+        } else {
+            blk.lower_bound_in(key, 1, blk.len())
+        };
+        Ok(Some((lo, blk, slot)))
     }
 
     /// Where a learned lookup starts: the block of the model's prediction
@@ -431,6 +503,10 @@ impl Table {
 /// Most blocks a learned lookup reads at once for one window (a window is
 /// capped at half a block's entries, so it rarely spans more than two).
 const WINDOW_READ_BLOCKS: usize = 4;
+
+/// Blocks a learned lookup walks one by one from the predicted block
+/// before it gallops instead (`seek_far`).
+const WALK_BLOCKS: usize = 3;
 
 impl Drop for Table {
     fn drop(&mut self) {
@@ -613,6 +689,36 @@ mod tests {
         // Only the block a lookup cached is in the cache, and it was used.
         assert_eq!(t.cache.counts().hits, 1);
         assert_eq!(t.cache.bytes(), cached);
+    }
+
+    #[test]
+    fn keys_the_projection_cannot_tell_apart_cost_a_logarithmic_search() {
+        // Thousands of keys whose first eight bytes past the table's common
+        // prefix are equal (as a collection's members are, behind a
+        // version), beside keys that are not: the model sends every one of
+        // them to the same place, and a lookup must not walk the blocks.
+        let mut keys: Vec<Vec<u8>> = (0..20_000u32)
+            .map(|i| {
+                let mut k = vec![0x10, 0, 0, 0, 0, 0, 0, 7];
+                k.extend_from_slice(&i.to_be_bytes());
+                k
+            })
+            .collect();
+        keys.extend((0..50u32).map(|i| format!("z{i:04}").into_bytes()));
+        keys.sort();
+        let (t, dev) = learned_table(&keys, &[3; 100], 0);
+        let blocks = t.block_count() as u64;
+        assert!(blocks > 200, "{blocks} blocks");
+        for probe in (0..20_000u32).step_by(997) {
+            let mut k = keys[probe as usize].clone();
+            let before = dev.io_stats().reads;
+            assert_eq!(position(&t, &k, true), Some(k.clone()));
+            k.push(0);
+            let want = keys.iter().find(|x| **x >= k).cloned();
+            assert_eq!(position(&t, &k, true), want);
+            let reads = dev.io_stats().reads - before;
+            assert!(reads < 60, "two seeks read {reads} blocks of {blocks}");
+        }
     }
 
     #[test]

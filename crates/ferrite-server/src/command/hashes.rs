@@ -2,7 +2,7 @@
 //! one record per field, `[version][field] -> value`: `HGET` is two point
 //! reads, `HGETALL` one ordered scan, `HSET` of a new field three writes.
 
-use std::ops::{Bound, ControlFlow};
+use std::ops::ControlFlow;
 
 use super::args::{float, int, is, parse_float, parse_int};
 use super::scan::{self, key_scope};
@@ -363,11 +363,10 @@ pub fn scan_fields(
     let mut items = Vec::new();
     let mut next = None;
     let mut seen = 0;
-    let lo = from.as_deref().map_or(Bound::Unbounded, Bound::Included);
     ctx.tx
-        .scan_fields(f.slot, &c, lo, Bound::Unbounded, false, &mut |m, v| {
+        .scan_positions(f.slot, &c, from.as_deref(), &mut |pos, m, v| {
             if seen == o.count {
-                next = Some(m.to_vec());
+                next = Some(pos.to_vec());
                 return ControlFlow::Break(());
             }
             seen += 1;

@@ -418,22 +418,15 @@ pub fn memory(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 let mut seen = 0u64;
                 let mut sum = 0u64;
                 let limit = if samples == 0 { u64::MAX } else { samples };
-                ctx.tx.scan_fields(
-                    f.slot,
-                    c,
-                    std::ops::Bound::Unbounded,
-                    std::ops::Bound::Unbounded,
-                    false,
-                    &mut |k, v| {
-                        seen += 1;
-                        sum += k.len() as u64 + v.len() as u64;
-                        if seen >= limit {
-                            std::ops::ControlFlow::Break(())
-                        } else {
-                            std::ops::ControlFlow::Continue(())
-                        }
-                    },
-                )?;
+                ctx.tx.scan_positions(f.slot, c, None, &mut |pos, _, v| {
+                    seen += 1;
+                    sum += pos.len() as u64 + v.len() as u64;
+                    if seen >= limit {
+                        std::ops::ControlFlow::Break(())
+                    } else {
+                        std::ops::ControlFlow::Continue(())
+                    }
+                })?;
                 if c.kind == crate::model::Kind::List && c.size > 0 {
                     let last = c
                         .head

@@ -159,7 +159,7 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut rng = rand::thread_rng();
     let picks: Vec<Vec<u8>> = ctx
         .tx
-        .random_fields(f.slot, &c, n, false, &mut rng)?
+        .pop_members(f.slot, &c, n, &mut rng)?
         .into_iter()
         .map(|(m, _)| m)
         .collect();

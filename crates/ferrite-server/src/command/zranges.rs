@@ -152,7 +152,7 @@ fn select(ctx: &Ctx<'_, '_>, f: &Found, c: &Coll, r: &Range) -> Result<Vec<(Vec<
         By::Lex(lo, hi) => {
             let mut skipped = 0i64;
             let mut bad = None;
-            ctx.tx.scan_fields(
+            ctx.tx.scan_members(
                 f.slot,
                 c,
                 lo.as_ref().map(Vec::as_slice),

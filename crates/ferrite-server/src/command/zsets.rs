@@ -248,7 +248,7 @@ pub fn zlexcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         return Ok(Reply::Int(0));
     };
     let mut n = 0;
-    ctx.tx.scan_fields(
+    ctx.tx.scan_members(
         f.slot,
         &c,
         lo.as_ref().map(Vec::as_slice),
@@ -347,6 +347,9 @@ pub fn pop(
     for (member, s) in &out {
         ctx.tx.zdelete(f.slot, c, member, *s)?;
         c.size -= 1;
+    }
+    if let Some((member, s)) = out.last() {
+        ctx.tx.popped_to(f.slot, c, max, *s, member)?;
     }
     if !out.is_empty() {
         finish(ctx, f, m, if max { "zpopmax" } else { "zpopmin" })?;

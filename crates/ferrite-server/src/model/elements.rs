@@ -10,6 +10,7 @@
 
 use std::ops::{Bound, ControlFlow};
 
+use super::hints::Mark;
 use super::layout::{self, MAX_MEMBER};
 use super::meta::Coll;
 use super::tx::Tx;
@@ -42,14 +43,11 @@ fn member_bound(b: Bound<&[u8]>, upper: bool) -> Bound<&[u8]> {
     }
 }
 
-/// The stored-key range of members between `lo` and `hi`.
-fn field_span(slot: u8, c: &Coll, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8>, Vec<u8>) {
+/// The stored-key range of members between `lo` and `hi` of a
+/// member-ordered collection.
+fn member_span(slot: u8, c: &Coll, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8>, Vec<u8>) {
     let (all_start, all_end) = layout::fields(slot, c.version);
-    let key = |m: &[u8]| {
-        let mut k = all_start.clone();
-        k.extend_from_slice(m);
-        k
-    };
+    let key = |m: &[u8]| layout::field_at(slot, c.version, m);
     let start = match member_bound(lo, false) {
         Bound::Included(m) => key(m),
         Bound::Excluded(m) => {
@@ -57,7 +55,7 @@ fn field_span(slot: u8, c: &Coll, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8
             k.push(0);
             k
         }
-        Bound::Unbounded => all_start.clone(),
+        Bound::Unbounded => all_start,
     };
     let end = match member_bound(hi, true) {
         Bound::Included(m) => {
@@ -70,6 +68,10 @@ fn field_span(slot: u8, c: &Coll, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> (Vec<u8
     };
     (start, end)
 }
+
+/// What a scan of positions calls for each member: its position, the
+/// member, its value.
+pub type PositionVisit<'a> = dyn FnMut(&[u8], &[u8], &[u8]) -> ControlFlow<()> + 'a;
 
 fn score_of(v: &[u8]) -> Result<f64, ModelError> {
     let b: [u8; 8] = v
@@ -84,7 +86,7 @@ impl Tx<'_> {
         if member.len() > MAX_MEMBER {
             return Ok(None);
         }
-        self.get(&layout::field(slot, c.version, member)?)
+        self.get(&layout::field(slot, c.version, c.kind, member)?)
     }
 
     pub fn put_field(
@@ -94,18 +96,19 @@ impl Tx<'_> {
         member: &[u8],
         value: Vec<u8>,
     ) -> Result<(), ModelError> {
-        let k = layout::field(slot, c.version, member)?;
+        let k = layout::field(slot, c.version, c.kind, member)?;
         self.put(k, value)
     }
 
     pub fn delete_field(&mut self, slot: u8, c: &Coll, member: &[u8]) -> Result<(), ModelError> {
-        let k = layout::field(slot, c.version, member)?;
+        let k = layout::field(slot, c.version, c.kind, member)?;
         self.delete(k)
     }
 
-    /// Visits members (with their values) between `lo` and `hi` in
-    /// member order, or reversed.
-    pub fn scan_fields(
+    /// Visits the members (with their values) of a member-ordered
+    /// collection (a sorted set) between `lo` and `hi`, in member order
+    /// or reversed.
+    pub fn scan_members(
         &self,
         slot: u8,
         c: &Coll,
@@ -114,7 +117,11 @@ impl Tx<'_> {
         rev: bool,
         visit: &mut Visit<'_>,
     ) -> Result<(), ModelError> {
-        let (start, end) = field_span(slot, c, lo, hi);
+        debug_assert!(
+            !layout::hashed(c.kind),
+            "hashed members have no member order"
+        );
+        let (start, end) = member_span(slot, c, lo, hi);
         if start >= end {
             return Ok(());
         }
@@ -123,29 +130,54 @@ impl Tx<'_> {
         })
     }
 
-    /// Every member and value, in member order.
+    /// Visits every member of a collection in stored order (member order
+    /// for a sorted set, hash order for a hash or set) from `from`, a
+    /// position (included), until `visit` breaks.
+    pub fn scan_positions(
+        &self,
+        slot: u8,
+        c: &Coll,
+        from: Option<&[u8]>,
+        visit: &mut PositionVisit<'_>,
+    ) -> Result<(), ModelError> {
+        let (all_start, end) = layout::fields(slot, c.version);
+        let start = from.map_or(all_start, |p| layout::field_at(slot, c.version, p));
+        let mut bad = false;
+        self.scan(&start, Some(&end), false, &mut |k, v| {
+            let pos = &k[layout::FIELD_AT..];
+            match layout::member_at(c.kind, pos) {
+                Some(m) => visit(pos, m, v),
+                None => {
+                    bad = true;
+                    ControlFlow::Break(())
+                }
+            }
+        })?;
+        if bad {
+            return Err(ModelError::Corrupt("a member record is malformed".into()));
+        }
+        Ok(())
+    }
+
+    /// Every member and value, in stored order.
     pub fn all_fields(&self, slot: u8, c: &Coll) -> Result<Pairs, ModelError> {
         let mut out = Vec::with_capacity(c.size.min(1 << 20) as usize);
-        self.scan_fields(
-            slot,
-            c,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            false,
-            &mut |m, v| {
-                out.push((m.to_vec(), v.to_vec()));
-                ControlFlow::Continue(())
-            },
-        )?;
+        self.scan_positions(slot, c, None, &mut |_, m, v| {
+            out.push((m.to_vec(), v.to_vec()));
+            ControlFlow::Continue(())
+        })?;
         Ok(out)
     }
 
     /// Members (with values) drawn at random: `n` distinct ones (all of
     /// them if fewer), or with `repeat`, `n` draws that may repeat. A
     /// collection of up to [`EXACT_SAMPLE`] elements is read whole and
-    /// drawn from uniformly; a larger one is sampled by seeking to random
-    /// member bytes and taking the next member, which favours members
-    /// after wide gaps in the member order.
+    /// drawn from uniformly; a larger one is sampled by seeking to a
+    /// random position and taking the next member. Hashes and sets keep
+    /// their members in hash order, so their draws are close to uniform
+    /// (a member's chance is the gap before its hash); a sorted set's
+    /// members are in member order, and its draws favour members after
+    /// wide gaps in it.
     pub fn random_fields(
         &self,
         slot: u8,
@@ -179,9 +211,14 @@ impl Tx<'_> {
         while (out.len() as u64) < n && attempts < n.saturating_mul(16) {
             attempts += 1;
             let at: [u8; 8] = rng.gen();
+            let at = if layout::hashed(c.kind) {
+                &at[..layout::HASH_LEN]
+            } else {
+                &at[..]
+            };
             let mut got = None;
-            for lo in [Bound::Included(&at[..]), Bound::Unbounded] {
-                self.scan_fields(slot, c, lo, Bound::Unbounded, false, &mut |m, v| {
+            for from in [Some(at), None] {
+                self.scan_positions(slot, c, from, &mut |_, m, v| {
                     got = Some((m.to_vec(), v.to_vec()));
                     ControlFlow::Break(())
                 })?;
@@ -217,6 +254,7 @@ impl Tx<'_> {
         new: f64,
     ) -> Result<(), ModelError> {
         let new_key = layout::score(slot, c.version, new, member)?;
+        self.score_written((slot, c.version), &new_key);
         if let Some(o) = old {
             let old_key = layout::score(slot, c.version, o, member)?;
             if old_key == new_key {
@@ -253,15 +291,25 @@ impl Tx<'_> {
     ) -> Result<(), ModelError> {
         let (all_start, all_end) = layout::scores(slot, c.version);
         let after = |s: f64| layout::successor(&layout::score_bound(slot, c.version, s));
+        let id = (slot, c.version);
+        // An open end starts at the collection's mark: nothing live lies
+        // past it, only the traces of earlier pops.
         let start = match lo {
             Bound::Included(s) => layout::score_bound(slot, c.version, s),
             Bound::Excluded(s) => after(s).unwrap_or_else(|| all_end.clone()),
-            Bound::Unbounded => all_start,
+            Bound::Unbounded => self
+                .mark(id, Mark::Low)
+                .filter(|m| *m > all_start)
+                .unwrap_or(all_start),
         };
         let end = match hi {
             Bound::Included(s) => after(s).unwrap_or_else(|| all_end.clone()),
             Bound::Excluded(s) => layout::score_bound(slot, c.version, s),
-            Bound::Unbounded => all_end,
+            Bound::Unbounded => self
+                .mark(id, Mark::High)
+                .and_then(|m| layout::successor(&m))
+                .filter(|m| *m < all_end)
+                .unwrap_or(all_end),
         };
         if start >= end {
             return Ok(());
@@ -280,6 +328,73 @@ impl Tx<'_> {
             },
         )?;
         bad.map_or(Ok(()), Err)
+    }
+
+    /// After removing a sorted set's members from its low end (or, with
+    /// `high`, its high end) up to `member` with `score`: every
+    /// score-index key up to it is gone once this transaction commits.
+    pub fn popped_to(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        high: bool,
+        score: f64,
+        member: &[u8],
+    ) -> Result<(), ModelError> {
+        let key = layout::score(slot, c.version, score, member)?;
+        let which = if high { Mark::High } else { Mark::Low };
+        self.move_mark((slot, c.version), which, key);
+        Ok(())
+    }
+
+    /// Members (with values) to pop from a set: `n` of them, all if
+    /// fewer. A set of up to [`EXACT_SAMPLE`] members gives a uniform
+    /// draw; a larger one (and one popped so before) gives the members
+    /// that follow, in hash order, where the set's last pop stopped (at
+    /// first a random point), so a pop never reads the traces earlier
+    /// pops left, and what it gives is still in a random order (the
+    /// members' hashes).
+    pub fn pop_members(
+        &self,
+        slot: u8,
+        c: &Coll,
+        n: u64,
+        rng: &mut impl rand::Rng,
+    ) -> Result<Pairs, ModelError> {
+        let id = (slot, c.version);
+        let cursor = self.ks_cursor(id);
+        // A set popped by cursor before keeps popping so: a uniform draw
+        // would read every member, and the traces of the earlier pops.
+        if cursor.is_none() && (c.size <= EXACT_SAMPLE || n.saturating_mul(2) >= c.size) {
+            return self.random_fields(slot, c, n, false, rng);
+        }
+        let start = cursor.unwrap_or_else(|| {
+            let at: [u8; layout::HASH_LEN] = rng.gen();
+            at.to_vec()
+        });
+        let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
+        let mut last = None;
+        // From the cursor to the end, then from the start back to it.
+        for (from, stop) in [
+            (Some(start.as_slice()), None),
+            (None, Some(start.as_slice())),
+        ] {
+            self.scan_positions(slot, c, from, &mut |pos, m, v| {
+                if out.len() as u64 >= n || stop.is_some_and(|s| pos >= s) {
+                    return ControlFlow::Break(());
+                }
+                out.push((m.to_vec(), v.to_vec()));
+                last = Some(pos.to_vec());
+                ControlFlow::Continue(())
+            })?;
+            if out.len() as u64 >= n {
+                break;
+            }
+        }
+        if let Some(p) = last {
+            self.ks_set_cursor(id, p);
+        }
+        Ok(out)
     }
 
     /// The list item at `position`.
@@ -417,7 +532,7 @@ mod tests {
         rev: bool,
     ) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        tx.scan_fields(0, c, lo, hi, rev, &mut |m, _| {
+        tx.scan_members(0, c, lo, hi, rev, &mut |m, _| {
             out.push(m.to_vec());
             ControlFlow::Continue(())
         })
@@ -429,7 +544,7 @@ mod tests {
     fn member_ranges_honour_their_bounds() {
         let ks = keyspace();
         let mut tx = ks.write();
-        let m = tx.new_coll(Kind::Set).unwrap();
+        let m = tx.new_coll(Kind::ZSet).unwrap();
         let c = *m.coll().unwrap();
         for x in ["a", "b", "ba", "c"] {
             tx.put_field(0, &c, x.as_bytes(), vec![]).unwrap();
@@ -493,6 +608,44 @@ mod tests {
                 (2.0, b"c".to_vec()),
                 (5.0, b"a".to_vec())
             ]
+        );
+    }
+
+    #[test]
+    fn draws_from_a_large_set_reach_nearly_every_member() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let mut m = tx.new_coll(Kind::Set).unwrap();
+        let c = m.coll_mut().unwrap();
+        let n = EXACT_SAMPLE as usize + 1000;
+        for i in 0..n {
+            tx.put_field(0, c, format!("member:{i:08}").as_bytes(), vec![])
+                .unwrap();
+        }
+        c.size = n as u64;
+        let c = *c;
+        let mut rng = rand::thread_rng();
+        let draws = tx
+            .random_fields(0, &c, (n * 10) as u64, true, &mut rng)
+            .unwrap();
+        assert_eq!(draws.len(), n * 10);
+        let mut counts = std::collections::HashMap::new();
+        for (member, _) in draws {
+            *counts.entry(member).or_insert(0u32) += 1;
+        }
+        // With members in hash order a draw's chance is the gap before its
+        // member: every member is reachable, and the busiest stays within
+        // a small multiple of the mean (in member order, members after the
+        // common prefix "member:" would take nearly every draw).
+        assert!(
+            counts.len() * 10 >= n * 8,
+            "{} of {n} members drawn",
+            counts.len()
+        );
+        let busiest = counts.values().max().copied().unwrap_or(0);
+        assert!(
+            busiest < 200,
+            "one member drawn {busiest} times of a mean of 10"
         );
     }
 

@@ -2,6 +2,13 @@
 //! in the order they expire, within a budget, so expired keys give their
 //! space back without anyone reading them.
 //!
+//! A pass resumes where the last one stopped: the records before it were
+//! deleted (an LSM-tree keeps their traces for a while, and a scan from
+//! the index's start would read them all again). Expiry times only grow
+//! past the present, so what is added later lands after that point; a
+//! clock set back could break that, so every [`FULL_SCAN_EVERY`] passes
+//! one starts from the beginning.
+//!
 //! Invariants: a pass acts on an expiry-index record only if the key's
 //! metadata still names that time (the index may hold records of
 //! expiries since changed or removed, which are simply dropped); the
@@ -15,6 +22,9 @@ use super::keyspace::Keyspace;
 use super::layout;
 use super::tx::Committed;
 use super::ModelError;
+
+/// Passes between two that start at the index's beginning.
+pub const FULL_SCAN_EVERY: u64 = 600;
 
 /// What one pass did.
 #[derive(Debug, Default)]
@@ -32,7 +42,13 @@ pub struct ExpirePass {
 /// Removes up to `budget` due keys in one transaction.
 pub fn pass(ks: &Keyspace, budget: usize) -> Result<ExpirePass, ModelError> {
     let mut tx = ks.write();
-    let (start, end) = layout::expiries_until(tx.now);
+    let (first, end) = layout::expiries_until(tx.now);
+    let resume = if ks.stats().counts().expire_cycles.is_multiple_of(FULL_SCAN_EVERY) {
+        None
+    } else {
+        ks.expiry_resume().get()
+    };
+    let start = resume.filter(|r| *r > first).unwrap_or(first);
     let mut due: Vec<Vec<u8>> = Vec::new();
     let mut more = false;
     tx.scan(&start, Some(&end), false, &mut |k, _| {
@@ -48,6 +64,7 @@ pub fn pass(ks: &Keyspace, budget: usize) -> Result<ExpirePass, ModelError> {
         more,
         ..ExpirePass::default()
     };
+    let last = due.last().cloned();
     for k in due {
         let Some((at, slot, key)) = layout::decode_expiry(&k) else {
             return Err(ModelError::Corrupt(
@@ -64,6 +81,9 @@ pub fn pass(ks: &Keyspace, budget: usize) -> Result<ExpirePass, ModelError> {
     }
     ks.stats().count_expire_cycle();
     out.committed = tx.commit()?;
+    if last.is_some() {
+        ks.expiry_resume().set(last);
+    }
     Ok(out)
 }
 

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use ferrite::{Store, WriteBatch};
 use parking_lot::RwLock;
 
+use super::hints::{Hints, Resume};
 use super::layout::{self, DATABASES};
 use super::meta::Meta;
 use super::stats::ModelStats;
@@ -50,6 +51,10 @@ pub struct Keyspace {
     /// learn whether it must sync before replying).
     writes: AtomicU64,
     watches: Watches,
+    hints: Hints,
+    /// Where the next expiry pass and sweeper pass resume.
+    expiry_resume: Resume,
+    trash_resume: Resume,
     stats: ModelStats,
     /// Whether any client is blocked on a key (then commits report the
     /// lists and sorted sets that gained elements).
@@ -131,6 +136,9 @@ impl Keyspace {
             }),
             writes: AtomicU64::new(0),
             watches: Watches::default(),
+            hints: Hints::default(),
+            expiry_resume: Resume::default(),
+            trash_resume: Resume::default(),
             stats: ModelStats::default(),
             blocked: AtomicBool::new(false),
             events: AtomicU32::new(0),
@@ -167,6 +175,18 @@ impl Keyspace {
 
     pub fn watches(&self) -> &Watches {
         &self.watches
+    }
+
+    pub(super) fn hints(&self) -> &Hints {
+        &self.hints
+    }
+
+    pub(super) fn expiry_resume(&self) -> &Resume {
+        &self.expiry_resume
+    }
+
+    pub(super) fn trash_resume(&self) -> &Resume {
+        &self.trash_resume
     }
 
     pub fn stats(&self) -> &ModelStats {

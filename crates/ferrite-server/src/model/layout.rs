@@ -5,13 +5,20 @@
 //!
 //! ```text
 //! [slot][user key]                                   a key's metadata (slot < 16)
-//! [0x10][slot][version: u64 BE][0x00][member]        hash field, set member, zset member -> score
+//! [0x10][slot][version: u64 BE][0x00][position]      hash field, set member, zset member -> score
 //! [0x10][slot][version][0x01][score: 8][member]      zset score index (score order-preserving)
 //! [0x10][slot][version][0x02][position: u64 BE]      list element
 //! [0x11][expires at: u64 BE ms][slot][user key]      expiry index
 //! [0x12][slot][version]                              a dead collection the sweeper removes
 //! [0x13][name]                                       server records (format, db map, version ceiling)
 //! ```
+//!
+//! A member's position is its bytes for a sorted set (member order, for
+//! lexicographic ranges) and, for a hash or a set, a four-byte hash of
+//! the member (xxh3, big-endian) followed by its bytes: Redis keeps
+//! those unordered, and hash order spreads members evenly over the key
+//! space, so a seek to random bytes draws a member at random, and the
+//! deletes of `SPOP` fall everywhere rather than pile up at the front.
 //!
 //! Invariants: each database slot's metadata is one contiguous range and
 //! its elements another, so a flush is two range deletes; a collection's
@@ -22,6 +29,7 @@
 
 use ferrite::MAX_KEY_LEN;
 
+use super::meta::Kind;
 use super::ModelError;
 
 /// Databases a client may `SELECT`, as in Redis; each lives in a slot.
@@ -114,13 +122,47 @@ fn check_member(member: &[u8]) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// Whether a collection of `kind` keeps its members in hash order.
+pub fn hashed(kind: Kind) -> bool {
+    matches!(kind, Kind::Hash | Kind::Set)
+}
+
+/// Bytes of the hash in front of a hashed member.
+pub const HASH_LEN: usize = 4;
+
+/// Where `member` sits among the members of a collection of `kind`.
+pub fn position(kind: Kind, member: &[u8]) -> Vec<u8> {
+    if !hashed(kind) {
+        return member.to_vec();
+    }
+    let h = xxhash_rust::xxh3::xxh3_64(member) as u32;
+    let mut p = Vec::with_capacity(HASH_LEN + member.len());
+    p.extend_from_slice(&h.to_be_bytes());
+    p.extend_from_slice(member);
+    p
+}
+
+/// The member at `position` in a collection of `kind`.
+pub fn member_at(kind: Kind, position: &[u8]) -> Option<&[u8]> {
+    if hashed(kind) {
+        position.get(HASH_LEN..)
+    } else {
+        Some(position)
+    }
+}
+
 /// The record of a hash field, set member or sorted-set member.
-pub fn field(slot: u8, version: u64, member: &[u8]) -> Result<Vec<u8>, ModelError> {
+pub fn field(slot: u8, version: u64, kind: Kind, member: &[u8]) -> Result<Vec<u8>, ModelError> {
     check_member(member)?;
+    Ok(field_at(slot, version, &position(kind, member)))
+}
+
+/// The field record at `position` (no length check: a bound for scans).
+pub fn field_at(slot: u8, version: u64, position: &[u8]) -> Vec<u8> {
     let mut k = prefix(slot, version);
     k.push(FIELD);
-    k.extend_from_slice(member);
-    Ok(k)
+    k.extend_from_slice(position);
+    k
 }
 
 /// Where members start in a field key.
@@ -258,15 +300,15 @@ mod tests {
     #[test]
     fn a_collection_holds_its_fields_scores_and_items_and_nothing_else() {
         let (start, end) = collection(3, 7);
-        let f = field(3, 7, b"f").unwrap();
+        let f = field(3, 7, Kind::Set, b"f").unwrap();
         let s = score(3, 7, -2.5, b"m").unwrap();
         let i = item(3, 7, u64::MAX);
         for k in [&f, &s, &i] {
             assert!(&start <= k && k < &end);
         }
         for k in [
-            field(3, 8, b"").unwrap(),
-            field(4, 7, b"f").unwrap(),
+            field(3, 8, Kind::Hash, b"").unwrap(),
+            field(4, 7, Kind::Set, b"f").unwrap(),
             meta_key(3, b"k").unwrap(),
         ] {
             assert!(!(start <= k && k < end));
@@ -285,8 +327,9 @@ mod tests {
         let (a, b) = all_meta();
         assert!(a <= m && m < b);
         let (es, ee) = slot_elements(2);
-        assert!(es <= field(2, u64::MAX, b"x").unwrap() && field(2, 0, b"").unwrap() < ee);
-        assert!(field(3, 0, b"").unwrap() >= ee);
+        assert!(es <= field(2, u64::MAX, Kind::Set, b"x").unwrap());
+        assert!(field(2, 0, Kind::Set, b"").unwrap() < ee);
+        assert!(field(3, 0, Kind::ZSet, b"").unwrap() >= ee);
         assert_eq!(collection(1, u64::MAX).1, vec![ELEMENT, 2]);
     }
 
@@ -307,7 +350,17 @@ mod tests {
         assert!(meta_key(0, &vec![1; MAX_USER_KEY + 1]).is_err());
         let s = score(0, 1, 1.0, &vec![1; MAX_MEMBER]).unwrap();
         assert_eq!(s.len(), MAX_KEY_LEN);
-        assert!(field(0, 1, &vec![1; MAX_MEMBER + 1]).is_err());
+        assert!(field(0, 1, Kind::Hash, &vec![1; MAX_MEMBER + 1]).is_err());
+        assert!(field(0, 1, Kind::Hash, &vec![1; MAX_MEMBER]).unwrap().len() <= MAX_KEY_LEN);
+    }
+
+    #[test]
+    fn hashed_members_carry_their_hash_and_sorted_set_members_their_bytes() {
+        let p = position(Kind::Set, b"abc");
+        assert_eq!(p.len(), HASH_LEN + 3);
+        assert_eq!(member_at(Kind::Set, &p), Some(&b"abc"[..]));
+        assert_eq!(position(Kind::ZSet, b"abc"), b"abc");
+        assert_eq!(member_at(Kind::ZSet, b"abc"), Some(&b"abc"[..]));
     }
 
     #[test]

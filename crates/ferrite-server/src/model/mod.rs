@@ -18,6 +18,7 @@
 //! | `tx` | [`Tx`]: reads under a transaction's writes, one batch at commit, savepoints |
 //! | `object` | [`Found`]: a key as found; `Tx::set`, the one writer of metadata |
 //! | `elements` | the element records of hashes, sets, sorted sets and lists |
+//! | `hints` | where a collection's live elements begin, so pops skip past earlier pops |
 //! | `expiry` | the active expiry cycle: one bounded pass over due keys |
 //! | `sweeper` | removing dead collections' elements in bounded passes |
 //! | `watch` | the `WATCH` registry |
@@ -29,6 +30,7 @@
 
 mod elements;
 pub mod expiry;
+mod hints;
 mod keyspace;
 mod layout;
 mod meta;

@@ -284,8 +284,11 @@ mod tests {
         let mut f = tx.lookup(0, b"h").unwrap();
         let mut m = tx.new_coll(Kind::Hash).unwrap();
         let v = m.version().unwrap();
-        tx.put(layout::field(f.slot, v, b"a").unwrap(), b"1".to_vec())
-            .unwrap();
+        tx.put(
+            layout::field(f.slot, v, Kind::Hash, b"a").unwrap(),
+            b"1".to_vec(),
+        )
+        .unwrap();
         m.coll_mut().unwrap().size = 1;
         tx.set(&mut f, Some(m)).unwrap();
         assert_eq!(tx.db_size(0), (1, 0));

@@ -42,7 +42,11 @@ fn range<'a>(start: &'a [u8], end: &'a [u8]) -> KeyRange<'a> {
 /// Removes up to `budget` elements of dead collections.
 pub fn pass(ks: &Keyspace, budget: u64) -> Result<SweepPass, ModelError> {
     let store = ks.store();
-    let (ts, te) = layout::all_trash();
+    let (first, te) = layout::all_trash();
+    // Resume after the records the last pass removed (their traces lie
+    // behind); a pass that finds nothing from there starts over next time.
+    let resume = ks.trash_resume().get();
+    let ts = resume.clone().filter(|r| *r > first).unwrap_or(first);
     let mut dead = Vec::new();
     store.scan(range(&ts, &te), &mut |k, _| {
         dead.push(k.to_vec());
@@ -52,6 +56,9 @@ pub fn pass(ks: &Keyspace, budget: u64) -> Result<SweepPass, ModelError> {
             ControlFlow::Continue(())
         }
     })?;
+    if dead.is_empty() && resume.is_some() {
+        ks.trash_resume().set(None);
+    }
     let mut out = SweepPass {
         backlog: dead.len() as u64,
         ..SweepPass::default()
@@ -92,6 +99,9 @@ pub fn pass(ks: &Keyspace, budget: u64) -> Result<SweepPass, ModelError> {
             }
         }
         store.write(&batch)?;
+        if stop.is_none() {
+            ks.trash_resume().set(Some(tk.clone()));
+        }
         out.elements += n;
     }
     ks.stats()

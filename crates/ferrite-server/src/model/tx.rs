@@ -25,6 +25,7 @@ use std::ops::{Bound, ControlFlow};
 use ferrite::{KeyRange, WriteBatch, MAX_VALUE_LEN};
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
+use super::hints::{CollId, Mark};
 use super::keyspace::{Keyspace, State};
 use super::layout::{self, Span, DATABASES};
 use super::meta::Kind;
@@ -73,6 +74,7 @@ pub struct Savepoint {
     touched: usize,
     ready: usize,
     events: usize,
+    marks: usize,
     dbmap: Option<[u8; DATABASES as usize]>,
     wrote: bool,
 }
@@ -97,6 +99,8 @@ pub struct Tx<'a> {
     touched: Vec<(u8, Vec<u8>, bool)>,
     ready: Vec<(u8, Vec<u8>)>,
     events: Vec<Event>,
+    /// Marks to set at commit (see `hints`).
+    marks: Vec<(CollId, Mark, Vec<u8>)>,
     /// `SWAPDB` inside the transaction: the database map it leaves.
     dbmap: Option<[u8; DATABASES as usize]>,
     /// A version ceiling written by this transaction.
@@ -123,6 +127,7 @@ impl<'a> Tx<'a> {
             touched: Vec::new(),
             ready: Vec::new(),
             events: Vec::new(),
+            marks: Vec::new(),
             dbmap: None,
             ceiling: None,
             wrote: false,
@@ -185,6 +190,7 @@ impl<'a> Tx<'a> {
             touched: self.touched.len(),
             ready: self.ready.len(),
             events: self.events.len(),
+            marks: self.marks.len(),
             dbmap: self.dbmap,
             wrote: self.wrote,
         }
@@ -213,6 +219,7 @@ impl<'a> Tx<'a> {
         self.touched.truncate(sp.touched);
         self.ready.truncate(sp.ready);
         self.events.truncate(sp.events);
+        self.marks.truncate(sp.marks);
         self.dbmap = sp.dbmap;
         self.wrote = sp.wrote;
     }
@@ -418,6 +425,46 @@ impl<'a> Tx<'a> {
         std::mem::take(&mut self.ready)
     }
 
+    /// A sorted set's mark as this transaction sees it.
+    pub(super) fn mark(&self, id: CollId, which: Mark) -> Option<Vec<u8>> {
+        match self
+            .marks
+            .iter()
+            .rev()
+            .find(|(i, w, _)| *i == id && *w == which)
+        {
+            Some((_, _, k)) => Some(k.clone()),
+            None => self.ks.hints().mark(id, which),
+        }
+    }
+
+    /// Where `SPOP` of a large set resumes.
+    pub(super) fn ks_cursor(&self, id: CollId) -> Option<Vec<u8>> {
+        self.ks.hints().cursor(id)
+    }
+
+    pub(super) fn ks_set_cursor(&self, id: CollId, position: Vec<u8>) {
+        self.ks.hints().set_cursor(id, position);
+    }
+
+    /// Moves a mark past what this transaction deleted (set at commit).
+    pub(super) fn move_mark(&mut self, id: CollId, which: Mark, key: Vec<u8>) {
+        self.marks.push((id, which, key));
+    }
+
+    /// A score-index key is written: marks it passes are dropped, here
+    /// and in the keyspace.
+    pub(super) fn score_written(&mut self, id: CollId, key: &[u8]) {
+        self.ks.hints().written(id, key);
+        self.marks.retain(|(i, w, k)| {
+            *i != id
+                || match w {
+                    Mark::Low => key >= k.as_slice(),
+                    Mark::High => key <= k.as_slice(),
+                }
+        });
+    }
+
     /// Records a keyspace event, if any are wanted.
     pub fn notify(&mut self, class: char, name: &'static str, db: u8, key: &[u8]) {
         if self.ks.events_wanted(class) {
@@ -461,6 +508,7 @@ impl<'a> Tx<'a> {
             touched,
             ready,
             events,
+            marks,
             dbmap,
             ceiling,
             wrote,
@@ -504,6 +552,9 @@ impl<'a> Tx<'a> {
         }
         ks.stats().add_expired(expired);
         drop(st);
+        for (id, which, key) in marks {
+            ks.hints().set_mark(id, which, key);
+        }
         ks.watches().touch(&touched);
         Ok(Committed {
             ready,
@@ -612,7 +663,7 @@ mod tests {
         let b = tx.new_version().unwrap();
         assert!(b > a);
         // A record naming the version makes it durable.
-        tx.put(layout::field(0, b, b"m").unwrap(), Vec::new())
+        tx.put(layout::field(0, b, Kind::Set, b"m").unwrap(), Vec::new())
             .unwrap();
         tx.commit().unwrap();
         ks.into_store().close().unwrap();

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the real Redis clients and servers the server's tests and
 # `ferrite repro serve` run against: redis-cli and redis-benchmark
-# (redis-tools), redis-server (the side-by-side reference), nutcracker
+# (redis-tools), redis-server (the side-by-side reference), tcl (Valkey's
+# Tcl test suite, scripts/redis-compat.sh, runs in it), nutcracker
 # (twemproxy, for scripts/cluster.sh) and python3-venv (the tests put the
 # Python client from PyPI in a venv of their own).
 set -euo pipefail
-pkgs=(redis-tools redis-server nutcracker python3-venv)
+pkgs=(redis-tools redis-server nutcracker python3-venv tcl)
 if dpkg -s "${pkgs[@]}" >/dev/null 2>&1; then
     exit 0
 fi

@@ -236,6 +236,7 @@ fn run_one(
     if tx.wrote_since(&sp) {
         shared.stats.count_dirty();
     }
+    tx.expire_stale()?;
     session.last_command = Instant::now();
     let failed = reply.is_error();
     shared
@@ -332,6 +333,19 @@ fn fail_served(served: &mut Vec<(Arc<Mailbox>, Reply)>, e: &ModelError, after: &
     }
 }
 
+/// Removes expired keys a read transaction met, in a write transaction
+/// of their own (a read holds the lock shared and cannot write).
+fn expire_met(
+    shared: &Shared,
+    stale: Vec<(u8, Vec<u8>)>,
+    after: &mut After,
+) -> Result<(), ModelError> {
+    let mut tx = begin(shared, true);
+    tx.add_stale(stale);
+    tx.expire_stale()?;
+    finish(shared, tx, after)
+}
+
 fn run_group(
     shared: &Shared,
     session: &mut Session,
@@ -340,22 +354,40 @@ fn run_group(
     after: &mut After,
 ) {
     let write = group.iter().any(|c| c.spec.kind == Kind::Write);
-    let mut tx = begin(shared, write);
+    let mut tx = Some(begin(shared, write));
     let mark = out.len();
     let mode = session.reply_mode;
     let mut failure = None;
     for c in group {
-        match run_one(&mut tx, session, shared, c, false) {
+        let Some(t) = tx.as_mut() else { break };
+        match run_one(t, session, shared, c, false) {
             Ok(r) => emit(session, r, out),
             Err(e) => {
                 failure = Some(e);
                 break;
             }
         }
+        // A read that met expired keys removes them before the next
+        // command runs, as the next command would not see them in Redis.
+        if !write && t.met_stale() {
+            let stale = t.take_stale();
+            if let Some(t) = tx.take() {
+                if let Err(e) = finish(shared, t, after) {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            if let Err(e) = expire_met(shared, stale, after) {
+                failure = Some(e);
+                break;
+            }
+            tx = Some(begin(shared, false));
+        }
     }
-    let result = match failure {
-        Some(e) => Err(e),
-        None => finish(shared, tx, after),
+    let result = match (failure, tx) {
+        (Some(e), _) => Err(e),
+        (None, Some(t)) => finish(shared, t, after),
+        (None, None) => Ok(()),
     };
     if let Err(e) = result {
         out.truncate(mark);
@@ -387,7 +419,15 @@ fn run_alone(
     }
     let mut tx = begin(shared, c.spec.kind == Kind::Write);
     let reply = match run_one(&mut tx, session, shared, &c, false) {
-        Ok(r) => finish(shared, tx, after).map(|()| r),
+        Ok(r) => {
+            let stale = tx.take_stale();
+            finish(shared, tx, after)
+                .and_then(|()| match stale.is_empty() {
+                    true => Ok(()),
+                    false => expire_met(shared, stale, after),
+                })
+                .map(|()| r)
+        }
         Err(e) => Err(e),
     };
     let reply = reply.unwrap_or_else(|e| {
@@ -416,8 +456,9 @@ fn exec(shared: &Shared, session: &mut Session, c: &Admitted, after: &mut After)
             command::lookup_indexed(&args[0]).map(|(index, spec)| Admitted { index, spec, args })
         })
         .collect();
-    let write = specs.iter().any(|q| q.spec.kind == Kind::Write);
-    let mut tx = begin(shared, write);
+    // Exclusive even for reads: an expired key a queued read meets is
+    // removed before the next queued command runs.
+    let mut tx = begin(shared, true);
     tx.tick();
     let spoiled = match watch_spoiled(shared, session, &tx) {
         Ok(s) => s,

@@ -135,19 +135,6 @@ fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A double as Redis prints values it computes with long doubles
-/// (`INCRBYFLOAT`, `HINCRBYFLOAT`): the shortest form that reads back
-/// exactly, no exponent, `inf` / `-inf` for infinities.
-pub fn format_double(d: f64) -> String {
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if d == d.trunc() && d.abs() < 1e17 {
-        return format!("{}", d as i64);
-    }
-    format!("{d}")
-}
-
 /// A score as Redis prints one (`%.17g`; `inf`, `-inf`, `nan`).
 pub fn format_score(d: f64) -> String {
     if d.is_nan() {
@@ -218,14 +205,6 @@ mod tests {
             enc(&Reply::Several(vec![Reply::Int(1), Reply::Int(2)]), 2),
             ":1\r\n:2\r\n"
         );
-    }
-
-    #[test]
-    fn doubles_print_as_redis_prints_them() {
-        assert_eq!(format_double(3.0), "3");
-        assert_eq!(format_double(10.5), "10.5");
-        assert_eq!(format_double(f64::INFINITY), "inf");
-        assert_eq!(format_double(5.0e3), "5000");
     }
 
     #[test]

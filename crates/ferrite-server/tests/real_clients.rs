@@ -5,92 +5,17 @@
 //!
 //! `scripts/install-redis-tools.sh` installs the Debian packages; the
 //! Python client comes from PyPI into a venv under the target directory.
-//! A test whose tool is missing says so and passes without running.
+//! A test whose tool is missing says so and passes without running,
+//! unless `FERRITE_REQUIRE_TOOLS=1` (CI sets it): then it fails.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use common::{TestServer, ENGINES};
+use common::{have, RedisServer, TestServer, ENGINES};
 use ferrite::EngineKind;
-
-fn have(tool: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        eprintln!("skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)");
-    }
-    found
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A real redis-server, persistence off, stopped when dropped.
-struct RedisServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port);
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for_port(port: u16) {
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nothing listens on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn redis_cli(port: u16, script: &Path) -> String {
     let out = Command::new("redis-cli")

@@ -1,11 +1,12 @@
 //! Seeds that are encoded messages: write batches (alone and as a
 //! B+tree carry-over payload), store identities, volume superblocks, NBD
-//! requests and option bodies, RESP commands, block-trace lines and
-//! recorded block-map operations.
+//! requests and option bodies, RESP commands, the server data model's
+//! records, block-trace lines and recorded block-map operations.
 
 use std::path::Path;
 
 use ferrite_core::{EngineKind, StoreIdentity, WriteBatch};
+use ferrite_server::model::{layout, Body, Coll, Kind, Meta};
 use ferrite_volume::{MapKind, Superblock};
 
 use crate::Seeds;
@@ -35,6 +36,10 @@ pub fn all(data: Option<&Path>) -> Vec<Seeds> {
         Seeds {
             target: "resp_request",
             inputs: resp(),
+        },
+        Seeds {
+            target: "server_records",
+            inputs: server_records(),
         },
         Seeds {
             target: "block_trace",
@@ -168,6 +173,46 @@ fn nbd() -> Vec<Vec<u8>> {
         }
         out.push(o);
     }
+    out
+}
+
+/// The server data model's records, each behind the byte that picks its
+/// decoder: metadata of every type, with and without an expiry; an
+/// expiry-index key; a dead collection's key; element keys.
+fn server_records() -> Vec<Vec<u8>> {
+    let tagged = |tag: u8, record: Vec<u8>| [vec![tag], record].concat();
+    let coll = |kind, head| {
+        Body::Coll(Coll {
+            kind,
+            version: 7,
+            size: 3,
+            head,
+        })
+    };
+    let mut out = Vec::new();
+    for expire_at in [None, Some(1_790_000_000_000)] {
+        for body in [
+            Body::String(b"value".to_vec()),
+            coll(Kind::Hash, 0),
+            coll(Kind::Set, 0),
+            coll(Kind::ZSet, 0),
+            coll(Kind::List, 1 << 62),
+        ] {
+            out.push(tagged(0, Meta { expire_at, body }.encode()));
+        }
+    }
+    out.push(tagged(
+        1,
+        layout::expiry(1_790_000_000_000, 0, b"session:42"),
+    ));
+    out.push(tagged(2, layout::trash(3, 7)));
+    if let Ok(k) = layout::score(0, 7, 2.5, b"member") {
+        out.push(tagged(3, k));
+    }
+    if let Ok(k) = layout::field(0, 7, Kind::Hash, b"field") {
+        out.push(tagged(3, k));
+    }
+    out.push(tagged(3, layout::item(0, 7, 1 << 62)));
     out
 }
 

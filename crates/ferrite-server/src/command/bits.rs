@@ -92,23 +92,27 @@ fn count_ones(v: &[u8], first: u64, last: u64) -> i64 {
     n
 }
 
+/// `BITCOUNT key [start [end [BYTE | BIT]]]`. As Redis 7.0: a missing
+/// key answers 0 before the range is read; a start without an end counts
+/// to the end (a later Redis's extension).
 pub fn bitcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (_, v) = read(ctx, &a[1])?;
+    let Some(v) = v else {
+        return Ok(Reply::Int(0));
+    };
     if a.len() > 5 {
         return Err(syntax_error());
     }
-    // `BITCOUNT key start` counts from start to the end.
     let range = if a.len() >= 3 {
-        let bits = unit(a.get(4))?;
+        let start = int(&a[2])?;
         let end = match a.get(3) {
             Some(e) => int(e)?,
             None => -1,
         };
-        Some((int(&a[2])?, end, bits))
+        Some((start, end, unit(a.get(4))?))
     } else {
         None
     };
-    let (_, v) = read(ctx, &a[1])?;
-    let v = v.unwrap_or_default();
     let (first, last) = match range {
         Some((s, e, _)) if s < 0 && e < 0 && s > e => return Ok(Reply::Int(0)),
         Some((s, e, bits)) => match bit_range(s, e, bits, v.len()) {
@@ -121,21 +125,23 @@ pub fn bitcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Int(count_ones(&v, first, last)))
 }
 
+/// `BITPOS key bit [start [end [BYTE | BIT]]]`. As Redis 7.0: the bit
+/// is checked first, then a missing key answers before the range is read.
 pub fn bitpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    if a.len() > 6 {
-        return Err(syntax_error());
-    }
     let want = match int(&a[2])? {
         b @ (0 | 1) => b as u8,
         _ => return Err(fail("The bit argument must be 1 or 0.")),
     };
-    let bits = unit(a.get(5))?;
-    let start = a.get(3).map(|s| int(s)).transpose()?;
-    let end = a.get(4).map(|e| int(e)).transpose()?;
     let (_, v) = read(ctx, &a[1])?;
     let Some(v) = v else {
         return Ok(Reply::Int(if want == 1 { -1 } else { 0 }));
     };
+    if a.len() > 6 {
+        return Err(syntax_error());
+    }
+    let start = a.get(3).map(|s| int(s)).transpose()?;
+    let end = a.get(4).map(|e| int(e)).transpose()?;
+    let bits = unit(a.get(5))?;
     let end_given = end.is_some();
     let range = match start {
         None => (!v.is_empty()).then(|| (0, v.len() as u64 * 8 - 1)),

@@ -4,11 +4,12 @@
 
 use std::ops::ControlFlow;
 
-use super::args::{float, int, is, parse_float, parse_int};
+use super::args::{int, is, parse_int};
+use super::longdouble::LongDouble;
 use super::scan::{self, key_scope};
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
 use crate::model::{Coll, Found, Kind, Pairs};
-use crate::reply::{format_double, Reply};
+use crate::reply::Reply;
 use crate::request::Args;
 
 /// The hash at `key`, if any (`WRONGTYPE` for another type).
@@ -227,7 +228,7 @@ pub fn hincrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = float(&a[3])?;
+    let by = LongDouble::parse(&a[3]).ok_or_else(|| fail("value is not a valid float"))?;
     if by.is_infinite() {
         return Err(fail("value is NaN or Infinity"));
     }
@@ -237,14 +238,14 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         &a[2],
         &mut |old| {
             let now = match old {
-                None => 0.0,
-                Some(v) => parse_float(v).ok_or_else(|| fail("hash value is not a float"))?,
+                None => LongDouble::ZERO,
+                Some(v) => LongDouble::parse(v).ok_or_else(|| fail("hash value is not a float"))?,
             };
-            let sum = now + by;
+            let sum = now.add(by);
             if !sum.is_finite() {
                 return Err(fail("increment would produce NaN or Infinity"));
             }
-            Ok(format_double(sum).into_bytes())
+            Ok(sum.to_human().into_bytes())
         },
         "hincrbyfloat",
     )?;

@@ -205,11 +205,11 @@ pub fn lrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn lindex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let i = int(&a[2])?;
     let (f, c) = list(ctx, &a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Null);
     };
+    let i = int(&a[2])?;
     Ok(match position(&c, i) {
         Some(p) => Reply::opt(ctx.tx.item(f.slot, &c, p)?),
         None => Reply::Null,
@@ -217,11 +217,11 @@ pub fn lindex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn lset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let i = int(&a[2])?;
     let (f, c) = list(ctx, &a[1])?;
     let Some(c) = c else {
         return Err(fail("no such key"));
     };
+    let i = int(&a[2])?;
     let Some(p) = position(&c, i) else {
         return Err(fail("index out of range"));
     };

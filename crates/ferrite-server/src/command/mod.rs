@@ -22,6 +22,7 @@
 //! | `sort.rs` | SORT SORT_RO |
 //! | `scan.rs` | cursors and options shared by SCAN, HSCAN, SSCAN, ZSCAN |
 //! | `args.rs` | numbers and options as Redis parses them |
+//! | `longdouble.rs` | the 80-bit long double INCRBYFLOAT and HINCRBYFLOAT compute in, as Redis does |
 
 mod args;
 mod bits;
@@ -31,6 +32,7 @@ mod expire;
 mod hashes;
 mod keys;
 mod lists;
+mod longdouble;
 mod pubsub;
 mod scan;
 mod server;

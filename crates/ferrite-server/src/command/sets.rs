@@ -208,6 +208,10 @@ pub fn srandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn smove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    // As Redis: a missing source answers 0 before any type is checked.
+    if !ctx.tx.lookup(ctx.db(), &a[1])?.exists() {
+        return Ok(Reply::Int(0));
+    }
     let (mut src, sc) = set(ctx, &a[1])?;
     let (_, _) = set(ctx, &a[2])?;
     let member = &a[3];

@@ -1,10 +1,11 @@
 //! String commands. A string is its key's metadata record: every read is
 //! one lookup, every write one record (with its expiry, if any).
 
-use super::args::{float, int, is, not_an_integer, parse_float, parse_int};
+use super::args::{int, is, not_an_integer, parse_int};
+use super::longdouble::LongDouble;
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
 use crate::model::{Found, Kind, Meta};
-use crate::reply::{format_double, Reply};
+use crate::reply::Reply;
 use crate::request::Args;
 
 /// Longest string value: the engine's value limit less the metadata
@@ -342,17 +343,18 @@ pub fn decrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = float(&a[2])?;
+    let not_float = || fail("value is not a valid float");
     let (mut f, v) = read(ctx, &a[1])?;
     let now = match v {
-        None => 0.0,
-        Some(v) => parse_float(&v).ok_or_else(|| fail("value is not a valid float"))?,
+        None => LongDouble::ZERO,
+        Some(v) => LongDouble::parse(&v).ok_or_else(not_float)?,
     };
-    let sum = now + by;
+    let by = LongDouble::parse(&a[2]).ok_or_else(not_float)?;
+    let sum = now.add(by);
     if !sum.is_finite() {
         return Err(fail("increment would produce NaN or Infinity"));
     }
-    let text = format_double(sum).into_bytes();
+    let text = sum.to_human().into_bytes();
     write(ctx, &mut f, text.clone(), true, None)?;
     ctx.tx.notify('$', "incrbyfloat", f.db, &a[1]);
     Ok(Reply::Bulk(text))

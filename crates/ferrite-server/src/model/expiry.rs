@@ -4,10 +4,10 @@
 //!
 //! A pass resumes where the last one stopped: the records before it were
 //! deleted (an LSM-tree keeps their traces for a while, and a scan from
-//! the index's start would read them all again). Expiry times only grow
-//! past the present, so what is added later lands after that point; a
-//! clock set back could break that, so every [`FULL_SCAN_EVERY`] passes
-//! one starts from the beginning.
+//! the index's start would read them all again). A record written behind
+//! that point (a time already past: `SET ... PXAT` of the past) moves the
+//! point back to it; a clock set back could still hide records, so every
+//! [`FULL_SCAN_EVERY`] passes one starts from the beginning.
 //!
 //! Invariants: a pass acts on an expiry-index record only if the key's
 //! metadata still names that time (the index may hold records of
@@ -43,7 +43,12 @@ pub struct ExpirePass {
 pub fn pass(ks: &Keyspace, budget: usize) -> Result<ExpirePass, ModelError> {
     let mut tx = ks.write();
     let (first, end) = layout::expiries_until(tx.now);
-    let resume = if ks.stats().counts().expire_cycles.is_multiple_of(FULL_SCAN_EVERY) {
+    let resume = if ks
+        .stats()
+        .counts()
+        .expire_cycles
+        .is_multiple_of(FULL_SCAN_EVERY)
+    {
         None
     } else {
         ks.expiry_resume().get()
@@ -80,10 +85,13 @@ pub fn pass(ks: &Keyspace, budget: usize) -> Result<ExpirePass, ModelError> {
         tx.delete(k)?;
     }
     ks.stats().count_expire_cycle();
-    out.committed = tx.commit()?;
+    // Moved while the write lock is held, so a record written behind the
+    // new point by the next writer lowers it again rather than being
+    // overwritten by this pass.
     if last.is_some() {
         ks.expiry_resume().set(last);
     }
+    out.committed = tx.commit().inspect_err(|_| ks.expiry_resume().set(None))?;
     Ok(out)
 }
 
@@ -122,5 +130,30 @@ mod tests {
         let tx = ks.read();
         assert!(!tx.lookup(0, b"soon").unwrap().stale());
         assert!(tx.lookup(0, b"moved").unwrap().exists());
+    }
+
+    #[test]
+    fn a_key_given_a_past_time_behind_the_resume_point_is_still_removed() {
+        let ks = keyspace();
+        let set = |key: &[u8], at: u64| {
+            let mut tx = ks.write();
+            let mut f = tx.lookup(0, key).unwrap();
+            let mut m = Meta::string(b"v".to_vec());
+            m.expire_at = Some(at);
+            tx.set(&mut f, Some(m)).unwrap();
+            tx.commit().unwrap();
+        };
+        let now = ks.read().now;
+        set(b"recent", now);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(pass(&ks, 100).unwrap().expired, 1);
+        assert!(ks.expiry_resume().get().is_some());
+        // Long past: its index record sorts before where the last pass
+        // stopped.
+        set(b"ancient", 1_000);
+        assert_eq!(ks.db_sizes()[0], (1, 1));
+        let p = pass(&ks, 100).unwrap();
+        assert_eq!((p.examined, p.expired), (1, 1));
+        assert_eq!(ks.db_sizes()[0], (0, 0));
     }
 }

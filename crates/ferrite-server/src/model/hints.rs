@@ -119,6 +119,16 @@ impl Resume {
     pub fn set(&self, key: Option<Vec<u8>>) {
         *self.at.lock() = key;
     }
+
+    /// Moves the point back to `key` if `key` sorts before it: a record
+    /// written behind the pass (an expiry time already past) is found by
+    /// the next one.
+    pub fn lower_to(&self, key: &[u8]) {
+        let mut at = self.at.lock();
+        if at.as_deref().is_some_and(|r| key < r) {
+            *at = Some(key.to_vec());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ mod elements;
 pub mod expiry;
 mod hints;
 mod keyspace;
-mod layout;
+pub mod layout;
 mod meta;
 mod object;
 mod score;

@@ -91,6 +91,9 @@ impl Tx<'_> {
             Some(b) => Some(Meta::decode(&b)?),
             None => None,
         };
+        if stored.as_ref().is_some_and(|m| m.expired(self.now)) {
+            self.saw_stale(db, key);
+        }
         Ok(Found {
             db,
             slot,
@@ -115,12 +118,14 @@ impl Tx<'_> {
         })
     }
 
-    /// Replaces what `f`'s key holds with `new` (`None`, an empty
-    /// collection, or a time already past: the key is deleted), and
-    /// updates `f` to match. See the module documentation for what comes
-    /// with it.
+    /// Replaces what `f`'s key holds with `new` (`None` or an empty
+    /// collection: the key is deleted), and updates `f` to match. A record
+    /// whose time has already passed is written as it is, stale, as Redis
+    /// keeps such a key until it expires it (`SET ... PXAT` of a past
+    /// time); the expiry cycle removes it. See the module documentation
+    /// for what comes with a change.
     pub fn set(&mut self, f: &mut Found, new: Option<Meta>) -> Result<(), ModelError> {
-        let new = new.filter(|m| !m.expired(self.now) && m.coll().is_none_or(|c| c.size > 0));
+        let new = new.filter(|m| m.coll().is_none_or(|c| c.size > 0));
         let old = f.stored.take();
         if let Some(o) = &old {
             if o.expired(self.now) {
@@ -133,13 +138,19 @@ impl Tx<'_> {
                 }
             }
         }
+        // Redis's `new` event: a key added where none was live.
+        if new.is_some() && old.as_ref().is_none_or(|o| o.expired(self.now)) {
+            self.notify('n', "new", f.db, &f.key);
+        }
         let had = |m: &Option<Meta>| m.is_some() as i64;
         let volatile = |m: &Option<Meta>| m.as_ref().is_some_and(|m| m.expire_at.is_some()) as i64;
         self.count_key(f.slot, had(&new) - had(&old));
         self.count_volatile(f.slot, volatile(&new) - volatile(&old));
         if let Some(at) = new.as_ref().and_then(|m| m.expire_at) {
             if old.as_ref().and_then(|m| m.expire_at) != Some(at) {
-                self.put(layout::expiry(at, f.slot, &f.key), Vec::new())?;
+                let record = layout::expiry(at, f.slot, &f.key);
+                self.keyspace().expiry_resume().lower_to(&record);
+                self.put(record, Vec::new())?;
             }
         }
         match &new {
@@ -208,8 +219,13 @@ impl Tx<'_> {
     }
 
     /// Deletes every key of database `db` (two range deletes and one for
-    /// its dead collections, whatever it holds).
+    /// its dead collections, whatever it holds). An empty database writes
+    /// nothing: the sweeper removes what dead collections it still has,
+    /// and range tombstones cost an LSM-tree's reads until compacted.
     pub fn clear_db(&mut self, db: u8) -> Result<(), ModelError> {
+        if self.db_size(db).0 == 0 {
+            return Ok(());
+        }
         let slot = self.slot(db);
         let (ms, me) = layout::meta_span(slot, b"");
         self.delete_range(ms, me.unwrap_or_else(|| vec![slot + 1]))?;

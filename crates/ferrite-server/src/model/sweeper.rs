@@ -9,7 +9,8 @@
 //!
 //! Invariants: a dead-collection record goes only in the batch that
 //! deletes the last of its elements; a pass removes at most its budget
-//! of elements (one range delete per collection it touches).
+//! of elements (point deletes for a small collection, one range delete
+//! for each part of a large one).
 
 use std::ops::{Bound, ControlFlow};
 
@@ -21,6 +22,13 @@ use super::ModelError;
 
 /// Dead collections one pass looks at, at most.
 const COLLECTIONS_PER_PASS: usize = 256;
+
+/// A dead collection of at most this many elements goes by point
+/// deletes, a larger one by one range delete. Range tombstones cost an
+/// LSM-tree's every read until compaction drops them, where a point
+/// delete costs only reads of its key: a workload that drops many small
+/// collections (expiring session hashes) must not pile them up.
+const POINT_DELETES_UP_TO: u64 = 64;
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -76,10 +84,14 @@ pub fn pass(ks: &Keyspace, budget: u64) -> Result<SweepPass, ModelError> {
         let (s, e) = layout::collection(slot, version);
         let mut n = 0u64;
         let mut stop: Option<Vec<u8>> = None;
+        let mut few: Vec<Vec<u8>> = Vec::new();
         store.scan(range(&s, &e), &mut |k, _| {
             if n == left {
                 stop = Some(k.to_vec());
                 return ControlFlow::Break(());
+            }
+            if n < POINT_DELETES_UP_TO {
+                few.push(k.to_vec());
             }
             n += 1;
             ControlFlow::Continue(())
@@ -90,8 +102,12 @@ pub fn pass(ks: &Keyspace, budget: u64) -> Result<SweepPass, ModelError> {
                 batch.delete_range(&s, at)?;
             }
             None => {
-                if n > 0 {
+                if n > POINT_DELETES_UP_TO {
                     batch.delete_range(&s, &e)?;
+                } else {
+                    for k in &few {
+                        batch.delete(k)?;
+                    }
                 }
                 batch.delete(tk)?;
                 out.collections += 1;
@@ -151,5 +167,41 @@ mod tests {
         assert_eq!(ks.stats().counts().swept_elements, 25);
         // The string is untouched.
         assert!(ks.read().lookup(0, b"big").unwrap().exists());
+    }
+
+    #[test]
+    fn small_and_large_dead_collections_both_go_in_one_pass() {
+        let ks = keyspace();
+        let mut versions = Vec::new();
+        for (key, n) in [(&b"small"[..], 3u32), (b"large", 100)] {
+            let mut tx = ks.write();
+            let mut f = tx.lookup(0, key).unwrap();
+            let mut m = tx.new_coll(Kind::Set).unwrap();
+            let c = *m.coll().unwrap();
+            for i in 0..n {
+                tx.put_field(f.slot, &c, &i.to_be_bytes(), vec![]).unwrap();
+            }
+            m.coll_mut().unwrap().size = u64::from(n);
+            tx.set(&mut f, Some(m)).unwrap();
+            tx.commit().unwrap();
+            let mut tx = ks.write();
+            let mut f = tx.lookup(0, key).unwrap();
+            tx.set(&mut f, None).unwrap();
+            tx.commit().unwrap();
+            versions.push(c.version);
+        }
+        let p = pass(&ks, 1000).unwrap();
+        assert_eq!((p.elements, p.collections, p.backlog), (103, 2, 0));
+        for v in versions {
+            let (s, e) = layout::collection(0, v);
+            let mut left = 0;
+            ks.store()
+                .scan(range(&s, &e), &mut |_, _| {
+                    left += 1;
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+            assert_eq!(left, 0);
+        }
     }
 }

@@ -101,6 +101,9 @@ pub struct Tx<'a> {
     events: Vec<Event>,
     /// Marks to set at commit (see `hints`).
     marks: Vec<(CollId, Mark, Vec<u8>)>,
+    /// Expired keys lookups met (removed as Redis removes them: by the
+    /// command that meets them; see [`Tx::expire_stale`]).
+    stale: std::cell::RefCell<Vec<(u8, Vec<u8>)>>,
     /// `SWAPDB` inside the transaction: the database map it leaves.
     dbmap: Option<[u8; DATABASES as usize]>,
     /// A version ceiling written by this transaction.
@@ -128,6 +131,7 @@ impl<'a> Tx<'a> {
             ready: Vec::new(),
             events: Vec::new(),
             marks: Vec::new(),
+            stale: std::cell::RefCell::new(Vec::new()),
             dbmap: None,
             ceiling: None,
             wrote: false,
@@ -417,6 +421,47 @@ impl<'a> Tx<'a> {
         if self.ks.ready_wanted() {
             self.ready.push((db, key.to_vec()));
         }
+    }
+
+    /// Notes an expired key a lookup met.
+    pub(super) fn saw_stale(&self, db: u8, key: &[u8]) {
+        self.stale.borrow_mut().push((db, key.to_vec()));
+    }
+
+    /// Whether lookups met expired keys not yet removed.
+    pub fn met_stale(&self) -> bool {
+        !self.stale.borrow().is_empty()
+    }
+
+    /// Removes the expired keys lookups met, as Redis removes an expired
+    /// key the moment a command touches it (so `DBSIZE` after a read of
+    /// one counts it gone, and `expired_keys` counts it). A write
+    /// transaction only; a read one keeps them for the next.
+    pub fn expire_stale(&mut self) -> Result<(), ModelError> {
+        if !self.writable() {
+            return Ok(());
+        }
+        let met = std::mem::take(&mut *self.stale.borrow_mut());
+        for (db, key) in met {
+            let mut f = self.lookup(db, &key)?;
+            if f.stale() {
+                self.set(&mut f, None)?;
+            }
+        }
+        self.stale.borrow_mut().clear();
+        Ok(())
+    }
+
+    /// The expired keys lookups met, forgotten here (for a write
+    /// transaction to remove).
+    pub fn take_stale(&mut self) -> Vec<(u8, Vec<u8>)> {
+        std::mem::take(&mut *self.stale.borrow_mut())
+    }
+
+    /// Queues keys another transaction met expired, for
+    /// [`Tx::expire_stale`].
+    pub fn add_stale(&mut self, keys: Vec<(u8, Vec<u8>)>) {
+        self.stale.borrow_mut().extend(keys);
     }
 
     /// The lists and sorted sets that gained elements so far, forgotten

@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use ferrite::{Config, EngineKind, SyncMode};
 use ferrite_server::{Server, ServerConfig};
@@ -199,3 +200,89 @@ impl Drop for TestServer {
 
 /// The engines the server is tested over.
 pub const ENGINES: [EngineKind; 3] = [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv];
+
+/// Whether `tool` is installed. Missing, it says so and the caller
+/// skips; with `FERRITE_REQUIRE_TOOLS=1` (as CI runs) a missing tool
+/// fails the test instead, so nothing passes without running.
+pub fn have(tool: &str) -> bool {
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        let required = std::env::var("FERRITE_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{tool} is not installed and FERRITE_REQUIRE_TOOLS=1 (scripts/install-redis-tools.sh installs it)"
+        );
+        eprintln!("skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)");
+    }
+    found
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn wait_for_port(port: u16) {
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nothing listens on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A real redis-server, persistence off, stopped when dropped.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

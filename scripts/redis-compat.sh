@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs Valkey's own Tcl test suite (../shared/redis-compat/run, its core
+# files) against `ferrite serve` on each engine named, and fails if fewer
+# tests pass than the floor: the count docs/results/redis-compat.md
+# records, less a margin for the suite's few timing-dependent tests.
+#
+#   scripts/redis-compat.sh [--floor N] [--reference] [ENGINE...]   (default: lsm)
+#
+# --reference also runs the suite against redis-server (the count a fully
+# compatible server reaches here). Needs tclsh (scripts/install-redis-tools.sh)
+# and a release build of ferrite (cargo build --release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+floor=800
+reference=0
+engines=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --floor) floor=$2; shift 2 ;;
+        --reference) reference=1; shift ;;
+        -*) echo "redis-compat: unknown option $1" >&2; exit 2 ;;
+        *) engines+=("$1"); shift ;;
+    esac
+done
+[ ${#engines[@]} -gt 0 ] || engines=(lsm)
+
+suite=../shared/redis-compat/run
+[ -x "$suite" ] || { echo "redis-compat: $suite not found" >&2; exit 2; }
+bin=target/release/ferrite
+[ -x "$bin" ] || { echo "redis-compat: build first (cargo build --release)" >&2; exit 2; }
+
+scratch=$(mktemp -d -p "${TMPDIR:-/tmp}" ferrite-compat-XXXXXX)
+pid=""
+cleanup() {
+    [ -z "$pid" ] || kill "$pid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+# Starts "$@" with a free loopback port in place of PORT; sets pid and port.
+start() {
+    for _ in 1 2 3 4 5 6 7 8; do
+        port=$((20000 + RANDOM % 20000))
+        "${@//PORT/$port}" >"$scratch/server.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do
+            if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        pid=""
+    done
+    echo "redis-compat: the server did not start:" >&2
+    cat "$scratch/server.log" >&2
+    return 1
+}
+
+# Runs the suite against the server on $port; prints its table and sets
+# passed.
+suite_run() {
+    REDIS_COMPAT_LOGS="$scratch/logs-$1" "$suite" "$port" | tee "$scratch/out-$1"
+    passed=$(sed -n 's/^redis-compat: \([0-9]*\) passed.*/\1/p' "$scratch/out-$1")
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    pid=""
+}
+
+if [ "$reference" = 1 ]; then
+    echo "-- redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')"
+    start redis-server --port PORT --bind 127.0.0.1 --save "" --appendonly yes \
+        --appendfsync everysec --dir "$scratch"
+    suite_run redis
+fi
+
+status=0
+for engine in "${engines[@]}"; do
+    echo "-- ferrite serve --engine $engine"
+    start "$bin" serve --engine "$engine" --path "$scratch/$engine" --listen 127.0.0.1:PORT
+    suite_run "$engine"
+    if [ "${passed:-0}" -lt "$floor" ]; then
+        echo "redis-compat: $engine passed ${passed:-0}, below the floor of $floor" >&2
+        status=1
+    fi
+done
+exit $status

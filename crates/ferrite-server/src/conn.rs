@@ -46,6 +46,10 @@ const WAKE: Token = Token(1);
 
 /// Bytes read from the socket at most per read call.
 const READ_CHUNK: usize = 64 << 10;
+/// Bytes one turn reads before running what they hold: a client that
+/// pipelines faster than its commands run waits in its socket (TCP's
+/// flow control) rather than in the server's memory.
+const READ_TURN: usize = 1 << 20;
 
 struct Conn<'s> {
     shared: &'s Shared,
@@ -59,6 +63,8 @@ struct Conn<'s> {
     partial_since: Option<Instant>,
     /// The client closed its side.
     eof: bool,
+    /// The last read stopped at [`READ_TURN`] with bytes still waiting.
+    unread: bool,
     /// Close once the output is written.
     closing: bool,
     /// Whether the socket is registered for writability.
@@ -104,6 +110,7 @@ pub fn serve(stream: Stream, shared: &Shared, id: u64) {
         out: Vec::with_capacity(16 << 10),
         partial_since: None,
         eof: false,
+        unread: false,
         closing: false,
         want_write: false,
     };
@@ -151,7 +158,13 @@ impl Conn<'_> {
             if self.stalled() {
                 break;
             }
-            if poll.poll(&mut events, Some(self.wait_time())).is_err() {
+            // Bytes left unread will raise no new readiness event.
+            let wait = if self.unread {
+                Duration::ZERO
+            } else {
+                self.wait_time()
+            };
+            if poll.poll(&mut events, Some(wait)).is_err() {
                 break;
             }
             if !self.eof && self.read_all(&mut chunk).is_err() {
@@ -211,9 +224,13 @@ impl Conn<'_> {
             self.closing = true;
         }
         self.input.drain(..used);
+        // The clock runs from the last whole request: a client streaming
+        // a long pipeline always has a partial one at the end of what
+        // arrived, and is not stalled while requests keep completing.
         self.partial_since = match (self.input.is_empty(), self.partial_since) {
             (true, _) => None,
             (false, None) => Some(Instant::now()),
+            (false, _) if used > 0 => Some(Instant::now()),
             (false, since) => since,
         };
     }
@@ -285,15 +302,22 @@ impl Conn<'_> {
         Ok(())
     }
 
-    /// Reads everything the socket has.
+    /// Reads what the socket has, up to [`READ_TURN`] bytes.
     fn read_all(&mut self, chunk: &mut [u8]) -> std::io::Result<()> {
+        let mut taken = 0;
+        self.unread = false;
         loop {
+            if taken >= READ_TURN {
+                self.unread = true;
+                return Ok(());
+            }
             match self.stream.read(chunk) {
                 Ok(0) => {
                     self.eof = true;
                     return Ok(());
                 }
                 Ok(n) => {
+                    taken += n;
                     self.input.extend_from_slice(&chunk[..n]);
                     if self.input.len() as u64 > self.shared.settings.query_limit() {
                         log::warn!(

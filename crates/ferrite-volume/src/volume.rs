@@ -14,7 +14,10 @@
 //!   gate's write side, so no read that found an old entry pointing into
 //!   it is still reading it;
 //! - the client head never takes the last [`CLIENT_KEEP`] free segments,
-//!   which the reclaimer needs to make room.
+//!   which the reclaimer needs to make room;
+//! - a head is sealed once full, and the client head once a request
+//!   does not fit it, so garbage never waits out of the reclaimer's reach
+//!   in an open head while a writer waits for room.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

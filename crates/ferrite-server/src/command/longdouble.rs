@@ -167,25 +167,30 @@ fn shifted_decimal(m: u128, shift: u32) -> String {
     text
 }
 
-/// A decimal as `strtold` reads it (digits with at most one point, at
-/// least one digit, an optional exponent), in the form the parser takes.
-fn decimal_text(s: &str) -> Option<String> {
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
+/// `s` split at its exponent marker (one of `marks`) into a mantissa of
+/// digits with at most one point and at least one digit, and the
+/// exponent's text if there is one; `None` if the mantissa is not that.
+fn split_mantissa(
+    s: &str,
+    marks: [char; 2],
+    digit: fn(u8) -> bool,
+) -> Option<(&str, Option<&str>)> {
+    let (mantissa, exponent) = match s.find(marks) {
         Some(i) => (&s[..i], Some(&s[i + 1..])),
         None => (s, None),
     };
-    let mut points = 0;
-    let mut digits = 0;
-    for c in mantissa.bytes() {
-        match c {
-            b'.' => points += 1,
-            b'0'..=b'9' => digits += 1,
-            _ => return None,
-        }
-    }
-    if points > 1 || digits == 0 {
+    let points = mantissa.bytes().filter(|&c| c == b'.').count();
+    let digits = mantissa.bytes().filter(|&c| digit(c)).count();
+    if points > 1 || digits == 0 || points + digits != mantissa.len() {
         return None;
     }
+    Some((mantissa, exponent))
+}
+
+/// A decimal as `strtold` reads it (digits with at most one point, at
+/// least one digit, an optional exponent), in the form the parser takes.
+fn decimal_text(s: &str) -> Option<String> {
+    let (mantissa, exponent) = split_mantissa(s, ['e', 'E'], |c| c.is_ascii_digit())?;
     let mut text = String::with_capacity(s.len() + 2);
     text.push_str(if mantissa.starts_with('.') { "0" } else { "" });
     text.push_str(mantissa);
@@ -214,22 +219,7 @@ fn decimal_text(s: &str) -> Option<String> {
 /// A hexadecimal number after its `0x` (`1f`, `1.8`, `1.8p3`), with the
 /// binary exponent the parser requires.
 fn hex_text(s: &str) -> Option<String> {
-    let (mantissa, exponent) = match s.find(['p', 'P']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let mut points = 0;
-    let mut digits = 0;
-    for c in mantissa.bytes() {
-        match c {
-            b'.' => points += 1,
-            c if c.is_ascii_hexdigit() => digits += 1,
-            _ => return None,
-        }
-    }
-    if points > 1 || digits == 0 {
-        return None;
-    }
+    let (mantissa, exponent) = split_mantissa(s, ['p', 'P'], |c| c.is_ascii_hexdigit())?;
     let exponent = match exponent {
         Some(e) => {
             let d = e.strip_prefix(['+', '-']).unwrap_or(e);

@@ -131,6 +131,19 @@ mod tests {
     use crate::model::meta::{Kind, Meta};
     use crate::model::testing::keyspace;
 
+    /// Element records of collection `version` (slot 0) still stored.
+    fn elements_left(ks: &Keyspace, version: u64) -> usize {
+        let (s, e) = layout::collection(0, version);
+        let mut left = 0;
+        ks.store()
+            .scan(range(&s, &e), &mut |_, _| {
+                left += 1;
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+        left
+    }
+
     #[test]
     fn a_deleted_collection_is_swept_in_bounded_passes() {
         let ks = keyspace();
@@ -154,15 +167,7 @@ mod tests {
         assert_eq!(pass(&ks, 10).unwrap().elements, 10);
         let p = pass(&ks, 10).unwrap();
         assert_eq!((p.elements, p.collections, p.backlog), (5, 1, 0));
-        let (s, e) = layout::collection(0, c.version);
-        let mut left = 0;
-        ks.store()
-            .scan(range(&s, &e), &mut |_, _| {
-                left += 1;
-                ControlFlow::Continue(())
-            })
-            .unwrap();
-        assert_eq!(left, 0);
+        assert_eq!(elements_left(&ks, c.version), 0);
         assert_eq!(pass(&ks, 10).unwrap(), SweepPass::default());
         assert_eq!(ks.stats().counts().swept_elements, 25);
         // The string is untouched.
@@ -193,15 +198,7 @@ mod tests {
         let p = pass(&ks, 1000).unwrap();
         assert_eq!((p.elements, p.collections, p.backlog), (103, 2, 0));
         for v in versions {
-            let (s, e) = layout::collection(0, v);
-            let mut left = 0;
-            ks.store()
-                .scan(range(&s, &e), &mut |_, _| {
-                    left += 1;
-                    ControlFlow::Continue(())
-                })
-                .unwrap();
-            assert_eq!(left, 0);
+            assert_eq!(elements_left(&ks, v), 0);
         }
     }
 }

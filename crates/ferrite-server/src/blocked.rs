@@ -19,7 +19,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::mailbox::Mailbox;
-use crate::request::Args;
+use crate::request::OwnedArgs;
 
 /// A blocked command and how to answer it.
 #[derive(Clone)]
@@ -27,7 +27,7 @@ pub struct Waiter {
     pub client: u64,
     /// The database the command runs in.
     pub db: u8,
-    pub args: Args,
+    pub args: OwnedArgs,
     pub keys: Vec<Vec<u8>>,
     pub mailbox: Arc<Mailbox>,
 }

@@ -24,6 +24,8 @@ pub struct ServerConfig {
     pub cache_bytes: u64,
     /// Connections past this are refused with Redis's error.
     pub max_clients: usize,
+    /// Event loops serving the connections (at least one).
+    pub io_threads: usize,
     pub limits: Limits,
     /// Clients must `AUTH` with this first.
     pub requirepass: Option<String>,
@@ -33,7 +35,8 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     /// Loopback port 6380 (next to Redis's 6379), 10 000 clients as Redis
-    /// allows, half a minute for a stalled request.
+    /// allows, an event loop per core, half a minute for a stalled
+    /// request.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 6380)),
@@ -41,6 +44,7 @@ impl Default for ServerConfig {
             sync: SyncMode::Batched(Duration::from_millis(10)),
             cache_bytes: 64 << 20,
             max_clients: 10_000,
+            io_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             limits: Limits::default(),
             requirepass: None,
             client_timeout: Duration::from_secs(30),

@@ -2,10 +2,11 @@
 //! serving blocked clients, and what waits for the commit.
 //!
 //! Invariants:
-//! - consecutive commands of one pipeline that touch only keys (no
-//!   session state that later commands depend on, no blocking) run as
-//!   one group in one [`Tx`]: one lock acquisition and one atomic batch
-//!   for all of them, each command still seeing the ones before it; a
+//! - commands that touch only keys (no session state that later commands
+//!   depend on, no blocking), received by one event loop in one turn from
+//!   any number of connections, run as one group in one [`Tx`]: one lock
+//!   acquisition and one atomic batch for all of them, each connection's
+//!   commands in its order, each command seeing the ones before it; a
 //!   command that fails part way is rolled back alone; a group whose
 //!   commit fails answers every command with the failure;
 //! - a command's reply is encoded only once its writes are committed
@@ -13,7 +14,7 @@
 //! - blocked clients waiting on keys a transaction gave elements are
 //!   served inside that same transaction, first blocked first served, and
 //!   their replies are delivered only after it commits (and, with
-//!   `--sync always`, after the connection's sync);
+//!   `--sync always`, after the loop's sync);
 //! - keyspace events are published after the commit that made them true.
 
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use crate::session::{ReplyMode, Session};
 use crate::shared::Shared;
 
 /// Commands one group holds at most (bounds how long it holds the lock).
-const MAX_GROUP: usize = 1024;
+pub const MAX_GROUP: usize = 1024;
 
 /// What must happen once the connection's writes are durable.
 #[derive(Default)]
@@ -52,63 +53,49 @@ impl After {
 }
 
 /// A command that passed the checks before running.
-struct Admitted {
+pub struct Admitted<'a> {
     index: usize,
     spec: &'static Spec,
-    args: Args,
+    args: &'a Args<'a>,
 }
 
-/// Runs a connection's commands in arrival order, grouping what it can.
-#[derive(Default)]
-pub struct Runner {
-    group: Vec<Admitted>,
+/// The connections whose commands one group runs, by the loop's token
+/// for each.
+pub trait Members {
+    /// The session of connection `who` and the buffer its replies go to.
+    fn member(&mut self, who: usize) -> (&mut Session, &mut Vec<u8>);
 }
 
-impl Runner {
-    /// Runs (or queues into the current group) one command.
-    pub fn push(
-        &mut self,
-        shared: &Shared,
-        session: &mut Session,
-        args: Args,
-        out: &mut Vec<u8>,
-        after: &mut After,
-    ) {
-        let admitted = match admit(shared, session, args) {
-            Ok(a) => a,
-            Err(r) => {
-                self.flush(shared, session, out, after);
-                shared.stats.count_error(error_text(&r));
-                emit(session, r, out);
-                return;
-            }
-        };
-        session.activity.ran(admitted.index);
-        if groupable(session, admitted.spec) {
-            self.group.push(admitted);
-            if self.group.len() >= MAX_GROUP {
-                self.flush(shared, session, out, after);
-            }
-            return;
-        }
-        self.flush(shared, session, out, after);
-        run_alone(shared, session, admitted, out, after);
-    }
+/// Where a connection's next command goes.
+pub enum Next<'a> {
+    /// Into the loop's group: it touches only keys.
+    Group(Admitted<'a>),
+    /// Run by itself, once the group before it has run.
+    Alone(Admitted<'a>),
+    /// Refused before running; the reply, once the group before it has
+    /// run.
+    Refused(Reply),
+}
 
-    /// Runs the commands grouped so far.
-    pub fn flush(
-        &mut self,
-        shared: &Shared,
-        session: &mut Session,
-        out: &mut Vec<u8>,
-        after: &mut After,
-    ) {
-        if self.group.is_empty() {
-            return;
+/// Checks a decoded command and says where it goes.
+pub fn classify<'a>(shared: &Shared, session: &mut Session, args: &'a Args<'a>) -> Next<'a> {
+    match admit(shared, session, args) {
+        Ok(a) => {
+            session.activity.ran(a.index);
+            if groupable(session, a.spec) {
+                Next::Group(a)
+            } else {
+                Next::Alone(a)
+            }
         }
-        let group = std::mem::take(&mut self.group);
-        run_group(shared, session, &group, out, after);
+        Err(r) => Next::Refused(r),
     }
+}
+
+/// Answers a command refused by [`classify`].
+pub fn refuse(shared: &Shared, session: &mut Session, r: Reply, out: &mut Vec<u8>) {
+    shared.stats.count_error(error_text(&r));
+    emit(session, r, out);
 }
 
 fn error_text(r: &Reply) -> &str {
@@ -152,16 +139,20 @@ fn is_push(r: &Reply) -> bool {
 /// The checks before a command runs or is queued: it exists, has its
 /// arity, the client may run it. A refused command inside `MULTI` makes
 /// `EXEC` abort.
-fn admit(shared: &Shared, session: &mut Session, args: Args) -> Result<Admitted, Reply> {
+fn admit<'a>(
+    shared: &Shared,
+    session: &mut Session,
+    args: &'a Args<'a>,
+) -> Result<Admitted<'a>, Reply> {
     let refuse = |session: &mut Session, index: Option<usize>, r: Reply| {
         session.flag_transaction_error();
         shared.stats.count_refused(index);
         Err(r)
     };
-    let Some((index, spec)) = command::lookup_indexed(&args[0]) else {
-        return refuse(session, None, command::unknown(&args));
+    let Some((index, spec)) = command::lookup_indexed(args[0]) else {
+        return refuse(session, None, command::unknown(args));
     };
-    if !command::arity_ok(spec, &args) {
+    if !command::arity_ok(spec, args) {
         return refuse(session, Some(index), command::wrong_arity(spec.name));
     }
     if !session.authenticated && !spec.has(NOAUTH) {
@@ -210,7 +201,7 @@ fn run_one(
     tx: &mut Tx<'_>,
     session: &mut Session,
     shared: &Shared,
-    c: &Admitted,
+    c: &Admitted<'_>,
     in_exec: bool,
 ) -> Result<Reply, ModelError> {
     tx.tick();
@@ -223,7 +214,7 @@ fn run_one(
             shared,
             in_exec,
         };
-        (c.spec.run)(&mut ctx, &c.args)
+        (c.spec.run)(&mut ctx, c.args)
     };
     let reply = match result {
         Ok(r) => r,
@@ -282,7 +273,7 @@ fn serve_blocked(
                         shared,
                         in_exec: true,
                     };
-                    command::serve_waiter(&mut ctx, &w.args)
+                    command::serve_waiter(&mut ctx, &crate::request::view(&w.args))
                 };
                 let reply = match result {
                     Ok(Some(r)) => r,
@@ -346,20 +337,28 @@ fn expire_met(
     finish(shared, tx, after)
 }
 
-fn run_group(
+/// Runs a group of commands from any number of connections in one
+/// transaction: each connection's commands together and in its order, each reply into
+/// its own connection's buffer; a failed commit answers every command of
+/// the group with the failure.
+pub fn run_group(
     shared: &Shared,
-    session: &mut Session,
-    group: &[Admitted],
-    out: &mut Vec<u8>,
+    group: &[(usize, Admitted<'_>)],
+    members: &mut impl Members,
     after: &mut After,
 ) {
-    let write = group.iter().any(|c| c.spec.kind == Kind::Write);
+    let write = group.iter().any(|(_, c)| c.spec.kind == Kind::Write);
     let mut tx = Some(begin(shared, write));
-    let mark = out.len();
-    let mode = session.reply_mode;
+    // Where each member's replies of this group begin, to take them back.
+    let mut marks: Vec<(usize, usize, ReplyMode)> = Vec::new();
     let mut failure = None;
-    for c in group {
+    for (who, c) in group {
         let Some(t) = tx.as_mut() else { break };
+        let (session, out) = members.member(*who);
+        // A group lists each connection's commands together.
+        if marks.last().map(|m| m.0) != Some(*who) {
+            marks.push((*who, out.len(), session.reply_mode));
+        }
         match run_one(t, session, shared, c, false) {
             Ok(r) => emit(session, r, out),
             Err(e) => {
@@ -390,25 +389,31 @@ fn run_group(
         (None, None) => Ok(()),
     };
     if let Err(e) = result {
-        out.truncate(mark);
-        session.reply_mode = mode;
+        for (who, mark, mode) in marks {
+            let (session, out) = members.member(who);
+            out.truncate(mark);
+            session.reply_mode = mode;
+        }
         let r = storage_reply(&e);
-        for _ in group {
+        for (who, _) in group {
+            let (session, out) = members.member(*who);
             shared.stats.count_error(error_text(&r));
             emit(session, r.clone(), out);
         }
     }
 }
 
-fn run_alone(
+/// Runs a command that cannot share a group (it changes the session,
+/// blocks, or runs inside `MULTI`).
+pub fn run_alone(
     shared: &Shared,
     session: &mut Session,
-    c: Admitted,
+    c: Admitted<'_>,
     out: &mut Vec<u8>,
     after: &mut After,
 ) {
     if session.in_transaction() && !c.spec.has(NOQUEUE) {
-        session.queue(c.args);
+        session.queue(crate::request::to_owned(c.args));
         emit(session, Reply::Status("QUEUED".into()), out);
         return;
     }
@@ -442,7 +447,7 @@ fn run_alone(
 
 /// `EXEC`: the queued commands as one transaction, unless queueing
 /// failed or a watched key changed.
-fn exec(shared: &Shared, session: &mut Session, c: &Admitted, after: &mut After) -> Reply {
+fn exec(shared: &Shared, session: &mut Session, c: &Admitted<'_>, after: &mut After) -> Reply {
     let Some((queued, failed)) = session.take_transaction() else {
         return Reply::err("EXEC without MULTI");
     };
@@ -450,10 +455,15 @@ fn exec(shared: &Shared, session: &mut Session, c: &Admitted, after: &mut After)
         command::unwatch_all(shared, session);
         return Reply::Error("EXECABORT Transaction discarded because of previous errors.".into());
     }
-    let specs: Vec<Admitted> = queued
-        .into_iter()
+    let views: Vec<Vec<&[u8]>> = queued.iter().map(crate::request::view).collect();
+    let specs: Vec<Admitted<'_>> = views
+        .iter()
         .filter_map(|args| {
-            command::lookup_indexed(&args[0]).map(|(index, spec)| Admitted { index, spec, args })
+            command::lookup_indexed(args[0]).map(|(index, spec)| Admitted {
+                index,
+                spec,
+                args: args.as_slice(),
+            })
         })
         .collect();
     // Exclusive even for reads: an expired key a queued read meets is

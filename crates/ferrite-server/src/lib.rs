@@ -16,19 +16,21 @@
 //! | `reply` | replies and their RESP2 / RESP3 encoding |
 //! | `command` | the command table and each command family |
 //! | `executor` | grouping commands into transactions, `EXEC`, serving blocked clients |
-//! | `conn` | a connection's loop: read, run, sync, answer, deliver |
+//! | `event_loop` | an I/O thread over many connections: read, run grouped, sync, answer, deliver |
+//! | `conn` | one connection in a loop: buffers, timers, closing |
 //! | `session` | a connection's state |
 //! | `mailbox` | what other connections send a connection, and its waker |
 //! | `pubsub`, `blocked` | channel subscriptions; clients blocked on keys |
 //! | `background` | the expiry cycle's and the sweeper's threads |
-//! | `listener` | [`Server`]: accepting, a thread per client, stopping |
+//! | `listener` | [`Server`]: accepting into the loops, the open-file limit, stopping |
 //! | `settings` | `CONFIG GET`/`SET` |
 //! | `shared`, `clients`, `stats`, `config`, `stream`, `cursor`, `glob` | what connections share |
 //!
 //! Atomicity: every command runs in a transaction of the model holding
 //! the keyspace lock (exclusively when it writes), and its writes reach
-//! the store as one atomic batch; a pipeline's consecutive key commands
-//! share one transaction, and `EXEC` runs its queue as one.
+//! the store as one atomic batch; the key commands an event loop receives
+//! in one turn, from all its connections, share one transaction, and
+//! `EXEC` runs its queue as one.
 
 mod background;
 mod blocked;
@@ -37,6 +39,7 @@ mod command;
 mod config;
 mod conn;
 mod cursor;
+mod event_loop;
 mod executor;
 mod glob;
 mod listener;

@@ -1,51 +1,67 @@
 //! Accepting connections and stopping: [`Server`].
 //!
-//! Each client gets a thread (see `ARCHITECTURE.md`), waiting in a poll
-//! on its socket and its mailbox; two more run the expiry cycle and the
-//! sweeper. `maxclients` bounds the client threads.
+//! An acceptor thread waits in a `mio` poll on the listening sockets and
+//! hands each new connection to the event loop holding the fewest (see
+//! `event_loop`); two more threads run the expiry cycle and the sweeper.
+//! `maxclients` bounds the connections; the server raises its open-file
+//! limit to hold them, or lowers `maxclients` to what the limit allows and
+//! says so.
 //!
-//! Stopping (`SHUTDOWN`, a signal, [`Server::shutdown`]): the accept loop
+//! Stopping (`SHUTDOWN`, a signal, [`Server::shutdown`]): the acceptor
 //! stops taking connections, each connection finishes the commands it
-//! has received and closes, the background threads stop, then the store
-//! is closed (synced, background work stopped) and its result reported
-//! by [`Server::wait`].
+//! has received and closes, the loops and the background threads stop,
+//! then the store is closed (synced, background work stopped) and its
+//! result reported by [`Server::wait`].
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::net::UnixListener;
+use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ferrite::Store;
+use mio::net::{TcpListener, UnixListener};
+use mio::{Events, Interest, Poll, Token};
 
 use crate::config::ServerConfig;
+use crate::event_loop::{EventLoop, Signal};
 use crate::model::Keyspace;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use crate::ServerError;
 
-/// How long the accept loop sleeps when no connection is waiting.
-const ACCEPT_TICK: Duration = Duration::from_millis(5);
+/// How often the acceptor looks at the shutdown flag.
+const ACCEPT_TICK: Duration = Duration::from_millis(50);
+
+/// Descriptors kept beside the clients' for the store's files, the
+/// listeners and the loops' polls.
+const RESERVED_FDS: u64 = 1024;
+
+const TCP: Token = Token(0);
+const UNIX: Token = Token(1);
 
 /// A running server.
 pub struct Server {
     shared: Arc<Shared>,
     local: SocketAddr,
-    accept: Option<JoinHandle<Vec<JoinHandle<()>>>>,
+    /// The event loops and the acceptor.
+    threads: Vec<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
 }
 
 impl Server {
     /// Serves `store` as `config` says, from threads of its own.
-    pub fn start(config: ServerConfig, store: Store) -> Result<Self, ServerError> {
-        let tcp = TcpListener::bind(config.listen).map_err(|e| ServerError::Bind {
-            addr: config.listen.to_string(),
-            source: e,
-        })?;
-        let local = tcp.local_addr().map_err(ServerError::Io)?;
-        tcp.set_nonblocking(true).map_err(ServerError::Io)?;
+    pub fn start(mut config: ServerConfig, store: Store) -> Result<Self, ServerError> {
+        config.max_clients = fit_open_files(config.max_clients);
+        let std_tcp =
+            std::net::TcpListener::bind(config.listen).map_err(|e| ServerError::Bind {
+                addr: config.listen.to_string(),
+                source: e,
+            })?;
+        let local = std_tcp.local_addr().map_err(ServerError::Io)?;
+        std_tcp.set_nonblocking(true).map_err(ServerError::Io)?;
+        let tcp = TcpListener::from_std(std_tcp);
         let unix = match &config.unix {
             Some(path) => {
                 let _ = std::fs::remove_file(path);
@@ -53,23 +69,36 @@ impl Server {
                     addr: path.display().to_string(),
                     source: e,
                 })?;
-                l.set_nonblocking(true).map_err(ServerError::Io)?;
                 Some(l)
             }
             None => None,
         };
+        let io_threads = config.io_threads.max(1);
         let ks = Keyspace::open(store).map_err(ServerError::Model)?;
         let shared = Arc::new(Shared::new(config, ks));
+        let mut signals = Vec::with_capacity(io_threads);
+        let mut loops = Vec::with_capacity(io_threads);
+        for i in 0..io_threads {
+            let (ev, signal) = EventLoop::new(shared.clone()).map_err(ServerError::Io)?;
+            signals.push(signal);
+            loops.push(
+                std::thread::Builder::new()
+                    .name(format!("ferrite-io-{i}"))
+                    .spawn(move || ev.run())
+                    .map_err(ServerError::Io)?,
+            );
+        }
         let background = crate::background::spawn(&shared).map_err(ServerError::Io)?;
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ferrite-accept".into())
-            .spawn(move || accept_loop(&sh, &tcp, unix.as_ref()))
+            .spawn(move || accept_loop(&sh, tcp, unix, &signals))
             .map_err(ServerError::Io)?;
+        loops.push(accept);
         Ok(Self {
             shared,
             local,
-            accept: Some(accept),
+            threads: loops,
             background,
         })
     }
@@ -92,13 +121,8 @@ impl Server {
     /// Waits until the server stops, then closes the store and reports
     /// whether closing it succeeded.
     pub fn wait(mut self) -> Result<(), ServerError> {
-        let conns = self
-            .accept
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
-        for c in conns {
-            let _ = c.join();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
         for b in self.background.drain(..) {
             let _ = b.join();
@@ -114,51 +138,105 @@ impl Server {
     }
 }
 
+/// Raises the open-file limit to hold `max_clients` connections beside
+/// the store's files; if the hard limit forbids it, returns the clients
+/// the limit allows and logs why (as Redis lowers `maxclients`).
+fn fit_open_files(max_clients: usize) -> usize {
+    let want = max_clients as u64 + RESERVED_FDS;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return max_clients;
+    }
+    if lim.rlim_cur >= want {
+        return max_clients;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want.min(lim.rlim_max),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    let ok = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0;
+    let have = if ok { raised.rlim_cur } else { lim.rlim_cur };
+    if have >= want {
+        return max_clients;
+    }
+    let fits = have.saturating_sub(RESERVED_FDS).max(1) as usize;
+    log::warn!(
+        "maxclients {max_clients} needs {want} open files but the limit is {have} \
+         (hard limit {}): maxclients lowered to {fits}; raise `ulimit -n` to hold more",
+        lim.rlim_max
+    );
+    fits
+}
+
 fn accept_loop(
     shared: &Arc<Shared>,
-    tcp: &TcpListener,
-    unix: Option<&UnixListener>,
-) -> Vec<JoinHandle<()>> {
-    let mut conns: Vec<JoinHandle<()>> = Vec::new();
-    while !shared.shutting_down() {
-        let mut got = None;
-        match tcp.accept() {
-            Ok((s, _)) => match Stream::tcp(s) {
-                Ok(s) => got = Some(s),
-                Err(e) => log::warn!("accept: {e}"),
-            },
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => log::warn!("accept: {e}"),
+    mut tcp: TcpListener,
+    mut unix: Option<UnixListener>,
+    loops: &[Arc<Signal>],
+) {
+    let poll = Poll::new().and_then(|p| {
+        p.registry().register(&mut tcp, TCP, Interest::READABLE)?;
+        if let Some(u) = unix.as_mut() {
+            p.registry().register(u, UNIX, Interest::READABLE)?;
         }
-        if got.is_none() {
-            if let Some(u) = unix {
-                match u.accept() {
-                    Ok((s, _)) => match Stream::unix(s) {
-                        Ok(s) => got = Some(s),
-                        Err(e) => log::warn!("accept: {e}"),
+        Ok(p)
+    });
+    let mut poll = match poll {
+        Ok(p) => p,
+        Err(e) => {
+            log::error!("cannot poll the listening sockets: {e}");
+            shared.begin_shutdown();
+            return;
+        }
+    };
+    let mut events = Events::with_capacity(16);
+    while !shared.shutting_down() {
+        if let Err(e) = poll.poll(&mut events, Some(ACCEPT_TICK)) {
+            if e.kind() != ErrorKind::Interrupted {
+                log::error!("accept poll: {e}");
+                std::thread::sleep(ACCEPT_TICK);
+            }
+            continue;
+        }
+        for ev in events.iter() {
+            loop {
+                let got = match ev.token() {
+                    TCP => tcp.accept().and_then(|(s, _)| Stream::tcp(s)),
+                    _ => match unix.as_ref() {
+                        Some(u) => u.accept().map(|(s, _)| Stream::unix(s)),
+                        None => break,
                     },
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(e) => log::warn!("accept: {e}"),
+                };
+                match got {
+                    Ok(stream) => {
+                        shared.stats.count_connection();
+                        let id = shared.next_client_id();
+                        // The loop holding the fewest connections.
+                        if let Some(l) = loops.iter().min_by_key(|l| l.load()) {
+                            l.hand(stream, id);
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        // Out of descriptors, most often: the client waits
+                        // in the backlog until one is free.
+                        log::warn!("accept: {e}");
+                        std::thread::sleep(Duration::from_millis(10));
+                        break;
+                    }
                 }
             }
         }
-        let Some(stream) = got else {
-            conns.retain(|c| !c.is_finished());
-            std::thread::sleep(ACCEPT_TICK);
-            continue;
-        };
-        shared.stats.count_connection();
-        let id = shared.next_client_id();
-        let sh = shared.clone();
-        match std::thread::Builder::new()
-            .name(format!("ferrite-client-{id}"))
-            .spawn(move || crate::conn::serve(stream, &sh, id))
-        {
-            Ok(h) => conns.push(h),
-            Err(e) => log::warn!("no thread for client {id}: {e}"),
-        }
     }
-    conns
+    for l in loops {
+        l.nudge();
+    }
 }
 
 /// Makes SIGINT and SIGTERM stop `server` cleanly; a second signal exits

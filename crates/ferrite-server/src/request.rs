@@ -10,6 +10,8 @@
 //! message text; the connection that sent them is closed after the reply,
 //! as Redis does, since the stream can no longer be framed.
 
+use std::ops::Range;
+
 /// Bounds on what one request may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -42,18 +44,64 @@ fn err<T>(what: impl Into<String>) -> Result<T, ProtocolError> {
     Err(ProtocolError(what.into()))
 }
 
-/// A command's arguments, the name first. Empty for an empty request
-/// (`*0\r\n` or a blank line), which Redis ignores.
-pub type Args = Vec<Vec<u8>>;
+/// A command's arguments, the name first, as commands see them: slices
+/// of the bytes the client sent, not copies.
+pub type Args<'a> = [&'a [u8]];
 
-/// Decodes the first request in `buf`: `Ok(Some((args, used)))` when it
-/// is complete, `Ok(None)` when more bytes are needed.
-pub fn decode(buf: &[u8], limits: &Limits) -> Result<Option<(Args, usize)>, ProtocolError> {
+/// A command's arguments kept past the turn that received them (a
+/// `MULTI` queue, a blocked command).
+pub type OwnedArgs = Vec<Vec<u8>>;
+
+/// Copies arguments to keep them.
+pub fn to_owned(args: &Args) -> OwnedArgs {
+    args.iter().map(|a| a.to_vec()).collect()
+}
+
+/// Kept arguments as commands see them.
+pub fn view(args: &OwnedArgs) -> Vec<&[u8]> {
+    args.iter().map(Vec::as_slice).collect()
+}
+
+/// A whole request at the start of a buffer, as [`decode_frame`] finds it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A multibulk request of `used` bytes; its arguments are the spans
+    /// of the buffer pushed to the caller's list (none: an empty request,
+    /// which Redis ignores).
+    Spans { used: usize },
+    /// An inline command of `used` bytes, its quotes and escapes undone
+    /// (empty for a blank line).
+    Inline { args: OwnedArgs, used: usize },
+}
+
+/// Decodes the first request in `buf` without copying a multibulk
+/// request's arguments: where each lies is pushed to `spans` (cleared
+/// first). `Ok(None)` when more bytes are needed.
+pub fn decode_frame(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<Range<usize>>,
+) -> Result<Option<Frame>, ProtocolError> {
+    spans.clear();
     match buf.first() {
         None => Ok(None),
-        Some(b'*') => multibulk(buf, limits),
-        Some(_) => inline(buf, limits),
+        Some(b'*') => Ok(multibulk(buf, limits, spans)?.map(|used| Frame::Spans { used })),
+        Some(_) => Ok(inline(buf, limits)?.map(|(args, used)| Frame::Inline { args, used })),
     }
+}
+
+/// Decodes the first request in `buf` into owned arguments:
+/// `Ok(Some((args, used)))` when it is complete, `Ok(None)` when more
+/// bytes are needed. Empty arguments for an empty request.
+pub fn decode(buf: &[u8], limits: &Limits) -> Result<Option<(OwnedArgs, usize)>, ProtocolError> {
+    let mut spans = Vec::new();
+    Ok(match decode_frame(buf, limits, &mut spans)? {
+        None => None,
+        Some(Frame::Spans { used }) => {
+            Some((spans.into_iter().map(|r| buf[r].to_vec()).collect(), used))
+        }
+        Some(Frame::Inline { args, used }) => Some((args, used)),
+    })
 }
 
 /// The line starting at `at` (without its `\r\n`) and where the next
@@ -72,7 +120,11 @@ fn number(digits: &[u8]) -> Option<i64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
-fn multibulk(buf: &[u8], limits: &Limits) -> Result<Option<(Args, usize)>, ProtocolError> {
+fn multibulk(
+    buf: &[u8],
+    limits: &Limits,
+    spans: &mut Vec<Range<usize>>,
+) -> Result<Option<usize>, ProtocolError> {
     let Some((head, mut at)) = line(buf, 0) else {
         // A header line longer than any valid one will never end well.
         return if buf.len() > limits.max_inline {
@@ -88,9 +140,8 @@ fn multibulk(buf: &[u8], limits: &Limits) -> Result<Option<(Args, usize)>, Proto
         return err("invalid multibulk length");
     }
     if count <= 0 {
-        return Ok(Some((Vec::new(), at)));
+        return Ok(Some(at));
     }
-    let mut args = Vec::with_capacity((count as usize).min(1024));
     for _ in 0..count {
         let Some((head, next)) = line(buf, at) else {
             return if buf.len() - at > limits.max_inline {
@@ -115,13 +166,13 @@ fn multibulk(buf: &[u8], limits: &Limits) -> Result<Option<(Args, usize)>, Proto
         if &buf[end..end + 2] != b"\r\n" {
             return err("invalid bulk format");
         }
-        args.push(buf[next..end].to_vec());
+        spans.push(next..end);
         at = end + 2;
     }
-    Ok(Some((args, at)))
+    Ok(Some(at))
 }
 
-fn inline(buf: &[u8], limits: &Limits) -> Result<Option<(Args, usize)>, ProtocolError> {
+fn inline(buf: &[u8], limits: &Limits) -> Result<Option<(OwnedArgs, usize)>, ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         return if buf.len() > limits.max_inline {
             err("too big inline request")
@@ -253,7 +304,7 @@ mod tests {
         out
     }
 
-    fn one(buf: &[u8]) -> Result<Option<(Args, usize)>, ProtocolError> {
+    fn one(buf: &[u8]) -> Result<Option<(OwnedArgs, usize)>, ProtocolError> {
         decode(buf, &Limits::default())
     }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::mailbox::Mailbox;
 use crate::reply::Reply;
-use crate::request::Args;
+use crate::request::OwnedArgs;
 
 /// `CLIENT REPLY`: whether replies are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub struct Session {
     pub last_command: Instant,
     pub reply_mode: ReplyMode,
     /// Queued commands and whether queueing failed, inside `MULTI`.
-    transaction: Option<(Vec<Args>, bool)>,
+    transaction: Option<(Vec<OwnedArgs>, bool)>,
     /// Keys watched, as (db, key).
     pub watched: Vec<(u8, Vec<u8>)>,
     /// Set by a change to a watched key.
@@ -126,7 +126,7 @@ impl Session {
         self.transaction = Some((Vec::new(), false));
     }
 
-    pub fn queue(&mut self, args: Args) {
+    pub fn queue(&mut self, args: OwnedArgs) {
         if let Some((q, _)) = &mut self.transaction {
             q.push(args);
         }
@@ -140,7 +140,7 @@ impl Session {
     }
 
     /// Ends the transaction, returning its queue and whether it failed.
-    pub fn take_transaction(&mut self) -> Option<(Vec<Args>, bool)> {
+    pub fn take_transaction(&mut self) -> Option<(Vec<OwnedArgs>, bool)> {
         self.transaction.take()
     }
 

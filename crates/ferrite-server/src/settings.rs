@@ -135,7 +135,7 @@ impl Settings {
     }
 
     /// `CONFIG GET pattern ...`: matching settings and their values.
-    pub fn get(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
+    pub fn get(&self, patterns: &[&[u8]]) -> Vec<(String, String)> {
         let all = self.all();
         let mut out: BTreeMap<String, String> = BTreeMap::new();
         for p in patterns {

@@ -13,18 +13,16 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// A non-blocking stream over an accepted TCP connection.
-    pub fn tcp(s: std::net::TcpStream) -> std::io::Result<Self> {
-        s.set_nonblocking(true)?;
+    /// A stream over an accepted TCP connection.
+    pub fn tcp(s: mio::net::TcpStream) -> std::io::Result<Self> {
         // Replies are whole; waiting to fill a segment only adds latency.
         s.set_nodelay(true)?;
-        Ok(Stream::Tcp(mio::net::TcpStream::from_std(s)))
+        Ok(Stream::Tcp(s))
     }
 
-    /// A non-blocking stream over an accepted Unix-socket connection.
-    pub fn unix(s: std::os::unix::net::UnixStream) -> std::io::Result<Self> {
-        s.set_nonblocking(true)?;
-        Ok(Stream::Unix(mio::net::UnixStream::from_std(s)))
+    /// A stream over an accepted Unix-socket connection.
+    pub fn unix(s: mio::net::UnixStream) -> Self {
+        Stream::Unix(s)
     }
 
     pub fn shutdown(&self) -> std::io::Result<()> {

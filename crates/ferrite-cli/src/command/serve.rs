@@ -33,6 +33,9 @@ pub struct ServeArgs {
     /// Connections past this are refused.
     #[arg(long, default_value_t = 10_000)]
     max_clients: usize,
+    /// Event loops serving the connections (default: one per core).
+    #[arg(long)]
+    io_threads: Option<usize>,
     /// Longest argument (value) in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     max_bulk: usize,
@@ -83,6 +86,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
     config.sync = a.sync;
     config.cache_bytes = cache_bytes;
     config.max_clients = a.max_clients;
+    if let Some(n) = a.io_threads {
+        anyhow::ensure!(n > 0, "--io-threads must be at least 1");
+        config.io_threads = n;
+    }
     config.limits = Limits {
         max_bulk: a.max_bulk,
         max_args: a.max_args,

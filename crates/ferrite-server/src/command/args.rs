@@ -93,8 +93,8 @@ pub fn timeout_ms(b: &[u8]) -> Result<u64, Fail> {
 
 /// A `numkeys` argument at `at`, checked against what follows it;
 /// returns the keys.
-pub fn numkeys(a: &[Vec<u8>], at: usize) -> Result<&[Vec<u8>], Fail> {
-    let n = match parse_int(&a[at]) {
+pub fn numkeys<'a>(a: &'a [&'a [u8]], at: usize) -> Result<&'a [&'a [u8]], Fail> {
+    let n = match parse_int(a[at]) {
         Some(n) if n > 0 => n as usize,
         _ => return Err(fail("numkeys should be greater than 0")),
     };

@@ -22,12 +22,12 @@ fn bit_at(v: &[u8], i: u64) -> u8 {
 }
 
 pub fn setbit(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let off = offset(ctx, &a[2])?;
-    let on = match parse_int(&a[3]) {
+    let off = offset(ctx, a[2])?;
+    let on = match parse_int(a[3]) {
         Some(b @ (0 | 1)) => b == 1,
         _ => return Err(fail("bit is not an integer or out of range")),
     };
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     let mut v = v.unwrap_or_default();
     let byte = (off / 8) as usize;
     if v.len() <= byte {
@@ -41,13 +41,13 @@ pub fn setbit(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         v[byte] &= !mask;
     }
     write(ctx, &mut f, v, true, None)?;
-    ctx.tx.notify('$', "setbit", f.db, &a[1]);
+    ctx.tx.notify('$', "setbit", f.db, a[1]);
     Ok(Reply::Int(old as i64))
 }
 
 pub fn getbit(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let off = offset(ctx, &a[2])?;
-    let (_, v) = read(ctx, &a[1])?;
+    let off = offset(ctx, a[2])?;
+    let (_, v) = read(ctx, a[1])?;
     Ok(Reply::Int(bit_at(&v.unwrap_or_default(), off) as i64))
 }
 
@@ -70,7 +70,7 @@ fn bit_range(start: i64, end: i64, bits: bool, len: usize) -> Option<(u64, u64)>
     Some(if bits { (s, e) } else { (s * 8, e * 8 + 7) })
 }
 
-fn unit(a: Option<&Vec<u8>>) -> Result<bool, Fail> {
+fn unit(a: Option<&&[u8]>) -> Result<bool, Fail> {
     match a {
         None => Ok(false),
         Some(u) if is(u, "BIT") => Ok(true),
@@ -96,7 +96,7 @@ fn count_ones(v: &[u8], first: u64, last: u64) -> i64 {
 /// key answers 0 before the range is read; a start without an end counts
 /// to the end (a later Redis's extension).
 pub fn bitcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, v) = read(ctx, &a[1])?;
+    let (_, v) = read(ctx, a[1])?;
     let Some(v) = v else {
         return Ok(Reply::Int(0));
     };
@@ -104,7 +104,7 @@ pub fn bitcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         return Err(syntax_error());
     }
     let range = if a.len() >= 3 {
-        let start = int(&a[2])?;
+        let start = int(a[2])?;
         let end = match a.get(3) {
             Some(e) => int(e)?,
             None => -1,
@@ -128,11 +128,11 @@ pub fn bitcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 /// `BITPOS key bit [start [end [BYTE | BIT]]]`. As Redis 7.0: the bit
 /// is checked first, then a missing key answers before the range is read.
 pub fn bitpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let want = match int(&a[2])? {
+    let want = match int(a[2])? {
         b @ (0 | 1) => b as u8,
         _ => return Err(fail("The bit argument must be 1 or 0.")),
     };
-    let (_, v) = read(ctx, &a[1])?;
+    let (_, v) = read(ctx, a[1])?;
     let Some(v) = v else {
         return Ok(Reply::Int(if want == 1 { -1 } else { 0 }));
     };
@@ -202,14 +202,14 @@ pub fn bitop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             _ => srcs.iter().map(byte).fold(0, |x, y| x ^ y),
         };
     }
-    let mut f = ctx.tx.lookup(ctx.db(), &a[2])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[2])?;
     if out.is_empty() {
         if ctx.tx.remove(&mut f)? {
-            ctx.tx.notify('g', "del", f.db, &a[2]);
+            ctx.tx.notify('g', "del", f.db, a[2]);
         }
     } else {
         write(ctx, &mut f, out, false, None)?;
-        ctx.tx.notify('$', "set", f.db, &a[2]);
+        ctx.tx.notify('$', "set", f.db, a[2]);
     }
     Ok(Reply::Int(len as i64))
 }

@@ -24,7 +24,7 @@ use crate::session::Block;
 fn block(
     ctx: &mut Ctx<'_, '_>,
     a: &Args,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     timeout: u64,
     in_multi: Reply,
 ) -> CmdResult {
@@ -35,8 +35,8 @@ fn block(
     ctx.shared.block(Waiter {
         client: ctx.session.id,
         db: ctx.db(),
-        args: a.clone(),
-        keys: keys.to_vec(),
+        args: crate::request::to_owned(a),
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
         mailbox: ctx.session.mailbox.clone(),
     });
     ctx.session.blocked = Some(Block {
@@ -53,13 +53,13 @@ fn block(
 /// waits on), as Redis serves only keys of the type waited for.
 fn first_of_kind(
     ctx: &Ctx<'_, '_>,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     kind: Kind,
     serving: bool,
 ) -> Result<Option<Vec<u8>>, Fail> {
     for k in keys {
         match ctx.tx.lookup(ctx.db(), k)?.typed(kind) {
-            Ok(Some(_)) => return Ok(Some(k.clone())),
+            Ok(Some(_)) => return Ok(Some(k.to_vec())),
             Ok(None) => {}
             Err(_) if serving => {}
             Err(e) => return Err(e.into()),
@@ -82,7 +82,7 @@ fn end_of(b: &[u8]) -> Result<ListEnd, Fail> {
 /// non-empty list.
 fn try_pop(
     ctx: &mut Ctx<'_, '_>,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     end: ListEnd,
     serving: bool,
 ) -> Result<Option<Reply>, Fail> {
@@ -98,7 +98,7 @@ fn try_pop(
 
 fn try_zpop(
     ctx: &mut Ctx<'_, '_>,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     max: bool,
     serving: bool,
 ) -> Result<Option<Reply>, Fail> {
@@ -122,7 +122,7 @@ fn try_move(
     if first_of_kind(ctx, &a[1..2], Kind::List, serving)?.is_none() {
         return Ok(None);
     }
-    Ok(move_item(ctx, &a[1], &a[2], from, to)?.map(Reply::Bulk))
+    Ok(move_item(ctx, a[1], a[2], from, to)?.map(Reply::Bulk))
 }
 
 /// What the blocking command `a` answers now without blocking: `None`
@@ -138,20 +138,20 @@ pub fn answer(ctx: &mut Ctx<'_, '_>, a: &Args, serving: bool) -> Result<Option<R
         b"bzpopmax" => try_zpop(ctx, &a[1..n - 1], true, serving),
         b"brpoplpush" => try_move(ctx, a, ListEnd::Right, ListEnd::Left, serving),
         b"blmove" => {
-            let (from, to) = (end_of(&a[3])?, end_of(&a[4])?);
+            let (from, to) = (end_of(a[3])?, end_of(a[4])?);
             try_move(ctx, a, from, to, serving)
         }
         b"blmpop" => {
             let (keys, end, count) = lists::mpop_args(a, 2)?;
-            match first_of_kind(ctx, &keys, Kind::List, serving)? {
-                Some(k) => lists::mpop(ctx, &[k], end, count),
+            match first_of_kind(ctx, keys, Kind::List, serving)? {
+                Some(k) => lists::mpop(ctx, &[&k], end, count),
                 None => Ok(None),
             }
         }
         b"bzmpop" => {
             let (keys, max, count) = zsets::mpop_args(a, 2)?;
-            match first_of_kind(ctx, &keys, Kind::ZSet, serving)? {
-                Some(k) => zsets::mpop(ctx, &[k], max, count),
+            match first_of_kind(ctx, keys, Kind::ZSet, serving)? {
+                Some(k) => zsets::mpop(ctx, &[&k], max, count),
                 None => Ok(None),
             }
         }
@@ -173,7 +173,7 @@ pub fn serve(ctx: &mut Ctx<'_, '_>, a: &Args) -> Result<Option<Reply>, Fail> {
 fn run(
     ctx: &mut Ctx<'_, '_>,
     a: &Args,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     timeout: u64,
     in_multi: Reply,
 ) -> CmdResult {
@@ -184,7 +184,7 @@ fn run(
 }
 
 pub fn blpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let t = timeout_ms(&a[a.len() - 1])?;
+    let t = timeout_ms(a[a.len() - 1])?;
     run(ctx, a, &a[1..a.len() - 1], t, Reply::NullArray)
 }
 
@@ -201,27 +201,27 @@ pub fn bzpopmax(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn brpoplpush(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let t = timeout_ms(&a[3])?;
+    let t = timeout_ms(a[3])?;
     run(ctx, a, &a[1..2], t, Reply::Null)
 }
 
 pub fn blmove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    end_of(&a[3])?;
-    end_of(&a[4])?;
-    let t = timeout_ms(&a[5])?;
+    end_of(a[3])?;
+    end_of(a[4])?;
+    let t = timeout_ms(a[5])?;
     run(ctx, a, &a[1..2], t, Reply::Null)
 }
 
 pub fn blmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let t = timeout_ms(&a[1])?;
+    let t = timeout_ms(a[1])?;
     let (keys, _, _) = lists::mpop_args(a, 2)?;
-    run(ctx, a, &keys, t, Reply::NullArray)
+    run(ctx, a, keys, t, Reply::NullArray)
 }
 
 pub fn bzmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let t = timeout_ms(&a[1])?;
+    let t = timeout_ms(a[1])?;
     let (keys, _, _) = zsets::mpop_args(a, 2)?;
-    run(ctx, a, &keys, t, Reply::NullArray)
+    run(ctx, a, keys, t, Reply::NullArray)
 }
 
 /// After `SWAPDB`: the keys waited on in `dbs` that now hold a list or a

@@ -16,21 +16,21 @@ pub fn ping(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if ctx.session.subscriptions() > 0 && ctx.session.proto == 2 {
         return Ok(Reply::Array(vec![
             Reply::bulk("pong"),
-            Reply::Bulk(a.get(1).cloned().unwrap_or_default()),
+            Reply::Bulk(a.get(1).map(|m| m.to_vec()).unwrap_or_default()),
         ]));
     }
     Ok(match a.get(1) {
         None => Reply::Status("PONG".into()),
-        Some(m) => Reply::Bulk(m.clone()),
+        Some(m) => Reply::Bulk(m.to_vec()),
     })
 }
 
 pub fn echo(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Bulk(a[1].clone()))
+    Ok(Reply::Bulk(a[1].to_vec()))
 }
 
 pub fn select(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    match parse_int(&a[1]) {
+    match parse_int(a[1]) {
         None => Err(super::args::not_an_integer()),
         Some(n) if !(0..DATABASES as i64).contains(&n) => Err(fail("DB index is out of range")),
         Some(n) => {
@@ -70,8 +70,8 @@ fn check_password(ctx: &mut Ctx<'_, '_>, user: Option<&[u8]>, pass: &[u8]) -> Re
 
 pub fn auth(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     match a.len() {
-        2 => check_password(ctx, None, &a[1])?,
-        3 => check_password(ctx, Some(&a[1]), &a[2])?,
+        2 => check_password(ctx, None, a[1])?,
+        3 => check_password(ctx, Some(a[1]), a[2])?,
         _ => return Err(syntax_error()),
     }
     Ok(Reply::ok())
@@ -82,7 +82,7 @@ pub fn auth(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 pub fn hello(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut proto = ctx.session.proto;
     if a.len() > 1 {
-        match parse_int(&a[1]) {
+        match parse_int(a[1]) {
             Some(v @ (2 | 3)) => proto = v as u8,
             Some(_) => {
                 return Err(Fail::Reply(Reply::Error(
@@ -95,16 +95,16 @@ pub fn hello(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut i = 2;
     let mut name = None;
     while i < a.len() {
-        if is(&a[i], "AUTH") && i + 2 < a.len() {
-            check_password(ctx, Some(&a[i + 1]), &a[i + 2])?;
+        if is(a[i], "AUTH") && i + 2 < a.len() {
+            check_password(ctx, Some(a[i + 1]), a[i + 2])?;
             i += 3;
-        } else if is(&a[i], "SETNAME") && i + 1 < a.len() {
-            name = Some(a[i + 1].clone());
+        } else if is(a[i], "SETNAME") && i + 1 < a.len() {
+            name = Some(a[i + 1].to_vec());
             i += 2;
         } else {
             return Err(fail(format!(
                 "Syntax error in HELLO option '{}'",
-                String::from_utf8_lossy(&a[i])
+                String::from_utf8_lossy(a[i])
             )));
         }
     }
@@ -148,7 +148,7 @@ fn set_name(ctx: &mut Ctx<'_, '_>, name: Vec<u8>) -> Result<(), Fail> {
 pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let sub = a[1].to_ascii_uppercase();
     match (sub.as_slice(), a.len()) {
-        (b"SETNAME", 3) => set_name(ctx, a[2].clone()).map(|()| Reply::ok()),
+        (b"SETNAME", 3) => set_name(ctx, a[2].to_vec()).map(|()| Reply::ok()),
         (b"GETNAME", 2) => Ok(Reply::opt(ctx.session.name.clone())),
         (b"ID", 2) => Ok(Reply::Int(ctx.session.id as i64)),
         (b"INFO", 2) => Ok(Reply::Verbatim(format!(
@@ -158,20 +158,20 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         (b"LIST", _) => Ok(Reply::Verbatim(ctx.shared.clients.list())),
         // Client libraries announce themselves (redis-py does on connect).
         (b"SETINFO", 4) => {
-            if !is(&a[2], "LIB-NAME") && !is(&a[2], "LIB-VER") {
+            if !is(a[2], "LIB-NAME") && !is(a[2], "LIB-VER") {
                 return Err(fail(format!(
                     "Unrecognized option '{}'",
-                    String::from_utf8_lossy(&a[2])
+                    String::from_utf8_lossy(a[2])
                 )));
             }
             Ok(Reply::ok())
         }
         (b"REPLY", 3) => {
-            let mode = if is(&a[2], "ON") {
+            let mode = if is(a[2], "ON") {
                 ReplyMode::On
-            } else if is(&a[2], "OFF") {
+            } else if is(a[2], "OFF") {
                 ReplyMode::Off
-            } else if is(&a[2], "SKIP") {
+            } else if is(a[2], "SKIP") {
                 ReplyMode::Skip
             } else {
                 return Err(syntax_error());
@@ -185,7 +185,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             })
         }
         (b"UNBLOCK", 3 | 4) => {
-            let id = parse_int(&a[2]).ok_or_else(super::args::not_an_integer)?;
+            let id = parse_int(a[2]).ok_or_else(super::args::not_an_integer)?;
             let error = match a.get(3) {
                 None => false,
                 Some(m) if is(m, "TIMEOUT") => false,
@@ -197,10 +197,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         (b"KILL", n) if n >= 3 => {
             let killed = if n == 3 {
                 // The old form: CLIENT KILL addr:port.
-                let k = ctx
-                    .shared
-                    .clients
-                    .kill_addr(&String::from_utf8_lossy(&a[2]));
+                let k = ctx.shared.clients.kill_addr(&String::from_utf8_lossy(a[2]));
                 if k == 0 {
                     return Err(fail("No such client"));
                 }
@@ -209,15 +206,15 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 let mut j = 2;
                 let (mut id, mut addr, mut skipme) = (None, None, true);
                 while j + 1 < n {
-                    let v = String::from_utf8_lossy(&a[j + 1]).to_string();
-                    if is(&a[j], "ID") {
+                    let v = String::from_utf8_lossy(a[j + 1]).to_string();
+                    if is(a[j], "ID") {
                         id = Some(
                             v.parse::<u64>()
                                 .map_err(|_| fail("client-id should be greater than 0"))?,
                         );
-                    } else if is(&a[j], "ADDR") {
+                    } else if is(a[j], "ADDR") {
                         addr = Some(v);
-                    } else if is(&a[j], "SKIPME") {
+                    } else if is(a[j], "SKIPME") {
                         skipme = v.eq_ignore_ascii_case("yes");
                     } else {
                         return Err(syntax_error());
@@ -233,7 +230,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             Ok(Reply::Int(killed as i64))
         }
         (b"NO-EVICT" | b"NO-TOUCH", 3) => {
-            if is(&a[2], "ON") || is(&a[2], "OFF") {
+            if is(a[2], "ON") || is(a[2], "OFF") {
                 Ok(Reply::ok())
             } else {
                 Err(syntax_error())
@@ -241,7 +238,7 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         }
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }

@@ -15,7 +15,7 @@ struct Conditions {
     lt: bool,
 }
 
-fn conditions(opts: &[Vec<u8>]) -> Result<Conditions, Fail> {
+fn conditions(opts: &[&[u8]]) -> Result<Conditions, Fail> {
     let mut c = Conditions::default();
     for o in opts {
         if is(o, "NX") {
@@ -50,9 +50,9 @@ fn conditions(opts: &[Vec<u8>]) -> Result<Conditions, Fail> {
 /// current time.
 fn expire_generic(ctx: &mut Ctx<'_, '_>, a: &Args, seconds: bool, relative: bool) -> CmdResult {
     let cond = conditions(&a[3..])?;
-    let name = String::from_utf8_lossy(&a[0]).to_lowercase();
+    let name = String::from_utf8_lossy(a[0]).to_lowercase();
     let bad = || fail(format!("invalid expire time in '{name}' command"));
-    let mut when = int(&a[2])?;
+    let mut when = int(a[2])?;
     if seconds {
         if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
             return Err(bad());
@@ -66,7 +66,7 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, a: &Args, seconds: bool, relative: bool
         }
         when += base;
     }
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.live().cloned() else {
         return Ok(Reply::Int(0));
     };
@@ -81,11 +81,11 @@ fn expire_generic(ctx: &mut Ctx<'_, '_>, a: &Args, seconds: bool, relative: bool
     let db = f.db;
     if when <= ctx.tx.now as i64 {
         ctx.tx.remove(&mut f)?;
-        ctx.tx.notify('g', "del", db, &a[1]);
+        ctx.tx.notify('g', "del", db, a[1]);
     } else {
         m.expire_at = Some(when as u64);
         ctx.tx.set(&mut f, Some(m))?;
-        ctx.tx.notify('g', "expire", db, &a[1]);
+        ctx.tx.notify('g', "expire", db, a[1]);
     }
     Ok(Reply::Int(1))
 }
@@ -108,7 +108,7 @@ pub fn pexpireat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 /// `TTL`-family: `ms` for milliseconds, `absolute` for the time itself.
 fn ttl_generic(ctx: &mut Ctx<'_, '_>, a: &Args, ms: bool, absolute: bool) -> CmdResult {
-    let f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(m) = f.live() else {
         return Ok(Reply::Int(-2));
     };
@@ -140,12 +140,12 @@ pub fn pexpiretime(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn persist(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     match f.live().cloned() {
         Some(mut m) if m.expire_at.is_some() => {
             m.expire_at = None;
             ctx.tx.set(&mut f, Some(m))?;
-            ctx.tx.notify('g', "persist", f.db, &a[1]);
+            ctx.tx.notify('g', "persist", f.db, a[1]);
             Ok(Reply::Int(1))
         }
         _ => Ok(Reply::Int(0)),

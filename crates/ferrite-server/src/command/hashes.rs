@@ -30,7 +30,7 @@ fn hash_for_write(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, crate::mo
 }
 
 /// Sets fields; answers how many are new.
-fn set_fields(ctx: &mut Ctx<'_, '_>, key: &[u8], pairs: &[Vec<u8>]) -> Result<i64, Fail> {
+fn set_fields(ctx: &mut Ctx<'_, '_>, key: &[u8], pairs: &[&[u8]]) -> Result<i64, Fail> {
     let (mut f, mut m) = hash_for_write(ctx, key)?;
     let mut added = 0;
     {
@@ -38,11 +38,11 @@ fn set_fields(ctx: &mut Ctx<'_, '_>, key: &[u8], pairs: &[Vec<u8>]) -> Result<i6
             return Err(fail("hash header expected"));
         };
         for p in pairs.chunks(2) {
-            if ctx.tx.field(f.slot, c, &p[0])?.is_none() {
+            if ctx.tx.field(f.slot, c, p[0])?.is_none() {
                 c.size += 1;
                 added += 1;
             }
-            ctx.tx.put_field(f.slot, c, &p[0], p[1].clone())?;
+            ctx.tx.put_field(f.slot, c, p[0], p[1].to_vec())?;
         }
     }
     ctx.tx.set(&mut f, Some(m))?;
@@ -54,7 +54,7 @@ fn check_pairs(a: &Args) -> Result<(), Fail> {
     if !a.len().is_multiple_of(2) {
         return Err(fail(format!(
             "wrong number of arguments for '{}' command",
-            String::from_utf8_lossy(&a[0]).to_lowercase()
+            String::from_utf8_lossy(a[0]).to_lowercase()
         )));
     }
     Ok(())
@@ -62,30 +62,30 @@ fn check_pairs(a: &Args) -> Result<(), Fail> {
 
 pub fn hset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     check_pairs(a)?;
-    Ok(Reply::Int(set_fields(ctx, &a[1], &a[2..])?))
+    Ok(Reply::Int(set_fields(ctx, a[1], &a[2..])?))
 }
 
 pub fn hmset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     check_pairs(a)?;
-    set_fields(ctx, &a[1], &a[2..])?;
+    set_fields(ctx, a[1], &a[2..])?;
     Ok(Reply::ok())
 }
 
 pub fn hsetnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = hash(ctx, &a[1])?;
+    let (_, c) = hash(ctx, a[1])?;
     if let Some(c) = c {
-        if ctx.tx.field(ctx.tx.slot(ctx.db()), &c, &a[2])?.is_some() {
+        if ctx.tx.field(ctx.tx.slot(ctx.db()), &c, a[2])?.is_some() {
             return Ok(Reply::Int(0));
         }
     }
-    set_fields(ctx, &a[1], &a[2..4])?;
+    set_fields(ctx, a[1], &a[2..4])?;
     Ok(Reply::Int(1))
 }
 
 pub fn hget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, &a[1])?;
+    let (f, c) = hash(ctx, a[1])?;
     let v = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?,
+        Some(c) => ctx.tx.field(f.slot, &c, a[2])?,
         None => None,
     };
     ctx.shared.stats.count_lookup(v.is_some());
@@ -93,7 +93,7 @@ pub fn hget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hmget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, &a[1])?;
+    let (f, c) = hash(ctx, a[1])?;
     let mut out = Vec::with_capacity(a.len() - 2);
     for field in &a[2..] {
         let v = match &c {
@@ -115,7 +115,7 @@ fn all(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Pairs, Fail> {
 
 pub fn hgetall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Map(
-        all(ctx, &a[1])?
+        all(ctx, a[1])?
             .into_iter()
             .map(|(k, v)| (Reply::Bulk(k), Reply::Bulk(v)))
             .collect(),
@@ -123,15 +123,15 @@ pub fn hgetall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hkeys(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::bulks(all(ctx, &a[1])?.into_iter().map(|(k, _)| k)))
+    Ok(Reply::bulks(all(ctx, a[1])?.into_iter().map(|(k, _)| k)))
 }
 
 pub fn hvals(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::bulks(all(ctx, &a[1])?.into_iter().map(|(_, v)| v)))
+    Ok(Reply::bulks(all(ctx, a[1])?.into_iter().map(|(_, v)| v)))
 }
 
 pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (mut f, _) = hash(ctx, &a[1])?;
+    let (mut f, _) = hash(ctx, a[1])?;
     let Some(mut m) = f.live().cloned() else {
         return Ok(Reply::Int(0));
     };
@@ -148,32 +148,32 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if n > 0 {
         let db = f.db;
         ctx.tx.set(&mut f, Some(m))?;
-        ctx.tx.notify('h', "hdel", db, &a[1]);
+        ctx.tx.notify('h', "hdel", db, a[1]);
         if !f.exists() {
-            ctx.tx.notify('g', "del", db, &a[1]);
+            ctx.tx.notify('g', "del", db, a[1]);
         }
     }
     Ok(Reply::Int(n))
 }
 
 pub fn hlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = hash(ctx, &a[1])?;
+    let (_, c) = hash(ctx, a[1])?;
     Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
 }
 
 pub fn hexists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, &a[1])?;
+    let (f, c) = hash(ctx, a[1])?;
     let found = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?.is_some(),
+        Some(c) => ctx.tx.field(f.slot, &c, a[2])?.is_some(),
         None => false,
     };
     Ok(Reply::Int(found as i64))
 }
 
 pub fn hstrlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, &a[1])?;
+    let (f, c) = hash(ctx, a[1])?;
     let len = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, &a[2])?.map_or(0, |v| v.len()),
+        Some(c) => ctx.tx.field(f.slot, &c, a[2])?.map_or(0, |v| v.len()),
         None => 0,
     };
     Ok(Reply::Int(len as i64))
@@ -206,12 +206,12 @@ fn incr_field(
 }
 
 pub fn hincrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = int(&a[3])?;
+    let by = int(a[3])?;
     let mut result = 0;
     incr_field(
         ctx,
-        &a[1],
-        &a[2],
+        a[1],
+        a[2],
         &mut |old| {
             let now = match old {
                 None => 0,
@@ -228,14 +228,14 @@ pub fn hincrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = LongDouble::parse(&a[3]).ok_or_else(|| fail("value is not a valid float"))?;
+    let by = LongDouble::parse(a[3]).ok_or_else(|| fail("value is not a valid float"))?;
     if by.is_infinite() {
         return Err(fail("value is NaN or Infinity"));
     }
     let new = incr_field(
         ctx,
-        &a[1],
-        &a[2],
+        a[1],
+        a[2],
         &mut |old| {
             let now = match old {
                 None => LongDouble::ZERO,
@@ -258,7 +258,7 @@ pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         Some(c) => Some(random_count(c)?),
         None => None,
     };
-    if a.len() > 4 || (a.len() == 4 && !is(&a[3], "WITHVALUES")) {
+    if a.len() > 4 || (a.len() == 4 && !is(a[3], "WITHVALUES")) {
         return Err(syntax_error());
     }
     let with_values = a.len() == 4;
@@ -268,7 +268,7 @@ pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if let Some(n) = count {
         check_draws(n)?;
     }
-    let (f, c) = hash(ctx, &a[1])?;
+    let (f, c) = hash(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
@@ -355,9 +355,9 @@ pub fn scan_fields(
 ) -> CmdResult {
     let o = scan::options(&a[3..], extra)?;
     let db = ctx.db();
-    let scope = key_scope(db, &a[1]);
-    let from = scan::resume(ctx, &a[2], &scope)?;
-    let f = ctx.tx.lookup(db, &a[1])?;
+    let scope = key_scope(db, a[1]);
+    let from = scan::resume(ctx, a[2], &scope)?;
+    let f = ctx.tx.lookup(db, a[1])?;
     let Some(c) = f.coll(kind)? else {
         return Ok(scan::reply(ctx, scope, None, Vec::new()));
     };

@@ -42,7 +42,7 @@ pub fn exists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn type_of(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let f = ctx.tx.lookup(ctx.db(), a[1])?;
     Ok(Reply::Status(
         f.live().map_or("none", |m| m.kind().name()).into(),
     ))
@@ -50,26 +50,26 @@ pub fn type_of(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 fn rename_generic(ctx: &mut Ctx<'_, '_>, a: &Args, nx: bool) -> CmdResult {
     let db = ctx.db();
-    let mut src = ctx.tx.lookup(db, &a[1])?;
+    let mut src = ctx.tx.lookup(db, a[1])?;
     let Some(meta) = src.live().cloned() else {
         return Err(fail("no such key"));
     };
     if a[1] == a[2] {
         return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
     }
-    let mut dst = ctx.tx.lookup(db, &a[2])?;
+    let mut dst = ctx.tx.lookup(db, a[2])?;
     if dst.exists() {
         if nx {
             return Ok(Reply::Int(0));
         }
-        ctx.tx.notify('g', "del", db, &a[2]);
+        ctx.tx.notify('g', "del", db, a[2]);
     }
     // The destination takes the record as it is, version and all; the
     // source lets go of it without giving the elements to the sweeper.
     ctx.tx.set(&mut dst, Some(meta))?;
     ctx.tx.detach(&mut src)?;
-    ctx.tx.notify('g', "rename_from", db, &a[1]);
-    ctx.tx.notify('g', "rename_to", db, &a[2]);
+    ctx.tx.notify('g', "rename_from", db, a[1]);
+    ctx.tx.notify('g', "rename_to", db, a[2]);
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
@@ -121,10 +121,10 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut replace = false;
     let mut j = 3;
     while j < a.len() {
-        if is(&a[j], "REPLACE") {
+        if is(a[j], "REPLACE") {
             replace = true;
-        } else if is(&a[j], "DB") && j + 1 < a.len() {
-            to_db = db_index(&a[j + 1])?;
+        } else if is(a[j], "DB") && j + 1 < a.len() {
+            to_db = db_index(a[j + 1])?;
             j += 1;
         } else {
             return Err(syntax_error());
@@ -134,24 +134,24 @@ pub fn copy(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if to_db == ctx.db() && a[1] == a[2] {
         return Err(fail("source and destination objects are the same"));
     }
-    let src = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let src = ctx.tx.lookup(ctx.db(), a[1])?;
     if !src.exists() {
         return Ok(Reply::Int(0));
     }
-    let mut dst = ctx.tx.lookup(to_db, &a[2])?;
+    let mut dst = ctx.tx.lookup(to_db, a[2])?;
     if dst.exists() {
         if !replace {
             return Ok(Reply::Int(0));
         }
-        ctx.tx.notify('g', "del", to_db, &a[2]);
+        ctx.tx.notify('g', "del", to_db, a[2]);
     }
     copy_into(ctx, &src, &mut dst, false)?;
-    ctx.tx.notify('g', "copy_to", to_db, &a[2]);
+    ctx.tx.notify('g', "copy_to", to_db, a[2]);
     Ok(Reply::Int(1))
 }
 
 pub fn move_key(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let to_db = match parse_int(&a[2]) {
+    let to_db = match parse_int(a[2]) {
         Some(n) if (0..DATABASES as i64).contains(&n) => n as u8,
         Some(_) => return Err(fail("DB index is out of range")),
         None => return Err(super::args::not_an_integer()),
@@ -160,11 +160,11 @@ pub fn move_key(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if to_db == from_db {
         return Err(fail("source and destination objects are the same"));
     }
-    let mut src = ctx.tx.lookup(from_db, &a[1])?;
+    let mut src = ctx.tx.lookup(from_db, a[1])?;
     if !src.exists() {
         return Ok(Reply::Int(0));
     }
-    let mut dst = ctx.tx.lookup(to_db, &a[1])?;
+    let mut dst = ctx.tx.lookup(to_db, a[1])?;
     if dst.exists() {
         return Ok(Reply::Int(0));
     }
@@ -172,8 +172,8 @@ pub fn move_key(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     // under the other slot, and the source's elements go to the sweeper.
     copy_into(ctx, &src, &mut dst, true)?;
     ctx.tx.set(&mut src, None)?;
-    ctx.tx.notify('g', "move_from", from_db, &a[1]);
-    ctx.tx.notify('g', "move_to", to_db, &a[1]);
+    ctx.tx.notify('g', "move_from", from_db, a[1]);
+    ctx.tx.notify('g', "move_to", to_db, a[1]);
     Ok(Reply::Int(1))
 }
 
@@ -246,10 +246,10 @@ pub fn object(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if a.len() != 3 {
         return Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         )));
     }
-    let f = ctx.tx.lookup(ctx.db(), &a[2])?;
+    let f = ctx.tx.lookup(ctx.db(), a[2])?;
     let Some(m) = f.live() else {
         return Ok(Reply::Null);
     };
@@ -261,7 +261,7 @@ pub fn object(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         )),
         _ => Err(fail(format!(
             "unknown subcommand '{}'. Try OBJECT HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }
@@ -271,7 +271,7 @@ pub fn scan(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let o = scan::options(&a[2..], &["TYPE"])?;
     let db = ctx.db();
     let scope = db_scope(db);
-    let from = scan::resume(ctx, &a[1], &scope)?;
+    let from = scan::resume(ctx, a[1], &scope)?;
     let mut keys = Vec::new();
     let mut next = None;
     let mut seen = 0;
@@ -366,8 +366,8 @@ pub fn flushall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn swapdb(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let first = parse_int(&a[1]).ok_or_else(|| fail("invalid first DB index"))?;
-    let second = parse_int(&a[2]).ok_or_else(|| fail("invalid second DB index"))?;
+    let first = parse_int(a[1]).ok_or_else(|| fail("invalid first DB index"))?;
+    let second = parse_int(a[2]).ok_or_else(|| fail("invalid second DB index"))?;
     let range = 0..DATABASES as i64;
     if !range.contains(&first) || !range.contains(&second) {
         return Err(fail("DB index is out of range"));

@@ -48,7 +48,7 @@ pub fn push(
     ctx: &mut Ctx<'_, '_>,
     key: &[u8],
     end: ListEnd,
-    items: &[Vec<u8>],
+    items: &[&[u8]],
     only_existing: bool,
 ) -> Result<i64, Fail> {
     let mut f = ctx.tx.lookup(ctx.db(), key)?;
@@ -61,7 +61,7 @@ pub fn push(
         return Err(fail("list header expected"));
     };
     for item in items {
-        ctx.tx.push_item(f.slot, c, end, item.clone())?;
+        ctx.tx.push_item(f.slot, c, end, item.to_vec())?;
     }
     let len = c.size as i64;
     finish(ctx, &mut f, m, end_name(end, true))?;
@@ -69,25 +69,19 @@ pub fn push(
 }
 
 pub fn lpush(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(push(ctx, &a[1], ListEnd::Left, &a[2..], false)?))
+    Ok(Reply::Int(push(ctx, a[1], ListEnd::Left, &a[2..], false)?))
 }
 
 pub fn rpush(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(push(
-        ctx,
-        &a[1],
-        ListEnd::Right,
-        &a[2..],
-        false,
-    )?))
+    Ok(Reply::Int(push(ctx, a[1], ListEnd::Right, &a[2..], false)?))
 }
 
 pub fn lpushx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(push(ctx, &a[1], ListEnd::Left, &a[2..], true)?))
+    Ok(Reply::Int(push(ctx, a[1], ListEnd::Left, &a[2..], true)?))
 }
 
 pub fn rpushx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(push(ctx, &a[1], ListEnd::Right, &a[2..], true)?))
+    Ok(Reply::Int(push(ctx, a[1], ListEnd::Right, &a[2..], true)?))
 }
 
 /// Pops up to `count` items from `end` of the list `f`.
@@ -120,15 +114,15 @@ fn pop_generic(ctx: &mut Ctx<'_, '_>, a: &Args, end: ListEnd) -> CmdResult {
     if a.len() > 3 {
         return Err(fail(format!(
             "wrong number of arguments for '{}' command",
-            String::from_utf8_lossy(&a[0]).to_lowercase()
+            String::from_utf8_lossy(a[0]).to_lowercase()
         )));
     }
     let count = match a.get(2) {
-        Some(c) if c.as_slice() == b"0" => Some(0),
+        Some(c) if c == b"0" => Some(0),
         Some(c) => Some(positive(c)?),
         None => None,
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     if f.typed(Kind::List)?.is_none() {
         return Ok(if count.is_some() {
             Reply::NullArray
@@ -155,7 +149,7 @@ pub fn rpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn llen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = list(ctx, &a[1])?;
+    let (_, c) = list(ctx, a[1])?;
     Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
 }
 
@@ -196,8 +190,8 @@ fn items(
 }
 
 pub fn lrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (start, stop) = (int(&a[2])?, int(&a[3])?);
-    let (f, c) = list(ctx, &a[1])?;
+    let (start, stop) = (int(a[2])?, int(a[3])?);
+    let (f, c) = list(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -205,11 +199,11 @@ pub fn lrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn lindex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = list(ctx, &a[1])?;
+    let (f, c) = list(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Null);
     };
-    let i = int(&a[2])?;
+    let i = int(a[2])?;
     Ok(match position(&c, i) {
         Some(p) => Reply::opt(ctx.tx.item(f.slot, &c, p)?),
         None => Reply::Null,
@@ -217,17 +211,17 @@ pub fn lindex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn lset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = list(ctx, &a[1])?;
+    let (f, c) = list(ctx, a[1])?;
     let Some(c) = c else {
         return Err(fail("no such key"));
     };
-    let i = int(&a[2])?;
+    let i = int(a[2])?;
     let Some(p) = position(&c, i) else {
         return Err(fail("index out of range"));
     };
-    ctx.tx.put_item(f.slot, &c, p, a[3].clone())?;
+    ctx.tx.put_item(f.slot, &c, p, a[3].to_vec())?;
     ctx.tx.changed(&f);
-    ctx.tx.notify('l', "lset", f.db, &a[1]);
+    ctx.tx.notify('l', "lset", f.db, a[1]);
     Ok(Reply::ok())
 }
 
@@ -248,14 +242,14 @@ fn all_items(ctx: &Ctx<'_, '_>, f: &Found, c: &Coll) -> Result<Vec<(u64, Vec<u8>
 
 /// `LINSERT key BEFORE|AFTER pivot element`.
 pub fn linsert(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let after = if is(&a[2], "AFTER") {
+    let after = if is(a[2], "AFTER") {
         true
-    } else if is(&a[2], "BEFORE") {
+    } else if is(a[2], "BEFORE") {
         false
     } else {
         return Err(syntax_error());
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.typed(Kind::List)?.cloned() else {
         return Ok(Reply::Int(0));
     };
@@ -281,7 +275,7 @@ pub fn linsert(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         }
     }
     let p = c.head.wrapping_add(at as u64);
-    ctx.tx.put_item(f.slot, c, p, a[4].clone())?;
+    ctx.tx.put_item(f.slot, c, p, a[4].to_vec())?;
     c.size += 1;
     let len = c.size as i64;
     finish(ctx, &mut f, m, "linsert")?;
@@ -322,8 +316,8 @@ fn rewrite(
 
 /// `LREM key count element`.
 pub fn lrem(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let count = int(&a[2])?;
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let count = int(a[2])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.typed(Kind::List)?.cloned() else {
         return Ok(Reply::Int(0));
     };
@@ -361,8 +355,8 @@ pub fn lrem(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 /// `LTRIM key start stop`: two range deletes.
 pub fn ltrim(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (start, stop) = (int(&a[2])?, int(&a[3])?);
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let (start, stop) = (int(a[2])?, int(a[3])?);
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.typed(Kind::List)?.cloned() else {
         return Ok(Reply::ok());
     };
@@ -406,8 +400,8 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut j = 3;
     while j < a.len() {
         let more = j + 1 < a.len();
-        if is(&a[j], "RANK") && more {
-            rank = int(&a[j + 1])?;
+        if is(a[j], "RANK") && more {
+            rank = int(a[j + 1])?;
             if rank == i64::MIN {
                 return Err(fail(format!(
                     "value is out of range, value must between {} and {}",
@@ -421,13 +415,13 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                      second ... or use negative to start from the end of the list",
                 ));
             }
-        } else if is(&a[j], "COUNT") && more {
-            count = Some(match parse_int(&a[j + 1]) {
+        } else if is(a[j], "COUNT") && more {
+            count = Some(match parse_int(a[j + 1]) {
                 Some(n) if n >= 0 => n as u64,
                 _ => return Err(fail("COUNT can't be negative")),
             });
-        } else if is(&a[j], "MAXLEN") && more {
-            maxlen = match parse_int(&a[j + 1]) {
+        } else if is(a[j], "MAXLEN") && more {
+            maxlen = match parse_int(a[j + 1]) {
                 Some(n) if n >= 0 => n as u64,
                 _ => return Err(fail("MAXLEN can't be negative")),
             };
@@ -436,7 +430,7 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         }
         j += 2;
     }
-    let (f, c) = list(ctx, &a[1])?;
+    let (f, c) = list(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
@@ -456,7 +450,7 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 return ControlFlow::Break(());
             }
             seen += 1;
-            if v == a[2].as_slice() {
+            if v == a[2] {
                 matches += 1;
                 if matches >= rank {
                     found.push(p.wrapping_sub(c.head) as i64);
@@ -506,27 +500,27 @@ pub fn move_item(
     let Some(item) = pop(ctx, &mut sf, from, 1)?.into_iter().next() else {
         return Ok(None);
     };
-    push(ctx, dst, to, std::slice::from_ref(&item), false)?;
+    push(ctx, dst, to, &[item.as_slice()], false)?;
     Ok(Some(item))
 }
 
 pub fn rpoplpush(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::opt(move_item(
         ctx,
-        &a[1],
-        &a[2],
+        a[1],
+        a[2],
         ListEnd::Right,
         ListEnd::Left,
     )?))
 }
 
 pub fn lmove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (from, to) = (end_arg(&a[3])?, end_arg(&a[4])?);
-    Ok(Reply::opt(move_item(ctx, &a[1], &a[2], from, to)?))
+    let (from, to) = (end_arg(a[3])?, end_arg(a[4])?);
+    Ok(Reply::opt(move_item(ctx, a[1], a[2], from, to)?))
 }
 
 /// Parses `numkeys key... LEFT|RIGHT [COUNT n]` from `a[at..]`.
-pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, ListEnd, u64), Fail> {
+pub fn mpop_args<'a>(a: &'a Args<'a>, at: usize) -> Result<(&'a [&'a [u8]], ListEnd, u64), Fail> {
     let keys = numkeys(a, at).map_err(|e| match e {
         Fail::Reply(r)
             if r == Reply::err("Number of keys can't be greater than number of args") =>
@@ -543,8 +537,8 @@ pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, ListEnd, u64), Fa
     let mut count = None;
     let mut j = where_at + 1;
     while j < a.len() {
-        if count.is_none() && is(&a[j], "COUNT") && j + 1 < a.len() {
-            count = Some(match parse_int(&a[j + 1]) {
+        if count.is_none() && is(a[j], "COUNT") && j + 1 < a.len() {
+            count = Some(match parse_int(a[j + 1]) {
                 Some(c) if c > 0 => c as u64,
                 _ => return Err(fail("count should be greater than 0")),
             });
@@ -553,13 +547,13 @@ pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, ListEnd, u64), Fa
             return Err(syntax_error());
         }
     }
-    Ok((keys.to_vec(), end, count.unwrap_or(1)))
+    Ok((keys, end, count.unwrap_or(1)))
 }
 
 /// Pops from the first non-empty list of `keys`: `None` if all are empty.
 pub fn mpop(
     ctx: &mut Ctx<'_, '_>,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     end: ListEnd,
     count: u64,
 ) -> Result<Option<Reply>, Fail> {
@@ -570,7 +564,7 @@ pub fn mpop(
         }
         let items = pop(ctx, &mut f, end, count)?;
         return Ok(Some(Reply::Array(vec![
-            Reply::Bulk(k.clone()),
+            Reply::Bulk(k.to_vec()),
             Reply::bulks(items),
         ])));
     }
@@ -579,5 +573,5 @@ pub fn mpop(
 
 pub fn lmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (keys, end, count) = mpop_args(a, 1)?;
-    Ok(mpop(ctx, &keys, end, count)?.unwrap_or(Reply::NullArray))
+    Ok(mpop(ctx, keys, end, count)?.unwrap_or(Reply::NullArray))
 }

@@ -481,7 +481,7 @@ pub fn arity_ok(spec: &Spec, args: &Args) -> bool {
 
 /// Redis's reply to an unknown command.
 pub fn unknown(args: &Args) -> Reply {
-    let name = String::from_utf8_lossy(&args[0]);
+    let name = String::from_utf8_lossy(args[0]);
     // As Redis: each argument quoted and followed by a space, up to 128
     // characters in all.
     let mut rest = String::new();
@@ -526,7 +526,7 @@ mod tests {
 
     #[test]
     fn unknown_commands_get_redis_text() {
-        let r = unknown(&vec![b"FOO".to_vec(), b"a".to_vec()]);
+        let r = unknown(&[b"FOO".as_slice(), b"a".as_slice()]);
         assert_eq!(
             r,
             Reply::Error("ERR unknown command 'FOO', with args beginning with: 'a' ".into())

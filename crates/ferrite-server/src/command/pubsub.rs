@@ -20,7 +20,7 @@ pub fn subscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         ctx.shared
             .pubsub
             .subscribe(ctx.session.id, &ctx.session.mailbox, ch);
-        ctx.session.channels.insert(ch.clone());
+        ctx.session.channels.insert(ch.to_vec());
         out.push(confirm("subscribe", Some(ch), ctx.session.subscriptions()));
     }
     ctx.shared.clients.update(ctx.session);
@@ -33,7 +33,7 @@ pub fn psubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         ctx.shared
             .pubsub
             .psubscribe(ctx.session.id, &ctx.session.mailbox, p);
-        ctx.session.patterns.insert(p.clone());
+        ctx.session.patterns.insert(p.to_vec());
         out.push(confirm("psubscribe", Some(p), ctx.session.subscriptions()));
     }
     ctx.shared.clients.update(ctx.session);
@@ -42,7 +42,7 @@ pub fn psubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn unsubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let names: Vec<Vec<u8>> = if a.len() > 1 {
-        a[1..].to_vec()
+        a[1..].iter().map(|c| c.to_vec()).collect()
     } else {
         ctx.session.channels.iter().cloned().collect()
     };
@@ -65,7 +65,7 @@ pub fn unsubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn punsubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let names: Vec<Vec<u8>> = if a.len() > 1 {
-        a[1..].to_vec()
+        a[1..].iter().map(|c| c.to_vec()).collect()
     } else {
         ctx.session.patterns.iter().cloned().collect()
     };
@@ -87,7 +87,7 @@ pub fn punsubscribe(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn publish(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(ctx.shared.pubsub.publish(&a[1], &a[2])))
+    Ok(Reply::Int(ctx.shared.pubsub.publish(a[1], a[2])))
 }
 
 /// `PUBSUB CHANNELS [pattern] | NUMSUB [channel ...] | NUMPAT | HELP`.
@@ -95,11 +95,11 @@ pub fn pubsub(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let sub = a[1].to_ascii_uppercase();
     let ps = &ctx.shared.pubsub;
     match (sub.as_slice(), a.len()) {
-        (b"CHANNELS", 2 | 3) => Ok(Reply::bulks(ps.channels(a.get(2).map(Vec::as_slice)))),
+        (b"CHANNELS", 2 | 3) => Ok(Reply::bulks(ps.channels(a.get(2).copied()))),
         (b"NUMSUB", _) => Ok(Reply::Array(
             a[2..]
                 .iter()
-                .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(ps.numsub(ch) as i64)])
+                .flat_map(|ch| [Reply::Bulk(ch.to_vec()), Reply::Int(ps.numsub(ch) as i64)])
                 .collect(),
         )),
         (b"NUMPAT", 2) => Ok(Reply::Int(ps.numpat() as i64)),
@@ -108,7 +108,7 @@ pub fn pubsub(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         (b"SHARDNUMSUB", _) => Ok(Reply::Array(
             a[2..]
                 .iter()
-                .flat_map(|ch| [Reply::Bulk(ch.clone()), Reply::Int(0)])
+                .flat_map(|ch| [Reply::Bulk(ch.to_vec()), Reply::Int(0)])
                 .collect(),
         )),
         (b"HELP", 2) => Ok(Reply::Array(
@@ -125,7 +125,7 @@ pub fn pubsub(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         )),
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }

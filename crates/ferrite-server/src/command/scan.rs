@@ -40,7 +40,7 @@ impl ScanOpts {
 
 /// Parses `[MATCH p] [COUNT n]` and the options `extra` allows (`TYPE`,
 /// `NOVALUES`, `NOSCORES`) from `opts`.
-pub fn options(opts: &[Vec<u8>], extra: &[&str]) -> Result<ScanOpts, Fail> {
+pub fn options(opts: &[&[u8]], extra: &[&str]) -> Result<ScanOpts, Fail> {
     let mut o = ScanOpts {
         pattern: None,
         count: 10,
@@ -66,7 +66,7 @@ pub fn options(opts: &[Vec<u8>], extra: &[&str]) -> Result<ScanOpts, Fail> {
             return Err(syntax_error());
         };
         if is(opt, "MATCH") {
-            o.pattern = Some(value.clone()).filter(|p| p.as_slice() != b"*");
+            o.pattern = Some(value.to_vec()).filter(|p| p.as_slice() != b"*");
         } else if is(opt, "COUNT") {
             o.count = match parse_int(value) {
                 Some(n) if n >= 1 => (n as usize).min(MAX_COUNT),

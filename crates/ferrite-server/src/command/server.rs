@@ -260,7 +260,7 @@ pub fn command(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         _ => {
             return Err(fail(format!(
                 "unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&a[1])
+                String::from_utf8_lossy(a[1])
             )))
         }
     })
@@ -282,7 +282,7 @@ pub fn config(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         b"SET" if a.len() >= 4 && a.len().is_multiple_of(2) => {
             let pairs: Vec<(Vec<u8>, Vec<u8>)> = a[2..]
                 .chunks(2)
-                .map(|p| (p[0].clone(), p[1].clone()))
+                .map(|p| (p[0].to_vec(), p[1].to_vec()))
                 .collect();
             sh.settings.set(&sh.ks, &pairs).map_err(fail)?;
             Ok(Reply::ok())
@@ -297,7 +297,7 @@ pub fn config(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         )),
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }
@@ -305,7 +305,7 @@ pub fn config(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 /// No replicas: zero acknowledge, at once.
 pub fn wait(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let ok = |b: &[u8]| parse_int(b).is_some_and(|n| n >= 0);
-    if !ok(&a[1]) || !ok(&a[2]) {
+    if !ok(a[1]) || !ok(a[2]) {
         return Err(super::args::not_an_integer());
     }
     Ok(Reply::Int(0))
@@ -356,7 +356,7 @@ pub fn save(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
 
 /// `BGSAVE [SCHEDULE]`: `SAVE` on the background thread.
 pub fn bgsave(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    if a.len() == 2 && !is(&a[1], "SCHEDULE") {
+    if a.len() == 2 && !is(a[1], "SCHEDULE") {
         return Err(syntax_error());
     }
     ctx.shared.request_save();
@@ -375,7 +375,7 @@ pub fn function(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         ])),
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. This server runs no functions.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }
@@ -388,7 +388,7 @@ pub fn script(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         b"EXISTS" if a.len() >= 3 => Ok(Reply::Array(a[2..].iter().map(|_| Reply::Int(0)).collect())),
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. This server runs no scripts.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }
@@ -403,13 +403,13 @@ pub fn memory(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         b"USAGE" if a.len() == 3 || a.len() == 5 => {
             let samples = match a.get(3) {
                 None => 5,
-                Some(o) if is(o, "SAMPLES") => match parse_int(&a[4]) {
+                Some(o) if is(o, "SAMPLES") => match parse_int(a[4]) {
                     Some(n) if n >= 0 => n as u64,
                     _ => return Err(super::args::not_an_integer()),
                 },
                 Some(_) => return Err(syntax_error()),
             };
-            let f = ctx.tx.lookup(ctx.db(), &a[2])?;
+            let f = ctx.tx.lookup(ctx.db(), a[2])?;
             let Some(m) = f.live() else {
                 return Ok(Reply::Null);
             };
@@ -471,7 +471,7 @@ pub fn memory(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         )),
         _ => Err(fail(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(&a[1])
+            String::from_utf8_lossy(a[1])
         ))),
     }
 }

@@ -28,7 +28,7 @@ fn members(ctx: &Ctx<'_, '_>, f: &Found, c: &Coll) -> Result<Vec<Vec<u8>>, Fail>
 }
 
 /// Adds `new` members to the set at `key`; answers how many were new.
-fn add(ctx: &mut Ctx<'_, '_>, key: &[u8], new: &[Vec<u8>]) -> Result<i64, Fail> {
+fn add(ctx: &mut Ctx<'_, '_>, key: &[u8], new: &[&[u8]]) -> Result<i64, Fail> {
     let mut f = ctx.tx.lookup(ctx.db(), key)?;
     let mut m = match f.typed(Kind::Set)? {
         Some(m) => m.clone(),
@@ -52,14 +52,14 @@ fn add(ctx: &mut Ctx<'_, '_>, key: &[u8], new: &[Vec<u8>]) -> Result<i64, Fail> 
 }
 
 pub fn sadd(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    Ok(Reply::Int(add(ctx, &a[1], &a[2..])?))
+    Ok(Reply::Int(add(ctx, a[1], &a[2..])?))
 }
 
 /// Removes members from the set `f`; answers how many were members.
 fn remove(
     ctx: &mut Ctx<'_, '_>,
     f: &mut Found,
-    gone: &[Vec<u8>],
+    gone: &[&[u8]],
     event: &'static str,
 ) -> Result<i64, Fail> {
     let Some(mut m) = f.typed(Kind::Set)?.cloned() else {
@@ -99,12 +99,12 @@ fn finish_removal(
 }
 
 pub fn srem(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     Ok(Reply::Int(remove(ctx, &mut f, &a[2..], "srem")?))
 }
 
 pub fn smembers(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = set(ctx, &a[1])?;
+    let (f, c) = set(ctx, a[1])?;
     let all = match c {
         Some(c) => members(ctx, &f, &c)?,
         None => Vec::new(),
@@ -120,12 +120,12 @@ fn is_member(ctx: &Ctx<'_, '_>, f: &Found, c: Option<&Coll>, m: &[u8]) -> Result
 }
 
 pub fn sismember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = set(ctx, &a[1])?;
-    Ok(Reply::Int(is_member(ctx, &f, c.as_ref(), &a[2])? as i64))
+    let (f, c) = set(ctx, a[1])?;
+    Ok(Reply::Int(is_member(ctx, &f, c.as_ref(), a[2])? as i64))
 }
 
 pub fn smismember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = set(ctx, &a[1])?;
+    let (f, c) = set(ctx, a[1])?;
     let mut out = Vec::with_capacity(a.len() - 2);
     for m in &a[2..] {
         out.push(Reply::Int(is_member(ctx, &f, c.as_ref(), m)? as i64));
@@ -134,7 +134,7 @@ pub fn smismember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn scard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = set(ctx, &a[1])?;
+    let (_, c) = set(ctx, a[1])?;
     Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
 }
 
@@ -144,7 +144,7 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         return Err(syntax_error());
     }
     let count = a.get(2).map(|c| positive_or_zero(c)).transpose()?;
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(c) = f.coll(Kind::Set)? else {
         return Ok(if count.is_some() {
             Reply::Set(Vec::new())
@@ -163,7 +163,7 @@ pub fn spop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         .into_iter()
         .map(|(m, _)| m)
         .collect();
-    remove(ctx, &mut f, &picks, "spop")?;
+    remove(ctx, &mut f, &crate::request::view(&picks), "spop")?;
     Ok(match count {
         None => Reply::opt(picks.into_iter().next()),
         Some(_) => Reply::Set(picks.into_iter().map(Reply::Bulk).collect()),
@@ -186,7 +186,7 @@ pub fn srandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if let Some(n) = count {
         check_draws(n)?;
     }
-    let (f, c) = set(ctx, &a[1])?;
+    let (f, c) = set(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
@@ -209,11 +209,11 @@ pub fn srandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn smove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     // As Redis: a missing source answers 0 before any type is checked.
-    if !ctx.tx.lookup(ctx.db(), &a[1])?.exists() {
+    if !ctx.tx.lookup(ctx.db(), a[1])?.exists() {
         return Ok(Reply::Int(0));
     }
-    let (mut src, sc) = set(ctx, &a[1])?;
-    let (_, _) = set(ctx, &a[2])?;
+    let (mut src, sc) = set(ctx, a[1])?;
+    let (_, _) = set(ctx, a[2])?;
     let member = &a[3];
     if !is_member(ctx, &src, sc.as_ref(), member)? {
         return Ok(Reply::Int(0));
@@ -222,7 +222,7 @@ pub fn smove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         return Ok(Reply::Int(1));
     }
     remove(ctx, &mut src, std::slice::from_ref(member), "srem")?;
-    add(ctx, &a[2], std::slice::from_ref(member))?;
+    add(ctx, a[2], std::slice::from_ref(member))?;
     Ok(Reply::Int(1))
 }
 
@@ -235,12 +235,7 @@ enum Op {
 
 /// The members of `op` over the sets at `keys`, in member order; stops
 /// an intersection at `limit` members (0: no limit).
-fn combine(
-    ctx: &Ctx<'_, '_>,
-    keys: &[Vec<u8>],
-    op: Op,
-    limit: usize,
-) -> Result<Vec<Vec<u8>>, Fail> {
+fn combine(ctx: &Ctx<'_, '_>, keys: &[&[u8]], op: Op, limit: usize) -> Result<Vec<Vec<u8>>, Fail> {
     let mut sets = Vec::with_capacity(keys.len());
     for k in keys {
         sets.push(set(ctx, k)?);
@@ -344,17 +339,17 @@ pub fn sdiff(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn sunionstore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let r = combine(ctx, &a[2..], Op::Union, 0)?;
-    store_set(ctx, &a[1], r, "sunionstore")
+    store_set(ctx, a[1], r, "sunionstore")
 }
 
 pub fn sinterstore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let r = combine(ctx, &a[2..], Op::Inter, 0)?;
-    store_set(ctx, &a[1], r, "sinterstore")
+    store_set(ctx, a[1], r, "sinterstore")
 }
 
 pub fn sdiffstore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let r = combine(ctx, &a[2..], Op::Diff, 0)?;
-    store_set(ctx, &a[1], r, "sdiffstore")
+    store_set(ctx, a[1], r, "sdiffstore")
 }
 
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
@@ -363,8 +358,8 @@ pub fn sintercard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut limit = 0usize;
     let mut j = 2 + keys.len();
     while j < a.len() {
-        if is(&a[j], "LIMIT") && j + 1 < a.len() {
-            limit = match int(&a[j + 1]) {
+        if is(a[j], "LIMIT") && j + 1 < a.len() {
+            limit = match int(a[j + 1]) {
                 Ok(n) if n >= 0 => n as usize,
                 _ => return Err(fail("LIMIT can't be negative")),
             };

@@ -46,18 +46,18 @@ fn parse(a: &Args, read_only: bool) -> Result<Opts, Fail> {
         } else if is(x, "ALPHA") {
             o.alpha = true;
         } else if is(x, "LIMIT") && left >= 2 {
-            o.limit = Some((int(&a[j + 1])?, int(&a[j + 2])?));
+            o.limit = Some((int(a[j + 1])?, int(a[j + 2])?));
             j += 2;
         } else if !read_only && is(x, "STORE") && left >= 1 {
-            o.store = Some(a[j + 1].clone());
+            o.store = Some(a[j + 1].to_vec());
             j += 1;
         } else if is(x, "BY") && left >= 1 {
-            let p = a[j + 1].clone();
+            let p = a[j + 1].to_vec();
             o.dont_sort = !p.contains(&b'*');
             o.by = Some(p);
             j += 1;
         } else if is(x, "GET") && left >= 1 {
-            o.gets.push(a[j + 1].clone());
+            o.gets.push(a[j + 1].to_vec());
             j += 1;
         } else {
             return Err(syntax_error());
@@ -145,7 +145,7 @@ fn elements(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Vec<Vec<u8>>, Fail> {
 
 fn sort_generic(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
     let o = parse(a, read_only)?;
-    let mut elems = elements(ctx, &a[1])?;
+    let mut elems = elements(ctx, a[1])?;
     let n = elems.len() as i64;
     if o.dont_sort && o.desc {
         elems.reverse();
@@ -233,7 +233,13 @@ fn sort_generic(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
     }
     if !out.is_empty() {
         let items: Vec<Vec<u8>> = out.into_iter().map(Option::unwrap_or_default).collect();
-        push(ctx, dest, ListEnd::Right, &items, false)?;
+        push(
+            ctx,
+            dest,
+            ListEnd::Right,
+            &crate::request::view(&items),
+            false,
+        )?;
         ctx.tx.notify('l', "sortstore", ctx.db(), dest);
     }
     Ok(Reply::Int(n))

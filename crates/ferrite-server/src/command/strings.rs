@@ -46,7 +46,7 @@ pub fn too_big() -> Fail {
 }
 
 pub fn get(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, v) = read(ctx, &a[1])?;
+    let (_, v) = read(ctx, a[1])?;
     ctx.shared.stats.count_lookup(v.is_some());
     Ok(Reply::opt(v))
 }
@@ -95,7 +95,7 @@ fn parse_opts(a: &Args, from: usize, set: bool) -> Result<StringOpts, Fail> {
             if has_expire || o.keep_ttl || o.persist {
                 return Err(syntax_error());
             }
-            o.expire = Some((unit, v.clone()));
+            o.expire = Some((unit, v.to_vec()));
             j += 1;
         } else {
             return Err(syntax_error());
@@ -136,7 +136,7 @@ fn expire_time(cmd: &str, unit: Unit, v: &[u8], now: u64) -> Result<u64, Fail> {
 }
 
 fn command_name(a: &Args) -> String {
-    String::from_utf8_lossy(&a[0]).to_lowercase()
+    String::from_utf8_lossy(a[0]).to_lowercase()
 }
 
 /// `SET key value [NX | XX] [GET] [EX s | PX ms | EXAT t | PXAT t | KEEPTTL]`.
@@ -146,7 +146,7 @@ pub fn set(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         Some((unit, v)) => Some(expire_time("set", *unit, v, ctx.tx.now)?),
         None => None,
     };
-    set_value(ctx, &a[1], a[2].clone(), &o, expire)
+    set_value(ctx, a[1], a[2].to_vec(), &o, expire)
 }
 
 fn set_value(
@@ -179,16 +179,16 @@ pub fn setnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         nx: true,
         ..StringOpts::default()
     };
-    let r = set_value(ctx, &a[1], a[2].clone(), &o, None)?;
+    let r = set_value(ctx, a[1], a[2].to_vec(), &o, None)?;
     Ok(Reply::Int((r == Reply::ok()) as i64))
 }
 
 fn set_with_expiry(ctx: &mut Ctx<'_, '_>, a: &Args, unit: Unit) -> CmdResult {
-    let expire = expire_time(&command_name(a), unit, &a[2], ctx.tx.now)?;
+    let expire = expire_time(&command_name(a), unit, a[2], ctx.tx.now)?;
     set_value(
         ctx,
-        &a[1],
-        a[3].clone(),
+        a[1],
+        a[3].to_vec(),
         &StringOpts::default(),
         Some(expire),
     )
@@ -207,14 +207,14 @@ pub fn getset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         get: true,
         ..StringOpts::default()
     };
-    set_value(ctx, &a[1], a[2].clone(), &o, None)
+    set_value(ctx, a[1], a[2].to_vec(), &o, None)
 }
 
 pub fn getdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     if v.is_some() {
         ctx.tx.remove(&mut f)?;
-        ctx.tx.notify('g', "del", f.db, &a[1]);
+        ctx.tx.notify('g', "del", f.db, a[1]);
     }
     Ok(Reply::opt(v))
 }
@@ -222,7 +222,7 @@ pub fn getdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 /// `GETEX key [EX s | PX ms | EXAT t | PXAT t | PERSIST]`.
 pub fn getex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let o = parse_opts(a, 2, false)?;
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     let Some(v) = v else {
         return Ok(Reply::Null);
     };
@@ -232,17 +232,17 @@ pub fn getex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         let mut m = f.live().cloned().ok_or_else(|| fail("no such key"))?;
         if at <= ctx.tx.now {
             ctx.tx.remove(&mut f)?;
-            ctx.tx.notify('g', "del", db, &a[1]);
+            ctx.tx.notify('g', "del", db, a[1]);
         } else {
             m.expire_at = Some(at);
             ctx.tx.set(&mut f, Some(m))?;
-            ctx.tx.notify('g', "expire", db, &a[1]);
+            ctx.tx.notify('g', "expire", db, a[1]);
         }
     } else if o.persist {
         if let Some(mut m) = f.live().cloned().filter(|m| m.expire_at.is_some()) {
             m.expire_at = None;
             ctx.tx.set(&mut f, Some(m))?;
-            ctx.tx.notify('g', "persist", db, &a[1]);
+            ctx.tx.notify('g', "persist", db, a[1]);
         }
     }
     Ok(Reply::Bulk(v))
@@ -260,7 +260,7 @@ pub fn mget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Array(out))
 }
 
-fn pairs(a: &Args) -> Result<&[Vec<u8>], Fail> {
+fn pairs<'a>(a: &'a Args<'a>) -> Result<&'a [&'a [u8]], Fail> {
     if a.len().is_multiple_of(2) {
         return Err(fail(format!(
             "wrong number of arguments for '{}' command",
@@ -272,9 +272,9 @@ fn pairs(a: &Args) -> Result<&[Vec<u8>], Fail> {
 
 pub fn mset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     for p in pairs(a)?.chunks(2) {
-        let mut f = ctx.tx.lookup(ctx.db(), &p[0])?;
-        write(ctx, &mut f, p[1].clone(), false, None)?;
-        ctx.tx.notify('$', "set", f.db, &p[0]);
+        let mut f = ctx.tx.lookup(ctx.db(), p[0])?;
+        write(ctx, &mut f, p[1].to_vec(), false, None)?;
+        ctx.tx.notify('$', "set", f.db, p[0]);
     }
     Ok(Reply::ok())
 }
@@ -282,7 +282,7 @@ pub fn mset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 pub fn msetnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let ps = pairs(a)?;
     for p in ps.chunks(2) {
-        if ctx.tx.lookup(ctx.db(), &p[0])?.exists() {
+        if ctx.tx.lookup(ctx.db(), p[0])?.exists() {
             return Ok(Reply::Int(0));
         }
     }
@@ -291,20 +291,20 @@ pub fn msetnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn strlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, v) = read(ctx, &a[1])?;
+    let (_, v) = read(ctx, a[1])?;
     Ok(Reply::Int(v.map_or(0, |v| v.len() as i64)))
 }
 
 pub fn append(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     let mut v = v.unwrap_or_default();
     if v.len() + a[2].len() > MAX_STRING {
         return Err(too_big());
     }
-    v.extend_from_slice(&a[2]);
+    v.extend_from_slice(a[2]);
     let len = v.len();
     write(ctx, &mut f, v, true, None)?;
-    ctx.tx.notify('$', "append", f.db, &a[1]);
+    ctx.tx.notify('$', "append", f.db, a[1]);
     Ok(Reply::Int(len as i64))
 }
 
@@ -323,50 +323,50 @@ fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], by: i64) -> CmdResult {
 }
 
 pub fn incr(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    incr_by(ctx, &a[1], 1)
+    incr_by(ctx, a[1], 1)
 }
 
 pub fn decr(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    incr_by(ctx, &a[1], -1)
+    incr_by(ctx, a[1], -1)
 }
 
 pub fn incrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = int(&a[2])?;
-    incr_by(ctx, &a[1], by)
+    let by = int(a[2])?;
+    incr_by(ctx, a[1], by)
 }
 
 pub fn decrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let by = int(&a[2])?
+    let by = int(a[2])?
         .checked_neg()
         .ok_or_else(|| fail("decrement would overflow"))?;
-    incr_by(ctx, &a[1], by)
+    incr_by(ctx, a[1], by)
 }
 
 pub fn incrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let not_float = || fail("value is not a valid float");
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     let now = match v {
         None => LongDouble::ZERO,
         Some(v) => LongDouble::parse(&v).ok_or_else(not_float)?,
     };
-    let by = LongDouble::parse(&a[2]).ok_or_else(not_float)?;
+    let by = LongDouble::parse(a[2]).ok_or_else(not_float)?;
     let sum = now.add(by);
     if !sum.is_finite() {
         return Err(fail("increment would produce NaN or Infinity"));
     }
     let text = sum.to_human().into_bytes();
     write(ctx, &mut f, text.clone(), true, None)?;
-    ctx.tx.notify('$', "incrbyfloat", f.db, &a[1]);
+    ctx.tx.notify('$', "incrbyfloat", f.db, a[1]);
     Ok(Reply::Bulk(text))
 }
 
 pub fn setrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let offset = int(&a[2])?;
+    let offset = int(a[2])?;
     if offset < 0 {
         return Err(fail("offset is out of range"));
     }
     let patch = &a[3];
-    let (mut f, v) = read(ctx, &a[1])?;
+    let (mut f, v) = read(ctx, a[1])?;
     let mut v = match v {
         Some(v) => v,
         None if patch.is_empty() => return Ok(Reply::Int(0)),
@@ -386,7 +386,7 @@ pub fn setrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     v[offset..end].copy_from_slice(patch);
     let len = v.len();
     write(ctx, &mut f, v, true, None)?;
-    ctx.tx.notify('$', "setrange", f.db, &a[1]);
+    ctx.tx.notify('$', "setrange", f.db, a[1]);
     Ok(Reply::Int(len as i64))
 }
 
@@ -412,8 +412,8 @@ pub fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
 }
 
 pub fn getrange(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (start, end) = (int(&a[2])?, int(&a[3])?);
-    let (_, v) = read(ctx, &a[1])?;
+    let (start, end) = (int(a[2])?, int(a[3])?);
+    let (_, v) = read(ctx, a[1])?;
     let v = v.unwrap_or_default();
     if start < 0 && end < 0 && start > end {
         return Ok(Reply::bulk(""));
@@ -429,14 +429,14 @@ pub fn lcs(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (mut len_only, mut idx, mut min_len, mut with_len) = (false, false, 0i64, false);
     let mut j = 3;
     while j < a.len() {
-        if is(&a[j], "LEN") {
+        if is(a[j], "LEN") {
             len_only = true;
-        } else if is(&a[j], "IDX") {
+        } else if is(a[j], "IDX") {
             idx = true;
-        } else if is(&a[j], "WITHMATCHLEN") {
+        } else if is(a[j], "WITHMATCHLEN") {
             with_len = true;
-        } else if is(&a[j], "MINMATCHLEN") && j + 1 < a.len() {
-            min_len = int(&a[j + 1])?.max(0);
+        } else if is(a[j], "MINMATCHLEN") && j + 1 < a.len() {
+            min_len = int(a[j + 1])?.max(0);
             j += 1;
         } else {
             return Err(syntax_error());
@@ -455,7 +455,7 @@ pub fn lcs(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             Err(_) => Err(fail("The specified keys must contain string values")),
         }
     };
-    let (x, y) = (get(&a[1])?, get(&a[2])?);
+    let (x, y) = (get(a[1])?, get(a[2])?);
     if (x.len() as u64) * (y.len() as u64) > 1 << 28 {
         return Err(fail(
             "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",

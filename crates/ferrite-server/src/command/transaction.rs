@@ -48,8 +48,8 @@ pub fn watch(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         ctx.shared
             .ks
             .watches()
-            .watch(ctx.session.id, &ctx.session.dirty, db, k.clone(), stale);
-        ctx.session.watched.push((db, k.clone()));
+            .watch(ctx.session.id, &ctx.session.dirty, db, k.to_vec(), stale);
+        ctx.session.watched.push((db, k.to_vec()));
     }
     Ok(Reply::ok())
 }

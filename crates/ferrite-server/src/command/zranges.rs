@@ -224,7 +224,7 @@ fn parse(a: &Args, at: usize, style: Style, store: bool) -> Result<Range, Fail> 
         if !store && is(o, "WITHSCORES") && !matches!(style, Style::Lex { .. }) {
             with_scores = true;
         } else if is(o, "LIMIT") && left >= 2 && !matches!(style, Style::Rank { .. }) {
-            limit = Some((int(&a[j + 1])?, int(&a[j + 2])?));
+            limit = Some((int(a[j + 1])?, int(a[j + 2])?));
             j += 2;
         } else if style == Style::Generic && is(o, "BYSCORE") && mode == Mode::Rank {
             mode = Mode::Score;
@@ -254,7 +254,7 @@ fn parse(a: &Args, at: usize, style: Style, store: bool) -> Result<Range, Fail> 
         (&a[at], &a[at + 1])
     };
     let by = match mode {
-        Mode::Rank => By::Rank(int(&a[at])?, int(&a[at + 1])?),
+        Mode::Rank => By::Rank(int(a[at])?, int(a[at + 1])?),
         Mode::Score => {
             let (lo, hi) = score_range(min, max)?;
             By::Score(lo, hi)
@@ -274,7 +274,7 @@ fn parse(a: &Args, at: usize, style: Style, store: bool) -> Result<Range, Fail> 
 
 fn range_reply(ctx: &mut Ctx<'_, '_>, a: &Args, style: Style) -> CmdResult {
     let r = parse(a, 2, style, false)?;
-    let (f, c) = zset(ctx, &a[1])?;
+    let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Array(Vec::new()));
     };
@@ -337,25 +337,25 @@ pub fn store_zset(
 /// `ZRANGESTORE dst src min max [BYSCORE | BYLEX] [REV] [LIMIT o c]`.
 pub fn zrangestore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let r = parse(a, 3, Style::Generic, true)?;
-    let (f, c) = zset(ctx, &a[2])?;
+    let (f, c) = zset(ctx, a[2])?;
     let items = match c {
         Some(c) => select(ctx, &f, &c, &r)?,
         None => Vec::new(),
     };
-    store_zset(ctx, &a[1], items, "zrangestore")
+    store_zset(ctx, a[1], items, "zrangestore")
 }
 
 fn remove_range(ctx: &mut Ctx<'_, '_>, a: &Args, style: Style, event: &'static str) -> CmdResult {
     let r = match style {
         Style::Rank { .. } => Range {
-            by: By::Rank(int(&a[2])?, int(&a[3])?),
+            by: By::Rank(int(a[2])?, int(a[3])?),
             rev: false,
             limit: None,
             with_scores: false,
         },
         _ => parse(a, 2, style, true)?,
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.typed(Kind::ZSet)?.cloned() else {
         return Ok(Reply::Int(0));
     };

@@ -177,8 +177,8 @@ fn parse(
     op: Op,
     store: bool,
 ) -> Result<(Vec<Source>, Aggregate, bool), Fail> {
-    let name = String::from_utf8_lossy(&a[0]).to_lowercase();
-    let n = match parse_int(&a[at]) {
+    let name = String::from_utf8_lossy(a[0]).to_lowercase();
+    let n = match parse_int(a[at]) {
         Some(n) if (0..=i32::MAX as i64).contains(&n) => n as usize,
         Some(_) => {
             return Err(fail(format!(
@@ -204,23 +204,23 @@ fn parse(
     let mut j = at + 1 + n;
     while j < a.len() {
         let left = a.len() - j;
-        if op != Op::Diff && left > n && is(&a[j], "WEIGHTS") {
+        if op != Op::Diff && left > n && is(a[j], "WEIGHTS") {
             for (i, s) in srcs.iter_mut().enumerate() {
-                s.weight = float(&a[j + 1 + i]).map_err(|_| fail("weight value is not a float"))?;
+                s.weight = float(a[j + 1 + i]).map_err(|_| fail("weight value is not a float"))?;
             }
             j += 1 + n;
-        } else if op != Op::Diff && left >= 2 && is(&a[j], "AGGREGATE") {
-            how = if is(&a[j + 1], "SUM") {
+        } else if op != Op::Diff && left >= 2 && is(a[j], "AGGREGATE") {
+            how = if is(a[j + 1], "SUM") {
                 Aggregate::Sum
-            } else if is(&a[j + 1], "MIN") {
+            } else if is(a[j + 1], "MIN") {
                 Aggregate::Min
-            } else if is(&a[j + 1], "MAX") {
+            } else if is(a[j + 1], "MAX") {
                 Aggregate::Max
             } else {
                 return Err(syntax_error());
             };
             j += 2;
-        } else if !store && is(&a[j], "WITHSCORES") {
+        } else if !store && is(a[j], "WITHSCORES") {
             with_scores = true;
             j += 1;
         } else {
@@ -239,7 +239,7 @@ fn read_op(ctx: &mut Ctx<'_, '_>, a: &Args, op: Op) -> CmdResult {
 fn store_op(ctx: &mut Ctx<'_, '_>, a: &Args, op: Op, event: &'static str) -> CmdResult {
     let (mut srcs, how, _) = parse(ctx, a, 2, op, true)?;
     let items = compute(ctx, &mut srcs, op, how, 0)?;
-    store_zset(ctx, &a[1], items, event)
+    store_zset(ctx, a[1], items, event)
 }
 
 pub fn zunion(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
@@ -268,7 +268,7 @@ pub fn zdiffstore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 /// `ZINTERCARD numkeys key [key ...] [LIMIT limit]`.
 pub fn zintercard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    if parse_int(&a[1]).is_some_and(|n| n < 1) {
+    if parse_int(a[1]).is_some_and(|n| n < 1) {
         return Err(fail(
             "at least 1 input key is needed for 'zintercard' command",
         ));
@@ -277,8 +277,8 @@ pub fn zintercard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let mut limit = 0usize;
     let mut j = 2 + keys.len();
     while j < a.len() {
-        if is(&a[j], "LIMIT") && j + 1 < a.len() {
-            limit = match parse_int(&a[j + 1]) {
+        if is(a[j], "LIMIT") && j + 1 < a.len() {
+            limit = match parse_int(a[j + 1]) {
                 Some(n) if n >= 0 => n as usize,
                 _ => return Err(fail("LIMIT can't be negative")),
             };

@@ -101,9 +101,9 @@ fn zadd_generic(ctx: &mut Ctx<'_, '_>, a: &Args, mut fl: AddFlags) -> CmdResult 
     }
     let mut pairs = Vec::with_capacity(rest.len() / 2);
     for p in rest.chunks(2) {
-        pairs.push((float(&p[0])?, &p[1]));
+        pairs.push((float(p[0])?, &p[1]));
     }
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let mut m = match f.typed(Kind::ZSet)? {
         Some(m) => m.clone(),
         None if fl.xx => {
@@ -180,7 +180,7 @@ pub fn zincrby(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn zrem(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     let Some(mut m) = f.typed(Kind::ZSet)?.cloned() else {
         return Ok(Reply::Int(0));
     };
@@ -201,16 +201,16 @@ pub fn zrem(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn zscore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = zset(ctx, &a[1])?;
+    let (f, c) = zset(ctx, a[1])?;
     let s = match c {
-        Some(c) => ctx.tx.zscore(f.slot, &c, &a[2])?,
+        Some(c) => ctx.tx.zscore(f.slot, &c, a[2])?,
         None => None,
     };
     Ok(s.map_or(Reply::Null, Reply::Double))
 }
 
 pub fn zmscore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = zset(ctx, &a[1])?;
+    let (f, c) = zset(ctx, a[1])?;
     let mut out = Vec::with_capacity(a.len() - 2);
     for member in &a[2..] {
         let s = match &c {
@@ -223,13 +223,13 @@ pub fn zmscore(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn zcard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = zset(ctx, &a[1])?;
+    let (_, c) = zset(ctx, a[1])?;
     Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
 }
 
 pub fn zcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (lo, hi) = super::zranges::score_range(&a[2], &a[3])?;
-    let (f, c) = zset(ctx, &a[1])?;
+    let (lo, hi) = super::zranges::score_range(a[2], a[3])?;
+    let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Int(0));
     };
@@ -242,8 +242,8 @@ pub fn zcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn zlexcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (lo, hi) = super::zranges::lex_range(&a[2], &a[3])?;
-    let (f, c) = zset(ctx, &a[1])?;
+    let (lo, hi) = super::zranges::lex_range(a[2], a[3])?;
+    let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(Reply::Int(0));
     };
@@ -265,7 +265,7 @@ pub fn zlexcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 fn zrank_generic(ctx: &mut Ctx<'_, '_>, a: &Args, rev: bool) -> CmdResult {
     let with_score = match a.len() {
         3 => false,
-        4 if is(&a[3], "WITHSCORE") => true,
+        4 if is(a[3], "WITHSCORE") => true,
         _ => return Err(syntax_error()),
     };
     let none = if with_score {
@@ -273,16 +273,16 @@ fn zrank_generic(ctx: &mut Ctx<'_, '_>, a: &Args, rev: bool) -> CmdResult {
     } else {
         Reply::Null
     };
-    let (f, c) = zset(ctx, &a[1])?;
+    let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(none);
     };
-    let Some(score) = ctx.tx.zscore(f.slot, &c, &a[2])? else {
+    let Some(score) = ctx.tx.zscore(f.slot, &c, a[2])? else {
         return Ok(none);
     };
     // Members before (score, member) in the index.
     let mut rank = 0i64;
-    let member = a[2].as_slice();
+    let member = a[2];
     ctx.tx.scan_scores(
         f.slot,
         &c,
@@ -369,7 +369,7 @@ fn zpop_generic(ctx: &mut Ctx<'_, '_>, a: &Args, max: bool) -> CmdResult {
         },
         None => None,
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &a[1])?;
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
     f.typed(Kind::ZSet)?;
     if count == Some(0) {
         return Ok(Reply::Array(Vec::new()));
@@ -397,8 +397,8 @@ pub fn zpopmax(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 /// Parses `numkeys key... MIN|MAX [COUNT n]` from `a[at..]`.
-pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Fail> {
-    let n = match parse_int(&a[at]) {
+pub fn mpop_args<'a>(a: &'a Args<'a>, at: usize) -> Result<(&'a [&'a [u8]], bool, u64), Fail> {
+    let n = match parse_int(a[at]) {
         Some(n) if n > 0 => n as usize,
         _ => return Err(fail("numkeys should be greater than 0")),
     };
@@ -406,9 +406,9 @@ pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Fail>
     if where_at >= a.len() {
         return Err(syntax_error());
     }
-    let max = if is(&a[where_at], "MIN") {
+    let max = if is(a[where_at], "MIN") {
         false
-    } else if is(&a[where_at], "MAX") {
+    } else if is(a[where_at], "MAX") {
         true
     } else {
         return Err(syntax_error());
@@ -416,8 +416,8 @@ pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Fail>
     let mut count = None;
     let mut j = where_at + 1;
     while j < a.len() {
-        if count.is_none() && is(&a[j], "COUNT") && j + 1 < a.len() {
-            count = Some(match parse_int(&a[j + 1]) {
+        if count.is_none() && is(a[j], "COUNT") && j + 1 < a.len() {
+            count = Some(match parse_int(a[j + 1]) {
                 Some(c) if c > 0 => c as u64,
                 _ => return Err(fail("count should be greater than 0")),
             });
@@ -426,14 +426,14 @@ pub fn mpop_args(a: &Args, at: usize) -> Result<(Vec<Vec<u8>>, bool, u64), Fail>
             return Err(syntax_error());
         }
     }
-    Ok((a[at + 1..at + 1 + n].to_vec(), max, count.unwrap_or(1)))
+    Ok((&a[at + 1..at + 1 + n], max, count.unwrap_or(1)))
 }
 
 /// Pops from the first non-empty sorted set of `keys`: `None` if all are
 /// empty.
 pub fn mpop(
     ctx: &mut Ctx<'_, '_>,
-    keys: &[Vec<u8>],
+    keys: &[&[u8]],
     max: bool,
     count: u64,
 ) -> Result<Option<Reply>, Fail> {
@@ -444,7 +444,7 @@ pub fn mpop(
         }
         let items = pop(ctx, &mut f, max, count)?;
         return Ok(Some(Reply::Array(vec![
-            Reply::Bulk(k.clone()),
+            Reply::Bulk(k.to_vec()),
             scored_reply(3, items, true),
         ])));
     }
@@ -453,7 +453,7 @@ pub fn mpop(
 
 pub fn zmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (keys, max, count) = mpop_args(a, 1)?;
-    Ok(mpop(ctx, &keys, max, count)?.unwrap_or(Reply::NullArray))
+    Ok(mpop(ctx, keys, max, count)?.unwrap_or(Reply::NullArray))
 }
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]`.
@@ -462,7 +462,7 @@ pub fn zrandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         Some(c) => Some(random_count(c)?),
         None => None,
     };
-    if a.len() > 4 || (a.len() == 4 && !is(&a[3], "WITHSCORES")) {
+    if a.len() > 4 || (a.len() == 4 && !is(a[3], "WITHSCORES")) {
         return Err(syntax_error());
     }
     let with_scores = a.len() == 4;
@@ -472,7 +472,7 @@ pub fn zrandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if let Some(n) = count {
         check_draws(n)?;
     }
-    let (f, c) = zset(ctx, &a[1])?;
+    let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())

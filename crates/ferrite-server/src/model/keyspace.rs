@@ -12,7 +12,10 @@
 //!   record names (a version above the ceiling is used only in the batch
 //!   that raises it), so versions are unique across restarts;
 //! - the key counts are those of the metadata records on disk plus the
-//!   committed transactions since the open, which counted them at open.
+//!   committed transactions since the open, which counted them at open;
+//! - a commit is counted in [`Keyspace::writes`] before its lock is
+//!   released, so whoever saw its effects sees the count too, and
+//!   [`Keyspace::sync_seen`] makes it durable.
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -50,6 +53,8 @@ pub struct Keyspace {
     /// Commits so far (a connection compares it around a pipeline to
     /// learn whether it must sync before replying).
     writes: AtomicU64,
+    /// Commits known to be on the device (a count of [`Self::writes`]).
+    durable: AtomicU64,
     watches: Watches,
     hints: Hints,
     /// Where the next expiry pass and sweeper pass resume.
@@ -135,6 +140,7 @@ impl Keyspace {
                 ceiling,
             }),
             writes: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
             watches: Watches::default(),
             hints: Hints::default(),
             expiry_resume: Resume::default(),
@@ -167,6 +173,22 @@ impl Keyspace {
     /// Commits so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
+    }
+
+    /// Makes every commit made so far durable, with one store sync unless
+    /// an earlier one already covered them. Whoever replies with what it
+    /// read calls this first (under `--sync always`): a value shown to a
+    /// client is then never taken back by a crash.
+    pub fn sync_seen(&self) -> Result<(), ferrite::Error> {
+        let seen = self.writes();
+        if self.durable.load(Ordering::Acquire) >= seen {
+            return Ok(());
+        }
+        // The store's group commit shares this sync with every other
+        // caller syncing at the time.
+        self.store.sync()?;
+        self.durable.fetch_max(seen, Ordering::AcqRel);
+        Ok(())
     }
 
     pub(super) fn note_write(&self) {

@@ -583,8 +583,10 @@ impl<'a> Tx<'a> {
                 None => batch.delete(k)?,
             };
         }
-        ks.note_write();
         ks.store().write(&batch)?;
+        // Counted once in the store (a sync after this covers it) and
+        // before the lock is released (whoever sees it sees the count).
+        ks.note_write();
         for slot in 0..DATABASES as usize {
             st.keys[slot] = (st.keys[slot] as i64 + keys_delta[slot]).max(0) as u64;
             st.volatile[slot] = (st.volatile[slot] as i64 + volatile_delta[slot]).max(0) as u64;

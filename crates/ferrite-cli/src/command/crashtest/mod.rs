@@ -130,6 +130,8 @@ struct Reported {
     started: Option<u64>,
     acked: Option<u64>,
     synced: Option<u64>,
+    /// What readers beside the writer were shown (the server's runs).
+    shown: Vec<oracle::Shown>,
 }
 
 fn count(i: Option<u64>) -> usize {
@@ -256,6 +258,27 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let ops: Vec<ops::Op> = stream.take(started).collect();
         match recovered_prefix(&exp.state, &ops, durable, started, &found) {
             Ok(j) => {
+                let recovered = oracle::longest_prefix(&exp.state, &ops, j, started, &found);
+                if let Err(u) = oracle::check_shown(&exp.state, &ops, recovered, &reported.shown) {
+                    tally.shown_lost += 1;
+                    tally.write(&a, &exp, &mut recoveries)?;
+                    return Err(fail(
+                        &a,
+                        run,
+                        &format!(
+                            "a reader was shown key {} holding {:?} (value of length {:?}), \
+                             which the recovered history never held ({} operations \
+                             recovered, {} durable, {} started)",
+                            String::from_utf8_lossy(&u.key),
+                            u.shown.as_ref().map(|x| &x[..x.len().min(16)]),
+                            u.shown.as_ref().map(Vec::len),
+                            u.recovered,
+                            durable,
+                            started
+                        ),
+                    ));
+                }
+                tally.shown_checked += reported.shown.len() as u64;
                 for op in &ops[..j] {
                     apply(&mut exp.state, op);
                 }
@@ -345,6 +368,10 @@ struct Tally {
     acked_ops: u64,
     /// Recoveries that lost an acknowledged write or broke a batch.
     acked_lost: u64,
+    /// Values readers were shown, checked against the recovered history,
+    /// and recoveries that lost one.
+    shown_checked: u64,
+    shown_lost: u64,
     verify_failures: u64,
     /// Kills of writing workers that landed while each kind of work ran.
     hits: [u64; Work::COUNT],
@@ -434,6 +461,8 @@ impl Tally {
             "killed_in_recovery": self.in_recovery,
             "acked_ops": self.acked_ops,
             "acked_lost": self.acked_lost,
+            "reads_shown_checked": self.shown_checked,
+            "reads_shown_lost": self.shown_lost,
             "verify_failures": self.verify_failures,
             "recovery_ms_p50": pct(0.5),
             "recovery_ms_p99": pct(0.99),

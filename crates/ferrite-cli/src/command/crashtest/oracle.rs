@@ -8,6 +8,11 @@
 //! a durable one, never part of a batch: the recovered store must equal
 //! the expected state after operations `0..=j` for some `j` between the
 //! last durable operation and the last started one.
+//!
+//! What readers were shown while the worker ran must survive too: a
+//! value a reader saw is one its key held at some point of the recovered
+//! history (then or before a later write that also survived), never one
+//! only a lost operation made.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -125,6 +130,71 @@ pub fn recovered_prefix(
     Err(violation(&k, &at_durable))
 }
 
+/// What a reader was shown for a key: its value, or that it had none.
+pub type Shown = (Vec<u8>, Option<Vec<u8>>);
+
+/// A value a reader was shown that the recovered history never held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unseen {
+    pub key: Vec<u8>,
+    pub shown: Option<Vec<u8>>,
+    /// The operations the recovered state can be the result of, at most.
+    pub recovered: usize,
+}
+
+/// The longest prefix of `ops[..started]` (at least `from`) whose state
+/// equals `found`: when several prefixes give the same state, the
+/// recovered history is the longest one that may have happened.
+pub fn longest_prefix(
+    before: &State,
+    ops: &[Op],
+    from: usize,
+    started: usize,
+    found: &State,
+) -> usize {
+    let mut state = before.clone();
+    let mut best = from;
+    for (j, op) in ops[..started].iter().enumerate() {
+        apply(&mut state, op);
+        if j + 1 >= from && state == *found {
+            best = j + 1;
+        }
+    }
+    best
+}
+
+/// Checks what readers were shown against the recovered history: the
+/// state `before` and after each of `ops[..recovered]`.
+pub fn check_shown(
+    before: &State,
+    ops: &[Op],
+    recovered: usize,
+    shown: &[Shown],
+) -> Result<(), Unseen> {
+    // Every (key, value-or-none) the history held.
+    let mut held: BTreeSet<(Vec<u8>, Option<Vec<u8>>)> = BTreeSet::new();
+    let asked: BTreeSet<&Vec<u8>> = shown.iter().map(|(k, _)| k).collect();
+    let mut state = before.clone();
+    let note = |state: &State, held: &mut BTreeSet<_>| {
+        for k in &asked {
+            held.insert(((*k).clone(), state.get(*k).cloned()));
+        }
+    };
+    note(&state, &mut held);
+    for op in &ops[..recovered] {
+        apply(&mut state, op);
+        note(&state, &mut held);
+    }
+    match shown.iter().find(|s| !held.contains(*s)) {
+        None => Ok(()),
+        Some((k, v)) => Err(Unseen {
+            key: k.clone(),
+            shown: v.clone(),
+            recovered,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +240,38 @@ mod tests {
         assert!(recovered_prefix(&before, &ops, 2, 3, &state(&[("a", "1")])).is_err());
         // A key no op touched must keep its value.
         assert!(recovered_prefix(&before, &ops, 0, 0, &state(&[("a", "9")])).is_err());
+    }
+
+    #[test]
+    fn a_shown_value_must_be_in_the_recovered_history() {
+        let before: State = [kv("a", "0")].into_iter().collect();
+        let ops = vec![put("a", "1"), put("b", "2"), Op::Delete(b"a".to_vec())];
+        let shown =
+            |k: &str, v: Option<&str>| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec()));
+        // Before the run, or superseded by a write that survived.
+        assert!(check_shown(
+            &before,
+            &ops,
+            2,
+            &[shown("a", Some("0")), shown("a", Some("1"))]
+        )
+        .is_ok());
+        assert!(check_shown(&before, &ops, 2, &[shown("b", None), shown("b", Some("2"))]).is_ok());
+        // Made only by an operation the crash took back.
+        assert_eq!(
+            check_shown(&before, &ops, 1, &[shown("b", Some("2"))])
+                .unwrap_err()
+                .key,
+            b"b".to_vec()
+        );
+        assert!(check_shown(&before, &ops, 2, &[shown("a", None)]).is_err());
+        assert!(check_shown(&before, &ops, 3, &[shown("a", None)]).is_ok());
+        // A value no operation wrote.
+        assert!(check_shown(&before, &ops, 3, &[shown("a", Some("9"))]).is_err());
+        // The longest prefix giving the recovered state counts.
+        let twice = vec![put("a", "1"), put("a", "0")];
+        assert_eq!(longest_prefix(&before, &twice, 0, 2, &before), 2);
+        assert_eq!(longest_prefix(&before, &twice, 0, 1, &before), 0);
     }
 
     #[test]

@@ -7,18 +7,34 @@
 //! received is an acknowledgment; under `--sync always` the server sends
 //! none before the write is durable.
 //!
+//! Beside the writer, readers on connections of their own read the keys
+//! the writer is writing at that moment (GET and MGET) and record what
+//! they were shown: under `--sync always` no reply shows a write before
+//! it is durable, so after the restart every value shown must be in the
+//! recovered history (`oracle::check_shown`).
+//!
 //! The server's stderr goes to `DIR.server.log`, kept for a failure.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use parking_lot::Mutex;
 
 use super::ops::{key, Op, OpStream, KEYS};
-use super::oracle::{apply, State};
+use super::oracle::{apply, Shown, State};
 use super::{board_file, served, CrashtestArgs, Reported};
+
+/// Readers beside the writer.
+const READERS: usize = 2;
+
+/// Observations one reader keeps at most (enough for a run of a few
+/// hundred milliseconds; later ones are not recorded).
+const MAX_SHOWN: usize = 200_000;
 
 /// A running `ferrite serve`.
 pub struct Server {
@@ -120,8 +136,55 @@ fn execute(con: &mut redis::Connection, op: &Op, state: &State) -> Result<()> {
     Ok(())
 }
 
-/// Drives run `run` of the stream from `state` into a fresh server and
-/// SIGKILLs it after `ms`. A read that disagrees is an error.
+/// The keys an operation writes.
+fn keys_of(op: &Op) -> Vec<Vec<u8>> {
+    match op {
+        Op::Put(k, _) | Op::Delete(k) => vec![k.clone()],
+        Op::Batch(items) => items.iter().map(|(k, _)| k.clone()).collect(),
+        Op::DeleteRange(..) | Op::Get(_) => Vec::new(),
+    }
+}
+
+/// Reads the keys the writer is writing, over and over, until the
+/// server dies or the writer is done, recording what each reply showed.
+fn read_along(
+    addr: SocketAddr,
+    writing: &Mutex<Vec<Vec<u8>>>,
+    done: &AtomicBool,
+    shown: &Mutex<Vec<Shown>>,
+    mget: bool,
+) {
+    let Ok(mut con) = connect(addr) else {
+        return;
+    };
+    while !done.load(Ordering::Acquire) {
+        let keys = writing.lock().clone();
+        if keys.is_empty() {
+            std::thread::yield_now();
+            continue;
+        }
+        let got: Vec<Option<Vec<u8>>> = if mget {
+            match redis::cmd("MGET").arg(&keys).query(&mut con) {
+                Ok(v) => v,
+                Err(_) => return,
+            }
+        } else {
+            match redis::cmd("GET").arg(&keys[0]).query(&mut con) {
+                Ok(v) => vec![v],
+                Err(_) => return,
+            }
+        };
+        let mut s = shown.lock();
+        if s.len() >= MAX_SHOWN {
+            return;
+        }
+        s.extend(keys.into_iter().zip(got));
+    }
+}
+
+/// Drives run `run` of the stream from `state` into a fresh server, with
+/// readers beside it, and SIGKILLs it after `ms`. A read that disagrees
+/// is an error.
 pub fn kill_one(
     me: &Path,
     a: &CrashtestArgs,
@@ -133,13 +196,25 @@ pub fn kill_one(
     board_file::reset(&board)?;
     let (mut server, _) = start_counting(me, a, Some(&board))?;
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
-    served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
+    let writing = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let readers: Vec<_> = (0..READERS)
+        .map(|i| {
+            let (w, d, s) = (writing.clone(), done.clone(), shown.clone());
+            std::thread::spawn(move || read_along(addr, &w, &d, &s, i % 2 == 1))
+        })
+        .collect();
+    let (w, d) = (writing.clone(), done.clone());
+    let result = served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
+        let _stop = StopOnDrop(d);
         let Ok(mut con) = connect(addr) else {
             // Killed before the connection was made.
             return Ok(());
         };
         for (i, op) in (0u64..).zip(OpStream::for_server(seed, run)) {
             r2.lock().started = Some(i);
+            *w.lock() = keys_of(&op);
             match execute(&mut con, &op, &state) {
                 Ok(()) => {}
                 // The server died under the request: nothing acknowledged.
@@ -155,7 +230,23 @@ pub fn kill_one(
             r2.lock().acked = Some(i);
         }
         Ok(())
-    })
+    });
+    done.store(true, Ordering::Release);
+    for r in readers {
+        let _ = r.join();
+    }
+    let mut reported = result?;
+    reported.shown = std::mem::take(&mut *shown.lock());
+    Ok(reported)
+}
+
+/// Tells the readers the writer is done, however it ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 impl Server {

@@ -45,6 +45,7 @@ mod stats;
 mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod write_group;
 
 pub use batch::{BatchOp, WriteBatch};
 pub use engine_kind::EngineKind;
@@ -68,4 +69,5 @@ pub mod engine {
     pub use crate::snapshot_chain::{ChainSnapshot, ChainStats, CurrentState, Pin, SnapshotChain};
     pub use crate::stats::ApiCounters;
     pub use crate::store::Instrumented;
+    pub use crate::write_group::WriteGroup;
 }

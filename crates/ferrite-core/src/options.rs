@@ -82,6 +82,13 @@ pub struct Options {
     pub direct_io: bool,
     /// What opening does with a damaged write-ahead log.
     pub wal_recovery: WalRecovery,
+    /// Under `SyncMode::Always`, writers that arrive while another writes
+    /// are written by one leader in a group (one write-lock acquisition,
+    /// one log sync for all), as RocksDB does; off, each writer takes the
+    /// lock and waits for its sync itself. Without a sync per write the
+    /// group is not used: handing a write to a leader and waking its
+    /// writer costs more than the lock it saves (docs/results/serve.md).
+    pub write_group: bool,
 }
 
 crate::option_setters!(Options {
@@ -91,6 +98,7 @@ crate::option_setters!(Options {
     error_if_exists: bool,
     direct_io: bool,
     wal_recovery: WalRecovery,
+    write_group: bool,
 });
 
 impl Default for Options {
@@ -102,11 +110,17 @@ impl Default for Options {
             error_if_exists: false,
             direct_io: true,
             wal_recovery: WalRecovery::Refuse,
+            write_group: true,
         }
     }
 }
 
 impl Options {
+    /// Whether writers are grouped (see [`Options::write_group`]).
+    pub fn groups_writes(&self) -> bool {
+        self.write_group && self.sync == SyncMode::Always
+    }
+
     /// Checks that the options can work together.
     pub fn validate(&self) -> Result<()> {
         if self.cache_bytes < 64 << 10 {

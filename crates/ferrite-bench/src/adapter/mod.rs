@@ -31,6 +31,9 @@ use crate::error::{BenchError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Ferrite(EngineKind),
+    /// A ferrite engine whose writers each take its write lock themselves
+    /// (`Options::write_group` off), to measure what the group gains.
+    FerriteUngrouped(EngineKind),
     RocksDb,
     Lmdb,
     Redb,
@@ -51,6 +54,7 @@ impl Target {
     pub fn name(&self) -> String {
         match self {
             Target::Ferrite(k) => k.name().to_string(),
+            Target::FerriteUngrouped(k) => format!("{}-nogroup", k.name()),
             Target::RocksDb => "rocksdb".into(),
             Target::Lmdb => "lmdb".into(),
             Target::Redb => "redb".into(),
@@ -66,6 +70,12 @@ impl Target {
             "redb" => Target::Redb,
             "fjall" => Target::Fjall,
             "btreemap" => Target::BTreeMap,
+            other if other.ends_with("-nogroup") => Target::FerriteUngrouped(
+                other
+                    .trim_end_matches("-nogroup")
+                    .parse::<EngineKind>()
+                    .map_err(|_| BenchError::Config(format!("unknown target {other:?}")))?,
+            ),
             other => Target::Ferrite(
                 other
                     .parse::<EngineKind>()
@@ -79,7 +89,7 @@ impl Target {
     /// Whether this build can open the target.
     pub fn available(&self) -> bool {
         match self {
-            Target::Ferrite(k) => ferrite::available().contains(k),
+            Target::Ferrite(k) | Target::FerriteUngrouped(k) => ferrite::available().contains(k),
             Target::RocksDb => cfg!(feature = "rocksdb"),
             Target::Lmdb => cfg!(feature = "lmdb"),
             Target::Redb => cfg!(feature = "redb"),
@@ -91,7 +101,7 @@ impl Target {
     /// Whether device traffic comes from the store's own counters (ferrite
     /// engines) rather than the process's `/proc/self/io`.
     pub fn counts_own_io(&self) -> bool {
-        matches!(self, Target::Ferrite(_))
+        matches!(self, Target::Ferrite(_) | Target::FerriteUngrouped(_))
     }
 }
 
@@ -129,11 +139,13 @@ pub fn open(
         source,
     };
     match target {
-        Target::Ferrite(kind) => {
+        Target::Ferrite(kind) | Target::FerriteUngrouped(kind) => {
+            let grouped = matches!(target, Target::Ferrite(_));
             let opts = Options::default()
                 .sync(cfg.sync)
                 .cache_bytes(cfg.cache_bytes)
-                .direct_io(cfg.direct_io);
+                .direct_io(cfg.direct_io)
+                .write_group(grouped);
             let config = ferrite::Config::builder(kind)
                 .options(opts)
                 .build()
@@ -144,7 +156,11 @@ pub fn open(
                 cache_bytes: cfg.cache_bytes,
                 o_direct: cfg.direct_io,
                 durability: cfg.sync.to_string(),
-                notes: String::new(),
+                notes: if grouped {
+                    String::new()
+                } else {
+                    "writers not grouped (each takes the write lock itself)".into()
+                },
             };
             Ok((db, info))
         }

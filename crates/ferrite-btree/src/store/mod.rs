@@ -59,6 +59,7 @@ use std::sync::Arc;
 
 use ferrite_core::engine::{
     check_key, check_value, ApiCounters, Instrumented, PeriodicSync, Poison, SnapshotChain,
+    WriteGroup,
 };
 use ferrite_core::{
     Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
@@ -139,6 +140,9 @@ struct Shared {
     wal: Wal,
     opts: BTreeOptions,
     sync: SyncMode,
+    /// Writers grouped behind one leader (`Options::write_group`), or
+    /// `None` for each writer on its own.
+    group: Option<WriteGroup>,
     poisoned: Poison,
     counters: Counters,
     stop: AtomicBool,

@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use ferrite_core::engine::SnapshotChain;
-use ferrite_core::engine::{PeriodicSync, Poison};
+use ferrite_core::engine::{PeriodicSync, Poison, WriteGroup};
 use ferrite_core::{Error, Options, Result, StoreIdentity, SyncMode, WriteBatch};
 use ferrite_io::{AlignedBuf, BlockDevice, DirectFile, DirectFileOptions, MemDevice};
 use ferrite_wal::Wal;
@@ -316,6 +316,7 @@ impl BTreeStore {
             wal,
             opts: bt,
             sync: options.sync,
+            group: options.groups_writes().then(WriteGroup::new),
             poisoned: Poison::new(),
             counters: Counters::default(),
             stop: AtomicBool::new(false),

@@ -1,6 +1,9 @@
 //! The write path: a batch is logged as one WAL record and applied under
 //! the tree's write lock, then committed outside it, so concurrent writers
-//! share syncs (group commit).
+//! share syncs (group commit). Writers that arrive together form a write
+//! group (`ferrite_core::engine::WriteGroup`): one of them logs and
+//! applies all their batches under one acquisition of the lock and
+//! commits them with one sync.
 //!
 //! Invariants: a batch is applied in full or the store is poisoned (the
 //! tree in memory may be half-changed, and only recovery from disk may
@@ -48,7 +51,53 @@ impl Host for HookHost<'_> {
 
 impl Shared {
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+        match &self.group {
+            Some(g) => g.write(batch, &|batches| self.write_group(batches)),
+            None => self.write_if(batch, &mut |_| Ok(true)).map(drop),
+        }
+    }
+
+    /// Writes a write group's batches: each logged and applied in turn
+    /// under one acquisition of the write lock, then one commit (a sync
+    /// under `SyncMode::Always`) for all. One result per batch.
+    fn write_group(&self, batches: &[&WriteBatch]) -> Vec<Result<()>> {
+        if self.check_poison().is_err() {
+            return batches.iter().map(|_| self.check_poison()).collect();
+        }
+        let mut results = Vec::with_capacity(batches.len());
+        let mut last = None;
+        let mut bytes = 0;
+        {
+            let mut st = self.state.write();
+            for batch in batches {
+                let mut payload = Vec::with_capacity(batch.encoded_len());
+                batch.encode(&mut payload);
+                results.push(self.log_and_apply(&mut st, batch, &payload).map(|lsn| {
+                    last = Some(lsn);
+                    bytes += batch.payload_bytes() as u64;
+                }));
+            }
+        }
+        self.counters.api.add_written(bytes);
+        if let Some(lsn) = last {
+            if let Err(e) = self.commit(lsn) {
+                self.poison(&e);
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = self.check_poison();
+                    }
+                }
+            }
+        }
+        results
+    }
+
+    /// Makes the log durable up to `lsn` as the sync mode asks.
+    fn commit(&self, lsn: ferrite_wal::Lsn) -> Result<()> {
+        match self.sync {
+            SyncMode::Always => self.wal.commit(lsn, true),
+            _ => self.wal.write_if_over(self.wal_buffer),
+        }
     }
 
     /// Logs and applies `batch` if `cond`, which sees the state under the
@@ -67,60 +116,69 @@ impl Shared {
             if !cond(&st)? {
                 return Ok(false);
             }
-            // Live snapshots keep what this batch replaces.
-            self.capture(&st, batch)?;
-            let lsn = self.wal.append(&payload);
-            let lsn = match lsn {
-                Ok(l) => l,
-                Err(e) => {
-                    self.poison(&e);
-                    return Err(e);
-                }
-            };
-            let splits_before = self.shortcut.as_ref().map(|sc| sc.stash.len());
-            // A batch is atomic to lookups too: one of several writes runs
-            // inside a change (a single write is atomic by its leaf latch;
-            // a range delete makes its own).
-            let change = (batch.len() > 1).then(|| self.tree.version.change());
-            let applied = self.apply(&mut st, batch, Some(&payload));
-            drop(change);
-            if let Err(e) = applied {
-                // The tree may be half-changed in memory: only recovery
-                // from disk can restore a consistent state.
-                self.poison(&e);
-                return Err(e);
-            }
-            if let Some(sc) = &self.shortcut {
-                if splits_before != Some(sc.stash.len()) {
-                    if sc.options().variant == Variant::Sync {
-                        // SHORTCUT-SYNC: the rebuild runs here, on the
-                        // critical path, with every other operation waiting.
-                        if sc.needs_rebuild(&st.shape) {
-                            if let Err(e) = sc.rebuild_locked(&self.tree, &st.shape) {
-                                log::warn!("shortcut: inline rebuild failed: {e}");
-                            } else if !sc.levels_to_relocate().is_empty() {
-                                if let Err(e) = self.relayout_locked(&mut st, sc) {
-                                    self.poison(&e);
-                                    return Err(e);
-                                }
-                            }
-                        }
-                    } else {
-                        sc.poke(&st.shape);
-                    }
-                }
-            }
-            lsn
+            self.log_and_apply(&mut st, batch, &payload)?
         };
         self.counters.api.add_written(batch.payload_bytes() as u64);
-        let r = match self.sync {
-            SyncMode::Always => self.wal.commit(lsn, true),
-            _ => self.wal.write_if_over(self.wal_buffer),
-        };
+        let r = self.commit(lsn);
         if let Err(e) = &r {
             self.poison(e);
         }
         r.map(|()| true)
+    }
+
+    /// Under the write lock: logs `batch` (its encoding is `payload`) and
+    /// applies it to the tree; returns its log position. A failure poisons
+    /// the store.
+    fn log_and_apply(
+        &self,
+        st: &mut State,
+        batch: &WriteBatch,
+        payload: &[u8],
+    ) -> Result<ferrite_wal::Lsn> {
+        self.check_poison()?;
+        // Live snapshots keep what this batch replaces.
+        self.capture(st, batch)?;
+        let lsn = match self.wal.append(payload) {
+            Ok(l) => l,
+            Err(e) => {
+                self.poison(&e);
+                return Err(e);
+            }
+        };
+        let splits_before = self.shortcut.as_ref().map(|sc| sc.stash.len());
+        // A batch is atomic to lookups too: one of several writes runs
+        // inside a change (a single write is atomic by its leaf latch;
+        // a range delete makes its own).
+        let change = (batch.len() > 1).then(|| self.tree.version.change());
+        let applied = self.apply(st, batch, Some(payload));
+        drop(change);
+        if let Err(e) = applied {
+            // The tree may be half-changed in memory: only recovery
+            // from disk can restore a consistent state.
+            self.poison(&e);
+            return Err(e);
+        }
+        if let Some(sc) = &self.shortcut {
+            if splits_before != Some(sc.stash.len()) {
+                if sc.options().variant == Variant::Sync {
+                    // SHORTCUT-SYNC: the rebuild runs here, on the
+                    // critical path, with every other operation waiting.
+                    if sc.needs_rebuild(&st.shape) {
+                        if let Err(e) = sc.rebuild_locked(&self.tree, &st.shape) {
+                            log::warn!("shortcut: inline rebuild failed: {e}");
+                        } else if !sc.levels_to_relocate().is_empty() {
+                            if let Err(e) = self.relayout_locked(st, sc) {
+                                self.poison(&e);
+                                return Err(e);
+                            }
+                        }
+                    }
+                } else {
+                    sc.poke(&st.shape);
+                }
+            }
+        }
+        Ok(lsn)
     }
 
     /// Records, for the live snapshots, the values `batch` will replace:

@@ -164,6 +164,9 @@ struct Counters {
 struct Inner {
     opts: LsmOptions,
     sync: SyncMode,
+    /// Writers grouped behind one leader (`Options::write_group`), or
+    /// `None` for each writer on its own.
+    group: Option<ferrite_core::engine::WriteGroup>,
     devices: Devices,
     space: Arc<TableSpace>,
     cache: Arc<BlockCache>,

@@ -242,6 +242,9 @@ impl LsmStore {
         let parts = lsm.partitions;
         let inner = Arc::new(Inner {
             sync: options.sync,
+            group: options
+                .groups_writes()
+                .then(ferrite_core::engine::WriteGroup::new),
             devices,
             space,
             cache,

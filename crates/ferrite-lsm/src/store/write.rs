@@ -1,7 +1,10 @@
 //! The write path: a batch takes sequence numbers under the writer lock,
 //! is appended to the live memtable's WAL and inserted into the memtable,
 //! then the visible sequence number moves; the WAL commit (group-committed,
-//! per `SyncMode`) happens after the lock is released.
+//! per `SyncMode`) happens after the lock is released. Writers that arrive
+//! together form a write group (`ferrite_core::engine::WriteGroup`): one
+//! of them logs and inserts all their batches under one acquisition of the
+//! lock and commits them once.
 //!
 //! A full memtable is rotated: its WAL is synced, the next WAL device is
 //! emptied and takes the new epoch, and the old memtable joins the
@@ -68,7 +71,52 @@ pub(super) type WriteCondition<'a> =
 
 impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+        match &self.group {
+            Some(g) => g.write(batch, &|batches| self.write_group(batches)),
+            None => self.write_if(batch, &mut |_| Ok(true)).map(drop),
+        }
+    }
+
+    /// Writes a write group's batches: each logged and inserted in turn
+    /// under one acquisition of the writer lock, then one commit (or
+    /// sync) of the log for all. One result per batch.
+    fn write_group(&self, batches: &[&WriteBatch]) -> Vec<Result<()>> {
+        if self.check().is_err() {
+            return batches.iter().map(|_| self.check()).collect();
+        }
+        let mut results = Vec::with_capacity(batches.len());
+        let mut bytes = 0;
+        let (last, sync_now) = {
+            let mut w = self.writer.lock();
+            let mut last = None;
+            for batch in batches {
+                results.push(self.log_and_insert(&mut w, batch).map(|logged| {
+                    if let Some(l) = logged {
+                        last = Some(l);
+                    }
+                    bytes += batch.payload_bytes() as u64;
+                }));
+            }
+            let sync_now = last.is_some() && self.sync_due(&mut w);
+            (last, sync_now)
+        };
+        self.counters.api.add_written(bytes);
+        if let Some((wal, lsn)) = last {
+            let r = if sync_now {
+                wal.commit(lsn, true)
+            } else {
+                wal.write_if_over(1 << 20)
+            };
+            if let Err(e) = r {
+                self.poison(&e);
+                for r in &mut results {
+                    if r.is_ok() {
+                        *r = self.check();
+                    }
+                }
+            }
+        }
+        results
     }
 
     /// Writes `batch` if `cond` says so, reading keys under the writer
@@ -84,47 +132,72 @@ impl Inner {
             return Ok(true);
         }
         let payload_bytes = batch.payload_bytes() as u64;
-        let (wal, lsn, sync_now) = {
+        let (logged, sync_now) = {
             let mut w = self.writer.lock();
             if !cond(&|k| self.get(k))? {
                 return Ok(false);
             }
-            self.make_room(&mut w)?;
-            let seq = w.next_seq;
-            let n = batch.len() as u64;
-            // Replay refuses a record whose numbers reach the limit.
-            ferrite_core::engine::persistable_counter(seq + n, "lsm wal")?;
-            let lsn = w
-                .wal
-                .append(&encode_record(seq, batch))
-                .inspect_err(|e| self.poison(e))?;
-            for (i, op) in batch.ops().iter().enumerate() {
-                let s = seq + i as u64;
-                match op {
-                    BatchOp::Put { key, value } => w.mem.insert(key, s, Some(value)),
-                    BatchOp::Delete { key } => w.mem.insert(key, s, None),
-                    BatchOp::DeleteRange { start, end } => w.mem.delete_range(start, end, s),
-                }
-            }
-            w.next_seq += n;
-            self.visible.store(seq + n - 1, Ordering::Release);
-            let sync_now = match self.sync {
-                SyncMode::Always => true,
-                SyncMode::Batched(d) if w.last_sync.elapsed() >= d => {
-                    w.last_sync = Instant::now();
-                    true
-                }
-                _ => false,
-            };
-            (w.wal.clone(), lsn, sync_now)
+            let logged = self.log_and_insert(&mut w, batch)?;
+            (logged, self.sync_due(&mut w))
         };
         self.counters.api.add_written(payload_bytes);
+        let Some((wal, lsn)) = logged else {
+            return Ok(true);
+        };
         let r = if sync_now {
             wal.commit(lsn, true)
         } else {
             wal.write_if_over(1 << 20)
         };
         r.inspect_err(|e| self.poison(e)).map(|()| true)
+    }
+
+    /// Under the writer lock: gives `batch` its sequence numbers, logs it
+    /// and inserts it into the memtable, then makes it visible; returns
+    /// the log it went to and its position there (`None` for an empty
+    /// batch, which writes nothing).
+    fn log_and_insert(
+        &self,
+        w: &mut parking_lot::MutexGuard<'_, Writer>,
+        batch: &WriteBatch,
+    ) -> Result<Option<(Arc<Wal>, ferrite_wal::Lsn)>> {
+        self.check()?;
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        self.make_room(w)?;
+        let seq = w.next_seq;
+        let n = batch.len() as u64;
+        // Replay refuses a record whose numbers reach the limit.
+        ferrite_core::engine::persistable_counter(seq + n, "lsm wal")?;
+        let lsn = w
+            .wal
+            .append(&encode_record(seq, batch))
+            .inspect_err(|e| self.poison(e))?;
+        for (i, op) in batch.ops().iter().enumerate() {
+            let s = seq + i as u64;
+            match op {
+                BatchOp::Put { key, value } => w.mem.insert(key, s, Some(value)),
+                BatchOp::Delete { key } => w.mem.insert(key, s, None),
+                BatchOp::DeleteRange { start, end } => w.mem.delete_range(start, end, s),
+            }
+        }
+        w.next_seq += n;
+        self.visible.store(seq + n - 1, Ordering::Release);
+        Ok(Some((w.wal.clone(), lsn)))
+    }
+
+    /// Whether the write just logged syncs the log: always under
+    /// `SyncMode::Always`, once an interval has passed under `Batched`.
+    fn sync_due(&self, w: &mut parking_lot::MutexGuard<'_, Writer>) -> bool {
+        match self.sync {
+            SyncMode::Always => true,
+            SyncMode::Batched(d) if w.last_sync.elapsed() >= d => {
+                w.last_sync = Instant::now();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Makes room for a write: rotates a full memtable and waits while

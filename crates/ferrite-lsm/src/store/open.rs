@@ -137,7 +137,8 @@ impl LsmStore {
         // is in that partition's tables: it is skipped rather than copied
         // into a new table again (what is replayed is never older than
         // what the tables hold, so either way the newest version wins).
-        let recovered = Memtable::with_partitions(state.log_number, lsm.partitions);
+        let recovered =
+            Memtable::with_partitions(state.log_number, lsm.partitions, lsm.memtable_bytes);
         let part_logs = state.part_logs.clone();
         let replays = |m: u64, key: &[u8]| {
             part_logs
@@ -235,7 +236,11 @@ impl LsmStore {
         }
         let mem_id = next_mem;
         let wal = Arc::new(fresh_wal(&devices, mem_id)?);
-        let mem = Arc::new(Memtable::with_partitions(mem_id, lsm.partitions));
+        let mem = Arc::new(Memtable::with_partitions(
+            mem_id,
+            lsm.partitions,
+            lsm.memtable_bytes,
+        ));
         let mut wal_slots: [Option<Arc<Wal>>; WAL_DEVICES] = Default::default();
         wal_slots[(mem_id % WAL_DEVICES as u64) as usize] = Some(wal.clone());
         let levels = lsm.levels;

@@ -166,12 +166,15 @@ impl LsmStore {
             .collect();
         LsmReport {
             levels,
-            memtable_bytes: sv.mem.bytes() as u64
-                + sv.imms.iter().map(|m| m.bytes() as u64).sum::<u64>()
+            memtable_bytes: (sv.mem.bytes() + sv.mem.filter_bytes()) as u64
+                + sv.imms
+                    .iter()
+                    .map(|m| (m.bytes() + m.filter_bytes()) as u64)
+                    .sum::<u64>()
                 + sv.buffers
                     .memtables()
                     .iter()
-                    .map(|m| m.bytes() as u64)
+                    .map(|m| (m.bytes() + m.filter_bytes()) as u64)
                     .sum::<u64>(),
             buffered_bytes: sv.buffers.bytes() as u64,
             cache_bytes: self.inner.cache.bytes() as u64,

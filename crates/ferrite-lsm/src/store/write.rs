@@ -261,7 +261,11 @@ impl Inner {
         w.wal.sync().inspect_err(|e| self.poison(e))?;
         let wal = Arc::new(fresh_wal(&self.devices, id).inspect_err(|e| self.poison(e))?);
         w.wal_slots[slot] = Some(wal.clone());
-        let mem = Arc::new(Memtable::with_partitions(id, self.opts.partitions));
+        let mem = Arc::new(Memtable::with_partitions(
+            id,
+            self.opts.partitions,
+            self.opts.memtable_bytes,
+        ));
         let old = std::mem::replace(&mut w.mem, mem.clone());
         w.wal = wal;
         {

@@ -229,6 +229,8 @@ impl TableBuilder {
             IndexKind::Learned { fit, eps } => Some((fit, eps, false)),
             IndexKind::Bourbon { eps } => Some((FitKind::Piecewise, eps, true)),
         };
+        // Distinct model inputs among the keys (a learned index only).
+        let mut points = usize::MAX;
         let mut index = match learned {
             None => self.sparse_index(),
             Some((fit, eps, whole_block)) => {
@@ -254,6 +256,7 @@ impl TableBuilder {
                     }
                     (xs, pos)
                 };
+                points = xs.len();
                 // A window wider than a quarter of a block would send many
                 // lookups to a neighbouring block; ε is capped there.
                 let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;
@@ -302,9 +305,13 @@ impl TableBuilder {
         };
         // A learned index never costs more than the sparse one it replaces:
         // on keys a model fits badly its segments, block map and
-        // thresholds can outgrow the separators.
-        let sparse_fallback =
-            self.smaller_index && index.is_learned() && index.encoded_len() > self.sparse_bytes;
+        // thresholds can outgrow the separators. Nor does it serve keys its
+        // projection cannot tell apart (see `blind_projection`). A builder
+        // told to keep every model (`smaller_index(false)`, for the
+        // experiments that measure models) keeps it regardless.
+        let sparse_fallback = self.smaller_index
+            && index.is_learned()
+            && (index.encoded_len() > self.sparse_bytes || blind_projection(points, self.entries));
         if sparse_fallback {
             if let Index::Learned(LearnedIndex {
                 map: BlockMap::Variable { page, .. },
@@ -371,6 +378,19 @@ impl TableBuilder {
 const SPARSE_HEADER: usize = 4;
 const SPARSE_PER_BLOCK: usize = 6;
 
+/// Whether a table's projection maps too many keys to the same model
+/// input for a learned index to find them: fewer than one distinct input
+/// per four keys. That happens when keys share bytes well past the
+/// table's common prefix: a table holding the server's few system
+/// records (`\x13...`) beside a million `\x00key:000000nnnnnn` keys has
+/// no common prefix, and the eight bytes a projection reads are the same
+/// for every user key. Every lookup would then start from one prediction
+/// for the whole table and gallop through its blocks; a sparse index
+/// finds the block with one binary search.
+fn blind_projection(points: usize, entries: u64) -> bool {
+    (points as u64).saturating_mul(4) < entries
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,6 +443,29 @@ mod tests {
         }
         keys.dedup();
         keys
+    }
+
+    #[test]
+    fn keys_the_projection_cannot_tell_apart_get_the_sparse_index() {
+        // A Redis server's records: user keys that share bytes past any
+        // common prefix, beside a system record.
+        let mut keys: Vec<Vec<u8>> = (0..20_000u64)
+            .map(|i| [b"\x00key:".as_slice(), &i.to_be_bytes()].concat())
+            .collect();
+        keys.push(b"\x13format".to_vec());
+        let t = built(IndexKind::LEARNED, &keys, 100);
+        assert!(
+            t.sparse_fallback,
+            "every user key projects to the same input"
+        );
+        assert_eq!(index_of(&t).0.index_kind, KIND_SPARSE);
+        // Without the system record the prefix goes past the shared bytes
+        // and the model tells every key apart.
+        keys.pop();
+        let t = built(IndexKind::LEARNED, &keys, 100);
+        assert!(!t.sparse_fallback);
+        assert_eq!(blind_projection(1, 8), true);
+        assert_eq!(blind_projection(2, 8), false);
     }
 
     #[test]

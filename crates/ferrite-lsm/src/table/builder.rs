@@ -464,8 +464,8 @@ mod tests {
         keys.pop();
         let t = built(IndexKind::LEARNED, &keys, 100);
         assert!(!t.sparse_fallback);
-        assert_eq!(blind_projection(1, 8), true);
-        assert_eq!(blind_projection(2, 8), false);
+        assert!(blind_projection(1, 8));
+        assert!(!blind_projection(2, 8));
     }
 
     #[test]

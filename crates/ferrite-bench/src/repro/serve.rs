@@ -484,7 +484,9 @@ impl Plan<'_> {
                 } else {
                     Vec::new()
                 };
-                if idle {
+                // The first round only: later ones reuse the memory the
+                // allocator kept from the first.
+                if idle && self.results.idle_rss.is_none() {
                     self.results.idle_rss = rss_before.zip(server.rss_bytes());
                 }
                 for test in ["set", "get"] {

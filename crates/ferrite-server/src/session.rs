@@ -1,7 +1,7 @@
 //! One client's state: protocol, database, name, its `MULTI` queue and
 //! `WATCH`ed keys, its subscriptions, whether it is blocked, and its
-//! mailbox. The loop that reads and answers it is `conn`'s; what runs
-//! its commands is `executor`'s.
+//! mailbox. The event loop that holds its connection (`event_loop`,
+//! `conn`) reads and answers it; what runs its commands is `executor`'s.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -21,6 +21,7 @@ use crossbeam_skiplist::SkipMap;
 use parking_lot::RwLock;
 
 use crate::range_del::RangeDel;
+use crate::table::bloom::Bloom;
 
 /// A memtable key: the user key, then the sequence number, newest first.
 /// The key's first sixteen bytes are kept inline as two big-endian
@@ -131,7 +132,7 @@ impl Memtable {
                 Ordering::Relaxed,
             );
         }
-        for (w, bit) in self.probes(key) {
+        for (w, bit) in self.probes(Bloom::hash(key)) {
             if let Some(word) = self.filter.get(w) {
                 word.fetch_or(bit, Ordering::Release);
             }
@@ -176,13 +177,15 @@ impl Memtable {
     /// The newest version of `key` visible at `seq`: `Some(Some(v))` for a
     /// value, `Some(None)` for a delete, `None` if the key is not here.
     pub fn get(&self, key: &[u8], seq: u64) -> Option<Option<Vec<u8>>> {
-        self.get_entry(key, seq).map(|(_, v)| v)
+        self.get_entry(key, Bloom::hash(key), seq).map(|(_, v)| v)
     }
 
     /// The newest version of `key` at or below `seq`, with its sequence
-    /// number (`None` for the value: a delete).
-    pub fn get_entry(&self, key: &[u8], seq: u64) -> Option<(u64, Option<Vec<u8>>)> {
-        if !self.may_hold(key) {
+    /// number (`None` for the value: a delete). `hash` is the key's
+    /// [`Bloom::hash`], which a lookup computes once for every memtable
+    /// and table it asks.
+    pub fn get_entry(&self, key: &[u8], hash: u64, seq: u64) -> Option<(u64, Option<Vec<u8>>)> {
+        if !self.may_hold(hash) {
             return None;
         }
         let from = MemKey::new(key, seq);
@@ -194,9 +197,9 @@ impl Memtable {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// The filter's two bits for `key`: (word, mask) each.
-    fn probes(&self, key: &[u8]) -> [(usize, u64); 2] {
-        let h = xxhash_rust::xxh3::xxh3_64(key);
+    /// The filter's two bits for a key of [`Bloom::hash`] `h`: (word,
+    /// mask) each.
+    fn probes(&self, h: u64) -> [(usize, u64); 2] {
         let words = self.filter.len() as u64;
         let bit = |x: u64| (((x >> 6) % words) as usize, 1u64 << (x & 63));
         [
@@ -205,9 +208,9 @@ impl Memtable {
         ]
     }
 
-    /// False when no entry of `key` was ever inserted.
-    fn may_hold(&self, key: &[u8]) -> bool {
-        self.probes(key).iter().all(|&(w, bit)| {
+    /// False when no entry of the key hashing to `hash` was ever inserted.
+    fn may_hold(&self, hash: u64) -> bool {
+        self.probes(hash).iter().all(|&(w, bit)| {
             self.filter
                 .get(w)
                 .is_none_or(|word| word.load(Ordering::Acquire) & bit != 0)

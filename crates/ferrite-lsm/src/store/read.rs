@@ -45,21 +45,22 @@ impl Inner {
             Some(d) if d.covers(key, found_seq) => None,
             _ => v,
         };
-        if let Some((s, v)) = sv.mem.get_entry(key, seq) {
+        let hash = Bloom::hash(key);
+        if let Some((s, v)) = sv.mem.get_entry(key, hash, seq) {
             return Ok(live(s, v));
         }
         for m in &sv.imms {
-            if let Some((s, v)) = m.get_entry(key, seq) {
+            if let Some((s, v)) = m.get_entry(key, hash, seq) {
                 return Ok(live(s, v));
             }
         }
         let part = self.opts.partition_of(key);
         for m in sv.buffers.pending(part) {
-            if let Some((s, v)) = m.get_entry(key, seq) {
+            if let Some((s, v)) = m.get_entry(key, hash, seq) {
                 return Ok(live(s, v));
             }
         }
-        Ok(match sv.version.get(part, key, Bloom::hash(key))? {
+        Ok(match sv.version.get(part, key, hash)? {
             Some((Found::Value(v), max_seq)) => live(max_seq, Some(v)),
             Some((Found::Deleted, _)) | None => None,
         })

@@ -16,6 +16,8 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
 const IDLE: usize = 10_000;
 const ACTIVE: usize = 50;
 
@@ -26,23 +28,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn have(tool: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var("FERRITE_REQUIRE_TOOLS").map_or(true, |v| v != "1"),
-            "{tool} is not installed and FERRITE_REQUIRE_TOOLS=1 (scripts/install-redis-tools.sh installs it)"
-        );
-        eprintln!("skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)");
-    }
-    found
 }
 
 /// Raises this process's open-file limit to its hard limit (the test
@@ -83,7 +68,7 @@ fn bulk(s: &mut UnixStream, header: &str) -> String {
 
 #[test]
 fn ten_thousand_idle_clients_while_fifty_run_redis_benchmark() {
-    if !have("redis-benchmark") {
+    if !common::have("redis-benchmark", "scripts/install-redis-tools.sh") {
         return;
     }
     let limit = raise_open_files();

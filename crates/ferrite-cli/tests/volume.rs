@@ -16,31 +16,20 @@ use std::time::Duration;
 
 use rand::{RngCore, SeedableRng};
 
+mod common;
+
 fn ferrite() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferrite"))
 }
 
+const NBD_TOOLS: &str = "scripts/install-nbd-tools.sh";
+
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        missing(tool);
-    }
-    ok
+    common::have(tool, NBD_TOOLS)
 }
 
-/// A missing tool skips its test, or under `FERRITE_REQUIRE_TOOLS=1`
-/// (as CI runs) fails it.
 fn missing(tool: &str) {
-    assert!(
-        std::env::var("FERRITE_REQUIRE_TOOLS").map_or(true, |v| v != "1"),
-        "{tool} is not installed and FERRITE_REQUIRE_TOOLS=1 (scripts/install-nbd-tools.sh installs it)"
-    );
-    eprintln!("skipped: {tool} is not installed (scripts/install-nbd-tools.sh installs it)");
+    common::missing(tool, NBD_TOOLS)
 }
 
 fn run(cmd: &mut Command) -> String {

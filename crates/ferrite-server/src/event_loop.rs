@@ -241,8 +241,16 @@ impl EventLoop {
     }
 
     /// Closes the connections that stalled, idled past `timeout`, or are
-    /// done after a shutdown: none of them has an event to say so.
+    /// done after a shutdown: none of them has an event to say so; stops
+    /// a long script the shutdown waits for.
     fn tick(&mut self) {
+        let sh = &self.shared;
+        // A script still running long when the server stops is stopped,
+        // its writes dropped (as `SHUTDOWN NOSAVE` does): the connection
+        // waiting for it would hold the shutdown forever.
+        if sh.shutting_down() && sh.scripts.busy(sh.settings.busy_ms()) {
+            sh.scripts.running.abort();
+        }
         let done: Vec<usize> = self
             .conns
             .iter()

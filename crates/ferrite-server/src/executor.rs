@@ -18,13 +18,17 @@
 //! - keyspace events are published after the commit that made them true.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::command::{self, Ctx, Fail, Kind, Spec, ALONE, NOAUTH, NOMULTI, NOQUEUE, PUBSUB};
+use crate::command::{
+    self, Ctx, Fail, Kind, Spec, ALONE, NOAUTH, NOMULTI, NOQUEUE, PUBSUB, SCRIPTED,
+};
 use crate::mailbox::Mailbox;
 use crate::model::{Event, ModelError, Tx};
 use crate::reply::Reply;
 use crate::request::Args;
+use crate::script::Job;
+use crate::session::Block;
 use crate::session::{ReplyMode, Session};
 use crate::shared::Shared;
 
@@ -155,6 +159,9 @@ fn admit<'a>(
     if !command::arity_ok(spec, args) {
         return refuse(session, Some(index), command::wrong_arity(spec.name));
     }
+    if shared.scripts.busy(shared.settings.busy_ms()) && !command::allowed_while_busy(args) {
+        return refuse(session, Some(index), command::busy_reply(shared));
+    }
     if !session.authenticated && !spec.has(NOAUTH) {
         return refuse(
             session,
@@ -245,6 +252,29 @@ fn begin<'a>(shared: &'a Shared, write: bool) -> Tx<'a> {
         shared.ks.write()
     } else {
         shared.ks.read()
+    }
+}
+
+/// How long a loop waits on the keyspace lock before it looks whether a
+/// script holding it has become busy.
+const LOCK_POLL: Duration = Duration::from_millis(5);
+
+/// [`begin`], or `BUSY` once a script holding the lock has run past
+/// `busy-reply-threshold` (a loop never waits out a runaway script: it
+/// has `SCRIPT KILL` to read).
+fn begin_unless_busy<'a>(shared: &'a Shared, write: bool) -> Result<Tx<'a>, Reply> {
+    loop {
+        let tx = if write {
+            shared.ks.try_write_for(LOCK_POLL)
+        } else {
+            shared.ks.try_read_for(LOCK_POLL)
+        };
+        if let Some(tx) = tx {
+            return Ok(tx);
+        }
+        if shared.scripts.busy(shared.settings.busy_ms()) {
+            return Err(command::busy_reply(shared));
+        }
     }
 }
 
@@ -348,7 +378,18 @@ pub fn run_group(
     after: &mut After,
 ) {
     let write = group.iter().any(|(_, c)| c.spec.kind == Kind::Write);
-    let mut tx = Some(begin(shared, write));
+    let first = match begin_unless_busy(shared, write) {
+        Ok(tx) => tx,
+        Err(busy) => {
+            for (who, _) in group {
+                let (session, out) = members.member(*who);
+                shared.stats.count_error(error_text(&busy));
+                emit(session, busy.clone(), out);
+            }
+            return;
+        }
+    };
+    let mut tx = Some(first);
     // Where each member's replies of this group begin, to take them back.
     let mut marks: Vec<(usize, usize, ReplyMode)> = Vec::new();
     let mut failure = None;
@@ -417,12 +458,38 @@ pub fn run_alone(
         emit(session, Reply::Status("QUEUED".into()), out);
         return;
     }
+    if let Some(r) = command::lockless(shared, session, c.args) {
+        emit(session, r, out);
+        return;
+    }
+    if c.spec.has(SCRIPTED) {
+        // The script thread runs it and answers through the mailbox; the
+        // connection's next commands wait for that answer.
+        shared.scripts.submit(Job {
+            client: session.id,
+            db: session.db,
+            args: crate::request::to_owned(c.args),
+            mailbox: session.mailbox.clone(),
+        });
+        session.blocked = Some(Block {
+            deadline: None,
+            timeout_reply: Reply::Nothing,
+        });
+        return;
+    }
     if c.spec.name == "exec" {
         let r = exec(shared, session, &c, after);
         emit(session, r, out);
         return;
     }
-    let mut tx = begin(shared, c.spec.kind == Kind::Write);
+    let mut tx = match begin_unless_busy(shared, c.spec.kind == Kind::Write) {
+        Ok(tx) => tx,
+        Err(busy) => {
+            shared.stats.count_error(error_text(&busy));
+            emit(session, busy, out);
+            return;
+        }
+    };
     let reply = match run_one(&mut tx, session, shared, &c, false) {
         Ok(r) => {
             let stale = tx.take_stale();
@@ -468,7 +535,13 @@ fn exec(shared: &Shared, session: &mut Session, c: &Admitted<'_>, after: &mut Af
         .collect();
     // Exclusive even for reads: an expired key a queued read meets is
     // removed before the next queued command runs.
-    let mut tx = begin(shared, true);
+    let mut tx = match begin_unless_busy(shared, true) {
+        Ok(tx) => tx,
+        Err(busy) => {
+            command::unwatch_all(shared, session);
+            return busy;
+        }
+    };
     tx.tick();
     let spoiled = match watch_spoiled(shared, session, &tx) {
         Ok(s) => s,
@@ -504,4 +577,64 @@ fn watch_spoiled(shared: &Shared, session: &Session, tx: &Tx<'_>) -> Result<bool
         }
     }
     Ok(false)
+}
+
+/// Runs scripts the connections handed to the script thread, in one
+/// transaction, and answers each through its mailbox once the
+/// transaction is committed (and, under `--sync always`, synced); a
+/// failed commit answers every one of them with the failure.
+pub fn run_scripts(shared: &Shared, jobs: &[Job]) {
+    let mut tx = begin(shared, true);
+    let mut after = After::default();
+    let mut replies = Vec::with_capacity(jobs.len());
+    let mut failure = None;
+    for job in jobs {
+        let args = crate::request::view(&job.args);
+        let Some((index, spec)) = command::lookup_indexed(args[0]) else {
+            continue;
+        };
+        let mut session = Session::new(job.client, String::new(), true, job.mailbox.clone());
+        session.db = job.db;
+        session.proto = job.mailbox.proto();
+        let c = Admitted {
+            index,
+            spec,
+            args: &args,
+        };
+        match run_one(&mut tx, &mut session, shared, &c, true) {
+            Ok(r) => replies.push((job.mailbox.clone(), r)),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let result = match failure {
+        Some(e) => Err(e),
+        None => finish(shared, tx, &mut after).and_then(|()| {
+            if shared.config.sync == ferrite::SyncMode::Always {
+                shared.ks.sync_seen().map_err(ModelError::Store)
+            } else {
+                Ok(())
+            }
+        }),
+    };
+    if let Err(e) = result {
+        let r = storage_reply(&e);
+        shared.stats.count_error(error_text(&r));
+        replies = jobs
+            .iter()
+            .map(|j| (j.mailbox.clone(), r.clone()))
+            .collect();
+        for (_, r) in after.deliveries.iter_mut() {
+            *r = storage_reply(&e);
+        }
+        after.events.clear();
+    }
+    for (mb, r) in replies {
+        let mut bytes = Vec::new();
+        r.encode(mb.proto(), &mut bytes);
+        mb.serve(&bytes);
+    }
+    after.release(shared);
 }

@@ -48,6 +48,7 @@ pub mod model;
 mod pubsub;
 mod reply;
 mod request;
+mod script;
 mod session;
 mod settings;
 mod shared;

@@ -75,7 +75,10 @@ impl Server {
         };
         let io_threads = config.io_threads.max(1);
         let ks = Keyspace::open(store).map_err(ServerError::Model)?;
-        let shared = Arc::new(Shared::new(config, ks));
+        let shared = Arc::new(
+            Shared::new(config, ks)
+                .map_err(|e| ServerError::Io(std::io::Error::other(format!("scripting: {e}"))))?,
+        );
         let mut signals = Vec::with_capacity(io_threads);
         let mut loops = Vec::with_capacity(io_threads);
         for i in 0..io_threads {
@@ -88,7 +91,8 @@ impl Server {
                     .map_err(ServerError::Io)?,
             );
         }
-        let background = crate::background::spawn(&shared).map_err(ServerError::Io)?;
+        let mut background = crate::background::spawn(&shared).map_err(ServerError::Io)?;
+        background.push(crate::script::runner::spawn(&shared).map_err(ServerError::Io)?);
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ferrite-accept".into())

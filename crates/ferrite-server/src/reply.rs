@@ -15,6 +15,9 @@ pub enum Reply {
     /// `-ERR ...`: the text after the dash, code first.
     Error(String),
     Int(i64),
+    /// A RESP3 boolean (a script's `true`/`false` under `redis.setresp(3)`);
+    /// RESP2 `:1`/`:0`.
+    Bool(bool),
     Bulk(Vec<u8>),
     /// A score: RESP3 double, RESP2 bulk string (`%.17g`).
     Double(f64),
@@ -73,6 +76,8 @@ impl Reply {
             Reply::Status(s) => write!(out, "+{}\r\n", one_line(s)),
             Reply::Error(s) => write!(out, "-{}\r\n", one_line(s)),
             Reply::Int(n) => write!(out, ":{n}\r\n"),
+            Reply::Bool(b) if resp3 => write!(out, "#{}\r\n", if *b { 't' } else { 'f' }),
+            Reply::Bool(b) => write!(out, ":{}\r\n", u8::from(*b)),
             Reply::Bulk(b) => bulk(out, b),
             Reply::Double(d) if resp3 => write!(out, ",{}\r\n", format_score(*d)),
             Reply::Double(d) => bulk(out, format_score(*d).as_bytes()),

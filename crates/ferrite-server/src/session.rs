@@ -90,6 +90,9 @@ pub struct Session {
     pub activity: Arc<Activity>,
     /// The command it is blocked in, if any.
     pub blocked: Option<Block>,
+    /// A script's session (`redis.call`): replies that would depend on
+    /// an order nothing defines are made deterministic.
+    pub scripted: bool,
 }
 
 impl Session {
@@ -115,6 +118,7 @@ impl Session {
             mailbox,
             activity: Arc::new(Activity::default()),
             blocked: None,
+            scripted: false,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! Three kinds: settings that act here and change at run time
 //! (`notify-keyspace-events`, `timeout`, `maxclients`,
-//! `proto-max-bulk-len`, `requirepass`); settings fixed when the server
+//! `proto-max-bulk-len`, `requirepass`, `busy-reply-threshold`); settings fixed when the server
 //! starts, which `CONFIG SET` refuses with Redis's error unless given the
 //! value they already have (`appendfsync`, `maxmemory`, the port, ...);
 //! and the size thresholds of Redis's compact in-memory encodings
@@ -61,6 +61,9 @@ pub struct Settings {
     /// A client whose unprocessed input grows past this is closed.
     query_limit: AtomicU64,
     requirepass: Mutex<Option<String>>,
+    /// `busy-reply-threshold` (`lua-time-limit`): ms a script runs before
+    /// other clients are answered `BUSY`.
+    busy_ms: AtomicU64,
     encodings: Mutex<BTreeMap<&'static str, String>>,
 }
 
@@ -74,6 +77,7 @@ impl Settings {
             max_bulk: AtomicUsize::new(config.limits.max_bulk),
             query_limit: AtomicU64::new(1 << 30),
             requirepass: Mutex::new(config.requirepass.clone()),
+            busy_ms: AtomicU64::new(5000),
             encodings: Mutex::new(
                 ENCODING_KNOBS
                     .iter()
@@ -99,6 +103,10 @@ impl Settings {
     /// `client-query-buffer-limit`.
     pub fn query_limit(&self) -> u64 {
         self.query_limit.load(Ordering::Relaxed)
+    }
+
+    pub fn busy_ms(&self) -> u64 {
+        self.busy_ms.load(Ordering::Relaxed)
     }
 
     pub fn requirepass(&self) -> Option<String> {
@@ -127,6 +135,8 @@ impl Settings {
             ("hz".into(), "10".into()),
             ("notify-keyspace-events".into(), self.events.lock().clone()),
             ("requirepass".into(), self.requirepass().unwrap_or_default()),
+            ("busy-reply-threshold".into(), self.busy_ms().to_string()),
+            ("lua-time-limit".into(), self.busy_ms().to_string()),
         ];
         for (k, v) in self.encodings.lock().iter() {
             out.push((k.to_string(), v.clone()));
@@ -222,6 +232,14 @@ impl Settings {
                         .ok_or_else(|| failed("argument must be a memory value of at least 1mb"))?;
                     actions.push(Box::new(move |s: &Self| {
                         s.query_limit.store(n, Ordering::Relaxed)
+                    }));
+                }
+                "busy-reply-threshold" | "lua-time-limit" => {
+                    let n = value_s
+                        .parse::<u64>()
+                        .map_err(|_| failed("argument couldn't be parsed into an integer"))?;
+                    actions.push(Box::new(move |s: &Self| {
+                        s.busy_ms.store(n, Ordering::Relaxed)
                     }));
                 }
                 "requirepass" => {

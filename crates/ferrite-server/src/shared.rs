@@ -13,6 +13,7 @@ use crate::cursor::Cursors;
 use crate::model::{Event, Keyspace};
 use crate::pubsub::PubSub;
 use crate::reply::Reply;
+use crate::script::Scripting;
 use crate::settings::Settings;
 use crate::stats::ServerStats;
 
@@ -25,6 +26,7 @@ pub struct Shared {
     pub cursors: Cursors,
     pub pubsub: PubSub,
     pub blocked: Blocked,
+    pub scripts: Scripting,
     pub started: Instant,
     /// When the last save finished, as a Unix time (`LASTSAVE`).
     last_save: AtomicU64,
@@ -36,8 +38,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: ServerConfig, ks: Keyspace) -> Self {
-        Self {
+    /// Fails if the script interpreter cannot start or a stored function
+    /// library does not load.
+    pub fn new(config: ServerConfig, ks: Keyspace) -> Result<Self, String> {
+        let scripts = Scripting::new()?;
+        scripts.restore(ks.store())?;
+        Ok(Self {
             settings: Settings::new(&config),
             config,
             ks,
@@ -46,12 +52,13 @@ impl Shared {
             cursors: Cursors::default(),
             pubsub: PubSub::default(),
             blocked: Blocked::default(),
+            scripts,
             started: Instant::now(),
             last_save: AtomicU64::new(crate::model::now_ms() / 1000),
             save_requested: AtomicBool::new(false),
             shutdown: Arc::new(AtomicBool::new(false)),
             next_client: AtomicU64::new(1),
-        }
+        })
     }
 
     pub fn begin_shutdown(&self) {

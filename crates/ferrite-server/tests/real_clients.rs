@@ -107,6 +107,64 @@ fn the_python_client_pipelines_transacts_and_speaks_resp3() {
     }
 }
 
+/// A venv with RQ (and the `redis` package) from PyPI.
+fn python_with_rq() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rq-1.11-venv");
+    let python = venv.join("bin/python");
+    let ready = |p: &Path| {
+        Command::new(p)
+            .args(["-c", "import rq, redis"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            // RQ 1.12 and later keep job results in streams, which
+            // ferrite does not serve.
+            .args(["install", "-q", "redis>=5,<6", "rq>=1.11,<1.12"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if made && ready(&python) {
+        Some(python)
+    } else {
+        assert!(
+            std::env::var_os("FERRITE_REQUIRE_TOOLS").is_none(),
+            "no Python venv with rq (needs python3-venv and PyPI)"
+        );
+        eprintln!("skipped: no Python venv with rq (needs python3-venv and PyPI)");
+        None
+    }
+}
+
+#[test]
+fn an_rq_worker_runs_jobs_and_a_killed_one_leaves_its_job_failed() {
+    let Some(python) = python_with_rq() else {
+        return;
+    };
+    let s = TestServer::start(EngineKind::Lsm);
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(&python)
+        .arg(script("rq_jobs.py"))
+        .arg(s.addr.port().to_string())
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn redis_benchmark_runs_without_errors() {
     if !have("redis-benchmark") {

@@ -18,8 +18,9 @@
 //! | `pubsub.rs` | SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB |
 //! | `transaction.rs` | MULTI DISCARD WATCH UNWATCH (EXEC is the executor's) |
 //! | `connection.rs` | PING ECHO HELLO AUTH CLIENT SELECT QUIT RESET |
-//! | `server.rs` | INFO COMMAND CONFIG WAIT SHUTDOWN TIME LASTSAVE SAVE BGSAVE MEMORY FUNCTION SCRIPT |
+//! | `server.rs` | INFO COMMAND CONFIG WAIT WAITAOF SHUTDOWN TIME LASTSAVE SAVE BGSAVE MEMORY |
 //! | `sort.rs` | SORT SORT_RO |
+//! | `scripting.rs` | EVAL EVALSHA EVAL_RO EVALSHA_RO FCALL FCALL_RO SCRIPT FUNCTION |
 //! | `scan.rs` | cursors and options shared by SCAN, HSCAN, SSCAN, ZSCAN |
 //! | `args.rs` | numbers and options as Redis parses them |
 //! | `longdouble.rs` | the 80-bit long double INCRBYFLOAT and HINCRBYFLOAT compute in, as Redis does |
@@ -35,6 +36,7 @@ mod lists;
 mod longdouble;
 mod pubsub;
 mod scan;
+mod scripting;
 mod server;
 mod sets;
 mod sort;
@@ -48,6 +50,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 pub use blocking::serve as serve_waiter;
+pub use scripting::{allowed_while_busy, busy_reply, lockless};
 pub use transaction::unwatch_all;
 
 use crate::model::{ModelError, Tx};
@@ -78,6 +81,10 @@ pub const NOAUTH: u8 = 4;
 pub const PUBSUB: u8 = 8;
 /// Refused inside `MULTI`.
 pub const NOMULTI: u8 = 16;
+/// Refused from a script's `redis.call`.
+pub const NOSCRIPT: u8 = 32;
+/// Runs Lua: outside `MULTI`, on the script thread (`script::runner`).
+pub const SCRIPTED: u8 = 64;
 
 /// Why a command failed: an error reply for the client, or a storage
 /// failure that fails the whole unit of work it ran in.
@@ -140,7 +147,8 @@ pub struct Spec {
     /// `COMMAND INFO`); 0 for none.
     pub keys: (i32, i32, i32),
     pub run: Handler,
-    /// [`ALONE`], [`NOQUEUE`], [`NOAUTH`], [`PUBSUB`], [`NOMULTI`].
+    /// [`ALONE`], [`NOQUEUE`], [`NOAUTH`], [`PUBSUB`], [`NOMULTI`],
+    /// [`NOSCRIPT`], [`SCRIPTED`].
     pub flags: u8,
 }
 
@@ -354,7 +362,7 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         pubsub::subscribe,
-        ALONE | PUBSUB,
+        ALONE | PUBSUB | NOSCRIPT,
     ),
     flagged(
         "unsubscribe",
@@ -362,7 +370,7 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         pubsub::unsubscribe,
-        ALONE | PUBSUB,
+        ALONE | PUBSUB | NOSCRIPT,
     ),
     flagged(
         "psubscribe",
@@ -370,7 +378,7 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         pubsub::psubscribe,
-        ALONE | PUBSUB,
+        ALONE | PUBSUB | NOSCRIPT,
     ),
     flagged(
         "punsubscribe",
@@ -378,19 +386,26 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         pubsub::punsubscribe,
-        ALONE | PUBSUB,
+        ALONE | PUBSUB | NOSCRIPT,
     ),
     cmd("publish", 3, Admin, K0, pubsub::publish),
     cmd("pubsub", -2, Admin, K0, pubsub::pubsub),
     // Transactions.
-    flagged("multi", 1, Admin, K0, transaction::multi, ALONE | NOQUEUE),
+    flagged(
+        "multi",
+        1,
+        Admin,
+        K0,
+        transaction::multi,
+        ALONE | NOQUEUE | NOSCRIPT,
+    ),
     flagged(
         "exec",
         1,
         Admin,
         K0,
         transaction::exec_placeholder,
-        ALONE | NOQUEUE,
+        ALONE | NOQUEUE | NOSCRIPT,
     ),
     flagged(
         "discard",
@@ -398,7 +413,7 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         transaction::discard,
-        ALONE | NOQUEUE,
+        ALONE | NOQUEUE | NOSCRIPT,
     ),
     flagged(
         "watch",
@@ -406,23 +421,51 @@ pub static TABLE: &[Spec] = &[
         Admin,
         KALL,
         transaction::watch,
-        ALONE | NOQUEUE,
+        ALONE | NOQUEUE | NOSCRIPT,
     ),
-    flagged("unwatch", 1, Admin, K0, transaction::unwatch, ALONE),
+    flagged(
+        "unwatch",
+        1,
+        Admin,
+        K0,
+        transaction::unwatch,
+        ALONE | NOSCRIPT,
+    ),
     // Connection.
     flagged("ping", -1, Admin, K0, connection::ping, PUBSUB),
     cmd("echo", 2, Admin, K0, connection::echo),
     cmd("select", 2, Admin, K0, connection::select),
-    flagged("hello", -1, Admin, K0, connection::hello, ALONE | NOAUTH),
-    flagged("auth", -2, Admin, K0, connection::auth, ALONE | NOAUTH),
-    flagged("client", -2, Admin, K0, connection::client, ALONE),
+    flagged(
+        "hello",
+        -1,
+        Admin,
+        K0,
+        connection::hello,
+        ALONE | NOAUTH | NOSCRIPT,
+    ),
+    flagged(
+        "auth",
+        -2,
+        Admin,
+        K0,
+        connection::auth,
+        ALONE | NOAUTH | NOSCRIPT,
+    ),
+    flagged(
+        "client",
+        -2,
+        Admin,
+        K0,
+        connection::client,
+        ALONE | NOSCRIPT,
+    ),
     flagged(
         "quit",
         -1,
         Admin,
         K0,
         connection::quit,
-        ALONE | NOQUEUE | NOAUTH | PUBSUB,
+        ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT,
     ),
     flagged(
         "reset",
@@ -430,21 +473,92 @@ pub static TABLE: &[Spec] = &[
         Admin,
         K0,
         connection::reset,
-        ALONE | NOQUEUE | NOAUTH | PUBSUB,
+        ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT,
     ),
     // Server.
     cmd("info", -1, Admin, K0, server::info),
     cmd("command", -1, Admin, K0, server::command),
-    flagged("config", -2, Admin, K0, server::config, ALONE),
+    flagged("config", -2, Admin, K0, server::config, ALONE | NOSCRIPT),
     cmd("wait", 3, Admin, K0, server::wait),
-    flagged("shutdown", -1, Admin, K0, server::shutdown, ALONE | NOMULTI),
+    cmd("waitaof", 4, Admin, K0, server::waitaof),
+    flagged(
+        "shutdown",
+        -1,
+        Admin,
+        K0,
+        server::shutdown,
+        ALONE | NOMULTI | NOSCRIPT,
+    ),
     cmd("time", 1, Admin, K0, server::time),
     cmd("lastsave", 1, Admin, K0, server::lastsave),
-    flagged("save", 1, Admin, K0, server::save, ALONE | NOMULTI),
+    flagged(
+        "save",
+        1,
+        Admin,
+        K0,
+        server::save,
+        ALONE | NOMULTI | NOSCRIPT,
+    ),
     cmd("bgsave", -1, Admin, K0, server::bgsave),
     cmd("memory", -2, Read, (2, 2, 1), server::memory),
-    cmd("function", -2, Admin, K0, server::function),
-    cmd("script", -2, Admin, K0, server::script),
+    // Scripting.
+    flagged(
+        "eval",
+        -3,
+        Write,
+        K0,
+        scripting::eval,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "evalsha",
+        -3,
+        Write,
+        K0,
+        scripting::evalsha,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "eval_ro",
+        -3,
+        Read,
+        K0,
+        scripting::eval_ro,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "evalsha_ro",
+        -3,
+        Read,
+        K0,
+        scripting::evalsha_ro,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "fcall",
+        -3,
+        Write,
+        K0,
+        scripting::fcall,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "fcall_ro",
+        -3,
+        Read,
+        K0,
+        scripting::fcall_ro,
+        ALONE | NOSCRIPT | SCRIPTED,
+    ),
+    flagged(
+        "function",
+        -2,
+        Write,
+        K0,
+        scripting::function,
+        ALONE | NOSCRIPT,
+    ),
+    flagged("script", -2, Admin, K0, scripting::script, ALONE | NOSCRIPT),
 ];
 
 fn index() -> &'static HashMap<&'static str, usize> {

@@ -1,6 +1,6 @@
 //! Server commands: `INFO`, `COMMAND` (what `redis-cli` asks at start),
-//! `CONFIG` (`settings.rs`), `WAIT`, `SHUTDOWN`, `TIME`, `LASTSAVE`, and
-//! `FUNCTION`/`SCRIPT` as a server that has no functions or scripts.
+//! `CONFIG` (`settings.rs`), `WAIT`, `WAITAOF`, `SHUTDOWN`, `TIME`, `LASTSAVE`,
+//! `SAVE`, `BGSAVE` and `MEMORY`.
 
 use std::fmt::Write;
 
@@ -102,10 +102,14 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             }
             "memory" => {
                 let rss = rss_bytes();
+                let counts = &sh.scripts.counts;
+                let scripts = counts.scripts.load(std::sync::atomic::Ordering::Relaxed);
+                let functions = counts.functions.load(std::sync::atomic::Ordering::Relaxed);
                 let _ = write!(
                     out,
                     "# Memory\r\nused_memory:{rss}\r\nused_memory_rss:{rss}\r\nmaxmemory:{}\r\n\
-                     maxmemory_policy:noeviction\r\n\r\n",
+                     maxmemory_policy:noeviction\r\nnumber_of_cached_scripts:{scripts}\r\n\
+                     number_of_functions:{functions}\r\n\r\n",
                     sh.config.cache_bytes,
                 );
             }
@@ -311,6 +315,24 @@ pub fn wait(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Int(0))
 }
 
+/// `WAITAOF numlocal numreplicas timeout`: every write acknowledged so
+/// far is made durable here (the store's sync stands for Redis's AOF
+/// fsync), so the local count is 1; there are no replicas to wait for.
+pub fn waitaof(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let ok = |b: &[u8]| parse_int(b).is_some_and(|n| n >= 0);
+    if !ok(a[1]) || !ok(a[2]) || !ok(a[3]) {
+        return Err(super::args::not_an_integer());
+    }
+    if parse_int(a[1]).unwrap_or(0) > 1 {
+        return Err(fail("WAITAOF numlocal cannot be greater than 1"));
+    }
+    ctx.shared
+        .ks
+        .sync_seen()
+        .map_err(|e| fail(format!("storage error: {e}")))?;
+    Ok(Reply::Array(vec![Reply::Int(1), Reply::Int(0)]))
+}
+
 /// Stops the server as a signal does: no new connections, in-flight
 /// commands finish, the store is synced and closed. Like Redis, it sends
 /// no reply when it goes ahead.
@@ -361,36 +383,6 @@ pub fn bgsave(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     }
     ctx.shared.request_save();
     Ok(Reply::Status("Background saving started".into()))
-}
-
-/// `FUNCTION FLUSH|LIST|STATS|DUMP`: a server without functions.
-pub fn function(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let sub = a[1].to_ascii_uppercase();
-    match sub.as_slice() {
-        b"FLUSH" if a.len() <= 3 => Ok(Reply::ok()),
-        b"LIST" => Ok(Reply::Array(Vec::new())),
-        b"STATS" => Ok(Reply::Map(vec![
-            (Reply::bulk("running_script"), Reply::Null),
-            (Reply::bulk("engines"), Reply::Map(Vec::new())),
-        ])),
-        _ => Err(fail(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. This server runs no functions.",
-            String::from_utf8_lossy(a[1])
-        ))),
-    }
-}
-
-/// `SCRIPT FLUSH|EXISTS`: a server without scripts.
-pub fn script(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let sub = a[1].to_ascii_uppercase();
-    match sub.as_slice() {
-        b"FLUSH" if a.len() <= 3 => Ok(Reply::ok()),
-        b"EXISTS" if a.len() >= 3 => Ok(Reply::Array(a[2..].iter().map(|_| Reply::Int(0)).collect())),
-        _ => Err(fail(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. This server runs no scripts.",
-            String::from_utf8_lossy(a[1])
-        ))),
-    }
 }
 
 /// `MEMORY USAGE key [SAMPLES n]`: the bytes of the key's records in

@@ -103,11 +103,11 @@ fn lookup_pattern(ctx: &Ctx<'_, '_>, pattern: &[u8], elem: &[u8]) -> Result<Opti
 }
 
 /// The elements of the list, set or sorted set at `key`, in its own
-/// order.
-fn elements(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Vec<Vec<u8>>, Fail> {
+/// order, and whether it is a set.
+fn elements(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<(Vec<Vec<u8>>, bool), Fail> {
     let f = ctx.tx.lookup(ctx.db(), key)?;
     let Some(m) = f.live() else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     };
     let Some(c) = m.coll().copied() else {
         return Err(ModelError::WrongType.into());
@@ -140,12 +140,19 @@ fn elements(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Vec<Vec<u8>>, Fail> {
         }
         _ => return Err(ModelError::WrongType.into()),
     }
-    Ok(out)
+    Ok((out, c.kind == Kind::Set))
 }
 
 fn sort_generic(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
-    let o = parse(a, read_only)?;
-    let mut elems = elements(ctx, a[1])?;
+    let mut o = parse(a, read_only)?;
+    let (mut elems, set) = elements(ctx, a[1])?;
+    // A set has no order of its own: what is stored, or answered to a
+    // script, is sorted so that it is the same everywhere (as Redis).
+    if o.dont_sort && set && (o.store.is_some() || ctx.session.scripted) {
+        o.dont_sort = false;
+        o.alpha = true;
+        o.by = None;
+    }
     let n = elems.len() as i64;
     if o.dont_sort && o.desc {
         elems.reverse();

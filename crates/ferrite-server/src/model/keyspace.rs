@@ -170,6 +170,18 @@ impl Keyspace {
         Tx::new(self, Guard::Write(self.state.write()))
     }
 
+    /// [`Keyspace::read`], unless the lock stays taken for `wait`.
+    pub fn try_read_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
+        let g = self.state.try_read_for(wait)?;
+        Some(Tx::new(self, Guard::Read(g)))
+    }
+
+    /// [`Keyspace::write`], unless the lock stays taken for `wait`.
+    pub fn try_write_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
+        let g = self.state.try_write_for(wait)?;
+        Some(Tx::new(self, Guard::Write(g)))
+    }
+
     /// Commits so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)

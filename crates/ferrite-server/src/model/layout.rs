@@ -10,7 +10,8 @@
 //! [0x10][slot][version][0x02][position: u64 BE]      list element
 //! [0x11][expires at: u64 BE ms][slot][user key]      expiry index
 //! [0x12][slot][version]                              a dead collection the sweeper removes
-//! [0x13][name]                                       server records (format, db map, version ceiling)
+//! [0x13][name]                                       server records (format, db map, version ceiling,
+//!                                                    function libraries)
 //! ```
 //!
 //! A member's position is its bytes for a sorted set (member order, for
@@ -273,6 +274,16 @@ pub fn server(name: &str) -> Vec<u8> {
     let mut k = vec![SERVER];
     k.extend_from_slice(name.as_bytes());
     k
+}
+
+/// The record of a function library (`FUNCTION LOAD`): its code.
+pub fn library(name: &str) -> Vec<u8> {
+    server(&format!("library:{name}"))
+}
+
+/// Every function library's record.
+pub fn libraries() -> Span {
+    (server("library:"), server("library;"))
 }
 
 /// Every metadata record of every slot.

@@ -3,14 +3,16 @@
 //! a fair share, a stopped node fails only its own keys, and once it is
 //! back every key is there again. Needs nutcracker and redis-cli
 //! (`scripts/install-redis-tools.sh`); without them the test says so and
-//! passes without running.
+//! skips, or under `FERRITE_REQUIRE_TOOLS=1` (as CI runs) fails.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 const KEYS: usize = 100_000;
 
@@ -66,16 +68,7 @@ fn read_all(proxy: u16) {
 #[test]
 fn three_nodes_behind_twemproxy_share_the_keys_and_survive_a_node_restart() {
     for tool in ["nutcracker", "redis-cli"] {
-        if Command::new(tool)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_err()
-        {
-            eprintln!(
-                "skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)"
-            );
+        if !common::have(tool, "scripts/install-redis-tools.sh") {
             return;
         }
     }

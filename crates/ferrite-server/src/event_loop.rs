@@ -417,7 +417,10 @@ impl EventLoop {
             let conns = &mut self.conns;
             let after = &mut self.after;
             let mut held: Vec<Option<Held<'_>>> = active.iter().map(|_| None).collect();
-            let mut group: Vec<(usize, Admitted<'_>)> = Vec::new();
+            // Sized once: grown push by push, a full group reallocates
+            // nine times a turn, each a trip through the allocator's
+            // consolidation on a pipelining workload.
+            let mut group: Vec<(usize, Admitted<'_>)> = Vec::with_capacity(MAX_GROUP);
             let mut ran = false;
             loop {
                 for (i, &key) in active.iter().enumerate() {

@@ -211,6 +211,30 @@ fn connection(c: &mut Client) {
     };
     assert_eq!(cfg, vec![(b("appendonly"), b("yes"))]);
     assert!(matches!(c.cmd(&["COMMAND", "COUNT"]), Int(n) if n > 30));
+    let keys = |c: &mut Client, words: &[&str]| c.cmd(&[&["COMMAND", "GETKEYS"], words].concat());
+    assert_eq!(
+        keys(c, &["MSET", "a", "1", "b", "2"]),
+        Array(vec![b("a"), b("b")])
+    );
+    assert_eq!(
+        keys(c, &["SORT", "abc", "STORE", "x", "STORE", "def"]),
+        Array(vec![b("abc"), b("def")])
+    );
+    assert_eq!(
+        keys(c, &["EVAL", "return 1", "2", "k1", "k2", "arg"]),
+        Array(vec![b("k1"), b("k2")])
+    );
+    assert_eq!(
+        keys(
+            c,
+            &["ZUNIONSTORE", "d", "2", "s1", "s2", "WEIGHTS", "1", "2"]
+        ),
+        Array(vec![b("d"), b("s1"), b("s2")])
+    );
+    assert_eq!(
+        keys(c, &["PING"]),
+        Error("ERR The command has no key arguments".into())
+    );
     assert!(matches!(c.cmd(&["HELLO", "2"]), Array(_)));
     // Inline commands, as typed into telnet.
     c.send_raw(b"SET inline \"a b\"\r\nGET inline\r\n");

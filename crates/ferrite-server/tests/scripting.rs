@@ -86,7 +86,12 @@ fn scripts(c: &mut Client) {
         ]),
         Array(vec![Int(1), Int(0)])
     );
+    assert_eq!(
+        c.cmd(&["SCRIPT", "SHOW", sha]),
+        b("return redis.call('get',KEYS[1])")
+    );
     assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), Value::ok());
+    assert!(err_starts(&c.cmd(&["SCRIPT", "SHOW", sha]), "NOSCRIPT"));
     assert!(err_starts(&c.cmd(&["EVALSHA", sha, "1", "sk"]), "NOSCRIPT"));
     // Errors: of commands, raised or caught, of the sandbox.
     assert_eq!(

@@ -229,10 +229,10 @@ impl TableBuilder {
             IndexKind::Learned { fit, eps } => Some((fit, eps, false)),
             IndexKind::Bourbon { eps } => Some((FitKind::Piecewise, eps, true)),
         };
-        // Distinct model inputs among the keys (a learned index only).
-        let mut points = usize::MAX;
-        let mut index = match learned {
-            None => self.sparse_index(),
+        // The learned index was given up before its fit.
+        let mut blind = false;
+        let built = match learned {
+            None => None,
             Some((fit, eps, whole_block)) => {
                 let (projection, every) = self.projected.finish(&self.first_key);
                 // One point per distinct projection: its first ordinal.
@@ -256,47 +256,61 @@ impl TableBuilder {
                     }
                     (xs, pos)
                 };
-                points = xs.len();
-                // A window wider than a quarter of a block would send many
-                // lookups to a neighbouring block; ε is capped there.
-                let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;
-                let eps = eps.min((per_block / 4.0).max(1.0));
-                let model = BoundedModel::fit_parallel(
-                    xs,
-                    pos,
-                    self.entries,
-                    fit,
-                    eps,
-                    self.training_threads,
-                );
-                let fixed = self.uniform.filter(|_| !self.mixed).and_then(|len| {
-                    let per = entries_per_page(len) as u32;
-                    let all_full = self.block_first.iter().enumerate().all(|(b, &f)| {
-                        f == b as u32 * per && self.block_page.get(b) == Some(&(b as u32))
+                // Distinct model inputs among the keys.
+                let points = xs.len();
+                // Keys the projection cannot tell apart get the sparse
+                // index (see `blind_projection`), decided before any fit:
+                // a model over them has windows spanning the table, and
+                // its thresholds would walk every block for every key.
+                blind = self.smaller_index && blind_projection(points, self.entries);
+                if blind {
+                    None
+                } else {
+                    // A window wider than a quarter of a block would send many
+                    // lookups to a neighbouring block; ε is capped there.
+                    let per_block = self.entries as f64 / self.block_first.len().max(1) as f64;
+                    let eps = eps.min((per_block / 4.0).max(1.0));
+                    let model = BoundedModel::fit_parallel(
+                        xs,
+                        pos,
+                        self.entries,
+                        fit,
+                        eps,
+                        self.training_threads,
+                    );
+                    let fixed = self.uniform.filter(|_| !self.mixed).and_then(|len| {
+                        let per = entries_per_page(len) as u32;
+                        let all_full = self.block_first.iter().enumerate().all(|(b, &f)| {
+                            f == b as u32 * per && self.block_page.get(b) == Some(&(b as u32))
+                        });
+                        (per > 0 && all_full).then_some(per)
                     });
-                    (per > 0 && all_full).then_some(per)
-                });
-                let map = match fixed {
-                    Some(per_page) => BlockMap::Fixed {
-                        per_page,
-                        entries: self.entries,
-                    },
-                    None => BlockMap::Variable {
-                        first: std::mem::take(&mut self.block_first),
-                        page: std::mem::take(&mut self.block_page),
-                    },
-                };
-                let mut learned = LearnedIndex {
-                    map,
-                    projection,
-                    model,
-                    whole_block,
-                    thresholds: None,
-                };
-                let blocks = learned.block_count(data_pages);
-                learned.thresholds = Thresholds::fit(&learned, every, distinct, blocks);
-                Index::Learned(learned)
+                    let map = match fixed {
+                        Some(per_page) => BlockMap::Fixed {
+                            per_page,
+                            entries: self.entries,
+                        },
+                        None => BlockMap::Variable {
+                            first: std::mem::take(&mut self.block_first),
+                            page: std::mem::take(&mut self.block_page),
+                        },
+                    };
+                    let mut learned = LearnedIndex {
+                        map,
+                        projection,
+                        model,
+                        whole_block,
+                        thresholds: None,
+                    };
+                    let blocks = learned.block_count(data_pages);
+                    learned.thresholds = Thresholds::fit(&learned, every, distinct, blocks);
+                    Some(Index::Learned(learned))
+                }
             }
+        };
+        let mut index = match built {
+            Some(index) => index,
+            None => self.sparse_index(),
         };
         let training_micros = if learned.is_some() {
             started.elapsed().as_micros() as u64
@@ -309,10 +323,11 @@ impl TableBuilder {
         // projection cannot tell apart (see `blind_projection`). A builder
         // told to keep every model (`smaller_index(false)`, for the
         // experiments that measure models) keeps it regardless.
-        let sparse_fallback = self.smaller_index
-            && index.is_learned()
-            && (index.encoded_len() > self.sparse_bytes || blind_projection(points, self.entries));
-        if sparse_fallback {
+        let sparse_fallback = blind
+            || (self.smaller_index
+                && index.is_learned()
+                && index.encoded_len() > self.sparse_bytes);
+        if sparse_fallback && index.is_learned() {
             if let Index::Learned(LearnedIndex {
                 map: BlockMap::Variable { page, .. },
                 ..
@@ -458,7 +473,13 @@ mod tests {
             t.sparse_fallback,
             "every user key projects to the same input"
         );
-        assert_eq!(index_of(&t).0.index_kind, KIND_SPARSE);
+        let (footer, index) = index_of(&t);
+        assert_eq!(footer.index_kind, KIND_SPARSE);
+        assert_eq!(
+            index.block_count(footer.data_pages),
+            footer.data_pages as usize,
+            "the sparse index names every block"
+        );
         // Without the system record the prefix goes past the shared bytes
         // and the model tells every key apart.
         keys.pop();

@@ -94,7 +94,7 @@ fn flush_mode(a: &Args, at: usize) -> Result<(), Fail> {
     }
 }
 
-/// `SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP`.
+/// `SCRIPT LOAD|EXISTS|FLUSH|KILL|SHOW|HELP`.
 pub fn script(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let shared = ctx.shared;
     let sub = a[1].to_ascii_uppercase();
@@ -115,6 +115,16 @@ pub fn script(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             Ok(Reply::ok())
         }
         b"KILL" if a.len() == 2 => kill(shared, false),
+        b"SHOW" if a.len() == 3 => match shared
+            .scripts
+            .vm()
+            .script_body(&String::from_utf8_lossy(a[2]))
+        {
+            Some(body) => Ok(Reply::bulk(body)),
+            None => Err(Fail::Reply(Reply::Error(
+                "NOSCRIPT No matching script".into(),
+            ))),
+        },
         b"HELP" if a.len() == 2 => Ok(help(&[
             "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "EXISTS <sha1> [<sha1> ...]",
@@ -125,6 +135,8 @@ pub fn script(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             "    Kill the currently executing Lua script.",
             "LOAD <script>",
             "    Load a script into the scripts cache without executing it.",
+            "SHOW <sha1>",
+            "    Show the script body of the given SHA1.",
         ])),
         _ => Err(unknown_sub("SCRIPT", a)),
     }

@@ -261,6 +261,20 @@ pub fn command(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         ),
         // Documentation is not served; clients fall back to none.
         b"DOCS" => Reply::Map(Vec::new()),
+        b"GETKEYS" if a.len() >= 3 => {
+            let args = &a[2..];
+            let Some(spec) = super::lookup(args[0]) else {
+                return Err(fail("Invalid command specified"));
+            };
+            if !super::arity_ok(spec, args) {
+                return Err(fail("Invalid number of arguments specified for command"));
+            }
+            let keys = key_positions(spec, args);
+            if keys.is_empty() {
+                return Err(fail("The command has no key arguments"));
+            }
+            Reply::Array(keys.into_iter().map(|i| Reply::bulk(args[i])).collect())
+        }
         _ => {
             return Err(fail(format!(
                 "unknown subcommand '{}'. Try COMMAND HELP.",
@@ -268,6 +282,49 @@ pub fn command(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             )))
         }
     })
+}
+
+/// Where the keys of `args` (a whole command) are: by the table's
+/// first/last/step, or, for commands that count their keys or name one
+/// by an option, as Redis's key specs say.
+fn key_positions(spec: &Spec, args: &Args) -> Vec<usize> {
+    let n = args.len();
+    let counted = |at: usize| -> Vec<usize> {
+        let count = args.get(at).and_then(|b| parse_int(b)).unwrap_or(0).max(0) as usize;
+        (at + 1..(at + 1 + count).min(n)).collect()
+    };
+    match spec.name {
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => counted(2),
+        "zunionstore" | "zinterstore" | "zdiffstore" => {
+            let mut k = vec![1];
+            k.extend(counted(2));
+            k
+        }
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "sintercard" | "lmpop" | "zmpop" => {
+            counted(1)
+        }
+        "blmpop" | "bzmpop" => counted(2),
+        "sort" | "sort_ro" => {
+            let mut k = vec![1];
+            // The last STORE names the destination.
+            let store = (2..n.saturating_sub(1)).rfind(|&i| is(args[i], "STORE"));
+            if let (Some(i), "sort") = (store, spec.name) {
+                k.push(i + 1);
+            }
+            k
+        }
+        _ => {
+            let (first, last, step) = spec.keys;
+            if first <= 0 {
+                return Vec::new();
+            }
+            let last = if last < 0 { n as i32 + last } else { last };
+            (first..=last.min(n as i32 - 1))
+                .step_by(step.max(1) as usize)
+                .map(|i| i as usize)
+                .collect()
+        }
+    }
 }
 
 /// `CONFIG GET pattern ...`, `CONFIG SET name value ...`,

@@ -35,6 +35,7 @@ pub struct Flags {
 struct Script {
     f: Function,
     flags: Flags,
+    body: Vec<u8>,
 }
 
 /// A function of a loaded library.
@@ -143,6 +144,13 @@ impl Vm {
             .store(self.functions.len(), Ordering::Relaxed);
     }
 
+    /// The body of the script named `sha` (`SCRIPT SHOW`).
+    pub fn script_body(&self, sha: &str) -> Option<&[u8]> {
+        self.scripts
+            .get(&sha.to_ascii_lowercase())
+            .map(|s| s.body.as_slice())
+    }
+
     pub fn has_script(&self, sha: &str) -> bool {
         self.scripts.contains_key(&sha.to_ascii_lowercase())
     }
@@ -169,7 +177,14 @@ impl Vm {
                     lua_message(&e)
                 ))
             })?;
-        self.scripts.insert(sha.clone(), Script { f, flags });
+        self.scripts.insert(
+            sha.clone(),
+            Script {
+                f,
+                flags,
+                body: body.to_vec(),
+            },
+        );
         self.recount();
         Ok(sha)
     }

@@ -212,14 +212,18 @@ pub fn have(tool: &str) -> bool {
         .status()
         .is_ok();
     if !found {
-        let required = std::env::var("FERRITE_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{tool} is not installed and FERRITE_REQUIRE_TOOLS=1 (scripts/install-redis-tools.sh installs it)"
-        );
-        eprintln!("skipped: {tool} is not installed (scripts/install-redis-tools.sh installs it)");
+        missing(&format!(
+            "{tool} (scripts/install-redis-tools.sh installs it)"
+        ));
     }
     found
+}
+
+/// Skips (or under `FERRITE_REQUIRE_TOOLS=1` fails) for a missing `what`.
+pub fn missing(what: &str) {
+    let required = std::env::var("FERRITE_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+    assert!(!required, "missing {what} and FERRITE_REQUIRE_TOOLS=1");
+    eprintln!("skipped: missing {what}");
 }
 
 pub fn free_port() -> u16 {

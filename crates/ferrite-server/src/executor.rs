@@ -160,7 +160,18 @@ fn admit<'a>(
         return refuse(session, Some(index), command::wrong_arity(spec.name));
     }
     if shared.scripts.busy(shared.settings.busy_ms()) && !command::allowed_while_busy(args) {
-        return refuse(session, Some(index), command::busy_reply(shared));
+        let busy = command::busy_reply(shared);
+        // A refused EXEC ends its transaction, saying why (as Redis).
+        if spec.name == "exec" && session.in_transaction() {
+            session.take_transaction();
+            command::unwatch_all(shared, session);
+            shared.stats.count_refused(Some(index));
+            return Err(Reply::Error(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                error_text(&busy)
+            )));
+        }
+        return refuse(session, Some(index), busy);
     }
     if !session.authenticated && !spec.has(NOAUTH) {
         return refuse(

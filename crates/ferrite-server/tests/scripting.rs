@@ -357,3 +357,30 @@ fn stopping_the_server_stops_a_runaway_script() {
     });
     assert_eq!(stopped.recv_timeout(Duration::from_secs(20)), Ok(true));
 }
+
+#[test]
+fn a_transaction_meeting_a_busy_script_is_aborted_whole() {
+    let s = TestServer::start(EngineKind::Lsm);
+    let mut admin = s.client();
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "busy-reply-threshold", "50"]),
+        Value::ok()
+    );
+    assert_eq!(admin.cmd(&["SET", "xx", "1"]), Value::ok());
+    let mut tx = s.client();
+    let mut runner = s.client();
+    runner.send(&[b"EVAL", b"while true do end", b"0"]);
+    wait_for(|| err_starts(&admin.cmd(&["PING"]), "BUSY"));
+    // MULTI goes ahead; what is queued meanwhile is refused.
+    assert_eq!(tx.cmd(&["MULTI"]), Value::ok());
+    assert!(err_starts(&tx.cmd(&["INCR", "xx"]), "BUSY"));
+    assert!(err_starts(
+        &tx.cmd(&["EXEC"]),
+        "EXECABORT Transaction discarded because of: BUSY"
+    ));
+    assert_eq!(admin.cmd(&["SCRIPT", "KILL"]), Value::ok());
+    assert!(matches!(runner.read(), Error(e) if e.contains("killed by user")));
+    wait_for(|| admin.cmd(&["PING"]) == Status("PONG".into()));
+    assert_eq!(admin.cmd(&["GET", "xx"]), b("1"), "nothing of it ran");
+    assert!(err_starts(&tx.cmd(&["EXEC"]), "ERR EXEC without MULTI"));
+}

@@ -314,8 +314,9 @@ fn list(shared: &Shared, a: &Args) -> CmdResult {
 }
 
 /// What a connection may do while a script is busy, without the
-/// keyspace lock the script holds: `SCRIPT KILL`, `FUNCTION KILL`, and
-/// `SHUTDOWN` (which stops the script, dropping its writes). `None`: the
+/// keyspace lock the script holds: `SCRIPT KILL`, `FUNCTION KILL`,
+/// `FUNCTION STATS`, `MULTI`, `DISCARD`, and `SHUTDOWN` (which stops the
+/// script, dropping its writes). `None`: the
 /// command runs as usual.
 pub fn lockless(shared: &Shared, session: &mut Session, a: &Args) -> Option<Reply> {
     let name = a[0];
@@ -334,7 +335,17 @@ pub fn lockless(shared: &Shared, session: &mut Session, a: &Args) -> Option<Repl
     if is(name, "FUNCTION") && is(sub, "STATS") && a.len() == 2 {
         return Some(stats(shared));
     }
-    if is(name, "SHUTDOWN") && shared.scripts.busy(shared.settings.busy_ms()) {
+    let busy = shared.scripts.busy(shared.settings.busy_ms());
+    // Opening or dropping a transaction touches the session alone, and
+    // goes ahead during a busy script, as in Redis: what is queued
+    // meanwhile is refused with BUSY, which aborts the EXEC.
+    if busy && is(name, "MULTI") && a.len() == 1 {
+        return Some(reply(super::transaction::begin(session)));
+    }
+    if busy && is(name, "DISCARD") && a.len() == 1 {
+        return Some(reply(super::transaction::drop_transaction(shared, session)));
+    }
+    if is(name, "SHUTDOWN") && busy {
         shared.scripts.running.abort();
         shared.begin_shutdown();
         session.close_after_reply = true;
@@ -348,7 +359,7 @@ pub fn lockless(shared: &Shared, session: &mut Session, a: &Args) -> Option<Repl
 pub fn allowed_while_busy(a: &Args) -> bool {
     let name = a[0];
     let sub = a.get(1).copied().unwrap_or_default();
-    ["AUTH", "HELLO", "QUIT", "RESET", "SHUTDOWN"]
+    ["AUTH", "HELLO", "QUIT", "RESET", "SHUTDOWN", "MULTI", "DISCARD"]
         .iter()
         .any(|n| is(name, n))
         || ((is(name, "SCRIPT") || is(name, "FUNCTION")) && is(sub, "KILL"))

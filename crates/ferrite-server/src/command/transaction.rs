@@ -10,19 +10,29 @@ use crate::session::Session;
 use crate::shared::Shared;
 
 pub fn multi(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
-    if ctx.session.in_transaction() {
-        ctx.session.flag_transaction_error();
+    begin(ctx.session)
+}
+
+/// `MULTI` on the session alone (it also runs while a script is busy).
+pub fn begin(session: &mut Session) -> CmdResult {
+    if session.in_transaction() {
+        session.flag_transaction_error();
         return Err(fail("MULTI calls can not be nested"));
     }
-    ctx.session.begin_transaction();
+    session.begin_transaction();
     Ok(Reply::ok())
 }
 
 pub fn discard(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
-    if ctx.session.take_transaction().is_none() {
+    drop_transaction(ctx.shared, ctx.session)
+}
+
+/// `DISCARD` on the session alone (it also runs while a script is busy).
+pub fn drop_transaction(shared: &Shared, session: &mut Session) -> CmdResult {
+    if session.take_transaction().is_none() {
         return Err(fail("DISCARD without MULTI"));
     }
-    unwatch_all(ctx.shared, ctx.session);
+    unwatch_all(shared, session);
     Ok(Reply::ok())
 }
 

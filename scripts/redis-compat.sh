@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Valkey's own Tcl test suite (../shared/redis-compat/run: its 16 core
 # files and unit/scripting) against `ferrite serve` on each engine named,
-# and fails if fewer tests pass than the floor: the count
+# and fails if fewer distinct tests pass than the floor: the count
 # docs/results/redis-compat.md records, less a margin for the suite's few
 # timing-dependent tests.
 #
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-floor=975
+floor=880
 reference=0
 engines=()
 while [ $# -gt 0 ]; do
@@ -76,7 +76,16 @@ start() {
 # passed.
 suite_run() {
     REDIS_COMPAT_LOGS="$scratch/logs-$1" "$suite" "$port" "${files[@]}" | tee "$scratch/out-$1"
-    passed=$(sed -n 's/^redis-compat: \([0-9]*\) passed.*/\1/p' "$scratch/out-$1")
+    # The floor counts tests by name: the runner's count keeps each
+    # passing line with its timing, so a file that runs every test in
+    # several variants (unit/scripting runs four) counts more or fewer
+    # lines as the timings happen to differ.
+    passed=0
+    for log in "$scratch/logs-$1"/*.log; do
+        n=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | { grep '^\[ok\]' || true; } | sed 's/ ([0-9]* ms)$//' | sort -u | wc -l)
+        passed=$((passed + n))
+    done
+    echo "distinct tests passed: $passed"
     kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
     pid=""

@@ -359,9 +359,11 @@ pub fn lockless(shared: &Shared, session: &mut Session, a: &Args) -> Option<Repl
 pub fn allowed_while_busy(a: &Args) -> bool {
     let name = a[0];
     let sub = a.get(1).copied().unwrap_or_default();
-    ["AUTH", "HELLO", "QUIT", "RESET", "SHUTDOWN", "MULTI", "DISCARD"]
-        .iter()
-        .any(|n| is(name, n))
+    [
+        "AUTH", "HELLO", "QUIT", "RESET", "SHUTDOWN", "MULTI", "DISCARD",
+    ]
+    .iter()
+    .any(|n| is(name, n))
         || ((is(name, "SCRIPT") || is(name, "FUNCTION")) && is(sub, "KILL"))
         || (is(name, "FUNCTION") && is(sub, "STATS"))
 }

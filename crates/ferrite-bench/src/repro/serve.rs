@@ -14,6 +14,12 @@
 //! that is what the protocol costs. A second pass runs ferrite with a
 //! cache of a tenth of the data.
 //!
+//! Lists and scripts (redis-server with AOF everysec, ferrite btree and
+//! lsm with `--sync batched:1000`, in cache): `-t lpush,rpush,lpop,rpop`
+//! at `-P 16`, and `EVALSHA` of a 10-command script (five `INCR`s and
+//! five `GET`s of a random counter, keys apart from SET's) without
+//! pipelining.
+//!
 //! On the B+tree in cache, ten thousand idle clients are then connected
 //! (over the server's Unix socket, so the client machine's ephemeral
 //! ports are not what is measured) and SET and GET at `-P 16` are timed
@@ -45,11 +51,17 @@ pub struct ServeRepro;
 
 const TARGET: &str = "server I/O target (issue: event loops and grouped writes)";
 
+const LISTS: &str = "lists and scripts target (issue: lists, blocking pops, Lua)";
+
 const ENGINES: [EngineKind; 3] = [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv];
 
 /// The engines the write claims are judged on (ZKV's rows are reported
 /// beside them).
 const WRITE_CLAIM_ENGINES: [EngineKind; 2] = [EngineKind::Btree, EngineKind::Lsm];
+
+/// The script `EVALSHA` runs in the list-and-script pass: ten commands.
+const TEN_COMMANDS: &str =
+    "for i = 1, 5 do redis.call('incr', KEYS[1]) redis.call('get', KEYS[1]) end return 1";
 
 /// Idle clients held open in the idle pass.
 const IDLE_CLIENTS: usize = 10_000;
@@ -333,6 +345,72 @@ fn bench(
     }
 }
 
+/// Runs `redis-benchmark` over one command of its own (`args`, with
+/// `__rand_int__` for a key) and reads its CSV line.
+fn bench_command(
+    port: u16,
+    clients: u32,
+    requests: u64,
+    keyspace: u64,
+    args: &[&str],
+) -> Result<(f64, f64, f64)> {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", &clients.to_string(), "-n", &requests.to_string()])
+        .args(["-r", &keyspace.to_string(), "--csv"])
+        .args(args)
+        .output()
+        .map_err(|e| BenchError::Config(format!("redis-benchmark: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .filter(|l| !l.starts_with("\"test\""))
+        .find_map(|l| {
+            // `"<command>","rps","avg","min","p50","p95","p99","max"`.
+            let cells: Vec<f64> = l
+                .split("\",\"")
+                .skip(1)
+                .map(|c| c.trim_matches('"').parse().unwrap_or(f64::NAN))
+                .collect();
+            match cells.as_slice() {
+                [rps, _avg, _min, p50, _p95, p99, ..] if rps.is_finite() => {
+                    Some((*rps, *p50, *p99))
+                }
+                _ => None,
+            }
+        })
+        .ok_or_else(|| {
+            BenchError::Config(format!(
+                "redis-benchmark {} on port {port} gave no result: {text} {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })
+}
+
+/// Loads `script` into the server on `port`; its SHA-1.
+fn script_load(port: u16, script: &str) -> Result<String> {
+    let out = Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "script",
+            "load",
+            script,
+        ])
+        .output()
+        .map_err(|e| BenchError::Config(format!("redis-cli: {e}")))?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if sha.len() != 40 {
+        return Err(BenchError::Config(format!(
+            "SCRIPT LOAD on port {port} answered {sha:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(sha)
+}
+
 /// The keys `redis-benchmark -r` writes: `key:` and twelve digits.
 fn bench_key(i: u64) -> Vec<u8> {
     format!("key:{i:012}").into_bytes()
@@ -465,6 +543,35 @@ impl Plan<'_> {
 }
 
 impl Plan<'_> {
+    /// Pushes and pops at `-P 16`, then `EVALSHA` of [`TEN_COMMANDS`].
+    fn list_runs(&mut self, server: &Server) -> Result<()> {
+        let s = self.s;
+        for test in ["lpush", "rpush", "lpop", "rpop"] {
+            self.row(server, "in cache", test, 16, s.clients, s.requests)?;
+        }
+        let sha = script_load(server.port, TEN_COMMANDS)?;
+        let requests = s.requests_p1;
+        let (rps, p50_ms, p99_ms) = bench_command(
+            server.port,
+            s.clients,
+            requests,
+            s.requests,
+            &["EVALSHA", &sha, "1", "counter:__rand_int__"],
+        )?;
+        self.results.rows.push(Row {
+            server: server.name.clone(),
+            cache: "in cache".into(),
+            test: "EVALSHA10".into(),
+            pipeline: 1,
+            clients: s.clients,
+            requests,
+            rps,
+            p50_ms,
+            p99_ms,
+        });
+        Ok(())
+    }
+
     /// SET and GET at `-P 16` from the usual clients, alternately alone
     /// and beside [`IDLE_CLIENTS`] idle ones.
     fn idle_pass(&mut self, server: &Server, socket: &Path) -> Result<()> {
@@ -546,6 +653,8 @@ impl Study for ServeRepro {
         ClaimSpec::new("set_always_vs_redis_aof_always", ">= 1.0", TARGET),
         ClaimSpec::new("sync_always_group_commit_gain", ">= 10", TARGET),
         ClaimSpec::new("idle_10k_active_rate_ratio", ">= 0.9", TARGET),
+        ClaimSpec::new("list_push_vs_redis_aof_p16", ">= 0.4", LISTS),
+        ClaimSpec::new("list_pop_vs_redis_aof_p16", ">= 0.4", LISTS),
     ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
@@ -571,6 +680,9 @@ impl Study for ServeRepro {
                 let dir = fresh_dir(&root.join("redis"))?;
                 let server = start_redis(&dir, aof)?;
                 plan.server_runs(&server, "in cache", aof == Some("always"))?;
+                if aof == Some("everysec") {
+                    plan.list_runs(&server)?;
+                }
                 drop(server);
             }
             if let Ok(out) = Command::new("redis-server").arg("--version").output() {
@@ -600,6 +712,12 @@ impl Study for ServeRepro {
                     let server = start_ferrite(&bin, &store_dir, engine, sync, cache_mb)?;
                     let name = server.name.clone();
                     plan.server_runs(&server, cache, sync == SyncMode::Always)?;
+                    if WRITE_CLAIM_ENGINES.contains(&engine)
+                        && sync != SyncMode::Always
+                        && cache == "in cache"
+                    {
+                        plan.list_runs(&server)?;
+                    }
                     if engine == EngineKind::Btree
                         && sync != SyncMode::Always
                         && cache == "in cache"
@@ -686,6 +804,24 @@ impl Study for ServeRepro {
                 m.set_some("get_vs_redis_p16", g_redis);
             }
             m.lowest("get_vs_inprocess_p16", e, g_inproc);
+            let aof = |test: &str, p: u32| rate(r, "redis aof everysec", ic, test, p, c);
+            for (group, tests) in [("push", ["LPUSH", "RPUSH"]), ("pop", ["LPOP", "RPOP"])] {
+                for test in tests {
+                    let v = ratio(rate(r, &batched, ic, test, 16, c), aof(test, 16));
+                    m.set_some(format!("{e}_{}_vs_redis_aof_p16", test.to_lowercase()), v);
+                    if WRITE_CLAIM_ENGINES.contains(&engine) {
+                        let label = format!("{e} {}", test.to_lowercase());
+                        m.lowest(&format!("list_{group}_vs_redis_aof_p16"), &label, v);
+                    }
+                }
+            }
+            m.set_some(
+                format!("{e}_evalsha10_vs_redis_aof"),
+                ratio(
+                    rate(r, &batched, ic, "EVALSHA10", 1, c),
+                    aof("EVALSHA10", 1),
+                ),
+            );
             if WRITE_CLAIM_ENGINES.contains(&engine) {
                 m.lowest("set_vs_redis_aof_p16", e, s_aof);
                 m.lowest("set_p1_vs_redis_aof", e, s_p1);

@@ -55,13 +55,15 @@ fn redis_cli_gets_the_same_replies_as_from_redis_server() {
     }
 }
 
-/// A venv with the `redis` package from PyPI, made once per target dir.
-fn python_with_redis() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("redis-py-venv");
+/// A venv under the target dir named `name`, with `packages` from PyPI,
+/// made once; `None` (or a failure under `FERRITE_REQUIRE_TOOLS=1`) when
+/// it cannot be made.
+fn python_venv(name: &str, packages: &[&str], import: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let python = venv.join("bin/python");
     let ready = |p: &Path| {
         Command::new(p)
-            .args(["-c", "import redis"])
+            .args(["-c", &format!("import {import}")])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
@@ -75,15 +77,24 @@ fn python_with_redis() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success())
         && Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "redis>=5,<6"])
+            .args(["install", "-q"])
+            .args(packages)
             .status()
             .is_ok_and(|s| s.success());
     if made && ready(&python) {
         Some(python)
     } else {
-        missing("a Python venv with the redis package (needs python3-venv and PyPI)");
+        missing(&format!(
+            "a Python venv with {} (needs python3-venv and PyPI)",
+            packages.join(", ")
+        ));
         None
     }
+}
+
+/// A venv with the `redis` package from PyPI.
+fn python_with_redis() -> Option<PathBuf> {
+    python_venv("redis-py-venv", &["redis>=5,<6"], "redis")
 }
 
 #[test]
@@ -107,37 +118,14 @@ fn the_python_client_pipelines_transacts_and_speaks_resp3() {
     }
 }
 
-/// A venv with RQ (and the `redis` package) from PyPI.
+/// A venv with RQ (and the `redis` package) from PyPI. RQ 1.12 and later
+/// keep job results in streams, which ferrite does not serve.
 fn python_with_rq() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rq-1.11-venv");
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import rq, redis"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if ready(&python) {
-        return Some(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(venv.join("bin/pip"))
-            // RQ 1.12 and later keep job results in streams, which
-            // ferrite does not serve.
-            .args(["install", "-q", "redis>=5,<6", "rq>=1.11,<1.12"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if made && ready(&python) {
-        Some(python)
-    } else {
-        missing("a Python venv with rq (needs python3-venv and PyPI)");
-        None
-    }
+    python_venv(
+        "rq-1.11-venv",
+        &["redis>=5,<6", "rq>=1.11,<1.12"],
+        "rq, redis",
+    )
 }
 
 #[test]

@@ -9,7 +9,15 @@
 //! a newer one) with the L1 tables they overlap; a deeper level compacts
 //! one table, chosen round-robin by a per-level key cursor, with the next
 //! level's tables it overlaps. A table with no overlap below moves down
-//! without being rewritten.
+//! without being rewritten, unless it would carry deletes into the last
+//! level, where nothing is left for them to delete.
+//!
+//! Deletes ([`pick_for_deletes`]): when no level is due, a table whose
+//! entries are mostly deletes is compacted anyway (RocksDB's
+//! compact-on-deletion), one level at a time, until its deletes meet what
+//! they delete and both are dropped. Without it a store left idle after a
+//! mass delete or expiry would keep the deleted data on disk, since only
+//! size triggers compaction. Deletes jobs always rewrite, never move.
 //!
 //! The merge keeps only the newest version of each key (readers that need
 //! older ones hold older versions, whose tables stay alive) and drops a
@@ -53,6 +61,44 @@ pub fn pick_level(shape: &[LevelShape], opts: &LsmOptions) -> Option<(usize, f64
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// What the deletes trigger sees of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableShape {
+    pub entries: u64,
+    pub deletes: u64,
+}
+
+/// Deletes must make up at least this share of a table's entries for it
+/// to be compacted when no level is due.
+pub const DELETES_SHARE: f64 = 0.5;
+
+/// When no level is due: the (level, table) with the largest share of
+/// deletes, if it reaches [`DELETES_SHARE`]. The last level is never a
+/// source (it holds no deletes: merges into it drop them and moves into
+/// it are refused for tables with any).
+pub fn pick_for_deletes(levels: &[Vec<TableShape>]) -> Option<(usize, usize)> {
+    let last = levels.len().saturating_sub(1);
+    levels
+        .iter()
+        .enumerate()
+        .take(last)
+        .flat_map(|(l, tables)| tables.iter().enumerate().map(move |(i, t)| (l, i, t)))
+        .filter(|(_, _, t)| t.deletes > 0 && t.entries > 0)
+        .map(|(l, i, t)| (l, i, t.deletes as f64 / t.entries as f64))
+        .filter(|&(_, _, share)| share >= DELETES_SHARE)
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+        .map(|(l, i, _)| (l, i))
+}
+
+/// Which table of a deeper level a compaction takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Pick<'c> {
+    /// The first at or after the key the level's last compaction ended at.
+    After(Option<&'c [u8]>),
+    /// This one, for its deletes: rewritten even with nothing below.
+    Deletes(usize),
+}
+
 /// One compaction to run.
 pub struct Job {
     pub part: usize,
@@ -60,11 +106,19 @@ pub struct Job {
     /// Inputs from `level` (newest first for L0) and from `level + 1`.
     pub upper: Vec<Arc<Table>>,
     pub lower: Vec<Arc<Table>>,
+    /// Whether `level + 1` is the partition's last level.
+    pub into_last: bool,
+    /// Picked for its deletes.
+    pub for_deletes: bool,
 }
 
 impl Job {
     pub fn is_move(&self) -> bool {
-        self.level > 0 && self.upper.len() == 1 && self.lower.is_empty()
+        self.level > 0
+            && self.upper.len() == 1
+            && self.lower.is_empty()
+            && !self.for_deletes
+            && !(self.into_last && self.upper[0].footer.deletes > 0)
     }
 
     pub fn input_bytes(&self) -> u64 {
@@ -76,15 +130,20 @@ impl Job {
     }
 }
 
-/// Chooses the inputs of a compaction of `level` in partition `part`;
-/// `cursor` is the key that level's last compaction ended at.
-pub fn plan(v: &Version, part: usize, level: usize, cursor: Option<&[u8]>) -> Option<Job> {
+/// Chooses the inputs of a compaction of `level` in partition `part`
+/// (L0 compacts all its tables, whatever `pick` says).
+pub fn plan(v: &Version, part: usize, level: usize, pick: Pick<'_>) -> Option<Job> {
     let tables = v.levels(part).get(level)?;
     let upper: Vec<Arc<Table>> = if level == 0 {
         tables.clone()
     } else {
-        let i = cursor.map_or(0, |c| tables.partition_point(|t| t.smallest() <= c));
-        let t = tables.get(i).or_else(|| tables.first())?;
+        let t = match pick {
+            Pick::After(cursor) => {
+                let i = cursor.map_or(0, |c| tables.partition_point(|t| t.smallest() <= c));
+                tables.get(i).or_else(|| tables.first())?
+            }
+            Pick::Deletes(i) => tables.get(i)?,
+        };
         vec![t.clone()]
     };
     let lo = upper.iter().map(|t| t.smallest()).min()?.to_vec();
@@ -95,6 +154,8 @@ pub fn plan(v: &Version, part: usize, level: usize, cursor: Option<&[u8]>) -> Op
         level,
         upper,
         lower,
+        into_last: level + 2 == v.levels(part).len(),
+        for_deletes: matches!(pick, Pick::Deletes(_)),
     })
 }
 
@@ -115,7 +176,7 @@ pub fn merge(
     let out_level = job.level + 1;
     // The version's range deletes are durable: entries older than one
     // covering them go now (a live snapshot keeps the inputs it reads).
-    let dels = RangeDels::visible(v.range_dels.iter(), u64::MAX);
+    let dels = RangeDels::of_sets(vec![v.range_fragments().clone()], u64::MAX);
     let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
         .smaller_index(opts.smaller_index);
     let (mut key, mut value) = (Vec::new(), Vec::new());
@@ -170,5 +231,21 @@ mod tests {
             pick_level(&shape(&[(0, 0), (0, 0), (0, 1 << 40)]), &opts),
             None
         );
+    }
+
+    #[test]
+    fn the_table_most_made_of_deletes_is_picked_once_they_are_half() {
+        let t = |entries, deletes| TableShape { entries, deletes };
+        assert_eq!(pick_for_deletes(&[vec![], vec![t(100, 49)], vec![]]), None);
+        assert_eq!(
+            pick_for_deletes(&[vec![t(10, 5)], vec![t(100, 49), t(100, 90)], vec![]]),
+            Some((1, 1))
+        );
+        assert_eq!(
+            pick_for_deletes(&[vec![], vec![], vec![t(10, 10)]]),
+            None,
+            "the last level is never a source"
+        );
+        assert_eq!(pick_for_deletes(&[vec![t(0, 0)], vec![]]), None);
     }
 }

@@ -16,11 +16,12 @@
 use std::cmp::Reverse;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crossbeam_skiplist::SkipMap;
-use parking_lot::RwLock;
+use parking_lot::Mutex;
 
-use crate::range_del::RangeDel;
+use crate::range_del::{Fragments, RangeDel};
 use crate::table::bloom::Bloom;
 
 /// A memtable key: the user key, then the sequence number, newest first.
@@ -77,16 +78,50 @@ pub struct Memtable {
     /// of bits, about sixteen per key a full memtable holds).
     filter: Box<[AtomicU64]>,
     /// Range deletes written to this memtable (rare; see `range_del`).
-    range_dels: RwLock<Vec<RangeDel>>,
+    range_dels: Mutex<MemDels>,
     /// Whether `range_dels` holds any, read without its lock by lookups.
     any_range_dels: AtomicBool,
     bytes: AtomicUsize,
     max_seq: AtomicU64,
+    /// Point deletes inserted (an idle memtable holding any is flushed, so
+    /// the space of what they delete can come back).
+    deletes: AtomicU64,
     /// Per partition (keys routed by [`crate::options::partition_of`]), the
     /// bytes its entries would take in a table, counting every
     /// version written (an overwritten key counts twice: an upper bound,
     /// which is what a flush threshold needs).
     part_bytes: Vec<AtomicUsize>,
+}
+
+/// Most range deletes a memtable keeps outside its fragments: a read
+/// checks these one by one.
+const LOOSE_RANGE_DELS: usize = 64;
+
+/// A memtable's range deletes: all of them, as fragments plus the newest
+/// few not yet fragmented. Re-fragmenting on every range delete would
+/// cost the next read a sort of them all; this way a range delete costs
+/// a rebuild only once per [`LOOSE_RANGE_DELS`], and a read a binary
+/// search plus at most that many comparisons.
+#[derive(Default)]
+struct MemDels {
+    all: Vec<RangeDel>,
+    base: Arc<Fragments>,
+    loose: Arc<Vec<RangeDel>>,
+}
+
+impl MemDels {
+    fn push(&mut self, d: RangeDel) {
+        self.all.push(d.clone());
+        if self.loose.len() >= LOOSE_RANGE_DELS {
+            self.base = Arc::new(Fragments::build(&self.all));
+            self.loose = Arc::new(Vec::new());
+        } else {
+            let mut loose = Vec::with_capacity(self.loose.len() + 1);
+            loose.extend(self.loose.iter().cloned());
+            loose.push(d);
+            self.loose = Arc::new(loose);
+        }
+    }
 }
 
 /// A key, the sequence number of its version, and the value (`None`: deleted).
@@ -108,10 +143,11 @@ impl Memtable {
             id,
             map: SkipMap::new(),
             filter: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            range_dels: RwLock::new(Vec::new()),
+            range_dels: Mutex::new(MemDels::default()),
             any_range_dels: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
             part_bytes: (0..partitions.max(1))
                 .map(|_| AtomicUsize::new(0))
                 .collect(),
@@ -125,6 +161,9 @@ impl Memtable {
     /// Adds a put (`Some`) or a delete (`None`) at `seq`.
     pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
         let size = key.len() + value.map_or(0, <[u8]>::len) + NODE_OVERHEAD;
+        if value.is_none() {
+            self.deletes.fetch_add(1, Ordering::Relaxed);
+        }
         let part = crate::options::partition_of(key, self.part_bytes.len());
         if let Some(b) = self.part_bytes.get(part) {
             b.fetch_add(
@@ -146,7 +185,7 @@ impl Memtable {
     /// Table bytes of partition `p`'s entries (see `part_bytes`).
     /// Records a delete of every key in `start..end` older than `seq`.
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
-        self.range_dels.write().push(RangeDel {
+        self.range_dels.lock().push(RangeDel {
             start: start.to_vec(),
             end: end.to_vec(),
             seq,
@@ -160,7 +199,17 @@ impl Memtable {
 
     /// The range deletes written here.
     pub fn range_dels(&self) -> Vec<RangeDel> {
-        self.range_dels.read().clone()
+        self.range_dels.lock().all.clone()
+    }
+
+    /// The range deletes written here in the shape reads consult them
+    /// (`None` if there are none).
+    pub fn range_fragments(&self) -> Option<(Arc<Fragments>, Arc<Vec<RangeDel>>)> {
+        if !self.has_range_dels() {
+            return None;
+        }
+        let d = self.range_dels.lock();
+        Some((d.base.clone(), d.loose.clone()))
     }
 
     pub fn has_range_dels(&self) -> bool {
@@ -225,6 +274,11 @@ impl Memtable {
     /// No entry and no range delete.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty() && !self.has_range_dels()
+    }
+
+    /// Point and range deletes written here.
+    pub fn deletes(&self) -> u64 {
+        self.deletes.load(Ordering::Relaxed) + u64::from(self.has_range_dels())
     }
 
     pub fn max_seq(&self) -> u64 {
@@ -321,6 +375,29 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Fragments plus the loose newest answer as the tombstones
+        /// themselves would, across several re-fragmentations.
+        #[test]
+        fn range_deletes_read_as_written(
+            raw in proptest::collection::vec((0u8..200, 1u8..20), 1..300),
+            probes in proptest::collection::vec((0u8..230, 0u64..320, 0u64..320), 1..100),
+        ) {
+            let m = Memtable::new(1);
+            for (seq, &(s, len)) in raw.iter().enumerate() {
+                m.delete_range(&[s], &[s.saturating_add(len)], seq as u64 + 1);
+            }
+            let (base, loose) = m.range_fragments().expect("written");
+            prop_assert!(loose.len() < LOOSE_RANGE_DELS + 1);
+            for &(k, seq, read_seq) in &probes {
+                let dels = crate::range_del::RangeDels::of_sets(vec![base.clone()], read_seq)
+                    .with_loose(loose.clone());
+                let want = m.range_dels().iter().any(|d| {
+                    d.seq <= read_seq && d.seq > seq && d.start.as_slice() <= &[k][..] && &[k][..] < d.end.as_slice()
+                });
+                prop_assert_eq!(dels.covers(&[k], seq), want, "key {} seq {} read {}", k, seq, read_seq);
+            }
+        }
+
         /// The inline heads order keys exactly as (key bytes, newest
         /// first), zero bytes and lengths on both sides of each word's end
         /// included.

@@ -13,9 +13,17 @@
 //! Tombstones live in the memtable they were written to until it is
 //! flushed, then in the version (and its manifest) until no table older
 //! than them overlaps their range and no memtable that could hold older
-//! entries is left ([`RangeDel::obsolete`]). Reads gather every tombstone
-//! of their view; range deletes are rare, so a lookup scans the few whose
-//! start is at or below its key.
+//! entries is left ([`RangeDel::obsolete`]).
+//!
+//! Reads do not scan tombstones: each set of them (the version's, each
+//! memtable's) is cut once into [`Fragments`], disjoint key intervals each
+//! with the sequence numbers of the tombstones over it, and cached where
+//! the set lives: the version's built with it, a memtable's rebuilt once
+//! per 64 range deletes, the newest few meanwhile checked one by one.
+//! Whether a key is covered is then a binary search per set, however many
+//! tombstones pile up.
+
+use std::sync::Arc;
 
 /// One range delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,35 +52,136 @@ impl RangeDel {
     }
 }
 
-/// The tombstones a read sees, sorted by start.
+/// A set of tombstones cut into disjoint intervals, sorted by start: the
+/// shape in which reads consult them (RocksDB's fragmented tombstone
+/// list). Each fragment keeps the sequence numbers of every tombstone
+/// over it, so a read at an older sequence number finds the newest one it
+/// may see.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fragments {
+    frags: Vec<Fragment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fragment {
+    start: Vec<u8>,
+    /// Exclusive.
+    end: Vec<u8>,
+    /// Ascending, distinct.
+    seqs: Vec<u64>,
+}
+
+impl Fragments {
+    /// Cuts `dels` at every start and end: between two neighbouring
+    /// boundaries the same tombstones apply throughout. Neighbouring
+    /// fragments with the same tombstones are merged back.
+    pub fn build<'d>(dels: impl IntoIterator<Item = &'d RangeDel>) -> Self {
+        let mut dels: Vec<&RangeDel> = dels.into_iter().collect();
+        if dels.is_empty() {
+            return Self::default();
+        }
+        dels.sort_by(|a, b| a.start.cmp(&b.start));
+        let mut bounds: Vec<&[u8]> = dels
+            .iter()
+            .flat_map(|d| [d.start.as_slice(), d.end.as_slice()])
+            .collect();
+        bounds.sort_unstable();
+        bounds.dedup();
+        let mut frags: Vec<Fragment> = Vec::new();
+        // The tombstones over the current interval: (end, seq).
+        let mut active: Vec<(&[u8], u64)> = Vec::new();
+        let mut next = 0;
+        for w in bounds.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            while let Some(d) = dels.get(next).filter(|d| d.start.as_slice() <= lo) {
+                active.push((d.end.as_slice(), d.seq));
+                next += 1;
+            }
+            // Every end is a boundary, so one past `lo` reaches `hi`.
+            active.retain(|&(end, _)| end > lo);
+            if active.is_empty() {
+                continue;
+            }
+            let mut seqs: Vec<u64> = active.iter().map(|&(_, s)| s).collect();
+            seqs.sort_unstable();
+            seqs.dedup();
+            match frags.last_mut() {
+                Some(f) if f.end.as_slice() == lo && f.seqs == seqs => f.end = hi.to_vec(),
+                _ => frags.push(Fragment {
+                    start: lo.to_vec(),
+                    end: hi.to_vec(),
+                    seqs,
+                }),
+            }
+        }
+        Self { frags }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frags.is_empty()
+    }
+
+    /// Whether a tombstone a read at `read_seq` sees (sequence number at
+    /// or below it) covers `key` and is newer than `seq`.
+    pub fn covers(&self, key: &[u8], seq: u64, read_seq: u64) -> bool {
+        let i = self.frags.partition_point(|f| f.start.as_slice() <= key);
+        let Some(f) = i.checked_sub(1).map(|i| &self.frags[i]) else {
+            return false;
+        };
+        if key >= f.end.as_slice() {
+            return false;
+        }
+        let j = f.seqs.partition_point(|&s| s <= read_seq);
+        j > 0 && f.seqs[j - 1] > seq
+    }
+}
+
+/// The tombstones a read at one sequence number honours: the fragmented
+/// sets of its view (the version's and its memtables') and the few newest
+/// of each memtable not yet fragmented.
+#[derive(Debug, Clone, Default)]
 pub struct RangeDels {
-    dels: Vec<RangeDel>,
+    sets: Vec<Arc<Fragments>>,
+    loose: Vec<Arc<Vec<RangeDel>>>,
+    read_seq: u64,
 }
 
 impl RangeDels {
     /// The tombstones of `dels` with sequence numbers at or below
-    /// `read_seq` (those a read at `read_seq` must honour).
+    /// `read_seq`, fragmented for this one use (flushes, compactions,
+    /// recovery).
     pub fn visible<'d>(dels: impl IntoIterator<Item = &'d RangeDel>, read_seq: u64) -> Self {
-        let mut v: Vec<RangeDel> = dels
-            .into_iter()
-            .filter(|d| d.seq <= read_seq)
-            .cloned()
-            .collect();
-        v.sort_by(|a, b| a.start.cmp(&b.start).then(a.seq.cmp(&b.seq)));
-        Self { dels: v }
+        Self::of_sets(vec![Arc::new(Fragments::build(dels))], read_seq)
+    }
+
+    /// A read at `read_seq` over already fragmented sets.
+    pub fn of_sets(sets: Vec<Arc<Fragments>>, read_seq: u64) -> Self {
+        let sets = sets.into_iter().filter(|f| !f.is_empty()).collect();
+        Self {
+            sets,
+            loose: Vec::new(),
+            read_seq,
+        }
+    }
+
+    /// Adds tombstones to check one by one.
+    pub fn with_loose(mut self, loose: Arc<Vec<RangeDel>>) -> Self {
+        if !loose.is_empty() {
+            self.loose.push(loose);
+        }
+        self
     }
 
     /// Whether an entry of `key` written at `seq` (a table entry: at the
     /// table's `max_seq`) is deleted by a tombstone newer than it.
     pub fn covers(&self, key: &[u8], seq: u64) -> bool {
-        if self.dels.is_empty() {
-            return false;
-        }
-        let upto = self.dels.partition_point(|d| d.start.as_slice() <= key);
-        self.dels[..upto]
-            .iter()
-            .any(|d| d.seq > seq && key < d.end.as_slice())
+        self.sets.iter().any(|f| f.covers(key, seq, self.read_seq))
+            || self.loose.iter().flat_map(|l| l.iter()).any(|d| {
+                d.seq <= self.read_seq
+                    && d.seq > seq
+                    && d.start.as_slice() <= key
+                    && key < d.end.as_slice()
+            })
     }
 }
 
@@ -151,6 +260,69 @@ mod tests {
         // A read below a tombstone's sequence number does not see it.
         let old = RangeDels::visible(&[del("b", "d", 10)], 9);
         assert!(!old.covers(b"c", 0));
+    }
+
+    /// The definition `Fragments` must agree with: some tombstone over
+    /// the key, visible at the read, newer than the entry.
+    fn covered_by_definition(dels: &[RangeDel], key: &[u8], seq: u64, read_seq: u64) -> bool {
+        dels.iter().any(|d| {
+            d.seq <= read_seq && d.seq > seq && d.start.as_slice() <= key && key < d.end.as_slice()
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fragments_agree_with_the_definition(
+            raw in proptest::collection::vec((0u8..40, 1u8..12, 1u64..30), 0..24),
+            probes in proptest::collection::vec((0u8..56, 0u64..32, 0u64..32), 1..64),
+        ) {
+            let dels: Vec<RangeDel> = raw
+                .iter()
+                .map(|&(s, len, seq)| RangeDel {
+                    start: vec![s],
+                    end: vec![s + len],
+                    seq,
+                    mem: 1,
+                })
+                .collect();
+            let frags = Fragments::build(&dels);
+            for w in frags.frags.windows(2) {
+                proptest::prop_assert!(w[0].end <= w[1].start, "fragments overlap");
+            }
+            for &(k, seq, read_seq) in &probes {
+                // Keys of one and two bytes, so probes fall inside and on
+                // the boundaries.
+                for key in [vec![k], vec![k, 7]] {
+                    proptest::prop_assert_eq!(
+                        frags.covers(&key, seq, read_seq),
+                        covered_by_definition(&dels, &key, seq, read_seq),
+                        "key {:?} seq {} read {}", key, seq, read_seq
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overlapping_tombstones_cut_into_disjoint_fragments() {
+        let f = Fragments::build(&[del("a", "m", 5), del("f", "z", 9), del("c", "d", 5)]);
+        let cut: Vec<(&[u8], &[u8], &[u64])> = f
+            .frags
+            .iter()
+            .map(|f| (f.start.as_slice(), f.end.as_slice(), f.seqs.as_slice()))
+            .collect();
+        assert_eq!(
+            cut,
+            [
+                (&b"a"[..], &b"f"[..], &[5][..]),
+                (b"f", b"m", &[5, 9]),
+                (b"m", b"z", &[9]),
+            ],
+            "a and c..d merge (same tombstones); the overlap keeps both"
+        );
+        assert!(f.covers(b"g", 8, 20) && !f.covers(b"g", 9, 20));
+        assert!(f.covers(b"g", 4, 8), "a read at 8 sees the tombstone at 5");
+        assert!(!f.covers(b"g", 5, 8));
     }
 
     #[test]

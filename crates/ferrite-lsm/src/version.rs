@@ -17,7 +17,7 @@ use ferrite_core::Result;
 
 use crate::l0_index::L0Index;
 use crate::manifest::TableRecord;
-use crate::range_del::RangeDel;
+use crate::range_del::{Fragments, RangeDel};
 use crate::table::{Found, Table};
 
 /// The levels of one partition: `levels[0]` is L0.
@@ -33,6 +33,8 @@ pub struct Version {
     /// Range deletes flushed out of their memtables (see `range_del`):
     /// persisted in the manifest with the tables they judge.
     pub range_dels: Arc<Vec<RangeDel>>,
+    /// `range_dels` fragmented for reads, rebuilt whenever they change.
+    range_frags: Arc<Fragments>,
 }
 
 impl Version {
@@ -41,7 +43,18 @@ impl Version {
             parts: vec![vec![Vec::new(); levels]; parts],
             l0: vec![L0Index::default(); parts],
             range_dels: Arc::new(Vec::new()),
+            range_frags: Arc::new(Fragments::default()),
         }
+    }
+
+    /// The range deletes, fragmented for reads.
+    pub fn range_fragments(&self) -> &Arc<Fragments> {
+        &self.range_frags
+    }
+
+    fn set_range_dels(&mut self, dels: Vec<RangeDel>) {
+        self.range_frags = Arc::new(Fragments::build(&dels));
+        self.range_dels = Arc::new(dels);
     }
 
     /// Rebuilds every partition's L0 index (after `parts` changed).
@@ -120,7 +133,7 @@ impl Version {
         let mut v = self.clone();
         let mut all = (*self.range_dels).clone();
         all.extend(dels);
-        v.range_dels = Arc::new(all);
+        v.set_range_dels(all);
         v
     }
 
@@ -142,7 +155,9 @@ impl Version {
             .cloned()
             .collect();
         let mut v = self.clone();
-        v.range_dels = Arc::new(keep);
+        if keep.len() != self.range_dels.len() {
+            v.set_range_dels(keep);
+        }
         v
     }
 
@@ -150,6 +165,7 @@ impl Version {
         let mut v = Self {
             l0: Vec::new(),
             range_dels: self.range_dels.clone(),
+            range_frags: self.range_frags.clone(),
             parts: self
                 .parts
                 .iter()

@@ -1,7 +1,11 @@
 //! The compaction thread: serves the most overdue (partition, level) by
 //! the pure leveled policy (`crate::compaction`), moves a lone table down
 //! without rewriting it, and under load-aware construction asks the pure
-//! build policy (`crate::build_policy`) whether outputs get a model.
+//! build policy (`crate::build_policy`) whether outputs get a model. When
+//! nothing is due it compacts tables made mostly of deletes, and flushes
+//! a memtable holding deletes once writes have stopped for
+//! [`IDLE_FLUSH`], so a store left idle after a mass delete gives the
+//! space back.
 //!
 //! A job whose inputs left the version meanwhile (a dropped partition)
 //! discards its outputs; closing abandons a job in flight, whose outputs
@@ -9,19 +13,73 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferrite_core::{Error, Result};
 
 use super::publish::write_table;
 use super::Inner;
 use crate::build_policy::{self, Candidate};
-use crate::compaction::{self, LevelShape};
+use crate::compaction::{self, LevelShape, Pick, TableShape};
 use crate::options::LsmOptions;
 use crate::table::Table;
 use crate::version::Version;
 
+/// How long the memtable must go without writes before its deletes are
+/// flushed to a table for the deletes trigger to find.
+pub(super) const IDLE_FLUSH: Duration = Duration::from_secs(2);
+
+/// Whether an idle memtable is flushed: it holds deletes and no write has
+/// reached it for [`IDLE_FLUSH`].
+pub(super) fn idle_flush_due(deletes: u64, idle: Duration) -> bool {
+    deletes > 0 && idle >= IDLE_FLUSH
+}
+
 impl Inner {
+    /// The (partition, level, table) the deletes trigger picks, if any.
+    fn deletes_compaction(&self, v: &Version) -> Option<(usize, usize, usize)> {
+        (0..v.parts.len()).find_map(|p| {
+            let shape: Vec<Vec<TableShape>> = v
+                .levels(p)
+                .iter()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| TableShape {
+                            entries: t.footer.entries,
+                            deletes: u64::from(t.footer.deletes),
+                        })
+                        .collect()
+                })
+                .collect();
+            compaction::pick_for_deletes(&shape).map(|(l, i)| (p, l, i))
+        })
+    }
+
+    /// Rotates the memtable for a flush if it holds deletes and has been
+    /// left alone for [`IDLE_FLUSH`]; `seen` is the (memtable, newest
+    /// sequence number) last observed and when.
+    fn flush_if_idle(&self, seen: &mut Option<(u64, u64, Instant)>) -> Result<()> {
+        let mem = self.current.read().mem.clone();
+        let now = (mem.id(), mem.max_seq());
+        match *seen {
+            Some((id, seq, since)) if (id, seq) == now => {
+                if idle_flush_due(mem.deletes(), since.elapsed()) {
+                    let mut w = self.writer.lock();
+                    // Checked again under the writer lock: a write may
+                    // have come meanwhile.
+                    let room = self.current.read().imms.len() < self.opts.max_immutable;
+                    if room && w.mem.id() == now.0 && w.mem.max_seq() == now.1 && !w.mem.is_empty()
+                    {
+                        self.rotate(&mut w)?;
+                    }
+                    *seen = None;
+                }
+            }
+            _ => *seen = Some((now.0, now.1, Instant::now())),
+        }
+        Ok(())
+    }
+
     /// The most overdue (partition, level), if any.
     pub(super) fn due_compaction(&self, v: &Version) -> Option<(usize, usize, f64)> {
         (0..v.parts.len())
@@ -41,19 +99,31 @@ impl Inner {
     }
 
     pub(super) fn compaction_loop(&self) {
+        let mut seen = None;
         loop {
             if self.shutting_down() || self.poisoned.is_set() {
                 return;
             }
             let v = self.current.read().version.clone();
-            let Some((part, level, _)) = self.due_compaction(&v) else {
-                let mut stop = self.bg.lock();
-                if !*stop {
-                    self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
-                }
-                continue;
+            let (part, level, pick) = match self.due_compaction(&v) {
+                Some((part, level, _)) => (part, level, None),
+                None => match self.deletes_compaction(&v) {
+                    Some((part, level, table)) => (part, level, Some(table)),
+                    None => {
+                        if let Err(e) = self.flush_if_idle(&mut seen) {
+                            log::error!("flushing an idle memtable failed: {e}");
+                            self.poison(&e);
+                            return;
+                        }
+                        let mut stop = self.bg.lock();
+                        if !*stop {
+                            self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
+                        }
+                        continue;
+                    }
+                },
             };
-            if let Err(e) = self.compact(&v, part, level) {
+            if let Err(e) = self.compact(&v, part, level, pick) {
                 log::error!("compaction of level {level} failed: {e}");
                 self.poison(&e);
                 return;
@@ -61,11 +131,23 @@ impl Inner {
         }
     }
 
-    pub(super) fn compact(&self, v: &Version, part: usize, level: usize) -> Result<()> {
+    /// Compacts `level` of `part`: the table after the level's cursor, or
+    /// with `for_deletes`, that table.
+    pub(super) fn compact(
+        &self,
+        v: &Version,
+        part: usize,
+        level: usize,
+        for_deletes: Option<usize>,
+    ) -> Result<()> {
         let _work = ferrite_core::background::begin(ferrite_core::background::Work::Compaction);
         let slot = part * self.opts.levels + level;
         let cursor = self.meta.lock().cursors.get(slot).cloned().flatten();
-        let Some(job) = compaction::plan(v, part, level, cursor.as_deref()) else {
+        let pick = match for_deletes {
+            Some(table) => Pick::Deletes(table),
+            None => Pick::After(cursor.as_deref()),
+        };
+        let Some(job) = compaction::plan(v, part, level, pick) else {
             return Ok(());
         };
         if let Some(last) = job.upper.iter().map(|t| t.largest()).max() {

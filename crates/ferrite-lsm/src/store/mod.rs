@@ -103,11 +103,17 @@ impl SuperVersion {
         if self.version.range_dels.is_empty() && in_mem.clone().all(|m| !m.has_range_dels()) {
             return None;
         }
-        let mut all = (*self.version.range_dels).clone();
-        for m in in_mem {
-            all.extend(m.range_dels());
+        let mut sets = vec![self.version.range_fragments().clone()];
+        let mut loose = Vec::new();
+        for (base, newest) in in_mem.filter_map(|m| m.range_fragments()) {
+            sets.push(base);
+            loose.push(newest);
         }
-        Some(RangeDels::visible(&all, seq))
+        Some(
+            loose
+                .into_iter()
+                .fold(RangeDels::of_sets(sets, seq), RangeDels::with_loose),
+        )
     }
 
     /// Every memtable the state reads: live, immutable, buffered.
@@ -230,7 +236,7 @@ impl LsmStore {
             }
             for p in busy {
                 self.inner
-                    .compact(&v, p, 0)
+                    .compact(&v, p, 0, None)
                     .inspect_err(|e| self.inner.poison(e))?;
             }
         }

@@ -244,7 +244,7 @@ impl Inner {
 
     /// Makes the memtable immutable and starts the next one on its own WAL
     /// device.
-    fn rotate(&self, w: &mut Writer) -> Result<()> {
+    pub(super) fn rotate(&self, w: &mut Writer) -> Result<()> {
         let id = w.mem.id() + 1;
         let slot = (id % WAL_DEVICES as u64) as usize;
         // The device's previous memtable is flushed (at most

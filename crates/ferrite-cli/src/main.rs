@@ -6,6 +6,14 @@
 
 mod command;
 
+/// The process allocator is jemalloc, as in redis-server: the server's
+/// many threads (event loops, flushers, compactions, the script thread)
+/// allocate and free short-lived buffers, and glibc's malloc gives each
+/// thread an arena of its own that it rarely hands back to the kernel, so
+/// a long-running server's resident memory grew far past what it used.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};

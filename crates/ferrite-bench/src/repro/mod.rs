@@ -13,6 +13,7 @@ mod serve;
 mod shortcut;
 mod swiftkv;
 mod turboindex;
+mod valkey_suite;
 mod volume;
 mod zkv;
 

@@ -14,11 +14,16 @@
 //! that is what the protocol costs. A second pass runs ferrite with a
 //! cache of a tenth of the data.
 //!
-//! Lists and scripts (redis-server with AOF everysec, ferrite btree and
-//! lsm with `--sync batched:1000`, in cache): `-t lpush,rpush,lpop,rpop`
-//! at `-P 16`, and `EVALSHA` of a 10-command script (five `INCR`s and
-//! five `GET`s of a random counter, keys apart from SET's) without
-//! pipelining.
+//! Collections and scripts (redis-server with AOF everysec, ferrite btree
+//! and lsm with `--sync batched:1000`, in cache): `-t
+//! lpush,rpush,lpop,rpop` and `-t hset,sadd,spop,zadd,zpopmin` at `-P
+//! 16`, and `EVALSHA` of a 10-command script (five `INCR`s and five
+//! `GET`s of a random counter, keys apart from SET's) without pipelining.
+//!
+//! Compatibility: Valkey's own test suite (`valkey_suite`, its 16 core
+//! files; at smoke scale one) against redis-server with AOF everysec and
+//! against ferrite on each engine, each on a fresh store: the passed
+//! counts side by side, overall and per file.
 //!
 //! On the B+tree in cache, ten thousand idle clients are then connected
 //! (over the server's Unix socket, so the client machine's ephemeral
@@ -44,6 +49,7 @@ use serde_json::json;
 use super::driver::{
     ferrite_binary, free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
 };
+use super::valkey_suite::{self, FileCount};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
 
@@ -52,6 +58,11 @@ pub struct ServeRepro;
 const TARGET: &str = "server I/O target (issue: event loops and grouped writes)";
 
 const LISTS: &str = "lists and scripts target (issue: lists, blocking pops, Lua)";
+
+const TYPES: &str = "type layer target (issue: the Redis data model)";
+
+/// The type-layer writes of `redis-benchmark`, at `-P 16`.
+const TYPE_TESTS: [&str; 5] = ["hset", "sadd", "spop", "zadd", "zpopmin"];
 
 const ENGINES: [EngineKind; 3] = [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv];
 
@@ -130,6 +141,9 @@ pub struct Results {
     idle_clients: usize,
     idle_rss: Option<(u64, u64)>,
     redis_version: String,
+    /// Valkey's suite: by server, the counts of each file.
+    #[serde(default)]
+    compat: BTreeMap<String, BTreeMap<String, FileCount>>,
     notes: Vec<String>,
 }
 
@@ -569,6 +583,16 @@ impl Plan<'_> {
             p50_ms,
             p99_ms,
         });
+        for test in TYPE_TESTS {
+            self.row(server, "in cache", test, 16, s.clients, s.requests)?;
+        }
+        Ok(())
+    }
+
+    /// Valkey's suite against `server`, recorded under its name.
+    fn compat_run(&mut self, server: &Server, runner: &Path, files: &[&str]) -> Result<()> {
+        let counts = valkey_suite::run(runner, server.port, files)?;
+        self.results.compat.insert(server.name.clone(), counts);
         Ok(())
     }
 
@@ -655,6 +679,9 @@ impl Study for ServeRepro {
         ClaimSpec::new("idle_10k_active_rate_ratio", ">= 0.9", TARGET),
         ClaimSpec::new("list_push_vs_redis_aof_p16", ">= 0.4", LISTS),
         ClaimSpec::new("list_pop_vs_redis_aof_p16", ">= 0.4", LISTS),
+        ClaimSpec::new("types_vs_redis_aof_p16", ">= 0.4", TYPES),
+        ClaimSpec::new("redis_compat_vs_redis", ">= 0.85", TYPES),
+        ClaimSpec::new("redis_compat_file_ratio", ">= 0.7", TYPES),
     ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
@@ -693,6 +720,30 @@ impl Study for ServeRepro {
             plan.results
                 .notes
                 .push("redis-server is not installed: its rows are missing".into());
+        }
+        let compat_files: &[&str] = match ctx.scale {
+            Scale::Smoke => &["unit/quit"],
+            _ => &valkey_suite::CORE_FILES,
+        };
+        match valkey_suite::runner(&ctx.data_dir) {
+            Some(runner) => {
+                if have("redis-server") {
+                    let dir = fresh_dir(&root.join("redis-compat"))?;
+                    let server = start_redis(&dir, Some("everysec"))?;
+                    plan.compat_run(&server, &runner, compat_files)?;
+                }
+                for engine in ENGINES {
+                    let dir = fresh_dir(&root.join(format!("{engine}-compat")))?;
+                    let sync = SyncMode::Batched(Duration::from_millis(1000));
+                    let server = start_ferrite(&bin, &dir.join("store"), engine, sync, 64)?;
+                    plan.compat_run(&server, &runner, compat_files)?;
+                    server.stop()?;
+                }
+            }
+            None => plan.results.notes.push(
+                "Valkey's suite (../shared/redis-compat/run) or tclsh is missing: no compatibility counts"
+                    .into(),
+            ),
         }
         // Data: requests × (key + value) bytes, about; the budget for the
         // second pass is a tenth of it.
@@ -815,6 +866,30 @@ impl Study for ServeRepro {
                     }
                 }
             }
+            for test in TYPE_TESTS {
+                let up = test.to_uppercase();
+                let v = ratio(rate(r, &batched, ic, &up, 16, c), aof(&up, 16));
+                m.set_some(format!("{e}_{test}_vs_redis_aof_p16"), v);
+                if WRITE_CLAIM_ENGINES.contains(&engine) {
+                    m.lowest("types_vs_redis_aof_p16", &format!("{e} {test}"), v);
+                }
+            }
+            if let (Some(mine), Some(theirs)) =
+                (r.compat.get(&batched), r.compat.get("redis aof everysec"))
+            {
+                let total =
+                    |c: &BTreeMap<String, FileCount>| c.values().map(|f| f.passed).sum::<u64>();
+                m.set(format!("{e}_redis_compat_passed"), total(mine) as f64);
+                m.lowest(
+                    "redis_compat_vs_redis",
+                    e,
+                    ratio(Some(total(mine) as f64), Some(total(theirs) as f64)),
+                );
+                for (file, t) in theirs.iter().filter(|(_, t)| t.passed > 0) {
+                    let v = mine.get(file).map(|f| f.passed as f64 / t.passed as f64);
+                    m.lowest("redis_compat_file_ratio", &format!("{e} {file}"), v);
+                }
+            }
             m.set_some(
                 format!("{e}_evalsha10_vs_redis_aof"),
                 ratio(
@@ -901,6 +976,36 @@ impl Study for ServeRepro {
             t.row([k.clone(), format!("{:.1}", *v as f64 / (1 << 20) as f64)]);
         }
         doc.table(&t);
+        if !r.compat.is_empty() {
+            doc.text(
+                "Valkey's own test suite (`../shared/redis-compat/run`, external-server mode), \
+                 tests passed per file, each server on a fresh store (ferrite: `--sync batched:1000`, \
+                 64 MiB cache; redis-server: AOF everysec).",
+            );
+            let servers: Vec<&String> = r.compat.keys().collect();
+            let mut t = Table::new(
+                std::iter::once("file".to_string()).chain(servers.iter().map(|s| s.to_string())),
+            );
+            let files: std::collections::BTreeSet<&String> =
+                r.compat.values().flat_map(|c| c.keys()).collect();
+            for file in files {
+                t.row(std::iter::once(file.clone()).chain(servers.iter().map(|s| {
+                    r.compat[*s]
+                        .get(file)
+                        .map_or("-".into(), |c| c.passed.to_string())
+                })));
+            }
+            t.row(
+                std::iter::once("total".to_string()).chain(servers.iter().map(|s| {
+                    r.compat[*s]
+                        .values()
+                        .map(|c| c.passed)
+                        .sum::<u64>()
+                        .to_string()
+                })),
+            );
+            doc.table(&t);
+        }
         if !r.idle_rates.is_empty() {
             doc.text(format!(
                 "B+tree, in cache, `--sync batched:1000`: SET and GET `-P 16` from {} clients, \

@@ -19,6 +19,12 @@ use super::{ModelError, Pairs, Visit};
 /// Collections up to this size are sampled exactly (read whole).
 pub const EXACT_SAMPLE: u64 = 4096;
 
+/// Sets up to this size are popped by an exact draw (read whole). Above
+/// it a pop reads only what it takes: a pop reading every member costs
+/// a set of a few thousand a few thousand reads per pop. Redis's own
+/// small-set encoding ends at the same size (`set-max-listpack-entries`).
+pub const EXACT_POP: u64 = 128;
+
 /// A list's two ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListEnd {
@@ -348,7 +354,7 @@ impl Tx<'_> {
     }
 
     /// Members (with values) to pop from a set: `n` of them, all if
-    /// fewer. A set of up to [`EXACT_SAMPLE`] members gives a uniform
+    /// fewer. A set of up to [`EXACT_POP`] members gives a uniform
     /// draw; a larger one (and one popped so before) gives the members
     /// that follow, in hash order, where the set's last pop stopped (at
     /// first a random point), so a pop never reads the traces earlier
@@ -365,7 +371,7 @@ impl Tx<'_> {
         let cursor = self.ks_cursor(id);
         // A set popped by cursor before keeps popping so: a uniform draw
         // would read every member, and the traces of the earlier pops.
-        if cursor.is_none() && (c.size <= EXACT_SAMPLE || n.saturating_mul(2) >= c.size) {
+        if cursor.is_none() && (c.size <= EXACT_POP || n.saturating_mul(2) >= c.size) {
             return self.random_fields(slot, c, n, false, rng);
         }
         let start = cursor.unwrap_or_else(|| {
@@ -647,6 +653,31 @@ mod tests {
             busiest < 200,
             "one member drawn {busiest} times of a mean of 10"
         );
+    }
+
+    #[test]
+    fn pops_of_a_set_above_the_exact_size_give_every_member_once() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let mut m = tx.new_coll(Kind::Set).unwrap();
+        let c = m.coll_mut().unwrap();
+        let n = EXACT_POP as usize * 4;
+        for i in 0..n {
+            tx.put_field(0, c, format!("member:{i:08}").as_bytes(), vec![])
+                .unwrap();
+        }
+        c.size = n as u64;
+        let mut rng = rand::thread_rng();
+        let mut popped = std::collections::BTreeSet::new();
+        while c.size > 0 {
+            let got = tx.pop_members(0, c, 1, &mut rng).unwrap();
+            assert_eq!(got.len(), 1, "{} left", c.size);
+            let member = got[0].0.clone();
+            tx.delete_field(0, c, &member).unwrap();
+            c.size -= 1;
+            assert!(popped.insert(member), "a member popped twice");
+        }
+        assert_eq!(popped.len(), n);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! without rewriting it, and under load-aware construction asks the pure
 //! build policy (`crate::build_policy`) whether outputs get a model. When
 //! nothing is due it compacts tables made mostly of deletes, and flushes
-//! a memtable holding deletes once writes have stopped for
-//! [`IDLE_FLUSH`], so a store left idle after a mass delete gives the
-//! space back.
+//! a memtable holding many deletes once writes have stopped for
+//! [`IDLE_FLUSH`] (a few deletes: [`IDLE_FLUSH_FEW`]), so a store left
+//! idle after a mass delete gives the space back.
 //!
 //! A job whose inputs left the version meanwhile (a dropped partition)
 //! discards its outputs; closing abandons a job in flight, whose outputs
@@ -25,14 +25,23 @@ use crate::options::LsmOptions;
 use crate::table::Table;
 use crate::version::Version;
 
-/// How long the memtable must go without writes before its deletes are
-/// flushed to a table for the deletes trigger to find.
+/// How long the memtable must go without writes before the deletes of a
+/// mass delete are flushed to a table for the deletes trigger to find.
 pub(super) const IDLE_FLUSH: Duration = Duration::from_secs(2);
 
-/// Whether an idle memtable is flushed: it holds deletes and no write has
-/// reached it for [`IDLE_FLUSH`].
+/// Deletes that make a mass delete: fewer wait for [`IDLE_FLUSH_FEW`], so
+/// a store taking a delete now and then does not flush a table of a few
+/// records after each.
+pub(super) const MASS_DELETES: u64 = 1024;
+
+/// How long a memtable holding a few deletes must go without writes.
+pub(super) const IDLE_FLUSH_FEW: Duration = Duration::from_secs(60);
+
+/// Whether an idle memtable is flushed: it holds [`MASS_DELETES`] deletes
+/// and no write has reached it for [`IDLE_FLUSH`], or any deletes and
+/// none for [`IDLE_FLUSH_FEW`].
 pub(super) fn idle_flush_due(deletes: u64, idle: Duration) -> bool {
-    deletes > 0 && idle >= IDLE_FLUSH
+    (deletes >= MASS_DELETES && idle >= IDLE_FLUSH) || (deletes > 0 && idle >= IDLE_FLUSH_FEW)
 }
 
 impl Inner {
@@ -55,8 +64,7 @@ impl Inner {
         })
     }
 
-    /// Rotates the memtable for a flush if it holds deletes and has been
-    /// left alone for [`IDLE_FLUSH`]; `seen` is the (memtable, newest
+    /// Rotates the memtable for a flush if [`idle_flush_due`]; `seen` is the (memtable, newest
     /// sequence number) last observed and when.
     fn flush_if_idle(&self, seen: &mut Option<(u64, u64, Instant)>) -> Result<()> {
         let mem = self.current.read().mem.clone();
@@ -277,4 +285,19 @@ fn mean_use(tables: &[Arc<Table>]) -> (f64, f64) {
         .sum::<f64>()
         / n;
     (c, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mass_delete_is_flushed_soon_a_few_deletes_late() {
+        let s = Duration::from_secs;
+        assert!(!idle_flush_due(0, s(3600)), "nothing to give back");
+        assert!(!idle_flush_due(MASS_DELETES, s(1)));
+        assert!(idle_flush_due(MASS_DELETES, s(2)));
+        assert!(!idle_flush_due(10, s(59)));
+        assert!(idle_flush_due(10, s(60)));
+    }
 }

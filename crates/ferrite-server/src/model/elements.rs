@@ -617,19 +617,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn draws_from_a_large_set_reach_nearly_every_member() {
-        let ks = keyspace();
-        let mut tx = ks.write();
+    /// A set of `n` members `member:00000000`.., written in `tx`.
+    fn set_of(tx: &mut Tx<'_>, n: usize) -> Coll {
         let mut m = tx.new_coll(Kind::Set).unwrap();
         let c = m.coll_mut().unwrap();
-        let n = EXACT_SAMPLE as usize + 1000;
         for i in 0..n {
             tx.put_field(0, c, format!("member:{i:08}").as_bytes(), vec![])
                 .unwrap();
         }
         c.size = n as u64;
-        let c = *c;
+        *c
+    }
+
+    #[test]
+    fn draws_from_a_large_set_reach_nearly_every_member() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let n = EXACT_SAMPLE as usize + 1000;
+        let c = set_of(&mut tx, n);
         let mut rng = rand::thread_rng();
         let draws = tx
             .random_fields(0, &c, (n * 10) as u64, true, &mut rng)
@@ -659,14 +664,9 @@ mod tests {
     fn pops_of_a_set_above_the_exact_size_give_every_member_once() {
         let ks = keyspace();
         let mut tx = ks.write();
-        let mut m = tx.new_coll(Kind::Set).unwrap();
-        let c = m.coll_mut().unwrap();
         let n = EXACT_POP as usize * 4;
-        for i in 0..n {
-            tx.put_field(0, c, format!("member:{i:08}").as_bytes(), vec![])
-                .unwrap();
-        }
-        c.size = n as u64;
+        let mut c = set_of(&mut tx, n);
+        let c = &mut c;
         let mut rng = rand::thread_rng();
         let mut popped = std::collections::BTreeSet::new();
         while c.size > 0 {

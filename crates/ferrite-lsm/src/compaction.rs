@@ -176,7 +176,7 @@ pub fn merge(
     let out_level = job.level + 1;
     // The version's range deletes are durable: entries older than one
     // covering them go now (a live snapshot keeps the inputs it reads).
-    let dels = RangeDels::of_sets(vec![v.range_fragments().clone()], u64::MAX);
+    let dels = RangeDels::of_sets(vec![v.range_fragments().clone()], Vec::new(), u64::MAX);
     let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
         .smaller_index(opts.smaller_index);
     let (mut key, mut value) = (Vec::new(), Vec::new());

@@ -389,8 +389,11 @@ mod tests {
             let (base, loose) = m.range_fragments().expect("written");
             prop_assert!(loose.len() < LOOSE_RANGE_DELS + 1);
             for &(k, seq, read_seq) in &probes {
-                let dels = crate::range_del::RangeDels::of_sets(vec![base.clone()], read_seq)
-                    .with_loose(loose.clone());
+                let dels = crate::range_del::RangeDels::of_sets(
+                    vec![base.clone()],
+                    vec![loose.clone()],
+                    read_seq,
+                );
                 let want = m.range_dels().iter().any(|d| {
                     d.seq <= read_seq && d.seq > seq && d.start.as_slice() <= &[k][..] && &[k][..] < d.end.as_slice()
                 });

@@ -151,25 +151,21 @@ impl RangeDels {
     /// `read_seq`, fragmented for this one use (flushes, compactions,
     /// recovery).
     pub fn visible<'d>(dels: impl IntoIterator<Item = &'d RangeDel>, read_seq: u64) -> Self {
-        Self::of_sets(vec![Arc::new(Fragments::build(dels))], read_seq)
+        Self::of_sets(vec![Arc::new(Fragments::build(dels))], Vec::new(), read_seq)
     }
 
-    /// A read at `read_seq` over already fragmented sets.
-    pub fn of_sets(sets: Vec<Arc<Fragments>>, read_seq: u64) -> Self {
-        let sets = sets.into_iter().filter(|f| !f.is_empty()).collect();
+    /// A read at `read_seq` over already fragmented sets, and tombstones
+    /// not yet fragmented (`loose`), checked one by one.
+    pub fn of_sets(
+        sets: Vec<Arc<Fragments>>,
+        loose: Vec<Arc<Vec<RangeDel>>>,
+        read_seq: u64,
+    ) -> Self {
         Self {
-            sets,
-            loose: Vec::new(),
+            sets: sets.into_iter().filter(|f| !f.is_empty()).collect(),
+            loose: loose.into_iter().filter(|l| !l.is_empty()).collect(),
             read_seq,
         }
-    }
-
-    /// Adds tombstones to check one by one.
-    pub fn with_loose(mut self, loose: Arc<Vec<RangeDel>>) -> Self {
-        if !loose.is_empty() {
-            self.loose.push(loose);
-        }
-        self
     }
 
     /// Whether an entry of `key` written at `seq` (a table entry: at the

@@ -557,8 +557,9 @@ impl Plan<'_> {
 }
 
 impl Plan<'_> {
-    /// Pushes and pops at `-P 16`, then `EVALSHA` of [`TEN_COMMANDS`].
-    fn list_runs(&mut self, server: &Server) -> Result<()> {
+    /// Pushes and pops at `-P 16`, `EVALSHA` of [`TEN_COMMANDS`], then
+    /// the [`TYPE_TESTS`] at `-P 16`.
+    fn collection_runs(&mut self, server: &Server) -> Result<()> {
         let s = self.s;
         for test in ["lpush", "rpush", "lpop", "rpop"] {
             self.row(server, "in cache", test, 16, s.clients, s.requests)?;
@@ -708,7 +709,7 @@ impl Study for ServeRepro {
                 let server = start_redis(&dir, aof)?;
                 plan.server_runs(&server, "in cache", aof == Some("always"))?;
                 if aof == Some("everysec") {
-                    plan.list_runs(&server)?;
+                    plan.collection_runs(&server)?;
                 }
                 drop(server);
             }
@@ -767,7 +768,7 @@ impl Study for ServeRepro {
                         && sync != SyncMode::Always
                         && cache == "in cache"
                     {
-                        plan.list_runs(&server)?;
+                        plan.collection_runs(&server)?;
                     }
                     if engine == EngineKind::Btree
                         && sync != SyncMode::Always

@@ -109,11 +109,7 @@ impl SuperVersion {
             sets.push(base);
             loose.push(newest);
         }
-        Some(
-            loose
-                .into_iter()
-                .fold(RangeDels::of_sets(sets, seq), RangeDels::with_loose),
-        )
+        Some(RangeDels::of_sets(sets, loose, seq))
     }
 
     /// Every memtable the state reads: live, immutable, buffered.

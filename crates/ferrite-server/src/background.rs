@@ -65,6 +65,10 @@ fn expire_pass(shared: &Shared) -> Result<bool, String> {
     if shared.take_save_request() {
         shared.save().map_err(|e| format!("BGSAVE: {e}"))?;
     }
+    // A replica's keys expire by its master's deletes.
+    if shared.ks.is_replica() || shared.ks.is_loading() {
+        return Ok(false);
+    }
     let p = expiry::pass(&shared.ks, EXPIRE_BUDGET).map_err(|e| e.to_string())?;
     shared.publish_events(&p.committed.events);
     Ok(p.more)

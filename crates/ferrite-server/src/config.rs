@@ -31,6 +31,10 @@ pub struct ServerConfig {
     pub requirepass: Option<String>,
     /// A client that leaves a request half sent this long is disconnected.
     pub client_timeout: Duration,
+    /// Start as a replica of this master (`--replicaof HOST PORT`); a
+    /// store that was a replica when it stopped follows its master again
+    /// without it.
+    pub replicaof: Option<(String, u16)>,
 }
 
 impl Default for ServerConfig {
@@ -48,6 +52,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             requirepass: None,
             client_timeout: Duration::from_secs(30),
+            replicaof: None,
         }
     }
 }

@@ -85,6 +85,7 @@ impl Conn {
     pub fn runnable(&self) -> bool {
         !self.backed_up()
             && self.session.blocked.is_none()
+            && self.session.handoff.is_none()
             && !self.closing
             && !self.dead
             && !self.session.close_after_reply
@@ -166,6 +167,15 @@ impl Conn {
             return;
         };
         if b.deadline.is_none_or(|d| now < d) {
+            return;
+        }
+        if b.wait {
+            // Answered with how many acknowledged by now, unless the
+            // acknowledgements answered it first.
+            if let Some(n) = shared.repl.take_wait(self.session.id) {
+                self.session.blocked = None;
+                Reply::Int(n as i64).encode(self.session.proto, &mut self.out);
+            }
             return;
         }
         let reply = b.timeout_reply.clone();
@@ -255,9 +265,21 @@ impl Conn {
 
     /// Leaves nothing behind: subscriptions, watches, a wait.
     pub fn leave(&mut self, shared: &Shared) {
+        self.forget(shared);
+        let _ = self.stream.flush();
+        let _ = self.stream.shutdown();
+    }
+
+    /// Removes every trace of the client from what connections share
+    /// (its socket stays open: a replica's link takes it over).
+    pub fn forget(&mut self, shared: &Shared) {
         let id = self.session.id;
-        if self.session.blocked.is_some() {
-            shared.take_waiter(id);
+        if let Some(b) = self.session.blocked.take() {
+            if b.wait {
+                shared.repl.take_wait(id);
+            } else {
+                shared.take_waiter(id);
+            }
         }
         for ch in std::mem::take(&mut self.session.channels) {
             shared.pubsub.unsubscribe(id, &ch);
@@ -267,7 +289,5 @@ impl Conn {
         }
         crate::command::unwatch_all(shared, &mut self.session);
         shared.clients.remove(id);
-        let _ = self.stream.flush();
-        let _ = self.stream.shutdown();
     }
 }

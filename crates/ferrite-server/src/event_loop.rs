@@ -358,6 +358,7 @@ impl EventLoop {
         self.after.release(&self.shared);
         let registry = self.poll.registry();
         let mut done = Vec::new();
+        let mut handoffs = Vec::new();
         for &key in &active {
             let c = &mut self.conns[key];
             if c.session
@@ -379,12 +380,17 @@ impl EventLoop {
             if c.unread && !c.backed_up() {
                 self.unread.push(key);
             }
-            if c.finished(&self.shared) || c.stalled(&self.shared) {
+            if c.session.handoff.is_some() {
+                handoffs.push(key);
+            } else if c.finished(&self.shared) || c.stalled(&self.shared) {
                 done.push(key);
             }
         }
         for key in done {
             self.close(key);
+        }
+        for key in handoffs {
+            self.hand_off(key);
         }
         self.active = active;
         self.active.clear();
@@ -496,6 +502,33 @@ impl EventLoop {
         }
         self.bump.reset();
         ran
+    }
+
+    /// Gives a replica's connection (after its `PSYNC`) to a link thread
+    /// of its own, with the replies and requests not yet handled.
+    fn hand_off(&mut self, key: usize) {
+        let mut c = self.conns.remove(key);
+        let _ = self.poll.registry().deregister(&mut c.stream);
+        c.forget(&self.shared);
+        self.blocked.retain(|&k| k != key);
+        self.unread.retain(|&k| k != key);
+        self.signal.load.fetch_sub(1, Ordering::Relaxed);
+        let Some(h) = c.session.handoff.take() else {
+            return;
+        };
+        match c.stream {
+            Stream::Tcp(t) => {
+                use std::os::fd::{FromRawFd, IntoRawFd};
+                // SAFETY: the descriptor comes out of the mio stream,
+                // which gives up its ownership to the std stream.
+                let std = unsafe { std::net::TcpStream::from_raw_fd(t.into_raw_fd()) };
+                crate::replication::feeder::start(self.shared.clone(), *h, std, c.out, c.input);
+            }
+            Stream::Unix(_) => {
+                h.attached.drop_link();
+                self.shared.repl.detach(&h.attached);
+            }
+        }
     }
 
     /// Closes a connection and forgets it.

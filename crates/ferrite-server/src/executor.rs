@@ -180,6 +180,20 @@ fn admit<'a>(
             Reply::Error("NOAUTH Authentication required.".into()),
         );
     }
+    if spec.kind == Kind::Write && !spec.has(SCRIPTED) && shared.ks.is_replica() {
+        return refuse(
+            session,
+            Some(index),
+            Reply::Error("READONLY You can't write against a read only replica.".into()),
+        );
+    }
+    if spec.kind != Kind::Admin && shared.ks.is_loading() {
+        return refuse(
+            session,
+            Some(index),
+            Reply::Error("LOADING Redis is loading the dataset in memory".into()),
+        );
+    }
     if session.in_transaction() && spec.has(NOMULTI) {
         return refuse(
             session,
@@ -372,6 +386,10 @@ fn expire_met(
     stale: Vec<(u8, Vec<u8>)>,
     after: &mut After,
 ) -> Result<(), ModelError> {
+    // A replica's keys are removed by its master's deletes, as in Redis.
+    if shared.ks.is_replica() {
+        return Ok(());
+    }
     let mut tx = begin(shared, true);
     tx.add_stale(stale);
     tx.expire_stale()?;
@@ -485,6 +503,7 @@ pub fn run_alone(
         session.blocked = Some(Block {
             deadline: None,
             timeout_reply: Reply::Nothing,
+            wait: false,
         });
         return;
     }

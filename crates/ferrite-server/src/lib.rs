@@ -22,6 +22,7 @@
 //! | `mailbox` | what other connections send a connection, and its waker |
 //! | `pubsub`, `blocked` | channel subscriptions; clients blocked on keys |
 //! | `background` | the expiry cycle's and the sweeper's threads |
+//! | `replication` | replicas: the stream of changes, full and partial syncs, `WAIT` |
 //! | `listener` | [`Server`]: accepting into the loops, the open-file limit, stopping |
 //! | `settings` | `CONFIG GET`/`SET` |
 //! | `shared`, `clients`, `stats`, `config`, `stream`, `cursor`, `glob` | what connections share |
@@ -46,6 +47,7 @@ mod listener;
 mod mailbox;
 pub mod model;
 mod pubsub;
+pub mod replication;
 mod reply;
 mod request;
 mod script;

@@ -75,10 +75,10 @@ impl Server {
         };
         let io_threads = config.io_threads.max(1);
         let ks = Keyspace::open(store).map_err(ServerError::Model)?;
-        let shared = Arc::new(
-            Shared::new(config, ks)
-                .map_err(|e| ServerError::Io(std::io::Error::other(format!("scripting: {e}"))))?,
-        );
+        let shared = Shared::new(config, ks)
+            .map_err(|e| ServerError::Io(std::io::Error::other(format!("scripting: {e}"))))?
+            .into_arc();
+        crate::replication::resume(&shared, local.port()).map_err(ServerError::Model)?;
         let mut signals = Vec::with_capacity(io_threads);
         let mut loops = Vec::with_capacity(io_threads);
         for i in 0..io_threads {
@@ -133,6 +133,12 @@ impl Server {
         }
         if let Some(path) = &self.shared.config.unix {
             let _ = std::fs::remove_file(path);
+        }
+        // Replication links end within a second of the shutdown.
+        self.shared.repl.drop_all();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Arc::strong_count(&self.shared) > 1 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
         match Arc::try_unwrap(self.shared) {
             Ok(shared) => shared.ks.into_store().close().map_err(ServerError::Store),

@@ -59,6 +59,9 @@ pub struct Block {
     pub deadline: Option<Instant>,
     /// What it answers then.
     pub timeout_reply: Reply,
+    /// A `WAIT` (answered by the replicas' acknowledgements, and at its
+    /// deadline with how many acknowledged).
+    pub wait: bool,
 }
 
 /// A connection's state.
@@ -93,6 +96,12 @@ pub struct Session {
     /// A script's session (`redis.call`): replies that would depend on
     /// an order nothing defines are made deterministic.
     pub scripted: bool,
+    /// A replica's `REPLCONF listening-port`, and whether it speaks
+    /// ferrite's stream (`REPLCONF capa ferrite`).
+    pub repl_port: u16,
+    pub repl_capa: bool,
+    /// Set by `PSYNC`: the connection leaves the loop for a replica link.
+    pub handoff: Option<Box<crate::replication::Handoff>>,
 }
 
 impl Session {
@@ -119,6 +128,9 @@ impl Session {
             activity: Arc::new(Activity::default()),
             blocked: None,
             scripted: false,
+            repl_port: 0,
+            repl_capa: false,
+            handoff: None,
         }
     }
 

@@ -3,7 +3,7 @@
 //! clients and the shutdown flag.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use crate::blocked::{Blocked, Waiter};
@@ -12,6 +12,7 @@ use crate::config::ServerConfig;
 use crate::cursor::Cursors;
 use crate::model::{Event, Keyspace};
 use crate::pubsub::PubSub;
+use crate::replication::Replication;
 use crate::reply::Reply;
 use crate::script::Scripting;
 use crate::settings::Settings;
@@ -27,7 +28,10 @@ pub struct Shared {
     pub pubsub: PubSub,
     pub blocked: Blocked,
     pub scripts: Scripting,
+    pub repl: Arc<Replication>,
     pub started: Instant,
+    /// This node's run id (`INFO server`), fresh at each start.
+    pub run_id: String,
     /// When the last save finished, as a Unix time (`LASTSAVE`).
     last_save: AtomicU64,
     /// A `BGSAVE` waits for the background thread.
@@ -35,6 +39,8 @@ pub struct Shared {
     /// Set by `SHUTDOWN` and by signals.
     shutdown: Arc<AtomicBool>,
     next_client: AtomicU64,
+    /// The `Arc` this lives in, for commands that start threads.
+    me: OnceLock<Weak<Shared>>,
 }
 
 impl Shared {
@@ -43,7 +49,11 @@ impl Shared {
     pub fn new(config: ServerConfig, ks: Keyspace) -> Result<Self, String> {
         let scripts = Scripting::new()?;
         scripts.restore(ks.store())?;
+        let repl = Arc::new(Replication::new(crate::replication::BACKLOG_BYTES));
+        ks.set_feed(Some(repl.clone()));
         Ok(Self {
+            repl,
+            run_id: crate::replication::new_id(),
             settings: Settings::new(&config),
             config,
             ks,
@@ -58,7 +68,20 @@ impl Shared {
             save_requested: AtomicBool::new(false),
             shutdown: Arc::new(AtomicBool::new(false)),
             next_client: AtomicU64::new(1),
+            me: OnceLock::new(),
         })
+    }
+
+    /// Wraps it in the `Arc` the server runs it in.
+    pub fn into_arc(self) -> Arc<Self> {
+        let a = Arc::new(self);
+        let _ = a.me.set(Arc::downgrade(&a));
+        a
+    }
+
+    /// The `Arc` it lives in (for a thread a command starts).
+    pub fn arc(&self) -> Option<Arc<Self>> {
+        self.me.get().and_then(Weak::upgrade)
     }
 
     pub fn begin_shutdown(&self) {

@@ -48,6 +48,11 @@ pub struct ServeArgs {
     /// Clients must AUTH with this password.
     #[arg(long)]
     requirepass: Option<String>,
+    /// Start as a replica of the server at HOST PORT (a store that was a
+    /// replica when it stopped follows its master again without this;
+    /// `REPLICAOF NO ONE` makes it a master).
+    #[arg(long, num_args = 2, value_names = ["HOST", "PORT"])]
+    replicaof: Option<Vec<String>>,
     /// Count background work on a board mapped from this file (for
     /// `ferrite crashtest --server`, which reads it after a kill).
     #[arg(long, hide = true)]
@@ -97,6 +102,12 @@ pub fn run(a: ServeArgs) -> Result<()> {
     };
     config.requirepass = a.requirepass;
     config.client_timeout = Duration::from_secs(a.client_timeout);
+    if let Some(m) = &a.replicaof {
+        let port: u16 = m[1]
+            .parse()
+            .with_context(|| format!("--replicaof: {:?} is not a port", m[1]))?;
+        config.replicaof = Some((m[0].clone(), port));
+    }
     let server = Server::start(config, store)?;
     ferrite_server::stop_on_signals(&server)?;
     // Scripts and tests read the address from the first line.

@@ -42,6 +42,7 @@ fn block(
     ctx.session.blocked = Some(Block {
         deadline,
         timeout_reply: Reply::NullArray,
+        wait: false,
     });
     Ok(Reply::Nothing)
 }

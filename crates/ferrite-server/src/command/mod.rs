@@ -18,7 +18,8 @@
 //! | `pubsub.rs` | SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB |
 //! | `transaction.rs` | MULTI DISCARD WATCH UNWATCH (EXEC is the executor's) |
 //! | `connection.rs` | PING ECHO HELLO AUTH CLIENT SELECT QUIT RESET |
-//! | `server.rs` | INFO COMMAND CONFIG WAIT WAITAOF SHUTDOWN TIME LASTSAVE SAVE BGSAVE MEMORY |
+//! | `server.rs` | INFO COMMAND CONFIG WAITAOF SHUTDOWN TIME LASTSAVE SAVE BGSAVE MEMORY |
+//! | `replication.rs` | REPLICAOF SLAVEOF ROLE WAIT REPLCONF PSYNC SYNC |
 //! | `sort.rs` | SORT SORT_RO |
 //! | `scripting.rs` | EVAL EVALSHA EVAL_RO EVALSHA_RO FCALL FCALL_RO SCRIPT FUNCTION |
 //! | `scan.rs` | cursors and options shared by SCAN, HSCAN, SSCAN, ZSCAN |
@@ -35,6 +36,7 @@ mod keys;
 mod lists;
 mod longdouble;
 mod pubsub;
+mod replication;
 mod scan;
 mod scripting;
 mod server;
@@ -479,7 +481,28 @@ pub static TABLE: &[Spec] = &[
     cmd("info", -1, Admin, K0, server::info),
     cmd("command", -1, Admin, K0, server::command),
     flagged("config", -2, Admin, K0, server::config, ALONE | NOSCRIPT),
-    cmd("wait", 3, Admin, K0, server::wait),
+    flagged("wait", 3, Admin, K0, replication::wait, ALONE | NOSCRIPT),
+    // Replication.
+    flagged("replicaof", 3, Admin, K0, replication::replicaof, NOSCRIPT),
+    flagged("slaveof", 3, Admin, K0, replication::replicaof, NOSCRIPT),
+    cmd("role", 1, Admin, K0, replication::role),
+    flagged("replconf", -1, Admin, K0, replication::replconf, NOSCRIPT),
+    flagged(
+        "psync",
+        3,
+        Admin,
+        K0,
+        replication::psync,
+        ALONE | NOMULTI | NOSCRIPT,
+    ),
+    flagged(
+        "sync",
+        1,
+        Admin,
+        K0,
+        replication::sync,
+        ALONE | NOMULTI | NOSCRIPT,
+    ),
     cmd("waitaof", 4, Admin, K0, server::waitaof),
     flagged(
         "shutdown",

@@ -76,7 +76,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     out,
                     "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
                      ferrite_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:{}\r\n\
-                     process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
+                     process_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\n\
                      hz:10\r\nengine:{}\r\n\r\n",
                     crate::REDIS_VERSION,
                     env!("CARGO_PKG_VERSION"),
@@ -84,6 +84,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     std::env::consts::ARCH,
                     usize::BITS,
                     std::process::id(),
+                    sh.run_id,
                     sh.config.listen.port(),
                     up / 86_400,
                     sh.ks.store().engine(),
@@ -147,9 +148,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 );
             }
             "replication" => {
-                out.push_str(
-                    "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_repl_offset:0\r\n\r\n",
-                );
+                out.push_str(&sh.repl.info());
             }
             "cpu" => {
                 let (ss, su, cs, cu) = cpu_seconds();
@@ -361,15 +360,6 @@ pub fn config(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             String::from_utf8_lossy(a[1])
         ))),
     }
-}
-
-/// No replicas: zero acknowledge, at once.
-pub fn wait(_: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let ok = |b: &[u8]| parse_int(b).is_some_and(|n| n >= 0);
-    if !ok(a[1]) || !ok(a[2]) {
-        return Err(super::args::not_an_integer());
-    }
-    Ok(Reply::Int(0))
 }
 
 /// `WAITAOF numlocal numreplicas timeout`: every write acknowledged so

@@ -91,6 +91,12 @@ impl Hints {
         }
     }
 
+    /// Forgets every hint (the collections are about to change by writes
+    /// that do not keep them).
+    pub fn clear(&self) {
+        self.map.lock().clear();
+    }
+
     /// Where `SPOP` of a large set resumes.
     pub fn cursor(&self, id: CollId) -> Option<Vec<u8>> {
         self.map.lock().get(&id).and_then(|h| h.cursor.clone())

@@ -19,10 +19,12 @@
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ferrite::{Store, WriteBatch};
 use parking_lot::RwLock;
 
+use super::change::Change;
 use super::hints::{Hints, Resume};
 use super::layout::{self, DATABASES};
 use super::meta::Meta;
@@ -44,6 +46,16 @@ pub struct State {
     pub(super) volatile: [u64; DATABASES as usize],
     pub(super) next_version: u64,
     pub(super) ceiling: u64,
+    /// Where commits' changes go (replication), if anywhere.
+    pub(super) feed: Option<Arc<dyn ChangeFeed>>,
+}
+
+/// Takes every commit's [`Change`] bytes, in commit order, under the
+/// keyspace lock (so it must not block on anything that takes it).
+pub trait ChangeFeed: Send + Sync {
+    /// Whether changes are wanted now (encoding one is skipped if not).
+    fn wanted(&self) -> bool;
+    fn committed(&self, change: &[u8]);
 }
 
 /// The data model over one store; see the module documentation.
@@ -67,6 +79,8 @@ pub struct Keyspace {
     /// Keyspace-event classes wanted (`notify-keyspace-events`), one bit
     /// per class letter in `EVENT_CLASSES`.
     events: AtomicU32,
+    replica: AtomicBool,
+    loading: AtomicBool,
 }
 
 /// The class letters of keyspace events, in bit order.
@@ -78,67 +92,10 @@ impl Keyspace {
     /// counts the keys of every database.
     pub fn open(store: Store) -> Result<Self, ModelError> {
         upgrade(&store)?;
-        let dbmap = match store.get(layout::server("dbmap"))? {
-            Some(m) => {
-                let map: [u8; DATABASES as usize] = m
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| ModelError::Corrupt("the database map is malformed".into()))?;
-                let mut seen = [false; DATABASES as usize];
-                for &s in &map {
-                    if s >= DATABASES || std::mem::replace(&mut seen[s as usize], true) {
-                        return Err(ModelError::Corrupt(
-                            "the database map is not a permutation".into(),
-                        ));
-                    }
-                }
-                map
-            }
-            None => std::array::from_fn(|i| i as u8),
-        };
-        let ceiling = match store.get(layout::server("version"))? {
-            Some(v) => u64::from_be_bytes(
-                v.as_slice()
-                    .try_into()
-                    .map_err(|_| ModelError::Corrupt("the version ceiling is malformed".into()))?,
-            ),
-            None => 1,
-        };
-        let mut keys = [0u64; DATABASES as usize];
-        let mut volatile = [0u64; DATABASES as usize];
-        let mut bad = None;
-        let (start, end) = layout::all_meta();
-        store.scan(
-            ferrite::KeyRange {
-                start: std::ops::Bound::Included(&start),
-                end: std::ops::Bound::Excluded(&end),
-            },
-            &mut |k, v| {
-                let slot = k[0] as usize;
-                keys[slot] += 1;
-                match Meta::decode(v) {
-                    Ok(m) if m.expire_at.is_some() => volatile[slot] += 1,
-                    Ok(_) => {}
-                    Err(e) => {
-                        bad = Some(e);
-                        return ControlFlow::Break(());
-                    }
-                }
-                ControlFlow::Continue(())
-            },
-        )?;
-        if let Some(e) = bad {
-            return Err(e);
-        }
+        let state = read_state(&store)?;
         Ok(Self {
             store,
-            state: RwLock::new(State {
-                dbmap,
-                keys,
-                volatile,
-                next_version: ceiling,
-                ceiling,
-            }),
+            state: RwLock::new(state),
             writes: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             watches: Watches::default(),
@@ -148,7 +105,116 @@ impl Keyspace {
             stats: ModelStats::default(),
             blocked: AtomicBool::new(false),
             events: AtomicU32::new(0),
+            replica: AtomicBool::new(false),
+            loading: AtomicBool::new(false),
         })
+    }
+
+    /// Installs (or removes) where every commit's [`Change`] goes, in
+    /// commit order. Taken under the lock, so the feed sees exactly the
+    /// commits after the call returns.
+    pub fn set_feed(&self, feed: Option<Arc<dyn ChangeFeed>>) {
+        self.state.write().feed = feed;
+    }
+
+    /// Makes this keyspace a replica's (its writes come only through
+    /// [`Keyspace::apply`]) or a master's. Becoming a replica forgets the
+    /// hints: the master's writes will not keep them true. Called from a
+    /// command (inside a transaction, so no commit runs meanwhile): it
+    /// takes no lock.
+    pub fn set_replica(&self, replica: bool) {
+        if replica {
+            self.hints.clear();
+        }
+        self.replica.store(replica, Ordering::Release);
+    }
+
+    /// Whether this is a replica's keyspace: clients do not write, keys
+    /// are not expired here (the master's deletes arrive instead).
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    /// Marks the store as being replaced by a master's copy (clients are
+    /// answered `LOADING`).
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, Ordering::Release);
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
+    /// Applies a master's change, with `extra` records written in the
+    /// same batch (the replica's position in the stream), then hands the
+    /// change's bytes to this keyspace's own feed (its backlog and its
+    /// own replicas). `still` is asked under the lock whether the change
+    /// is still wanted (the link it came on may have been retired); if
+    /// not, nothing is applied and the answer is `false`.
+    pub fn apply(
+        &self,
+        change: &Change,
+        encoded: &[u8],
+        extra: &[(Vec<u8>, Vec<u8>)],
+        still: impl FnOnce() -> bool,
+    ) -> Result<bool, ModelError> {
+        let mut st = self.state.write();
+        if !still() {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::new();
+        for (s, e) in &change.ranges {
+            batch.delete_range(s, e)?;
+        }
+        for (k, v) in &change.records {
+            match v {
+                Some(v) => batch.put(k, v)?,
+                None => batch.delete(k)?,
+            };
+        }
+        for (k, v) in extra {
+            batch.put(k, v)?;
+        }
+        self.store.write(&batch)?;
+        self.note_write();
+        for slot in 0..DATABASES as usize {
+            st.keys[slot] = (st.keys[slot] as i64 + change.keys_delta[slot]).max(0) as u64;
+            st.volatile[slot] =
+                (st.volatile[slot] as i64 + change.volatile_delta[slot]).max(0) as u64;
+        }
+        for (k, v) in &change.records {
+            if *k == layout::server("dbmap") {
+                if let Some(map) = v.as_deref().and_then(|m| parse_dbmap(m).ok()) {
+                    st.dbmap = map;
+                }
+            } else if *k == layout::server("version") {
+                if let Some(c) = v.as_deref().and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+                    st.ceiling = u64::from_be_bytes(c);
+                    // A replica promoted later allocates above it.
+                    st.next_version = st.next_version.max(st.ceiling);
+                }
+            }
+        }
+        if let Some(f) = &st.feed {
+            f.committed(encoded);
+        }
+        drop(st);
+        self.watches.touch(&change.touched);
+        Ok(true)
+    }
+
+    /// Reads the counts, the database map and the version ceiling again
+    /// from the store (after a master's copy replaced its records);
+    /// forgets the hints and where the background passes stood.
+    pub fn reload(&self) -> Result<(), ModelError> {
+        let mut st = self.state.write();
+        let fresh = read_state(&self.store)?;
+        let feed = st.feed.take();
+        *st = State { feed, ..fresh };
+        self.hints.clear();
+        self.expiry_resume.set(None);
+        self.trash_resume.set(None);
+        Ok(())
     }
 
     pub fn store(&self) -> &Store {
@@ -278,6 +344,72 @@ impl Keyspace {
             (st.keys[slot], st.volatile[slot])
         })
     }
+}
+
+/// The lock's state as the store's records give it: the database map,
+/// the version ceiling, and every slot's key counts.
+fn read_state(store: &Store) -> Result<State, ModelError> {
+    let dbmap = match store.get(layout::server("dbmap"))? {
+        Some(m) => parse_dbmap(&m)?,
+        None => std::array::from_fn(|i| i as u8),
+    };
+    let ceiling = match store.get(layout::server("version"))? {
+        Some(v) => u64::from_be_bytes(
+            v.as_slice()
+                .try_into()
+                .map_err(|_| ModelError::Corrupt("the version ceiling is malformed".into()))?,
+        ),
+        None => 1,
+    };
+    let mut keys = [0u64; DATABASES as usize];
+    let mut volatile = [0u64; DATABASES as usize];
+    let mut bad = None;
+    let (start, end) = layout::all_meta();
+    store.scan(
+        ferrite::KeyRange {
+            start: std::ops::Bound::Included(&start),
+            end: std::ops::Bound::Excluded(&end),
+        },
+        &mut |k, v| {
+            let slot = k[0] as usize;
+            keys[slot] += 1;
+            match Meta::decode(v) {
+                Ok(m) if m.expire_at.is_some() => volatile[slot] += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    bad = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        },
+    )?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    Ok(State {
+        dbmap,
+        keys,
+        volatile,
+        next_version: ceiling,
+        ceiling,
+        feed: None,
+    })
+}
+
+fn parse_dbmap(m: &[u8]) -> Result<[u8; DATABASES as usize], ModelError> {
+    let map: [u8; DATABASES as usize] = m
+        .try_into()
+        .map_err(|_| ModelError::Corrupt("the database map is malformed".into()))?;
+    let mut seen = [false; DATABASES as usize];
+    for &s in &map {
+        if s >= DATABASES || std::mem::replace(&mut seen[s as usize], true) {
+            return Err(ModelError::Corrupt(
+                "the database map is not a permutation".into(),
+            ));
+        }
+    }
+    Ok(map)
 }
 
 /// Rewrites the records of a store written by a server before the type

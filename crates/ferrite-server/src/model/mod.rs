@@ -15,6 +15,7 @@
 //! | `meta` | the metadata record (pure) |
 //! | `score` | doubles in an order-preserving encoding (pure) |
 //! | `keyspace` | [`Keyspace`]: the lock, slots of databases, key counts, versions |
+//! | `change` | [`Change`]: a commit's effect as bytes a replica applies (pure) |
 //! | `tx` | [`Tx`]: reads under a transaction's writes, one batch at commit, savepoints |
 //! | `object` | [`Found`]: a key as found; `Tx::set`, the one writer of metadata |
 //! | `elements` | the element records of hashes, sets, sorted sets and lists |
@@ -28,6 +29,7 @@
 //! exclusively if it writes, so no other command runs between its reads
 //! and its writes, and its writes reach the store as one atomic batch.
 
+pub mod change;
 mod elements;
 pub mod expiry;
 mod hints;
@@ -41,8 +43,9 @@ pub mod sweeper;
 mod tx;
 mod watch;
 
+pub use change::Change;
 pub use elements::ListEnd;
-pub use keyspace::{Keyspace, EVENT_CLASSES};
+pub use keyspace::{ChangeFeed, Keyspace, EVENT_CLASSES};
 pub use layout::{successor, DATABASES, MAX_MEMBER, MAX_USER_KEY};
 pub use meta::{Body, Coll, Kind, Meta};
 pub use object::Found;

@@ -441,6 +441,11 @@ impl<'a> Tx<'a> {
         if !self.writable() {
             return Ok(());
         }
+        if self.ks.is_replica() {
+            // The master's deletes remove them.
+            self.stale.borrow_mut().clear();
+            return Ok(());
+        }
         let met = std::mem::take(&mut *self.stale.borrow_mut());
         for (db, key) in met {
             let mut f = self.lookup(db, &key)?;
@@ -584,6 +589,15 @@ impl<'a> Tx<'a> {
             };
         }
         ks.store().write(&batch)?;
+        if let Some(feed) = st.feed.as_ref().filter(|f| f.wanted()) {
+            feed.committed(&super::change::encode(
+                &cleared,
+                &overlay,
+                &keys_delta,
+                &volatile_delta,
+                &touched,
+            ));
+        }
         // Counted once in the store (a sync after this covers it) and
         // before the lock is released (whoever sees it sees the count).
         ks.note_write();

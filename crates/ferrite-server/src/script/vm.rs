@@ -518,6 +518,9 @@ impl Call<'_, '_, '_> {
                 "Write commands are not allowed from read-only scripts.",
             );
         }
+        if spec.kind == Kind::Write && self.ctx.shared.ks.is_replica() {
+            return fail(lua, "READONLY You can't write against a read only replica.");
+        }
         let shared = self.ctx.shared;
         let t0 = std::time::Instant::now();
         let sp = self.ctx.tx.savepoint();

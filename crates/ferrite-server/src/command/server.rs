@@ -134,7 +134,8 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
                      rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
                      keyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\n\
-                     pubsub_patterns:{}\r\ntotal_error_replies:{}\r\nscan_cursors:{}\r\n\r\n",
+                     pubsub_patterns:{}\r\ntotal_error_replies:{}\r\nscan_cursors:{}\r\n\
+                     sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n\r\n",
                     s.connections(),
                     s.commands(),
                     s.rejected(),
@@ -145,6 +146,9 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     sh.pubsub.numpat(),
                     s.errors(),
                     sh.cursors.len(),
+                    sh.repl.syncs().0,
+                    sh.repl.syncs().1,
+                    sh.repl.syncs().2,
                 );
             }
             "replication" => {

@@ -274,6 +274,11 @@ pub struct Replication {
     /// Held by a follower while it writes to the store, so a retired
     /// follower's last write comes before its successor's first.
     applying: Mutex<()>,
+    /// Full syncs served, partial syncs served, and partial syncs asked
+    /// for that became full ones (`INFO stats`).
+    sync_full: AtomicU64,
+    sync_partial_ok: AtomicU64,
+    sync_partial_err: AtomicU64,
     /// The port this node's clients reach it on (told to its master).
     pub listening_port: AtomicU16,
 }
@@ -294,6 +299,9 @@ impl Replication {
             wanted: AtomicBool::new(false),
             waiting: Mutex::new(Vec::new()),
             applying: Mutex::new(()),
+            sync_full: AtomicU64::new(0),
+            sync_partial_ok: AtomicU64::new(0),
+            sync_partial_err: AtomicU64::new(0),
             listening_port: AtomicU16::new(0),
         }
     }
@@ -453,12 +461,28 @@ impl Replication {
                 if !rest.is_empty() {
                     a.push(Arc::new(rest));
                 }
+                self.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
                 Sync::Continue(st.replid.clone())
             }
-            None => Sync::Full(st.replid.clone(), st.backlog.end()),
+            None => {
+                self.sync_full.fetch_add(1, Ordering::Relaxed);
+                if replid != "?" {
+                    self.sync_partial_err.fetch_add(1, Ordering::Relaxed);
+                }
+                Sync::Full(st.replid.clone(), st.backlog.end())
+            }
         };
         st.replicas.push(a.clone());
         (sync, a)
+    }
+
+    /// Syncs served: full, partial, partial asked for but not possible.
+    pub fn syncs(&self) -> (u64, u64, u64) {
+        (
+            self.sync_full.load(Ordering::Relaxed),
+            self.sync_partial_ok.load(Ordering::Relaxed),
+            self.sync_partial_err.load(Ordering::Relaxed),
+        )
     }
 
     /// Forgets a replica whose link ended.

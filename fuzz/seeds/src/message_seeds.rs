@@ -42,6 +42,10 @@ pub fn all(data: Option<&Path>) -> Vec<Seeds> {
             inputs: server_records(),
         },
         Seeds {
+            target: "replication_stream",
+            inputs: replication_stream(),
+        },
+        Seeds {
             target: "block_trace",
             inputs: traces(data),
         },
@@ -179,6 +183,64 @@ fn nbd() -> Vec<Vec<u8>> {
 /// The server data model's records, each behind the byte that picks its
 /// decoder: metadata of every type, with and without an expiry; an
 /// expiry-index key; a dead collection's key; element keys.
+/// A replication stream as a master sends it: a copy's records, its
+/// end, changes (a string set with an expiry, a hash's fields, a flush
+/// as range deletes), a heartbeat and a request for an acknowledgement;
+/// and a change payload alone.
+fn replication_stream() -> Vec<Vec<u8>> {
+    use ferrite_server::model::Change;
+    use ferrite_server::replication::frame::{encode, records, Kind as F};
+    let meta = Meta {
+        expire_at: Some(1_790_000_000_000),
+        body: Body::String(b"value".to_vec()),
+    };
+    let mut set = Change {
+        records: vec![
+            (
+                layout::server("version").to_vec(),
+                Some(65_536u64.to_be_bytes().to_vec()),
+            ),
+            (
+                [vec![0], b"session:42".to_vec()].concat(),
+                Some(meta.encode()),
+            ),
+        ],
+        touched: vec![(0, b"session:42".to_vec(), true)],
+        ..Change::default()
+    };
+    set.keys_delta[0] = 1;
+    set.volatile_delta[0] = 1;
+    let mut hash = Change::default();
+    if let Ok(k) = layout::field(0, 7, Kind::Hash, b"field") {
+        hash.records.push((k, Some(b"v".to_vec())));
+    }
+    let mut flush = Change {
+        ranges: vec![(vec![0], vec![1]), (vec![0x10, 0], vec![0x10, 1])],
+        ..Change::default()
+    };
+    flush.keys_delta[0] = -2;
+    let copy = records(&[
+        (
+            layout::server("format").to_vec(),
+            b"ferrite-redis 1".to_vec(),
+        ),
+        (
+            [vec![0], b"k".to_vec()].concat(),
+            Meta::string(b"v".to_vec()).encode(),
+        ),
+    ]);
+    let stream = [
+        encode(F::Records, &copy),
+        encode(F::CopyEnd, &[]),
+        encode(F::Change, &set.encode()),
+        encode(F::Change, &hash.encode()),
+        encode(F::Heartbeat, &42u64.to_le_bytes()),
+        encode(F::GetAck, &[]),
+        encode(F::Change, &flush.encode()),
+    ];
+    vec![stream.concat(), set.encode(), stream[0].clone()]
+}
+
 fn server_records() -> Vec<Vec<u8>> {
     let tagged = |tag: u8, record: Vec<u8>| [vec![tag], record].concat();
     let coll = |kind, head| {

@@ -9,6 +9,7 @@ mod baselines;
 mod btree;
 pub mod driver;
 mod rask;
+mod replication;
 mod serve;
 mod shortcut;
 mod swiftkv;
@@ -191,6 +192,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(driver::Driven(baselines::Baselines)),
         Box::new(driver::Driven(btree::BtreeRepro)),
         Box::new(driver::Driven(rask::RaskRepro)),
+        Box::new(driver::Driven(replication::ReplicationRepro)),
         Box::new(driver::Driven(serve::ServeRepro)),
         Box::new(driver::Driven(shortcut::ShortcutRepro)),
         Box::new(driver::Driven(swiftkv::SwiftRepro)),

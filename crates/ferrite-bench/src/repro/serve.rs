@@ -148,22 +148,34 @@ pub struct Results {
 }
 
 /// A server process, killed when dropped.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    port: u16,
-    name: String,
+    pub(super) port: u16,
+    pub(super) name: String,
 }
 
 impl Server {
-    fn rss_bytes(&self) -> Option<u64> {
+    pub(super) fn rss_bytes(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
         let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kb * 1024)
     }
 
+    /// CPU seconds (user and system) the process has used.
+    pub(super) fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name (which may hold spaces).
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+        // SAFETY: sysconf reads a constant.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        Some(ticks / hz)
+    }
+
     /// Stops it with SIGTERM (ferrite closes its store) and waits.
-    fn stop(mut self) -> Result<()> {
+    pub(super) fn stop(mut self) -> Result<()> {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let t = Instant::now();
@@ -192,7 +204,7 @@ impl Drop for Server {
     }
 }
 
-fn have(tool: &str) -> bool {
+pub(super) fn have(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
         .stdout(Stdio::null())
@@ -202,6 +214,11 @@ fn have(tool: &str) -> bool {
 }
 
 fn start_redis(dir: &Path, aof: Option<&str>) -> Result<Server> {
+    start_redis_with(dir, aof, &[])
+}
+
+/// [`start_redis`] with more arguments (`--replicaof host port`).
+pub(super) fn start_redis_with(dir: &Path, aof: Option<&str>, extra: &[&str]) -> Result<Server> {
     let port = free_port()?;
     let mut cmd = Command::new("redis-server");
     cmd.args([
@@ -218,6 +235,7 @@ fn start_redis(dir: &Path, aof: Option<&str>) -> Result<Server> {
         Some(fsync) => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
         None => cmd.args(["--appendonly", "no"]),
     };
+    cmd.args(extra);
     let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -238,6 +256,18 @@ fn start_ferrite(
     sync: SyncMode,
     cache_mb: u64,
 ) -> Result<Server> {
+    start_ferrite_with(bin, dir, engine, sync, cache_mb, &[])
+}
+
+/// [`start_ferrite`] with more arguments (`--replicaof host port`).
+pub(super) fn start_ferrite_with(
+    bin: &Path,
+    dir: &Path,
+    engine: EngineKind,
+    sync: SyncMode,
+    cache_mb: u64,
+    extra: &[&str],
+) -> Result<Server> {
     let port = free_port()?;
     let mut child = Command::new(bin)
         .args(["serve", "--engine", engine.name(), "--path"])
@@ -252,6 +282,7 @@ fn start_ferrite(
             &sync.to_string(),
         ])
         .args(["--cache-mb", &cache_mb.to_string()])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -319,7 +350,7 @@ fn idle_clients(socket: &Path, n: usize) -> Result<Vec<std::os::unix::net::UnixS
 }
 
 /// Runs `redis-benchmark` and reads its CSV line.
-fn bench(
+pub(super) fn bench(
     port: u16,
     test: &str,
     pipeline: u32,

@@ -14,13 +14,15 @@
 //! shows (the time a write takes to become visible there).
 //!
 //! Full sync: a store of distinct 1 KiB values (4 MiB at smoke scale,
-//! 4 GiB otherwise) is loaded into a ferrite master (lsm) and, the same
+//! 1 GiB at default, 4 GiB at full) is loaded into a ferrite master (lsm) and, the same
 //! keys and values, into redis-server (AOF everysec); then a replica of
 //! each is started while `redis-benchmark` writes to the master, and the
 //! time until the replica reports its link up with no sync in progress
 //! is taken (Redis: RDB fork, transfer and load, with
 //! `repl-diskless-sync-delay 0` so it does not wait 5 s for more
-//! replicas; ferrite: snapshot stream and load).
+//! replicas, and its replica buffer limit set to ferrite's, since its
+//! default drops a replica whose copy takes minutes under writes;
+//! ferrite: snapshot stream and load).
 //!
 //! The master's CPU time per SET, alone and with replicas, separates
 //! what replication costs the master from the cores its replicas take.
@@ -46,6 +48,18 @@ pub struct ReplicationRepro;
 
 const TARGET: &str = "replication target";
 
+/// redis-server's master settings for the full sync: no 5 s wait for
+/// more replicas before a diskless sync (the sync itself is measured),
+/// and ferrite's replica buffer limit (256 MiB, no soft limit) in place
+/// of Redis's 64 MB for 60 s, which drops a replica whose copy takes
+/// minutes under writes, again and again.
+const REDIS_SYNC_SETTINGS: [&str; 4] = [
+    "--repl-diskless-sync-delay",
+    "0",
+    "--client-output-buffer-limit",
+    "replica 256mb 0 0",
+];
+
 const ENGINES: [EngineKind; 2] = [EngineKind::Btree, EngineKind::Lsm];
 
 /// Alternating rounds per engine.
@@ -63,7 +77,7 @@ fn sizes(scale: super::Scale) -> Sizes {
     Sizes {
         requests: scale.pick(20_000, 1_000_000, 2_000_000),
         clients: scale.pick(10, 50, 50),
-        sync_bytes: scale.pick(4 << 20, 4 << 30, 4 << 30),
+        sync_bytes: scale.pick(4 << 20, 1 << 30, 4 << 30),
     }
 }
 
@@ -98,7 +112,7 @@ impl Resp {
     fn connect(port: u16) -> Result<Self> {
         let w = TcpStream::connect(("127.0.0.1", port)).map_err(io)?;
         w.set_nodelay(true).map_err(io)?;
-        w.set_read_timeout(Some(Duration::from_secs(60)))
+        w.set_read_timeout(Some(Duration::from_secs(600)))
             .map_err(io)?;
         let r = BufReader::new(w.try_clone().map_err(io)?);
         Ok(Self { w, r })
@@ -120,7 +134,7 @@ impl Resp {
         self.r.read_line(&mut line).map_err(io)?;
         let line = line.trim_end();
         match line.as_bytes().first() {
-            Some(b'+') | Some(b':') => Ok(Some(line[1..].as_bytes().to_vec())),
+            Some(b'+') | Some(b':') => Ok(Some(line.as_bytes()[1..].to_vec())),
             Some(b'$') => {
                 let n: i64 = line[1..]
                     .parse()
@@ -210,8 +224,8 @@ fn time_full_sync(
 ) -> Result<(f64, Server)> {
     let mut load = Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &master.port.to_string()])
-        .args(["-c", "10", "-n", "100000000", "-r", "100000", "-d", "100"])
-        .args(["-t", "set", "-P", "4", "-q"])
+        .args(["-c", "1", "-n", "100000000", "-r", "100000", "-d", "100"])
+        .args(["-t", "set", "-P", "1", "-q"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -395,10 +409,7 @@ fn full_syncs(bin: &Path, root: &Path, s: Sizes, r: &mut Results) -> Result<()> 
     let _ = std::fs::remove_dir_all(&rdir);
     if have("redis-server") {
         let dir = fresh_dir(&root.join("sync-redis"))?;
-        // Redis waits 5 s by default before a diskless sync, for more
-        // replicas to share it; not waiting measures the sync itself.
-        let master =
-            start_redis_with(&dir, Some("everysec"), &["--repl-diskless-sync-delay", "0"])?;
+        let master = start_redis_with(&dir, Some("everysec"), &REDIS_SYNC_SETTINGS)?;
         let loaded = load(master.port, s.sync_bytes)?;
         let port = master.port.to_string();
         let rdir = fresh_dir(&root.join("sync-redis-replica"))?;
@@ -513,15 +524,24 @@ impl Study for ReplicationRepro {
             s.map_or(0, |s| s.requests),
             if r.redis_version.is_empty() { "not run" } else { &r.redis_version },
         ));
-        let mut t = Table::new(["engine / condition", "SET P16 kops/s per round", "median"]);
+        let mut t = Table::new([
+            "engine / condition",
+            "SET P16 kops/s per round",
+            "median",
+            "master CPU µs per SET, per round",
+            "median",
+        ]);
+        let list = |v: &[f64], f: &dyn Fn(f64) -> String| {
+            v.iter().map(|x| f(*x)).collect::<Vec<_>>().join(", ")
+        };
         for (k, v) in &r.rates {
+            let cpu = r.cpu_us.get(k).cloned().unwrap_or_default();
             t.row([
                 k.clone(),
-                v.iter()
-                    .map(|x| format!("{:.1}", x / 1000.0))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                list(v, &|x| format!("{:.1}", x / 1000.0)),
                 percentile(v, 0.5).map_or("-".into(), |x| format!("{:.1}", x / 1000.0)),
+                list(&cpu, &|x| format!("{x:.2}")),
+                percentile(&cpu, 0.5).map_or("-".into(), |x| format!("{x:.2}")),
             ]);
         }
         doc.table(&t);
@@ -550,7 +570,7 @@ impl Study for ReplicationRepro {
         doc.table(&t);
         doc.text(
             "Full sync: distinct 1 KiB values loaded into the master, then a replica started while \
-             `redis-benchmark -t set -P 4 -c 10` writes to the master; the time until the replica's \
+             `redis-benchmark -t set -P 1 -c 1` writes to the master; the time until the replica's \
              link is up with no sync in progress.",
         );
         let mut t = Table::new(["master", "data MiB", "full sync s", "MiB/s"]);

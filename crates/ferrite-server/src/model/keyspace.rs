@@ -204,11 +204,14 @@ impl Keyspace {
     }
 
     /// Reads the counts, the database map and the version ceiling again
-    /// from the store (after a master's copy replaced its records);
-    /// forgets the hints and where the background passes stood.
+    /// from the store (after a master's copy replaced its records, while
+    /// nothing else writes); forgets the hints and where the background
+    /// passes stood.
     pub fn reload(&self) -> Result<(), ModelError> {
-        let mut st = self.state.write();
+        // Counted before taking the lock (a copy of millions of keys takes
+        // seconds to count): the caller is the store's only writer now.
         let fresh = read_state(&self.store)?;
+        let mut st = self.state.write();
         let feed = st.feed.take();
         *st = State { feed, ..fresh };
         self.hints.clear();

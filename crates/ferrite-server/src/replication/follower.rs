@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use ferrite::WriteBatch;
 
 use super::frame::{self, Decoder, Kind};
-use super::{master_key, position_key, Link};
+use super::{copying_key, master_key, position_key, Link};
 use crate::model::change;
 use crate::shared::Shared;
 
@@ -45,7 +45,7 @@ pub fn start(shared: Arc<Shared>, generation: u64) {
                         log::warn!("replication link: {e}");
                     }
                 }
-                shared.ks.set_loading(false);
+                // A copy cut short leaves the store answering LOADING.
                 shared.repl.set_link(generation, None);
                 let until = Instant::now() + Duration::from_secs(1);
                 while Instant::now() < until
@@ -239,13 +239,32 @@ fn load(
     let guard = shared.repl.applying(generation).ok_or("retired")?;
     shared.ks.set_loading(true);
     let t0 = Instant::now();
+    // One batch: the old records go, the master stays named, and the
+    // store is marked as holding part of a copy (a restart answers
+    // `LOADING` until a copy completes, never serves half of one).
+    let mut clear = WriteBatch::new();
+    let follow = shared
+        .repl
+        .following()
+        .map(|f| format!("{} {}", f.host, f.port));
+    let cleared = clear
+        .delete_range(&[0u8], &[0xffu8])
+        .and_then(|b| b.put(&copying_key(), b"1"))
+        .and_then(|b| match &follow {
+            Some(m) => b.put(&master_key(), m.as_bytes()),
+            None => Ok(b),
+        });
+    cleared.map_err(|e| e.to_string())?;
     store
-        .delete_range(vec![0u8]..vec![0xffu8])
+        .write(&clear)
         .map_err(|e| format!("clearing the store for the copy: {e}"))?;
     drop(guard);
     let mut n = 0u64;
     let mut last_heard = Instant::now();
     loop {
+        if shared.shutting_down() {
+            return Err("the server is stopping".into());
+        }
         let Some((kind, f)) = l.frame()? else {
             if last_heard.elapsed() > MASTER_TIMEOUT {
                 return Err("the master sent nothing for a minute during the copy".into());
@@ -270,12 +289,8 @@ fn load(
                 let mut batch = WriteBatch::new();
                 batch
                     .put(&position_key(), &position(replid, offset))
+                    .and_then(|b| b.delete(&copying_key()))
                     .map_err(|e| e.to_string())?;
-                if let Some(f) = shared.repl.following() {
-                    batch
-                        .put(&master_key(), format!("{} {}", f.host, f.port).as_bytes())
-                        .map_err(|e| e.to_string())?;
-                }
                 store
                     .write(&batch)
                     .map_err(|e| format!("loading the copy: {e}"))?;

@@ -70,9 +70,18 @@ pub fn master_key() -> Vec<u8> {
     layout::server("replicaof")
 }
 
+/// The store record saying a copy is being loaded (part of the master's
+/// records, none of its own): until a copy completes, clients are
+/// answered `LOADING`, across restarts too.
+pub fn copying_key() -> Vec<u8> {
+    layout::server("replication-copying")
+}
+
 /// Records that belong to one node and never travel in a copy.
 pub fn is_local(key: &[u8]) -> bool {
-    key == position_key().as_slice() || key == master_key().as_slice()
+    key == position_key().as_slice()
+        || key == master_key().as_slice()
+        || key == copying_key().as_slice()
 }
 
 /// At start: the stored position (a replica's id and offset) and the
@@ -96,6 +105,9 @@ pub fn resume(
         let (h, p) = s.rsplit_once(' ')?;
         Some((h.to_string(), p.parse::<u16>().ok()?))
     });
+    if store.get(copying_key())?.is_some() {
+        shared.ks.set_loading(true);
+    }
     if let Some((host, port)) = shared.config.replicaof.clone().or(stored) {
         follow(shared, &host, port)?;
     }
@@ -135,6 +147,7 @@ pub fn unfollow(shared: &crate::shared::Shared) -> Result<bool, crate::model::Mo
     let store = shared.ks.store();
     store.delete(master_key())?;
     store.delete(position_key())?;
+    store.delete(copying_key())?;
     Ok(true)
 }
 

@@ -481,7 +481,7 @@ pub static TABLE: &[Spec] = &[
     cmd("info", -1, Admin, K0, server::info),
     cmd("command", -1, Admin, K0, server::command),
     flagged("config", -2, Admin, K0, server::config, ALONE | NOSCRIPT),
-    flagged("wait", 3, Admin, K0, replication::wait, ALONE | NOSCRIPT),
+    flagged("wait", 3, Admin, K0, replication::wait, ALONE),
     // Replication.
     flagged("replicaof", 3, Admin, K0, replication::replicaof, NOSCRIPT),
     flagged("slaveof", 3, Admin, K0, replication::replicaof, NOSCRIPT),

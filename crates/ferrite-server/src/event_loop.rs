@@ -507,12 +507,10 @@ impl EventLoop {
     /// Gives a replica's connection (after its `PSYNC`) to a link thread
     /// of its own, with the replies and requests not yet handled.
     fn hand_off(&mut self, key: usize) {
-        let mut c = self.conns.remove(key);
-        let _ = self.poll.registry().deregister(&mut c.stream);
+        let Some(mut c) = self.take(key) else {
+            return;
+        };
         c.forget(&self.shared);
-        self.blocked.retain(|&k| k != key);
-        self.unread.retain(|&k| k != key);
-        self.signal.load.fetch_sub(1, Ordering::Relaxed);
         let Some(h) = c.session.handoff.take() else {
             return;
         };
@@ -533,14 +531,22 @@ impl EventLoop {
 
     /// Closes a connection and forgets it.
     fn close(&mut self, key: usize) {
+        if let Some(mut c) = self.take(key) {
+            c.leave(&self.shared);
+        }
+    }
+
+    /// Takes a connection out of this loop: its poll registration, its
+    /// places in the loop's lists, its share of the loop's load.
+    fn take(&mut self, key: usize) -> Option<Conn> {
         if !self.conns.contains(key) {
-            return;
+            return None;
         }
         let mut c = self.conns.remove(key);
         let _ = self.poll.registry().deregister(&mut c.stream);
-        c.leave(&self.shared);
         self.blocked.retain(|&k| k != key);
         self.unread.retain(|&k| k != key);
         self.signal.load.fetch_sub(1, Ordering::Relaxed);
+        Some(c)
     }
 }

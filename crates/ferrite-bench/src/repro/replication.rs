@@ -40,7 +40,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{ferrite_binary, fresh_dir, Metrics, Report, Study, Table};
-use super::serve::{bench, have, start_ferrite_with, start_redis_with, Server};
+use super::serve::{
+    bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
+};
 use super::{ClaimSpec, ReproContext};
 use crate::error::{BenchError, Result};
 
@@ -446,12 +448,7 @@ impl Study for ReplicationRepro {
     )];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        if !have("redis-benchmark") {
-            return Err(BenchError::Unavailable(
-                "redis-benchmark".into(),
-                "install redis-tools (scripts/install-redis-tools.sh)",
-            ));
-        }
+        need_redis_benchmark()?;
         let s = sizes(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let root = fresh_dir(&ctx.work_dir.join("replication"))?;

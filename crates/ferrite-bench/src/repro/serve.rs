@@ -204,6 +204,17 @@ impl Drop for Server {
     }
 }
 
+/// Fails with how to install it unless `redis-benchmark` is here.
+pub(super) fn need_redis_benchmark() -> Result<()> {
+    if have("redis-benchmark") {
+        return Ok(());
+    }
+    Err(BenchError::Unavailable(
+        "redis-benchmark".into(),
+        "install redis-tools (scripts/install-redis-tools.sh)",
+    ))
+}
+
 pub(super) fn have(tool: &str) -> bool {
     Command::new(tool)
         .arg("--version")
@@ -717,12 +728,7 @@ impl Study for ServeRepro {
     ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        if !have("redis-benchmark") {
-            return Err(BenchError::Unavailable(
-                "redis-benchmark".into(),
-                "install redis-tools (scripts/install-redis-tools.sh)",
-            ));
-        }
+        need_redis_benchmark()?;
         let s = sizes(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let mut results = Results {

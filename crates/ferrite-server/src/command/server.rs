@@ -129,6 +129,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             "stats" => {
                 let s = &sh.stats;
                 let m = sh.ks.stats().counts();
+                let syncs = sh.repl.syncs();
                 let _ = write!(
                     out,
                     "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
@@ -146,9 +147,9 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     sh.pubsub.numpat(),
                     s.errors(),
                     sh.cursors.len(),
-                    sh.repl.syncs().0,
-                    sh.repl.syncs().1,
-                    sh.repl.syncs().2,
+                    syncs.0,
+                    syncs.1,
+                    syncs.2,
                 );
             }
             "replication" => {

@@ -40,12 +40,25 @@ pub use record::{
     MAX_PAYLOAD,
 };
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use ferrite_core::engine::Poison;
 use ferrite_core::{Error, Result, WalRecovery};
 use ferrite_io::{AlignedBuf, BlockDevice};
 use parking_lot::{Condvar, Mutex};
+
+/// A deliberate fault, off unless a crash test's negative control turns it
+/// on: commits skip the device sync that makes them durable and still
+/// report them durable. A crash test that cannot catch this cannot see a
+/// missing sync either, so the power-cut mode proves itself with it.
+static SKIP_COMMIT_SYNC: AtomicBool = AtomicBool::new(false);
+
+/// Turns on, for this process, the fault above: commits no longer sync.
+/// Only crash tests call it.
+pub fn inject_skipped_commit_sync() {
+    SKIP_COMMIT_SYNC.store(true, Ordering::Relaxed);
+}
 
 /// Log sequence number: the position just past a record, counted over the
 /// log's whole life (it keeps growing across [`Wal::reset`]).
@@ -435,7 +448,7 @@ impl Wal {
             }
             self.dev.write_at(&buf, at)?;
         }
-        if sync {
+        if sync && !SKIP_COMMIT_SYNC.load(Ordering::Relaxed) {
             self.dev.sync()?;
         }
         Ok(())

@@ -1,5 +1,7 @@
 //! The expected state, kept beside the store (`<path>.crashtest`) after
-//! every verified kill, so a run can be resumed and a failure kept.
+//! every verified kill, so a run can be resumed and a failure kept. The
+//! same encoding carries a power-cut guest's recovered state out of the
+//! guest (`guest.rs`).
 //!
 //! Layout: magic `FCT1`, engine name (u16 length, bytes), seed u64, next
 //! run u64, pair count u64, then per pair key and value (u32 length,
@@ -27,6 +29,14 @@ pub fn path_for(store: &Path) -> PathBuf {
 }
 
 pub fn save(path: &Path, e: &Expected) -> Result<()> {
+    let b = encode(e);
+    let tmp = path.with_extension("crashtest.tmp");
+    std::fs::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+pub fn encode(e: &Expected) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&(e.engine.len() as u16).to_le_bytes());
@@ -42,10 +52,7 @@ pub fn save(path: &Path, e: &Expected) -> Result<()> {
     }
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    let tmp = path.with_extension("crashtest.tmp");
-    std::fs::write(&tmp, &b).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
-    Ok(())
+    b
 }
 
 pub fn load(path: &Path) -> Result<Option<Expected>> {
@@ -54,13 +61,19 @@ pub fn load(path: &Path) -> Result<Option<Expected>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    let bad = || anyhow::anyhow!("{} is not an expected-state file", path.display());
+    decode(&b)
+        .map(Some)
+        .with_context(|| format!("reading {}", path.display()))
+}
+
+pub fn decode(b: &[u8]) -> Result<Expected> {
+    let bad = || anyhow::anyhow!("not an expected-state image");
     if b.len() < 8 || &b[..4] != MAGIC {
         return Err(bad());
     }
     let (body, crc) = b.split_at(b.len() - 4);
     if crc32c::crc32c(body).to_le_bytes() != crc {
-        bail!("{} is damaged (checksum)", path.display());
+        bail!("damaged (checksum)");
     }
     let mut at = 4;
     let mut take = |n: usize| -> Result<&[u8]> {
@@ -84,10 +97,10 @@ pub fn load(path: &Path) -> Result<Option<Expected>> {
         let v = take(vl)?.to_vec();
         state.insert(k, v);
     }
-    Ok(Some(Expected {
+    Ok(Expected {
         engine,
         seed,
         next_run,
         state,
-    }))
+    })
 }

@@ -14,6 +14,8 @@
 //! | `server_target.rs` | `--server`: `ferrite serve` killed instead, driven by a Redis client |
 //! | `volume_target.rs` | `--volume`: `ferrite volume serve` killed instead, driven over NBD |
 //! | `served.rs`, `nbd_client.rs` | starting and stopping those servers; the NBD client |
+//! | `guest.rs` | the power-cut rig: a qemu guest whose disk loses unflushed writes |
+//! | `power_cut.rs` | `--power-cut`: the worker in that guest, the machine killed |
 //!
 //! One kill: start the worker (run number = kill number), let it run for
 //! a random time, SIGKILL it and read what it acknowledged from its pipe.
@@ -32,9 +34,11 @@
 
 pub mod board_file;
 mod expected;
+mod guest;
 mod nbd_client;
 mod ops;
 mod oracle;
+mod power_cut;
 mod served;
 mod server_target;
 mod setup;
@@ -96,6 +100,17 @@ pub struct CrashtestArgs {
     /// kill the volume server.
     #[arg(long)]
     volume: bool,
+    /// Power cuts instead of kills: the worker runs inside a Linux guest
+    /// (qemu; `scripts/install-qemu-guest.sh`) whose store disk caches
+    /// writes until flushed, and the whole machine is killed, losing the
+    /// guest's page cache and the disk's unflushed writes. --path is a
+    /// directory for the guest's disks, made afresh.
+    #[arg(long)]
+    power_cut: bool,
+    /// Negative control: the write-ahead log skips its commit syncs. A
+    /// power-cut run must fail on it.
+    #[arg(long)]
+    skip_wal_sync: bool,
     /// Write the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -152,6 +167,12 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         bail!("--volume runs with --engine rask (its block stream), blackbox");
     }
     let me = std::env::current_exe()?;
+    if a.power_cut {
+        if a.server || a.volume || a.whitebox {
+            bail!("--power-cut runs an engine's worker, blackbox");
+        }
+        return power_cut::run(&me, &a);
+    }
     let exp_path = expected::path_for(&a.path);
     let subject = if a.server {
         format!("server:{}", a.engine.name())
@@ -184,7 +205,10 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut recoveries: Vec<f64> = Vec::new();
-    let mut tally = Tally::default();
+    let mut tally = Tally {
+        commit: commit(),
+        ..Tally::default()
+    };
     for _ in 0..a.kills {
         let run = exp.next_run;
         let ms = rng.gen_range(10..a.max_run_ms.max(11));
@@ -244,65 +268,15 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let found: State = store
             .state()
             .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
-        let started = count(reported.started);
-        let durable = if a.mode == SyncMode::Always {
-            count(reported.acked)
-        } else {
-            count(reported.synced)
-        };
-        let stream = if a.server {
-            OpStream::for_server(a.seed, run)
-        } else {
-            OpStream::for_engine(a.engine, a.seed, run)
-        };
-        let ops: Vec<ops::Op> = stream.take(started).collect();
-        match recovered_prefix(&exp.state, &ops, durable, started, &found) {
-            Ok(j) => {
-                let recovered = oracle::longest_prefix(&exp.state, &ops, j, started, &found);
-                if let Err(u) = oracle::check_shown(&exp.state, &ops, recovered, &reported.shown) {
-                    tally.shown_lost += 1;
-                    tally.write(&a, &exp, &mut recoveries)?;
-                    return Err(fail(
-                        &a,
-                        run,
-                        &format!(
-                            "a reader was shown key {} holding {:?} (value of length {:?}), \
-                             which the recovered history never held ({} operations \
-                             recovered, {} durable, {} started)",
-                            String::from_utf8_lossy(&u.key),
-                            u.shown.as_ref().map(|x| &x[..x.len().min(16)]),
-                            u.shown.as_ref().map(Vec::len),
-                            u.recovered,
-                            durable,
-                            started
-                        ),
-                    ));
-                }
-                tally.shown_checked += reported.shown.len() as u64;
-                for op in &ops[..j] {
-                    apply(&mut exp.state, op);
-                }
-            }
-            Err(v) => {
-                tally.acked_lost += 1;
-                tally.write(&a, &exp, &mut recoveries)?;
-                return Err(fail(
-                    &a,
-                    run,
-                    &format!(
-                        "key {} holds {:?} (value of length {:?}), expected {:?} (length {:?}); \
-                         {} operations durable, {} started",
-                        String::from_utf8_lossy(&v.key),
-                        v.found.as_ref().map(|x| &x[..x.len().min(16)]),
-                        v.found.as_ref().map(Vec::len),
-                        v.expected.as_ref().map(|x| &x[..x.len().min(16)]),
-                        v.expected.as_ref().map(Vec::len),
-                        v.durable,
-                        v.started
-                    ),
-                ));
-            }
-        }
+        judge(
+            &a,
+            &mut exp,
+            run,
+            &reported,
+            &found,
+            &mut tally,
+            &mut recoveries,
+        )?;
         match store {
             Reopened::Store(store) => {
                 if let Err(e) = store.verify() {
@@ -359,6 +333,81 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     tally.write(&a, &exp, &mut recoveries)
 }
 
+/// Checks what the store held after run `run` was cut short (`found`)
+/// against the oracle, given what the worker and its readers `reported`;
+/// on success carries `exp` forward by the operations that survived. A
+/// violation writes the summary and fails with how to reproduce it.
+fn judge(
+    a: &CrashtestArgs,
+    exp: &mut expected::Expected,
+    run: u64,
+    reported: &Reported,
+    found: &State,
+    tally: &mut Tally,
+    recoveries: &mut [f64],
+) -> Result<()> {
+    let started = count(reported.started);
+    let durable = if a.mode == SyncMode::Always {
+        count(reported.acked)
+    } else {
+        count(reported.synced)
+    };
+    let stream = if a.server {
+        OpStream::for_server(a.seed, run)
+    } else {
+        OpStream::for_engine(a.engine, a.seed, run)
+    };
+    let ops: Vec<ops::Op> = stream.take(started).collect();
+    match recovered_prefix(&exp.state, &ops, durable, started, found) {
+        Ok(j) => {
+            let recovered = oracle::longest_prefix(&exp.state, &ops, j, started, found);
+            if let Err(u) = oracle::check_shown(&exp.state, &ops, recovered, &reported.shown) {
+                tally.shown_lost += 1;
+                tally.write(a, exp, recoveries)?;
+                return Err(fail(
+                    a,
+                    run,
+                    &format!(
+                        "a reader was shown key {} holding {:?} (value of length {:?}), \
+                         which the recovered history never held ({} operations \
+                         recovered, {} durable, {} started)",
+                        String::from_utf8_lossy(&u.key),
+                        u.shown.as_ref().map(|x| &x[..x.len().min(16)]),
+                        u.shown.as_ref().map(Vec::len),
+                        u.recovered,
+                        durable,
+                        started
+                    ),
+                ));
+            }
+            tally.shown_checked += reported.shown.len() as u64;
+            for op in &ops[..j] {
+                apply(&mut exp.state, op);
+            }
+        }
+        Err(v) => {
+            tally.acked_lost += 1;
+            tally.write(a, exp, recoveries)?;
+            return Err(fail(
+                a,
+                run,
+                &format!(
+                    "key {} holds {:?} (value of length {:?}), expected {:?} (length {:?}); \
+                     {} operations durable, {} started",
+                    String::from_utf8_lossy(&v.key),
+                    v.found.as_ref().map(|x| &x[..x.len().min(16)]),
+                    v.found.as_ref().map(Vec::len),
+                    v.expected.as_ref().map(|x| &x[..x.len().min(16)]),
+                    v.expected.as_ref().map(Vec::len),
+                    v.durable,
+                    v.started
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a run found, counted as it goes; written (stdout and `--json`) at
 /// the end, and at the first violation before the driver stops.
 #[derive(Default)]
@@ -384,6 +433,34 @@ struct Tally {
     boards_missing: u64,
     /// Whitebox kills: workers that killed themselves inside their work.
     self_killed: u64,
+    /// Power cuts: seconds per cycle (boot, recover, verify, run, cut) and
+    /// from starting the machine to the recovered state's dump.
+    cycle_s: Vec<f64>,
+    boot_to_dump_s: Vec<f64>,
+    /// The commit the run started on.
+    commit: String,
+}
+
+/// The commit the crash test runs on (`git rev-parse` in the working
+/// directory), so a campaign's summary names it.
+pub(crate) fn commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".into(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        )
+}
+
+/// The `p` quantile of `v` (sorted here), 0 when empty.
+fn quantile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * p) as usize)
+        .copied()
+        .unwrap_or(0.0)
 }
 
 /// The background work each engine does, which its kills must reach.
@@ -435,13 +512,9 @@ impl Tally {
         exp: &expected::Expected,
         recoveries: &mut [f64],
     ) -> Result<()> {
-        recoveries.sort_by(f64::total_cmp);
-        let pct = |p: f64| {
-            recoveries
-                .get(((recoveries.len() as f64 - 1.0) * p) as usize)
-                .copied()
-                .unwrap_or(0.0)
-        };
+        let (rec_p50, rec_p99) = (quantile(recoveries, 0.5), quantile(recoveries, 0.99));
+        let mut cycle = self.cycle_s.clone();
+        let mut boot = self.boot_to_dump_s.clone();
         let named = |v: &[u64; Work::COUNT]| {
             Work::ALL
                 .iter()
@@ -464,8 +537,8 @@ impl Tally {
             "reads_shown_checked": self.shown_checked,
             "reads_shown_lost": self.shown_lost,
             "verify_failures": self.verify_failures,
-            "recovery_ms_p50": pct(0.5),
-            "recovery_ms_p99": pct(0.99),
+            "recovery_ms_p50": rec_p50,
+            "recovery_ms_p99": rec_p99,
             "keys_at_end": exp.state.len(),
             "background_hits": named(&self.hits),
             "background_started": named(&self.started),
@@ -475,6 +548,11 @@ impl Tally {
             "boards_missing": self.boards_missing,
             "whitebox": a.whitebox,
             "whitebox_kills": self.self_killed,
+            "power_cut": a.power_cut,
+            "skip_wal_sync": a.skip_wal_sync,
+            "cycle_s_p50": quantile(&mut cycle, 0.5),
+            "boot_to_recovered_dump_s_p50": quantile(&mut boot, 0.5),
+            "commit": self.commit,
         });
         println!("{summary}");
         if let Some(p) = &a.json {
@@ -503,6 +581,9 @@ fn kill_one(
         .args(["--partitions", &a.partitions.to_string()]);
     if recover_only {
         cmd.arg("--recover-only");
+    }
+    if a.skip_wal_sync {
+        cmd.arg("--skip-wal-sync");
     }
     if let Some(w) = kill_in {
         cmd.args(["--kill-in", w.name()]);
@@ -578,6 +659,9 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     if a.volume {
         flags.push_str(" --volume");
     }
+    if a.power_cut {
+        flags.push_str(" --power-cut");
+    }
     let ops = if a.server || a.volume {
         format!(
             "the operations sent to the server are run {run} of the {} stream of seed {} \
@@ -593,6 +677,21 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
             a.engine, a.mode, a.seed, a.partitions
         )
     };
+    if a.power_cut {
+        return anyhow::anyhow!(
+            "crash test failed after the power cut of run {run}: {what}\n\
+             the guest's disks and its last two consoles are kept in {} (store.img, \
+             serial.prev.log, serial.log)\n\
+             {ops}\n\
+             a power-cut run starts afresh: `ferrite crashtest --engine {} --path {} --mode {} \
+             --seed {} {flags} --kills <n>`",
+            a.path.display(),
+            a.engine,
+            a.path.display(),
+            a.mode,
+            a.seed
+        );
+    }
     anyhow::anyhow!(
         "crash test failed after run {run}: {what}\n\
          the store and its expected state are kept in {}\n\
@@ -642,4 +741,11 @@ pub struct WorkerArgs {
     /// its start (the kind's mean duration in earlier runs).
     #[arg(long, default_value_t = 1000)]
     pub kill_within_us: u64,
+    /// After recovery, write the recovered state to this raw device (a
+    /// power-cut guest's channel disk).
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
+    /// Negative control: the write-ahead log skips its commit syncs.
+    #[arg(long)]
+    pub skip_wal_sync: bool,
 }

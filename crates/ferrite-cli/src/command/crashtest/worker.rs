@@ -10,17 +10,23 @@
 //! be killed: the driver aims those kills at recovery itself. With
 //! `--board FILE`, the engines count their background work in that file;
 //! with `--kill-in KIND` it kills itself inside that kind of work.
+//!
+//! Inside a power-cut guest (`--dump DEVICE`), it also writes what it
+//! recovered, after `verify()`, to a raw disk the driver reads once the
+//! guest is gone, and reports how long recovery took (`recovered US`)
+//! before `dumped`: the store itself lives on a disk only the guest reads.
 
 use std::io::Write;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use ferrite::background::{self, Work};
 use ferrite::SyncMode;
 use rand::Rng;
 
+use super::expected;
 use super::ops::OpStream;
 use super::oracle::{apply, State};
 use super::setup;
@@ -71,16 +77,38 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
     if let Some(kind) = w.kill_in {
         kill_inside(kind, Duration::from_micros(w.kill_within_us));
     }
+    if w.skip_wal_sync {
+        ferrite_wal::inject_skipped_commit_sync();
+    }
+    let t = Instant::now();
     let store = setup::open(w.engine, &w.path, sync, w.partitions)?;
+    let recovered = t.elapsed();
     writeln!(out, "open")?;
     out.flush()?;
+    let mut state: State = store.state()?;
+    if let Some(device) = &w.dump {
+        if let Err(e) = store.verify() {
+            writeln!(out, "verify-failed {}", format!("{e:#}").replace('\n', " "))?;
+            out.flush()?;
+            anyhow::bail!("verify: {e:#}");
+        }
+        let image = expected::encode(&expected::Expected {
+            engine: w.engine.name().to_string(),
+            seed,
+            next_run: run,
+            state: state.clone(),
+        });
+        write_dump(device, &image)?;
+        writeln!(out, "recovered {}", recovered.as_micros())?;
+        writeln!(out, "dumped {}", image.len())?;
+        out.flush()?;
+    }
     if w.recover_only {
         // Never closed: whatever recovery left is what the next open sees.
         loop {
             std::thread::park();
         }
     }
-    let mut state: State = store.state()?;
     for (i, op) in (0u64..).zip(OpStream::for_engine(w.engine, seed, run)) {
         writeln!(out, "start {i}")?;
         out.flush()?;
@@ -96,4 +124,18 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
         out.flush()?;
     }
     Ok(())
+}
+
+/// Writes `image` to the raw `device` (length first, little-endian u64)
+/// and syncs it, so it is on the host's file before `dumped` is printed.
+fn write_dump(device: &std::path::Path, image: &[u8]) -> Result<()> {
+    let mut b = (image.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(image);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(device)
+        .with_context(|| format!("opening {}", device.display()))?;
+    f.write_all(&b)?;
+    f.sync_all()
+        .with_context(|| format!("syncing {}", device.display()))
 }

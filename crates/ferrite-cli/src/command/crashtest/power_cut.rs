@@ -1,0 +1,234 @@
+//! `ferrite crashtest --power-cut`: the worker runs inside the guest of
+//! `guest.rs` and each cut kills the whole machine, so what the guest had
+//! not synced is gone, as after a power failure (the crash states LazyFS
+//! and ALICE explore, and SQLite's crash VFS).
+//!
+//! One cycle: boot the machine on the store as the last cut left it; the
+//! worker recovers it, verifies it and writes what it holds to the
+//! channel disk (`dumped`), then runs its next run of operations; a
+//! random time later the machine is cut. The dump of each boot is checked
+//! here against the oracle for the run the previous cut interrupted, with
+//! what that worker acknowledged on the console before the cut. A quarter
+//! of the cycles also boot a worker that only recovers and cut it within
+//! the time the last recovery took, so cuts land inside recovery too. The
+//! run ends with one more boot that only recovers, for the last check.
+//!
+//! Every campaign starts from an empty store: the disks are made afresh.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, SeedableRng};
+
+use super::guest::{Guest, Rig};
+use super::{expected, judge, oracle::State, CrashtestArgs, Reported, Tally};
+
+/// Longest a boot may take to reach its dump: far above the seconds it
+/// takes, for a loaded host.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
+    let rig = Rig::create(&a.path, me)?;
+    let mut exp = expected::Expected {
+        engine: a.engine.name().to_string(),
+        seed: a.seed,
+        next_run: 0,
+        state: State::new(),
+    };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed ^ 0x0B0A_7C07);
+    let mut tally = Tally {
+        commit: super::commit(),
+        ..Tally::default()
+    };
+    let mut recoveries: Vec<f64> = Vec::new();
+    let bar = indicatif::ProgressBar::new(a.kills);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} power cuts {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    // The run the last cut interrupted, and what its worker reported.
+    let mut pending: Option<(u64, Reported)> = None;
+    let mut last_boot = Duration::from_secs(5);
+    for cut in 0..=a.kills {
+        let t = Instant::now();
+        let last = cut == a.kills;
+        if !last && rng.gen_bool(0.25) && pending.is_some() {
+            let within = rng.gen_range(Duration::ZERO..=last_boot);
+            if cut_in_recovery(&rig, &worker_args(a, exp.next_run, true), within)? {
+                tally.in_recovery += 1;
+            }
+        }
+        // This boot runs the run after the one the last cut interrupted.
+        let run = pending.as_ref().map_or(exp.next_run, |(p, _)| p + 1);
+        rig.clear_dump()?;
+        let guest = rig.boot(&worker_args(a, run, last))?;
+        let recovered_us = wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
+        let boot = guest.started.elapsed();
+        last_boot = boot;
+        tally.boot_to_dump_s.push(boot.as_secs_f64());
+        recoveries.push(recovered_us as f64 / 1e3);
+        let image = rig.read_dump().context("reading the guest's dump")?;
+        let dumped = expected::decode(&image).context("decoding the guest's dump")?;
+        if dumped.next_run != run || dumped.seed != a.seed {
+            bail!(
+                "the guest dumped run {} of seed {}, not run {run} of seed {}",
+                dumped.next_run,
+                dumped.seed,
+                a.seed
+            );
+        }
+        // The store this boot recovered is what the last cut left.
+        let (prev, reported) = match pending.take() {
+            Some((prev, r)) => (prev, r),
+            None => (run, Reported::default()),
+        };
+        judge(
+            a,
+            &mut exp,
+            prev,
+            &reported,
+            &dumped.state,
+            &mut tally,
+            &mut recoveries,
+        )?;
+        if pending_was_run(&reported) {
+            tally.kills += 1;
+            tally.acked_ops += super::count(reported.acked) as u64;
+            exp.next_run = prev + 1;
+            bar.inc(1);
+        }
+        if last {
+            guest.cut();
+            break;
+        }
+        let ms = rng.gen_range(10..a.max_run_ms.max(11));
+        let reported =
+            run_until_cut(guest, Duration::from_millis(ms)).map_err(|e| super::fail(a, run, &e))?;
+        pending = Some((run, reported));
+        tally.cycle_s.push(t.elapsed().as_secs_f64());
+        bar.set_message(format!(
+            "{} acked ops, {} keys, {} cut in recovery",
+            tally.acked_ops,
+            exp.state.len(),
+            tally.in_recovery
+        ));
+    }
+    bar.finish();
+    tally.write(a, &exp, &mut recoveries)
+}
+
+/// Whether a report comes from a worker that ran (the first boot checks
+/// the empty store against nothing run).
+fn pending_was_run(r: &Reported) -> bool {
+    r.opened
+}
+
+/// The worker's command line inside the guest.
+fn worker_args(a: &CrashtestArgs, run: u64, recover_only: bool) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "crashtest-worker",
+        "--engine",
+        a.engine.name(),
+        "--path",
+        "/data/store",
+        "--dump",
+        "/dev/vdc",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend([
+        "--mode".into(),
+        a.mode.to_string(),
+        "--seed".into(),
+        a.seed.to_string(),
+        "--run".into(),
+        run.to_string(),
+        "--partitions".into(),
+        a.partitions.to_string(),
+    ]);
+    if recover_only {
+        v.push("--recover-only".into());
+    }
+    if a.skip_wal_sync {
+        v.push("--skip-wal-sync".into());
+    }
+    v
+}
+
+/// Reads the console until the worker has dumped what it recovered;
+/// returns how long its recovery took (µs).
+fn wait_for_dump(guest: &Guest) -> Result<u64, String> {
+    let until = Instant::now() + BOOT_TIMEOUT;
+    let mut recovered = None;
+    loop {
+        let Some(line) = guest.line(until) else {
+            return Err(format!(
+                "the guest did not dump its recovered store (console:\n{})",
+                guest.tail()
+            ));
+        };
+        let mut words = line.split(' ');
+        match words.next() {
+            Some("recovered") => recovered = words.next().and_then(|n| n.parse().ok()),
+            Some("dumped") => return recovered.ok_or_else(|| "dumped before recovered".into()),
+            Some("verify-failed") => return Err(format!("verify in the guest: {line}")),
+            Some("ferrite-guest:") => {
+                return Err(format!(
+                    "the guest's worker ended before dumping (console:\n{})",
+                    guest.tail()
+                ))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Lets the worker run for `ms`, then cuts the power; returns what it
+/// acknowledged on the console before the cut.
+fn run_until_cut(guest: Guest, ms: Duration) -> Result<Reported, String> {
+    let until = Instant::now() + ms;
+    let mut r = Reported {
+        opened: true,
+        ..Reported::default()
+    };
+    while let Some(line) = guest.line(until) {
+        let mut words = line.split(' ');
+        match (
+            words.next(),
+            words.next().and_then(|n| n.parse::<u64>().ok()),
+        ) {
+            (Some("start"), Some(n)) => r.started = Some(n),
+            (Some("ack"), Some(n)) => r.acked = Some(n),
+            (Some("synced"), Some(n)) => r.synced = Some(n),
+            (Some("ferrite-guest:"), _) => {
+                return Err(format!(
+                    "the guest's worker stopped by itself (console:\n{})",
+                    guest.tail()
+                ))
+            }
+            _ => {}
+        }
+    }
+    // Whatever the console had not yet carried out was not acknowledged
+    // to anyone: the cut decides.
+    guest.cut();
+    Ok(r)
+}
+
+/// Boots a worker that only recovers and cuts it `within` after the
+/// machine starts; returns whether the cut came before its dump (inside
+/// recovery or the boot).
+fn cut_in_recovery(rig: &Rig, args: &[String], within: Duration) -> Result<bool> {
+    let guest = rig.boot(args)?;
+    let until = guest.started + within;
+    let mut dumped = false;
+    while let Some(line) = guest.line(until) {
+        if line.starts_with("dumped") {
+            dumped = true;
+        }
+    }
+    guest.cut();
+    Ok(!dumped)
+}

@@ -3,7 +3,7 @@
 //! a fair share, a stopped node fails only its own keys, and once it is
 //! back every key is there again. Needs nutcracker and redis-cli
 //! (`scripts/install-redis-tools.sh`); without them the test says so and
-//! skips, or under `FERRITE_REQUIRE_TOOLS=1` (as CI runs) fails.
+//! skips, or under CI (`CI=true` or `FERRITE_REQUIRE_TOOLS=1`) fails.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;

@@ -8,7 +8,7 @@
 //! not the server (each connection is the same to the server's loops).
 //! Needs redis-benchmark (`scripts/install-redis-tools.sh`);
 //! without it the test says so and passes, or under
-//! `FERRITE_REQUIRE_TOOLS=1` (as CI runs) fails.
+//! CI (`CI=true` or `FERRITE_REQUIRE_TOOLS=1`) fails.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{RngCore, SeedableRng};
@@ -243,7 +244,9 @@ fn nbdcopy_both_ways_and_trim_reads_back_zeroes() {
 
 fn fio(uri: &str, args: &[&str]) -> Command {
     let mut c = Command::new("fio");
+    // No verify state file: a killed job would leave one in the cwd.
     c.args(["--name=job", "--ioengine=nbd", &format!("--uri={uri}")])
+        .arg("--verify_state_save=0")
         .args(args);
     c
 }
@@ -295,32 +298,65 @@ fn kill_9_mid_write_keeps_every_flushed_write() {
         "--iodepth=8",
     ];
     run(&mut fio(&s.uri, &region_a));
-    let mut b = fio(
-        &s.uri,
-        &[
-            "--rw=randwrite",
-            "--bs=4k",
-            "--offset=128M",
-            "--size=128M",
-            "--iodepth=16",
-            "--fsync=32",
-            "--time_based",
-            "--runtime=30",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    // Then 4 MiB chunks one after another, each a job of random writes
+    // whose exit acknowledges its final flush, until the kill: every
+    // chunk acknowledged before it must read back, not just region A.
+    let chunk = |i: u64| -> Vec<String> {
+        [
+            "--rw=randwrite".to_string(),
+            "--bs=4k".into(),
+            format!("--offset={}M", 128 + 4 * i),
+            "--size=4M".into(),
+            "--verify=crc32c".into(),
+            "--do_verify=0".into(),
+            "--end_fsync=1".into(),
+            "--iodepth=16".into(),
+        ]
+        .to_vec()
+    };
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let (acked, uri) = (acked.clone(), s.uri.clone());
+        std::thread::spawn(move || {
+            for i in 0..32 {
+                let args = chunk(i);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let ok = fio(&uri, &args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|st| st.success());
+                if !ok {
+                    break;
+                }
+                acked.lock().unwrap().push(i);
+            }
+        })
+    };
     std::thread::sleep(Duration::from_millis(1500));
     s.kill();
-    let _ = b.wait();
+    writer.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        !acked.is_empty() && acked.len() < 32,
+        "the kill should land after some chunks and before the last: {acked:?}"
+    );
     check(dir.path());
     let s = Server::start(dir.path());
     let mut verify: Vec<&str> = region_a.to_vec();
     verify.push("--verify_only");
     let out = run(&mut fio(&s.uri, &verify));
     assert!(out.contains("err= 0"), "{out}");
+    for i in acked {
+        let mut args = chunk(i);
+        args.push("--verify_only".into());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&mut fio(&s.uri, &args));
+        assert!(
+            out.contains("err= 0"),
+            "chunk {i}, flushed before the kill: {out}"
+        );
+    }
     s.stop();
 }
 
@@ -402,7 +438,7 @@ fn have_any(tool: &str) -> bool {
 #[test]
 fn mkfs_ext4_through_nbdfuse() {
     if !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: no /dev/fuse");
+        common::missing("/dev/fuse", "the kernel's fuse module");
         return;
     }
     for tool in ["nbdfuse", "mkfs.ext4", "e2fsck", "debugfs", "fusermount3"] {
@@ -707,9 +743,9 @@ fn guest_says<'a>(out: &'a str, prefix: &str) -> &'a str {
 fn a_qemu_guest_boots_from_the_volume_and_its_files_survive_kill_9() {
     let kernel_dir = guest_dir();
     if !kernel_dir.join("vmlinuz").exists() || !kernel_dir.join("initrd.img").exists() {
-        eprintln!(
-            "skipped: no guest kernel in {} (scripts/install-qemu-guest.sh builds one)",
-            kernel_dir.display()
+        common::missing(
+            &format!("a guest kernel in {}", kernel_dir.display()),
+            "scripts/install-qemu-guest.sh",
         );
         return;
     }
@@ -726,7 +762,7 @@ fn a_qemu_guest_boots_from_the_volume_and_its_files_survive_kill_9() {
         }
     }
     if !Path::new("/bin/busybox").exists() {
-        eprintln!("skipped: no /bin/busybox (scripts/install-qemu-guest.sh installs it)");
+        common::missing("/bin/busybox", "scripts/install-qemu-guest.sh");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //! `scripts/install-redis-tools.sh` installs the Debian packages; the
 //! Python client comes from PyPI into a venv under the target directory.
 //! A test whose tool is missing says so and passes without running,
-//! unless `FERRITE_REQUIRE_TOOLS=1` (CI sets it): then it fails.
+//! unless under CI (`CI=true` or `FERRITE_REQUIRE_TOOLS=1`): then it fails.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -56,7 +56,7 @@ fn redis_cli_gets_the_same_replies_as_from_redis_server() {
 }
 
 /// A venv under the target dir named `name`, with `packages` from PyPI,
-/// made once; `None` (or a failure under `FERRITE_REQUIRE_TOOLS=1`) when
+/// made once; `None` (or a failure under CI) when
 /// it cannot be made.
 fn python_venv(name: &str, packages: &[&str], import: &str) -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);

@@ -111,6 +111,12 @@ pub struct CrashtestArgs {
     /// power-cut run must fail on it.
     #[arg(long)]
     skip_wal_sync: bool,
+    /// Negative control: after each kill, damage the recovered store
+    /// behind the check's back (FLUSHALL through the restarted server, a
+    /// trim of the whole volume, a range delete of every key) before
+    /// checking it. The run must fail on it.
+    #[arg(long)]
+    damage: bool,
     /// Write the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -125,6 +131,18 @@ enum Reopened {
 }
 
 impl Reopened {
+    /// The negative control's damage (`--damage`).
+    fn damage(&self) -> Result<()> {
+        match self {
+            Reopened::Store(s) => s.execute(
+                &ops::Op::DeleteRange(ops::key(0), ops::key(ops::KEYS)),
+                &State::new(),
+            ),
+            Reopened::Server(s) => s.flush_all(),
+            Reopened::Volume(v) => v.trim_all(),
+        }
+    }
+
     fn state(&self) -> Result<State> {
         match self {
             Reopened::Store(s) => s.state(),
@@ -145,8 +163,29 @@ struct Reported {
     started: Option<u64>,
     acked: Option<u64>,
     synced: Option<u64>,
-    /// What readers beside the writer were shown (the server's runs).
+    /// What readers beside the writers were shown (the server's runs).
     shown: Vec<oracle::Shown>,
+    /// The server's runs: each concurrent writer's own stream, started
+    /// and acknowledged (`started`/`acked` above are unused then).
+    writers: Vec<Progress>,
+}
+
+/// How far one writer's stream got: the last operation it sent and the
+/// last whose reply it received.
+#[derive(Debug, Default, Clone, Copy)]
+struct Progress {
+    started: Option<u64>,
+    acked: Option<u64>,
+}
+
+impl Reported {
+    /// Operations acknowledged, over every writer.
+    fn acked_ops(&self) -> u64 {
+        if self.writers.is_empty() {
+            return count(self.acked) as u64;
+        }
+        self.writers.iter().map(|p| count(p.acked) as u64).sum()
+    }
 }
 
 fn count(i: Option<u64>) -> usize {
@@ -168,8 +207,8 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     }
     let me = std::env::current_exe()?;
     if a.power_cut {
-        if a.server || a.volume || a.whitebox {
-            bail!("--power-cut runs an engine's worker, blackbox");
+        if a.server || a.volume || a.whitebox || a.damage {
+            bail!("--power-cut runs an engine's worker, blackbox (--skip-wal-sync is its control)");
         }
         return power_cut::run(&me, &a);
     }
@@ -265,6 +304,11 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             recoveries.push(t.elapsed().as_secs_f64() * 1e3);
             Reopened::Store(store)
         };
+        if a.damage {
+            store
+                .damage()
+                .map_err(|e| fail(&a, run, &format!("damaging the store: {e:#}")))?;
+        }
         let found: State = store
             .state()
             .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
@@ -318,7 +362,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             }
         }
         tally.kills += 1;
-        tally.acked_ops += count(reported.acked) as u64;
+        tally.acked_ops += reported.acked_ops();
         exp.next_run += 1;
         expected::save(&exp_path, &exp)?;
         bar.inc(1);
@@ -346,63 +390,90 @@ fn judge(
     tally: &mut Tally,
     recoveries: &mut [f64],
 ) -> Result<()> {
-    let started = count(reported.started);
-    let durable = if a.mode == SyncMode::Always {
-        count(reported.acked)
+    // One stream, or (the server) one per concurrent writer, each over
+    // its own share of the keys and checked as a prefix of its own.
+    let streams: Vec<(Option<u32>, usize, usize)> = if reported.writers.is_empty() {
+        let durable = if a.mode == SyncMode::Always {
+            count(reported.acked)
+        } else {
+            count(reported.synced)
+        };
+        vec![(None, count(reported.started), durable)]
     } else {
-        count(reported.synced)
+        (0u32..)
+            .zip(&reported.writers)
+            .map(|(w, p)| (Some(w), count(p.started), count(p.acked)))
+            .collect()
     };
-    let stream = if a.server {
-        OpStream::for_server(a.seed, run)
-    } else {
-        OpStream::for_engine(a.engine, a.seed, run)
-    };
-    let ops: Vec<ops::Op> = stream.take(started).collect();
-    match recovered_prefix(&exp.state, &ops, durable, started, found) {
-        Ok(j) => {
-            let recovered = oracle::longest_prefix(&exp.state, &ops, j, started, found);
-            if let Err(u) = oracle::check_shown(&exp.state, &ops, recovered, &reported.shown) {
-                tally.shown_lost += 1;
+    let writers = reported.writers.len() as u32;
+    for (writer, started, durable) in streams {
+        let mine = |k: &[u8]| writer.is_none_or(|w| ops::writer_of(k, writers) == w);
+        let share = |s: &State| -> State {
+            s.iter()
+                .filter(|(k, _)| mine(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let (before, found) = (share(&exp.state), share(found));
+        let shown: Vec<oracle::Shown> = reported
+            .shown
+            .iter()
+            .filter(|(k, _)| mine(k))
+            .cloned()
+            .collect();
+        let stream = match writer {
+            Some(w) => OpStream::for_server_writer(a.seed, run, w, writers),
+            None if a.server => OpStream::for_server(a.seed, run),
+            None => OpStream::for_engine(a.engine, a.seed, run),
+        };
+        let ops: Vec<ops::Op> = stream.take(started).collect();
+        let whose = writer.map_or(String::new(), |w| format!("writer {w}: "));
+        match recovered_prefix(&before, &ops, durable, started, &found) {
+            Ok(j) => {
+                let recovered = oracle::longest_prefix(&before, &ops, j, started, &found);
+                if let Err(u) = oracle::check_shown(&before, &ops, recovered, &shown) {
+                    tally.shown_lost += 1;
+                    tally.write(a, exp, recoveries)?;
+                    return Err(fail(
+                        a,
+                        run,
+                        &format!(
+                            "{whose}a reader was shown key {} holding {:?} (value of length \
+                             {:?}), which the recovered history never held ({} operations \
+                             recovered, {} durable, {} started)",
+                            String::from_utf8_lossy(&u.key),
+                            u.shown.as_ref().map(|x| &x[..x.len().min(16)]),
+                            u.shown.as_ref().map(Vec::len),
+                            u.recovered,
+                            durable,
+                            started
+                        ),
+                    ));
+                }
+                tally.shown_checked += shown.len() as u64;
+                for op in &ops[..j] {
+                    apply(&mut exp.state, op);
+                }
+            }
+            Err(v) => {
+                tally.acked_lost += 1;
                 tally.write(a, exp, recoveries)?;
                 return Err(fail(
                     a,
                     run,
                     &format!(
-                        "a reader was shown key {} holding {:?} (value of length {:?}), \
-                         which the recovered history never held ({} operations \
-                         recovered, {} durable, {} started)",
-                        String::from_utf8_lossy(&u.key),
-                        u.shown.as_ref().map(|x| &x[..x.len().min(16)]),
-                        u.shown.as_ref().map(Vec::len),
-                        u.recovered,
-                        durable,
-                        started
+                        "{whose}key {} holds {:?} (value of length {:?}), expected {:?} \
+                         (length {:?}); {} operations durable, {} started",
+                        String::from_utf8_lossy(&v.key),
+                        v.found.as_ref().map(|x| &x[..x.len().min(16)]),
+                        v.found.as_ref().map(Vec::len),
+                        v.expected.as_ref().map(|x| &x[..x.len().min(16)]),
+                        v.expected.as_ref().map(Vec::len),
+                        v.durable,
+                        v.started
                     ),
                 ));
             }
-            tally.shown_checked += reported.shown.len() as u64;
-            for op in &ops[..j] {
-                apply(&mut exp.state, op);
-            }
-        }
-        Err(v) => {
-            tally.acked_lost += 1;
-            tally.write(a, exp, recoveries)?;
-            return Err(fail(
-                a,
-                run,
-                &format!(
-                    "key {} holds {:?} (value of length {:?}), expected {:?} (length {:?}); \
-                     {} operations durable, {} started",
-                    String::from_utf8_lossy(&v.key),
-                    v.found.as_ref().map(|x| &x[..x.len().min(16)]),
-                    v.found.as_ref().map(Vec::len),
-                    v.expected.as_ref().map(|x| &x[..x.len().min(16)]),
-                    v.expected.as_ref().map(Vec::len),
-                    v.durable,
-                    v.started
-                ),
-            ));
         }
     }
     Ok(())
@@ -550,6 +621,7 @@ impl Tally {
             "whitebox_kills": self.self_killed,
             "power_cut": a.power_cut,
             "skip_wal_sync": a.skip_wal_sync,
+            "damage": a.damage,
             "cycle_s_p50": quantile(&mut cycle, 0.5),
             "boot_to_recovered_dump_s_p50": quantile(&mut boot, 0.5),
             "commit": self.commit,
@@ -661,6 +733,12 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     }
     if a.power_cut {
         flags.push_str(" --power-cut");
+    }
+    if a.damage {
+        flags.push_str(" --damage");
+    }
+    if a.skip_wal_sync {
+        flags.push_str(" --skip-wal-sync");
     }
     let ops = if a.server || a.volume {
         format!(

@@ -50,6 +50,21 @@ pub struct OpStream {
     /// Range deletes among the key-value operations (the Redis protocol
     /// has no command for one).
     range_deletes: bool,
+    /// This stream's share of the keys: those whose number is `writer`
+    /// modulo `writers`, so concurrent writers never touch one key and
+    /// each one's writes are checked as a prefix of its own stream.
+    writer: u32,
+    writers: u32,
+}
+
+/// Which of `writers` concurrent streams writes `key` (the stream's keys
+/// only; 0 for anything else).
+pub fn writer_of(key: &[u8], writers: u32) -> u32 {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|k| k.strip_prefix("key"))
+        .and_then(|n| n.parse::<u32>().ok())
+        .map_or(0, |n| n % writers.max(1))
 }
 
 impl OpStream {
@@ -60,6 +75,19 @@ impl OpStream {
             next: 0,
             blocks: false,
             range_deletes: true,
+            writer: 0,
+            writers: 1,
+        }
+    }
+
+    /// Writer `writer`'s stream of `writers` a client sends `ferrite serve`
+    /// at once: [`OpStream::for_server`] over its own share of the keys.
+    pub fn for_server_writer(seed: u64, run: u64, writer: u32, writers: u32) -> Self {
+        let seed = seed ^ u64::from(writer).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        Self {
+            writer,
+            writers: writers.max(1),
+            ..Self::for_server(seed, run)
         }
     }
 
@@ -118,7 +146,8 @@ impl OpStream {
     }
 
     fn any_key(&mut self) -> Vec<u8> {
-        key(self.rng.gen_range(0..KEYS))
+        let share = KEYS / self.writers;
+        key(self.rng.gen_range(0..share) * self.writers + self.writer)
     }
 }
 
@@ -174,5 +203,24 @@ mod tests {
             .any(|o| matches!(o, Op::Put(_, v) if v.len() >= 8192));
         let range = a.iter().any(|o| matches!(o, Op::DeleteRange(..)));
         assert!(big && range);
+    }
+
+    #[test]
+    fn concurrent_writers_share_out_the_keys() {
+        for w in 0..8 {
+            for op in OpStream::for_server_writer(7, 3, w, 8).take(300) {
+                let keys: Vec<Vec<u8>> = match op {
+                    Op::Put(k, _) | Op::Delete(k) | Op::Get(k) => vec![k],
+                    Op::Batch(items) => items.into_iter().map(|(k, _)| k).collect(),
+                    Op::DeleteRange(..) => panic!("the server's stream has no range deletes"),
+                };
+                for k in keys {
+                    assert_eq!(writer_of(&k, 8), w, "{}", String::from_utf8_lossy(&k));
+                }
+            }
+        }
+        let a: Vec<Op> = OpStream::for_server_writer(7, 3, 0, 8).take(50).collect();
+        let b: Vec<Op> = OpStream::for_server_writer(7, 3, 1, 8).take(50).collect();
+        assert_ne!(a, b);
     }
 }

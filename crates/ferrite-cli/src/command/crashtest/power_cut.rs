@@ -94,7 +94,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
         )?;
         if pending_was_run(&reported) {
             tally.kills += 1;
-            tally.acked_ops += super::count(reported.acked) as u64;
+            tally.acked_ops += reported.acked_ops();
             exp.next_run = prev + 1;
             bar.inc(1);
         }

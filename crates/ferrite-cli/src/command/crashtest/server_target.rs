@@ -1,11 +1,16 @@
 //! The RESP server as the process under test (`ferrite crashtest
 //! --server`): the driver starts `ferrite serve --sync always` on the
-//! store and drives the operation stream through a Redis client library
-//! (SET, DEL, MULTI/EXEC for batches, GET checked against what it
+//! store and drives it from eight writers at once, each on its own
+//! connection with its own stream over its own share of the keys, through
+//! a Redis client library (SET, DEL and GET sent in pipelines of up to 16,
+//! MULTI/EXEC for batches, every GET checked against what the writer
 //! expects), SIGKILLs the server at a random instant, and reads the
-//! recovered store back through a restarted server. A reply the client
+//! recovered store back through a restarted server. A reply a writer
 //! received is an acknowledgment; under `--sync always` the server sends
-//! none before the write is durable.
+//! none before the write is durable. Each writer's share of the recovered
+//! store must be a prefix of its own stream holding all it had
+//! acknowledged, so the server's grouping of writes across connections is
+//! checked under load, not one request at a time.
 //!
 //! Beside the writer, readers on connections of their own read the keys
 //! the writer is writing at that moment (GET and MGET) and record what
@@ -25,12 +30,21 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use parking_lot::Mutex;
 
-use super::ops::{key, Op, OpStream, KEYS};
-use super::oracle::{apply, Shown, State};
-use super::{board_file, served, CrashtestArgs, Reported};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
-/// Readers beside the writer.
+use super::ops::{self, key, Op, OpStream, KEYS};
+use super::oracle::{apply, Shown, State};
+use super::{board_file, served, CrashtestArgs, Progress, Reported};
+
+/// Readers beside the writers.
 const READERS: usize = 2;
+
+/// Writers at once, each on its own connection.
+const WRITERS: u32 = 8;
+
+/// Longest pipeline a writer sends before it reads the replies.
+const MAX_PIPELINE: usize = 16;
 
 /// Observations one reader keeps at most (enough for a run of a few
 /// hundred milliseconds; later ones are not recorded).
@@ -145,11 +159,12 @@ fn keys_of(op: &Op) -> Vec<Vec<u8>> {
     }
 }
 
-/// Reads the keys the writer is writing, over and over, until the
-/// server dies or the writer is done, recording what each reply showed.
+/// Reads the keys the writers are writing (one writer after another),
+/// over and over, until the server dies or the writers are done,
+/// recording what each reply showed.
 fn read_along(
     addr: SocketAddr,
-    writing: &Mutex<Vec<Vec<u8>>>,
+    writing: &[Mutex<Vec<Vec<u8>>>],
     done: &AtomicBool,
     shown: &Mutex<Vec<Shown>>,
     mget: bool,
@@ -157,8 +172,10 @@ fn read_along(
     let Ok(mut con) = connect(addr) else {
         return;
     };
+    let mut turn = 0usize;
     while !done.load(Ordering::Acquire) {
-        let keys = writing.lock().clone();
+        turn += 1;
+        let keys = writing[turn % writing.len()].lock().clone();
         if keys.is_empty() {
             std::thread::yield_now();
             continue;
@@ -182,9 +199,9 @@ fn read_along(
     }
 }
 
-/// Drives run `run` of the stream from `state` into a fresh server, with
-/// readers beside it, and SIGKILLs it after `ms`. A read that disagrees
-/// is an error.
+/// Drives run `run` from `state` into a fresh server, eight writers and
+/// two readers at once, and SIGKILLs it after `ms`. A read that
+/// disagrees is an error.
 pub fn kill_one(
     me: &Path,
     a: &CrashtestArgs,
@@ -195,8 +212,10 @@ pub fn kill_one(
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
     let (mut server, _) = start_counting(me, a, Some(&board))?;
-    let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
-    let writing = Arc::new(Mutex::new(Vec::new()));
+    let (addr, seed) = (server.addr, a.seed);
+    let writing: Arc<Vec<Mutex<Vec<Vec<u8>>>>> =
+        Arc::new((0..WRITERS).map(|_| Mutex::new(Vec::new())).collect());
+    let progress = Arc::new(Mutex::new(vec![Progress::default(); WRITERS as usize]));
     let done = Arc::new(AtomicBool::new(false));
     let shown = Arc::new(Mutex::new(Vec::new()));
     let readers: Vec<_> = (0..READERS)
@@ -205,42 +224,149 @@ pub fn kill_one(
             std::thread::spawn(move || read_along(addr, &w, &d, &s, i % 2 == 1))
         })
         .collect();
-    let (w, d) = (writing.clone(), done.clone());
-    let result = served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
+    let (state, w, d, p) = (
+        state.clone(),
+        writing.clone(),
+        done.clone(),
+        progress.clone(),
+    );
+    let result = served::drive_then_kill(&mut server.child, &board, ms, move |_| {
         let _stop = StopOnDrop(d);
-        let Ok(mut con) = connect(addr) else {
-            // Killed before the connection was made.
-            return Ok(());
-        };
-        for (i, op) in (0u64..).zip(OpStream::for_server(seed, run)) {
-            r2.lock().started = Some(i);
-            *w.lock() = keys_of(&op);
-            match execute(&mut con, &op, &state) {
-                Ok(()) => {}
-                // The server died under the request: nothing acknowledged.
-                Err(e)
-                    if e.downcast_ref::<redis::RedisError>()
-                        .is_some_and(|r| r.is_io_error() || r.is_connection_dropped()) =>
-                {
-                    return Ok(())
-                }
-                Err(e) => return Err(e.context(format!("operation {i}: {op:?}"))),
+        let state = Arc::new(state);
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                let (state, w, p) = (state.clone(), w.clone(), p.clone());
+                std::thread::spawn(move || write_stream(addr, seed, run, i, &state, &w, &p))
+            })
+            .collect();
+        let mut first_err = Ok(());
+        for h in writers {
+            let r = h
+                .join()
+                .map_err(|_| anyhow::anyhow!("a writer thread panicked"))
+                .and_then(|r| r);
+            if first_err.is_ok() {
+                first_err = r;
             }
-            apply(&mut state, &op);
-            r2.lock().acked = Some(i);
         }
-        Ok(())
+        first_err
     });
     done.store(true, Ordering::Release);
     for r in readers {
         let _ = r.join();
     }
     let mut reported = result?;
+    reported.writers = progress.lock().clone();
     reported.shown = std::mem::take(&mut *shown.lock());
     Ok(reported)
 }
 
-/// Tells the readers the writer is done, however it ends.
+/// Writer `w`: its stream from `state` (its share of it), in pipelines of
+/// random length (a batch goes alone, as MULTI/EXEC), noting in
+/// `progress` what it sent and what was acknowledged, until the server
+/// dies.
+fn write_stream(
+    addr: SocketAddr,
+    seed: u64,
+    run: u64,
+    w: u32,
+    state: &State,
+    writing: &[Mutex<Vec<Vec<u8>>>],
+    progress: &Mutex<Vec<Progress>>,
+) -> Result<()> {
+    let Ok(mut con) = connect(addr) else {
+        // Killed before the connection was made.
+        return Ok(());
+    };
+    let mine = |k: &Vec<u8>| ops::writer_of(k, WRITERS) == w;
+    let mut state: State = state
+        .iter()
+        .filter(|(k, _)| mine(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut rng = SmallRng::seed_from_u64(seed ^ run.rotate_left(17) ^ u64::from(w));
+    let mut stream = OpStream::for_server_writer(seed, run, w, WRITERS).peekable();
+    let mut next = 0u64;
+    loop {
+        let depth = rng.gen_range(1..=MAX_PIPELINE);
+        let mut group = Vec::new();
+        while group.len() < depth {
+            let batch_next = matches!(stream.peek(), Some(Op::Batch(_)));
+            if batch_next && !group.is_empty() {
+                break;
+            }
+            group.extend(stream.next());
+            if batch_next {
+                break;
+            }
+        }
+        let last = next + group.len() as u64 - 1;
+        progress.lock()[w as usize].started = Some(last);
+        *writing[w as usize].lock() = group.iter().flat_map(keys_of).collect();
+        let sent = match &group[..] {
+            [op @ Op::Batch(_)] => execute(&mut con, op, &state),
+            _ => pipeline(&mut con, &group, &state),
+        };
+        match sent {
+            Ok(()) => {}
+            // The server died under the request: nothing acknowledged.
+            Err(e)
+                if e.downcast_ref::<redis::RedisError>()
+                    .is_some_and(|r| r.is_io_error() || r.is_connection_dropped()) =>
+            {
+                return Ok(())
+            }
+            Err(e) => {
+                return Err(e.context(format!("writer {w}, operations {next}..={last}")));
+            }
+        }
+        for op in &group {
+            apply(&mut state, op);
+        }
+        progress.lock()[w as usize].acked = Some(last);
+        next = last + 1;
+    }
+}
+
+/// Sends `group` (puts, deletes and reads) as one pipeline and checks each
+/// read against `state` with the group's earlier writes applied.
+fn pipeline(con: &mut redis::Connection, group: &[Op], state: &State) -> Result<()> {
+    let mut p = redis::pipe();
+    for op in group {
+        match op {
+            Op::Put(k, v) => p.cmd("SET").arg(k).arg(v),
+            Op::Delete(k) => p.cmd("DEL").arg(k),
+            Op::Get(k) => p.cmd("GET").arg(k),
+            Op::Batch(_) | Op::DeleteRange(..) => bail!("not sent in a pipeline: {op:?}"),
+        };
+    }
+    let replies: Vec<redis::Value> = p.query(con)?;
+    for (i, (op, reply)) in group.iter().zip(&replies).enumerate() {
+        let Op::Get(k) = op else { continue };
+        let got: Option<Vec<u8>> = redis::from_redis_value(reply)?;
+        // The value the key holds after the group's writes before this read.
+        let want = group[..i]
+            .iter()
+            .rev()
+            .find_map(|o| match o {
+                Op::Put(k2, v) if k2 == k => Some(Some(v)),
+                Op::Delete(k2) if k2 == k => Some(None),
+                _ => None,
+            })
+            .unwrap_or_else(|| state.get(k));
+        if got.as_ref() != want {
+            bail!(
+                "GET {} found {:?} bytes, expected {:?}",
+                String::from_utf8_lossy(k),
+                got.map(|v| v.len()),
+                want.map(Vec::len)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Tells the readers the writers are done, however they end.
 struct StopOnDrop(Arc<AtomicBool>);
 
 impl Drop for StopOnDrop {
@@ -268,6 +394,14 @@ impl Server {
             }
         }
         Ok(out)
+    }
+
+    /// The negative control's damage: every key deleted behind the
+    /// check's back.
+    pub fn flush_all(&self) -> Result<()> {
+        let mut con = connect(self.addr)?;
+        redis::cmd("FLUSHALL").query::<()>(&mut con)?;
+        Ok(())
     }
 
     /// SHUTDOWN (drain, sync, close) and wait for the process to end.

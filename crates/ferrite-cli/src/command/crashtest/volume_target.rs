@@ -249,6 +249,14 @@ impl VolumeServer {
         Ok(out)
     }
 
+    /// The negative control's damage: every block trimmed (and flushed)
+    /// behind the check's back.
+    pub fn trim_all(&self) -> Result<()> {
+        let mut c = NbdClient::connect(self.addr)?;
+        c.trim(0, BLOCKS * BS as u64)?;
+        c.flush()
+    }
+
     /// SIGTERM (flush and close), wait for the exit.
     pub fn stop(mut self) -> Result<()> {
         // SAFETY: kill(2) on a child we started and have not reaped.

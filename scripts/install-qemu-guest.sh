@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the volume's guest test needs to boot a Linux guest whose
-# root file system lives on a `ferrite volume serve` export: qemu-system-x86
+# root file system lives on a `ferrite volume serve` export (and the
+# power-cut crash test, a guest on plain disks): qemu-system-x86
 # and busybox-static from Debian, and, in FERRITE_GUEST_DIR (default
 # ~/.cache/ferrite/qemu-guest), a kernel and an initramfs built from
 # Debian's cloud kernel package. The initramfs only loads the modules a
@@ -10,8 +11,12 @@
 set -euo pipefail
 dir=${FERRITE_GUEST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ferrite/qemu-guest}
 pkgs=(qemu-system-x86 busybox-static kmod)
+# The modules the initramfs loads: a virtio disk, ext4, and a virtio
+# network card (the power-cut crash test reaches servers in the guest).
+modules="virtio_pci virtio_blk ext4 crc32c_generic virtio_net"
 # The guest runs /bin/busybox itself, so it must be the static build.
-if [ -s "$dir/vmlinuz" ] && [ -s "$dir/initrd.img" ] && dpkg -s "${pkgs[@]}" >/dev/null 2>&1; then
+if [ -s "$dir/vmlinuz" ] && [ -s "$dir/initrd.img" ] && [ "$(cat "$dir/modules" 2>/dev/null)" = "$modules" ] &&
+    dpkg -s "${pkgs[@]}" >/dev/null 2>&1; then
     exit 0
 fi
 if ! command -v apt-get >/dev/null; then
@@ -61,7 +66,7 @@ add() {
     done
     order+=("$path")
 }
-for name in virtio_pci virtio_blk ext4 crc32c_generic; do
+for name in $modules; do
     path=$(awk -F: -v n="/$name.ko" 'index($1, n) && substr($1, length($1) - length(n) + 1) == n {print $1; exit}' \
         "$moddir/modules.dep")
     # A module the kernel has built in is not listed; nothing to load.
@@ -107,4 +112,5 @@ cp "$work/pkg/boot/vmlinuz-$version" "$dir/vmlinuz.tmp"
 mv "$dir/initrd.img.tmp" "$dir/initrd.img"
 mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
 echo "$version" >"$dir/version"
+echo "$modules" >"$dir/modules"
 echo "install-qemu-guest: kernel $version and its initramfs in $dir"

@@ -12,6 +12,11 @@
 //! channel disk the worker writes its recovered state to, read here once
 //! the guest is gone (the store disk itself only the guest reads).
 //!
+//! A server under test in the guest listens on a port qemu forwards from
+//! the host's loopback (user-mode networking, restricted to that
+//! forward), so the driver's clients stay on the host and every reply
+//! they count as an acknowledgment crossed the machine's boundary.
+//!
 //! The guest is emulated (TCG), not run under KVM: a nested `/dev/kvm`
 //! can be present and still hang the guest at boot (it does on this
 //! project's CI machines), and a boot takes about three seconds emulated.
@@ -33,6 +38,11 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 cmd=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^ferrite\.cmd=//p' | tr , ' ')
+if grep -q 'ferrite.net=1' /proc/cmdline; then
+    ip link set lo up
+    ip link set eth0 up
+    ip addr add 10.0.2.15/24 dev eth0
+fi
 if mount -t ext4 /dev/vdb /data; then
     /bin/ferrite $cmd
     echo "ferrite-guest: exit $?"
@@ -162,8 +172,9 @@ impl Rig {
     }
 
     /// Starts the machine running `ferrite <args>` (no argument may hold
-    /// a comma or a space).
-    pub fn boot(&self, args: &[String]) -> Result<Guest> {
+    /// a comma or a space); with `port`, that guest port is reached at
+    /// the returned guest's `addr` on the host's loopback.
+    pub fn boot(&self, args: &[String], port: Option<u16>) -> Result<Guest> {
         if let Some(bad) = args.iter().find(|a| a.contains([',', ' '])) {
             bail!("a guest argument cannot hold a comma or a space: {bad:?}");
         }
@@ -195,10 +206,26 @@ impl Rig {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        let append = format!(
+        let mut append = format!(
             "console=ttyS0 panic=-1 quiet ferrite.cmd={}",
             args.join(",")
         );
+        let mut net: Vec<String> = Vec::new();
+        let mut addr = None;
+        if let Some(port) = port {
+            let host = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+            net.extend([
+                "-netdev".into(),
+                format!(
+                    "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{}-:{port}",
+                    host.port()
+                ),
+                "-device".into(),
+                "virtio-net-pci,netdev=n0".into(),
+            ]);
+            append.push_str(" ferrite.net=1");
+            addr = Some(host);
+        }
         let spawned = Command::new("qemu-system-x86_64")
             .env("TMPDIR", &self.dir)
             .args(["-machine", "accel=tcg", "-m", "512", "-smp", "1"])
@@ -224,6 +251,7 @@ impl Rig {
                 "file={},format=raw,if=virtio,cache=writeback",
                 self.channel.display()
             ))
+            .args(&net)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -260,6 +288,7 @@ impl Rig {
             lines: rx,
             log,
             started: Instant::now(),
+            addr,
         })
     }
 
@@ -296,6 +325,8 @@ pub struct Guest {
     lines: mpsc::Receiver<String>,
     log: PathBuf,
     pub started: Instant,
+    /// Where the forwarded guest port is reached, if one was asked for.
+    pub addr: Option<std::net::SocketAddr>,
 }
 
 impl Guest {
@@ -313,13 +344,27 @@ impl Guest {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    /// The power cut: nbdkit first, so not one more write reaches its
-    /// file, then qemu.
-    pub fn cut(mut self) {
-        self.kill();
+    /// Waits for the machine to power itself off (its command ended and
+    /// the store disk was unmounted) within `limit`.
+    pub fn wait_off(&mut self, limit: Duration) -> Result<()> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if self.qemu.try_wait()?.is_some() {
+                let _ = self.nbdkit.kill();
+                let _ = self.nbdkit.wait();
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "the guest did not power off within {limit:?} (console:\n{})",
+            self.tail()
+        )
     }
 
-    fn kill(&mut self) {
+    /// The power cut: nbdkit first, so not one more write reaches its
+    /// file, then qemu.
+    pub fn cut(&mut self) {
         let _ = self.nbdkit.kill();
         let _ = self.qemu.kill();
         let _ = self.nbdkit.wait();
@@ -329,7 +374,7 @@ impl Guest {
 
 impl Drop for Guest {
     fn drop(&mut self) {
-        self.kill();
+        self.cut();
     }
 }
 

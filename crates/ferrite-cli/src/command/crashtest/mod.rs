@@ -206,13 +206,25 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         bail!("--volume runs with --engine rask (its block stream), blackbox");
     }
     let me = std::env::current_exe()?;
-    if a.power_cut {
-        if a.server || a.volume || a.whitebox || a.damage {
-            bail!("--power-cut runs an engine's worker, blackbox (--skip-wal-sync is its control)");
-        }
+    if a.power_cut && (a.volume || a.whitebox || a.damage) {
+        bail!(
+            "--power-cut runs an engine's worker or (--server) ferrite serve, blackbox \
+             (--skip-wal-sync is its negative control)"
+        );
+    }
+    if a.power_cut && !a.server {
         return power_cut::run(&me, &a);
     }
     let exp_path = expected::path_for(&a.path);
+    // The server under power cuts: its machine's disks made afresh in
+    // --path, and the run starts from an empty store.
+    let rig = if a.power_cut {
+        let _ = std::fs::remove_file(&exp_path);
+        Some(guest::Rig::create(&a.path, &me)?)
+    } else {
+        None
+    };
+    let rig = rig.as_ref();
     let subject = if a.server {
         format!("server:{}", a.engine.name())
     } else if a.volume {
@@ -252,7 +264,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let run = exp.next_run;
         let ms = rng.gen_range(10..a.max_run_ms.max(11));
         let reported = if a.server {
-            server_target::kill_one(&me, &a, &exp.state, run, ms)
+            server_target::kill_one(&me, &a, &exp.state, run, ms, rig)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?
         } else if a.volume {
             volume_target::kill_one(&me, &a, &exp.state, run, ms)
@@ -276,7 +288,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let last = recoveries.last().copied().unwrap_or(5.0) as u64;
             let ms = rng.gen_range(0..=last + 5);
             let opened = if a.server {
-                server_target::kill_in_recovery(&me, &a, ms)?
+                server_target::kill_in_recovery(&me, &a, ms, rig)?
             } else if a.volume {
                 volume_target::kill_in_recovery(&me, &a, ms)?
             } else {
@@ -290,7 +302,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         let t = Instant::now();
         let store = if a.server {
             let (server, took) =
-                server_target::start(&me, &a).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+                server_target::start(&me, &a, rig).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
             recoveries.push(took.as_secs_f64() * 1e3);
             Reopened::Server(server)
         } else if a.volume {
@@ -339,7 +351,8 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?,
             Reopened::Volume(v) => v.stop().map_err(|e| fail(&a, run, &format!("{e:#}")))?,
         }
-        if a.server || a.volume || run % 10 == 9 {
+        // (A server's store in a power-cut guest is not reachable here.)
+        if !a.power_cut && (a.server || a.volume || run % 10 == 9) {
             let check: &[&str] = if a.volume {
                 &["volume", "check", "--path"]
             } else {

@@ -19,10 +19,13 @@
 //! recovered history (`oracle::check_shown`).
 //!
 //! The server's stderr goes to `DIR.server.log`, kept for a failure.
+//! Under `--power-cut` the server runs in the guest of `guest.rs` on its
+//! store disk, the same clients reach it through a forwarded port, and
+//! each kill is a power cut of the machine.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,7 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use super::guest::Rig;
 use super::ops::{self, key, Op, OpStream, KEYS};
 use super::oracle::{apply, Shown, State};
 use super::{board_file, served, CrashtestArgs, Progress, Reported};
@@ -52,9 +56,12 @@ const MAX_SHOWN: usize = 200_000;
 
 /// A running `ferrite serve`.
 pub struct Server {
-    child: Child,
+    proc: served::Proc,
     addr: SocketAddr,
 }
+
+/// What `ferrite serve` prints once it serves.
+const READY: &str = "listening on";
 
 /// The `ferrite serve` command for the store, counting background work
 /// on `board` if given.
@@ -76,18 +83,44 @@ fn command(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Command {
     cmd
 }
 
-/// Starts the server and waits until it listens (its recovery done);
-/// returns it and how long that took.
-pub fn start(me: &Path, a: &CrashtestArgs) -> Result<(Server, Duration)> {
-    start_counting(me, a, None)
+/// `ferrite serve` in the power-cut guest, on its store disk.
+fn guest_args(a: &CrashtestArgs) -> Vec<String> {
+    let listen = format!("0.0.0.0:{}", served::GUEST_PORT);
+    [
+        "serve",
+        "--engine",
+        a.engine.name(),
+        "--path",
+        "/data/store",
+        "--listen",
+        &listen,
+        "--sync",
+        "always",
+        "--cache-mb",
+        "4",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
-/// [`start`], counting background work on the board in `board`.
+/// Starts the server (here, or booting `rig`'s machine) and waits until
+/// it listens (its recovery done); returns it and how long that took.
+pub fn start(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<(Server, Duration)> {
+    start_counting(me, a, None, rig)
+}
+
+/// [`start`], counting background work on the board in `board` (here).
 fn start_counting(
     me: &Path,
     a: &CrashtestArgs,
     board: Option<&Path>,
+    rig: Option<&Rig>,
 ) -> Result<(Server, Duration)> {
+    if let Some(rig) = rig {
+        let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(a), READY)?;
+        return Ok((Server { proc, addr }, took));
+    }
     let (mut child, line, took) = served::start(command(me, a, board), &a.path)?;
     // "ferrite ENGINE listening on ADDR"
     let Some(addr) = line
@@ -100,13 +133,18 @@ fn start_counting(
         let _ = child.wait();
         bail!("the server printed no address: {line:?}");
     };
-    Ok((Server { child, addr }, took))
+    let proc = served::Proc::Local(child);
+    Ok((Server { proc, addr }, took))
 }
 
-/// Starts the server and kills it after `ms`, mostly while it recovers;
-/// returns whether it was listening by then.
-pub fn kill_in_recovery(me: &Path, a: &CrashtestArgs, ms: u64) -> Result<bool> {
-    served::kill_while_starting(command(me, a, None), &a.path, ms)
+/// Starts the server and kills it (or cuts its machine's power) after
+/// `ms`, mostly while it recovers; returns whether it was listening by
+/// then.
+pub fn kill_in_recovery(me: &Path, a: &CrashtestArgs, ms: u64, rig: Option<&Rig>) -> Result<bool> {
+    match rig {
+        Some(rig) => served::cut_while_starting(rig, &guest_args(a), READY, ms),
+        None => served::kill_while_starting(command(me, a, None), &a.path, ms),
+    }
 }
 
 fn connect(addr: SocketAddr) -> Result<redis::Connection> {
@@ -208,10 +246,11 @@ pub fn kill_one(
     state: &State,
     run: u64,
     ms: u64,
+    rig: Option<&Rig>,
 ) -> Result<Reported> {
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
-    let (mut server, _) = start_counting(me, a, Some(&board))?;
+    let (mut server, _) = start_counting(me, a, Some(&board), rig)?;
     let (addr, seed) = (server.addr, a.seed);
     let writing: Arc<Vec<Mutex<Vec<Vec<u8>>>>> =
         Arc::new((0..WRITERS).map(|_| Mutex::new(Vec::new())).collect());
@@ -230,7 +269,7 @@ pub fn kill_one(
         done.clone(),
         progress.clone(),
     );
-    let result = served::drive_then_kill(&mut server.child, &board, ms, move |_| {
+    let result = served::drive_then_kill(&mut server.proc, &board, ms, move |_| {
         let _stop = StopOnDrop(d);
         let state = Arc::new(state);
         let writers: Vec<_> = (0..WRITERS)
@@ -410,6 +449,6 @@ impl Server {
             // The server closes the connection instead of replying.
             let _ = redis::cmd("SHUTDOWN").query::<()>(&mut con);
         }
-        served::wait_exit(&mut self.child, "ferrite serve")
+        self.proc.wait_exit("ferrite serve")
     }
 }

@@ -17,7 +17,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -34,7 +34,7 @@ const FLUSH_EVERY: u64 = 25;
 
 /// A running `ferrite volume serve`.
 pub struct VolumeServer {
-    child: Child,
+    proc: served::Proc,
     addr: SocketAddr,
 }
 
@@ -174,7 +174,8 @@ fn start_counting(
         let _ = child.wait();
         bail!("the volume server printed no address: {line:?}");
     };
-    Ok((VolumeServer { child, addr }, took))
+    let proc = served::Proc::Local(child);
+    Ok((VolumeServer { proc, addr }, took))
 }
 
 /// Starts the server and kills it after `ms`, mostly while it recovers.
@@ -197,7 +198,7 @@ pub fn kill_one(
     let (mut server, _) = start_counting(me, a, Some(&board))?;
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
     let always = a.mode == SyncMode::Always;
-    served::drive_then_kill(&mut server.child, &board, ms, move |r2| {
+    served::drive_then_kill(&mut server.proc, &board, ms, move |r2| {
         let died = |e: &anyhow::Error| e.downcast_ref::<std::io::Error>().is_some();
         let mut c = match NbdClient::connect(addr) {
             Ok(c) => c,
@@ -259,11 +260,13 @@ impl VolumeServer {
 
     /// SIGTERM (flush and close), wait for the exit.
     pub fn stop(mut self) -> Result<()> {
-        // SAFETY: kill(2) on a child we started and have not reaped.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        if let Some(child) = self.proc.local() {
+            // SAFETY: kill(2) on a child we started and have not reaped.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
         }
-        served::wait_exit(&mut self.child, "ferrite volume serve")
+        self.proc.wait_exit("ferrite volume serve")
     }
 }
 

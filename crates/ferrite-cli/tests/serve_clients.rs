@@ -123,7 +123,12 @@ fn ten_thousand_idle_clients_while_fifty_run_redis_benchmark() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    assert!(
+        out.status.success(),
+        "redis-benchmark {}: {text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     for test in ["\"SET\"", "\"GET\""] {
         let row = text
             .lines()

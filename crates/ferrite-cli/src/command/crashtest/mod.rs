@@ -206,17 +206,14 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         bail!("--volume runs with --engine rask (its block stream), blackbox");
     }
     let me = std::env::current_exe()?;
-    if a.power_cut && (a.volume || a.whitebox || a.damage) {
-        bail!(
-            "--power-cut runs an engine's worker or (--server) ferrite serve, blackbox \
-             (--skip-wal-sync is its negative control)"
-        );
+    if a.power_cut && (a.whitebox || a.damage) {
+        bail!("--power-cut runs blackbox (--skip-wal-sync is its negative control)");
     }
-    if a.power_cut && !a.server {
+    if a.power_cut && !a.server && !a.volume {
         return power_cut::run(&me, &a);
     }
     let exp_path = expected::path_for(&a.path);
-    // The server under power cuts: its machine's disks made afresh in
+    // A server under power cuts: its machine's disks made afresh in
     // --path, and the run starts from an empty store.
     let rig = if a.power_cut {
         let _ = std::fs::remove_file(&exp_path);
@@ -233,7 +230,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         a.engine.name().to_string()
     };
     if a.volume {
-        volume_target::create_if_missing(&me, &a)?;
+        volume_target::create_if_missing(&me, &a, rig)?;
     }
     let mut exp = expected::load(&exp_path)?.unwrap_or(expected::Expected {
         engine: subject.clone(),
@@ -267,7 +264,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             server_target::kill_one(&me, &a, &exp.state, run, ms, rig)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?
         } else if a.volume {
-            volume_target::kill_one(&me, &a, &exp.state, run, ms)
+            volume_target::kill_one(&me, &a, &exp.state, run, ms, rig)
                 .map_err(|e| fail(&a, run, &format!("{e:#}")))?
         } else {
             // Whitebox: each run aims at one kind of the engine's work
@@ -290,7 +287,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let opened = if a.server {
                 server_target::kill_in_recovery(&me, &a, ms, rig)?
             } else if a.volume {
-                volume_target::kill_in_recovery(&me, &a, ms)?
+                volume_target::kill_in_recovery(&me, &a, ms, rig)?
             } else {
                 kill_one(&me, &a, run, true, ms, None, 0)?.opened
             };
@@ -307,7 +304,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             Reopened::Server(server)
         } else if a.volume {
             let (v, took) =
-                volume_target::start(&me, &a).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+                volume_target::start(&me, &a, rig).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
             recoveries.push(took.as_secs_f64() * 1e3);
             Reopened::Volume(v)
         } else {

@@ -8,7 +8,10 @@
 //! acknowledgment; in `batched` mode a FLUSH every 25 operations makes
 //! everything before it durable. It SIGKILLs the server at a random
 //! instant, restarts it, reads the whole volume back, stops the server
-//! (SIGTERM: flush and close) and runs `ferrite volume check`.
+//! (SIGTERM: flush and close) and runs `ferrite volume check`. Under
+//! `--power-cut` the volume lives in the guest of `guest.rs`, the same
+//! client reaches it through a forwarded port, and each kill is a power
+//! cut of the machine.
 //!
 //! Every block written holds its value from the stream (the physical
 //! block the RASK stream names), its own address and a fill derived from
@@ -23,6 +26,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use ferrite::SyncMode;
 
+use super::guest::Rig;
 use super::nbd_client::NbdClient;
 use super::ops::{block_key, Op, OpStream, BLOCKS};
 use super::oracle::{apply, State};
@@ -126,21 +130,59 @@ fn command(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Command {
     cmd
 }
 
-/// Creates the volume if the directory holds none yet.
-pub fn create_if_missing(me: &Path, a: &CrashtestArgs) -> Result<()> {
+/// Where the volume lives in the power-cut guest, and the port its
+/// server listens on there.
+const GUEST_VOLUME: &str = "/data/volume";
+
+/// `ferrite volume serve` in the power-cut guest.
+fn guest_args() -> Vec<String> {
+    let listen = format!("0.0.0.0:{}", served::GUEST_PORT);
+    [
+        "volume",
+        "serve",
+        "--path",
+        GUEST_VOLUME,
+        "--listen",
+        &listen,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// What `ferrite volume serve` prints once it serves.
+const READY: &str = "nbd://";
+
+/// The volume's size and segments: small segments, so reclamation runs.
+fn create_args(path: &str) -> Vec<String> {
+    let size = (BLOCKS * BS as u64).to_string();
+    [
+        "volume",
+        "create",
+        "--path",
+        path,
+        "--size",
+        &size,
+        "--segment-size",
+        "1M",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Creates the volume if the directory holds none yet; in the power-cut
+/// guest (`rig`), on its fresh store disk.
+pub fn create_if_missing(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<()> {
+    if let Some(rig) = rig {
+        let mut guest = rig.boot(&create_args(GUEST_VOLUME), None)?;
+        return guest.wait_off(Duration::from_secs(300));
+    }
     if a.path.exists() {
         return Ok(());
     }
-    let out = Command::new(me)
-        .args(["volume", "create", "--path"])
-        .arg(&a.path)
-        .args([
-            "--size",
-            &(BLOCKS * BS as u64).to_string(),
-            "--segment-size",
-            "1M",
-        ])
-        .output()?;
+    let path = a.path.to_str().context("the volume's path is not UTF-8")?;
+    let out = Command::new(me).args(create_args(path)).output()?;
     if !out.status.success() {
         bail!(
             "ferrite volume create: {}",
@@ -150,18 +192,24 @@ pub fn create_if_missing(me: &Path, a: &CrashtestArgs) -> Result<()> {
     Ok(())
 }
 
-/// Starts the server and waits until it serves; returns it and how long
-/// that took (the map's recovery among it).
-pub fn start(me: &Path, a: &CrashtestArgs) -> Result<(VolumeServer, Duration)> {
-    start_counting(me, a, None)
+/// Starts the server (here, or booting `rig`'s machine) and waits until
+/// it serves; returns it and how long that took (the map's recovery
+/// among it).
+pub fn start(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<(VolumeServer, Duration)> {
+    start_counting(me, a, None, rig)
 }
 
-/// [`start`], counting background work on the board in `board`.
+/// [`start`], counting background work on the board in `board` (here).
 fn start_counting(
     me: &Path,
     a: &CrashtestArgs,
     board: Option<&Path>,
+    rig: Option<&Rig>,
 ) -> Result<(VolumeServer, Duration)> {
+    if let Some(rig) = rig {
+        let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(), READY)?;
+        return Ok((VolumeServer { proc, addr }, took));
+    }
     let (mut child, line, took) = served::start(command(me, a, board), &a.path)?;
     // "... on nbd://ADDR/EXPORT (map recovered in ...)"
     let addr = line
@@ -178,9 +226,13 @@ fn start_counting(
     Ok((VolumeServer { proc, addr }, took))
 }
 
-/// Starts the server and kills it after `ms`, mostly while it recovers.
-pub fn kill_in_recovery(me: &Path, a: &CrashtestArgs, ms: u64) -> Result<bool> {
-    served::kill_while_starting(command(me, a, None), &a.path, ms)
+/// Starts the server and kills it (or cuts its machine's power) after
+/// `ms`, mostly while it recovers.
+pub fn kill_in_recovery(me: &Path, a: &CrashtestArgs, ms: u64, rig: Option<&Rig>) -> Result<bool> {
+    match rig {
+        Some(rig) => served::cut_while_starting(rig, &guest_args(), READY, ms),
+        None => served::kill_while_starting(command(me, a, None), &a.path, ms),
+    }
 }
 
 /// Drives run `run` of RASK's stream from `state` into a fresh server and
@@ -192,10 +244,11 @@ pub fn kill_one(
     state: &State,
     run: u64,
     ms: u64,
+    rig: Option<&Rig>,
 ) -> Result<Reported> {
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
-    let (mut server, _) = start_counting(me, a, Some(&board))?;
+    let (mut server, _) = start_counting(me, a, Some(&board), rig)?;
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
     let always = a.mode == SyncMode::Always;
     served::drive_then_kill(&mut server.proc, &board, ms, move |r2| {
@@ -260,11 +313,15 @@ impl VolumeServer {
 
     /// SIGTERM (flush and close), wait for the exit.
     pub fn stop(mut self) -> Result<()> {
-        if let Some(child) = self.proc.local() {
-            // SAFETY: kill(2) on a child we started and have not reaped.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-            }
+        let Some(child) = self.proc.local() else {
+            // A guest cannot be signalled: its power is cut, idle, and
+            // the next boot recovers a volume already checked.
+            self.proc.kill();
+            return Ok(());
+        };
+        // SAFETY: kill(2) on a child we started and have not reaped.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
         }
         self.proc.wait_exit("ferrite volume serve")
     }

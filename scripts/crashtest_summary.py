@@ -5,7 +5,11 @@ issue's metrics over all runs, and a Markdown row per run.
     scripts/crashtest_summary.py docs/results/crashtest/*.json
 
 Metrics: kills_total, acked_lost, verify_failures, min_kills_per_engine
-(over engines, the kills of all its runs), min_background_hits (over
+(over engines, the kills of all its runs), power_cuts_per_subject (the
+fewest power cuts of any subject run with --power-cut, which count as
+`power-cut:SUBJECT`), negative_controls_caught (runs with
+--skip-wal-sync or --damage must fail on a lost write; they are kept out
+of every other metric), min_background_hits (over
 engines, for each kind of background work the engine does, the kills of
 all its runs that landed inside that kind; the smallest). Runs of the
 volume count as the subject `volume`; runs of the server as
@@ -29,7 +33,10 @@ def main(paths):
             continue
         d["file"] = p.rsplit("/", 1)[-1]
         runs.append(d)
+    controls = [d for d in runs if d.get("skip_wal_sync") or d.get("damage")]
+    runs = [d for d in runs if d not in controls]
     kills = defaultdict(int)
+    cuts = defaultdict(int)
     hits = defaultdict(lambda: defaultdict(int))
     expected = defaultdict(set)
     for d in runs:
@@ -38,6 +45,9 @@ def main(paths):
             engine = "volume"
         elif d.get("server"):
             engine = "server:" + engine
+        if d.get("power_cut"):
+            cuts[engine] += d["kills"]
+            continue
         kills[engine] += d["kills"]
         for kind in d.get("background_expected", []):
             expected[engine].add(kind)
@@ -45,7 +55,7 @@ def main(paths):
     per_kind = {e: {k: hits[e][k] for k in sorted(expected[e])} for e in sorted(expected)}
     summary = {
         "runs": len(runs),
-        "kills_total": sum(d["kills"] for d in runs),
+        "kills_total": sum(d["kills"] for d in runs if not d.get("power_cut")),
         "acked_lost": sum(d["acked_lost"] for d in runs),
         "verify_failures": sum(d["verify_failures"] for d in runs),
         "min_kills_per_engine": min(kills.values()) if kills else 0,
@@ -58,26 +68,44 @@ def main(paths):
             ),
             default=0,
         ),
+        "power_cuts_total": sum(cuts.values()),
+        "power_cuts_per_subject": min(cuts.values()) if cuts else 0,
+        "negative_controls": len(controls),
+        "negative_controls_caught": sum(1 for d in controls if d["acked_lost"] > 0),
+        "commits": sorted({d.get("commit", "before commits were recorded") for d in runs}),
         "kills_per_engine": dict(sorted(kills.items())),
+        "power_cuts_per_subject_each": dict(sorted(cuts.items())),
         "background_hits_per_engine": per_kind,
     }
     print(json.dumps(summary, indent=2))
     print()
     print(
-        "| run | kills | whitebox kills | killed in recovery | acked ops | acked lost "
+        "| run | commit | kills | whitebox kills | killed in recovery | acked ops | acked lost "
         "| verify failures | recovery P50 / P99 ms | kills inside background work |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for d in runs:
         inside = ", ".join(
             f"{k} {d['background_hits'][k]}" for k in d.get("background_expected", [])
         )
         print(
-            f"| {d['file'][:-5]} | {d['kills']} | {d.get('whitebox_kills', 0)} "
+            f"| {d['file'][:-5]} | {d.get('commit', '-')} | {d['kills']} "
+            f"| {d.get('whitebox_kills', 0)} "
             f"| {d['killed_in_recovery']} | {d['acked_ops']:,} | {d['acked_lost']} "
             f"| {d['verify_failures']} | {d['recovery_ms_p50']:.1f} / {d['recovery_ms_p99']:.1f} "
             f"| {inside or '-'} |"
         )
+
+
+    if controls:
+        print()
+        print("| negative control | commit | kills until caught | caught |")
+        print("|---|---|---|---|")
+        for d in controls:
+            print(
+                f"| {d['file'][:-5]} | {d.get('commit', '-')} | {d['kills'] + 1} "
+                f"| {'yes' if d['acked_lost'] else 'no'} |"
+            )
 
 
 if __name__ == "__main__":

@@ -1938,7 +1938,7 @@ mod route_model {
                 }
             });
             assert_eq!(read_child(&p), CHILD);
-            evictor.join().unwrap_or_default();
+            assert!(evictor.join().is_ok(), "the evictor panicked");
             assert_eq!(read_child(&p), CHILD);
         });
     }

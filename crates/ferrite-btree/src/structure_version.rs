@@ -230,7 +230,7 @@ mod loom_model {
             });
             assert!(lookup(&t, 3), "the moving key was missed");
             assert!(lookup(&t, 1));
-            writer.join().unwrap_or_default();
+            assert!(writer.join().is_ok(), "the writer panicked");
             assert!(lookup(&t, 4));
         });
     }

@@ -29,9 +29,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-/// The guest's init: mounts the store disk, runs the command from the
-/// kernel command line (`ferrite.cmd=`, arguments joined by commas),
-/// and powers off when it ends.
+/// The guest's init: mounts the store disk, says so (the command starts
+/// next), runs the command from the kernel command line (`ferrite.cmd=`,
+/// arguments joined by commas), and powers off when it ends.
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -44,6 +44,7 @@ if grep -q 'ferrite.net=1' /proc/cmdline; then
     ip addr add 10.0.2.15/24 dev eth0
 fi
 if mount -t ext4 /dev/vdb /data; then
+    echo "ferrite-guest-start"
     /bin/ferrite $cmd
     echo "ferrite-guest: exit $?"
     umount /data
@@ -317,6 +318,9 @@ impl Rig {
         Ok(())
     }
 }
+
+/// The console line the guest's init prints just before the command.
+pub const COMMAND_STARTS: &str = "ferrite-guest-start";
 
 /// A running machine: qemu and the nbdkit behind its store disk.
 pub struct Guest {

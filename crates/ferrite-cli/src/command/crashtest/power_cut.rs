@@ -9,8 +9,9 @@
 //! random time later the machine is cut. The dump of each boot is checked
 //! here against the oracle for the run the previous cut interrupted, with
 //! what that worker acknowledged on the console before the cut. A quarter
-//! of the cycles also boot a worker that only recovers and cut it within
-//! the time the last recovery took, so cuts land inside recovery too. The
+//! of the cycles also boot a worker that only recovers and cut it between
+//! its start and its dump (as timed at the last boot), so cuts land
+//! inside start-up and recovery too. The
 //! run ends with one more boot that only recovers, for the last check.
 //!
 //! The console is the only way out of the guest, and it lags: a cut
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 
-use super::guest::{Guest, Rig};
+use super::guest::{Guest, Rig, COMMAND_STARTS};
 use super::ops::{Op, OpStream};
 use super::oracle::{self, State};
 use super::{expected, judge, CrashtestArgs, Reported, Tally};
@@ -57,12 +58,14 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
     );
     // The run the last cut interrupted, and what its worker reported.
     let mut pending: Option<(u64, Reported)> = None;
-    let mut last_boot = Duration::from_secs(5);
+    // When the last boot's command started and when it had dumped what
+    // it recovered: cuts aimed at recovery land between the two.
+    let mut last_window = (Duration::from_secs(2), Duration::from_secs(3));
     for cut in 0..=a.kills {
         let t = Instant::now();
         let last = cut == a.kills;
         if !last && rng.gen_bool(0.25) && pending.is_some() {
-            let within = rng.gen_range(Duration::ZERO..=last_boot);
+            let within = rng.gen_range(last_window.0..=last_window.1);
             if cut_in_recovery(&rig, &worker_args(a, exp.next_run, true), within)? {
                 tally.in_recovery += 1;
             }
@@ -71,9 +74,10 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
         let run = pending.as_ref().map_or(exp.next_run, |(p, _)| p + 1);
         rig.clear_dump()?;
         let mut guest = rig.boot(&worker_args(a, run, last), None)?;
-        let recovered_us = wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
+        let (command_at, recovered_us) =
+            wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
         let boot = guest.started.elapsed();
-        last_boot = boot;
+        last_window = (command_at, boot);
         tally.boot_to_dump_s.push(boot.as_secs_f64());
         recoveries.push(recovered_us as f64 / 1e3);
         let image = rig.read_dump().context("reading the guest's dump")?;
@@ -199,10 +203,12 @@ fn worker_args(a: &CrashtestArgs, run: u64, recover_only: bool) -> Vec<String> {
 }
 
 /// Reads the console until the worker has dumped what it recovered;
-/// returns how long its recovery took (µs).
-fn wait_for_dump(guest: &Guest) -> Result<u64, String> {
+/// returns when (since the machine started) its command started, and how
+/// long its recovery took (µs).
+fn wait_for_dump(guest: &Guest) -> Result<(Duration, u64), String> {
     let until = Instant::now() + BOOT_TIMEOUT;
     let mut recovered = None;
+    let mut command_at = Duration::ZERO;
     loop {
         let Some(line) = guest.line(until) else {
             return Err(format!(
@@ -210,10 +216,16 @@ fn wait_for_dump(guest: &Guest) -> Result<u64, String> {
                 guest.tail()
             ));
         };
+        if line == COMMAND_STARTS {
+            command_at = guest.started.elapsed();
+        }
         let mut words = line.split(' ');
         match words.next() {
             Some("recovered") => recovered = words.next().and_then(|n| n.parse().ok()),
-            Some("dumped") => return recovered.ok_or_else(|| "dumped before recovered".into()),
+            Some("dumped") => {
+                let us = recovered.ok_or("dumped before recovered")?;
+                return Ok((command_at, us));
+            }
             Some("verify-failed") => return Err(format!("verify in the guest: {line}")),
             Some("ferrite-guest:") => {
                 return Err(format!(
@@ -259,8 +271,8 @@ fn run_until_cut(mut guest: Guest, ms: Duration) -> Result<Reported, String> {
 }
 
 /// Boots a worker that only recovers and cuts it `within` after the
-/// machine starts; returns whether the cut came before its dump (inside
-/// recovery or the boot).
+/// machine starts (between its command's start and its dump, as the
+/// last boot took); returns whether the cut came before its dump.
 fn cut_in_recovery(rig: &Rig, args: &[String], within: Duration) -> Result<bool> {
     let mut guest = rig.boot(args, None)?;
     let until = guest.started + within;

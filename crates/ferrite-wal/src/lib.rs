@@ -60,6 +60,12 @@ pub fn inject_skipped_commit_sync() {
     SKIP_COMMIT_SYNC.store(true, Ordering::Relaxed);
 }
 
+/// Whether that fault is on: logs kept elsewhere in this record format
+/// (ZKV's zone log) skip their commit sync too.
+pub fn commit_sync_skipped() -> bool {
+    SKIP_COMMIT_SYNC.load(Ordering::Relaxed)
+}
+
 /// Log sequence number: the position just past a record, counted over the
 /// log's whole life (it keeps growing across [`Wal::reset`]).
 pub type Lsn = u64;
@@ -448,7 +454,7 @@ impl Wal {
             }
             self.dev.write_at(&buf, at)?;
         }
-        if sync && !SKIP_COMMIT_SYNC.load(Ordering::Relaxed) {
+        if sync && !commit_sync_skipped() {
             self.dev.sync()?;
         }
         Ok(())

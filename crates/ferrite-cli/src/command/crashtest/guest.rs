@@ -12,6 +12,11 @@
 //! channel disk the worker writes its recovered state to, read here once
 //! the guest is gone (the store disk itself only the guest reads).
 //!
+//! Each boot's console, nbdkit's and qemu's messages are kept in the
+//! directory (`serial.log`, `nbdkit.log`, `qemu.log`, and the previous
+//! boot's as `*.prev.log`); `FERRITE_GUEST_VERBOSE=1` has nbdkit log every
+//! request.
+//!
 //! A server under test in the guest listens on a port qemu forwards from
 //! the host's loopback (user-mode networking, restricted to that
 //! forward), so the driver's clients stay on the host and every reply
@@ -180,20 +185,33 @@ impl Rig {
             bail!("a guest argument cannot hold a comma or a space: {bad:?}");
         }
         let _ = std::fs::remove_file(&self.socket);
+        // nbdkit's and qemu's own messages, this boot's and the last's,
+        // kept beside the consoles for a failure.
+        let logged = |name: &str| -> Result<std::fs::File> {
+            let now = self.dir.join(format!("{name}.log"));
+            let _ = std::fs::rename(&now, self.dir.join(format!("{name}.prev.log")));
+            Ok(std::fs::File::create(now)?)
+        };
+        let mut nbdkit_args = vec!["-f", "--exit-with-parent"];
+        // Every request nbdkit serves, for a disk that misbehaves.
+        if std::env::var_os("FERRITE_GUEST_VERBOSE").is_some() {
+            nbdkit_args.push("-v");
+        }
         // The disk's volatile cache: nbdkit's cache filter keeps writes
         // (in a deleted file under TMPDIR, gone with the process) until
         // the guest flushes. 4 KiB blocks, the guest's own block size, so
         // a flush writes back no neighbour the guest did not write.
         let mut nbdkit = Command::new("nbdkit")
             .env("TMPDIR", &self.dir)
-            .args(["-f", "--exit-with-parent", "-U"])
+            .args(&nbdkit_args)
+            .arg("-U")
             .arg(&self.socket)
             .args(["--filter=cache", "file"])
             .arg(&self.store)
             .args(["cache=writeback", "cache-min-block-size=4096"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(logged("nbdkit")?)
             .spawn()
             .context("starting nbdkit")?;
         let t = Instant::now();
@@ -255,7 +273,7 @@ impl Rig {
             .args(&net)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(logged("qemu")?)
             .spawn();
         let mut qemu = match spawned {
             Ok(q) => q,

@@ -257,133 +257,145 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         commit: commit(),
         ..Tally::default()
     };
-    for _ in 0..a.kills {
-        let run = exp.next_run;
-        let ms = rng.gen_range(10..a.max_run_ms.max(11));
-        let reported = if a.server {
-            server_target::kill_one(&me, &a, &exp.state, run, ms, rig)
-                .map_err(|e| fail(&a, run, &format!("{e:#}")))?
-        } else if a.volume {
-            volume_target::kill_one(&me, &a, &exp.state, run, ms, rig)
-                .map_err(|e| fail(&a, run, &format!("{e:#}")))?
-        } else {
-            // Whitebox: each run aims at one kind of the engine's work
-            // in turn; blackbox (and the timer, whitebox) at any instant.
-            let expected = expected_work(a.engine, a.volume);
-            let kill_in = (a.whitebox && !expected.is_empty())
-                .then(|| expected[run as usize % expected.len()]);
-            let within_us = kill_in.map_or(0, |w| tally.mean_us(w));
-            // Aimed runs get longer to reach work that comes rarely (a
-            // re-layout); most die inside it well before the timer.
-            let ms = if kill_in.is_some() { ms * 5 } else { ms };
-            kill_one(&me, &a, run, false, ms, kill_in, within_us)?
-        };
-        tally.note_board(reported.board.as_ref());
-        tally.self_killed += u64::from(reported.self_killed);
-        if rng.gen_bool(0.25) {
-            // Process start plus the last recovery's length.
-            let last = recoveries.last().copied().unwrap_or(5.0) as u64;
-            let ms = rng.gen_range(0..=last + 5);
-            let opened = if a.server {
-                server_target::kill_in_recovery(&me, &a, ms, rig)?
+    // Every way the campaign ends writes its summary: a violation from
+    // the check, and a run stopped by anything else (a server that would
+    // not start, a refused request), with what it had checked by then.
+    let mut campaign = || -> Result<()> {
+        for _ in 0..a.kills {
+            let run = exp.next_run;
+            let ms = rng.gen_range(10..a.max_run_ms.max(11));
+            let reported = if a.server {
+                server_target::kill_one(&me, &a, &exp.state, run, ms, rig)
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?
             } else if a.volume {
-                volume_target::kill_in_recovery(&me, &a, ms, rig)?
+                volume_target::kill_one(&me, &a, &exp.state, run, ms, rig)
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?
             } else {
-                kill_one(&me, &a, run, true, ms, None, 0)?.opened
+                // Whitebox: each run aims at one kind of the engine's work
+                // in turn; blackbox (and the timer, whitebox) at any instant.
+                let expected = expected_work(a.engine, a.volume);
+                let kill_in = (a.whitebox && !expected.is_empty())
+                    .then(|| expected[run as usize % expected.len()]);
+                let within_us = kill_in.map_or(0, |w| tally.mean_us(w));
+                // Aimed runs get longer to reach work that comes rarely (a
+                // re-layout); most die inside it well before the timer.
+                let ms = if kill_in.is_some() { ms * 5 } else { ms };
+                kill_one(&me, &a, run, false, ms, kill_in, within_us)?
             };
-            if !opened {
-                tally.in_recovery += 1;
+            tally.note_board(reported.board.as_ref());
+            tally.self_killed += u64::from(reported.self_killed);
+            if rng.gen_bool(0.25) {
+                // Process start plus the last recovery's length.
+                let last = recoveries.last().copied().unwrap_or(5.0) as u64;
+                let ms = rng.gen_range(0..=last + 5);
+                let opened = if a.server {
+                    server_target::kill_in_recovery(&me, &a, ms, rig)?
+                } else if a.volume {
+                    volume_target::kill_in_recovery(&me, &a, ms, rig)?
+                } else {
+                    kill_one(&me, &a, run, true, ms, None, 0)?.opened
+                };
+                if !opened {
+                    tally.in_recovery += 1;
+                }
             }
-        }
-        // Reopen: recovery, then the whole store against the oracle.
-        let t = Instant::now();
-        let store = if a.server {
-            let (server, took) =
-                server_target::start(&me, &a, rig).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
-            recoveries.push(took.as_secs_f64() * 1e3);
-            Reopened::Server(server)
-        } else if a.volume {
-            let (v, took) =
-                volume_target::start(&me, &a, rig).map_err(|e| fail(&a, run, &format!("{e:#}")))?;
-            recoveries.push(took.as_secs_f64() * 1e3);
-            Reopened::Volume(v)
-        } else {
-            let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
-                .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
-            recoveries.push(t.elapsed().as_secs_f64() * 1e3);
-            Reopened::Store(store)
-        };
-        if a.damage {
-            store
-                .damage()
-                .map_err(|e| fail(&a, run, &format!("damaging the store: {e:#}")))?;
-        }
-        let found: State = store
-            .state()
-            .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
-        judge(
-            &a,
-            &mut exp,
-            run,
-            &reported,
-            &found,
-            &mut tally,
-            &mut recoveries,
-        )?;
-        match store {
-            Reopened::Store(store) => {
-                if let Err(e) = store.verify() {
+            // Reopen: recovery, then the whole store against the oracle.
+            let t = Instant::now();
+            let store = if a.server {
+                let (server, took) = server_target::start(&me, &a, rig)
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+                recoveries.push(took.as_secs_f64() * 1e3);
+                Reopened::Server(server)
+            } else if a.volume {
+                let (v, took) = volume_target::start(&me, &a, rig)
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+                recoveries.push(took.as_secs_f64() * 1e3);
+                Reopened::Volume(v)
+            } else {
+                let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
+                recoveries.push(t.elapsed().as_secs_f64() * 1e3);
+                Reopened::Store(store)
+            };
+            if a.damage {
+                store
+                    .damage()
+                    .map_err(|e| fail(&a, run, &format!("damaging the store: {e:#}")))?;
+            }
+            let found: State = store
+                .state()
+                .map_err(|e| fail(&a, run, &format!("reading the store back: {e:#}")))?;
+            judge(
+                &a,
+                &mut exp,
+                run,
+                &reported,
+                &found,
+                &mut tally,
+                &mut recoveries,
+            )?;
+            match store {
+                Reopened::Store(store) => {
+                    if let Err(e) = store.verify() {
+                        tally.verify_failures += 1;
+                        tally.write(&a, &exp, &mut recoveries)?;
+                        return Err(fail(&a, run, &format!("verify: {e:#}")));
+                    }
+                    store
+                        .close()
+                        .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
+                }
+                // The server's store is verified by `ferrite inspect` below,
+                // the volume by `ferrite volume check`.
+                Reopened::Server(server) => server
+                    .shutdown()
+                    .map_err(|e| fail(&a, run, &format!("{e:#}")))?,
+                Reopened::Volume(v) => v.stop().map_err(|e| fail(&a, run, &format!("{e:#}")))?,
+            }
+            // (A server's store in a power-cut guest is not reachable here.)
+            if !a.power_cut && (a.server || a.volume || run % 10 == 9) {
+                let check: &[&str] = if a.volume {
+                    &["volume", "check", "--path"]
+                } else {
+                    &["inspect", "--path"]
+                };
+                let out = Command::new(&me).args(check).arg(&a.path).output()?;
+                if !out.status.success() {
                     tally.verify_failures += 1;
                     tally.write(&a, &exp, &mut recoveries)?;
-                    return Err(fail(&a, run, &format!("verify: {e:#}")));
+                    return Err(fail(
+                        &a,
+                        run,
+                        &format!(
+                            "ferrite {}: {}{}",
+                            check[..check.len() - 1].join(" "),
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        ),
+                    ));
                 }
-                store
-                    .close()
-                    .map_err(|e| fail(&a, run, &format!("close: {e}")))?;
             }
-            // The server's store is verified by `ferrite inspect` below,
-            // the volume by `ferrite volume check`.
-            Reopened::Server(server) => server
-                .shutdown()
-                .map_err(|e| fail(&a, run, &format!("{e:#}")))?,
-            Reopened::Volume(v) => v.stop().map_err(|e| fail(&a, run, &format!("{e:#}")))?,
+            tally.kills += 1;
+            tally.acked_ops += reported.acked_ops();
+            exp.next_run += 1;
+            expected::save(&exp_path, &exp)?;
+            bar.inc(1);
+            bar.set_message(format!(
+                "{} acked ops, {} keys, {} killed in recovery",
+                tally.acked_ops,
+                exp.state.len(),
+                tally.in_recovery
+            ));
         }
-        // (A server's store in a power-cut guest is not reachable here.)
-        if !a.power_cut && (a.server || a.volume || run % 10 == 9) {
-            let check: &[&str] = if a.volume {
-                &["volume", "check", "--path"]
-            } else {
-                &["inspect", "--path"]
-            };
-            let out = Command::new(&me).args(check).arg(&a.path).output()?;
-            if !out.status.success() {
-                tally.verify_failures += 1;
-                tally.write(&a, &exp, &mut recoveries)?;
-                return Err(fail(
-                    &a,
-                    run,
-                    &format!(
-                        "ferrite {}: {}{}",
-                        check[..check.len() - 1].join(" "),
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                ));
-            }
-        }
-        tally.kills += 1;
-        tally.acked_ops += reported.acked_ops();
-        exp.next_run += 1;
-        expected::save(&exp_path, &exp)?;
-        bar.inc(1);
-        bar.set_message(format!(
-            "{} acked ops, {} keys, {} killed in recovery",
-            tally.acked_ops,
-            exp.state.len(),
-            tally.in_recovery
-        ));
-    }
+        Ok(())
+    };
+    let outcome = campaign();
     bar.finish();
+    if outcome.is_err() && !tally.written {
+        let _ = tally.write(&a, &exp, &mut recoveries);
+        return outcome;
+    }
+    outcome?;
     tally.write(&a, &exp, &mut recoveries)
 }
 
@@ -520,6 +532,8 @@ struct Tally {
     boot_to_dump_s: Vec<f64>,
     /// The commit the run started on.
     commit: String,
+    /// The summary has been written (at a violation).
+    written: bool,
 }
 
 /// The commit this binary was built from (`build.rs`), so a campaign's
@@ -580,7 +594,7 @@ impl Tally {
     }
 
     fn write(
-        &self,
+        &mut self,
         a: &CrashtestArgs,
         exp: &expected::Expected,
         recoveries: &mut [f64],
@@ -629,6 +643,7 @@ impl Tally {
             "commit": self.commit,
         });
         println!("{summary}");
+        self.written = true;
         if let Some(p) = &a.json {
             std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")?;
         }

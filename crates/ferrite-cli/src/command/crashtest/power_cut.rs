@@ -61,72 +61,82 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
     // When the last boot's command started and when it had dumped what
     // it recovered: cuts aimed at recovery land between the two.
     let mut last_window = (Duration::from_secs(2), Duration::from_secs(3));
-    for cut in 0..=a.kills {
-        let t = Instant::now();
-        let last = cut == a.kills;
-        if !last && rng.gen_bool(0.25) && pending.is_some() {
-            let within = rng.gen_range(last_window.0..=last_window.1);
-            if cut_in_recovery(&rig, &worker_args(a, exp.next_run, true), within)? {
-                tally.in_recovery += 1;
+    // Every way the campaign ends writes its summary (see `super::run`).
+    let mut campaign = || -> Result<()> {
+        for cut in 0..=a.kills {
+            let t = Instant::now();
+            let last = cut == a.kills;
+            if !last && rng.gen_bool(0.25) && pending.is_some() {
+                let within = rng.gen_range(last_window.0..=last_window.1);
+                if cut_in_recovery(&rig, &worker_args(a, exp.next_run, true), within)? {
+                    tally.in_recovery += 1;
+                }
             }
+            // This boot runs the run after the one the last cut interrupted.
+            let run = pending.as_ref().map_or(exp.next_run, |(p, _)| p + 1);
+            rig.clear_dump()?;
+            let mut guest = rig.boot(&worker_args(a, run, last), None)?;
+            let (command_at, recovered_us) =
+                wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
+            let boot = guest.started.elapsed();
+            last_window = (command_at, boot);
+            tally.boot_to_dump_s.push(boot.as_secs_f64());
+            recoveries.push(recovered_us as f64 / 1e3);
+            let image = rig.read_dump().context("reading the guest's dump")?;
+            let dumped = expected::decode(&image).context("decoding the guest's dump")?;
+            if dumped.next_run != run || dumped.seed != a.seed {
+                bail!(
+                    "the guest dumped run {} of seed {}, not run {run} of seed {}",
+                    dumped.next_run,
+                    dumped.seed,
+                    a.seed
+                );
+            }
+            // The store this boot recovered is what the last cut left.
+            let (prev, reported) = match pending.take() {
+                Some((prev, r)) => (prev, ran_ahead(a, &exp.state, prev, r, &dumped.state)),
+                None => (run, Reported::default()),
+            };
+            judge(
+                a,
+                &mut exp,
+                prev,
+                &reported,
+                &dumped.state,
+                &mut tally,
+                &mut recoveries,
+            )?;
+            if pending_was_run(&reported) {
+                tally.kills += 1;
+                tally.acked_ops += reported.acked_ops();
+                exp.next_run = prev + 1;
+                bar.inc(1);
+            }
+            if last {
+                guest.cut();
+                break;
+            }
+            let ms = rng.gen_range(10..a.max_run_ms.max(11));
+            let reported = run_until_cut(guest, Duration::from_millis(ms))
+                .map_err(|e| super::fail(a, run, &e))?;
+            pending = Some((run, reported));
+            tally.cycle_s.push(t.elapsed().as_secs_f64());
+            bar.set_message(format!(
+                "{} acked ops, {} keys, {} cut in recovery",
+                tally.acked_ops,
+                exp.state.len(),
+                tally.in_recovery
+            ));
         }
-        // This boot runs the run after the one the last cut interrupted.
-        let run = pending.as_ref().map_or(exp.next_run, |(p, _)| p + 1);
-        rig.clear_dump()?;
-        let mut guest = rig.boot(&worker_args(a, run, last), None)?;
-        let (command_at, recovered_us) =
-            wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
-        let boot = guest.started.elapsed();
-        last_window = (command_at, boot);
-        tally.boot_to_dump_s.push(boot.as_secs_f64());
-        recoveries.push(recovered_us as f64 / 1e3);
-        let image = rig.read_dump().context("reading the guest's dump")?;
-        let dumped = expected::decode(&image).context("decoding the guest's dump")?;
-        if dumped.next_run != run || dumped.seed != a.seed {
-            bail!(
-                "the guest dumped run {} of seed {}, not run {run} of seed {}",
-                dumped.next_run,
-                dumped.seed,
-                a.seed
-            );
-        }
-        // The store this boot recovered is what the last cut left.
-        let (prev, reported) = match pending.take() {
-            Some((prev, r)) => (prev, ran_ahead(a, &exp.state, prev, r, &dumped.state)),
-            None => (run, Reported::default()),
-        };
-        judge(
-            a,
-            &mut exp,
-            prev,
-            &reported,
-            &dumped.state,
-            &mut tally,
-            &mut recoveries,
-        )?;
-        if pending_was_run(&reported) {
-            tally.kills += 1;
-            tally.acked_ops += reported.acked_ops();
-            exp.next_run = prev + 1;
-            bar.inc(1);
-        }
-        if last {
-            guest.cut();
-            break;
-        }
-        let ms = rng.gen_range(10..a.max_run_ms.max(11));
-        let reported =
-            run_until_cut(guest, Duration::from_millis(ms)).map_err(|e| super::fail(a, run, &e))?;
-        pending = Some((run, reported));
-        tally.cycle_s.push(t.elapsed().as_secs_f64());
-        bar.set_message(format!(
-            "{} acked ops, {} keys, {} cut in recovery",
-            tally.acked_ops,
-            exp.state.len(),
-            tally.in_recovery
-        ));
-    }
+        Ok(())
+    };
+    let outcome = campaign();
     bar.finish();
+    if outcome.is_err() && !tally.written {
+        let _ = tally.write(a, &exp, &mut recoveries);
+        return outcome;
+    }
+    outcome?;
     tally.write(a, &exp, &mut recoveries)
 }
 

@@ -70,8 +70,13 @@ def main(paths):
         ),
         "power_cuts_total": sum(cuts.values()),
         "power_cuts_per_subject": min(cuts.values()) if cuts else 0,
-        "negative_controls": len(controls),
-        "negative_controls_caught": sum(1 for d in controls if d["acked_lost"] > 0),
+        # A skipped sync under SIGKILL is the demonstration that a kill
+        # cannot see it, not a control of that mode.
+        "negative_controls": len(real := [d for d in controls if d.get("power_cut") or d.get("damage")]),
+        "negative_controls_caught": sum(1 for d in real if d["acked_lost"] > 0),
+        "sigkill_runs_blind_to_a_skipped_sync": sum(
+            1 for d in controls if d not in real and d["acked_lost"] == 0
+        ),
         "commits": sorted({d.get("commit", "before commits were recorded") for d in runs}),
         "kills_per_engine": dict(sorted(kills.items())),
         "power_cuts_per_subject_each": dict(sorted(cuts.items())),

@@ -59,6 +59,19 @@ impl Proc {
     }
 }
 
+/// A server the driver let go of (a failed check returns early) is not
+/// left running: it is killed when dropped, unless it has already ended.
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Proc::Local(c) = self {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 /// Boots `rig` running `ferrite <args>` (a server listening on
 /// [`GUEST_PORT`]) and waits for the console line holding `ready`;
 /// returns the machine, that line, where the host reaches the server, and

@@ -391,12 +391,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     };
     let outcome = campaign();
     bar.finish();
-    if outcome.is_err() && !tally.written {
-        let _ = tally.write(&a, &exp, &mut recoveries);
-        return outcome;
-    }
-    outcome?;
-    tally.write(&a, &exp, &mut recoveries)
+    tally.conclude(outcome, &a, &exp, &mut recoveries)
 }
 
 /// Checks what the store held after run `run` was cut short (`found`)
@@ -591,6 +586,26 @@ impl Tally {
             .checked_div(self.finished[i])
             .unwrap_or(1000)
             .max(1)
+    }
+
+    /// Ends a campaign however it went: the summary written once (a
+    /// violation has written it already), the campaign's error kept.
+    fn conclude(
+        &mut self,
+        outcome: Result<()>,
+        a: &CrashtestArgs,
+        exp: &expected::Expected,
+        recoveries: &mut [f64],
+    ) -> Result<()> {
+        match outcome {
+            Ok(()) => self.write(a, exp, recoveries),
+            Err(e) => {
+                if !self.written {
+                    let _ = self.write(a, exp, recoveries);
+                }
+                Err(e)
+            }
+        }
     }
 
     fn write(

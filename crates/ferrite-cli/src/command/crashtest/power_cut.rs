@@ -132,12 +132,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
     };
     let outcome = campaign();
     bar.finish();
-    if outcome.is_err() && !tally.written {
-        let _ = tally.write(a, &exp, &mut recoveries);
-        return outcome;
-    }
-    outcome?;
-    tally.write(a, &exp, &mut recoveries)
+    tally.conclude(outcome, a, &exp, &mut recoveries)
 }
 
 /// Operations the worker may have run past the last `start` its console

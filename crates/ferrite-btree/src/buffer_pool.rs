@@ -1374,7 +1374,9 @@ impl BufferPool {
     }
 
     /// After a checkpoint installed every dirty and spilled page: all
-    /// frames are clean and the spill file is empty.
+    /// frames are clean and the spill file is empty, its blocks given back
+    /// to the file system (nothing reads a spilled image past this point,
+    /// and the file is scratch recovery never reads, so it needs no sync).
     pub fn checkpoint_done(&self) -> Result<()> {
         for f in &self.frames {
             if f.dirty.swap(false, AcqRel) {
@@ -1382,6 +1384,9 @@ impl BufferPool {
             }
         }
         self.spill.lock().clear();
+        if !self.spill_dev.is_empty() {
+            self.spill_dev.set_len(0)?;
+        }
         Ok(())
     }
 }

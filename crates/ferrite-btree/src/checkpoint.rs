@@ -12,6 +12,11 @@
 //! 3. the new meta page is written to its slot;
 //! 4. the WAL is reset to the new epoch.
 //!
+//! Step 3 writes the meta page to its slot, syncs, then copies it to the
+//! other slot, so at rest both slots name the newest checkpoint; the
+//! double-write file is then emptied: at rest a store holds one copy of
+//! its pages.
+//!
 //! A crash during step 2 or 3 tears the page file, so recovery redoes
 //! steps 2–3 from the double-write file when it holds a complete, valid
 //! checkpoint newer than the page file's meta. A crash during step 1 leaves
@@ -103,7 +108,20 @@ pub fn install(
     dwb.write_at(&header, 0)?;
     dwb.sync()?;
     // Steps 2 and 3.
-    write_in_place(pages, dwb, ids, images_at, &meta_page, meta, chunk_pages)
+    write_in_place(pages, dwb, ids, images_at, &meta_page, meta, chunk_pages)?;
+    release(dwb)
+}
+
+/// Empties the double-write file once the page file's meta names its
+/// checkpoint: its images are then a second copy of pages the page file
+/// holds, which at rest would double the store's bytes. Not synced: a file
+/// that comes back after a crash holds a checkpoint no newer than the page
+/// file's, which recovery ignores.
+fn release(dwb: &dyn BlockDevice) -> Result<()> {
+    if !dwb.is_empty() {
+        dwb.set_len(0)?;
+    }
+    Ok(())
 }
 
 /// Copies the images of `ids` from the double-write file (at `images_at`)
@@ -139,6 +157,12 @@ fn write_in_place(
     pages.sync()?;
     let mp = AlignedBuf::from_slice(meta_page);
     pages.write_at(&mp, meta.slot() * ps as u64)?;
+    pages.sync()?;
+    // The other slot gets a copy, so a flipped bit in either leaves the
+    // newest checkpoint readable once the double-write file is emptied
+    // (the older checkpoint's WAL is gone: falling back to it would lose
+    // every write since). A copy torn by a crash leaves the first intact.
+    pages.write_at(&mp, (1 - meta.slot()) * ps as u64)?;
     pages.sync()?;
     Ok(())
 }
@@ -219,5 +243,6 @@ pub fn recover(
         return Ok(None);
     }
     write_in_place(pages, dwb, &ids, images_at, &meta_page, &meta, chunk_pages)?;
+    release(dwb)?;
     Ok(Some(meta))
 }

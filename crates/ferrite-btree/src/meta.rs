@@ -1,6 +1,7 @@
 //! The meta page: which checkpoint the page file holds and where its tree
 //! starts. Pages 0 and 1 hold two copies; checkpoint `e` writes copy
-//! `e mod 2`, so a torn meta write leaves the previous one intact.
+//! `e mod 2` first, so a torn meta write leaves the previous one intact,
+//! then, once that is durable, the other copy (see `checkpoint`).
 //! Version 2 adds the free-list chain (see `free_space`); a version-1 page
 //! (no chain) still decodes, with no free ids. Version 3 records whether
 //! the checkpoint wrote a carry-over (see `carry_over`), so recovery can

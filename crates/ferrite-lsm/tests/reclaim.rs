@@ -71,3 +71,36 @@ fn an_idle_store_drops_what_it_deleted() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(db.report().levels, settled);
 }
+
+/// A WAL outlives its memtable by one manifest write at most, not until
+/// its device comes round again, and a store closed cleanly keeps only
+/// the live memtable's log (one block): every other WAL device is empty,
+/// and every write reads back after reopening.
+#[test]
+fn the_logs_of_flushed_memtables_are_emptied() {
+    use ferrite_io::BlockDevice;
+    let d = common::fresh();
+    let opts = common::tiny(IndexKind::Sparse);
+    let db = common::open(&d, opts.clone(), SyncMode::Always).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..3000u32 {
+        let (k, v) = (
+            format!("key{:08}", i * 7919 % 3001).into_bytes(),
+            vec![i as u8; 100],
+        );
+        db.put(&k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    let retired = db.stats().field("retired_logs").unwrap();
+    assert!(retired > 0.0, "no log was emptied while the store ran");
+    db.close().unwrap();
+    let logs: Vec<u64> = d[3..].iter().map(|x| x.len()).collect();
+    let kept: Vec<u64> = logs.iter().copied().filter(|&l| l > 0).collect();
+    assert_eq!(kept.len(), 1, "logs at rest: {logs:?}");
+    assert!(kept[0] <= 4096, "the live log holds one block: {logs:?}");
+
+    let db = common::open(&d, opts, SyncMode::Always).unwrap();
+    assert_eq!(common::contents(&db), model);
+    db.verify().unwrap();
+}

@@ -158,7 +158,8 @@ impl Inner {
             let r = match &job {
                 Some(imm) => self.flush_one(imm),
                 None => self.drain_buffers(),
-            };
+            }
+            .and_then(|()| self.retire_logs());
             if let Err(e) = r {
                 log::error!("flush failed: {e}");
                 self.poison(&e);

@@ -156,6 +156,8 @@ struct Counters {
     slowdowns: AtomicU64,
     training_micros: AtomicU64,
     partition_drops: AtomicU64,
+    /// WAL devices emptied once their memtable was in both manifests.
+    retired_logs: AtomicU64,
     /// Load-aware decisions for compaction outputs.
     learned_builds: AtomicU64,
     sparse_builds: AtomicU64,
@@ -187,6 +189,10 @@ struct Inner {
     /// Set by `flush_locked` for the flush thread: write every partition's
     /// buffer out.
     drain: AtomicBool,
+    /// The lower of the log numbers the two manifest copies on disk name
+    /// (0 until two have been written since open): a WAL of a memtable
+    /// below it holds nothing either copy could replay, so it can go.
+    log_floor: AtomicU64,
     /// What live snapshots read.
     snapshots: snapshot::Pinned,
 }
@@ -406,7 +412,7 @@ impl LsmStore {
     /// Flushes the memtables to tables, stops the background threads and
     /// seals the WAL (so recovery replays nothing), reporting what failed.
     pub fn close(mut self) -> Result<()> {
-        let flushed = KvStore::flush(&self);
+        let flushed = KvStore::flush(&self).and_then(|()| self.inner.retire_logs_at_rest());
         let stopped = self.shut_down();
         flushed.and(stopped)
     }

@@ -280,6 +280,7 @@ impl LsmStore {
             poisoned: Poison::new(),
             counters,
             drain: AtomicBool::new(false),
+            log_floor: AtomicU64::new(0),
             snapshots: Default::default(),
             opts: lsm,
         });

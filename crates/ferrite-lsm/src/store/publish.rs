@@ -150,7 +150,7 @@ impl Inner {
     /// state changes only once the write is durable, and a poisoned store
     /// writes nothing: a manifest written after a failure could pair the
     /// failed step's counters with a table list that lacks its tables.
-    fn store_manifest(&self, meta: &mut Meta, mut state: ManifestState) -> Result<()> {
+    pub(super) fn store_manifest(&self, meta: &mut Meta, mut state: ManifestState) -> Result<()> {
         self.check()?;
         state.generation = meta.state.generation + 1;
         if let Err(e) = self.manifest.store(&state) {
@@ -159,6 +159,10 @@ impl Inner {
         }
         // Table ids handed out meanwhile stay reserved.
         state.next_table = state.next_table.max(meta.state.next_table);
+        // The copy this write replaced was two generations old; the other
+        // slot holds the previous state.
+        let floor = meta.state.log_number.min(state.log_number);
+        self.log_floor.fetch_max(floor, Ordering::AcqRel);
         meta.state = state;
         Ok(())
     }

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ferrite_core::{EngineStats, Stats};
+use ferrite_core::{EngineStats, Footprint, SpaceKind, Stats};
 
 use super::LsmStore;
 use crate::table::Table;
@@ -39,6 +39,8 @@ pub struct LsmStats {
     /// Tables that got the sparse index because their model was larger.
     pub sparse_fallbacks: u64,
     pub partition_drops: u64,
+    /// WAL devices emptied once both manifest copies were past them.
+    pub retired_logs: u64,
     /// Range deletes the version keeps (until no table holds what they cover).
     pub range_deletes: u64,
     /// Filters, indexes and table handles in memory.
@@ -66,6 +68,7 @@ impl EngineStats for LsmStats {
             ("load_aware_sparse", self.load_aware_sparse),
             ("sparse_fallbacks", self.sparse_fallbacks),
             ("partition_drops", self.partition_drops),
+            ("retired_logs", self.retired_logs),
             ("range_deletes", self.range_deletes),
             ("index_bytes", r.index_bytes()),
             ("table_memory_bytes", self.table_memory_bytes),
@@ -108,6 +111,7 @@ impl LsmStore {
         let current = inner.current.read().clone();
         let pinned = inner.snapshots.measure(&current);
         let memory_bytes = report.cache_bytes + report.memtable_bytes + table_memory;
+        let footprint = self.footprint(report.levels.iter().map(|l| l.bytes).sum());
         let detail = LsmStats {
             flushes: ld(&c.flushes),
             l0_flushed_tables: ld(&c.l0_flushed),
@@ -124,6 +128,7 @@ impl LsmStore {
             load_aware_sparse: ld(&c.sparse_builds),
             sparse_fallbacks: ld(&c.sparse_fallbacks),
             partition_drops: ld(&c.partition_drops),
+            retired_logs: ld(&c.retired_logs),
             range_deletes: current.version.range_dels.len() as u64,
             table_memory_bytes: table_memory,
             report,
@@ -138,7 +143,27 @@ impl LsmStore {
             snapshots: pinned.snapshots,
             snapshot_bytes: pinned.bytes,
             detail: Some(Arc::new(detail)),
+            footprint,
         }
+    }
+
+    /// The store's bytes by kind: the live tables (`live_tables` bytes)
+    /// are data; the rest of the tables file is free extents, which
+    /// include obsolete tables a reader still pins; then the WALs and the
+    /// manifest slots as allocated.
+    fn footprint(&self, live_tables: u64) -> Footprint {
+        let d = &self.inner.devices;
+        let tables = d.tables.allocated();
+        let mut f = Footprint::default();
+        f.add(SpaceKind::Data, live_tables.min(tables));
+        f.add(SpaceKind::Free, tables.saturating_sub(live_tables));
+        for w in &d.wal {
+            f.add(SpaceKind::Log, w.allocated());
+        }
+        for m in &d.manifest {
+            f.add(SpaceKind::Metadata, m.allocated());
+        }
+        f
     }
 
     /// Levels, tables and index blocks, for `ferrite inspect` and reports.

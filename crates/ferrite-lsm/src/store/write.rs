@@ -65,6 +65,56 @@ pub(super) fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
     Ok(wal)
 }
 
+impl Inner {
+    /// Empties every WAL device whose memtable lies below the log floor
+    /// (in tables both manifest copies name), so a log outlives its
+    /// memtable by at most one manifest write rather than until its device
+    /// comes round again. Under the writer lock, since a rotation may be
+    /// handing the same device to a new memtable. Not synced: a log that
+    /// comes back after a crash is one recovery does not read.
+    pub(super) fn retire_logs(&self) -> Result<()> {
+        let floor = self.log_floor.load(Ordering::Acquire);
+        let mut w = self.writer.lock();
+        let active = w.mem.id();
+        for (slot, dev) in self.devices.wal.iter().enumerate() {
+            if dev.is_empty() {
+                continue;
+            }
+            let Some(mem) = ferrite_wal::first_epoch(dev.as_ref())? else {
+                continue;
+            };
+            if mem >= floor || mem == active {
+                continue;
+            }
+            // As in a rotation: a writer that appended to this log may
+            // still be committing to it.
+            if let Some(old) = w.wal_slots[slot].take() {
+                while Arc::strong_count(&old) > 1 {
+                    std::thread::yield_now();
+                }
+            }
+            dev.set_len(0)?;
+            self.counters.retired_logs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// At a clean close, after the last flush: writes the manifest once
+    /// more, so both copies name the same log number, then empties every
+    /// log below it. A store at rest then holds its tables and the live
+    /// memtable's (empty) log.
+    pub(super) fn retire_logs_at_rest(&self) -> Result<()> {
+        {
+            let mut meta = self.meta.lock();
+            if self.log_floor.load(Ordering::Acquire) < meta.state.log_number {
+                let state = meta.state.clone();
+                self.store_manifest(&mut meta, state)?;
+            }
+        }
+        self.retire_logs()
+    }
+}
+
 /// Decides, given a reader of the current values, whether a write goes ahead.
 pub(super) type WriteCondition<'a> =
     dyn FnMut(&dyn Fn(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<bool> + 'a;

@@ -415,17 +415,34 @@ impl ZoneWal {
     /// The position a MetaLog taken now replays from. `held` must be every
     /// instance ([`ZoneWal::enter_all`]) and every applied record must be
     /// in the snapshot: the buffers are dropped, not written.
-    pub fn position(&self, held: &mut [MutexGuard<'_, Instance>]) -> WalPosition {
+    ///
+    /// Every record written so far is then dead once the MetaLog is
+    /// durable, so when the next ring zone is empty the log moves on to
+    /// it (the current zone finished): the resets after the MetaLog
+    /// ([`ZoneWal::retired_zones`]) then take every zone holding records,
+    /// and a checkpointed log occupies one zone's mark, not a zone's worth
+    /// of records.
+    pub fn position(&self, held: &mut [MutexGuard<'_, Instance>]) -> Result<WalPosition> {
         debug_assert_eq!(held.len(), self.instances.len());
         for g in held.iter_mut() {
             g.tail.clear();
         }
-        let r = self.ring.lock();
-        WalPosition {
+        let mut r = self.ring.lock();
+        r.poisoned.check()?;
+        let start = u64::from(self.zones[r.cur]) * self.dev.geometry().zone_size;
+        let next = (r.cur + 1) % self.zones.len().max(1);
+        if next != r.cur && r.at > start && self.zone_empty(self.zones[next]) {
+            if let Err(e) = self.dev.finish_zone(self.zones[r.cur]) {
+                return Err(poison(&mut r, e.into()));
+            }
+            r.cur = next;
+            r.at = u64::from(self.zones[next]) * self.dev.geometry().zone_size;
+        }
+        Ok(WalPosition {
             ring: r.cur as u32,
             addr: r.at,
             seq: self.next_seq.load(Ordering::Acquire),
-        }
+        })
     }
 
     /// Ring zones other than the current one (free them after a MetaLog).

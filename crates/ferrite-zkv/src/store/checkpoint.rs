@@ -32,7 +32,7 @@ impl Inner {
         tree.write_dirty(&ctx)?;
         self.io.drain()?;
         self.vlog.lock().flush()?;
-        let pos = self.wal.position(&mut held);
+        let pos = self.wal.position(&mut held)?;
         self.dev.sync()?;
         // The snapshot keeps the newest buffered pair per key. The older
         // ones it drops still count in memory (their buffers hold them),

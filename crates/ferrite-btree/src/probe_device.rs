@@ -94,6 +94,9 @@ impl BlockDevice for ProbeDevice {
     fn len(&self) -> u64 {
         self.inner.len()
     }
+    fn allocated(&self) -> u64 {
+        self.inner.allocated()
+    }
     fn set_len(&self, len: u64) -> ferrite_io::Result<()> {
         self.inner.set_len(len)
     }

@@ -193,6 +193,18 @@ fn inspect_names_the_engine_and_verifies() {
     let report = ok(&["inspect", "--path", p]);
     assert!(report.contains("engine     lsm"), "{report}");
     assert!(report.contains("verify     ok"), "{report}");
+    // The footprint's parts, and their sum beside the directory's size.
+    let part = |kind: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(kind))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {kind} line: {report}"))
+    };
+    assert!(part("data") > 0, "{report}");
+    assert!(part("log") > 0, "{report}");
+    assert!(part("accounted") >= part("data") + part("log"), "{report}");
     let absent = ferrite(&["inspect", "--path", path(&dir.path().join("absent"))]);
     assert!(!absent.status.success());
 }

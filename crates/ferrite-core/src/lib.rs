@@ -10,7 +10,8 @@
 //!   [`OwnedKeyRange`] (with a prefix's exact range).
 //! - [`Options`] and [`SyncMode`], named the same for every engine.
 //! - [`Stats`]: engine-neutral counters, and each engine's own typed ones
-//!   behind [`EngineStats`].
+//!   behind [`EngineStats`]; its [`Footprint`]: the store's bytes on its
+//!   devices by [`SpaceKind`].
 //! - [`Error`], one typed, non-exhaustive error enum.
 //! - [`EngineKind`] and the [`StoreIdentity`] file that tells which engine
 //!   made a directory.
@@ -33,6 +34,7 @@ mod byte_reader;
 mod counter;
 mod engine_kind;
 mod error;
+mod footprint;
 mod identity;
 mod key;
 mod option_setters;
@@ -50,6 +52,7 @@ mod write_group;
 pub use batch::{BatchOp, WriteBatch};
 pub use engine_kind::EngineKind;
 pub use error::{Error, Result};
+pub use footprint::{Footprint, SpaceKind};
 pub use identity::StoreIdentity;
 pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use options::{Options, SyncMode, WalRecovery};

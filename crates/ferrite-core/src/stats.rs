@@ -170,6 +170,9 @@ pub struct Stats {
     pub snapshot_bytes: u64,
     /// The engine's own counters.
     pub detail: Option<std::sync::Arc<dyn EngineStats>>,
+    /// The store's bytes on its devices, by kind (empty for a store that
+    /// does not report them).
+    pub footprint: crate::Footprint,
 }
 
 impl Stats {

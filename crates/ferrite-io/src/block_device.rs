@@ -137,6 +137,13 @@ pub trait BlockDevice: Send + Sync {
         self.len() == 0
     }
 
+    /// Bytes the device occupies where it is kept: a file's allocated
+    /// blocks, fewer than [`len`](Self::len) where it has holes (a sparse
+    /// mirror, a punched range); `len` for a device that keeps every byte.
+    fn allocated(&self) -> u64 {
+        self.len()
+    }
+
     /// Grows (with zeros) or shrinks the device. Must be block aligned.
     fn set_len(&self, len: u64) -> Result<()>;
 
@@ -236,6 +243,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn len(&self) -> u64 {
         (**self).len()
+    }
+    fn allocated(&self) -> u64 {
+        (**self).allocated()
     }
     fn set_len(&self, len: u64) -> Result<()> {
         (**self).set_len(len)

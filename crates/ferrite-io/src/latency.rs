@@ -203,6 +203,10 @@ impl<D: BlockDevice> BlockDevice for LatencyDevice<D> {
         self.inner.len()
     }
 
+    fn allocated(&self) -> u64 {
+        self.inner.allocated()
+    }
+
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)
     }

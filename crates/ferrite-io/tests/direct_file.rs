@@ -91,6 +91,23 @@ fn writes_extend_and_set_len_truncates() {
     assert_eq!((s.writes, s.write_bytes), (1, B as u64));
 }
 
+/// A file's allocated bytes count only the blocks written: a write far
+/// past the start leaves a hole its length includes and its allocation
+/// does not; truncating gives the blocks back.
+#[test]
+fn allocated_counts_written_blocks_not_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = DirectFile::open(dir.path().join("d")).unwrap();
+    f.write_at(&AlignedBuf::zeroed(4 * B), 1024 * B as u64)
+        .unwrap();
+    f.sync().unwrap();
+    assert_eq!(f.len(), 1028 * B as u64);
+    let a = f.allocated();
+    assert!(a >= 4 * B as u64 && a < 64 * B as u64, "allocated {a}");
+    f.set_len(0).unwrap();
+    assert_eq!(f.allocated(), 0);
+}
+
 #[test]
 fn discard_reads_back_as_zeros() {
     let dir = tempfile::tempdir().unwrap();

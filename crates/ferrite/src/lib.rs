@@ -75,9 +75,9 @@ use std::path::Path;
 pub use config::{Config, ConfigBuilder};
 pub use ferrite_core::background;
 pub use ferrite_core::{
-    BatchOp, CacheCounts, DeviceCounts, EngineKind, EngineStats, Error, KeyRange, KvStore,
-    KvStoreExt, OpCounts, Options, OwnedKeyRange, Result, ScanVisitor, Stats, StoreIdentity,
-    StoreSnapshot, SyncMode, WalRecovery, WriteBatch, MAX_KEY_LEN, MAX_VALUE_LEN,
+    BatchOp, CacheCounts, DeviceCounts, EngineKind, EngineStats, Error, Footprint, KeyRange,
+    KvStore, KvStoreExt, OpCounts, Options, OwnedKeyRange, Result, ScanVisitor, SpaceKind, Stats,
+    StoreIdentity, StoreSnapshot, SyncMode, WalRecovery, WriteBatch, MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use iter::{Iter, KvPair};
 pub use snapshot::Snapshot;

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use ferrite_core::engine::ChainStats;
-use ferrite_core::{CacheCounts, DeviceCounts, EngineStats, Stats};
+use ferrite_core::{CacheCounts, DeviceCounts, EngineStats, Footprint, SpaceKind, Stats};
 
 use super::Shared;
 use crate::insert_buffer::BufferCounters;
@@ -206,6 +206,8 @@ impl Shared {
             }
         });
         let snapshots = s.snapshots.stats();
+        let fill = s.fill.lock().clone();
+        let footprint = s.footprint((st.shape.free.len() + st.shape.clean.len()) as u64, &fill);
         let detail = BTreeStats {
             height: st.shape.height + 1,
             pool_frames: pool.capacity() as u64,
@@ -230,7 +232,7 @@ impl Shared {
             // Pages per level (0 = leaves), found by walking the inner
             // pages only; empty if a page cannot be read.
             pages_per_level: s.tree.level_pages(&st.shape).unwrap_or_default(),
-            fill_per_level: s.fill.lock().clone(),
+            fill_per_level: fill,
             insert_buffer,
             shortcut: s.shortcut.as_ref().map(|sc| sc.report(false)),
             snapshots,
@@ -252,6 +254,38 @@ impl Shared {
             snapshots: snapshots.live_snapshots,
             snapshot_bytes: snapshots.retained_bytes,
             detail: Some(Arc::new(detail)),
+            footprint,
         }
+    }
+
+    /// The store's bytes by kind: the page file split into meta pages,
+    /// free pages, the slack inside tree pages (as the last verify walk
+    /// measured it; none before one) and the rest, which is data (tree
+    /// and overflow pages); then the double-write, spill, WAL and
+    /// carry-over files as allocated.
+    fn footprint(&self, free_pages: u64, fill: &[LevelFill]) -> Footprint {
+        let d = &self.devices;
+        let ps = self.tree.page_size as u64;
+        let meta = 2 * ps;
+        let free = free_pages * ps;
+        let slack: u64 = fill
+            .iter()
+            .map(|l| l.usable_bytes.saturating_sub(l.used_bytes))
+            .sum();
+        let mut f = Footprint::default();
+        f.add(
+            SpaceKind::Data,
+            d.pages.allocated().saturating_sub(meta + free + slack),
+        );
+        f.add(SpaceKind::Slack, slack);
+        f.add(SpaceKind::Free, free);
+        f.add(SpaceKind::DoubleWrite, d.dwb.allocated());
+        f.add(SpaceKind::Spill, d.spill.allocated());
+        f.add(SpaceKind::Log, d.wal.allocated());
+        f.add(
+            SpaceKind::Metadata,
+            meta + d.carry[0].allocated() + d.carry[1].allocated(),
+        );
+        f
     }
 }

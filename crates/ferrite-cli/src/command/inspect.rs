@@ -49,6 +49,10 @@ pub fn run(path: &Path) -> Result<()> {
             // fill per level) among their statistics.
             let verified = db.verify();
             let s = db.stats();
+            // Opening may write (a recovery, a new log), so the directory
+            // is measured again beside what the engine accounts for.
+            let now = dir_size(path).map_or(0, |(a, _, _)| a);
+            print_footprint(&s.footprint, now);
             println!("memory     {} bytes in engine structures", s.memory_bytes);
             for (name, value) in s.detail.as_ref().map(|d| d.fields()).unwrap_or_default() {
                 println!("{name:<10} {value}");
@@ -70,6 +74,29 @@ pub fn run(path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The store's bytes by kind, as the engine accounts for them, beside the
+/// open store's directory (allocated bytes; the difference is files no
+/// engine device covers, such as the identity file, and blocks a device
+/// keeps beyond its accounting).
+fn print_footprint(f: &ferrite::Footprint, allocated: u64) {
+    if f.is_empty() {
+        return;
+    }
+    let total = f.total();
+    let share = |b: u64| 100.0 * b as f64 / total.max(1) as f64;
+    for (kind, bytes) in f.parts().filter(|&(_, b)| b > 0) {
+        println!(
+            "  {:<12} {bytes:>14} bytes  {:>5.1}%",
+            kind.name(),
+            share(bytes)
+        );
+    }
+    println!(
+        "  {:<12} {total:>14} bytes  (the open store's directory: {allocated})",
+        "accounted"
+    );
 }
 
 /// A durable RASK index (block ranges mapped to physical runs).

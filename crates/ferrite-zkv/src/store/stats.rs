@@ -6,10 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ferrite_core::engine::ChainStats;
-use ferrite_core::{CacheCounts, DeviceCounts, EngineStats, Stats};
+use ferrite_core::{CacheCounts, DeviceCounts, EngineStats, Footprint, SpaceKind, Stats};
 
 use super::ZkvStore;
 use crate::options::Variant;
+use crate::zone_space::Role;
 
 /// ZKV's own counters (and its baselines').
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -200,6 +201,45 @@ impl ZkvStore {
             snapshots: detail.snapshots.live_snapshots,
             snapshot_bytes: detail.snapshots.retained_bytes,
             detail: Some(Arc::new(detail)),
+            footprint: self.footprint(),
         }
+    }
+
+    /// The store's bytes by kind, zone by zone from the device's write
+    /// pointers: MetaLog zones are metadata, WAL zones log; of a data
+    /// zone's written bytes, the live leaf pages (or live value bytes) are
+    /// data and the rest garbage, as is anything written in a zone that
+    /// waits for its reset.
+    pub fn footprint(&self) -> Footprint {
+        let me = &self.inner;
+        let geo = me.dev.geometry();
+        let ps = me.io.page_size as u64;
+        let zones = me.dev.report_zones(0, geo.zone_count);
+        let space = me.io.space.lock();
+        let mut f = Footprint::default();
+        for (info, stat) in zones.iter().zip(&space.zones) {
+            let written = info.write_pointer.saturating_sub(info.start);
+            let live = match stat.role {
+                Role::Meta => {
+                    f.add(SpaceKind::Metadata, written);
+                    continue;
+                }
+                Role::Wal => {
+                    f.add(SpaceKind::Log, written);
+                    continue;
+                }
+                Role::Free => 0,
+                Role::Leaf => stat.valid.saturating_mul(ps),
+                Role::Vlog => stat.valid,
+            };
+            let live = if stat.pending_reset {
+                0
+            } else {
+                live.min(written)
+            };
+            f.add(SpaceKind::Data, live);
+            f.add(SpaceKind::Garbage, written - live);
+        }
+        f
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod adapter;
 pub mod counting_alloc;
+pub mod disk_peak;
 pub mod distribution;
 pub mod error;
 pub mod keyset;

@@ -14,6 +14,7 @@ use ferrite::{KvStore, SyncMode};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::adapter::{self, StoreConfig, Target, TargetInfo};
+use crate::disk_peak::DiskPeak;
 use crate::error::{BenchError, Result};
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
 use crate::process;
@@ -58,6 +59,10 @@ pub struct BenchPlan {
     /// After loading (and settling), read every record once in key order,
     /// so caches start warm.
     pub warm_scan: bool,
+    /// Close each store after its load and measure its directory at rest,
+    /// then reopen it; at the end, close and measure again. Off, stores
+    /// stay open from load to end (and their caches warm).
+    pub at_rest: bool,
 }
 
 struct Loaded {
@@ -144,6 +149,8 @@ impl BenchPlan {
                 batch: 1000,
                 seed: self.seed,
             };
+            let peak = DiskPeak::start(&dir);
+            let written_before = device_written(target, db.as_ref());
             let l = if self.bulk_load {
                 runner::bulk_load(db.as_ref(), data, self.records, self.seed)
             } else {
@@ -158,6 +165,19 @@ impl BenchPlan {
             if self.settle {
                 db.settle().map_err(store_err)?;
             }
+            let device_write_bytes =
+                device_written(target, db.as_ref()).saturating_sub(written_before);
+            let user_bytes = db.stats().user_bytes_written;
+            let disk_bytes = process::disk_bytes(&dir);
+            let peak_disk_bytes = peak.finish();
+            let (db, info, rest_disk_bytes) = if self.at_rest {
+                db.close().map_err(store_err)?;
+                let rest = process::disk_bytes(&dir);
+                let (db, info) = adapter::open(target, &dir, &cfg)?;
+                (db, info, Some(rest))
+            } else {
+                (db, info, None)
+            };
             if self.warm_scan {
                 db.scan(ferrite::KeyRange::all(), &mut |_, _| {
                     std::ops::ControlFlow::Continue(())
@@ -168,7 +188,11 @@ impl BenchPlan {
                 store: target.name(),
                 seconds: l.seconds,
                 ops_per_sec: l.ops_per_sec,
-                disk_bytes: process::disk_bytes(&dir),
+                disk_bytes,
+                peak_disk_bytes,
+                rest_disk_bytes,
+                user_bytes,
+                device_write_bytes,
             });
             loaded.push(Loaded {
                 target,
@@ -205,10 +229,15 @@ impl BenchPlan {
                         format!("{} {} #{}", l.target.name(), w.name, rep + 1),
                     );
                     let io_before = io_counts(l);
+                    let user_before = l.db.stats().user_bytes_written;
+                    let peak = DiskPeak::start(&l.dir);
                     let r = runner::run(l.db.as_ref(), data, &l.records, &spec, &|n| pb.inc(n))
                         .map_err(|e| relabel(e, &l.target))?;
                     pb.finish_and_clear();
+                    row.peak_disk_bytes = row.peak_disk_bytes.max(peak.finish());
                     let io_after = io_counts(l);
+                    row.user_bytes_written +=
+                        l.db.stats().user_bytes_written.saturating_sub(user_before);
                     row.add_run(&r, (io_after.0 - io_before.0, io_after.1 - io_before.1));
                     row.io_source = if l.target.counts_own_io() {
                         "engine"
@@ -235,7 +264,19 @@ impl BenchPlan {
         }
         let stores = loaded.iter().map(|l| l.info.clone()).collect();
         for l in loaded {
-            drop(l.db);
+            if self.at_rest {
+                let name = l.info.name.clone();
+                l.db.close().map_err(|e| BenchError::Store {
+                    target: l.target.name(),
+                    source: e,
+                })?;
+                let rest = process::disk_bytes(&l.dir);
+                if let Some(row) = results.iter_mut().rev().find(|r| r.store == name) {
+                    row.rest_disk_bytes = Some(rest);
+                }
+            } else {
+                drop(l.db);
+            }
             let _ = std::fs::remove_dir_all(&l.dir);
         }
         Ok(BenchReport::new(
@@ -258,6 +299,15 @@ impl BenchPlan {
             loads,
             results,
         ))
+    }
+}
+
+/// Device bytes written so far by `db`, counted as [`io_counts`] does.
+fn device_written(target: Target, db: &dyn KvStore) -> u64 {
+    if target.counts_own_io() {
+        db.stats().device.write_bytes
+    } else {
+        process::io_bytes().1
     }
 }
 

@@ -50,15 +50,30 @@ pub fn to_markdown(r: &BenchReport, title: &str) -> String {
             t.notes
         );
     }
-    let _ = writeln!(md, "\n**Load** (batches of 1000):\n\n| store | seconds | kops/s | on disk |\n|---|---|---|---|");
+    let data = r.setup.data_bytes.max(1) as f64;
+    let per_user = |b: u64| format!("{:.2}", b as f64 / data);
+    let _ = writeln!(
+        md,
+        "\n**Load** (batches of 1000; space per user byte over the loaded data, {}; write \
+         amplification: device bytes written per user byte written):\n\n\
+         | store | seconds | kops/s | on disk | peak | peak / user | at rest | at rest / user | write amp |\n\
+         |---|---|---|---|---|---|---|---|---|",
+        mib(r.setup.data_bytes)
+    );
     for l in &r.loads {
         let _ = writeln!(
             md,
-            "| {} | {:.2} | {:.1} | {} |",
+            "| {} | {:.2} | {:.1} | {} | {} | {} | {} | {} | {} |",
             l.store,
             l.seconds,
             l.ops_per_sec / 1000.0,
-            mib(l.disk_bytes)
+            mib(l.disk_bytes),
+            mib(l.peak_disk_bytes),
+            per_user(l.peak_disk_bytes),
+            l.rest_disk_bytes.map_or("–".into(), mib),
+            l.rest_disk_bytes.map_or("–".into(), per_user),
+            l.write_amplification()
+                .map_or("–".into(), |w| format!("{w:.2}"))
         );
     }
     let stores: Vec<&str> = r.stores.iter().map(|t| t.name.as_str()).collect();
@@ -100,7 +115,7 @@ pub fn to_markdown(r: &BenchReport, title: &str) -> String {
     let _ = writeln!(
         md,
         "\n**Device I/O per operation, memory and space** (device bytes: {}; memory: as the store reports it, 0 where it cannot):\n\n\
-         | workload | store | device read B/op | device write B/op | store memory | on disk after |\n|---|---|---|---|---|---|",
+         | workload | store | device read B/op | device write B/op | write amp | store memory | on disk after | peak | at rest after |\n|---|---|---|---|---|---|---|---|---|",
         if r.results.iter().all(|x| x.io_source == "process") {
             "the process's storage I/O from /proc/self/io, so page-cache hits count zero"
         } else {
@@ -111,13 +126,17 @@ pub fn to_markdown(r: &BenchReport, title: &str) -> String {
         for row in r.results.iter().filter(|x| x.workload == w) {
             let _ = writeln!(
                 md,
-                "| {} | {} | {:.0} | {:.0} | {} | {} |",
+                "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
                 w,
                 row.store,
                 row.device_read_bytes_per_op,
                 row.device_write_bytes_per_op,
+                row.write_amplification
+                    .map_or("–".into(), |w| format!("{w:.2}")),
                 mib(row.engine_memory_bytes),
-                mib(row.disk_bytes)
+                mib(row.disk_bytes),
+                mib(row.peak_disk_bytes),
+                row.rest_disk_bytes.map_or("–".into(), mib)
             );
         }
     }

@@ -55,7 +55,28 @@ pub struct LoadRow {
     pub store: String,
     pub seconds: f64,
     pub ops_per_sec: f64,
+    /// The store's directory after the load (and settle), still open.
     pub disk_bytes: u64,
+    /// The most the directory held during the load, sampled.
+    #[serde(default)]
+    pub peak_disk_bytes: u64,
+    /// The directory after the load with the store closed (`at_rest`).
+    #[serde(default)]
+    pub rest_disk_bytes: Option<u64>,
+    /// Key and value bytes the load wrote, as the store counted them.
+    #[serde(default)]
+    pub user_bytes: u64,
+    /// Device bytes written during the load (and settle), counted as the
+    /// runs' device I/O is.
+    #[serde(default)]
+    pub device_write_bytes: u64,
+}
+
+impl LoadRow {
+    /// Device bytes written per user byte written.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes > 0).then(|| self.device_write_bytes as f64 / self.user_bytes as f64)
+    }
 }
 
 /// Latency of one operation kind (microseconds).
@@ -89,6 +110,20 @@ pub struct ResultRow {
     pub peak_rss_bytes: u64,
     pub engine_memory_bytes: u64,
     pub disk_bytes: u64,
+    /// The most the store's directory held during the runs, sampled.
+    #[serde(default)]
+    pub peak_disk_bytes: u64,
+    /// The directory with the store closed after the last workload
+    /// (`at_rest`; on the store's last row only).
+    #[serde(default)]
+    pub rest_disk_bytes: Option<u64>,
+    /// Key and value bytes the runs wrote, as the store counted them.
+    #[serde(default)]
+    pub user_bytes_written: u64,
+    /// Device bytes written per user byte written over the runs (none
+    /// when the runs wrote nothing).
+    #[serde(default)]
+    pub write_amplification: Option<f64>,
     pub missing_reads: u64,
     /// Throughput samples of the last repeat: (seconds, ops/s).
     pub timeline: Vec<(f64, f64)>,
@@ -115,6 +150,10 @@ impl ResultRow {
             peak_rss_bytes: 0,
             engine_memory_bytes: 0,
             disk_bytes: 0,
+            peak_disk_bytes: 0,
+            rest_disk_bytes: None,
+            user_bytes_written: 0,
+            write_amplification: None,
             missing_reads: 0,
             timeline: Vec::new(),
             engine_extra: Vec::new(),
@@ -150,6 +189,8 @@ impl ResultRow {
         let ops = self.totals.0.max(1) as f64;
         self.device_read_bytes_per_op = self.totals.1 as f64 / ops;
         self.device_write_bytes_per_op = self.totals.2 as f64 / ops;
+        self.write_amplification = (self.user_bytes_written > 0)
+            .then(|| self.totals.2 as f64 / self.user_bytes_written as f64);
         self.latency = self
             .hist
             .iter()

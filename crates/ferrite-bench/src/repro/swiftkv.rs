@@ -1020,6 +1020,7 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
     let plan = |workloads: Vec<Workload>, cache: CacheBudget, warm_scan: bool| BenchPlan {
         settle: true,
         warm_scan,
+        at_rest: false,
         targets: vec![Target::Ferrite(ferrite::EngineKind::Lsm), Target::RocksDb],
         keys: (shape.keys)(),
         values: ValueSpec::Fixed {

@@ -87,6 +87,10 @@ pub struct BenchArgs {
     /// After loading, read every record once in key order (warm caches).
     #[arg(long)]
     warm_scan: bool,
+    /// Close each store after its load to measure its directory at rest
+    /// (then reopen it), and again at the end.
+    #[arg(long)]
+    at_rest: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -127,6 +131,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bulk_load: a.bulk_load,
         settle: a.settle,
         warm_scan: a.warm_scan,
+        at_rest: a.at_rest,
     };
     let r = plan.execute().context("running the benchmark")?;
     report::print_console(&r);

@@ -39,6 +39,7 @@ pub fn side_by_side(
     BenchPlan {
         settle: false,
         warm_scan: false,
+        at_rest: false,
         targets,
         keys,
         values,

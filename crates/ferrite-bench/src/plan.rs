@@ -18,7 +18,7 @@ use crate::disk_peak::DiskPeak;
 use crate::error::{BenchError, Result};
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
 use crate::process;
-use crate::report::{BenchReport, LoadRow, ResultRow, Setup};
+use crate::report::{footprint_parts, BenchReport, LoadRow, ResultRow, Setup};
 use crate::runner::{self, Dataset, LoadSpec, RunSpec};
 use crate::workload::{RecordCounter, Workload};
 
@@ -169,6 +169,7 @@ impl BenchPlan {
                 device_written(target, db.as_ref()).saturating_sub(written_before);
             let user_bytes = db.stats().user_bytes_written;
             let disk_bytes = process::disk_bytes(&dir);
+            let footprint = footprint_parts(&target.footprint(db.as_ref(), &dir));
             let peak_disk_bytes = peak.finish();
             let (db, info, rest_disk_bytes) = if self.at_rest {
                 db.close().map_err(store_err)?;
@@ -193,6 +194,7 @@ impl BenchPlan {
                 rest_disk_bytes,
                 user_bytes,
                 device_write_bytes,
+                footprint,
             });
             loaded.push(Loaded {
                 target,
@@ -251,6 +253,7 @@ impl BenchPlan {
             }
             for (row, l) in rows.iter_mut().zip(&loaded) {
                 row.disk_bytes = process::disk_bytes(&l.dir);
+                row.footprint = footprint_parts(&l.target.footprint(l.db.as_ref(), &l.dir));
                 row.engine_extra = l.db.stats().detail.map(|d| d.fields()).unwrap_or_default();
                 row.finish();
             }

@@ -13,6 +13,7 @@ mod counted;
 mod fjall;
 #[cfg(feature = "lmdb")]
 mod lmdb;
+mod peer_files;
 #[cfg(feature = "redb")]
 mod redb;
 #[cfg(feature = "rocksdb")]
@@ -102,6 +103,16 @@ impl Target {
     /// engines) rather than the process's `/proc/self/io`.
     pub fn counts_own_io(&self) -> bool {
         matches!(self, Target::Ferrite(_) | Target::FerriteUngrouped(_))
+    }
+
+    /// `db`'s bytes on disk by kind: a ferrite engine's own account, a
+    /// baseline's files by name (in `dir`).
+    pub fn footprint(&self, db: &dyn KvStore, dir: &Path) -> ferrite::Footprint {
+        if self.counts_own_io() {
+            db.stats().footprint
+        } else {
+            peer_files::footprint(*self, dir)
+        }
     }
 }
 

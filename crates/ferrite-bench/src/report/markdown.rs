@@ -8,6 +8,42 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
 }
 
+/// Where each store's bytes are (`rows`: store and its footprint parts),
+/// one column per kind any store has.
+fn footprint_table<'a>(
+    md: &mut String,
+    when: &str,
+    rows: impl Iterator<Item = (&'a str, &'a Vec<(String, u64)>)>,
+) {
+    let rows: Vec<_> = rows.filter(|(_, f)| !f.is_empty()).collect();
+    let kinds: Vec<&str> = ferrite::SpaceKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .filter(|k| rows.iter().any(|(_, f)| f.iter().any(|(n, _)| n == k)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\n**Where the bytes are** ({when}; ferrite engines by their own account, baselines by file name):\n\n\
+         | store | {} |\n|---|{}",
+        kinds.join(" | "),
+        "---|".repeat(kinds.len())
+    );
+    for (store, f) in rows {
+        let cells: Vec<String> = kinds
+            .iter()
+            .map(|k| {
+                f.iter()
+                    .find(|(n, _)| n == k)
+                    .map_or("–".into(), |(_, b)| mib(*b))
+            })
+            .collect();
+        let _ = writeln!(md, "| {store} | {} |", cells.join(" | "));
+    }
+}
+
 /// Renders a report: provenance, setup, stores and their configurations,
 /// load times, throughput, latency percentiles and device I/O per operation.
 pub fn to_markdown(r: &BenchReport, title: &str) -> String {
@@ -74,6 +110,21 @@ pub fn to_markdown(r: &BenchReport, title: &str) -> String {
             l.rest_disk_bytes.map_or("–".into(), per_user),
             l.write_amplification()
                 .map_or("–".into(), |w| format!("{w:.2}"))
+        );
+    }
+    footprint_table(
+        &mut md,
+        "after the load, open",
+        r.loads.iter().map(|l| (l.store.as_str(), &l.footprint)),
+    );
+    for w in r.workloads() {
+        footprint_table(
+            &mut md,
+            &format!("after workload {w}, open"),
+            r.results
+                .iter()
+                .filter(|x| x.workload == w)
+                .map(|x| (x.store.as_str(), &x.footprint)),
         );
     }
     let stores: Vec<&str> = r.stores.iter().map(|t| t.name.as_str()).collect();

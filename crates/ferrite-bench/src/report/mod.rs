@@ -49,6 +49,15 @@ pub struct Setup {
     pub device: String,
 }
 
+/// A footprint as (kind, bytes) pairs for reports, the kinds holding no
+/// bytes left out.
+pub fn footprint_parts(f: &ferrite::Footprint) -> Vec<(String, u64)> {
+    f.parts()
+        .filter(|&(_, b)| b > 0)
+        .map(|(k, b)| (k.name().to_string(), b))
+        .collect()
+}
+
 /// The load phase of one store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadRow {
@@ -70,6 +79,10 @@ pub struct LoadRow {
     /// runs' device I/O is.
     #[serde(default)]
     pub device_write_bytes: u64,
+    /// The store's bytes after the load by kind (`SpaceKind` names): a
+    /// ferrite engine's own account, a baseline's files by name.
+    #[serde(default)]
+    pub footprint: Vec<(String, u64)>,
 }
 
 impl LoadRow {
@@ -124,6 +137,9 @@ pub struct ResultRow {
     /// when the runs wrote nothing).
     #[serde(default)]
     pub write_amplification: Option<f64>,
+    /// The store's bytes after the workload by kind, as for the load.
+    #[serde(default)]
+    pub footprint: Vec<(String, u64)>,
     pub missing_reads: u64,
     /// Throughput samples of the last repeat: (seconds, ops/s).
     pub timeline: Vec<(f64, f64)>,
@@ -154,6 +170,7 @@ impl ResultRow {
             rest_disk_bytes: None,
             user_bytes_written: 0,
             write_amplification: None,
+            footprint: Vec::new(),
             missing_reads: 0,
             timeline: Vec::new(),
             engine_extra: Vec::new(),

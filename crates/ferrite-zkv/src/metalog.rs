@@ -423,6 +423,38 @@ impl MetaLog {
 
     /// Appends `snap` durably (the caller synced the data it refers to).
     pub fn write(&mut self, snap: &Snapshot) -> Result<()> {
+        let out = self.frame(snap)?;
+        let slot_cap = u64::from(self.per_slot) * self.dev.geometry().zone_capacity;
+        let used: u64 = Self::written(self.dev.as_ref(), self.slot_zones(self.active))
+            .iter()
+            .map(|z| z.2)
+            .sum();
+        let mut slot = self.active;
+        if used + out.len() as u64 > slot_cap {
+            slot = 1 - slot;
+            self.reset_slot(slot)?;
+        }
+        self.append(slot, &out)
+    }
+
+    /// Writes `snap` durably as the only snapshot of both slots, so the
+    /// MetaLog at rest holds two copies of one snapshot rather than every
+    /// snapshot since its slots were last reset (a clean close). The other
+    /// slot is reset and written first: until it is synced, the active one
+    /// keeps its newest snapshot, and once it is, it holds `snap` while the
+    /// active one is rewritten.
+    pub fn write_alone(&mut self, snap: &Snapshot) -> Result<()> {
+        let out = self.frame(snap)?;
+        let other = 1 - self.active;
+        self.reset_slot(other)?;
+        self.append(other, &out)?;
+        let first = 1 - other;
+        self.reset_slot(first)?;
+        self.append(first, &out)
+    }
+
+    /// `snap`'s frame, checked to fit a slot.
+    fn frame(&self, snap: &Snapshot) -> Result<AlignedBuf> {
         // Recovery would take a snapshot with a counter at the limit for
         // damage and fall back to an older one: refuse it unwritten.
         ferrite_core::engine::persistable_counter(snap.version, "zkv MetaLog version")?;
@@ -437,18 +469,21 @@ impl MetaLog {
                 "a MetaLog snapshot of {total} bytes exceeds a slot ({slot_cap} bytes); use larger or more MetaLog zones"
             )));
         }
-        let used: u64 = Self::written(self.dev.as_ref(), self.slot_zones(self.active))
-            .iter()
-            .map(|z| z.2)
-            .sum();
-        let mut slot = self.active;
-        if used + total as u64 > slot_cap {
-            slot = 1 - slot;
-            for z in self.slot_zones(slot) {
-                self.dev.reset_zone(z)?;
-            }
+        Ok(encode_frame(snap.version, &body, bs))
+    }
+
+    fn reset_slot(&self, slot: u32) -> Result<()> {
+        for z in self.slot_zones(slot) {
+            self.dev.reset_zone(z)?;
         }
-        let out = encode_frame(snap.version, &body, bs);
+        Ok(())
+    }
+
+    /// Appends the frame `out` at `slot`'s write position (it fits: the
+    /// caller reset the slot or measured its room) and syncs.
+    fn append(&mut self, slot: u32, out: &[u8]) -> Result<()> {
+        let g = *self.dev.geometry();
+        let total = out.len();
         let mut done = 0u64;
         for (z, start, len) in Self::written(self.dev.as_ref(), self.slot_zones(slot)) {
             let mut wp = start + len;

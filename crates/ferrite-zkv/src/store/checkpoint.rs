@@ -15,8 +15,22 @@ use crate::metalog::Snapshot;
 use crate::pair::Val;
 use crate::zone_space::Role;
 
+/// Where a checkpoint's snapshot goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Snapshots {
+    /// Appended to the MetaLog's active slot (or the other, reset, when it
+    /// is full).
+    Append,
+    /// Both slots reset to hold it alone (a clean close).
+    Alone,
+}
+
 impl Inner {
     pub(super) fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_to(Snapshots::Append)
+    }
+
+    pub(super) fn checkpoint_to(&self, to: Snapshots) -> Result<()> {
         let _work = ferrite_core::background::begin(ferrite_core::background::Work::Checkpoint);
         // Holding every WAL instance: every handed-out sequence number is
         // applied, and none is handed out until the snapshot is durable.
@@ -71,7 +85,10 @@ impl Inner {
                 buffered,
             }
         };
-        self.metalog.lock().write(&snap)?;
+        match to {
+            Snapshots::Append => self.metalog.lock().write(&snap)?,
+            Snapshots::Alone => self.metalog.lock().write_alone(&snap)?,
+        }
         self.version.store(snap.version, Ordering::Release);
         for z in self.wal.retired_zones() {
             let empty = self

@@ -439,8 +439,10 @@ impl KvStore for ZkvStore {
 impl Instrumented for ZkvStore {}
 
 impl ZkvStore {
-    /// Stops the sync thread and writes a MetaLog snapshot, so recovery
-    /// has no log to replay; reports what failed.
+    /// Stops the sync thread, reclaims the zones whose garbage keeps space
+    /// amplification above its bound, and writes a MetaLog snapshot as the
+    /// only one of both slots, so recovery has no log to replay and the
+    /// MetaLog holds two copies of one snapshot; reports what failed.
     pub fn close(mut self) -> Result<()> {
         self.shut_down()
     }
@@ -452,7 +454,10 @@ impl ZkvStore {
         self.closed = true;
         drop(self.ticker.take());
         self.inner.check()?;
-        let r = self.inner.checkpoint();
+        let r = self
+            .inner
+            .compact_for_space()
+            .and_then(|_| self.inner.checkpoint_to(checkpoint::Snapshots::Alone));
         self.inner.poison_on(r)
     }
 }

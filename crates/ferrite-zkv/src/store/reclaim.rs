@@ -19,6 +19,17 @@ use crate::pair::{Pair, Val};
 use crate::vlog::ZoneRecord;
 use crate::zone_space::{Role, ZoneSpace};
 
+/// When reclamation runs for space amplification alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// Once fewer than a quarter of the data zones are free (a zoned
+    /// device belongs to its store: a free zone costs nothing until it is
+    /// needed, and migrating leaves under load costs writes).
+    WhenTight,
+    /// Whatever is free (a clean close).
+    Always,
+}
+
 impl Inner {
     /// Early value-log reclamation: one value-log zone emptied (mostly
     /// through the buffers, which frees it only once it has drained), so
@@ -111,6 +122,19 @@ impl Inner {
     /// become free only at the next checkpoint, so one runs whenever
     /// migration would otherwise eat the last free zones.
     pub(super) fn gc(&self, want: usize) -> Result<usize> {
+        self.collect(want, Bound::WhenTight)
+    }
+
+    /// At a clean close: reclaims every zone whose reclamation lowers space
+    /// amplification below its bound, however many zones are free, so a
+    /// closed store gives back the garbage its copy-on-write leaves left
+    /// (on a device in a file, the file system's blocks) without taxing
+    /// writes while it runs.
+    pub(super) fn compact_for_space(&self) -> Result<usize> {
+        self.collect(0, Bound::Always)
+    }
+
+    fn collect(&self, want: usize, bound: Bound) -> Result<usize> {
         // One collector at a time: two could pick the same victim, and the
         // second mark it for reset after it was already reset and reopened.
         let _collector = self.gc_lock.lock();
@@ -119,7 +143,7 @@ impl Inner {
         // pages and may take zones itself: go again while that leaves the
         // store short and the last pass got somewhere.
         for _ in 0..4 {
-            let n = self.gc_pass(want)?;
+            let n = self.gc_pass(want, bound)?;
             total += n;
             if n == 0 || self.io.space.lock().room() >= want {
                 break;
@@ -131,7 +155,7 @@ impl Inner {
 
     /// One round of [`Inner::gc`], ending with the checkpoint that frees
     /// what it emptied.
-    fn gc_pass(&self, want: usize) -> Result<usize> {
+    fn gc_pass(&self, want: usize, bound: Bound) -> Result<usize> {
         let _work = ferrite_core::background::begin(ferrite_core::background::Work::Reclamation);
         let mut reclaimed = 0;
         // Value-log zones that could not be emptied in this pass.
@@ -142,9 +166,13 @@ impl Inner {
                 (s.free_zones(), s.pending_resets().len())
             };
             let short = free + pending < want;
-            let over = self.tight(free + pending) && self.amp_over(true);
-            // For amplification alone, a bounded amount of work per call.
-            if !short && (!over || reclaimed >= 4) {
+            let over = match bound {
+                Bound::WhenTight => self.tight(free + pending) && self.amp_over(true),
+                Bound::Always => self.amp_over(true),
+            };
+            // For amplification alone, a bounded amount of work per call
+            // while writes wait (at close, every zone the bound picks).
+            if !short && (!over || (bound == Bound::WhenTight && reclaimed >= 4)) {
                 break;
             }
             if pending > 0 && free <= self.opts.flushers {

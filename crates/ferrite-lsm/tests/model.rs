@@ -162,15 +162,15 @@ fn a_long_run_reaches_deep_levels_and_stays_consistent() {
     db.wait_for_compactions().unwrap();
     let r = db.report();
     assert!(r.levels.iter().skip(2).any(|l| l.tables > 0), "{r:?}");
-    eprintln!(
-        "DEBUG {:?} {:?}",
+    assert!(
+        r.levels.iter().all(|l| l.learned_tables == l.tables),
+        "(tables, learned) per level: {:?}; sparse fallbacks: {:?}",
         r.levels
             .iter()
             .map(|l| (l.tables, l.learned_tables))
             .collect::<Vec<_>>(),
         db.stats().field("sparse_fallbacks")
     );
-    assert!(r.levels.iter().all(|l| l.learned_tables == l.tables));
     let st = db.stats();
     assert!(st.field("compactions").unwrap() > 10.0);
     db.verify().unwrap();

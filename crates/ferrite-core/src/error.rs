@@ -105,6 +105,13 @@ pub enum Error {
     )]
     SnapshotTooOld { needed: u64, limit: u64 },
 
+    /// A transaction's commit found that something it read (a key, or a
+    /// range it scanned) holds other data than when it read it: another
+    /// writer came between. Nothing of the transaction was written; run
+    /// it again (`Store::transact` does).
+    #[error("transaction conflict: {0} it read changed before it committed")]
+    Conflict(String),
+
     /// The block-range index (RASK) refused an operation; the message says
     /// why (an inverted or overflowing range, a value it cannot store).
     #[error("rask: {0}")]

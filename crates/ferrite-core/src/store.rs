@@ -53,6 +53,21 @@ pub trait StoreSnapshot: Send + Sync {
     fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
 }
 
+/// The store as a conditional write sees it ([`KvStore::write_batch_if`]):
+/// every write that completed before is applied, and no other write
+/// applies until the check and the batch are done.
+pub trait CommitView {
+    /// The value `key` holds now.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Visits the pairs of `range` now, ascending.
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+}
+
+/// The check of a conditional write: reads what it needs through the
+/// view and says whether the batch applies.
+pub type WriteCheck<'a> = dyn FnMut(&dyn CommitView) -> Result<bool> + 'a;
+
 /// A durable, ordered key-value store.
 pub trait KvStore: Send + Sync {
     /// The value stored under `key`, if any.
@@ -95,6 +110,21 @@ pub trait KvStore: Send + Sync {
 
     /// Applies every operation of `batch` atomically, in order.
     fn write_batch(&self, batch: &WriteBatch) -> Result<()>;
+
+    /// Applies `batch` as [`KvStore::write_batch`] does if `check`, run
+    /// against the state the batch would apply to, says so; returns
+    /// whether it did. No other write comes between the check and the
+    /// batch, so a check that re-reads what a caller read earlier makes
+    /// the batch a serializable transaction. An empty batch is never
+    /// checked. Stores that cannot hold writes off for a check (benchmark
+    /// peers) answer [`crate::Error::Unsupported`].
+    fn write_batch_if(&self, batch: &WriteBatch, check: &mut WriteCheck<'_>) -> Result<bool> {
+        let _ = (batch, check);
+        Err(crate::Error::Unsupported {
+            store: "this store",
+            operation: "conditional batches",
+        })
+    }
 
     /// A view that sees exactly the writes completed before this call.
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>>;

@@ -69,19 +69,22 @@ mod iter;
 mod registry;
 mod snapshot;
 mod store;
+mod transaction;
 
 use std::path::Path;
 
 pub use config::{Config, ConfigBuilder};
 pub use ferrite_core::background;
 pub use ferrite_core::{
-    BatchOp, CacheCounts, DeviceCounts, EngineKind, EngineStats, Error, Footprint, KeyRange,
-    KvStore, KvStoreExt, OpCounts, Options, OwnedKeyRange, Result, ScanVisitor, SpaceKind, Stats,
-    StoreIdentity, StoreSnapshot, SyncMode, WalRecovery, WriteBatch, MAX_KEY_LEN, MAX_VALUE_LEN,
+    BatchOp, CacheCounts, CommitView, DeviceCounts, EngineKind, EngineStats, Error, Footprint,
+    KeyRange, KvStore, KvStoreExt, OpCounts, Options, OwnedKeyRange, Result, ScanVisitor,
+    SpaceKind, Stats, StoreIdentity, StoreSnapshot, SyncMode, WalRecovery, WriteBatch, WriteCheck,
+    MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use iter::{Iter, KvPair};
 pub use snapshot::Snapshot;
 pub use store::Store;
+pub use transaction::{Retry, Transaction};
 
 /// The B+tree family's options and statistics (`btree`, `shortcut`,
 /// `turboindex`).

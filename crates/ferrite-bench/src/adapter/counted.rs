@@ -8,7 +8,9 @@
 //! static, as the engines' own counting is.
 
 use ferrite::internals::{ApiCounters, Instrumented};
-use ferrite::{KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, WriteBatch};
+use ferrite::{
+    KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, WriteBatch, WriteCheck,
+};
 
 pub struct Counted<S> {
     inner: S,
@@ -110,6 +112,15 @@ impl<S: KvStore + 'static> KvStore for Counted<S> {
         self.api.count_batch();
         self.api.add_written(batch.payload_bytes() as u64);
         Ok(())
+    }
+
+    fn write_batch_if(&self, batch: &WriteBatch, check: &mut WriteCheck<'_>) -> Result<bool> {
+        let done = self.inner.write_batch_if(batch, check)?;
+        if done {
+            self.api.count_batch();
+            self.api.add_written(batch.payload_bytes() as u64);
+        }
+        Ok(done)
     }
 
     fn flush(&self) -> Result<()> {

@@ -63,6 +63,7 @@ use ferrite_core::engine::{
 };
 use ferrite_core::{
     Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
+    WriteCheck,
 };
 use ferrite_wal::Wal;
 use parking_lot::{Mutex, RwLock};
@@ -320,6 +321,20 @@ impl KvStore for BTreeStore {
         }
         self.shared.counters.api.count_batch();
         self.shared.write(batch)
+    }
+
+    fn write_batch_if(&self, batch: &WriteBatch, check: &mut WriteCheck<'_>) -> Result<bool> {
+        if batch.is_empty() {
+            return Ok(true);
+        }
+        let s = &self.shared;
+        for op in batch.ops() {
+            for k in op.keys() {
+                s.check_key_len(k)?;
+            }
+        }
+        s.counters.api.count_batch();
+        s.write_if(batch, &mut |st| check(&read::LockedView { shared: s, st }))
     }
 
     fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {

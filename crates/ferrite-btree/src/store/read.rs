@@ -9,10 +9,27 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use ferrite_core::{KeyRange, Result, ScanVisitor};
+use ferrite_core::{CommitView, KeyRange, Result, ScanVisitor};
 
 use super::{visit_collected, Shared, State, SCAN_CHUNK};
 use crate::tree::Collected;
+
+/// The state a conditional batch's check reads: the tree as the write
+/// lock holds it.
+pub(super) struct LockedView<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) st: &'a State,
+}
+
+impl CommitView for LockedView<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.shared.get_locked(self.st, key)
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.shared.scan_locked(self.st, range, visit).map(drop)
+    }
+}
 
 impl Shared {
     /// The value of `key` now.

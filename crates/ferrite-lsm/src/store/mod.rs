@@ -51,6 +51,7 @@ use ferrite_core::engine::{
 };
 use ferrite_core::{
     Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
+    WriteCheck,
 };
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -339,6 +340,14 @@ impl KvStore for LsmStore {
         Ok(())
     }
 
+    fn write_batch_if(&self, batch: &WriteBatch, check: &mut WriteCheck<'_>) -> Result<bool> {
+        let done = self.inner.write_if(batch, check)?;
+        if done {
+            self.inner.counters.api.count_batch();
+        }
+        Ok(done)
+    }
+
     fn compare_and_swap(
         &self,
         key: &[u8],
@@ -351,7 +360,7 @@ impl KvStore for LsmStore {
             None => b.delete(key)?,
         };
         self.inner
-            .write_if(&b, &mut |current| Ok(current(key)?.as_deref() == expected))
+            .write_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
     }
 
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {

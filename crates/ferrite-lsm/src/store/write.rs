@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite_core::engine::check_counter;
-use ferrite_core::{BatchOp, Error, Result, SyncMode, WriteBatch};
+use ferrite_core::{
+    BatchOp, CommitView, Error, KeyRange, Result, ScanVisitor, SyncMode, WriteBatch, WriteCheck,
+};
 use ferrite_wal::Wal;
 
 use super::devices::Devices;
@@ -115,9 +117,19 @@ impl Inner {
     }
 }
 
-/// Decides, given a reader of the current values, whether a write goes ahead.
-pub(super) type WriteCondition<'a> =
-    dyn FnMut(&dyn Fn(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<bool> + 'a;
+/// What a conditional write's check reads: the current view, taken with
+/// the writer lock held, so every earlier write shows and no later one.
+struct CheckView<'a>(&'a Inner);
+
+impl CommitView for CheckView<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.0.get(key)
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.0.scan(range, false, visit).map(drop)
+    }
+}
 
 impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
@@ -172,11 +184,7 @@ impl Inner {
     /// Writes `batch` if `cond` says so, reading keys under the writer
     /// lock (every earlier write applied, no later one started); returns
     /// whether it did.
-    pub(super) fn write_if(
-        &self,
-        batch: &WriteBatch,
-        cond: &mut WriteCondition<'_>,
-    ) -> Result<bool> {
+    pub(super) fn write_if(&self, batch: &WriteBatch, cond: &mut WriteCheck<'_>) -> Result<bool> {
         self.check()?;
         if batch.is_empty() {
             return Ok(true);
@@ -184,10 +192,13 @@ impl Inner {
         let payload_bytes = batch.payload_bytes() as u64;
         let (logged, sync_now) = {
             let mut w = self.writer.lock();
-            if !cond(&|k| self.get(k))? {
+            // Room first: making it may wait with the lock let go, and
+            // no other write may come between the check and the batch.
+            self.make_room(&mut w)?;
+            if !cond(&CheckView(self))? {
                 return Ok(false);
             }
-            let logged = self.log_and_insert(&mut w, batch)?;
+            let logged = self.append_and_insert(&mut w, batch)?;
             (logged, self.sync_due(&mut w))
         };
         self.counters.api.add_written(payload_bytes);
@@ -216,6 +227,20 @@ impl Inner {
             return Ok(None);
         }
         self.make_room(w)?;
+        self.append_and_insert(w, batch)
+    }
+
+    /// [`Self::log_and_insert`] once the memtable has room: never lets the
+    /// writer lock go.
+    fn append_and_insert(
+        &self,
+        w: &mut parking_lot::MutexGuard<'_, Writer>,
+        batch: &WriteBatch,
+    ) -> Result<Option<(Arc<Wal>, ferrite_wal::Lsn)>> {
+        self.check()?;
+        if batch.is_empty() {
+            return Ok(None);
+        }
         let seq = w.next_seq;
         let n = batch.len() as u64;
         // Replay refuses a record whose numbers reach the limit.

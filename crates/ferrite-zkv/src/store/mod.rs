@@ -68,7 +68,7 @@ use ferrite_core::engine::{
 };
 use ferrite_core::{
     BatchOp, Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode,
-    WriteBatch,
+    WriteBatch, WriteCheck,
 };
 use ferrite_io::ZonedDevice;
 use parking_lot::{Mutex, RwLock};
@@ -325,6 +325,18 @@ impl KvStore for ZkvStore {
         self.inner.scan_counted(range, true, visit)
     }
 
+    fn write_batch_if(&self, batch: &WriteBatch, check: &mut WriteCheck<'_>) -> Result<bool> {
+        if batch.is_empty() {
+            return Ok(true);
+        }
+        let done = self.inner.write_if(batch, check)?;
+        if done {
+            self.inner.c.api.count_batch();
+            self.inner.c.api.add_written(batch.payload_bytes() as u64);
+        }
+        Ok(done)
+    }
+
     fn compare_and_swap(
         &self,
         key: &[u8],
@@ -337,7 +349,7 @@ impl KvStore for ZkvStore {
             None => b.delete(key)?,
         };
         self.inner
-            .write_if(&b, &mut |current| Ok(current(key)?.as_deref() == expected))
+            .write_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
     }
 
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {

@@ -7,23 +7,46 @@
 use std::ops::{Bound, ControlFlow};
 use std::sync::atomic::Ordering;
 
-use ferrite_core::{KeyRange, Result, ScanVisitor};
+use ferrite_core::{CommitView, KeyRange, Result, ScanVisitor, WriteCheck};
 
 use super::{Inner, OVERLAY_CHUNK};
 use crate::merged_filter::MergedFilter;
 use crate::pair::{merge_sorted, Pair, Val};
 use crate::tree::Tree;
 
-/// A condition on the state a write would apply to: it reads keys as they
-/// are at that instant (the compare of a compare-and-swap).
-pub(super) type Cond<'a> =
-    dyn FnMut(&dyn Fn(&[u8]) -> Result<Option<Vec<u8>>>) -> Result<bool> + 'a;
+/// A condition on the state a write would apply to: it reads keys and
+/// ranges as they are at that instant (the compare of a compare-and-swap,
+/// a transaction's validation).
+pub(super) type Cond<'a> = WriteCheck<'a>;
 
 /// The lock a write holds while it applies: the merged filter's (ZKV),
 /// or the tree's (the baselines, and ZKV without the filter).
 pub(super) enum Locked<'a> {
     Buffers(&'a MergedFilter),
     Tree(&'a Tree),
+}
+
+/// What a conditional write's check reads: the store with the write lock
+/// `view` held.
+pub(super) struct CheckView<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) view: &'a Locked<'a>,
+}
+
+impl CommitView for CheckView<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get_locked(self.view, key)
+    }
+
+    fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        for p in self.inner.pairs_locked(self.view, range)? {
+            let value = self.inner.resolve(p.val.clone())?.unwrap_or_default();
+            if visit(p.key(), &value).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Inner {
@@ -69,15 +92,13 @@ impl Inner {
         v.map_or(Ok(None), |v| self.resolve(v))
     }
 
-    /// Every live pair of `start..end` (values unresolved), sorted, with
-    /// the write lock `view` held.
-    pub(super) fn pairs_locked(
-        &self,
-        view: &Locked<'_>,
-        start: &[u8],
-        end: &[u8],
-    ) -> Result<Vec<Pair>> {
-        let (lo, hi) = (Bound::Included(start), Bound::Excluded(end));
+    /// Every live pair of `range` (values unresolved), sorted, with the
+    /// write lock `view` held.
+    pub(super) fn pairs_locked(&self, view: &Locked<'_>, range: KeyRange<'_>) -> Result<Vec<Pair>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (lo, hi) = (range.start, range.end);
         let mut tree_pairs = Vec::new();
         let mut collect = |p: Pair| {
             tree_pairs.push(p);

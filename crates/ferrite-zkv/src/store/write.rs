@@ -8,9 +8,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use ferrite_core::{BatchOp, Error, Result, SyncMode, WriteBatch};
+use ferrite_core::{BatchOp, Error, KeyRange, Result, SyncMode, WriteBatch};
 
-use super::read::{Cond, Locked};
+use super::read::{CheckView, Cond, Locked};
 use super::Inner;
 use crate::batch_array::BatchArray;
 use crate::gc_policy::{self};
@@ -84,7 +84,10 @@ impl Inner {
             let replaced: Vec<Option<Val>> = {
                 let mut mf = self.mf.lock();
                 let view = Locked::Buffers(&mf);
-                if !cond(&|k| self.get_locked(&view, k))? {
+                if !cond(&CheckView {
+                    inner: self,
+                    view: &view,
+                })? {
                     drop(mf);
                     unused(pairs);
                     return Ok(false);
@@ -99,7 +102,10 @@ impl Inner {
         let mut tree = self.tree.write();
         let pairs = {
             let view = Locked::Tree(&tree);
-            if !cond(&|k| self.get_locked(&view, k))? {
+            if !cond(&CheckView {
+                inner: self,
+                view: &view,
+            })? {
                 drop(tree);
                 unused(pairs);
                 return Ok(false);
@@ -143,7 +149,8 @@ impl Inner {
                         .filter(|p| inside(p.key()) && !matches!(p.val, Val::Del))
                         .map(|p| p.key().to_vec())
                         .collect();
-                    for p in self.pairs_locked(view, start, end)? {
+                    let range = KeyRange::from_bounds(start.as_slice()..end.as_slice());
+                    for p in self.pairs_locked(view, range)? {
                         self.snapshots
                             .capture(p.key(), || self.resolve(p.val.clone()))?;
                         out.push(Pair::new(p.key(), Val::Del));

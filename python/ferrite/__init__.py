@@ -9,6 +9,8 @@
             b.delete(b"user:0")
         for key, value in db.items(prefix=b"user:", reverse=True):
             print(key, value)
+        with db.transaction() as tx:     # serializable, committed on exit
+            tx[b"user:3"] = tx[b"user:1"] + b"!"
         snap = db.snapshot()             # a frozen view
         db.delete_range(b"user:", b"user;")
         assert snap[b"user:1"] == b"ada"
@@ -22,6 +24,7 @@ storage). Every error is a ``ferrite.Error`` subclass.
 from ._ferrite import (
     Batch,
     Closed,
+    Conflict,
     Corruption,
     Error,
     InvalidOptions,
@@ -34,6 +37,7 @@ from ._ferrite import (
     SnapshotTooOld,
     Store,
     StoreFull,
+    Transaction,
     ValueTooLarge,
     engines,
     open,
@@ -45,6 +49,7 @@ __all__ = [
     "Store",
     "Snapshot",
     "Batch",
+    "Transaction",
     "Iterator",
     "Error",
     "KeyTooLong",

@@ -12,7 +12,9 @@
 use std::ops::Bound as Edge;
 use std::sync::Arc;
 
-use ferrite::{Config, EngineKind, Iter, KvPair, Snapshot, Store, SyncMode, WriteBatch};
+use ferrite::{
+    Config, EngineKind, Iter, KvPair, Snapshot, Store, SyncMode, Transaction, WriteBatch,
+};
 use parking_lot::Mutex;
 use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -63,6 +65,12 @@ pyo3::create_exception!(
     "The snapshot kept more old versions than allowed."
 );
 pyo3::create_exception!(_ferrite, Closed, Error, "The store was closed.");
+pyo3::create_exception!(
+    _ferrite,
+    Conflict,
+    Error,
+    "A transaction read what another writer changed before it committed; nothing of it was written."
+);
 pyo3::create_exception!(_ferrite, IoError, Error, "The device failed.");
 
 /// The exception for an engine error: the class of its kind, its message.
@@ -82,6 +90,8 @@ fn to_py(e: ferrite::Error) -> PyErr {
             InvalidOptions::new_err(msg)
         }
         E::SnapshotTooOld { .. } => SnapshotTooOld::new_err(msg),
+        E::Conflict(_) => Conflict::new_err(msg),
+        E::Closed => Closed::new_err(msg),
         E::Device(_) => IoError::new_err(msg),
         _ => Error::new_err(msg),
     }
@@ -389,6 +399,166 @@ impl Batch {
     }
 }
 
+/// A read-write transaction (`Store.transaction()`): reads see its own
+/// writes over a snapshot taken when it began; `commit` applies its
+/// writes atomically, or raises `Conflict` if something it read changed
+/// meanwhile. As a context manager it commits on a clean exit and drops
+/// everything on an exception. It does not keep the store open.
+#[pyclass(module = "ferrite._ferrite", name = "Transaction")]
+pub struct PyTransaction {
+    tx: Mutex<Option<Transaction<'static>>>,
+    str_keys: bool,
+}
+
+impl PyTransaction {
+    /// Runs `f` on the open transaction.
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Transaction<'static>) -> ferrite::Result<R>,
+    ) -> PyResult<R> {
+        let mut tx = self.tx.lock();
+        let tx = tx
+            .as_mut()
+            .ok_or_else(|| Error::new_err("the transaction has ended"))?;
+        f(tx).map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl PyTransaction {
+    #[pyo3(signature = (key, default = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let k = bytes_of(key, self.str_keys)?;
+        match py.detach(|| self.with(|t| t.get(&k)))? {
+            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
+            None => Ok(default),
+        }
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+        let k = bytes_of(key, self.str_keys)?;
+        match py.detach(|| self.with(|t| t.get(&k)))? {
+            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
+            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
+        }
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = bytes_of(key, self.str_keys)?;
+        Ok(py.detach(|| self.with(|t| t.get(&k)))?.is_some())
+    }
+
+    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, v) = (
+            bytes_of(key, self.str_keys)?,
+            bytes_of(value, self.str_keys)?,
+        );
+        self.with(|t| t.put(&k, &v))
+    }
+
+    fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.put(key, value)
+    }
+
+    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = bytes_of(key, self.str_keys)?;
+        self.with(|t| t.delete(&k))
+    }
+
+    fn delete_range(&self, start: &Bound<'_, PyAny>, stop: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (s, e) = (
+            bytes_of(start, self.str_keys)?,
+            bytes_of(stop, self.str_keys)?,
+        );
+        self.with(|t| t.delete_range(s..e))
+    }
+
+    /// The `(key, value)` pairs of `start <= key < stop` (or under
+    /// `prefix`), ascending or with `reverse` descending, at most `limit`;
+    /// the range counts as read as far as the list goes.
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None, limit = None))]
+    fn items(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        stop: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        limit: Option<usize>,
+    ) -> PyResult<Vec<(Py<PyBytes>, Py<PyBytes>)>> {
+        let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
+        let (lo, hi) = range_of(b(start)?, b(stop)?, b(prefix)?);
+        let range = ferrite::OwnedKeyRange { start: lo, end: hi };
+        let limit = limit.unwrap_or(usize::MAX);
+        let pairs = py.detach(|| {
+            self.with(|t| {
+                let mut out = Vec::new();
+                if limit == 0 {
+                    return Ok(out);
+                }
+                let mut visit = |k: &[u8], v: &[u8]| {
+                    out.push((k.to_vec(), v.to_vec()));
+                    if out.len() >= limit {
+                        std::ops::ControlFlow::Break(())
+                    } else {
+                        std::ops::ControlFlow::Continue(())
+                    }
+                };
+                if reverse {
+                    t.scan_rev(range.as_range(), &mut visit)?;
+                } else {
+                    t.scan(range.as_range(), &mut visit)?;
+                }
+                Ok(out)
+            })
+        })?;
+        Ok(pairs
+            .into_iter()
+            .map(|(k, v)| (PyBytes::new(py, &k).unbind(), PyBytes::new(py, &v).unbind()))
+            .collect())
+    }
+
+    /// Applies the writes atomically if nothing read has changed; raises
+    /// `Conflict` (writing nothing) otherwise. Ends the transaction.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        let tx = self
+            .tx
+            .lock()
+            .take()
+            .ok_or_else(|| Error::new_err("the transaction has ended"))?;
+        py.detach(|| tx.commit()).map_err(to_py)
+    }
+
+    /// Drops the writes and ends the transaction.
+    fn rollback(&self) {
+        self.tx.lock().take();
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _v: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none() && self.tx.lock().is_some() {
+            self.commit(py)?;
+        } else {
+            self.rollback();
+        }
+        Ok(false)
+    }
+}
+
 fn open_store(slot: &Mutex<Option<Arc<Store>>>) -> PyResult<Arc<Store>> {
     slot.lock()
         .clone()
@@ -560,6 +730,45 @@ impl PyStore {
             store: self.store.clone(),
             batch: Mutex::new(WriteBatch::new()),
             str_keys: self.str_keys,
+        }
+    }
+
+    /// A read-write transaction over a snapshot taken now.
+    fn transaction(&self, py: Python<'_>) -> PyResult<PyTransaction> {
+        let s = self.live()?;
+        let tx = py.detach(|| s.transaction_shared()).map_err(to_py)?;
+        Ok(PyTransaction {
+            tx: Mutex::new(Some(tx)),
+            str_keys: self.str_keys,
+        })
+    }
+
+    /// Calls `body(tx)` in a transaction and commits it, calling it again
+    /// on a fresh snapshot while the commit raises `Conflict` (up to
+    /// `attempts` in all, backing off from 10 µs doubling to 10 ms);
+    /// returns what `body` returned. An exception from `body` drops the
+    /// transaction and propagates.
+    #[pyo3(signature = (body, attempts = 64))]
+    fn transact(
+        &self,
+        py: Python<'_>,
+        body: &Bound<'_, PyAny>,
+        attempts: u32,
+    ) -> PyResult<Py<PyAny>> {
+        let mut wait = std::time::Duration::from_micros(10);
+        let mut attempt = 1;
+        loop {
+            let tx = Bound::new(py, self.transaction(py)?)?;
+            let out = body.call1((tx.clone(),))?;
+            match tx.borrow().commit(py) {
+                Ok(()) => return Ok(out.unbind()),
+                Err(e) if e.is_instance_of::<Conflict>(py) && attempt < attempts.max(1) => {
+                    attempt += 1;
+                    py.detach(|| std::thread::sleep(wait));
+                    wait = (wait * 2).min(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
@@ -741,6 +950,7 @@ fn _ferrite(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStore>()?;
     m.add_class::<PySnapshot>()?;
     m.add_class::<Batch>()?;
+    m.add_class::<PyTransaction>()?;
     m.add_class::<Iterator>()?;
     for (name, ty) in [
         ("Error", py.get_type::<Error>()),
@@ -753,6 +963,7 @@ fn _ferrite(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("InvalidOptions", py.get_type::<InvalidOptions>()),
         ("SnapshotTooOld", py.get_type::<SnapshotTooOld>()),
         ("Closed", py.get_type::<Closed>()),
+        ("Conflict", py.get_type::<Conflict>()),
         ("IoError", py.get_type::<IoError>()),
     ] {
         m.add(name, ty)?;

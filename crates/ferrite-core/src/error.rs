@@ -105,6 +105,11 @@ pub enum Error {
     )]
     SnapshotTooOld { needed: u64, limit: u64 },
 
+    /// The store was closed before the call (a transaction that does not
+    /// keep its store open, committed after the close).
+    #[error("the store is closed")]
+    Closed,
+
     /// A transaction's commit found that something it read (a key, or a
     /// range it scanned) holds other data than when it read it: another
     /// writer came between. Nothing of the transaction was written; run

@@ -29,8 +29,8 @@
 //! without validation: a snapshot is one instant of the store.
 
 use std::collections::BTreeMap;
-use std::ops::{Bound, ControlFlow, Deref, RangeBounds};
-use std::sync::Arc;
+use std::ops::{Bound, ControlFlow, RangeBounds};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use ferrite_core::{
@@ -40,20 +40,19 @@ use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 use crate::store::Store;
 
-/// The store a transaction writes to: borrowed, or shared by an `Arc`
-/// (for handles that must outlive a borrow, as language bindings do).
+/// The store a transaction writes to: borrowed, or named by a weak
+/// reference that does not keep it open (for handles outside Rust's
+/// borrows, as a language binding's).
 enum StoreRef<'s> {
     Borrowed(&'s Store),
-    Shared(Arc<Store>),
+    Weak(Weak<Store>),
 }
 
-impl Deref for StoreRef<'_> {
-    type Target = Store;
-
-    fn deref(&self) -> &Store {
+impl StoreRef<'_> {
+    fn with<R>(&self, f: impl FnOnce(&Store) -> Result<R>) -> Result<R> {
         match self {
-            StoreRef::Borrowed(s) => s,
-            StoreRef::Shared(s) => s,
+            StoreRef::Borrowed(s) => f(s),
+            StoreRef::Weak(w) => f(&*w.upgrade().ok_or(Error::Closed)?),
         }
     }
 }
@@ -124,7 +123,7 @@ pub struct Transaction<'s> {
 
 impl<'s> Transaction<'s> {
     fn begin(store: StoreRef<'s>) -> Result<Self> {
-        let snap = store.as_kv().snapshot()?;
+        let snap = store.with(|s| s.as_kv().snapshot())?;
         Ok(Self {
             store,
             snap,
@@ -337,9 +336,11 @@ impl<'s> Transaction<'s> {
             return Ok(());
         }
         let mut changed: Option<String> = None;
-        let applied = self.store.as_kv().write_batch_if(&self.batch, &mut |now| {
-            changed = first_change(now, &self.reads, &self.scans)?;
-            Ok(changed.is_none())
+        let applied = self.store.with(|s| {
+            s.as_kv().write_batch_if(&self.batch, &mut |now| {
+                changed = first_change(now, &self.reads, &self.scans)?;
+                Ok(changed.is_none())
+            })
         })?;
         match (applied, changed) {
             (true, _) => Ok(()),
@@ -424,10 +425,12 @@ impl Store {
         Transaction::begin(StoreRef::Borrowed(self))
     }
 
-    /// As [`Store::transaction`], holding the store by its `Arc` (for a
-    /// transaction that must outlive a borrow, as in a language binding).
+    /// As [`Store::transaction`], for a transaction that must outlive a
+    /// borrow (as in a language binding): it holds the store by a weak
+    /// reference, so it does not keep it open, and its commit after the
+    /// last `Arc` went fails with [`Error::Closed`].
     pub fn transaction_shared(self: &Arc<Self>) -> Result<Transaction<'static>> {
-        Transaction::begin(StoreRef::Shared(self.clone()))
+        Transaction::begin(StoreRef::Weak(Arc::downgrade(self)))
     }
 
     /// Runs `body` in a transaction and commits it, running it again on a

@@ -111,6 +111,11 @@ pub struct CrashtestArgs {
     /// power-cut run must fail on it.
     #[arg(long)]
     skip_wal_sync: bool,
+    /// Each batch of the stream runs as a transaction that first reads
+    /// every key it writes (checked against the expected state) and then
+    /// commits: a commit must be all or nothing across the kill.
+    #[arg(long)]
+    transactions: bool,
     /// Negative control: after each kill, damage the recovered store
     /// behind the check's back (FLUSHALL through the restarted server, a
     /// trim of the whole volume, a range delete of every key) before
@@ -137,6 +142,7 @@ impl Reopened {
             Reopened::Store(s) => s.execute(
                 &ops::Op::DeleteRange(ops::key(0), ops::key(ops::KEYS)),
                 &State::new(),
+                false,
             ),
             Reopened::Server(s) => s.flush_all(),
             Reopened::Volume(v) => v.trim_all(),
@@ -652,6 +658,7 @@ impl Tally {
             "whitebox_kills": self.self_killed,
             "power_cut": a.power_cut,
             "skip_wal_sync": a.skip_wal_sync,
+            "transactions": a.transactions,
             "damage": a.damage,
             "cycle_s_p50": quantile(&mut cycle, 0.5),
             "boot_to_recovered_dump_s_p50": quantile(&mut boot, 0.5),
@@ -688,6 +695,9 @@ fn kill_one(
     }
     if a.skip_wal_sync {
         cmd.arg("--skip-wal-sync");
+    }
+    if a.transactions {
+        cmd.arg("--transactions");
     }
     if let Some(w) = kill_in {
         cmd.args(["--kill-in", w.name()]);
@@ -772,6 +782,9 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     if a.skip_wal_sync {
         flags.push_str(" --skip-wal-sync");
     }
+    if a.transactions {
+        flags.push_str(" --transactions");
+    }
     let ops = if a.server || a.volume {
         format!(
             "the operations sent to the server are run {run} of the {} stream of seed {} \
@@ -783,8 +796,12 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     } else {
         format!(
             "the worker's operations: `ferrite crashtest-worker --engine {} --path <copy> --mode {} \
-             --seed {} --run {run} --partitions {}`",
-            a.engine, a.mode, a.seed, a.partitions
+             --seed {} --run {run} --partitions {}{}`",
+            a.engine,
+            a.mode,
+            a.seed,
+            a.partitions,
+            if a.transactions { " --transactions" } else { "" }
         )
     };
     if a.power_cut {
@@ -858,4 +875,7 @@ pub struct WorkerArgs {
     /// Negative control: the write-ahead log skips its commit syncs.
     #[arg(long)]
     pub skip_wal_sync: bool,
+    /// Batches run as transactions that read their keys first.
+    #[arg(long)]
+    pub transactions: bool,
 }

@@ -92,8 +92,10 @@ impl Target {
         }
     }
 
-    /// Runs `op`; a read is checked against `state`.
-    pub fn execute(&self, op: &Op, state: &State) -> Result<()> {
+    /// Runs `op`; a read is checked against `state`. With `transactions`
+    /// a key-value batch is a transaction that reads each of its keys
+    /// (checked too) before it writes them.
+    pub fn execute(&self, op: &Op, state: &State, transactions: bool) -> Result<()> {
         match (self, op) {
             (_, Op::Get(k)) => {
                 let got = self.get(k)?;
@@ -108,6 +110,31 @@ impl Target {
             }
             (Target::Kv(s), Op::Put(k, v)) => s.put(k, v)?,
             (Target::Kv(s), Op::Delete(k)) => s.delete(k)?,
+            (Target::Kv(s), Op::Batch(items)) if transactions => {
+                let mut tx = s.transaction()?;
+                // What the batch wrote so far: its reads see it.
+                let mut mine: std::collections::HashMap<&[u8], Option<&Vec<u8>>> =
+                    std::collections::HashMap::new();
+                for (k, v) in items {
+                    let got = tx.get(k)?;
+                    let want = mine.get(k.as_slice()).copied().unwrap_or(state.get(k));
+                    if got.as_ref() != want {
+                        bail!(
+                            "a transaction read {} and found {:?} bytes, expected {:?}",
+                            String::from_utf8_lossy(k),
+                            got.map(|v| v.len()),
+                            want.map(Vec::len)
+                        );
+                    }
+                    match v {
+                        Some(v) => tx.put(k, v)?,
+                        None => tx.delete(k)?,
+                    }
+                    mine.insert(k, v.as_ref());
+                }
+                // One writer: a conflict here is a failure like any error.
+                tx.commit()?;
+            }
             (Target::Kv(s), Op::Batch(items)) => {
                 let mut b = WriteBatch::new();
                 for (k, v) in items {

@@ -113,7 +113,7 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
         writeln!(out, "start {i}")?;
         out.flush()?;
         store
-            .execute(&op, &state)
+            .execute(&op, &state, w.transactions)
             .with_context(|| format!("operation {i}: {op:?}"))?;
         apply(&mut state, &op);
         writeln!(out, "ack {i}")?;

@@ -20,6 +20,7 @@ mod redb;
 mod rocksdb;
 #[cfg(any(feature = "lmdb", feature = "redb"))]
 mod tx_store;
+pub mod tx_target;
 
 use std::path::Path;
 

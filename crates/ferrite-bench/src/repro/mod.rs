@@ -13,6 +13,7 @@ mod replication;
 mod serve;
 mod shortcut;
 mod swiftkv;
+mod transactions;
 mod turboindex;
 mod valkey_suite;
 mod volume;
@@ -196,6 +197,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(driver::Driven(serve::ServeRepro)),
         Box::new(driver::Driven(shortcut::ShortcutRepro)),
         Box::new(driver::Driven(swiftkv::SwiftRepro)),
+        Box::new(driver::Driven(transactions::TransactionsRepro)),
         Box::new(driver::Driven(turboindex::TurboRepro)),
         Box::new(driver::Driven(volume::VolumeRepro)),
         Box::new(driver::Driven(zkv::ZkvRepro)),

@@ -51,6 +51,13 @@ pub trait StoreSnapshot: Send + Sync {
 
     /// As [`KvStore::scan_rev`], over the snapshot.
     fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+
+    /// The store's [`CommitView::write_sequence`] when the snapshot was
+    /// taken (read atomically with the state it shows), where the engine
+    /// keeps one.
+    fn write_sequence(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The store as a conditional write sees it ([`KvStore::write_batch_if`]):
@@ -62,6 +69,14 @@ pub trait CommitView {
 
     /// Visits the pairs of `range` now, ascending.
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()>;
+
+    /// A number every applied write moves, read with writes held off: it
+    /// equals a snapshot's [`StoreSnapshot::write_sequence`] only if no
+    /// write has applied since that snapshot was taken (so nothing it
+    /// read can have changed). `None` where the engine keeps none.
+    fn write_sequence(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The check of a conditional write: reads what it needs through the

@@ -31,10 +31,10 @@
 //!
 //! Every engine keeps the same promises: durable writes per [`SyncMode`],
 //! atomic batches, crash recovery, checksums on everything read back,
-//! snapshots, iterators both ways, range deletes, compare-and-swap, and
-//! a typed [`Error`] for every failure. They differ in what they are fast
-//! at (figures measured on this project's 2-core test machine, in
-//! `docs/results/`):
+//! snapshots, iterators both ways, range deletes, compare-and-swap,
+//! serializable transactions, and a typed [`Error`] for every failure.
+//! They differ in what they are fast at (figures measured on this
+//! project's 2-core test machine, in `docs/results/`):
 //!
 //! | engine | pick it for | measured |
 //! |---|---|---|
@@ -56,6 +56,9 @@
 //! - [`Store`]: reads, writes, [`Iter`] (double-ended, with seeks),
 //!   [`Snapshot`], flush, sync, [`Stats`] (shared counters and each
 //!   engine's own typed struct), verify, and [`Store::close`].
+//! - [`Transaction`]: serializable read-write transactions
+//!   ([`Store::transaction`], [`Store::transact`] with retries), on every
+//!   engine.
 //! - [`KvStore`]: the trait every engine implements, for code generic
 //!   over stores.
 //!

@@ -22,6 +22,9 @@
 //! cleared range that covers it. `reads` and `scans` describe only what
 //! came from the snapshot, never what the overlay answered.
 //!
+//! When the engine keeps a write sequence and it has not moved since the
+//! snapshot, no write came between and the re-reads are skipped.
+//!
 //! Validation compares contents, not versions: a key rewritten with the
 //! value the transaction read is no conflict, since no serial order can
 //! tell the two apart. Digests are 128-bit XXH3, a range's the sum of its
@@ -332,13 +335,29 @@ impl<'s> Transaction<'s> {
     /// [`Error::Conflict`] (run it again, or use [`Store::transact`]).
     /// Durable as the store's sync mode makes any write.
     pub fn commit(self) -> Result<()> {
-        if self.batch.is_empty() {
+        let Self {
+            store,
+            snap,
+            batch,
+            reads,
+            scans,
+            ..
+        } = self;
+        // Every read is done: let the snapshot go before the batch, so the
+        // engine need not keep, for it, the versions the batch replaces.
+        let read_at = snap.write_sequence();
+        drop(snap);
+        if batch.is_empty() {
             return Ok(());
         }
         let mut changed: Option<String> = None;
-        let applied = self.store.with(|s| {
-            s.as_kv().write_batch_if(&self.batch, &mut |now| {
-                changed = first_change(now, &self.reads, &self.scans)?;
+        let applied = store.with(|s| {
+            s.as_kv().write_batch_if(&batch, &mut |now| {
+                // No write since the snapshot: nothing read can differ.
+                if read_at.is_some() && now.write_sequence() == read_at {
+                    return Ok(true);
+                }
+                changed = first_change(now, &reads, &scans)?;
                 Ok(changed.is_none())
             })
         })?;

@@ -95,6 +95,10 @@ pub const OLDEST_READABLE_FORMAT: u32 = 2;
 struct State {
     shape: Shape,
     epoch: u64,
+    /// Batches applied since the store opened (bulk loads count one): a
+    /// transaction whose snapshot saw the same count read nothing a write
+    /// has changed since.
+    applied: u64,
     /// The insert buffer's state (TurboIndex; inert in the plain tree).
     turbo: Turbo,
     /// While recovery replays: the batches after the one being applied,
@@ -182,6 +186,7 @@ impl BTreeStore {
         let s = &self.shared;
         s.check_poison()?;
         let mut st = s.state.write();
+        st.applied += 1;
         let empty = st.shape.height == 0 && {
             let p = s.tree.pool.fetch(st.shape.root)?;
             let b = p.read();

@@ -309,6 +309,7 @@ impl BTreeStore {
             state: RwLock::new(State {
                 shape,
                 epoch,
+                applied: 0,
                 turbo,
                 unreplayed: VecDeque::new(),
             }),

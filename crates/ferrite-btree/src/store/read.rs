@@ -29,6 +29,10 @@ impl CommitView for LockedView<'_> {
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
         self.shared.scan_locked(self.st, range, visit).map(drop)
     }
+
+    fn write_sequence(&self) -> Option<u64> {
+        Some(self.st.applied)
+    }
 }
 
 impl Shared {

@@ -35,31 +35,38 @@ impl CurrentState for Current {
 }
 
 /// A read view of the tree as it was when taken.
-pub(super) struct BTreeSnapshot(ChainSnapshot<Current>);
+pub(super) struct BTreeSnapshot {
+    chain: ChainSnapshot<Current>,
+    /// The batches applied when it was taken.
+    applied: u64,
+}
 
 impl BTreeSnapshot {
     /// Registers a snapshot between two writes (under the tree's lock).
     pub(super) fn take(shared: &Arc<Shared>) -> Self {
-        let _st = shared.state.read();
+        let st = shared.state.read();
         let pin = shared.snapshots.take();
-        Self(ChainSnapshot::new(
-            Current(shared.clone()),
-            shared.snapshots.clone(),
-            pin,
-        ))
+        Self {
+            chain: ChainSnapshot::new(Current(shared.clone()), shared.snapshots.clone(), pin),
+            applied: st.applied,
+        }
     }
 }
 
 impl StoreSnapshot for BTreeSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.0.get(key)
+        self.chain.get(key)
     }
 
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.0.scan_dir(range, false, visit)
+        self.chain.scan_dir(range, false, visit)
     }
 
     fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.0.scan_dir(range, true, visit)
+        self.chain.scan_dir(range, true, visit)
+    }
+
+    fn write_sequence(&self) -> Option<u64> {
+        Some(self.applied)
     }
 }

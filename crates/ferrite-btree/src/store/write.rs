@@ -136,6 +136,7 @@ impl Shared {
         payload: &[u8],
     ) -> Result<ferrite_wal::Lsn> {
         self.check_poison()?;
+        st.applied += 1;
         // Live snapshots keep what this batch replaces.
         self.capture(st, batch)?;
         let lsn = match self.wal.append(payload) {

@@ -15,6 +15,7 @@
 //!   reported as `snapshot_bytes`; a snapshot never becomes too old.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use ferrite_core::{KeyRange, Result, ScanVisitor, StoreSnapshot};
@@ -49,6 +50,12 @@ impl LsmSnapshot {
     }
 }
 
+impl Drop for LsmSnapshot {
+    fn drop(&mut self) {
+        self.inner.snapshots.release();
+    }
+}
+
 impl StoreSnapshot for LsmSnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         ferrite_core::engine::check_key(key)?;
@@ -63,6 +70,11 @@ impl StoreSnapshot for LsmSnapshot {
             .map(drop)
     }
 
+    /// The last sequence number it shows: every batch moves it.
+    fn write_sequence(&self) -> Option<u64> {
+        Some(self.seq)
+    }
+
     fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
         self.inner.check()?;
         self.inner
@@ -71,10 +83,13 @@ impl StoreSnapshot for LsmSnapshot {
     }
 }
 
-/// The `SuperVersion`s live snapshots read, for counting what they pin.
+/// The `SuperVersion`s live snapshots read (each once, however many
+/// snapshots read it), for counting what they pin, and how many
+/// snapshots live.
 #[derive(Default)]
 pub(super) struct Pinned {
     held: Mutex<Vec<Weak<SuperVersion>>>,
+    live: AtomicU64,
 }
 
 /// Live snapshots and the bytes they keep that the current state does not.
@@ -85,10 +100,25 @@ pub(super) struct PinnedCounts {
 }
 
 impl Pinned {
+    /// Counts a new snapshot of `sv`. The list holds distinct versions
+    /// only: snapshots taken while one version is current (all of them,
+    /// between two flushes) share its entry, so the list stays as short
+    /// as the versions pinned, whatever the rate of snapshots.
     fn register(&self, sv: &Arc<SuperVersion>) {
+        self.live.fetch_add(1, Ordering::Relaxed);
         let mut held = self.held.lock();
+        if held
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(sv)))
+        {
+            return;
+        }
         held.retain(|w| w.strong_count() > 0);
         held.push(Arc::downgrade(sv));
+    }
+
+    fn release(&self) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Counts live snapshots and the table and memtable bytes they hold
@@ -116,7 +146,7 @@ impl Pinned {
             }
         }
         PinnedCounts {
-            snapshots: live.len() as u64,
+            snapshots: self.live.load(Ordering::Relaxed),
             bytes,
         }
     }

@@ -129,6 +129,10 @@ impl CommitView for CheckView<'_> {
     fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
         self.0.scan(range, false, visit).map(drop)
     }
+
+    fn write_sequence(&self) -> Option<u64> {
+        Some(self.0.visible.load(Ordering::Acquire))
+    }
 }
 
 impl Inner {

@@ -119,7 +119,7 @@ fn run_chunk(
             .map(|th| {
                 let conflicts = &conflicts;
                 s.spawn(move || -> Result<()> {
-                    let mut rng = SmallRng::seed_from_u64(seed ^ (th as u64 + 1) * 0x9E37);
+                    let mut rng = SmallRng::seed_from_u64(seed ^ ((th as u64 + 1) * 0x9E37));
                     let mut chooser: Box<dyn Chooser> = if dist == "zipfian" {
                         Box::new(ScrambledZipfian::new(records))
                     } else {

@@ -282,11 +282,12 @@ impl Study for TransactionsRepro {
         doc.text(format!(
             "Read-modify-write transactions: read two keys, write both (each value's first \
              8 bytes count its updates), {} records of 16-byte keys and {}-byte values, every \
-             store with a cache of {:.0} MiB (twice the data) and the same durability (the log \
-             buffered in the store, no sync per commit: ferrite `never`, fjall \
-             `manual_journal_persist`, RocksDB `manual_wal_flush`). ferrite runs \
-             `Store::transaction` (`-tx`: snapshot reads, the commit re-reads both keys under \
-             the engine's write lock) and, as the reference, two gets and a plain batch \
+             store with a cache of {:.0} MiB (four times the user bytes, so every store's \
+             pages fit) and the same durability (the log buffered in the store, no sync per \
+             commit: ferrite `never`, fjall `manual_journal_persist`, RocksDB \
+             `manual_wal_flush`). ferrite runs \
+             `Store::transaction` (`-tx`: snapshot reads; the commit re-reads both keys under \
+             the engine's write lock unless no write came since the snapshot) and, as the reference, two gets and a plain batch \
              (`-batch`: no snapshot, no validation); fjall runs its `OptimisticTxDatabase`, \
              RocksDB its `OptimisticTransactionDB` with a snapshot and `get_for_update`. A \
              conflicting commit runs again until it commits. Variants run side by side, {} \

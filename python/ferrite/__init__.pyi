@@ -81,6 +81,9 @@ class Store:
     def compare_and_swap(self, key: Key, expected: Optional[Key], new: Optional[Key]) -> bool: ...
     def batch(self) -> Batch: ...
     def transaction(self) -> Transaction: ...
+    def checkpoint(self, path: Union[str, PathLike[str]]) -> dict[str, float]:
+        """A consistent copy of the store as of now in ``path`` (which must
+        not exist), made while reads and writes go on."""
     def transact(self, body: Callable[[Transaction], T], attempts: int = 64) -> T:
         """Runs ``body`` in a transaction and commits it, again while the
         commit conflicts."""

@@ -733,6 +733,24 @@ impl PyStore {
         }
     }
 
+    /// Writes a consistent copy of the store as of now into `path` (which
+    /// must not exist) while reads and writes go on; returns what it
+    /// copied (`pairs`, `user_bytes`, `disk_bytes`, `seconds`).
+    fn checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        path: std::path::PathBuf,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.live()?;
+        let st = py.detach(|| s.checkpoint(&path)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("pairs", st.pairs)?;
+        d.set_item("user_bytes", st.user_bytes)?;
+        d.set_item("disk_bytes", st.disk_bytes)?;
+        d.set_item("seconds", st.elapsed.as_secs_f64())?;
+        Ok(d)
+    }
+
     /// A read-write transaction over a snapshot taken now.
     fn transaction(&self, py: Python<'_>) -> PyResult<PyTransaction> {
         let s = self.live()?;

@@ -225,3 +225,21 @@ def test_transact_from_threads_loses_no_increment(tmp_path, engine):
     assert sorted(seen) == list(range(400))
     assert db[b"n"] == b"400"
     db.close()
+
+
+@pytest.mark.parametrize("engine", ["btree", "lsm", "zkv"])
+def test_checkpoint_is_an_openable_copy(tmp_path, engine):
+    db = opened(tmp_path, engine)
+    for i in range(500):
+        db[b"k%04d" % i] = b"v" * (i % 50)
+    stats = db.checkpoint(tmp_path / "copy")
+    assert stats["pairs"] == 500 and stats["disk_bytes"] > 0
+    db[b"after"] = b"not in the copy"
+    with pytest.raises(ferrite.Error):
+        db.checkpoint(tmp_path / "copy")
+    db.close()
+    with ferrite.open(tmp_path / "copy", direct_io=False) as copy:
+        assert copy.engine == engine
+        assert b"after" not in copy
+        assert dict(copy.items()) == {b"k%04d" % i: b"v" * (i % 50) for i in range(500)}
+        copy.verify()

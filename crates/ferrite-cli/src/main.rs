@@ -52,6 +52,25 @@ enum Command {
         #[arg(long)]
         path: PathBuf,
     },
+    /// Copy a store, consistently, into a new directory (a backup that
+    /// opens as a store; the store must not be open in another process).
+    Backup {
+        /// The store to copy.
+        #[arg(long)]
+        path: PathBuf,
+        /// Where the copy goes; must not exist.
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Check a backup and copy it into a new store directory.
+    Restore {
+        /// The backup (`ferrite backup --to`).
+        #[arg(long)]
+        from: PathBuf,
+        /// Where the restored store goes; must not exist.
+        #[arg(long)]
+        path: PathBuf,
+    },
     /// List the engines and whether this build contains them.
     Engines,
     /// Measure dependent versus batched 4 KiB O_DIRECT random reads
@@ -111,6 +130,8 @@ fn main() -> anyhow::Result<()> {
         Command::Kv { op } => command::kv::run(op),
         Command::Rask { op } => command::rask::run(op),
         Command::Inspect { path } => command::inspect::run(&path),
+        Command::Backup { path, to } => command::backup::backup(&path, &to),
+        Command::Restore { from, path } => command::backup::restore(&from, &path),
         Command::Engines => {
             command::engines::print();
             Ok(())

@@ -72,6 +72,39 @@ fn every_engine_keeps_writes_between_invocations() {
 }
 
 #[test]
+fn a_backup_restores_into_an_equal_store() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in ["btree", "lsm", "zkv"] {
+        let src = dir.path().join(format!("{engine}-src"));
+        let (bak, back) = (
+            dir.path().join(format!("{engine}-bak")),
+            dir.path().join(format!("{engine}-back")),
+        );
+        for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
+            ok(&["kv", "put", "--engine", engine, "--path", path(&src), k, v]);
+        }
+        let said = ok(&["backup", "--path", path(&src), "--to", path(&bak)]);
+        assert!(said.contains("3 pairs"), "{engine}: {said}");
+        // The source goes on changing; the backup does not.
+        ok(&["kv", "del", "--path", path(&src), "a"]);
+        let said = ok(&["restore", "--from", path(&bak), "--path", path(&back)]);
+        assert!(said.contains("3 pairs"), "{engine}: {said}");
+        assert_eq!(
+            ok(&["kv", "scan", "--path", path(&back)]),
+            "a\t1\nb\t2\nc\t3\n"
+        );
+        // Neither overwrites a directory.
+        let again = ferrite(&["backup", "--path", path(&src), "--to", path(&bak)]);
+        assert_ne!(again.status.code(), Some(0), "{engine}");
+        assert!(
+            stderr(&again).contains("already holds"),
+            "{engine}: {}",
+            stderr(&again)
+        );
+    }
+}
+
+#[test]
 fn scans_honour_bounds_limits_and_hex() {
     let dir = tempfile::tempdir().unwrap();
     let p = path(dir.path());

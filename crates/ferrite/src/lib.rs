@@ -67,6 +67,7 @@
 //! [`Error::EngineUnavailable`], never a silent substitute. RASK, the
 //! block-range index, has an API of its own (`ferrite-rask`).
 
+mod checkpoint;
 mod config;
 mod iter;
 mod registry;
@@ -76,6 +77,7 @@ mod transaction;
 
 use std::path::Path;
 
+pub use checkpoint::CheckpointStats;
 pub use config::{Config, ConfigBuilder};
 pub use ferrite_core::background;
 pub use ferrite_core::{

@@ -14,6 +14,7 @@ use ferrite_core::{
     EngineKind, KeyRange, KvStore, OwnedKeyRange, Result, ScanVisitor, Stats, WriteBatch,
 };
 
+use crate::config::Config;
 use crate::iter::Iter;
 use crate::snapshot::Snapshot;
 
@@ -30,17 +31,22 @@ use crate::snapshot::Snapshot;
 /// return an error for which [`ferrite_core::Error::is_no_space`] holds.
 pub struct Store {
     inner: Box<dyn Instrumented>,
-    engine: EngineKind,
+    config: Config,
 }
 
 impl Store {
-    pub(crate) fn new(inner: Box<dyn Instrumented>, engine: EngineKind) -> Self {
-        Self { inner, engine }
+    pub(crate) fn new(inner: Box<dyn Instrumented>, config: Config) -> Self {
+        Self { inner, config }
     }
 
     /// The engine the store runs.
     pub fn engine(&self) -> EngineKind {
-        self.engine
+        self.config.engine()
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The value of `key`, if present.
@@ -199,7 +205,7 @@ impl Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("engine", &self.engine)
+            .field("engine", &self.engine())
             .finish()
     }
 }

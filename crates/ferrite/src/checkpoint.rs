@@ -127,9 +127,7 @@ impl Store {
                     failed = Some(e);
                     return None;
                 }
-                let Some(last) = next.last() else {
-                    return None;
-                };
+                let last = next.last()?;
                 after = Some(last.0.clone());
                 next.reverse();
                 chunk = next;

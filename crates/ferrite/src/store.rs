@@ -31,12 +31,16 @@ use crate::snapshot::Snapshot;
 /// return an error for which [`ferrite_core::Error::is_no_space`] holds.
 pub struct Store {
     inner: Box<dyn Instrumented>,
-    config: Config,
+    /// Boxed: a store handle stays two pointers wide.
+    config: Box<Config>,
 }
 
 impl Store {
     pub(crate) fn new(inner: Box<dyn Instrumented>, config: Config) -> Self {
-        Self { inner, config }
+        Self {
+            inner,
+            config: Box::new(config),
+        }
     }
 
     /// The engine the store runs.

@@ -34,7 +34,7 @@ fn copy_while_writing(kind: EngineKind) {
                 b.put(format!("d{n:08}").as_bytes(), &n.to_le_bytes())
                     .unwrap();
                 b.put(b"seq", &n.to_le_bytes()).unwrap();
-                if n % 7 == 0 {
+                if n.is_multiple_of(7) {
                     b.delete(format!("base{:05}", n % 2000).as_bytes()).unwrap();
                 }
                 db.write(&b).unwrap();
@@ -68,7 +68,7 @@ fn copy_while_writing(kind: EngineKind) {
         assert_eq!(ds, (1..=seq).collect::<Vec<_>>(), "{name}");
         let bases = copy.prefix("base").count() as u64;
         let deleted: std::collections::HashSet<u64> =
-            (1..=seq).filter(|n| n % 7 == 0).map(|n| n % 2000).collect();
+            (1..=seq).filter(|n| n.is_multiple_of(7)).map(|n| n % 2000).collect();
         assert_eq!(bases, 2000 - deleted.len() as u64, "{name}");
         assert_eq!(stats.pairs, 1 + seq + bases, "{name}");
         assert!(stats.disk_bytes > 0 && stats.user_bytes > 0);

@@ -67,8 +67,10 @@ fn copy_while_writing(kind: EngineKind) {
         let ds: Vec<u64> = copy.prefix("d").map(|p| seq_of(&p.unwrap().1)).collect();
         assert_eq!(ds, (1..=seq).collect::<Vec<_>>(), "{name}");
         let bases = copy.prefix("base").count() as u64;
-        let deleted: std::collections::HashSet<u64> =
-            (1..=seq).filter(|n| n.is_multiple_of(7)).map(|n| n % 2000).collect();
+        let deleted: std::collections::HashSet<u64> = (1..=seq)
+            .filter(|n| n.is_multiple_of(7))
+            .map(|n| n % 2000)
+            .collect();
         assert_eq!(bases, 2000 - deleted.len() as u64, "{name}");
         assert_eq!(stats.pairs, 1 + seq + bases, "{name}");
         assert!(stats.disk_bytes > 0 && stats.user_bytes > 0);

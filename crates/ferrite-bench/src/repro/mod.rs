@@ -7,6 +7,7 @@
 
 mod baselines;
 mod btree;
+mod checkpoint;
 pub mod driver;
 mod rask;
 mod replication;
@@ -192,6 +193,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
         Box::new(driver::Driven(baselines::Baselines)),
         Box::new(driver::Driven(btree::BtreeRepro)),
+        Box::new(driver::Driven(checkpoint::CheckpointRepro)),
         Box::new(driver::Driven(rask::RaskRepro)),
         Box::new(driver::Driven(replication::ReplicationRepro)),
         Box::new(driver::Driven(serve::ServeRepro)),

@@ -1,0 +1,266 @@
+//! `checkpoint`: `Store::checkpoint` of a large store while a writer
+//! runs, on btree and lsm: how long the copy takes, what it copies (every
+//! byte; nothing is linked), and the writer's latency before and during
+//! it.
+//!
+//! The store is bulk-loaded with 1 KiB values, then a writer updates
+//! random existing keys at a fixed rate (so its latency, not its
+//! throughput, is what moves), first alone, then while the checkpoint
+//! runs. The copy is opened afterwards and its pairs counted.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ferrite::{Config, EngineKind, SyncMode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::driver::{
+    fresh_dir, store_err, Latencies, LatencySummary, Metrics, Report, Study, Table,
+};
+use super::{ClaimSpec, ReproContext};
+use crate::error::Result;
+
+pub struct CheckpointRepro;
+
+const VALUE_BYTES: usize = 1024;
+const KEY_BYTES: usize = 16;
+/// The writer's rate, operations per second.
+const WRITES_PER_SEC: u64 = 2000;
+const CACHE_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EngineRun {
+    pub engine: String,
+    pub records: u64,
+    pub load_secs: f64,
+    pub store_disk_bytes: u64,
+    pub checkpoint_secs: f64,
+    pub copied_pairs: u64,
+    pub copied_user_bytes: u64,
+    pub copy_disk_bytes: u64,
+    /// Bytes shared with the source by links: none here.
+    pub linked_bytes: u64,
+    pub copy_pairs_counted: u64,
+    pub before: LatencySummary,
+    pub during: LatencySummary,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    pub data_bytes: u64,
+    pub runs: Vec<EngineRun>,
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("rec{i:013}").into_bytes()
+}
+
+fn value(i: u64, round: u64) -> Vec<u8> {
+    let mut v = vec![(i ^ round) as u8; VALUE_BYTES];
+    v[..8].copy_from_slice(&round.to_le_bytes());
+    v
+}
+
+fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<EngineRun> {
+    let name = kind.name();
+    let err = store_err(name);
+    let root = fresh_dir(&ctx.work_dir.join("checkpoint").join(name))?;
+    let records = data_bytes / (KEY_BYTES + VALUE_BYTES) as u64;
+    let db = Config::builder(kind)
+        .cache_bytes(CACHE_BYTES)
+        .sync(SyncMode::Never)
+        .open(root.join("db"))
+        .map_err(&err)?;
+    let t = Instant::now();
+    db.bulk_load((0..records).map(|i| (key(i), value(i, 0))))
+        .map_err(&err)?;
+    db.sync().map_err(&err)?;
+    let load_secs = t.elapsed().as_secs_f64();
+    let store_disk_bytes = crate::process::disk_bytes(&root.join("db"));
+    // 0: before, 1: during, 2: stop.
+    let phase = AtomicU8::new(0);
+    let hist = [Mutex::new(Latencies::new()), Mutex::new(Latencies::new())];
+    let failed = AtomicBool::new(false);
+    let before_for = ctx.scale.pick(
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+    );
+    let stats = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut rng = SmallRng::seed_from_u64(7);
+            let gap = Duration::from_nanos(1_000_000_000 / WRITES_PER_SEC);
+            let mut next = Instant::now();
+            let (mut before, mut during) = (Latencies::new(), Latencies::new());
+            let mut round = 1;
+            loop {
+                let p = phase.load(Ordering::Acquire);
+                if p >= 2 {
+                    break;
+                }
+                let i = rng.gen_range(0..records);
+                let t = Instant::now();
+                if db.put(key(i), value(i, round)).is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                    break;
+                }
+                if p == 0 { &mut before } else { &mut during }.record(t.elapsed());
+                round += 1;
+                next += gap;
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            if let (Ok(mut b), Ok(mut d)) = (hist[0].lock(), hist[1].lock()) {
+                b.add(&before);
+                d.add(&during);
+            }
+        });
+        std::thread::sleep(before_for);
+        phase.store(1, Ordering::Release);
+        let r = db.checkpoint(root.join("copy"));
+        phase.store(2, Ordering::Release);
+        r
+    })
+    .map_err(&err)?;
+    if failed.load(Ordering::Relaxed) {
+        return Err(err(ferrite::Error::InvalidOptions(
+            "the writer's put failed".into(),
+        )));
+    }
+    db.close().map_err(&err)?;
+    let copy = ferrite::open_existing(
+        root.join("copy"),
+        &ferrite::Options::default().cache_bytes(CACHE_BYTES),
+    )
+    .map_err(&err)?;
+    let copy_pairs_counted = copy.iter().count() as u64;
+    copy.close().map_err(&err)?;
+    let summary = |h: &Mutex<Latencies>| h.lock().map(|h| h.summary()).unwrap_or_default();
+    let run = EngineRun {
+        engine: name.into(),
+        records,
+        load_secs,
+        store_disk_bytes,
+        checkpoint_secs: stats.elapsed.as_secs_f64(),
+        copied_pairs: stats.pairs,
+        copied_user_bytes: stats.user_bytes,
+        copy_disk_bytes: stats.disk_bytes,
+        linked_bytes: 0,
+        copy_pairs_counted,
+        before: summary(&hist[0]),
+        during: summary(&hist[1]),
+    };
+    let _ = std::fs::remove_dir_all(&root);
+    Ok(run)
+}
+
+impl Study for CheckpointRepro {
+    type Results = Results;
+
+    const NAME: &'static str = "checkpoint";
+
+    const SUMMARY: &'static str = "Store::checkpoint of a large store (1 KiB values) while a writer updates at 2000/s: time, bytes copied and linked, the writer's latency before and during";
+
+    const CLAIMS: &'static [ClaimSpec] = &[];
+
+    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+        let data_bytes = ctx.scale.pick(16 << 20, 1 << 30, 4 << 30);
+        let mut runs = Vec::new();
+        for kind in [EngineKind::Btree, EngineKind::Lsm] {
+            runs.push(run_engine(ctx, kind, data_bytes)?);
+        }
+        Ok(Results { data_bytes, runs })
+    }
+
+    fn params(&self, r: &Results) -> serde_json::Value {
+        json!({
+            "data_bytes": r.data_bytes,
+            "key_bytes": KEY_BYTES,
+            "value_bytes": VALUE_BYTES,
+            "writer_ops_per_sec": WRITES_PER_SEC,
+            "cache_bytes": CACHE_BYTES,
+            "sync": "never",
+        })
+    }
+
+    fn metrics(&self, r: &Results) -> Metrics {
+        let mut m = Metrics::new();
+        for run in &r.runs {
+            let e = &run.engine;
+            m.set(format!("{e}_checkpoint_secs"), run.checkpoint_secs);
+            m.set(
+                format!("{e}_checkpoint_mib_per_sec"),
+                run.copied_user_bytes as f64 / f64::from(1 << 20) / run.checkpoint_secs.max(1e-9),
+            );
+            m.set(format!("{e}_copied_bytes"), run.copy_disk_bytes as f64);
+            m.set(format!("{e}_linked_bytes"), run.linked_bytes as f64);
+            m.set(format!("{e}_p99_before_us"), run.before.p99_us);
+            m.set(format!("{e}_p99_during_us"), run.during.p99_us);
+            m.set(
+                format!("{e}_p99_during_over_before"),
+                run.during.p99_us / run.before.p99_us.max(1e-9),
+            );
+        }
+        m
+    }
+
+    fn render(&self, r: &Results, _: &Metrics, doc: &mut Report) -> Result<()> {
+        doc.h1("Online checkpoints");
+        doc.text(format!(
+            "`Store::checkpoint` of a store of {:.2} GiB of keys and values ({}-byte keys, \
+             {}-byte values, bulk-loaded, cache {} MiB, durability `never`) while one writer \
+             updates random existing keys at {} operations per second. The checkpoint copies the \
+             store as one snapshot shows it into a new store of the same engine (bulk-loaded); \
+             nothing is linked (no engine keeps its data in immutable files). The writer's \
+             latency is taken alone for a few seconds, then while the checkpoint runs. The copy \
+             is opened after and its pairs counted.",
+            r.data_bytes as f64 / f64::from(1 << 30),
+            KEY_BYTES,
+            VALUE_BYTES,
+            CACHE_BYTES >> 20,
+            WRITES_PER_SEC
+        ));
+        let mut t = Table::new([
+            "engine",
+            "store on disk",
+            "checkpoint",
+            "copied (pairs / on disk)",
+            "linked",
+            "copy counted",
+            "writer p50 / p99 before",
+            "writer p50 / p99 during",
+        ]);
+        for run in &r.runs {
+            t.row([
+                run.engine.clone(),
+                format!(
+                    "{:.0} MiB",
+                    run.store_disk_bytes as f64 / f64::from(1 << 20)
+                ),
+                format!(
+                    "{:.1} s ({:.0} MiB/s)",
+                    run.checkpoint_secs,
+                    run.copied_user_bytes as f64
+                        / f64::from(1 << 20)
+                        / run.checkpoint_secs.max(1e-9)
+                ),
+                format!(
+                    "{} / {:.0} MiB",
+                    run.copied_pairs,
+                    run.copy_disk_bytes as f64 / f64::from(1 << 20)
+                ),
+                format!("{} B", run.linked_bytes),
+                run.copy_pairs_counted.to_string(),
+                format!("{:.1} / {:.1} µs", run.before.p50_us, run.before.p99_us),
+                format!("{:.1} / {:.1} µs", run.during.p50_us, run.during.p99_us),
+            ]);
+        }
+        doc.table(&t);
+        Ok(())
+    }
+}

@@ -92,6 +92,11 @@ impl Store {
             let mut config = self.config().clone();
             config.options.create_if_missing = true;
             config.options.error_if_exists = true;
+            // Written once, front to back, then synced: through the page
+            // cache, the bulk load's page writes cost a copy each instead
+            // of a device round trip (the copy opens later as its opener
+            // asks; O_DIRECT is not part of a store's format).
+            config.options.direct_io = false;
             let copy = config.open(&stage)?;
             // Pairs come from a scan of the snapshot, a chunk at a time,
             // into the copy's bulk load (strictly ascending, as it needs).

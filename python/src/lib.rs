@@ -97,6 +97,22 @@ fn to_py(e: ferrite::Error) -> PyErr {
     }
 }
 
+/// A looked-up value as `bytes`, or `default` where the key is absent.
+fn or_default(py: Python<'_>, v: Option<Vec<u8>>, default: Option<Py<PyAny>>) -> Option<Py<PyAny>> {
+    match v {
+        Some(v) => Some(PyBytes::new(py, &v).into_any().unbind()),
+        None => default,
+    }
+}
+
+/// A looked-up value as `bytes`, or `KeyError(key)` where it is absent.
+fn or_key_error(py: Python<'_>, v: Option<Vec<u8>>, key: &[u8]) -> PyResult<Py<PyBytes>> {
+    match v {
+        Some(v) => Ok(PyBytes::new(py, &v).unbind()),
+        None => Err(PyKeyError::new_err(PyBytes::new(py, key).unbind())),
+    }
+}
+
 /// Every key an iterable yields, each taken as [`bytes_of`] takes it.
 fn keys_of(keys: &Bound<'_, PyAny>, allow_str: bool) -> PyResult<Vec<Vec<u8>>> {
     keys.try_iter()?.map(|k| bytes_of(&k?, allow_str)).collect()
@@ -256,10 +272,11 @@ impl PySnapshot {
         default: Option<Py<PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let k = bytes_of(key, self.str_keys)?;
-        match py.detach(|| self.snap.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
-            None => Ok(default),
-        }
+        Ok(or_default(
+            py,
+            py.detach(|| self.snap.get(&k)).map_err(to_py)?,
+            default,
+        ))
     }
 
     /// The values of `keys` as of the snapshot, in order, `None` where a
@@ -282,10 +299,7 @@ impl PySnapshot {
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
         let k = bytes_of(key, self.str_keys)?;
-        match py.detach(|| self.snap.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
-            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
-        }
+        or_key_error(py, py.detach(|| self.snap.get(&k)).map_err(to_py)?, &k)
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -434,18 +448,16 @@ impl PyTransaction {
         default: Option<Py<PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let k = bytes_of(key, self.str_keys)?;
-        match py.detach(|| self.with(|t| t.get(&k)))? {
-            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
-            None => Ok(default),
-        }
+        Ok(or_default(
+            py,
+            py.detach(|| self.with(|t| t.get(&k)))?,
+            default,
+        ))
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
         let k = bytes_of(key, self.str_keys)?;
-        match py.detach(|| self.with(|t| t.get(&k)))? {
-            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
-            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
-        }
+        or_key_error(py, py.detach(|| self.with(|t| t.get(&k)))?, &k)
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -619,10 +631,11 @@ impl PyStore {
         default: Option<Py<PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let (k, s) = (self.key(key)?, self.live()?);
-        match py.detach(|| s.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(Some(PyBytes::new(py, &v).into_any().unbind())),
-            None => Ok(default),
-        }
+        Ok(or_default(
+            py,
+            py.detach(|| s.get(&k)).map_err(to_py)?,
+            default,
+        ))
     }
 
     /// The values of `keys` in order, `None` where a key is absent: one
@@ -642,10 +655,7 @@ impl PyStore {
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
         let (k, s) = (self.key(key)?, self.live()?);
-        match py.detach(|| s.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
-            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
-        }
+        or_key_error(py, py.detach(|| s.get(&k)).map_err(to_py)?, &k)
     }
 
     fn __setitem__(

@@ -226,11 +226,10 @@ impl Inner {
         w: &mut parking_lot::MutexGuard<'_, Writer>,
         batch: &WriteBatch,
     ) -> Result<Option<(Arc<Wal>, ferrite_wal::Lsn)>> {
-        self.check()?;
-        if batch.is_empty() {
-            return Ok(None);
+        if !batch.is_empty() {
+            self.check()?;
+            self.make_room(w)?;
         }
-        self.make_room(w)?;
         self.append_and_insert(w, batch)
     }
 

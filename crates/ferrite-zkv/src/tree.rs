@@ -949,6 +949,32 @@ impl Tree {
             .collect()
     }
 
+    /// Merges the buffers (ADB, delta chain) of up to `most` leaves that
+    /// hold any into their pages; returns how many leaves still hold
+    /// buffered pairs. A clean close runs it so its snapshot carries no
+    /// buffered pairs: in the MetaLog they cost two copies, in the leaves
+    /// one.
+    pub fn merge_buffers(&mut self, most: usize, ctx: &Ctx<'_>) -> Result<usize> {
+        let buffered: Vec<u32> = self
+            .map
+            .values()
+            .copied()
+            .filter(|&id| {
+                let l = self.leaf(id);
+                l.adb.is_some() || !l.delta.is_empty()
+            })
+            .collect();
+        let now = buffered.len().min(most);
+        for &id in &buffered[..now] {
+            // A merge may join a neighbour (which then left the map).
+            let l = &self.leaves[id as usize];
+            if l.live && (l.adb.is_some() || !l.delta.is_empty()) {
+                self.merge_leaf(id, Vec::new(), ctx)?;
+            }
+        }
+        Ok(buffered.len() - now)
+    }
+
     /// Pairs held in ADBs and delta chains, sorted, newest per key.
     pub fn buffered(&self, dead: &mut Vec<Val>) -> Vec<Pair> {
         let mut out = Vec::new();

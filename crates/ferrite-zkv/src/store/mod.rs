@@ -451,9 +451,10 @@ impl KvStore for ZkvStore {
 impl Instrumented for ZkvStore {}
 
 impl ZkvStore {
-    /// Stops the sync thread, reclaims the zones whose garbage keeps space
-    /// amplification above its bound, and writes a MetaLog snapshot as the
-    /// only one of both slots, so recovery has no log to replay and the
+    /// Stops the sync thread, puts the buffered pairs into the leaves,
+    /// reclaims the zones whose garbage keeps space amplification above
+    /// its bound, and writes a MetaLog snapshot as the only one of both
+    /// slots, so recovery has no log to replay and the
     /// MetaLog holds two copies of one snapshot; reports what failed.
     pub fn close(mut self) -> Result<()> {
         self.shut_down()
@@ -468,7 +469,8 @@ impl ZkvStore {
         self.inner.check()?;
         let r = self
             .inner
-            .compact_for_space()
+            .drain_buffers()
+            .and_then(|()| self.inner.compact_for_space())
             .and_then(|_| self.inner.checkpoint_to(checkpoint::Snapshots::Alone));
         self.inner.poison_on(r)
     }

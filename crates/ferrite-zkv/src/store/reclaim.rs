@@ -125,6 +125,37 @@ impl Inner {
         self.collect(want, Bound::WhenTight)
     }
 
+    /// At a clean close, before [`Inner::compact_for_space`]: puts every
+    /// buffered pair into the leaves, so the closing snapshot (written
+    /// twice) carries none: the merged filter evicted into a batch array,
+    /// the array inserted, every ADB and delta chain merged into its
+    /// page. It goes a slice of leaves at a time while the zones allow
+    /// leaf work (as inserting batches does); what is left stays in the
+    /// snapshot, as it always could.
+    pub(super) fn drain_buffers(&self) -> Result<()> {
+        if self.opts.buffers_writes() {
+            let mut mf = self.mf.lock();
+            if !self.finish_batches()? {
+                return Ok(());
+            }
+            if mf.bytes > 0 {
+                let evicted = mf.evict(usize::MAX);
+                *self.batches.write() = Arc::new(BatchArray::new(evicted));
+                if !self.finish_batches()? {
+                    return Ok(());
+                }
+            }
+        }
+        const SLICE: usize = 256;
+        while self.leaf_work_allowed(false) {
+            let left = self.tree.write().merge_buffers(SLICE, &self.ctx())?;
+            if left == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// At a clean close: reclaims every zone whose reclamation lowers space
     /// amplification below its bound, however many zones are free, so a
     /// closed store gives back the garbage its copy-on-write leaves left

@@ -325,7 +325,7 @@ impl Inner {
     /// the admitted writes ([`ZoneSpace::admits_leaf_work`]). A batch
     /// writes far less than a zone, so checking before each keeps those
     /// zones for reclamation, which needs them to free more.
-    fn leaf_work_allowed(&self, admitted: bool) -> bool {
+    pub(super) fn leaf_work_allowed(&self, admitted: bool) -> bool {
         let floor =
             gc_policy::admission_floor(false, self.opts.gc_reserve_zones, self.opts.flushers);
         self.io.space.lock().admits_leaf_work(floor, admitted)

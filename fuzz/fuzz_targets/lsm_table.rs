@@ -1,5 +1,6 @@
-//! SSTable and manifest decoders: data blocks, footers, index blocks,
-//! properties, bloom filters and manifest snapshots never panic on any
+//! SSTable and manifest decoders: data blocks, compressed block frames,
+//! footers, index blocks, properties (with their packing), bloom filters
+//! and manifest snapshots never panic on any
 //! bytes, and a parsed block answers every slot. Blocks are also fed
 //! sealed with a valid checksum, so the layout checks behind it see
 //! arbitrary bytes too.
@@ -11,13 +12,14 @@ use ferrite_lsm::internals::Bloom;
 use ferrite_lsm::internals::{Footer, Properties};
 use ferrite_lsm::internals::Index;
 use ferrite_lsm::internals::ManifestState;
+use ferrite_lsm::internals::{unpack, Packing};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {
         return;
     };
-    match selector % 7 {
+    match selector % 8 {
         0 | 6 => {
             let mut page = rest.to_vec();
             page.resize(rest.len().div_ceil(4096).max(1) * 4096, 0);
@@ -50,7 +52,21 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         3 => {
-            let _ = Properties::decode(rest);
+            let pages = rest.first().copied().unwrap_or(1) as u32;
+            let _ = Properties::decode(rest.get(1..).unwrap_or_default(), pages);
+            let _ = Packing::decode(rest.get(1..).unwrap_or_default(), pages);
+        }
+        7 => {
+            // A frame's checksum covers its codec byte and payload, so the
+            // decompressors see arbitrary payloads through a valid one too.
+            let pages = rest.first().copied().unwrap_or(1) as u32 % 4;
+            let mut frame = rest.get(1..).unwrap_or_default().to_vec();
+            let _ = unpack(&frame, pages);
+            if let Some(at) = frame.len().checked_sub(4).filter(|&a| a > 0) {
+                let crc = crc32c::crc32c(&frame[..at]);
+                frame[at..].copy_from_slice(&crc.to_le_bytes());
+                let _ = unpack(&frame, pages);
+            }
         }
         4 => {
             if let Some(b) = Bloom::decode(rest) {

@@ -925,7 +925,7 @@ impl PyStore {
     clippy::too_many_arguments,
     reason = "one per keyword argument of the Python function"
 )]
-#[pyo3(signature = (path, engine = None, *, cache_mb = 64, sync = "batched:10", create = true, direct_io = true, str_keys = false))]
+#[pyo3(signature = (path, engine = None, *, cache_mb = 64, sync = "batched:10", create = true, direct_io = true, str_keys = false, compression = None))]
 fn open(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -935,6 +935,7 @@ fn open(
     create: bool,
     direct_io: bool,
     str_keys: bool,
+    compression: Option<&str>,
 ) -> PyResult<PyStore> {
     let kind = match engine {
         Some(e) => e
@@ -947,16 +948,25 @@ fn open(
         },
     };
     let sync = SyncMode::parse(sync).map_err(to_py)?;
-    let store = py
-        .detach(|| {
-            Config::builder(kind)
-                .cache_bytes(cache_mb << 20)
-                .sync(sync)
-                .create_if_missing(create)
-                .direct_io(direct_io)
-                .open(&path)
-        })
-        .map_err(to_py)?;
+    let mut builder = Config::builder(kind)
+        .cache_bytes(cache_mb << 20)
+        .sync(sync)
+        .create_if_missing(create)
+        .direct_io(direct_io);
+    if let Some(c) = compression {
+        // Table block compression is the LSM's: the B+trees keep pages
+        // addressable in place.
+        if kind != EngineKind::Lsm {
+            return Err(PyValueError::new_err(format!(
+                "compression applies to the lsm engine's tables, not to {kind}"
+            )));
+        }
+        let c = c
+            .parse::<ferrite::lsm::Compression>()
+            .map_err(PyValueError::new_err)?;
+        builder = builder.lsm(ferrite::lsm::LsmOptions::default().compression(c));
+    }
+    let store = py.detach(|| builder.open(&path)).map_err(to_py)?;
     Ok(PyStore {
         store: Arc::new(Mutex::new(Some(Arc::new(store)))),
         engine: kind,

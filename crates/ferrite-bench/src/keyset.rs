@@ -176,8 +176,8 @@ impl KeySet {
     }
 }
 
-/// Value sizes.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+/// Values: random bytes of a size, or records from a file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ValueSpec {
     Fixed {
@@ -188,12 +188,68 @@ pub enum ValueSpec {
         min: usize,
         max: usize,
     },
+    /// Real records: the paragraphs (blank-line separated) of a text file,
+    /// such as Debian's package index; record `i` at a version gets one of
+    /// them, picked by hashing, so what a store sees compresses as the
+    /// records themselves do.
+    Records(Records),
+}
+
+/// The paragraphs of one file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Records {
+    pub path: PathBuf,
+    pub count: usize,
+    pub mean_bytes: f64,
+    #[serde(skip)]
+    paragraphs: std::sync::Arc<Vec<Vec<u8>>>,
+}
+
+impl Records {
+    /// Reads `path` and splits it at blank lines.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read(path).map_err(|e| {
+            BenchError::Config(format!("values: cannot read {}: {e}", path.display()))
+        })?;
+        let mut paragraphs = Vec::new();
+        let mut cur: Vec<u8> = Vec::new();
+        for line in text.split_inclusive(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                if !cur.is_empty() {
+                    paragraphs.push(std::mem::take(&mut cur));
+                }
+            } else {
+                cur.extend_from_slice(line);
+            }
+        }
+        if !cur.is_empty() {
+            paragraphs.push(cur);
+        }
+        if paragraphs.is_empty() {
+            return Err(BenchError::Config(format!(
+                "values: {} holds no records",
+                path.display()
+            )));
+        }
+        let mean_bytes =
+            paragraphs.iter().map(Vec::len).sum::<usize>() as f64 / paragraphs.len() as f64;
+        Ok(Self {
+            path: path.to_path_buf(),
+            count: paragraphs.len(),
+            mean_bytes,
+            paragraphs: std::sync::Arc::new(paragraphs),
+        })
+    }
 }
 
 impl ValueSpec {
-    /// Parses `N` or `MIN-MAX`.
+    /// Parses `N`, `MIN-MAX` or `records:PATH`.
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = || BenchError::Config(format!("value size {s:?}: expected N or MIN-MAX"));
+        if let Some(path) = s.strip_prefix("records:") {
+            return Ok(ValueSpec::Records(Records::read(Path::new(path))?));
+        }
+        let bad =
+            || BenchError::Config(format!("values {s:?}: expected N, MIN-MAX or records:PATH"));
         match s.split_once('-') {
             None => Ok(ValueSpec::Fixed {
                 bytes: s.parse().map_err(|_| bad())?,
@@ -212,6 +268,7 @@ impl ValueSpec {
         match *self {
             ValueSpec::Fixed { bytes } => bytes as f64,
             ValueSpec::Uniform { min, max } => (min + max) as f64 / 2.0,
+            ValueSpec::Records(ref r) => r.mean_bytes,
         }
     }
 
@@ -219,6 +276,12 @@ impl ValueSpec {
         match *self {
             ValueSpec::Fixed { bytes } => format!("{bytes} B"),
             ValueSpec::Uniform { min, max } => format!("{min}-{max} B"),
+            ValueSpec::Records(ref r) => format!(
+                "records of {} ({} records, mean {:.0} B)",
+                r.path.display(),
+                r.count,
+                r.mean_bytes
+            ),
         }
     }
 
@@ -227,6 +290,12 @@ impl ValueSpec {
         let len = match *self {
             ValueSpec::Fixed { bytes } => bytes,
             ValueSpec::Uniform { min, max } => rng.gen_range(min..=max),
+            ValueSpec::Records(ref r) => {
+                let pick = mix64(i ^ version.rotate_left(32)) % r.paragraphs.len() as u64;
+                out.clear();
+                out.extend_from_slice(&r.paragraphs[pick as usize]);
+                return;
+            }
         };
         out.clear();
         let mut x = mix64(i ^ version.rotate_left(32));
@@ -275,6 +344,31 @@ mod tests {
             assert!((10..=20).contains(&v.len()));
         }
         assert!(ValueSpec::parse("20-10").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("records");
+        std::fs::write(
+            &file,
+            "Package: a\nVersion: 1\n\n\nPackage: b\n \nPackage: c\n",
+        )
+        .unwrap();
+        let r = ValueSpec::parse(&format!("records:{}", file.display())).unwrap();
+        let ValueSpec::Records(rec) = &r else {
+            panic!("records:PATH reads records");
+        };
+        assert_eq!(rec.count, 3);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..100 {
+            r.value(i, 0, &mut rng, &mut v);
+            seen.insert(v.clone());
+        }
+        let want: std::collections::BTreeSet<Vec<u8>> = [
+            b"Package: a\nVersion: 1\n".to_vec(),
+            b"Package: b\n".to_vec(),
+            b"Package: c\n".to_vec(),
+        ]
+        .into();
+        assert_eq!(seen, want);
+        assert!(ValueSpec::parse("records:/nonexistent/file").is_err());
     }
 
     #[test]

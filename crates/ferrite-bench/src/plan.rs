@@ -47,6 +47,8 @@ pub struct BenchPlan {
     pub cache: CacheBudget,
     pub sync: SyncMode,
     pub direct_io: bool,
+    /// Table block compression of the stores that compress.
+    pub compression: crate::adapter::Compression,
     /// Parent directory for the stores (each gets a subdirectory, removed afterwards).
     pub dir: PathBuf,
     pub seed: u64,
@@ -129,6 +131,7 @@ impl BenchPlan {
             cache_bytes,
             sync: self.sync,
             direct_io: self.direct_io,
+            compression: self.compression,
         };
         let mut loaded = Vec::new();
         let mut loads = Vec::new();

@@ -420,6 +420,7 @@ mod tests {
             cache_bytes: 1 << 20,
             sync: SyncMode::Never,
             direct_io: false,
+            compression: adapter::Compression::default(),
         };
         let (db, _) = adapter::open(Target::BTreeMap, dir.path(), &cfg).unwrap();
         let keys = KeySet::new(KeySpec::UniformU64, 1).unwrap();

@@ -178,7 +178,8 @@ pub fn merge(
     // covering them go now (a live snapshot keeps the inputs it reads).
     let dels = RangeDels::of_sets(vec![v.range_fragments().clone()], Vec::new(), u64::MAX);
     let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
-        .smaller_index(opts.smaller_index);
+        .smaller_index(opts.smaller_index)
+        .compression(opts.compression);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     while let Some((live, seq)) = merged.next_into(&mut key, &mut value)? {
         if dels.covers(&key, seq) || (!live && v.is_base_for(job.part, out_level, &key)) {

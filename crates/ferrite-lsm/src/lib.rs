@@ -6,7 +6,9 @@
 //! carry either a classic sparse index block or a learned one: a bounded
 //! piecewise linear model that predicts an entry's position within ε, so a
 //! lookup reads the block the prediction falls in and searches a few
-//! slots instead of binary-searching an index and then a block.
+//! slots instead of binary-searching an index and then a block. Data
+//! blocks are compressed (lz4 by default, zstd as an option) after the
+//! index is built, so models predict positions among uncompressed blocks.
 //!
 //! With `partitions > 1` (SwiftKV's subtrees) the key space is split by
 //! the first eight bytes modulo the partition count: one shared memtable
@@ -19,9 +21,9 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `options` | [`LsmOptions`], [`IndexKind`] |
+//! | `options` | [`LsmOptions`], [`IndexKind`], [`Compression`] |
 //! | `memtable` | the skip-list memtable, versions by sequence number |
-//! | `table` | SSTables: `block`, `bloom`, `index` (sparse / learned), `footer`, `builder`, `reader`, `iter` |
+//! | `table` | SSTables: `block`, `bloom`, `index` (sparse / learned), `footer`, `packing` (compressed blocks), `builder`, `reader`, `iter` |
 //! | `table_space` | the one device holding all tables as page extents; the extent allocator |
 //! | `block_cache` | parsed blocks under the byte budget, sharded CLOCK |
 //! | `manifest` | the durable table list, two slots written in turn |
@@ -48,7 +50,7 @@ mod table;
 mod table_space;
 mod version;
 
-pub use options::{IndexKind, LoadAware, LsmOptions};
+pub use options::{Compression, IndexKind, LoadAware, LsmOptions};
 pub use store::{Devices, LevelReport, LsmReport, LsmStats, LsmStore, FORMAT_VERSION, WAL_DEVICES};
 
 /// Table and manifest formats and the pure policies, for the fuzz
@@ -61,8 +63,9 @@ pub mod internals {
     pub use crate::manifest::{ManifestState, TableRecord};
     pub use crate::table::block::Block;
     pub use crate::table::bloom::Bloom;
-    pub use crate::table::footer::{Footer, Properties};
+    pub use crate::table::footer::{Footer, Properties, FOOTER_LEN};
     pub use crate::table::index::Index;
+    pub use crate::table::packing::{unpack, Packing};
     pub use crate::table::{BuiltTable, Table, TableBuilder};
     pub use crate::table_space::TableSpace;
 }

@@ -4,6 +4,8 @@
 
 use ferrite_learned::FitKind;
 
+pub use crate::table::packing::Compression;
+
 /// The index block a table is written with.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum IndexKind {
@@ -127,6 +129,10 @@ pub struct LsmOptions {
     /// Threads fitting one table's model (the table's points are split
     /// into this many pieces, SwiftKV §3.5).
     pub training_threads: usize,
+    /// How data blocks of tables written from now on are stored: lz4 by
+    /// default, as RocksDB's and fjall's are; tables already written keep
+    /// theirs, so a store can change it between opens.
+    pub compression: Compression,
 }
 
 ferrite_core::option_setters!(LsmOptions {
@@ -145,6 +151,7 @@ ferrite_core::option_setters!(LsmOptions {
     smaller_index: bool,
     partitions: usize,
     training_threads: usize,
+    compression: Compression,
 });
 
 /// RocksDB's defaults where RocksDB has the same knob (64 MiB memtables,
@@ -168,6 +175,7 @@ impl Default for LsmOptions {
             smaller_index: true,
             partitions: 1,
             training_threads: 1,
+            compression: Compression::default(),
         }
     }
 }

@@ -104,7 +104,9 @@ pub mod btree {
 /// The LSM-tree's options and statistics.
 #[cfg(feature = "lsm")]
 pub mod lsm {
-    pub use ferrite_lsm::{IndexKind, LevelReport, LoadAware, LsmOptions, LsmReport, LsmStats};
+    pub use ferrite_lsm::{
+        Compression, IndexKind, LevelReport, LoadAware, LsmOptions, LsmReport, LsmStats,
+    };
 }
 
 /// ZKV's options and statistics.

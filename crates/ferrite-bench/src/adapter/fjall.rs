@@ -35,8 +35,16 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, Tar
         .cache_size(cfg.cache_bytes)
         .open()
         .map_err(|e| err(&e))?;
+    // fjall compresses with lz4 or not at all.
+    let codec = match cfg.compression {
+        super::Compression::None => fjall::CompressionType::None,
+        _ => fjall::CompressionType::Lz4,
+    };
     let ks = db
-        .keyspace("kv", KeyspaceCreateOptions::default)
+        .keyspace("kv", || {
+            KeyspaceCreateOptions::default()
+                .data_block_compression_policy(fjall::config::CompressionPolicy::all(codec))
+        })
         .map_err(|e| err(&e))?;
     let ticker = match cfg.sync {
         SyncMode::Batched(every) => {
@@ -57,8 +65,9 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, Tar
         cache_bytes: cfg.cache_bytes,
         o_direct: false,
         durability: cfg.sync.to_string(),
-        notes: "block cache set to the budget; reads go through the OS page cache (no O_DIRECT)"
-            .into(),
+        notes: format!(
+            "block cache set to the budget; reads go through the OS page cache (no O_DIRECT); data blocks {codec}"
+        ),
     };
     Ok((
         Box::new(Counted::new(Fjall {

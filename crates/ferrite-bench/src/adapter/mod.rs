@@ -123,7 +123,14 @@ pub struct StoreConfig {
     pub cache_bytes: u64,
     pub sync: SyncMode,
     pub direct_io: bool,
+    /// Table block compression, for the stores that have it (ferrite's
+    /// LSM, RocksDB; fjall has lz4 or nothing, and zstd leaves it at lz4);
+    /// the others store what they are given.
+    pub compression: Compression,
 }
+
+/// The compression a [`StoreConfig`] asks for (ferrite's LSM names).
+pub use ferrite::lsm::Compression;
 
 /// How a store was actually configured, for the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -158,20 +165,24 @@ pub fn open(
                 .cache_bytes(cfg.cache_bytes)
                 .direct_io(cfg.direct_io)
                 .write_group(grouped);
-            let config = ferrite::Config::builder(kind)
-                .options(opts)
-                .build()
-                .map_err(wrap)?;
+            let builder = ferrite::Config::builder(kind).options(opts);
+            let builder = match kind {
+                EngineKind::Lsm => {
+                    builder.lsm(ferrite::lsm::LsmOptions::default().compression(cfg.compression))
+                }
+                _ => builder,
+            };
+            let config = builder.build().map_err(wrap)?;
             let db = ferrite::internals::open_instrumented(dir, &config).map_err(wrap)?;
             let info = TargetInfo {
                 name: target.name(),
                 cache_bytes: cfg.cache_bytes,
                 o_direct: cfg.direct_io,
                 durability: cfg.sync.to_string(),
-                notes: if grouped {
-                    String::new()
-                } else {
-                    "writers not grouped (each takes the write lock itself)".into()
+                notes: match (grouped, kind) {
+                    (true, EngineKind::Lsm) => format!("table blocks {}", cfg.compression),
+                    (true, _) => String::new(),
+                    (false, _) => "writers not grouped (each takes the write lock itself)".into(),
                 },
             };
             Ok((db, info))
@@ -274,6 +285,7 @@ mod tests {
                 cache_bytes: 8 << 20,
                 sync: SyncMode::Never,
                 direct_io: false,
+                compression: Compression::default(),
             };
             let (db, info) = open(target, dir.path(), &cfg).unwrap();
             assert_eq!(info.name, target.name());

@@ -43,6 +43,15 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, Tar
     table.set_bloom_filter(10.0, false);
     let mut opts = Options::default();
     opts.create_if_missing(true);
+    match cfg.compression {
+        super::Compression::None => opts.set_compression_type(rocksdb::DBCompressionType::None),
+        super::Compression::Lz4 => opts.set_compression_type(rocksdb::DBCompressionType::Lz4),
+        super::Compression::Zstd(level) => {
+            opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
+            // window bits, level, strategy, max dictionary bytes.
+            opts.set_compression_options(-14, level, 0, 0);
+        }
+    }
     opts.set_block_based_table_factory(&table);
     opts.set_use_direct_reads(cfg.direct_io);
     opts.set_use_direct_io_for_flush_and_compaction(cfg.direct_io);
@@ -70,7 +79,7 @@ pub fn open(dir: &Path, cfg: &StoreConfig) -> Result<(Box<dyn Instrumented>, Tar
         cache_bytes: cfg.cache_bytes,
         o_direct: cfg.direct_io,
         durability: cfg.sync.to_string(),
-        notes: "LRU block cache = budget, index and filter blocks charged to it; memtables (64 MiB) outside the budget".into(),
+        notes: format!("LRU block cache = budget, index and filter blocks charged to it; memtables (64 MiB) outside the budget; blocks {}", cfg.compression),
     };
     Ok((
         Box::new(Counted::new(Rocks {

@@ -1036,6 +1036,7 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
         cache,
         sync: SyncMode::Never,
         direct_io: true,
+        compression: Default::default(),
         dir: ctx.work_dir.join("swiftkv-peers"),
         seed: 42,
         show_progress: ctx.show_progress,

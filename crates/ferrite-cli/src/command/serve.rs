@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// The store's cache budget in MiB.
     #[arg(long, default_value_t = 256)]
     cache_mb: u64,
+    /// Table block compression of an lsm store (none, lz4, zstd or
+    /// zstd:LEVEL); tables written from now on use it.
+    #[arg(long, default_value = "lz4")]
+    compression: ferrite::lsm::Compression,
     /// Connections past this are refused.
     #[arg(long, default_value_t = 10_000)]
     max_clients: usize,
@@ -80,9 +84,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
         super::crashtest::board_file::install(b)?;
     }
     let cache_bytes = a.cache_mb << 20;
-    let store = Config::builder(engine)
+    let builder = Config::builder(engine)
         .sync(ferrite_server::store_sync_mode(a.sync))
-        .cache_bytes(cache_bytes)
+        .cache_bytes(cache_bytes);
+    let builder = match engine {
+        EngineKind::Lsm => {
+            builder.lsm(ferrite::lsm::LsmOptions::default().compression(a.compression))
+        }
+        _ => builder,
+    };
+    let store = builder
         .open(&a.path)
         .with_context(|| format!("opening {} as {engine}", a.path.display()))?;
     let mut config = ServerConfig::default();

@@ -69,6 +69,7 @@ fn build_from_buffers(
             let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
                     .smaller_index(opts.smaller_index)
+                    .compression(opts.compression)
             });
             b.note_seq(seq);
             b.add(&k, live.then_some(v.as_slice()));
@@ -121,6 +122,7 @@ pub(super) fn build_from_memtable(
             let b = slot.get_or_insert_with(|| {
                 TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
                     .smaller_index(opts.smaller_index)
+                    .compression(opts.compression)
             });
             b.note_seq(seq);
             b.add(k, v);

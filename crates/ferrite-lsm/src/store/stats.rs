@@ -11,6 +11,7 @@ use std::sync::Arc;
 use ferrite_core::{EngineStats, Footprint, SpaceKind, Stats};
 
 use super::LsmStore;
+use crate::table::block::PAGE;
 use crate::table::Table;
 
 /// The LSM-tree's own counters.
@@ -74,6 +75,9 @@ impl EngineStats for LsmStats {
             ("table_memory_bytes", self.table_memory_bytes),
             ("memtable_bytes", r.memtable_bytes),
             ("flush_buffer_bytes", r.buffered_bytes),
+            ("compressed_tables", r.compressed_tables() as u64),
+            ("table_data_bytes", r.data_bytes()),
+            ("table_uncompressed_data_bytes", r.uncompressed_data_bytes()),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_string(), v as f64))
@@ -182,6 +186,15 @@ impl LsmStore {
             .map(|ts| LevelReport {
                 tables: ts.len(),
                 bytes: ts.iter().map(|t| t.bytes()).sum(),
+                data_bytes: ts
+                    .iter()
+                    .map(|t| t.footer.data_pages as u64 * PAGE as u64)
+                    .sum(),
+                uncompressed_data_bytes: ts
+                    .iter()
+                    .map(|t| t.logical_pages() as u64 * PAGE as u64)
+                    .sum(),
+                compressed_tables: ts.iter().filter(|t| t.compressed()).count(),
                 entries: ts.iter().map(|t| t.footer.entries).sum(),
                 learned_tables: ts.iter().filter(|t| t.index.is_learned()).count(),
                 index_bytes: ts.iter().map(|t| t.footer.index_len as u64).sum(),
@@ -211,7 +224,14 @@ impl LsmStore {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LevelReport {
     pub tables: usize,
+    /// Table bytes on the device (data and meta regions).
     pub bytes: u64,
+    /// Of them, data blocks as stored.
+    pub data_bytes: u64,
+    /// The same data blocks uncompressed (equal to `data_bytes` for
+    /// tables without compression).
+    pub uncompressed_data_bytes: u64,
+    pub compressed_tables: usize,
     pub entries: u64,
     pub learned_tables: usize,
     /// Encoded index-block bytes of the level's tables.
@@ -236,5 +256,19 @@ pub struct LsmReport {
 impl LsmReport {
     pub fn index_bytes(&self) -> u64 {
         self.levels.iter().map(|l| l.index_bytes).sum()
+    }
+
+    pub fn compressed_tables(&self) -> usize {
+        self.levels.iter().map(|l| l.compressed_tables).sum()
+    }
+
+    /// Data blocks as stored, in every level.
+    pub fn data_bytes(&self) -> u64 {
+        self.levels.iter().map(|l| l.data_bytes).sum()
+    }
+
+    /// The same data blocks uncompressed.
+    pub fn uncompressed_data_bytes(&self) -> u64 {
+        self.levels.iter().map(|l| l.uncompressed_data_bytes).sum()
     }
 }

@@ -3,7 +3,9 @@
 //! Entries must come in strictly ascending key order (one version per key;
 //! the memtable and compaction keep only the newest). The finished table is
 //! whole pages in one aligned buffer, written to its extent in one
-//! sequential write by the caller.
+//! sequential write by the caller. Blocks are built as whole pages and, if
+//! the builder compresses, packed into frames once the table is complete
+//! (`packing`): the index never sees the compressed layout.
 //!
 //! A builder is reused table after table (a compaction cuts many): its
 //! working arrays keep their memory, so a table's build touches pages that
@@ -19,6 +21,7 @@ use super::block::{entries_per_page, entry_len, BlockBuilder, PAGE};
 use super::bloom::Bloom;
 use super::footer::{Footer, Properties, FOOTER_LEN};
 use super::index::{shortest_separator, BlockMap, Index, LearnedIndex, SparseIndex};
+use super::packing::{Compression, Packer, Packing};
 use super::projected_keys::ProjectedKeys;
 use super::thresholds::Thresholds;
 use crate::options::IndexKind;
@@ -50,6 +53,10 @@ pub struct TableBuilder {
     smaller_index: bool,
     bloom_bits: usize,
     training_threads: usize,
+    compression: Compression,
+    packer: Packer,
+    /// The compressed data region being written.
+    packed: Vec<u8>,
     data: Vec<u8>,
     block: BlockBuilder,
     /// Per finished block: its first ordinal, first page, last key.
@@ -88,6 +95,9 @@ impl TableBuilder {
             smaller_index: true,
             bloom_bits,
             training_threads,
+            compression: Compression::None,
+            packer: Packer::default(),
+            packed: Vec::new(),
             data: Vec::new(),
             block: BlockBuilder::default(),
             block_first: Vec::new(),
@@ -114,6 +124,12 @@ impl TableBuilder {
     /// index would be smaller (`LsmOptions::smaller_index`).
     pub fn smaller_index(mut self, on: bool) -> Self {
         self.smaller_index = on;
+        self
+    }
+
+    /// How the table's data blocks are stored (none by default).
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
         self
     }
 
@@ -223,6 +239,7 @@ impl TableBuilder {
         }
         self.finish_block(None);
         let data_pages = (self.data.len() / PAGE) as u32;
+        let packing = self.pack();
         let started = Instant::now();
         let learned = match self.kind {
             IndexKind::Sparse => None,
@@ -343,6 +360,7 @@ impl TableBuilder {
             largest: self.last_key.clone(),
             training_micros,
             max_seq: self.max_seq,
+            packing,
         };
         let region = &mut self.region;
         region.clear();
@@ -354,8 +372,12 @@ impl TableBuilder {
         let props_len = region.len() as u32 - filter_len - index_len;
         let meta_pages = (region.len() + FOOTER_LEN).div_ceil(PAGE);
         region.resize(meta_pages * PAGE - FOOTER_LEN, 0);
+        let data: &[u8] = match &props.packing {
+            Some(_) => &self.packed,
+            None => &self.data,
+        };
         Footer {
-            data_pages,
+            data_pages: (data.len() / PAGE) as u32,
             meta_pages: meta_pages as u32,
             entries: self.entries,
             filter_len,
@@ -365,9 +387,9 @@ impl TableBuilder {
             deletes: self.deletes,
         }
         .encode_into(region);
-        let mut bytes = AlignedBuf::zeroed(self.data.len() + region.len());
-        let (data, meta) = bytes.split_at_mut(self.data.len());
-        data.copy_from_slice(&self.data);
+        let mut bytes = AlignedBuf::zeroed(data.len() + region.len());
+        let (d, meta) = bytes.split_at_mut(data.len());
+        d.copy_from_slice(data);
         meta.copy_from_slice(region);
         Some(BuiltTable {
             bytes,
@@ -376,6 +398,28 @@ impl TableBuilder {
             training_micros,
             sparse_fallback,
         })
+    }
+
+    /// Compresses the finished blocks into `packed`, or `None` to store
+    /// them as they are: uncompressed by choice, or packing would save no
+    /// page, or zstd failed (the table is then written uncompressed, which
+    /// costs bytes, never data).
+    fn pack(&mut self) -> Option<Packing> {
+        if self.compression == Compression::None {
+            return None;
+        }
+        let starts = &self.block_page;
+        match self
+            .packer
+            .pack(self.compression, &self.data, starts, &mut self.packed)
+        {
+            Ok(p) if self.packed.len() < self.data.len() => Some(p),
+            Ok(_) => None,
+            Err(e) => {
+                log::warn!("table compression failed ({e}); writing the table uncompressed");
+                None
+            }
+        }
     }
 
     /// The sparse index of the finished blocks (taking their separators

@@ -7,14 +7,17 @@
 //! spans and where its parts are. [`Footer::decode`] and
 //! [`Properties::decode`] never panic.
 
+use super::packing::Packing;
+
 pub const FOOTER_LEN: usize = 48;
 pub const MAGIC: u64 = 0x4652_5254_4c53_4d31; // "FRRTLSM1"
 /// Version 2 tables may end a learned index with block-boundary
 /// thresholds, which version 1 readers would take for damage; version 3
 /// properties end with the table's largest sequence number, which range
-/// deletes are judged against. Older tables are read as they are (their
-/// sequence numbers count as 0: older than any range delete).
-pub const VERSION: u8 = 3;
+/// deletes are judged against; version 4 properties of a compressed table
+/// end with its packing (`packing`). Older tables are read as they are
+/// (their sequence numbers count as 0: older than any range delete).
+pub const VERSION: u8 = 4;
 /// The oldest table version this build reads.
 pub const OLDEST_VERSION: u8 = 1;
 
@@ -101,6 +104,8 @@ pub struct Properties {
     /// The largest sequence number among the entries (0 in tables older
     /// than version 3).
     pub max_seq: u64,
+    /// Where the compressed blocks are (version 4); `None`: whole pages.
+    pub packing: Option<Packing>,
 }
 
 impl Properties {
@@ -111,9 +116,13 @@ impl Properties {
         }
         out.extend_from_slice(&self.training_micros.to_le_bytes());
         out.extend_from_slice(&self.max_seq.to_le_bytes());
+        if let Some(p) = &self.packing {
+            p.encode(out);
+        }
     }
 
-    pub fn decode(b: &[u8]) -> Option<Self> {
+    /// The properties of a table with `data_pages` stored data pages.
+    pub fn decode(b: &[u8], data_pages: u32) -> Option<Self> {
         let mut at = 0usize;
         let mut key = || -> Option<Vec<u8>> {
             let len = u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?) as usize;
@@ -129,16 +138,21 @@ impl Properties {
         // before it.
         let max_seq = match b.len().checked_sub(at)? {
             0 => 0,
-            8 => ferrite_core::engine::check_counter(u64::from_le_bytes(
+            _ => ferrite_core::engine::check_counter(u64::from_le_bytes(
                 b.get(at..at + 8)?.try_into().ok()?,
             ))?,
-            _ => return None,
+        };
+        // Version 4: a compressed table's packing follows.
+        let packing = match b.get(at + 8..) {
+            None | Some([]) => None,
+            Some(rest) => Some(Packing::decode(rest, data_pages)?),
         };
         (smallest <= largest && !smallest.is_empty()).then_some(Self {
             smallest,
             largest,
             training_micros,
             max_seq,
+            packing,
         })
     }
 }
@@ -173,16 +187,35 @@ mod tests {
             largest: b"zz".to_vec(),
             training_micros: 7,
             max_seq: 41,
+            packing: None,
         };
         let mut b = Vec::new();
         p.encode(&mut b);
-        assert_eq!(Properties::decode(&b), Some(p.clone()));
-        assert_eq!(Properties::decode(&b[..b.len() - 1]), None);
+        assert_eq!(Properties::decode(&b, 1), Some(p.clone()));
+        assert_eq!(Properties::decode(&b[..b.len() - 1], 1), None);
         // A version-2 table's properties have no sequence number.
         assert_eq!(
-            Properties::decode(&b[..b.len() - 8]),
-            Some(Properties { max_seq: 0, ..p })
+            Properties::decode(&b[..b.len() - 8], 1),
+            Some(Properties {
+                max_seq: 0,
+                ..p.clone()
+            })
         );
+        // A compressed table's end with its packing, which must fit the
+        // table's data pages.
+        let packed = Properties {
+            packing: Some(Packing {
+                codec: super::super::packing::CODEC_LZ4,
+                logical_pages: 3,
+                ends: vec![900, 5000],
+            }),
+            ..p
+        };
+        let mut b = Vec::new();
+        packed.encode(&mut b);
+        assert_eq!(Properties::decode(&b, 2), Some(packed));
+        assert_eq!(Properties::decode(&b, 1), None);
+        assert_eq!(Properties::decode(&b[..b.len() - 1], 2), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! In-order iteration over one table, block after block, upwards or (for
 //! reverse scans) downwards.
 //!
-//! Lookups' and scans' iterators read through the block cache; a
+//! Lookups' and scans' iterators read through the block cache, a forward
+//! scan in growing runs once it has read two blocks in a row; a
 //! sequential iterator (compactions, checks) reads ahead in long device
 //! reads and leaves the cache as it found it (see [`super::readahead`]).
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use ferrite_core::Result;
 
 use super::block::Block;
-use super::readahead::Readahead;
+use super::readahead::{Readahead, ScanRuns};
 use super::reader::Table;
 
 /// A position in a table; `peek` borrows from the held block.
@@ -20,6 +21,8 @@ pub struct TableIter {
     at: Option<(usize, Arc<Block>, usize)>,
     /// `Some` for a sequential pass.
     ahead: Option<Readahead>,
+    /// A forward scan's readahead.
+    scan: ScanRuns,
     /// Walks downwards: `advance` moves to the previous entry.
     rev: bool,
 }
@@ -36,6 +39,7 @@ impl TableIter {
             table,
             at,
             ahead: None,
+            scan: ScanRuns::default(),
             rev: false,
         })
     }
@@ -54,6 +58,7 @@ impl TableIter {
             table,
             at: None,
             ahead: None,
+            scan: ScanRuns::default(),
             rev: true,
         };
         it.at = match end {
@@ -107,6 +112,7 @@ impl TableIter {
             table,
             at: None,
             ahead: Some(Readahead::new()),
+            scan: ScanRuns::default(),
             rev: false,
         };
         it.at = it.block_from(0)?;
@@ -136,9 +142,20 @@ impl TableIter {
 
     /// The first entry of block `b`, or `None` past the last block.
     fn block_from(&mut self, b: usize) -> Result<Option<(usize, Arc<Block>, usize)>> {
+        if b >= self.table.block_count() {
+            return Ok(None);
+        }
         match &mut self.ahead {
-            None => self.table.first_of_block(b),
-            Some(_) if b >= self.table.block_count() => Ok(None),
+            None => match self.scan.next() {
+                None => self.table.first_of_block(b),
+                Some(run) => {
+                    let (blk, read) = self.table.block_in_run(b, &mut self.scan.run, run, true)?;
+                    if read {
+                        self.scan.grow();
+                    }
+                    Ok(Some((b, blk, 0)))
+                }
+            },
             Some(ahead) => Ok(Some((b, self.table.block_ahead(b, ahead)?, 0))),
         }
     }

@@ -4,7 +4,8 @@
 //! filter (`bloom`), an index block (`index`: sparse or learned) and
 //! properties, closed by a footer (`footer`); a learned index may carry
 //! block-boundary `thresholds`. `builder` writes one, projecting keys
-//! for the model as they come (`projected_keys`);
+//! for the model as they come (`projected_keys`) and compressing its
+//! blocks at the end (`packing`);
 //! `reader` opens one and answers lookups; `iter` walks one in order,
 //! through the block cache or, for compactions, with `readahead`.
 
@@ -14,6 +15,7 @@ pub mod builder;
 pub mod footer;
 pub mod index;
 pub mod iter;
+pub mod packing;
 pub mod projected_keys;
 pub mod readahead;
 pub mod reader;

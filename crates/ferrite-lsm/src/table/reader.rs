@@ -1,5 +1,6 @@
 //! An open table: its filter, index and properties in memory, its data
-//! blocks read through the block cache.
+//! blocks read through the block cache (uncompressed there: a compressed
+//! block is unpacked once, on its way in).
 //!
 //! Lookups never depend on the learned model being right: the model's
 //! window is where the search starts, and a search that finds its answer at
@@ -18,7 +19,8 @@ use super::block::{Block, PAGE};
 use super::bloom::Bloom;
 use super::footer::{region_intact, Footer, Properties};
 use super::index::{Index, LearnedIndex};
-use super::readahead::Readahead;
+use super::packing::unpack;
+use super::readahead::{Readahead, READAHEAD_PAGES};
 use crate::block_cache::BlockCache;
 use crate::table_space::{Extent, TableSpace};
 
@@ -47,6 +49,20 @@ pub struct Table {
     /// Lookups that reached the index (SwiftKV's per-table search count).
     pub lookups: AtomicU64,
     pub created: Instant,
+    /// Pages the data blocks span uncompressed: the pages the index counts
+    /// in (the footer's data pages when the table is not compressed).
+    logical_pages: u32,
+}
+
+/// Where a block is stored: the table pages to read and, in them, its
+/// bytes (the whole pages, or a compressed frame within them).
+struct Stored {
+    page: u32,
+    pages: u32,
+    skip: usize,
+    len: usize,
+    /// Pages the block spans uncompressed.
+    logical: u32,
 }
 
 impl Table {
@@ -85,14 +101,26 @@ impl Table {
         let bloom = part(0, f)
             .and_then(Bloom::decode)
             .ok_or_else(|| bad("bad filter"))?;
-        let index = part(f, i)
-            .and_then(|b| Index::decode(footer.index_kind, b, footer.data_pages))
-            .ok_or_else(|| bad("bad index block"))?;
         let props = part(f + i, p)
-            .and_then(Properties::decode)
+            .and_then(|b| Properties::decode(b, footer.data_pages))
             .ok_or_else(|| bad("bad properties"))?;
-        if index.block_count(footer.data_pages) == 0 || footer.entries == 0 {
+        let logical_pages = props
+            .packing
+            .as_ref()
+            .map_or(footer.data_pages, |p| p.logical_pages);
+        let index = part(f, i)
+            .and_then(|b| Index::decode(footer.index_kind, b, logical_pages))
+            .ok_or_else(|| bad("bad index block"))?;
+        let blocks = index.block_count(logical_pages);
+        if blocks == 0 || footer.entries == 0 {
             return Err(bad("table without blocks"));
+        }
+        if props
+            .packing
+            .as_ref()
+            .is_some_and(|p| p.ends.len() != blocks)
+        {
+            return Err(bad("packing and index disagree on the blocks"));
         }
         let t = Self {
             id,
@@ -106,6 +134,7 @@ impl Table {
             obsolete: AtomicBool::new(false),
             lookups: AtomicU64::new(0),
             created: Instant::now(),
+            logical_pages,
         };
         t.cache.pin(t.memory_bytes());
         Ok(t)
@@ -138,13 +167,76 @@ impl Table {
         self.obsolete.store(true, Ordering::Release);
     }
 
-    /// Bytes the filter and index hold in memory.
+    /// Bytes the filter, index and packing hold in memory.
     pub fn memory_bytes(&self) -> usize {
-        self.bloom.memory_bytes() + self.index.memory_bytes() + std::mem::size_of::<Self>()
+        self.bloom.memory_bytes()
+            + self.index.memory_bytes()
+            + self.props.packing.as_ref().map_or(0, |p| p.memory_bytes())
+            + std::mem::size_of::<Self>()
     }
 
     pub fn block_count(&self) -> usize {
-        self.index.block_count(self.footer.data_pages)
+        self.index.block_count(self.logical_pages)
+    }
+
+    /// Whether the data blocks are compressed.
+    pub fn compressed(&self) -> bool {
+        self.props.packing.is_some()
+    }
+
+    /// Pages the data blocks take uncompressed.
+    pub fn logical_pages(&self) -> u32 {
+        self.logical_pages
+    }
+
+    /// Where block `b` is stored.
+    fn stored(&self, b: usize) -> Result<Stored> {
+        let corrupt = || Error::corruption(format!("table {}", self.id), format!("no block {b}"));
+        let (page, pages) = self
+            .index
+            .block_pages(b, self.logical_pages)
+            .filter(|&(_, n)| n > 0)
+            .ok_or_else(corrupt)?;
+        let Some(packing) = &self.props.packing else {
+            return Ok(Stored {
+                page,
+                pages,
+                skip: 0,
+                len: pages as usize * PAGE,
+                logical: pages,
+            });
+        };
+        let (start, end) = packing.frame(b).ok_or_else(corrupt)?;
+        let first = start / PAGE as u64;
+        Ok(Stored {
+            page: first as u32,
+            pages: (end.div_ceil(PAGE as u64) - first) as u32,
+            skip: (start - first * PAGE as u64) as usize,
+            len: (end - start) as usize,
+            logical: pages,
+        })
+    }
+
+    /// Block `b` from its stored bytes `at` (the pages `s` names).
+    fn decode(&self, b: usize, s: &Stored, at: &[u8]) -> Result<Block> {
+        let bytes = at.get(s.skip..s.skip + s.len).ok_or_else(|| {
+            Error::corruption(format!("table {}", self.id), format!("block {b} cut short"))
+        })?;
+        let buf = if self.props.packing.is_some() {
+            unpack(bytes, s.logical).map_err(|why| {
+                Error::corruption(
+                    format!(
+                        "table {} block {b} (page {})",
+                        self.id,
+                        self.extent.start + s.page as u64
+                    ),
+                    why.to_string(),
+                )
+            })?
+        } else {
+            AlignedBuf::from_slice(bytes)
+        };
+        self.parse_block(b, s.page, buf)
     }
 
     /// Block `b`, from the cache or the device.
@@ -153,17 +245,17 @@ impl Table {
         if let Some(blk) = self.cache.get(key) {
             return Ok(blk);
         }
-        let (page, pages) = self
-            .index
-            .block_pages(b, self.footer.data_pages)
-            .filter(|&(_, n)| n > 0)
-            .ok_or_else(|| {
-                Error::corruption(format!("table {}", self.id), format!("no block {b}"))
-            })?;
+        let s = self.stored(b)?;
         let buf = self
             .space
-            .read(self.extent.start + page as u64, pages as u64)?;
-        let blk = Arc::new(self.parse_block(b, page, buf)?);
+            .read(self.extent.start + s.page as u64, s.pages as u64)?;
+        let blk = if self.props.packing.is_some() {
+            self.decode(b, &s, &buf)?
+        } else {
+            // Uncompressed: the pages read are the block.
+            self.parse_block(b, s.page, buf)?
+        };
+        let blk = Arc::new(blk);
         self.cache.insert(key, blk.clone());
         Ok(blk)
     }
@@ -173,29 +265,42 @@ impl Table {
     /// long read when it does not cover the block. The block does not
     /// enter the cache (see [`super::readahead`]).
     pub fn block_ahead(&self, b: usize, ahead: &mut Readahead) -> Result<Arc<Block>> {
-        if let Some(blk) = self.cache.get((self.id, b as u32)) {
-            return Ok(blk);
+        Ok(self.block_in_run(b, ahead, READAHEAD_PAGES, false)?.0)
+    }
+
+    /// Block `b` from the cache, else from `ahead`, refilled when it does
+    /// not cover the block with one read of `run` pages (cut at the data
+    /// region's end, never shorter than the block); with `fill_cache`, a
+    /// block read this way enters the cache as a lookup's would. Also
+    /// says whether it read the device.
+    pub fn block_in_run(
+        &self,
+        b: usize,
+        ahead: &mut Readahead,
+        run: u32,
+        fill_cache: bool,
+    ) -> Result<(Arc<Block>, bool)> {
+        let key = (self.id, b as u32);
+        if let Some(blk) = self.cache.get(key) {
+            return Ok((blk, false));
         }
         let data_pages = self.footer.data_pages;
         let corrupt = || Error::corruption(format!("table {}", self.id), format!("no block {b}"));
-        let (page, pages) = self
-            .index
-            .block_pages(b, data_pages)
-            .filter(|&(_, n)| n > 0)
-            .ok_or_else(corrupt)?;
-        if ahead.get(page, pages).is_none() {
-            let span = Readahead::span(page, pages, data_pages);
+        let s = self.stored(b)?;
+        let read = ahead.get(s.page, s.pages).is_none();
+        if read {
+            let span = Readahead::span(s.page, s.pages, data_pages, run);
             let buf = self
                 .space
-                .read(self.extent.start + page as u64, span as u64)?;
-            ahead.fill(page, buf);
+                .read(self.extent.start + s.page as u64, span as u64)?;
+            ahead.fill(s.page, buf);
         }
-        let bytes = ahead.get(page, pages).ok_or_else(corrupt)?;
-        Ok(Arc::new(self.parse_block(
-            b,
-            page,
-            AlignedBuf::from_slice(bytes),
-        )?))
+        let bytes = ahead.get(s.page, s.pages).ok_or_else(corrupt)?;
+        let blk = Arc::new(self.decode(b, &s, bytes)?);
+        if fill_cache {
+            self.cache.insert(key, blk.clone());
+        }
+        Ok((blk, read))
     }
 
     /// The newest entry for `key` in this table, if any. `hash` is the
@@ -453,29 +558,28 @@ impl Table {
         if let Some(blk) = self.cache.get((self.id, at as u32)) {
             return Ok(Some((at, Some(blk))));
         }
-        let data_pages = self.footer.data_pages;
-        let span = |b: usize| {
-            self.index
-                .block_pages(b, data_pages)
-                .filter(|&(_, n)| n > 0)
-        };
-        let (Some((first_page, _)), Some((last_page, last_pages))) = (span(lo), span(hi)) else {
+        let (Ok(first), Ok(last)) = (self.stored(lo), self.stored(hi)) else {
             return Ok(Some((at, None)));
         };
-        let buf = self.space.read(
-            self.extent.start + first_page as u64,
-            (last_page + last_pages - first_page) as u64,
-        )?;
+        let Some(pages) = (last.page + last.pages).checked_sub(first.page) else {
+            return Ok(Some((at, None)));
+        };
+        let buf = self
+            .space
+            .read(self.extent.start + first.page as u64, pages as u64)?;
         let mut chosen = None;
         for b in lo..=hi {
-            let Some((page, pages)) = span(b) else {
+            let Ok(s) = self.stored(b) else {
                 break;
             };
-            let from = (page - first_page) as usize * PAGE;
+            let from = s.page.checked_sub(first.page).ok_or_else(|| {
+                Error::corruption(format!("table {}", self.id), "block map out of order")
+            })? as usize
+                * PAGE;
             let bytes = buf
-                .get(from..from + pages as usize * PAGE)
+                .get(from..)
                 .ok_or_else(|| Error::corruption(format!("table {}", self.id), "block map"))?;
-            let blk = Arc::new(self.parse_block(b, page, AlignedBuf::from_slice(bytes))?);
+            let blk = Arc::new(self.decode(b, &s, bytes)?);
             let holds = !blk.is_empty() && blk.key(blk.len() - 1) >= key;
             chosen = Some((b, blk));
             if holds {
@@ -522,6 +626,7 @@ impl Drop for Table {
 mod tests {
     use super::*;
     use crate::options::IndexKind;
+    use crate::table::packing::Compression;
     use crate::table::TableBuilder;
     use ferrite_io::{BlockDevice, MemDevice};
     use ferrite_learned::FitKind;
@@ -530,10 +635,18 @@ mod tests {
     /// A table of `keys`; with `reused`, from a builder that built
     /// another table before (of other keys, prefix and entry size), as a
     /// compaction's builder does.
-    fn build(keys: &[Vec<u8>], kind: IndexKind, value_len: usize, reused: bool) -> Table {
+    fn build(
+        keys: &[Vec<u8>],
+        kind: IndexKind,
+        value_len: usize,
+        reused: bool,
+        compression: Compression,
+    ) -> Table {
         let space = Arc::new(TableSpace::new(Arc::new(MemDevice::new())));
         let cache = Arc::new(BlockCache::new(1 << 20));
-        let mut b = TableBuilder::new(kind, 10, 2).smaller_index(false);
+        let mut b = TableBuilder::new(kind, 10, 2)
+            .smaller_index(false)
+            .compression(compression);
         if reused {
             for i in 0..700u32 {
                 b.add(format!("~~~~~~~~{i:06}").as_bytes(), Some(&[9; 40]));
@@ -583,15 +696,16 @@ mod tests {
             probes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..14), 0..200),
             value_len in prop_oneof![Just(0usize), Just(8), Just(100), Just(3000)],
             reused in any::<bool>(),
+            compression in prop_oneof![Just(Compression::None), Just(Compression::Lz4), Just(Compression::Zstd(1))],
         ) {
-            let sparse = build(&keys, IndexKind::Sparse, value_len, reused);
+            let sparse = build(&keys, IndexKind::Sparse, value_len, reused, compression);
             for kind in [
                 IndexKind::LEARNED,
                 IndexKind::Learned { fit: FitKind::Piecewise, eps: 1.0 },
                 IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 },
                 IndexKind::BOURBON,
             ] {
-                let learned = build(&keys, kind, value_len, reused);
+                let learned = build(&keys, kind, value_len, reused, compression);
                 for k in keys.iter().chain(&probes) {
                     let want = keys.iter().find(|x| *x >= k).cloned();
                     prop_assert_eq!(position(&sparse, k, true), want.clone());
@@ -609,9 +723,20 @@ mod tests {
     /// A learned table of `keys`, each with `value`, on a device of its
     /// own (returned, for its I/O counts) behind a cache of `cache` bytes.
     fn learned_table(keys: &[Vec<u8>], value: &[u8], cache: u64) -> (Table, Arc<MemDevice>) {
+        learned_table_in(keys, value, cache, Compression::None)
+    }
+
+    fn learned_table_in(
+        keys: &[Vec<u8>],
+        value: &[u8],
+        cache: u64,
+        compression: Compression,
+    ) -> (Table, Arc<MemDevice>) {
         let dev = Arc::new(MemDevice::new());
         let space = Arc::new(TableSpace::new(dev.clone()));
-        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1).smaller_index(false);
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1)
+            .smaller_index(false)
+            .compression(compression);
         for k in keys {
             b.add(k, Some(value));
         }
@@ -661,9 +786,16 @@ mod tests {
 
     #[test]
     fn a_sequential_pass_reads_ahead_and_leaves_the_cache_alone() {
+        for c in [Compression::None, Compression::Lz4] {
+            sequential_pass(c);
+        }
+    }
+
+    fn sequential_pass(c: Compression) {
         let keys = irregular_keys();
         // 100-byte values: a variable block map, blocks of several sizes.
-        let (t, dev) = learned_table(&keys, &[5; 100], 1 << 30);
+        let (t, dev) = learned_table_in(&keys, &[5; 100], 1 << 30, c);
+        assert_eq!(t.compressed(), c != Compression::None);
         let t = Arc::new(t);
         let blocks = t.block_count() as u64;
         t.block(blocks as usize / 2).unwrap();
@@ -689,6 +821,41 @@ mod tests {
         // Only the block a lookup cached is in the cache, and it was used.
         assert_eq!(t.cache.counts().hits, 1);
         assert_eq!(t.cache.bytes(), cached);
+    }
+
+    #[test]
+    fn a_long_scan_reads_in_growing_runs_and_fills_the_cache() {
+        for c in [Compression::None, Compression::Lz4] {
+            let keys = irregular_keys();
+            let (t, dev) = learned_table_in(&keys, &[5; 100], 1 << 30, c);
+            let t = Arc::new(t);
+            let scan = || {
+                let mut it = crate::table::TableIter::new(t.clone(), None).unwrap();
+                let mut n = 0;
+                while it.peek().is_some() {
+                    n += 1;
+                    it.advance().unwrap();
+                }
+                n
+            };
+            let before = dev.io_stats().reads;
+            assert_eq!(scan(), keys.len());
+            let reads = dev.io_stats().reads - before;
+            let blocks = t.block_count() as u64;
+            // Runs double to 64 pages: a few reads cover the table.
+            let most = 8 + t.footer.data_pages as u64 / 64;
+            assert!(
+                blocks > 100 && reads <= most,
+                "{c}: {reads} reads for {blocks} blocks"
+            );
+            let before = dev.io_stats().reads;
+            assert_eq!(scan(), keys.len());
+            assert_eq!(
+                dev.io_stats().reads,
+                before,
+                "{c}: the second scan hits the cache"
+            );
+        }
     }
 
     #[test]
@@ -723,10 +890,22 @@ mod tests {
 
     #[test]
     fn an_uncached_learned_lookup_reads_the_device_once() {
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd(3)] {
+            uncached_lookups(c);
+        }
+    }
+
+    fn uncached_lookups(c: Compression) {
         // Keys with irregular gaps, so the model's windows often span a
         // block boundary; a cache too small to keep any block.
         let keys = irregular_keys();
-        let (t, dev) = learned_table(&keys, &[3; 40], 0);
+        let (t, dev) = learned_table_in(&keys, &[3; 40], 0, c);
+        assert_eq!(t.compressed(), c != Compression::None);
+        if c != Compression::None {
+            // The index still counts uncompressed pages; the device holds
+            // fewer.
+            assert!(t.footer.data_pages * 2 < t.logical_pages());
+        }
         let before = dev.io_stats().reads;
         for k in &keys {
             assert_eq!(
@@ -767,6 +946,31 @@ mod tests {
         assert_eq!(
             dev.io_stats().read_bytes - before,
             keys.len() as u64 * PAGE as u64
+        );
+    }
+
+    #[test]
+    fn a_damaged_compressed_block_is_a_typed_error() {
+        let keys = irregular_keys();
+        let dev = Arc::new(MemDevice::new());
+        let space = Arc::new(TableSpace::new(dev.clone()));
+        let mut b = TableBuilder::new(IndexKind::LEARNED, 10, 1).compression(Compression::Lz4);
+        for k in &keys {
+            b.add(k, Some(&[1; 100]));
+        }
+        let mut built = b.finish().unwrap();
+        // A byte inside the first frame's payload.
+        built.bytes[40] ^= 0x10;
+        let extent = space.allocate(built.pages());
+        space.write(extent, &built.bytes).unwrap();
+        let t = Table::open(1, extent, space, Arc::new(BlockCache::new(0))).unwrap();
+        assert!(t.compressed());
+        assert!(matches!(t.block(0), Err(Error::Corruption { .. })));
+        let k = &keys[keys.len() - 1];
+        assert_eq!(
+            t.get(k, Bloom::hash(k)).unwrap(),
+            Some(Found::Value(vec![1; 100])),
+            "the other blocks still read"
         );
     }
 

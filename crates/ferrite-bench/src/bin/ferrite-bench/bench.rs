@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// Key set: sequential, uniform, ycsb, geolite2, or sosd:<path>.
     #[arg(long, default_value = "uniform")]
     keys: String,
-    /// Value size in bytes: N or MIN-MAX.
+    /// Values: N or MIN-MAX random bytes, or `records:PATH`, the blank-line
+    /// separated records of a file (`scripts/debian-package-records.sh`).
     #[arg(long, default_value = "8")]
     values: String,
     #[arg(long, default_value_t = 1_000_000)]
@@ -91,6 +92,11 @@ pub struct BenchArgs {
     /// (then reopen it), and again at the end.
     #[arg(long)]
     at_rest: bool,
+    /// Table block compression for the stores that have it (ferrite's
+    /// LSM, RocksDB, fjall): none, lz4, zstd or zstd:LEVEL. LMDB, redb and
+    /// the B+trees store values as given.
+    #[arg(long, default_value = "lz4")]
+    compression: ferrite::lsm::Compression,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -125,6 +131,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         },
         sync,
         direct_io: !a.no_direct,
+        compression: a.compression,
         dir: a.dir.clone(),
         seed: a.seed,
         show_progress: true,

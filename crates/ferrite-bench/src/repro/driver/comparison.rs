@@ -53,6 +53,7 @@ pub fn side_by_side(
         cache: CacheBudget::RatioOfData(cache_of_data),
         sync: SyncMode::Never,
         direct_io: true,
+        compression: Default::default(),
         dir: ctx.work_dir.clone(),
         seed,
         show_progress: ctx.show_progress,

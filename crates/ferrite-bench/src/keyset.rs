@@ -189,9 +189,11 @@ pub enum ValueSpec {
         max: usize,
     },
     /// Real records: the paragraphs (blank-line separated) of a text file,
-    /// such as Debian's package index; record `i` at a version gets one of
-    /// them, picked by hashing, so what a store sees compresses as the
-    /// records themselves do.
+    /// such as Debian's package index (`records:PATH`), or whole files
+    /// named one per line in a list (`files:LIST`, such as the packages'
+    /// copyright texts); record `i` at a version gets one of them, picked
+    /// by hashing, so what a store sees compresses as the records
+    /// themselves do.
     Records(Records),
 }
 
@@ -206,6 +208,37 @@ pub struct Records {
 }
 
 impl Records {
+    /// Reads every file `list` names (one path per line), each a record.
+    pub fn files(list: &Path) -> Result<Self> {
+        let unreadable = |p: &Path, e: std::io::Error| {
+            BenchError::Config(format!("values: cannot read {}: {e}", p.display()))
+        };
+        let names = std::fs::read_to_string(list).map_err(|e| unreadable(list, e))?;
+        let mut files = Vec::new();
+        for name in names.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let p = Path::new(name);
+            files.push(std::fs::read(p).map_err(|e| unreadable(p, e))?);
+        }
+        Self::of(list, files)
+    }
+
+    fn of(path: &Path, paragraphs: Vec<Vec<u8>>) -> Result<Self> {
+        if paragraphs.is_empty() {
+            return Err(BenchError::Config(format!(
+                "values: {} holds no records",
+                path.display()
+            )));
+        }
+        let mean_bytes =
+            paragraphs.iter().map(Vec::len).sum::<usize>() as f64 / paragraphs.len() as f64;
+        Ok(Self {
+            path: path.to_path_buf(),
+            count: paragraphs.len(),
+            mean_bytes,
+            paragraphs: std::sync::Arc::new(paragraphs),
+        })
+    }
+
     /// Reads `path` and splits it at blank lines.
     pub fn read(path: &Path) -> Result<Self> {
         let text = std::fs::read(path).map_err(|e| {
@@ -225,31 +258,24 @@ impl Records {
         if !cur.is_empty() {
             paragraphs.push(cur);
         }
-        if paragraphs.is_empty() {
-            return Err(BenchError::Config(format!(
-                "values: {} holds no records",
-                path.display()
-            )));
-        }
-        let mean_bytes =
-            paragraphs.iter().map(Vec::len).sum::<usize>() as f64 / paragraphs.len() as f64;
-        Ok(Self {
-            path: path.to_path_buf(),
-            count: paragraphs.len(),
-            mean_bytes,
-            paragraphs: std::sync::Arc::new(paragraphs),
-        })
+        Self::of(path, paragraphs)
     }
 }
 
 impl ValueSpec {
-    /// Parses `N`, `MIN-MAX` or `records:PATH`.
+    /// Parses `N`, `MIN-MAX`, `records:PATH` or `files:LIST`.
     pub fn parse(s: &str) -> Result<Self> {
         if let Some(path) = s.strip_prefix("records:") {
             return Ok(ValueSpec::Records(Records::read(Path::new(path))?));
         }
-        let bad =
-            || BenchError::Config(format!("values {s:?}: expected N, MIN-MAX or records:PATH"));
+        if let Some(list) = s.strip_prefix("files:") {
+            return Ok(ValueSpec::Records(Records::files(Path::new(list))?));
+        }
+        let bad = || {
+            BenchError::Config(format!(
+                "values {s:?}: expected N, MIN-MAX, records:PATH or files:LIST"
+            ))
+        };
         match s.split_once('-') {
             None => Ok(ValueSpec::Fixed {
                 bytes: s.parse().map_err(|_| bad())?,
@@ -369,6 +395,14 @@ mod tests {
         .into();
         assert_eq!(seen, want);
         assert!(ValueSpec::parse("records:/nonexistent/file").is_err());
+        let list = dir.path().join("list");
+        std::fs::write(&list, format!("{}\n\n{}\n", file.display(), list.display())).unwrap();
+        let ValueSpec::Records(files) =
+            ValueSpec::parse(&format!("files:{}", list.display())).unwrap()
+        else {
+            panic!("files:LIST reads files");
+        };
+        assert_eq!(files.count, 2, "one record per file named");
     }
 
     #[test]

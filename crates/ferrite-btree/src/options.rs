@@ -22,6 +22,10 @@ pub struct BTreeOptions {
     /// Its companion is reported beside the pool, not taken out of it, so
     /// every variant runs with the same pool.
     pub shortcut: Option<ShortcutOptions>,
+    /// Store a value too long for a leaf (an overflow chain) lz4-compressed
+    /// when that takes at least one page fewer (on by default). Values
+    /// in leaves stay as they are: pages are read and searched in place.
+    pub compress_values: bool,
 }
 
 impl Default for BTreeOptions {
@@ -31,6 +35,7 @@ impl Default for BTreeOptions {
             checkpoint_wal_bytes: 64 << 20,
             insert_buffer: None,
             shortcut: None,
+            compress_values: true,
         }
     }
 }
@@ -40,6 +45,7 @@ ferrite_core::option_setters!(BTreeOptions {
     checkpoint_wal_bytes: u64,
     insert_buffer: Option<InsertBufferOptions>,
     shortcut: Option<ShortcutOptions>,
+    compress_values: bool,
 });
 
 impl BTreeOptions {

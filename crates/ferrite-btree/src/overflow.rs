@@ -16,7 +16,14 @@
 //! - a leaf cell marks a chain on consecutive ids as a run, so freeing it
 //!   needs no reads; any other chain is walked to learn its ids;
 //! - freed chain ids are free, not clean: the durable checkpoint may still
-//!   name them, so they are reused only after the next checkpoint.
+//!   name them, so they are reused only after the next checkpoint;
+//! - a chain's first page says how its bytes encode the value (byte 14,
+//!   [`CHAIN_RAW`] or [`CHAIN_LZ4`]); the cell's length is the chain's
+//!   byte count either way, so walking and freeing a chain never depend
+//!   on its encoding. A value is stored compressed only when that takes
+//!   at least one page fewer (`Tree::compress_values`): a value that
+//!   compresses by less costs a decompression on every read and saves no
+//!   device byte.
 
 use std::ops::Range;
 
@@ -25,6 +32,14 @@ use ferrite_io::WriteReq;
 
 use crate::page::{self, PageId, StoredValue, KIND_OVERFLOW};
 use crate::tree::{Shape, Tree};
+
+/// The chain holds the value's bytes.
+pub(crate) const CHAIN_RAW: u8 = 0;
+/// The chain holds `value length: u32` then the value as an lz4 block.
+pub(crate) const CHAIN_LZ4: u8 = 1;
+/// Header byte of a chain's first page naming its encoding (the slot
+/// layout byte of leaf and inner pages, unused by overflow pages).
+const ENCODING_AT: usize = 14;
 
 /// How many of the lowest clean ids [`take_ids`] looks through for a run.
 const RUN_WINDOW: usize = 4096;
@@ -127,16 +142,16 @@ impl Tree {
         (self.pool.capacity() / 4).clamp(1, MAX_BATCH)
     }
 
-    /// Visits the pages of the chain of a `len`-byte value starting at
-    /// `first`, in order, with each page's id and payload. Pages are loaded
-    /// through the pool in overlapped batches guessed from the layout
-    /// (see [`next_batch`]).
+    /// Visits the pages of the `len`-byte chain starting at `first`, in
+    /// order, with each page's id and payload, and returns the chain's
+    /// encoding. Pages are loaded through the pool in overlapped batches
+    /// guessed from the layout (see [`next_batch`]).
     pub(crate) fn walk_overflow(
         &self,
         first: PageId,
         len: u32,
         visit: &mut dyn FnMut(PageId, &[u8]) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<u8> {
         let chain = || format!("overflow chain at page {first}");
         // No put stores a longer value: a longer length is damage, and is
         // not allocated for.
@@ -155,6 +170,7 @@ impl Tree {
         let mut asked: Option<Range<PageId>> = None;
         let mut used = 0;
         let mut id = first;
+        let mut encoding = None;
         while left > 0 {
             if id < 2 {
                 return Err(Error::corruption(chain(), "chain ends early"));
@@ -177,6 +193,9 @@ impl Tree {
                     "expected an overflow page",
                 ));
             }
+            if encoding.is_none() {
+                encoding = Some(b.get(ENCODING_AT).copied().unwrap_or(CHAIN_RAW));
+            }
             let n = page::count(&b).min(per).min(bytes_left);
             let payload = b.get(page::HEADER..page::HEADER + n).unwrap_or_default();
             visit(id, payload)?;
@@ -188,7 +207,7 @@ impl Tree {
         if bytes_left > 0 {
             return Err(Error::corruption(chain(), "chain ends early"));
         }
-        Ok(())
+        Ok(encoding.unwrap_or(CHAIN_RAW))
     }
 
     /// Loads the chains `chains` (first page, value length) into the pool
@@ -216,14 +235,22 @@ impl Tree {
         }
     }
 
-    /// The value stored on the chain at `first`.
+    /// The value stored on the `len`-byte chain at `first`.
     pub(crate) fn read_overflow(&self, first: PageId, len: u32) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity((len as usize).min(ferrite_core::MAX_VALUE_LEN));
-        self.walk_overflow(first, len, &mut |_, payload| {
+        let encoding = self.walk_overflow(first, len, &mut |_, payload| {
             out.extend_from_slice(payload);
             Ok(())
         })?;
-        Ok(out)
+        match encoding {
+            CHAIN_RAW => Ok(out),
+            CHAIN_LZ4 => decompress(&out)
+                .map_err(|why| Error::corruption(format!("overflow chain at page {first}"), why)),
+            other => Err(Error::corruption(
+                format!("overflow chain at page {first}"),
+                format!("unknown chain encoding {other}"),
+            )),
+        }
     }
 
     /// Writes a value's overflow chain straight to the page file, at ids
@@ -239,6 +266,14 @@ impl Tree {
     ) -> Result<StoredValue<'static>> {
         let ps = self.page_size;
         let per = page::usable(ps);
+        let packed = self
+            .compress_values
+            .then(|| compress_if_shorter(value, per))
+            .flatten();
+        let (encoding, value) = match &packed {
+            Some(p) => (CHAIN_LZ4, p.as_slice()),
+            None => (CHAIN_RAW, value),
+        };
         // An empty value goes out of line when its key alone is long; it
         // still gets a page, so the reference names a chain it owns.
         let mut chunks: Vec<&[u8]> = value.chunks(per).collect();
@@ -266,6 +301,9 @@ impl Tree {
             page::set_link(b, ids.get(i + 1).copied().unwrap_or(0));
             b[6..8].copy_from_slice(&(chunk.len() as u16).to_le_bytes());
             b[page::HEADER..page::HEADER + chunk.len()].copy_from_slice(chunk);
+            if i == 0 {
+                b[ENCODING_AT] = encoding;
+            }
             page::seal(b);
         }
         // One write per run of consecutive ids, all in one overlapped batch.
@@ -335,6 +373,37 @@ impl Tree {
             shape.free.push(id);
         }
         Ok(())
+    }
+}
+
+/// `value` as a compressed chain body (`length: u32`, then an lz4
+/// block), if that takes fewer pages of `per` payload bytes.
+fn compress_if_shorter(value: &[u8], per: usize) -> Option<Vec<u8>> {
+    if value.len() <= per {
+        return None;
+    }
+    let mut body = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(value.len())];
+    body[..4].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    let n = lz4_flex::block::compress_into(value, &mut body[4..]).ok()?;
+    body.truncate(4 + n);
+    (chain_pages(body.len() as u32, per) < chain_pages(value.len() as u32, per)).then_some(body)
+}
+
+/// The value a compressed chain body holds, or why not: never more than
+/// the longest value a put stores, whatever the length field says.
+fn decompress(body: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let (len, block) = body
+        .split_first_chunk::<4>()
+        .ok_or("compressed chain shorter than its length")?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > ferrite_core::MAX_VALUE_LEN {
+        return Err(format!("compressed chain claims a {len}-byte value"));
+    }
+    let mut out = vec![0u8; len];
+    match lz4_flex::block::decompress_into(block, &mut out) {
+        Ok(n) if n == len => Ok(out),
+        Ok(n) => Err(format!("compressed chain holds {n} bytes, not {len}")),
+        Err(e) => Err(format!("compressed chain does not decompress: {e}")),
     }
 }
 
@@ -615,6 +684,68 @@ mod tests {
         assert_eq!(next_batch(500, Some((110, 20)), 3), 3);
         assert_eq!(next_batch(7, None, 10_000), MAX_BATCH);
         assert_eq!(next_batch(7, Some((9, 0)), 5), 2);
+    }
+
+    #[test]
+    fn a_value_that_compresses_takes_a_shorter_chain_and_reads_back() {
+        let (dev, tree, mut shape) = setup(10);
+        let tree = tree.with_value_compression(true);
+        // Text-like: a phrase repeated with a counter, about 4:1 in lz4.
+        let v: Vec<u8> = (0..3000)
+            .flat_map(|i| format!("Package: lib{i}\nVersion: 1.{i}\n").into_bytes())
+            .collect();
+        let StoredValue::Overflow { first, len, run } =
+            tree.write_overflow(&mut shape, &v).unwrap()
+        else {
+            panic!("an overflow value");
+        };
+        let raw_pages = chain_pages(v.len() as u32, page::usable(PS));
+        let pages = chain_ids(&dev, first).len();
+        assert!(pages * 2 < raw_pages, "{pages} of {raw_pages} pages");
+        assert_eq!(chain_pages(len, page::usable(PS)), pages);
+        let tree = cold_tree(&dev);
+        assert_eq!(tree.read_overflow(first, len).unwrap(), v);
+        // Freeing needs only the chain's own length.
+        tree.free_overflow(&mut shape, first, len, run).unwrap();
+        assert_eq!(shape.free.len(), pages);
+
+        // Random bytes do not compress: stored as they are.
+        let mut x = 7u64;
+        let noise: Vec<u8> = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let tree = tree.with_value_compression(true);
+        let StoredValue::Overflow { first, len, .. } =
+            tree.write_overflow(&mut shape, &noise).unwrap()
+        else {
+            panic!("an overflow value");
+        };
+        assert_eq!(len as usize, noise.len());
+        let mut b = AlignedBuf::zeroed(PS);
+        dev.inner.read_at(&mut b, first * PS as u64).unwrap();
+        assert_eq!(b[ENCODING_AT], CHAIN_RAW);
+        assert_eq!(tree.read_overflow(first, len).unwrap(), noise);
+    }
+
+    #[test]
+    fn a_damaged_compressed_body_is_an_error_not_a_value() {
+        let v: Vec<u8> = b"abcdefgh".repeat(2000);
+        let body = compress_if_shorter(&v, 4064).unwrap();
+        assert_eq!(decompress(&body).unwrap(), v);
+        for cut in [0, 3, 4, body.len() / 2, body.len() - 1] {
+            assert!(decompress(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = body.clone();
+        long[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decompress(&long).is_err(), "a length past any value");
+        let mut short = body;
+        short[..4].copy_from_slice(&100u32.to_le_bytes());
+        assert!(decompress(&short).is_err(), "a length that disagrees");
     }
 
     #[test]

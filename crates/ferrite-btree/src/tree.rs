@@ -139,6 +139,9 @@ pub struct Tree {
     /// that take no lock: written inside a change, read between two
     /// readings of `version`.
     published: Published,
+    /// Overflow values are stored lz4-compressed where that makes their
+    /// chain shorter (`overflow`).
+    pub(crate) compress_values: bool,
 }
 
 /// What [`Tree::verify`] found besides the invariants holding.
@@ -324,7 +327,14 @@ impl Tree {
             level_counts: parking_lot::Mutex::new(None),
             version: StructureVersion::new(),
             published: Published::default(),
+            compress_values: false,
         }
+    }
+
+    /// Stores overflow values compressed where it shortens their chains.
+    pub fn with_value_compression(mut self, on: bool) -> Self {
+        self.compress_values = on;
+        self
     }
 
     /// Makes `shape`'s root and height the ones lock-free lookups use.

@@ -91,6 +91,10 @@ pub struct ZkvOptions {
     pub checkpoint_wal_bytes: Option<u64>,
     /// BD-tree delta chain length.
     pub bd_chain: usize,
+    /// Store a value-log value lz4-compressed when that makes it at least
+    /// an eighth shorter (on by default); values in leaves stay as they
+    /// are.
+    pub compress_values: bool,
 }
 
 impl Default for ZkvOptions {
@@ -120,6 +124,7 @@ impl Default for ZkvOptions {
             gc_space_amp: Some(1.25),
             checkpoint_wal_bytes: None,
             bd_chain: 32,
+            compress_values: true,
         }
     }
 }
@@ -148,6 +153,7 @@ ferrite_core::option_setters!(ZkvOptions {
     gc_reserve_zones: usize,
     gc_space_amp: Option<f64>,
     checkpoint_wal_bytes: Option<u64>,
+    compress_values: bool,
     bd_chain: usize,
 });
 

@@ -3,6 +3,11 @@
 //!
 //! Record: `len u32 | crc32c u32 | key_len u16 | key | value`, where `len`
 //! counts the bytes after the 8-byte header and the checksum covers them.
+//! Bit 15 of `key_len` marks a compressed value: the value bytes are then
+//! `value length u32 | lz4 block`, written only when that is at least an
+//! eighth shorter than the value (`with_compression`); readers and
+//! reclamation see the value itself either way, and locations and
+//! liveness count the bytes as stored.
 //! The key lets reclamation find the pair a record belongs to ([`scan`]).
 //! A location is `address << 24 | len` in 8 bytes (addresses below 1 TiB,
 //! records below 16 MiB), so a dead record's bytes are known without
@@ -26,6 +31,8 @@ pub const RECORD_HEADER: u64 = 8;
 const KEY_LEN_BYTES: usize = 2;
 /// The longest record body: a key and a value at their limits.
 const MAX_BODY: usize = KEY_LEN_BYTES + ferrite_core::MAX_KEY_LEN + ferrite_core::MAX_VALUE_LEN;
+/// In the key length field: the value is compressed.
+const COMPRESSED: u16 = 0x8000;
 
 /// Packs a record's address and value length into a location.
 pub fn location(addr: u64, len: u64) -> u64 {
@@ -48,6 +55,7 @@ pub struct Vlog {
     end: u64,
     tail: Vec<u8>,
     pub bytes_written: u64,
+    compress: bool,
 }
 
 impl Vlog {
@@ -59,7 +67,14 @@ impl Vlog {
             end: 0,
             tail: Vec::new(),
             bytes_written: 0,
+            compress: false,
         }
+    }
+
+    /// Stores values compressed where that saves an eighth or more.
+    pub fn with_compression(mut self, on: bool) -> Self {
+        self.compress = on;
+        self
     }
 
     fn bs(&self) -> u64 {
@@ -68,9 +83,16 @@ impl Vlog {
 
     /// Appends `key`'s `value`; returns its location.
     pub fn append(&mut self, key: &[u8], value: &[u8], space: &Mutex<ZoneSpace>) -> Result<u64> {
-        let body = KEY_LEN_BYTES + key.len() + value.len();
         let key_len = u16::try_from(key.len())
-            .map_err(|_| Error::InvalidOptions(format!("a key of {} bytes", key.len())))?;
+            .ok()
+            .filter(|&l| l & COMPRESSED == 0)
+            .ok_or_else(|| Error::InvalidOptions(format!("a key of {} bytes", key.len())))?;
+        let packed = if self.compress { compress(value) } else { None };
+        let (key_len, value) = match &packed {
+            Some(p) => (key_len | COMPRESSED, p.as_slice()),
+            None => (key_len, value),
+        };
+        let body = KEY_LEN_BYTES + key.len() + value.len();
         let need = RECORD_HEADER + body as u64;
         let g = *self.dev.geometry();
         if need > g.zone_capacity {
@@ -147,10 +169,18 @@ impl Vlog {
         let mut rec = vec![0u8; (RECORD_HEADER + len) as usize];
         self.read_bytes(addr, &mut rec)?;
         match decode(&rec) {
-            Decoded::Record { body, key_len } if body == len as usize => {
+            Decoded::Record {
+                body,
+                key_len,
+                compressed,
+            } if body == len as usize => {
                 let mut v = rec;
                 v.drain(..RECORD_HEADER as usize + KEY_LEN_BYTES + key_len);
-                Ok(v)
+                if !compressed {
+                    return Ok(v);
+                }
+                decompress(&v)
+                    .map_err(|why| Error::corruption(format!("zkv value log at {addr}"), why))
             }
             _ => Err(Error::corruption(
                 format!("zkv value log at {addr}"),
@@ -247,8 +277,13 @@ pub fn records(dev: &dyn ZonedDevice, zone: u32) -> Result<Vec<ZoneRecord>> {
 /// What the bytes at a record boundary hold.
 #[derive(Debug, PartialEq, Eq)]
 enum Decoded {
-    /// A whole record with a good checksum: its body length and key length.
-    Record { body: usize, key_len: usize },
+    /// A whole record with a good checksum: its body length, key length,
+    /// and whether its value is compressed.
+    Record {
+        body: usize,
+        key_len: usize,
+        compressed: bool,
+    },
     /// A zero header: padding up to the next block, or the end of the log.
     Zero,
     /// Too few bytes to tell.
@@ -272,11 +307,42 @@ fn decode(b: &[u8]) -> Decoded {
     let Some(rec) = b.get(RECORD_HEADER as usize..RECORD_HEADER as usize + body) else {
         return Decoded::Short;
     };
-    let key_len = u16::from_le_bytes([rec[0], rec[1]]) as usize;
+    let field = u16::from_le_bytes([rec[0], rec[1]]);
+    let key_len = (field & !COMPRESSED) as usize;
     if crc32c::crc32c(rec) != crc || key_len == 0 || KEY_LEN_BYTES + key_len > body {
         return Decoded::Bad;
     }
-    Decoded::Record { body, key_len }
+    Decoded::Record {
+        body,
+        key_len,
+        compressed: field & COMPRESSED != 0,
+    }
+}
+
+/// `value` as `length u32 | lz4 block`, if that is at least an eighth
+/// shorter.
+fn compress(value: &[u8]) -> Option<Vec<u8>> {
+    let mut out = vec![0u8; 4 + lz4_flex::block::get_maximum_output_size(value.len())];
+    out[..4].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    let n = lz4_flex::block::compress_into(value, &mut out[4..]).ok()?;
+    out.truncate(4 + n);
+    (out.len() <= value.len() - value.len() / 8).then_some(out)
+}
+
+/// The value a compressed one holds, never longer than a put stores.
+fn decompress(stored: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let (len, block) = stored
+        .split_first_chunk::<4>()
+        .ok_or("compressed value shorter than its length")?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > ferrite_core::MAX_VALUE_LEN {
+        return Err(format!("compressed value claims {len} bytes"));
+    }
+    let mut out = vec![0u8; len];
+    match lz4_flex::block::decompress_into(block, &mut out) {
+        Ok(n) if n == len => Ok(out),
+        _ => Err("compressed value does not decompress to its length".into()),
+    }
 }
 
 /// What [`scan`] found in a stretch of a zone.
@@ -309,7 +375,11 @@ pub fn scan(bytes: &[u8], at: u64, block: u64, limit: u64) -> Scan {
         }
         let rest = bytes.get(s.consumed..).unwrap_or_default();
         match decode(rest) {
-            Decoded::Record { body, key_len } => {
+            Decoded::Record {
+                body,
+                key_len,
+                compressed,
+            } => {
                 let len = RECORD_HEADER as usize + body;
                 if addr + len as u64 > limit {
                     s.end = true;
@@ -317,11 +387,24 @@ pub fn scan(bytes: &[u8], at: u64, block: u64, limit: u64) -> Scan {
                 }
                 let from = RECORD_HEADER as usize + KEY_LEN_BYTES;
                 let key = rest.get(from..from + key_len).unwrap_or_default();
-                let value = rest.get(from + key_len..len).unwrap_or_default();
+                let stored = rest.get(from + key_len..len).unwrap_or_default();
+                let value = if compressed {
+                    match decompress(stored) {
+                        Ok(v) => v,
+                        // A checksummed record that does not decompress
+                        // was not written by this log: the log ends.
+                        Err(_) => {
+                            s.end = true;
+                            return s;
+                        }
+                    }
+                } else {
+                    stored.to_vec()
+                };
                 s.records.push(ZoneRecord {
                     loc: location(addr, body as u64),
                     key: key.to_vec(),
-                    value: value.to_vec(),
+                    value,
                 });
                 s.consumed += len;
             }
@@ -416,6 +499,49 @@ mod tests {
         assert_eq!(rest.records.len(), 1);
         assert_eq!(rest.records[0].key, b"k2");
         assert_eq!(rest.records[0].value, [2; 50]);
+    }
+
+    /// A record whose value is stored compressed (`stored`), as `append`
+    /// writes it.
+    fn compressed_record(key: &[u8], stored: &[u8]) -> Vec<u8> {
+        let body = (KEY_LEN_BYTES + key.len() + stored.len()) as u32;
+        let mut rest = (key.len() as u16 | COMPRESSED).to_le_bytes().to_vec();
+        rest.extend_from_slice(key);
+        rest.extend_from_slice(stored);
+        let mut r = body.to_le_bytes().to_vec();
+        r.extend_from_slice(&crc32c::crc32c(&rest).to_le_bytes());
+        r.extend_from_slice(&rest);
+        r
+    }
+
+    #[test]
+    fn compressed_values_scan_as_the_values_and_damage_ends_the_log() {
+        let value: Vec<u8> = b"Description: a library\n".repeat(40);
+        let stored = compress(&value).unwrap();
+        assert!(stored.len() * 4 < value.len());
+        assert!(compress(&[7u8, 1, 200, 3, 9]).is_none(), "too short to pay");
+        let mut log = compressed_record(b"k", &stored);
+        log.extend_from_slice(&record(b"k2", &[5; 30]));
+        let s = scan(&log, 0, 512, 4096);
+        assert_eq!(s.records.len(), 2);
+        assert_eq!(s.records[0].value, value);
+        assert_eq!(
+            loc_len(s.records[0].loc),
+            (KEY_LEN_BYTES + 1 + stored.len()) as u64,
+            "locations count stored bytes"
+        );
+        // A checksummed record whose payload does not decompress is not
+        // one this log wrote.
+        let mut bad = stored.clone();
+        bad[..4].copy_from_slice(&(value.len() as u32 + 1).to_le_bytes());
+        let mut log = compressed_record(b"k", &bad);
+        log.extend_from_slice(&record(b"k2", &[5; 30]));
+        let s = scan(&log, 0, 512, 4096);
+        assert!(s.end && s.records.is_empty());
+        assert!(decompress(&stored[..3]).is_err());
+        let mut huge = stored;
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decompress(&huge).is_err());
     }
 
     #[test]

@@ -166,12 +166,20 @@ pub fn open(
                 .direct_io(cfg.direct_io)
                 .write_group(grouped);
             let builder = ferrite::Config::builder(kind).options(opts);
-            let builder = match kind {
-                EngineKind::Lsm => {
-                    builder.lsm(ferrite::lsm::LsmOptions::default().compression(cfg.compression))
-                }
-                _ => builder,
-            };
+            // The B+tree and ZKV compress long values with lz4 where it
+            // pays; `none` turns that off.
+            let squeeze = cfg.compression != Compression::None;
+            let builder =
+                match kind {
+                    EngineKind::Lsm => builder
+                        .lsm(ferrite::lsm::LsmOptions::default().compression(cfg.compression)),
+                    EngineKind::Btree => builder
+                        .btree(ferrite::btree::BTreeOptions::default().compress_values(squeeze)),
+                    EngineKind::Zkv => {
+                        builder.zkv(ferrite::zkv::ZkvOptions::default().compress_values(squeeze))
+                    }
+                    _ => builder,
+                };
             let config = builder.build().map_err(wrap)?;
             let db = ferrite::internals::open_instrumented(dir, &config).map_err(wrap)?;
             let info = TargetInfo {
@@ -181,6 +189,14 @@ pub fn open(
                 durability: cfg.sync.to_string(),
                 notes: match (grouped, kind) {
                     (true, EngineKind::Lsm) => format!("table blocks {}", cfg.compression),
+                    (true, EngineKind::Btree | EngineKind::Zkv) => format!(
+                        "long values {}",
+                        if squeeze {
+                            "lz4 where it pays"
+                        } else {
+                            "uncompressed"
+                        }
+                    ),
                     (true, _) => String::new(),
                     (false, _) => "writers not grouped (each takes the write lock itself)".into(),
                 },

@@ -87,8 +87,9 @@ pub use stats::{BTreeStats, InsertBufferStats};
 /// the log was synced (`docs/format/wal.md`), which a format-4 build would
 /// read as the log's end; older logs are read as they are. Format 6 logs
 /// range deletes (tag 3 of `docs/format/write-batch.md`), which older
-/// builds refuse.
-pub const FORMAT_VERSION: u32 = 6;
+/// builds refuse. Format 7 may store an overflow value lz4-compressed
+/// (`overflow`), which an older build would return as it is stored.
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 2;
 

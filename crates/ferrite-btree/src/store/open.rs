@@ -195,7 +195,7 @@ impl BTreeStore {
             None => None,
         };
         let observer = shortcut.clone().map(|s| s as Arc<dyn SplitObserver>);
-        let tree = Tree::new(pool, ps, observer);
+        let tree = Tree::new(pool, ps, observer).with_value_compression(bt.compress_values);
         // The newest valid meta page, then any newer checkpoint left in the
         // double-write file.
         let mut meta: Option<Meta> = None;

@@ -77,8 +77,10 @@ pub use stats::{LevelReport, LsmReport, LsmStats};
 /// which earlier builds refuse. Format 4 logs range deletes in the WAL,
 /// keeps them in the manifest (`MNF3`) and writes tables of version 3
 /// (which record their newest sequence number); earlier builds would
-/// drop the deletes. Stores of formats 1 to 3 are read and upgraded.
-pub const FORMAT_VERSION: u32 = 4;
+/// drop the deletes. Format 5 writes tables of version 4, whose data
+/// blocks may be compressed (`table/packing.rs`), which earlier builds
+/// refuse. Stores of formats 1 to 4 are read and upgraded.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 1;
 /// WAL devices, used in turn by successive memtables.

@@ -88,9 +88,10 @@ use crate::zone_wal::ZoneWal;
 /// On-disk format version in the identity file. Format 5 adds checkpoint
 /// marks to the WAL; format 6 makes WAL records claim how far the log was
 /// synced (`docs/format/zkv.md`); format 7 logs range deletes (tag 3 of
-/// `docs/format/write-batch.md`), which older builds refuse. Format-4 to -6
-/// stores are read and upgraded.
-pub const FORMAT_VERSION: u32 = 7;
+/// `docs/format/write-batch.md`), which older builds refuse; format 8 may
+/// store value-log values compressed (`vlog`), which older builds would
+/// return as stored. Format-4 to -7 stores are read and upgraded.
+pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 4;
 const DEVICE_FILE: &str = "zones.img";

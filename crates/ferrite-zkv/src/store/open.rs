@@ -238,7 +238,7 @@ impl ZkvStore {
             tree: RwLock::new(tree),
             io,
             lru: Mutex::new(LruPool::new(budget.lru_pages)),
-            vlog: Mutex::new(Vlog::new(dev.clone())),
+            vlog: Mutex::new(Vlog::new(dev.clone()).with_compression(zkv.compress_values)),
             metalog: Mutex::new(metalog),
             version: AtomicU64::new(snap.as_ref().map_or(0, |s| s.version)),
             ring,

@@ -25,8 +25,9 @@ pub struct BenchArgs {
     /// Key set: sequential, uniform, ycsb, geolite2, or sosd:<path>.
     #[arg(long, default_value = "uniform")]
     keys: String,
-    /// Values: N or MIN-MAX random bytes, or `records:PATH`, the blank-line
-    /// separated records of a file (`scripts/debian-package-records.sh`).
+    /// Values: N or MIN-MAX random bytes; `records:PATH`, the blank-line
+    /// separated records of a file (`scripts/debian-package-records.sh`);
+    /// or `files:LIST`, each file a list names (one path per line).
     #[arg(long, default_value = "8")]
     values: String,
     #[arg(long, default_value_t = 1_000_000)]

@@ -920,6 +920,8 @@ impl PyStore {
 
 /// Opens (or creates) the store in `path`. An existing store opens with
 /// the engine that made it unless `engine` names another (an error).
+/// `compression` ("none", "lz4", "zstd" or "zstd:LEVEL") sets how an lsm
+/// store compresses the tables it writes from now on (lz4 if not given).
 #[pyfunction]
 #[allow(
     clippy::too_many_arguments,

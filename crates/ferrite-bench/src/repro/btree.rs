@@ -166,7 +166,7 @@ fn loads(ctx: &ReproContext, s: &Sizes, targets: &[Target]) -> Result<(Vec<LoadR
                 cache_bytes,
                 sync: SyncMode::Never,
                 direct_io: true,
-                compression: Default::default(),
+                compression: ctx.compression,
             };
             let (db, _) = adapter::open(t, &dir, &cfg)?;
             let data = Dataset {

@@ -141,6 +141,10 @@ pub struct ReproContext {
     pub map_ops: Vec<PathBuf>,
     /// Where `volume` records its RASK map's operations, per phase.
     pub record_map_ops: Option<PathBuf>,
+    /// Table block compression of the LSM stores an experiment opens and
+    /// of the peers that have it (the engine's default, lz4, unless
+    /// `--compression` says otherwise).
+    pub compression: crate::adapter::Compression,
     pub show_progress: bool,
 }
 

@@ -44,7 +44,7 @@ use ferrite_lsm::internals::BlockCache;
 use ferrite_lsm::internals::Bloom;
 use ferrite_lsm::internals::TableSpace;
 use ferrite_lsm::internals::{BuiltTable, Table, TableBuilder};
-use ferrite_lsm::{Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
+use ferrite_lsm::{Compression, Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -200,6 +200,10 @@ struct ShapeResults {
     #[serde(default)]
     load_chunk_secs: Vec<Vec<f64>>,
     table_bytes: Vec<u64>,
+    /// Table bytes with data blocks counted uncompressed: what the block
+    /// cache holds of a store when every block is in it.
+    #[serde(default)]
+    cached_bytes: Vec<u64>,
     index_bytes: Vec<u64>,
     levels: Vec<Vec<usize>>,
     write_stall_micros: Vec<f64>,
@@ -253,6 +257,9 @@ pub struct Results {
     peers: BTreeMap<String, PeerResults>,
     #[serde(default)]
     partitions: PartitionResults,
+    /// Table block compression of every LSM store and of RocksDB.
+    #[serde(default)]
+    compression: String,
 }
 
 /// One partitioned and one unpartitioned store, learned indexes in both.
@@ -268,11 +275,12 @@ struct PartitionResults {
     writes: Vec<(f64, f64, f64)>,
 }
 
-fn lsm_options(index: IndexKind, records: u64, shape: &Shape) -> LsmOptions {
+fn lsm_options(index: IndexKind, records: u64, shape: &Shape, codec: Compression) -> LsmOptions {
     sized_lsm_options(
         index,
         records * (shape.key_bytes + shape.value_bytes) as u64,
     )
+    .compression(codec)
 }
 
 /// The engine options this experiment gives a store of `data` bytes of
@@ -358,10 +366,17 @@ fn store_err(e: ferrite::Error) -> BenchError {
     super::driver::store_err("lsm")(e)
 }
 
+/// Pseudo-random value bytes: a value that repeats its seed would let
+/// block compression shrink the tables several times over, and the
+/// experiment would then measure the codec rather than the index.
 fn value(shape: &Shape, i: u64, version: u64, out: &mut Vec<u8>) {
     out.clear();
-    let seed = (i ^ version.rotate_left(40)).to_le_bytes();
-    out.extend(seed.iter().cycle().take(shape.value_bytes));
+    let mut x = i ^ version.rotate_left(40);
+    while out.len() < shape.value_bytes {
+        x = crate::keyset::mix64(x);
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(shape.value_bytes);
 }
 
 /// Loads both variants in alternating chunks; returns, per variant, the
@@ -509,7 +524,13 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
     let stores: Vec<LsmStore> = dirs
         .iter()
         .zip(kinds)
-        .map(|(d, k)| open_lsm(d, lsm_options(k, s.records, shape), 64 << 20))
+        .map(|(d, k)| {
+            open_lsm(
+                d,
+                lsm_options(k, s.records, shape, ctx.compression),
+                64 << 20,
+            )
+        })
         .collect::<Result<_>>()?;
     let chunk_secs = load(&stores, &keys, shape, s)?;
     for (db, secs) in stores.iter().zip(&chunk_secs) {
@@ -521,22 +542,31 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
             .push(s.records as f64 / secs.iter().sum::<f64>() / 1e3);
         r.load_chunk_secs.push(secs.clone());
         r.table_bytes.push(rep.levels.iter().map(|l| l.bytes).sum());
+        r.cached_bytes.push(
+            rep.levels
+                .iter()
+                .map(|l| l.bytes - l.data_bytes + l.uncompressed_data_bytes)
+                .sum(),
+        );
         r.index_bytes.push(rep.index_bytes());
         r.levels.push(rep.levels.iter().map(|l| l.tables).collect());
         r.write_stall_micros
             .push(db.stats().field("write_stall_micros").unwrap_or(0.0));
     }
     drop(stores);
-    let data = r.table_bytes.iter().copied().max().unwrap_or(1 << 20);
+    // Cache settings are fractions of what the cache holds when every
+    // block is in it: blocks are cached decoded, so a compressed table
+    // takes its uncompressed size there.
+    let data = r.cached_bytes.iter().copied().max().unwrap_or(1 << 20);
     progress("emulated devices");
-    r.devices = device_sweep(&dirs, kinds, &keys, shape, s, data / 10)?;
+    r.devices = device_sweep(&dirs, kinds, &keys, shape, s, data / 10, ctx.compression)?;
     for (setting, cache) in [("incache", data * 2), ("cache10", data / 10)] {
         progress(setting);
         r.cache_bytes.insert(setting.into(), cache);
         let stores: Vec<LsmStore> = dirs
             .iter()
             .zip(kinds)
-            .map(|(d, k)| open_lsm(d, lsm_options(k, s.records, shape), cache))
+            .map(|(d, k)| open_lsm(d, lsm_options(k, s.records, shape, ctx.compression), cache))
             .collect::<Result<_>>()?;
         if setting == "incache" {
             for db in &stores {
@@ -615,6 +645,7 @@ fn device_sweep(
     shape: &Shape,
     s: &Sizes,
     cache: u64,
+    codec: Compression,
 ) -> Result<BTreeMap<u64, Vec<ReadRun>>> {
     let copies: Vec<MemoryCopy> = dirs
         .iter()
@@ -630,7 +661,7 @@ fn device_sweep(
                 LsmStore::open_on(
                     devices,
                     &store_options(cache),
-                    lsm_options(k, s.records, shape),
+                    lsm_options(k, s.records, shape, codec),
                 )
                 .map_err(store_err)
             })
@@ -926,7 +957,8 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
     let stores: Vec<LsmStore> = PARTITIONS
         .iter()
         .map(|&p| {
-            let lsm = lsm_options(IndexKind::LEARNED, sizes.records, shape).partitions(p);
+            let lsm = lsm_options(IndexKind::LEARNED, sizes.records, shape, ctx.compression)
+                .partitions(p);
             open_lsm(&root.join(format!("p{p}")), lsm, cache)
         })
         .collect::<Result<_>>()?;
@@ -1036,7 +1068,7 @@ fn peers(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<Option<PeerResu
         cache,
         sync: SyncMode::Never,
         direct_io: true,
-        compression: Default::default(),
+        compression: ctx.compression,
         dir: ctx.work_dir.join("swiftkv-peers"),
         seed: 42,
         show_progress: ctx.show_progress,
@@ -1137,6 +1169,7 @@ impl Study for SwiftRepro {
         let s = sizes(ctx.scale);
         let mut results = Results {
             sizes: s,
+            compression: ctx.compression.to_string(),
             ..Results::default()
         };
         if ctx.show_progress {
@@ -1190,6 +1223,7 @@ impl Study for SwiftRepro {
             "bloom_bits_per_key": 10,
             "sync": "never",
             "threads": 1,
+            "compression": r.compression,
             "rocksdb": Target::RocksDb.available(),
         })
     }
@@ -1316,8 +1350,17 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
          loaded with the same records in the same random order, side by side in alternating chunks (a variant's load time \
          covers its writes and the flushes and compactions they cause: each chunk ends when the store has settled), durability `never`, \
          O_DIRECT, one client thread; filters (10 bits/key) and index blocks are charged to the cache budget. \
+         Table blocks compressed with {} (RocksDB's alike; pseudo-random values: a block is packed only where it \
+         shrinks by an eighth); cache sizes are fractions of the tables with data blocks uncompressed, \
+         as the cache holds them. \
          Reproduce with `cargo run --release -- repro swiftkv --out docs/results` \
-         (add `--features rocksdb` for the RocksDB rows).\n"
+         (add `--features rocksdb` for the RocksDB rows).\n",
+        if r.compression.is_empty() {
+            // Runs from before tables were compressed.
+            "none (RocksDB: its default, Snappy)"
+        } else {
+            r.compression.as_str()
+        }
     );
     for (shape, sr) in &r.shapes {
         let _ = writeln!(
@@ -1357,6 +1400,18 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
                     .collect::<Vec<_>>()
             )
         );
+        if !sr.cached_bytes.is_empty() {
+            let _ = writeln!(
+                doc,
+                "| tables with data blocks uncompressed (what the cache holds), MiB | {} |",
+                pair(
+                    &sr.cached_bytes
+                        .iter()
+                        .map(|x| *x as f64 / (1 << 20) as f64)
+                        .collect::<Vec<_>>()
+                )
+            );
+        }
         let _ = writeln!(
             doc,
             "| index blocks, KiB | {} |",

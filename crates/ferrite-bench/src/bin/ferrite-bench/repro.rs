@@ -38,6 +38,10 @@ pub struct ReproArgs {
     /// phase into DIR/<phase>.ops (for `rask --ops`).
     #[arg(long, value_name = "DIR")]
     record_map_ops: Option<PathBuf>,
+    /// Table block compression of the LSM stores and of the peers that
+    /// compress: none, lz4 or zstd[:LEVEL].
+    #[arg(long, default_value_t = ferrite::lsm::Compression::default())]
+    compression: ferrite::lsm::Compression,
     /// Allow a debug build (only sensible at smoke scale).
     #[arg(long)]
     allow_debug: bool,
@@ -73,6 +77,7 @@ pub fn run(a: ReproArgs) -> Result<()> {
         keys_dir: a.keys_dir.clone(),
         map_ops: a.ops.clone(),
         record_map_ops: a.record_map_ops.clone(),
+        compression: a.compression,
         show_progress: true,
     };
     if a.rerender {

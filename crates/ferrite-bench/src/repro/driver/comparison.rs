@@ -53,7 +53,7 @@ pub fn side_by_side(
         cache: CacheBudget::RatioOfData(cache_of_data),
         sync: SyncMode::Never,
         direct_io: true,
-        compression: Default::default(),
+        compression: ctx.compression,
         dir: ctx.work_dir.clone(),
         seed,
         show_progress: ctx.show_progress,

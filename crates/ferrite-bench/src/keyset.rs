@@ -323,14 +323,20 @@ impl ValueSpec {
                 return;
             }
         };
-        out.clear();
-        let mut x = mix64(i ^ version.rotate_left(32));
-        while out.len() < len {
-            x = mix64(x);
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-        out.truncate(len);
+        pseudo_random_bytes(mix64(i ^ version.rotate_left(32)), len, out);
     }
+}
+
+/// Fills `out` with `len` bytes of the [`mix64`] chain that starts at
+/// `seed`: incompressible, and the same for the same seed.
+pub fn pseudo_random_bytes(seed: u64, len: usize, out: &mut Vec<u8>) {
+    out.clear();
+    let mut x = seed;
+    while out.len() < len {
+        x = mix64(x);
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
 }
 
 #[cfg(test)]

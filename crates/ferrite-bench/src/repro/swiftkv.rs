@@ -56,7 +56,7 @@ use crate::adapter::Target;
 use crate::distribution::Chooser;
 use crate::distribution::ScrambledZipfian;
 use crate::error::{BenchError, Result};
-use crate::keyset::{read_sosd, KeySet, KeySpec, ValueSpec};
+use crate::keyset::{pseudo_random_bytes, read_sosd, KeySet, KeySpec, ValueSpec};
 use crate::plan::{BenchPlan, CacheBudget};
 use crate::report;
 use crate::workload::Workload;
@@ -370,13 +370,7 @@ fn store_err(e: ferrite::Error) -> BenchError {
 /// block compression shrink the tables several times over, and the
 /// experiment would then measure the codec rather than the index.
 fn value(shape: &Shape, i: u64, version: u64, out: &mut Vec<u8>) {
-    out.clear();
-    let mut x = i ^ version.rotate_left(40);
-    while out.len() < shape.value_bytes {
-        x = crate::keyset::mix64(x);
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(shape.value_bytes);
+    pseudo_random_bytes(i ^ version.rotate_left(40), shape.value_bytes, out);
 }
 
 /// Loads both variants in alternating chunks; returns, per variant, the
@@ -541,13 +535,10 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
         r.load_kops
             .push(s.records as f64 / secs.iter().sum::<f64>() / 1e3);
         r.load_chunk_secs.push(secs.clone());
-        r.table_bytes.push(rep.levels.iter().map(|l| l.bytes).sum());
-        r.cached_bytes.push(
-            rep.levels
-                .iter()
-                .map(|l| l.bytes - l.data_bytes + l.uncompressed_data_bytes)
-                .sum(),
-        );
+        let tables: u64 = rep.levels.iter().map(|l| l.bytes).sum();
+        r.table_bytes.push(tables);
+        r.cached_bytes
+            .push(tables - rep.data_bytes() + rep.uncompressed_data_bytes());
         r.index_bytes.push(rep.index_bytes());
         r.levels.push(rep.levels.iter().map(|l| l.tables).collect());
         r.write_stall_micros
@@ -1390,26 +1381,19 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
                     .collect::<Vec<_>>()
             )
         );
-        let _ = writeln!(
-            doc,
-            "| tables, MiB | {} |",
+        let mib = |v: &[u64]| {
             pair(
-                &sr.table_bytes
-                    .iter()
+                &v.iter()
                     .map(|x| *x as f64 / (1 << 20) as f64)
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>(),
             )
-        );
+        };
+        let _ = writeln!(doc, "| tables, MiB | {} |", mib(&sr.table_bytes));
         if !sr.cached_bytes.is_empty() {
             let _ = writeln!(
                 doc,
                 "| tables with data blocks uncompressed (what the cache holds), MiB | {} |",
-                pair(
-                    &sr.cached_bytes
-                        .iter()
-                        .map(|x| *x as f64 / (1 << 20) as f64)
-                        .collect::<Vec<_>>()
-                )
+                mib(&sr.cached_bytes)
             );
         }
         let _ = writeln!(

@@ -11,6 +11,10 @@
             print(key, value)
         with db.transaction() as tx:     # serializable, committed on exit
             tx[b"user:3"] = tx[b"user:1"] + b"!"
+        users = db.keyspace("users")     # a named key space, same log
+        with db.batch() as b:            # atomic across keyspaces
+            b.put(b"1", b"ada", keyspace=users)
+            b.put(b"user:1", b"ada")
         snap = db.snapshot()             # a frozen view
         db.delete_range(b"user:", b"user;")
         assert snap[b"user:1"] == b"ada"
@@ -30,6 +34,8 @@ from ._ferrite import (
     InvalidOptions,
     IoError,
     Iterator,
+    Keyspace,
+    KeyspaceDropped,
     KeyTooLong,
     NotAStore,
     Poisoned,
@@ -50,6 +56,7 @@ __all__ = [
     "Snapshot",
     "Batch",
     "Transaction",
+    "Keyspace",
     "Iterator",
     "Error",
     "KeyTooLong",
@@ -62,4 +69,5 @@ __all__ = [
     "SnapshotTooOld",
     "Closed",
     "IoError",
+    "KeyspaceDropped",
 ]

@@ -13,12 +13,14 @@ use std::ops::Bound as Edge;
 use std::sync::Arc;
 
 use ferrite::{
-    Config, EngineKind, Iter, KvPair, Snapshot, Store, SyncMode, Transaction, WriteBatch,
+    Config, DetachedKeyspace, EngineKind, Iter, KeyspaceBatch, KvPair, Snapshot, Store, SyncMode,
+    Transaction, WriteBatch,
 };
 use parking_lot::Mutex;
 use pyo3::exceptions::{PyException, PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use pyo3::PyClassInitializer;
 
 pyo3::create_exception!(
     _ferrite,
@@ -72,6 +74,12 @@ pyo3::create_exception!(
     "A transaction read what another writer changed before it committed; nothing of it was written."
 );
 pyo3::create_exception!(_ferrite, IoError, Error, "The device failed.");
+pyo3::create_exception!(
+    _ferrite,
+    KeyspaceDropped,
+    Error,
+    "The keyspace was dropped."
+);
 
 /// The exception for an engine error: the class of its kind, its message.
 fn to_py(e: ferrite::Error) -> PyErr {
@@ -92,6 +100,8 @@ fn to_py(e: ferrite::Error) -> PyErr {
         E::SnapshotTooOld { .. } => SnapshotTooOld::new_err(msg),
         E::Conflict(_) => Conflict::new_err(msg),
         E::Closed => Closed::new_err(msg),
+        E::KeyspaceDropped(_) => KeyspaceDropped::new_err(msg),
+        E::ReservedKey { .. } | E::InvalidKeyspaceName { .. } => PyValueError::new_err(msg),
         E::Device(_) => IoError::new_err(msg),
         _ => Error::new_err(msg),
     }
@@ -355,31 +365,73 @@ pub struct Batch {
     str_keys: bool,
 }
 
+impl Batch {
+    /// Adds to the batch, in `keyspace` when given (a keyspace of this
+    /// batch's store).
+    fn add(
+        &self,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+        op: impl FnOnce(&mut WriteBatch, Option<&ferrite::Keyspace<'_>>) -> ferrite::Result<()>,
+    ) -> PyResult<()> {
+        let mut b = self.batch.lock();
+        match keyspace.as_ref().and_then(|k| k.ks.as_ref()) {
+            None => op(&mut b, None).map_err(to_py),
+            Some(ks) => {
+                let store = open_store(&self.store)?;
+                let ks = store.attach(ks).map_err(to_py)?;
+                op(&mut b, Some(&ks)).map_err(to_py)
+            }
+        }
+    }
+}
+
 #[pymethods]
 impl Batch {
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, value, *, keyspace = None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (k, v) = (
             bytes_of(key, self.str_keys)?,
             bytes_of(value, self.str_keys)?,
         );
-        self.batch.lock().put(&k, &v).map(drop).map_err(to_py)
+        self.add(keyspace, |b, ks| match ks {
+            Some(ks) => b.put_in(ks, &k, &v).map(drop),
+            None => b.put(&k, &v).map(drop),
+        })
     }
 
-    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, *, keyspace = None))]
+    fn delete(
+        &self,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let k = bytes_of(key, self.str_keys)?;
-        self.batch.lock().delete(&k).map(drop).map_err(to_py)
+        self.add(keyspace, |b, ks| match ks {
+            Some(ks) => b.delete_in(ks, &k).map(drop),
+            None => b.delete(&k).map(drop),
+        })
     }
 
-    fn delete_range(&self, start: &Bound<'_, PyAny>, stop: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (start, stop, *, keyspace = None))]
+    fn delete_range(
+        &self,
+        start: &Bound<'_, PyAny>,
+        stop: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (s, e) = (
             bytes_of(start, self.str_keys)?,
             bytes_of(stop, self.str_keys)?,
         );
-        self.batch
-            .lock()
-            .delete_range(&s, &e)
-            .map(drop)
-            .map_err(to_py)
+        self.add(keyspace, |b, ks| match ks {
+            Some(ks) => b.delete_range_in(ks, &s, &e).map(drop),
+            None => b.delete_range(&s, &e).map(drop),
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -421,7 +473,60 @@ impl Batch {
 #[pyclass(module = "ferrite._ferrite", name = "Transaction")]
 pub struct PyTransaction {
     tx: Mutex<Option<Transaction<'static>>>,
+    /// The store, to find the keyspaces the transaction is given.
+    store: Arc<Mutex<Option<Arc<Store>>>>,
     str_keys: bool,
+}
+
+/// What a transaction's operation runs on: the default key space or a
+/// keyspace.
+enum TxSpace<'a, 't> {
+    Default(&'a mut Transaction<'t>),
+    In(ferrite::TxKeyspace<'a, 't>),
+}
+
+impl TxSpace<'_, '_> {
+    fn get(&mut self, k: &[u8]) -> ferrite::Result<Option<Vec<u8>>> {
+        match self {
+            TxSpace::Default(t) => t.get(k),
+            TxSpace::In(t) => t.get(k),
+        }
+    }
+
+    fn put(&mut self, k: &[u8], v: &[u8]) -> ferrite::Result<()> {
+        match self {
+            TxSpace::Default(t) => t.put(k, v),
+            TxSpace::In(t) => t.put(k, v),
+        }
+    }
+
+    fn delete(&mut self, k: &[u8]) -> ferrite::Result<()> {
+        match self {
+            TxSpace::Default(t) => t.delete(k),
+            TxSpace::In(t) => t.delete(k),
+        }
+    }
+
+    fn delete_range(&mut self, s: Vec<u8>, e: Vec<u8>) -> ferrite::Result<()> {
+        match self {
+            TxSpace::Default(t) => t.delete_range(s..e),
+            TxSpace::In(t) => t.delete_range(s..e),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        range: ferrite::KeyRange<'_>,
+        reverse: bool,
+        visit: &mut ferrite::ScanVisitor<'_>,
+    ) -> ferrite::Result<()> {
+        match (self, reverse) {
+            (TxSpace::Default(t), false) => t.scan(range, visit),
+            (TxSpace::Default(t), true) => t.scan_rev(range, visit),
+            (TxSpace::In(t), false) => t.scan(range, visit),
+            (TxSpace::In(t), true) => t.scan_rev(range, visit),
+        }
+    }
 }
 
 impl PyTransaction {
@@ -436,21 +541,40 @@ impl PyTransaction {
             .ok_or_else(|| Error::new_err("the transaction has ended"))?;
         f(tx).map_err(to_py)
     }
+
+    /// Runs `f` on the open transaction, in `keyspace` when given.
+    fn with_in<R>(
+        &self,
+        keyspace: Option<&DetachedKeyspace>,
+        f: impl FnOnce(&mut TxSpace<'_, 'static>) -> ferrite::Result<R>,
+    ) -> PyResult<R> {
+        let Some(detached) = keyspace else {
+            return self.with(|t| f(&mut TxSpace::Default(t)));
+        };
+        let store = open_store(&self.store)?;
+        self.with(|t| {
+            let ks = store.attach(detached)?;
+            let space = t.keyspace(&ks)?;
+            f(&mut TxSpace::In(space))
+        })
+    }
 }
 
 #[pymethods]
 impl PyTransaction {
-    #[pyo3(signature = (key, default = None))]
+    #[pyo3(signature = (key, default = None, *, keyspace = None))]
     fn get(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let k = bytes_of(key, self.str_keys)?;
+        let ks = keyspace.and_then(|k| k.ks.clone());
         Ok(or_default(
             py,
-            py.detach(|| self.with(|t| t.get(&k)))?,
+            py.detach(|| self.with_in(ks.as_ref(), |t| t.get(&k)))?,
             default,
         ))
     }
@@ -465,35 +589,59 @@ impl PyTransaction {
         Ok(py.detach(|| self.with(|t| t.get(&k)))?.is_some())
     }
 
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, value, *, keyspace = None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (k, v) = (
             bytes_of(key, self.str_keys)?,
             bytes_of(value, self.str_keys)?,
         );
-        self.with(|t| t.put(&k, &v))
+        let ks = keyspace.and_then(|k| k.ks.clone());
+        self.with_in(ks.as_ref(), |t| t.put(&k, &v))
     }
 
     fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.put(key, value)
+        self.put(key, value, None)
     }
 
-    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, *, keyspace = None))]
+    fn delete(
+        &self,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let k = bytes_of(key, self.str_keys)?;
-        self.with(|t| t.delete(&k))
+        let ks = keyspace.and_then(|k| k.ks.clone());
+        self.with_in(ks.as_ref(), |t| t.delete(&k))
     }
 
-    fn delete_range(&self, start: &Bound<'_, PyAny>, stop: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (start, stop, *, keyspace = None))]
+    fn delete_range(
+        &self,
+        start: &Bound<'_, PyAny>,
+        stop: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (s, e) = (
             bytes_of(start, self.str_keys)?,
             bytes_of(stop, self.str_keys)?,
         );
-        self.with(|t| t.delete_range(s..e))
+        let ks = keyspace.and_then(|k| k.ks.clone());
+        self.with_in(ks.as_ref(), |t| t.delete_range(s, e))
     }
 
     /// The `(key, value)` pairs of `start <= key < stop` (or under
     /// `prefix`), ascending or with `reverse` descending, at most `limit`;
     /// the range counts as read as far as the list goes.
-    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None, limit = None))]
+    #[pyo3(signature = (start = None, stop = None, reverse = false, prefix = None, limit = None, *, keyspace = None))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one per keyword argument of the Python method"
+    )]
     fn items(
         &self,
         py: Python<'_>,
@@ -502,30 +650,27 @@ impl PyTransaction {
         reverse: bool,
         prefix: Option<&Bound<'_, PyAny>>,
         limit: Option<usize>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
     ) -> PyResult<Vec<(Py<PyBytes>, Py<PyBytes>)>> {
         let b = |o: Option<&Bound<'_, PyAny>>| o.map(|o| bytes_of(o, self.str_keys)).transpose();
         let (lo, hi) = range_of(b(start)?, b(stop)?, b(prefix)?);
         let range = ferrite::OwnedKeyRange { start: lo, end: hi };
         let limit = limit.unwrap_or(usize::MAX);
+        let ks = keyspace.and_then(|k| k.ks.clone());
         let pairs = py.detach(|| {
-            self.with(|t| {
+            self.with_in(ks.as_ref(), |t| {
                 let mut out = Vec::new();
                 if limit == 0 {
                     return Ok(out);
                 }
-                let mut visit = |k: &[u8], v: &[u8]| {
+                t.scan(range.as_range(), reverse, &mut |k: &[u8], v: &[u8]| {
                     out.push((k.to_vec(), v.to_vec()));
                     if out.len() >= limit {
                         std::ops::ControlFlow::Break(())
                     } else {
                         std::ops::ControlFlow::Continue(())
                     }
-                };
-                if reverse {
-                    t.scan_rev(range.as_range(), &mut visit)?;
-                } else {
-                    t.scan(range.as_range(), &mut visit)?;
-                }
+                })?;
                 Ok(out)
             })
         })?;
@@ -571,56 +716,106 @@ impl PyTransaction {
     }
 }
 
-fn open_store(slot: &Mutex<Option<Arc<Store>>>) -> PyResult<Arc<Store>> {
-    slot.lock()
-        .clone()
-        .ok_or_else(|| Closed::new_err("the store is closed"))
-}
-
-/// An open store of any engine; see `ferrite.open`.
-#[pyclass(module = "ferrite._ferrite", name = "Store")]
-pub struct PyStore {
+/// A key space of a store: a named keyspace (`Store.keyspace(name)`),
+/// its own ordered key space sharing the store's log, cache and memory
+/// budget, which batches and transactions take as `keyspace=`; and the
+/// base of `Store`, whose dict-like methods are its default key space's.
+#[pyclass(module = "ferrite._ferrite", name = "Keyspace", subclass)]
+pub struct PyKeyspace {
     store: Arc<Mutex<Option<Arc<Store>>>>,
-    engine: EngineKind,
+    /// `None`: the store's default key space.
+    ks: Option<DetachedKeyspace>,
     str_keys: bool,
 }
 
-impl PyStore {
+/// The key space a call works in, borrowed from the open store.
+enum Space<'s> {
+    Default(&'s Store),
+    Named(ferrite::Keyspace<'s>),
+}
+
+impl Space<'_> {
+    fn get(&self, k: &[u8]) -> ferrite::Result<Option<Vec<u8>>> {
+        match self {
+            Space::Default(s) => s.get(k),
+            Space::Named(ks) => ks.get(k),
+        }
+    }
+
+    fn get_many(&self, keys: &[Vec<u8>]) -> ferrite::Result<Vec<Option<Vec<u8>>>> {
+        match self {
+            Space::Default(s) => s.get_many(keys),
+            Space::Named(ks) => ks.get_many(keys),
+        }
+    }
+
+    fn put(&self, k: &[u8], v: &[u8]) -> ferrite::Result<()> {
+        match self {
+            Space::Default(s) => s.put(k, v),
+            Space::Named(ks) => ks.put(k, v),
+        }
+    }
+
+    fn delete(&self, k: &[u8]) -> ferrite::Result<()> {
+        match self {
+            Space::Default(s) => s.delete(k),
+            Space::Named(ks) => ks.delete(k),
+        }
+    }
+
+    fn delete_range(&self, a: Vec<u8>, b: Vec<u8>) -> ferrite::Result<()> {
+        match self {
+            Space::Default(s) => s.delete_range(a..b),
+            Space::Named(ks) => ks.delete_range(a..b),
+        }
+    }
+
+    fn compare_and_swap(
+        &self,
+        k: &[u8],
+        e: Option<&[u8]>,
+        n: Option<&[u8]>,
+    ) -> ferrite::Result<bool> {
+        match self {
+            Space::Default(s) => s.compare_and_swap(k, e, n),
+            Space::Named(ks) => ks.compare_and_swap(k, e, n),
+        }
+    }
+
+    fn snapshot(&self) -> ferrite::Result<Snapshot> {
+        match self {
+            Space::Default(s) => s.snapshot(),
+            Space::Named(ks) => ks.snapshot(),
+        }
+    }
+}
+
+impl PyKeyspace {
     fn key(&self, o: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         bytes_of(o, self.str_keys)
     }
 
-    fn live(&self) -> PyResult<Arc<Store>> {
-        open_store(&self.store)
+    /// Runs `f` on the key space, with the GIL released.
+    fn run<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Space<'_>) -> ferrite::Result<R> + Send,
+    ) -> PyResult<R> {
+        let store = open_store(&self.store)?;
+        py.detach(|| match &self.ks {
+            None => f(&Space::Default(&store)),
+            Some(ks) => f(&Space::Named(store.attach(ks)?)),
+        })
+        .map_err(to_py)
     }
 }
 
 #[pymethods]
-impl PyStore {
+impl PyKeyspace {
+    /// The keyspace's name; `None` for a store's default key space.
     #[getter]
-    fn engine(&self) -> &'static str {
-        self.engine.name()
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.store.lock().is_none()
-    }
-
-    /// Looks up every key of `keys` from Rust, in one call, and returns
-    /// how many were found and the nanoseconds the lookups took: what a
-    /// `get` costs without Python, for `bench.py`'s overhead figure.
-    fn _timed_gets(&self, py: Python<'_>, keys: Vec<Vec<u8>>) -> PyResult<(usize, u64)> {
-        let s = self.live()?;
-        py.detach(|| {
-            let t = std::time::Instant::now();
-            let mut found = 0;
-            for k in &keys {
-                found += usize::from(s.get(k)?.is_some());
-            }
-            Ok((found, t.elapsed().as_nanos() as u64))
-        })
-        .map_err(to_py)
+    fn name(&self) -> Option<&str> {
+        self.ks.as_ref().map(|k| k.name())
     }
 
     #[pyo3(signature = (key, default = None))]
@@ -630,32 +825,23 @@ impl PyStore {
         key: &Bound<'_, PyAny>,
         default: Option<Py<PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let (k, s) = (self.key(key)?, self.live()?);
-        Ok(or_default(
-            py,
-            py.detach(|| s.get(&k)).map_err(to_py)?,
-            default,
-        ))
+        let k = self.key(key)?;
+        Ok(or_default(py, self.run(py, |ks| ks.get(&k))?, default))
     }
 
-    /// The values of `keys` in order, `None` where a key is absent: one
-    /// call, and one release of the GIL for all the lookups, so threads
-    /// reading in batches overlap where single gets hand the GIL back and
-    /// forth.
     fn get_many(
         &self,
         py: Python<'_>,
         keys: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
         let ks = keys_of(keys, self.str_keys)?;
-        let s = self.live()?;
-        let values = py.detach(|| s.get_many(&ks)).map_err(to_py)?;
+        let values = self.run(py, |s| s.get_many(&ks))?;
         Ok(values_of(py, values))
     }
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
-        let (k, s) = (self.key(key)?, self.live()?);
-        or_key_error(py, py.detach(|| s.get(&k)).map_err(to_py)?, &k)
+        let k = self.key(key)?;
+        or_key_error(py, self.run(py, |ks| ks.get(&k))?, &k)
     }
 
     fn __setitem__(
@@ -668,24 +854,21 @@ impl PyStore {
     }
 
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (k, s) = (self.key(key)?, self.live()?);
+        let k = self.key(key)?;
         // A dict raises KeyError for a missing key; so does this, atomically.
         loop {
-            let Some(old) = py.detach(|| s.get(&k)).map_err(to_py)? else {
+            let Some(old) = self.run(py, |ks| ks.get(&k))? else {
                 return Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind()));
             };
-            if py
-                .detach(|| s.compare_and_swap(&k, Some(&old), None))
-                .map_err(to_py)?
-            {
+            if self.run(py, |ks| ks.compare_and_swap(&k, Some(&old), None))? {
                 return Ok(());
             }
         }
     }
 
     fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let (k, s) = (self.key(key)?, self.live()?);
-        py.detach(|| s.contains_key(&k)).map_err(to_py)
+        let k = self.key(key)?;
+        self.run(py, |ks| ks.get(&k).map(|v| v.is_some()))
     }
 
     fn put(
@@ -694,32 +877,27 @@ impl PyStore {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (k, v, s) = (
-            self.key(key)?,
-            bytes_of(value, self.str_keys)?,
-            self.live()?,
-        );
-        py.detach(|| s.put(&k, &v)).map_err(to_py)
+        let (k, v) = (self.key(key)?, bytes_of(value, self.str_keys)?);
+        self.run(py, |ks| ks.put(&k, &v))
     }
 
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (k, s) = (self.key(key)?, self.live()?);
-        py.detach(|| s.delete(&k)).map_err(to_py)
+        let k = self.key(key)?;
+        self.run(py, |ks| ks.delete(&k))
     }
 
-    /// Removes every key `k` with `start <= k < stop`, atomically.
+    /// Removes every key `k` of the keyspace with `start <= k < stop`.
     fn delete_range(
         &self,
         py: Python<'_>,
         start: &Bound<'_, PyAny>,
         stop: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (a, b, s) = (self.key(start)?, self.key(stop)?, self.live()?);
-        py.detach(|| s.delete_range(a..b)).map_err(to_py)
+        let (a, b) = (self.key(start)?, self.key(stop)?);
+        self.run(py, |ks| ks.delete_range(a, b))
     }
 
-    /// Sets `key` to `new` (None deletes) if it now holds `expected` (None:
-    /// absent); returns whether it did.
+    /// Sets `key` to `new` (None deletes) if it now holds `expected`.
     fn compare_and_swap(
         &self,
         py: Python<'_>,
@@ -730,79 +908,12 @@ impl PyStore {
         let k = self.key(key)?;
         let e = expected.map(|o| bytes_of(o, self.str_keys)).transpose()?;
         let n = new.map(|o| bytes_of(o, self.str_keys)).transpose()?;
-        let s = self.live()?;
-        py.detach(|| s.compare_and_swap(&k, e.as_deref(), n.as_deref()))
-            .map_err(to_py)
+        self.run(py, |ks| ks.compare_and_swap(&k, e.as_deref(), n.as_deref()))
     }
 
-    fn batch(&self) -> Batch {
-        Batch {
-            store: self.store.clone(),
-            batch: Mutex::new(WriteBatch::new()),
-            str_keys: self.str_keys,
-        }
-    }
-
-    /// Writes a consistent copy of the store as of now into `path` (which
-    /// must not exist) while reads and writes go on; returns what it
-    /// copied (`pairs`, `user_bytes`, `disk_bytes`, `seconds`).
-    fn checkpoint<'py>(
-        &self,
-        py: Python<'py>,
-        path: std::path::PathBuf,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.live()?;
-        let st = py.detach(|| s.checkpoint(&path)).map_err(to_py)?;
-        let d = PyDict::new(py);
-        d.set_item("pairs", st.pairs)?;
-        d.set_item("user_bytes", st.user_bytes)?;
-        d.set_item("disk_bytes", st.disk_bytes)?;
-        d.set_item("seconds", st.elapsed.as_secs_f64())?;
-        Ok(d)
-    }
-
-    /// A read-write transaction over a snapshot taken now.
-    fn transaction(&self, py: Python<'_>) -> PyResult<PyTransaction> {
-        let s = self.live()?;
-        let tx = py.detach(|| s.transaction_shared()).map_err(to_py)?;
-        Ok(PyTransaction {
-            tx: Mutex::new(Some(tx)),
-            str_keys: self.str_keys,
-        })
-    }
-
-    /// Calls `body(tx)` in a transaction and commits it, calling it again
-    /// on a fresh snapshot while the commit raises `Conflict` (up to
-    /// `attempts` in all, backing off from 10 µs doubling to 10 ms);
-    /// returns what `body` returned. An exception from `body` drops the
-    /// transaction and propagates.
-    #[pyo3(signature = (body, attempts = 64))]
-    fn transact(
-        &self,
-        py: Python<'_>,
-        body: &Bound<'_, PyAny>,
-        attempts: u32,
-    ) -> PyResult<Py<PyAny>> {
-        let mut wait = std::time::Duration::from_micros(10);
-        let mut attempt = 1;
-        loop {
-            let tx = Bound::new(py, self.transaction(py)?)?;
-            let out = body.call1((tx.clone(),))?;
-            match tx.borrow().commit(py) {
-                Ok(()) => return Ok(out.unbind()),
-                Err(e) if e.is_instance_of::<Conflict>(py) && attempt < attempts.max(1) => {
-                    attempt += 1;
-                    py.detach(|| std::thread::sleep(wait));
-                    wait = (wait * 2).min(std::time::Duration::from_millis(10));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
+    /// A read view of the keyspace as it is now.
     fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
-        let s = self.live()?;
-        let snap = py.detach(|| s.snapshot()).map_err(to_py)?;
+        let snap = self.run(py, |ks| ks.snapshot())?;
         Ok(PySnapshot {
             snap,
             str_keys: self.str_keys,
@@ -847,6 +958,154 @@ impl PyStore {
 
     fn __iter__(&self, py: Python<'_>) -> PyResult<Iterator> {
         self.keys(py, None, None, false, None)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<ferrite.Keyspace {:?}>",
+            self.name().unwrap_or("(default)")
+        )
+    }
+}
+
+fn open_store(slot: &Mutex<Option<Arc<Store>>>) -> PyResult<Arc<Store>> {
+    slot.lock()
+        .clone()
+        .ok_or_else(|| Closed::new_err("the store is closed"))
+}
+
+/// An open store of any engine; see `ferrite.open`.
+#[pyclass(module = "ferrite._ferrite", name = "Store", extends = PyKeyspace)]
+pub struct PyStore {
+    store: Arc<Mutex<Option<Arc<Store>>>>,
+    engine: EngineKind,
+    str_keys: bool,
+}
+
+impl PyStore {
+    fn live(&self) -> PyResult<Arc<Store>> {
+        open_store(&self.store)
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    #[getter]
+    fn engine(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.store.lock().is_none()
+    }
+
+    /// Looks up every key of `keys` from Rust, in one call, and returns
+    /// how many were found and the nanoseconds the lookups took: what a
+    /// `get` costs without Python, for `bench.py`'s overhead figure.
+    fn _timed_gets(&self, py: Python<'_>, keys: Vec<Vec<u8>>) -> PyResult<(usize, u64)> {
+        let s = self.live()?;
+        py.detach(|| {
+            let t = std::time::Instant::now();
+            let mut found = 0;
+            for k in &keys {
+                found += usize::from(s.get(k)?.is_some());
+            }
+            Ok((found, t.elapsed().as_nanos() as u64))
+        })
+        .map_err(to_py)
+    }
+
+    fn batch(&self) -> Batch {
+        Batch {
+            store: self.store.clone(),
+            batch: Mutex::new(WriteBatch::new()),
+            str_keys: self.str_keys,
+        }
+    }
+
+    /// Writes a consistent copy of the store as of now into `path` (which
+    /// must not exist) while reads and writes go on; returns what it
+    /// copied (`pairs`, `user_bytes`, `disk_bytes`, `seconds`).
+    fn checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        path: std::path::PathBuf,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.live()?;
+        let st = py.detach(|| s.checkpoint(&path)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("pairs", st.pairs)?;
+        d.set_item("user_bytes", st.user_bytes)?;
+        d.set_item("disk_bytes", st.disk_bytes)?;
+        d.set_item("seconds", st.elapsed.as_secs_f64())?;
+        Ok(d)
+    }
+
+    /// The keyspace `name`, created if the store has none of that name.
+    fn keyspace(&self, py: Python<'_>, name: &str) -> PyResult<PyKeyspace> {
+        let s = self.live()?;
+        let ks = py
+            .detach(|| s.keyspace(name).map(|k| k.detach()))
+            .map_err(to_py)?;
+        Ok(PyKeyspace {
+            store: self.store.clone(),
+            ks: Some(ks),
+            str_keys: self.str_keys,
+        })
+    }
+
+    /// The names of the store's keyspaces, ascending.
+    fn keyspaces(&self) -> PyResult<Vec<String>> {
+        Ok(self.live()?.keyspaces())
+    }
+
+    /// Drops keyspace `name` and everything in it; returns whether there
+    /// was one. Quick whatever it holds: its keys are removed in the
+    /// background.
+    fn drop_keyspace(&self, py: Python<'_>, name: &str) -> PyResult<bool> {
+        let s = self.live()?;
+        py.detach(|| s.drop_keyspace(name)).map_err(to_py)
+    }
+
+    /// A read-write transaction over a snapshot taken now.
+    fn transaction(&self, py: Python<'_>) -> PyResult<PyTransaction> {
+        let s = self.live()?;
+        let tx = py.detach(|| s.transaction_shared()).map_err(to_py)?;
+        Ok(PyTransaction {
+            tx: Mutex::new(Some(tx)),
+            store: self.store.clone(),
+            str_keys: self.str_keys,
+        })
+    }
+
+    /// Calls `body(tx)` in a transaction and commits it, calling it again
+    /// on a fresh snapshot while the commit raises `Conflict` (up to
+    /// `attempts` in all, backing off from 10 µs doubling to 10 ms);
+    /// returns what `body` returned. An exception from `body` drops the
+    /// transaction and propagates.
+    #[pyo3(signature = (body, attempts = 64))]
+    fn transact(
+        &self,
+        py: Python<'_>,
+        body: &Bound<'_, PyAny>,
+        attempts: u32,
+    ) -> PyResult<Py<PyAny>> {
+        let mut wait = std::time::Duration::from_micros(10);
+        let mut attempt = 1;
+        loop {
+            let tx = Bound::new(py, self.transaction(py)?)?;
+            let out = body.call1((tx.clone(),))?;
+            match tx.borrow().commit(py) {
+                Ok(()) => return Ok(out.unbind()),
+                Err(e) if e.is_instance_of::<Conflict>(py) && attempt < attempts.max(1) => {
+                    attempt += 1;
+                    py.detach(|| std::thread::sleep(wait));
+                    wait = (wait * 2).min(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
@@ -938,7 +1197,7 @@ fn open(
     direct_io: bool,
     str_keys: bool,
     compression: Option<&str>,
-) -> PyResult<PyStore> {
+) -> PyResult<Py<PyStore>> {
     let kind = match engine {
         Some(e) => e
             .parse::<EngineKind>()
@@ -969,11 +1228,18 @@ fn open(
         builder = builder.lsm(ferrite::lsm::LsmOptions::default().compression(c));
     }
     let store = py.detach(|| builder.open(&path)).map_err(to_py)?;
-    Ok(PyStore {
-        store: Arc::new(Mutex::new(Some(Arc::new(store)))),
+    let slot = Arc::new(Mutex::new(Some(Arc::new(store))));
+    let space = PyKeyspace {
+        store: slot.clone(),
+        ks: None,
+        str_keys,
+    };
+    let store = PyStore {
+        store: slot,
         engine: kind,
         str_keys,
-    })
+    };
+    Py::new(py, PyClassInitializer::from(space).add_subclass(store))
 }
 
 /// The engines this build contains.
@@ -992,6 +1258,7 @@ fn _ferrite(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<PyTransaction>()?;
     m.add_class::<Iterator>()?;
+    m.add_class::<PyKeyspace>()?;
     for (name, ty) in [
         ("Error", py.get_type::<Error>()),
         ("KeyTooLong", py.get_type::<KeyTooLong>()),
@@ -1005,6 +1272,7 @@ fn _ferrite(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("Closed", py.get_type::<Closed>()),
         ("Conflict", py.get_type::<Conflict>()),
         ("IoError", py.get_type::<IoError>()),
+        ("KeyspaceDropped", py.get_type::<KeyspaceDropped>()),
     ] {
         m.add(name, ty)?;
     }

@@ -262,3 +262,51 @@ def test_lsm_compression_is_chosen_at_open(tmp_path):
         ferrite.open(tmp_path / "bt", engine="btree", compression="lz4")
     with pytest.raises(ValueError):
         ferrite.open(tmp_path / "db", engine="lsm", compression="snappy")
+
+
+@pytest.mark.parametrize("engine", ["btree", "lsm", "zkv"])
+def test_keyspaces(tmp_path, engine):
+    db = opened(tmp_path, engine)
+    db[b"k"] = b"default"
+    users = db.keyspace("users")
+    emails = db.keyspace("emails")
+    users[b"k"] = b"ada"
+    assert users.name == "users" and db.name is None
+    assert isinstance(db, ferrite.Keyspace)
+    assert db[b"k"] == b"default" and users[b"k"] == b"ada"
+    assert b"k" not in emails
+    assert db.keyspaces() == ["emails", "users"]
+    # One batch across keyspaces, all or nothing.
+    with db.batch() as b:
+        b.put(b"u2", b"grace", keyspace=users)
+        b.put(b"grace@x", b"u2", keyspace=emails)
+        b.put(b"count", b"2")
+    assert list(users.keys()) == [b"k", b"u2"]
+    assert list(emails.items()) == [(b"grace@x", b"u2")]
+    assert list(db.keys()) == [b"count", b"k"]
+    # A transaction across keyspaces.
+    with db.transaction() as tx:
+        v = tx.get(b"u2", keyspace=users)
+        tx.delete(b"u2", keyspace=users)
+        tx.put(b"moved", v, keyspace=emails)
+        assert tx.items(keyspace=emails) == [(b"grace@x", b"u2"), (b"moved", b"grace")]
+    assert b"u2" not in users and emails[b"moved"] == b"grace"
+    # A drop is final for the handle and conflicts with an open transaction.
+    tx = db.transaction()
+    tx.put(b"x", b"1", keyspace=emails)
+    assert db.drop_keyspace("emails")
+    assert not db.drop_keyspace("emails")
+    with pytest.raises(ferrite.Conflict):
+        tx.commit()
+    with pytest.raises(ferrite.KeyspaceDropped):
+        emails.get(b"grace@x")
+    assert db.keyspace("emails").get(b"grace@x") is None
+    with pytest.raises(ValueError):
+        db[b"\xff\xff\x01"] = b"reserved once keyspaces exist"
+    db.close()
+    db = ferrite.open(tmp_path / engine, sync="never", direct_io=False)
+    assert db.keyspaces() == ["emails", "users"]
+    assert db.keyspace("users")[b"k"] == b"ada"
+    db.close()
+    with pytest.raises(ferrite.Closed):
+        users.get(b"k")

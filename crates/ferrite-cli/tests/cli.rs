@@ -121,6 +121,50 @@ fn scans_honour_bounds_limits_and_hex() {
     assert!(stderr(&odd).contains("odd number of digits"));
 }
 
+/// `--keyspace` puts, reads, scans and loads in a named keyspace, which
+/// `inspect` lists with its pairs, and `drop-keyspace` drops it.
+#[test]
+fn keyspaces_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = path(dir.path());
+    ok(&["kv", "put", "--engine", "zkv", "--path", p, "k", "default"]);
+    ok(&["kv", "put", "--path", p, "--keyspace", "users", "k", "ada"]);
+    let loaded = ferrite_fed(
+        &["kv", "load", "--path", p, "--keyspace", "users"],
+        b"m\tgrace\n",
+    );
+    assert!(loaded.status.success(), "{}", stderr(&loaded));
+    assert_eq!(ok(&["kv", "get", "--path", p, "k"]), "default\n");
+    assert_eq!(
+        ok(&["kv", "get", "--path", p, "--keyspace", "users", "k"]),
+        "ada\n"
+    );
+    assert_eq!(
+        ok(&["kv", "scan", "--path", p, "--keyspace", "users"]),
+        "k\tada\nm\tgrace\n"
+    );
+    assert_eq!(ok(&["kv", "scan", "--path", p]), "k\tdefault\n");
+    let inspected = ok(&["inspect", "--path", p]);
+    assert!(inspected.contains("keyspaces  1 named"), "{inspected}");
+    assert!(
+        inspected
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["users", "2", "pairs", "10", "bytes"]),
+        "{inspected}"
+    );
+    let missing = ferrite(&["kv", "get", "--path", p, "--keyspace", "nope", "k"]);
+    assert!(
+        stderr(&missing).contains("no keyspace \"nope\""),
+        "{}",
+        stderr(&missing)
+    );
+    ok(&["kv", "drop-keyspace", "--path", p, "users"]);
+    let gone = ferrite(&["kv", "scan", "--path", p, "--keyspace", "users"]);
+    assert!(!gone.status.success());
+    assert!(!ok(&["inspect", "--path", p]).contains("users"));
+}
+
 /// `scan --all` of one store, fed to `load` of another, copies it across
 /// engines: every byte value survives the escaped text form, tabs and
 /// newlines included.

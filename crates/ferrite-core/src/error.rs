@@ -117,6 +117,26 @@ pub enum Error {
     #[error("transaction conflict: {0} it read changed before it committed")]
     Conflict(String),
 
+    /// A key of the default key space in the region a store with named
+    /// keyspaces keeps for them (keys that start with `0xFF 0xFF`), or a
+    /// store whose region already holds such keys asked for its first
+    /// named keyspace. `key` shows the key.
+    #[error(
+        "key {key} lies in the region a store with named keyspaces keeps for them \
+         (keys starting 0xFF 0xFF)"
+    )]
+    ReservedKey { key: String },
+
+    /// A keyspace that was dropped (by this handle's store or through
+    /// another handle) was used.
+    #[error("keyspace {0:?} was dropped")]
+    KeyspaceDropped(String),
+
+    /// A keyspace name that is empty, too long (over 255 bytes) or the
+    /// catalog cannot hold.
+    #[error("invalid keyspace name {name:?}: {reason}")]
+    InvalidKeyspaceName { name: String, reason: &'static str },
+
     /// The block-range index (RASK) refused an operation; the message says
     /// why (an inverted or overflowing range, a value it cannot store).
     #[error("rask: {0}")]
@@ -203,6 +223,9 @@ impl Error {
                 | Error::BatchTooLarge { .. }
                 | Error::InvalidOptions(_)
                 | Error::NotAscending { .. }
+                | Error::ReservedKey { .. }
+                | Error::KeyspaceDropped(_)
+                | Error::InvalidKeyspaceName { .. }
                 | Error::Rask(_)
                 | Error::NotKeyValue(_)
         )

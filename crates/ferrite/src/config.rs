@@ -77,7 +77,7 @@ impl Config {
     /// for a damaged store, [`Error::Device`] for I/O).
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Store> {
         let store = registry::open(path.as_ref(), self)?;
-        Ok(Store::new(store, self.clone()))
+        Store::new(store, self.clone())
     }
 }
 

@@ -59,6 +59,10 @@
 //! - [`Transaction`]: serializable read-write transactions
 //!   ([`Store::transaction`], [`Store::transact`] with retries), on every
 //!   engine.
+//! - [`Keyspace`]: named key spaces in one store ([`Store::keyspace`]),
+//!   sharing its log, cache and memory budget; [`KeyspaceBatch`] and
+//!   [`Transaction::keyspace`] write several atomically, and
+//!   [`Store::drop_keyspace`] drops one quickly whatever it holds.
 //! - [`KvStore`]: the trait every engine implements, for code generic
 //!   over stores.
 //!
@@ -67,9 +71,13 @@
 //! [`Error::EngineUnavailable`], never a silent substitute. RASK, the
 //! block-range index, has an API of its own (`ferrite-rask`).
 
+mod catalog;
 mod checkpoint;
 mod config;
 mod iter;
+mod keyspace;
+mod reclaimer;
+mod region;
 mod registry;
 mod snapshot;
 mod store;
@@ -77,6 +85,7 @@ mod transaction;
 
 use std::path::Path;
 
+pub use catalog::MAX_KEYSPACE_NAME;
 pub use checkpoint::CheckpointStats;
 pub use config::{Config, ConfigBuilder};
 pub use ferrite_core::background;
@@ -87,9 +96,10 @@ pub use ferrite_core::{
     MAX_KEY_LEN, MAX_VALUE_LEN,
 };
 pub use iter::{Iter, KvPair};
+pub use keyspace::{DetachedKeyspace, Keyspace, KeyspaceBatch};
 pub use snapshot::Snapshot;
 pub use store::Store;
-pub use transaction::{Retry, Transaction};
+pub use transaction::{Retry, Transaction, TxKeyspace};
 
 /// The B+tree family's options and statistics (`btree`, `shortcut`,
 /// `turboindex`).

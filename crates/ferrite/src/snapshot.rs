@@ -7,6 +7,8 @@ use std::sync::Arc;
 use ferrite_core::{KeyRange, OwnedKeyRange, Result, ScanVisitor, StoreSnapshot};
 
 use crate::iter::Iter;
+use crate::keyspace::Keyspace;
+use crate::region::Region;
 
 /// What a store held when the snapshot was taken: it sees exactly the
 /// writes completed before [`crate::Store::snapshot`], whatever is
@@ -19,14 +21,30 @@ use crate::iter::Iter;
 /// [`ferrite_core::Error::SnapshotTooOld`]; the LSM-tree keeps the
 /// memtables and tables it reads (replaced tables hold their disk space
 /// until it goes). `Stats::snapshots` and `Stats::snapshot_bytes` show it.
+///
+/// A snapshot taken by [`crate::Store::snapshot`] reads the default key
+/// space; [`Snapshot::keyspace`] reads a named one at the same instant.
 #[derive(Clone)]
 pub struct Snapshot {
+    /// The engine's whole key space.
+    raw: Arc<dyn StoreSnapshot>,
+    /// `raw` as this snapshot's key space sees it.
     inner: Arc<dyn StoreSnapshot>,
 }
 
 impl Snapshot {
-    pub(crate) fn new(inner: Arc<dyn StoreSnapshot>) -> Self {
-        Self { inner }
+    pub(crate) fn new(raw: Arc<dyn StoreSnapshot>, region: Region) -> Self {
+        Self {
+            inner: region.view(raw.clone()),
+            raw,
+        }
+    }
+
+    /// The same instant of the store, seen in `keyspace` (a keyspace of
+    /// the store the snapshot was taken of; one created after the
+    /// snapshot reads as empty).
+    pub fn keyspace(&self, keyspace: &Keyspace<'_>) -> Snapshot {
+        Snapshot::new(self.raw.clone(), keyspace.region().clone())
     }
 
     /// The value `key` had.
@@ -41,7 +59,11 @@ impl Snapshot {
 
     /// Every pair, ascending (`.rev()` for descending).
     pub fn iter(&self) -> Iter {
-        Iter::new(self.inner.clone(), OwnedKeyRange::all())
+        self.iter_over(OwnedKeyRange::all())
+    }
+
+    pub(crate) fn iter_over(&self, range: OwnedKeyRange) -> Iter {
+        Iter::new(self.inner.clone(), range)
     }
 
     /// The pairs in `range` (`a..b`, `a..=b`, `a..`, `..b`).

@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use ferrite_core::engine::Instrumented;
 use ferrite_core::{
-    EngineKind, KeyRange, KvStore, OwnedKeyRange, Result, ScanVisitor, Stats, WriteBatch,
+    EngineKind, Error, KeyRange, KvStore, OwnedKeyRange, Result, ScanVisitor, Stats, WriteBatch,
 };
 
+use crate::catalog::{Catalog, RESERVED};
 use crate::config::Config;
 use crate::iter::Iter;
+use crate::reclaimer::{Engine, Reclaimer};
 use crate::snapshot::Snapshot;
 
 /// An open store of any engine.
@@ -29,18 +31,54 @@ use crate::snapshot::Snapshot;
 /// [`ferrite_core::Error::KeyTooLarge`] and
 /// [`ferrite_core::Error::ValueTooLarge`]; writes on a full device
 /// return an error for which [`ferrite_core::Error::is_no_space`] holds.
+///
+/// The store's own methods read and write its default key space; named
+/// keyspaces ([`Store::keyspace`]) share its log, cache and memory
+/// budget. Once a store has a named keyspace, the default key space's
+/// keys must sort below `0xFF 0xFF` ([`ferrite_core::Error::ReservedKey`]
+/// otherwise); its scans, iterators and range deletes stop there.
 pub struct Store {
-    inner: Box<dyn Instrumented>,
-    /// Boxed: a store handle stays two pointers wide.
+    /// First, so dropping a store stops its background removal of
+    /// dropped keyspaces before the engine closes.
+    pub(crate) reclaimer: Reclaimer,
+    pub(crate) inner: Engine,
+    pub(crate) catalog: Arc<Catalog>,
     config: Box<Config>,
 }
 
 impl Store {
-    pub(crate) fn new(inner: Box<dyn Instrumented>, config: Config) -> Self {
-        Self {
-            inner,
+    /// Wraps an opened engine: reads its keyspace catalog and resumes
+    /// removing the keys of keyspaces dropped before it closed.
+    pub(crate) fn new(inner: Box<dyn Instrumented>, config: Config) -> Result<Self> {
+        let loaded = crate::catalog::Catalog::load(&*inner)?;
+        let store = Self {
+            reclaimer: Reclaimer::new(),
+            inner: Arc::new(inner),
+            catalog: Arc::new(loaded.catalog),
             config: Box::new(config),
+        };
+        for id in loaded.dropped {
+            store
+                .reclaimer
+                .push(&store.inner, &store.catalog, store.engine(), id);
         }
+        Ok(store)
+    }
+
+    /// Runs a write of default-space `key`: keys from `0xFF 0xFF` up are
+    /// refused once the store has named keyspaces, and written with the
+    /// catalog's gate held before, so no first keyspace is made over them.
+    fn write_default<R>(&self, key: &[u8], write: impl FnOnce() -> Result<R>) -> Result<R> {
+        if key < RESERVED {
+            return write();
+        }
+        let _gate = self.catalog.hold();
+        if self.catalog.is_active() {
+            return Err(Error::ReservedKey {
+                key: key.escape_ascii().to_string(),
+            });
+        }
+        write()
     }
 
     /// The engine the store runs.
@@ -55,7 +93,13 @@ impl Store {
 
     /// The value of `key`, if present.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref())
+        let key = key.as_ref();
+        if key >= RESERVED && self.catalog.is_active() {
+            return Err(Error::ReservedKey {
+                key: key.escape_ascii().to_string(),
+            });
+        }
+        self.inner.get(key)
     }
 
     /// The values of `keys`, in their order (`None` where a key is
@@ -63,7 +107,7 @@ impl Store {
     /// pay per call (a language runtime's lock, a round trip), one call
     /// for many keys; the first error stops the lookups.
     pub fn get_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Vec<u8>>>> {
-        keys.iter().map(|k| self.inner.get(k.as_ref())).collect()
+        keys.iter().map(|k| self.get(k)).collect()
     }
 
     /// Whether `key` is present.
@@ -73,12 +117,14 @@ impl Store {
 
     /// Sets `key` to `value`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.put(key.as_ref(), value.as_ref())
+        let key = key.as_ref();
+        self.write_default(key, || self.inner.put(key, value.as_ref()))
     }
 
     /// Removes `key` (removing an absent key is not an error).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        self.inner.delete(key.as_ref())
+        let key = key.as_ref();
+        self.write_default(key, || self.inner.delete(key))
     }
 
     /// Removes every key in `range` (`start..end`: start included, end
@@ -89,9 +135,17 @@ impl Store {
     /// batch. Errors
     /// besides the common ones: [`ferrite_core::Error::EmptyRange`] when
     /// `end <= start`.
+    /// A store with named keyspaces cuts the range at `0xFF 0xFF`.
     pub fn delete_range<K: AsRef<[u8]>>(&self, range: Range<K>) -> Result<()> {
-        self.inner
-            .delete_range(range.start.as_ref(), range.end.as_ref())
+        let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        if end <= RESERVED {
+            return self.inner.delete_range(start, end);
+        }
+        let _gate = self.catalog.hold();
+        match self.catalog.default_region().delete_range(start, end)? {
+            Some((s, e)) => self.inner.delete_range(&s, &e),
+            None => Ok(()),
+        }
     }
 
     /// Sets `key` to `new` (`None` deletes it) if its value is now
@@ -105,13 +159,18 @@ impl Store {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        self.inner.compare_and_swap(key.as_ref(), expected, new)
+        let key = key.as_ref();
+        self.write_default(key, || self.inner.compare_and_swap(key, expected, new))
     }
 
     /// Applies every operation of `batch` atomically, in order: after a
-    /// crash, all of it or none of it is there.
+    /// crash, all of it or none of it is there. The batch may write in
+    /// named keyspaces too ([`crate::KeyspaceBatch`]); a write into one
+    /// dropped since is [`Error::KeyspaceDropped`], and nothing of the
+    /// batch is written.
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.inner.write_batch(batch)
+        let (batch, _gate) = self.catalog.admit(batch)?;
+        self.inner.write_batch(&batch)
     }
 
     /// Loads strictly ascending pairs into an empty store, faster than
@@ -140,7 +199,7 @@ impl Store {
 
     fn iter_over(&self, range: OwnedKeyRange) -> Iter {
         match self.inner.snapshot() {
-            Ok(s) => Iter::new(Arc::from(s), range),
+            Ok(s) => Iter::new(self.catalog.default_region().view(Arc::from(s)), range),
             Err(e) => Iter::failed(Arc::new(Nothing), e),
         }
     }
@@ -149,18 +208,32 @@ impl Store {
     /// copies: the cheapest read of a range. Return
     /// `ControlFlow::Break(())` to stop.
     pub fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.inner.scan(range, visit)
+        if !self.catalog.is_active() {
+            return self.inner.scan(range, visit);
+        }
+        self.catalog
+            .default_region()
+            .scan_with(range, visit, |r, v| self.inner.scan(r, v))
     }
 
     /// As [`Store::scan`], descending.
     pub fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.inner.scan_rev(range, visit)
+        if !self.catalog.is_active() {
+            return self.inner.scan_rev(range, visit);
+        }
+        self.catalog
+            .default_region()
+            .scan_with(range, visit, |r, v| self.inner.scan_rev(r, v))
     }
 
     /// A read view of the store as it is now (see [`Snapshot`] for what
-    /// each engine pays to keep it).
+    /// each engine pays to keep it): of its default key space, and of
+    /// every keyspace through [`Snapshot::keyspace`], all at one instant.
     pub fn snapshot(&self) -> Result<Snapshot> {
-        Ok(Snapshot::new(Arc::from(self.inner.snapshot()?)))
+        Ok(Snapshot::new(
+            Arc::from(self.inner.snapshot()?),
+            self.catalog.default_region(),
+        ))
     }
 
     /// Writes what is in memory (dirty pages, memtables) to the device,
@@ -190,19 +263,34 @@ impl Store {
     /// reports the first failure. After an error the store is closed all
     /// the same; reopening recovers from what is durable.
     pub fn close(self) -> Result<()> {
-        let inner: Box<dyn KvStore> = self.inner;
+        let inner = self.into_engine()?;
+        let inner: Box<dyn KvStore> = inner;
         inner.close()
     }
 
-    /// The store as the engine trait, for code generic over stores.
+    /// The engine, once the reclaimer (its only other holder) stopped.
+    fn into_engine(self) -> Result<Box<dyn Instrumented>> {
+        let Store {
+            reclaimer, inner, ..
+        } = self;
+        drop(reclaimer);
+        Arc::try_unwrap(inner).map_err(|_| Error::Resource {
+            what: "sole use of the engine".into(),
+            reason: "a background task still holds it".into(),
+        })
+    }
+
+    /// The engine under the store, for code generic over stores: its
+    /// whole key space, the keyspace catalog and named keyspaces' keys
+    /// included (`docs/format/keyspaces.md`).
     pub fn as_kv(&self) -> &dyn KvStore {
-        &*self.inner
+        &**self.inner
     }
 
     /// The store with the hooks benchmarks use.
     #[cfg(feature = "bench-internals")]
-    pub fn into_instrumented(self) -> Box<dyn Instrumented> {
-        self.inner
+    pub fn into_instrumented(self) -> Result<Box<dyn Instrumented>> {
+        self.into_engine()
     }
 }
 
@@ -216,7 +304,7 @@ impl std::fmt::Debug for Store {
 
 /// The snapshot an iterator holds when none could be taken (it yields
 /// the error and never reads).
-struct Nothing;
+pub(crate) struct Nothing;
 
 impl ferrite_core::StoreSnapshot for Nothing {
     fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>> {

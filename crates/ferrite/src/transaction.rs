@@ -41,6 +41,9 @@ use ferrite_core::{
 };
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
+use crate::catalog::{name_key, Entry, MARKER, RESERVED};
+use crate::keyspace::Keyspace;
+use crate::region::Region;
 use crate::store::Store;
 
 /// The store a transaction writes to: borrowed, or named by a weak
@@ -122,11 +125,25 @@ pub struct Transaction<'s> {
     cleared: Vec<(Vec<u8>, Vec<u8>)>,
     reads: BTreeMap<Vec<u8>, Seen>,
     scans: Vec<ScanRead>,
+    /// The default key space's place when the transaction began.
+    default: Region,
+    /// Keyspaces whose catalog record the transaction read (so a drop
+    /// before its commit is a conflict).
+    keyspaces: Vec<u32>,
+    /// The catalog of the store, to tell its keyspaces from another's.
+    catalog: Weak<crate::catalog::Catalog>,
 }
 
 impl<'s> Transaction<'s> {
     fn begin(store: StoreRef<'s>) -> Result<Self> {
-        let snap = store.with(|s| s.as_kv().snapshot())?;
+        let (snap, default, catalog) = store.with(|s| {
+            // The snapshot first: if the first keyspace is made between
+            // the two, the region stops the default space at `FF FF` over
+            // a snapshot that holds no keyspace's keys yet (the other
+            // order could show them as the default space's).
+            let snap = s.as_kv().snapshot()?;
+            Ok((snap, s.catalog.default_region(), Arc::downgrade(&s.catalog)))
+        })?;
         Ok(Self {
             store,
             snap,
@@ -135,7 +152,59 @@ impl<'s> Transaction<'s> {
             cleared: Vec::new(),
             reads: BTreeMap::new(),
             scans: Vec::new(),
+            default,
+            keyspaces: Vec::new(),
+            catalog,
         })
+    }
+
+    /// Checks a key of the default key space: once the store has named
+    /// keyspaces, none sorts from `0xFF 0xFF` up. Before, a write there
+    /// reads the catalog's marker, so a first keyspace made over it
+    /// before the commit is a conflict.
+    fn default_key(&mut self, key: &[u8], write: bool) -> Result<()> {
+        if key < RESERVED {
+            return Ok(());
+        }
+        if !self.default.is_everything() {
+            return Err(Error::ReservedKey {
+                key: key.escape_ascii().to_string(),
+            });
+        }
+        if write && !self.reads.contains_key(MARKER) {
+            let v = self.snap.get(MARKER)?;
+            self.reads.insert(MARKER.to_vec(), seen(v.as_deref()));
+        }
+        Ok(())
+    }
+
+    /// Reads and writes in `keyspace` (of this transaction's store) as
+    /// part of the transaction. The first use of a keyspace reads its
+    /// catalog record, so a drop of it before the commit makes the commit
+    /// a conflict. Errors: [`Error::KeyspaceDropped`] when the keyspace is
+    /// not in the transaction's snapshot (dropped, or made after it
+    /// began: run the transaction again); [`Error::InvalidKeyspaceName`]
+    /// for a keyspace of another store.
+    pub fn keyspace<'t>(&'t mut self, keyspace: &Keyspace<'_>) -> Result<TxKeyspace<'t, 's>> {
+        let entry = keyspace.entry().clone();
+        if !std::ptr::eq(
+            self.catalog.as_ptr(),
+            Arc::as_ptr(&keyspace.store().catalog),
+        ) {
+            return Err(Error::InvalidKeyspaceName {
+                name: entry.name.clone(),
+                reason: "it is a keyspace of another store",
+            });
+        }
+        if !self.keyspaces.contains(&entry.id) {
+            let record = name_key(&entry.name);
+            let v = self.get_raw(&record)?;
+            if v.as_deref() != Some(&entry.id.to_le_bytes()[..]) {
+                return Err(Error::KeyspaceDropped(entry.name.clone()));
+            }
+            self.keyspaces.push(entry.id);
+        }
+        Ok(TxKeyspace { tx: self, entry })
     }
 
     fn in_cleared(&self, key: &[u8]) -> bool {
@@ -148,6 +217,11 @@ impl<'s> Transaction<'s> {
     /// else the snapshot's.
     pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
+        self.default_key(key, false)?;
+        self.get_raw(key)
+    }
+
+    fn get_raw(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(v) = self.overlay.get(key) {
             return Ok(v.clone());
         }
@@ -164,6 +238,11 @@ impl<'s> Transaction<'s> {
     /// Sets `key` to `value` when the transaction commits.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let (key, value) = (key.as_ref(), value.as_ref());
+        self.default_key(key, true)?;
+        self.put_raw(key, value)
+    }
+
+    fn put_raw(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.batch.put(key, value)?;
         self.overlay.insert(key.to_vec(), Some(value.to_vec()));
         Ok(())
@@ -172,6 +251,11 @@ impl<'s> Transaction<'s> {
     /// Removes `key` when the transaction commits.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
         let key = key.as_ref();
+        self.default_key(key, true)?;
+        self.delete_raw(key)
+    }
+
+    fn delete_raw(&mut self, key: &[u8]) -> Result<()> {
         self.batch.delete(key)?;
         self.overlay.insert(key.to_vec(), None);
         Ok(())
@@ -179,8 +263,19 @@ impl<'s> Transaction<'s> {
 
     /// Removes every key of `start..end` when the transaction commits
     /// (keys it writes later in the transaction stay).
+    /// A store with named keyspaces cuts the range at `0xFF 0xFF`.
     pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: std::ops::Range<K>) -> Result<()> {
         let (start, end) = (range.start.as_ref(), range.end.as_ref());
+        if end > RESERVED && self.default.is_everything() {
+            self.default_key(end, true)?;
+        }
+        match self.default.delete_range(start, end)? {
+            Some((s, e)) => self.delete_range_raw(&s, &e),
+            None => Ok(()),
+        }
+    }
+
+    fn delete_range_raw(&mut self, start: &[u8], end: &[u8]) -> Result<()> {
         self.batch.delete_range(start, end)?;
         let inside: Vec<Vec<u8>> = self
             .overlay
@@ -198,12 +293,25 @@ impl<'s> Transaction<'s> {
     /// snapshot's; return `ControlFlow::Break(())` to stop. The range
     /// counts as read up to where the visit stopped.
     pub fn scan(&mut self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.scan_dir(range, false, visit)
+        self.scan_in_default(range, false, visit)
     }
 
     /// As [`Transaction::scan`], descending.
     pub fn scan_rev(&mut self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
-        self.scan_dir(range, true, visit)
+        self.scan_in_default(range, true, visit)
+    }
+
+    fn scan_in_default(
+        &mut self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        if self.default.is_everything() {
+            return self.scan_dir(range, rev, visit);
+        }
+        let r = self.default.range(range);
+        self.scan_dir(r.as_range(), rev, visit)
     }
 
     /// The pairs in `range` (`a..b`, `a..=b`, `a..`, `..b`), ascending.
@@ -220,12 +328,7 @@ impl<'s> Transaction<'s> {
     }
 
     fn collect(&mut self, range: OwnedKeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        self.scan(range.as_range(), &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            ControlFlow::Continue(())
-        })?;
-        Ok(out)
+        collect(&range, |r, v| self.scan(r, v))
     }
 
     /// Merges the overlay into the snapshot's scan of `range`, in either
@@ -343,6 +446,8 @@ impl<'s> Transaction<'s> {
             scans,
             ..
         } = self;
+        // (A keyspace dropped since the transaction used it changed its
+        // catalog record, which `reads` holds: the check below sees it.)
         // Every read is done: let the snapshot go before the batch, so the
         // engine need not keep, for it, the versions the batch replaces.
         let read_at = snap.write_sequence();
@@ -398,6 +503,19 @@ fn first_change(
     Ok(None)
 }
 
+/// Every pair `scan` visits in `range`, in its order.
+fn collect(
+    range: &OwnedKeyRange,
+    scan: impl FnOnce(KeyRange<'_>, &mut ScanVisitor<'_>) -> Result<()>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    scan(range.as_range(), &mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
 /// A snapshot's scan in either direction.
 trait ScanDir {
     fn scan_dir(&self, range: KeyRange<'_>, rev: bool, visit: &mut ScanVisitor<'_>) -> Result<()>;
@@ -410,6 +528,91 @@ impl ScanDir for dyn StoreSnapshot {
         } else {
             self.scan(range, visit)
         }
+    }
+}
+
+/// A transaction's reads and writes in one named keyspace: made by
+/// [`Transaction::keyspace`]; everything it does is part of the
+/// transaction, committed with the rest or not at all.
+pub struct TxKeyspace<'t, 's> {
+    tx: &'t mut Transaction<'s>,
+    entry: Arc<Entry>,
+}
+
+impl TxKeyspace<'_, '_> {
+    fn region(&self) -> &Region {
+        &self.entry.region
+    }
+
+    /// The value of `key` in the keyspace: the transaction's own write if
+    /// it made one, else the snapshot's.
+    pub fn get(&mut self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let k = self.entry.region.key(key.as_ref())?;
+        self.tx.get_raw(&k)
+    }
+
+    /// Sets `key` to `value` in the keyspace when the transaction commits.
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let k = self.entry.region.key(key.as_ref())?;
+        self.tx.put_raw(&k, value.as_ref())
+    }
+
+    /// Removes `key` from the keyspace when the transaction commits.
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        let k = self.entry.region.key(key.as_ref())?;
+        self.tx.delete_raw(&k)
+    }
+
+    /// Removes the keyspace's keys in `start..end` when the transaction
+    /// commits.
+    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: std::ops::Range<K>) -> Result<()> {
+        match self
+            .region()
+            .delete_range(range.start.as_ref(), range.end.as_ref())?
+        {
+            Some((s, e)) => self.tx.delete_range_raw(&s, &e),
+            None => Ok(()),
+        }
+    }
+
+    /// Visits the keyspace's pairs of `range` ascending, the
+    /// transaction's writes over the snapshot's.
+    pub fn scan(&mut self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.scan_dir(range, false, visit)
+    }
+
+    /// As [`TxKeyspace::scan`], descending.
+    pub fn scan_rev(&mut self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<()> {
+        self.scan_dir(range, true, visit)
+    }
+
+    fn scan_dir(
+        &mut self,
+        range: KeyRange<'_>,
+        rev: bool,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<()> {
+        let r = self.entry.region.range(range);
+        let n = self.entry.region.prefix_len();
+        self.tx
+            .scan_dir(r.as_range(), rev, &mut |k, v| visit(&k[n..], v))
+    }
+
+    /// The keyspace's pairs in `range`, ascending.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.collect(OwnedKeyRange::new(range))
+    }
+
+    /// The keyspace's pairs whose key starts with `prefix`, ascending.
+    pub fn prefix(&mut self, prefix: impl AsRef<[u8]>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.collect(OwnedKeyRange::prefix(prefix.as_ref()))
+    }
+
+    fn collect(&mut self, range: OwnedKeyRange) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        collect(&range, |r, v| self.scan(r, v))
     }
 }
 

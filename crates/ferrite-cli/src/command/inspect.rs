@@ -57,6 +57,7 @@ pub fn run(path: &Path) -> Result<()> {
             for (name, value) in s.detail.as_ref().map(|d| d.fields()).unwrap_or_default() {
                 println!("{name:<10} {value}");
             }
+            print_keyspaces(&db)?;
             match verified {
                 Ok(()) => println!("verify     ok"),
                 Err(e) => {
@@ -97,6 +98,40 @@ fn print_footprint(f: &ferrite::Footprint, allocated: u64) {
         "  {:<12} {total:>14} bytes  (the open store's directory: {allocated})",
         "accounted"
     );
+}
+
+/// The store's key spaces: the default one and each named keyspace,
+/// with the pairs and the key and value bytes a scan of it finds, and the
+/// dropped keyspaces whose keys are still being removed.
+fn print_keyspaces(db: &ferrite::Store) -> Result<()> {
+    let names = db.keyspaces();
+    if names.is_empty() && db.dropped_keyspaces_pending() == 0 {
+        return Ok(());
+    }
+    let count = |scan: &dyn Fn(&mut ferrite::ScanVisitor<'_>) -> ferrite::Result<()>| {
+        let (mut pairs, mut bytes) = (0u64, 0u64);
+        scan(&mut |k, v| {
+            pairs += 1;
+            bytes += (k.len() + v.len()) as u64;
+            std::ops::ControlFlow::Continue(())
+        })
+        .map(|()| (pairs, bytes))
+    };
+    println!("keyspaces  {} named, besides the default", names.len());
+    let (pairs, bytes) = count(&|v| db.scan(ferrite::KeyRange::all(), v))?;
+    println!("  {:<24} {pairs:>12} pairs {bytes:>14} bytes", "(default)");
+    for name in &names {
+        let Some(ks) = db.existing_keyspace(name) else {
+            continue;
+        };
+        let (pairs, bytes) = count(&|v| ks.scan(ferrite::KeyRange::all(), v))?;
+        println!("  {name:<24} {pairs:>12} pairs {bytes:>14} bytes");
+    }
+    let pending = db.dropped_keyspaces_pending();
+    if pending > 0 {
+        println!("  {pending} dropped keyspaces' keys being removed in the background");
+    }
+    Ok(())
 }
 
 /// A durable RASK index (block ranges mapped to physical runs).

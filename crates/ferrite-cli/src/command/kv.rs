@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use ferrite::{
-    Config, EngineKind, KeyRange, KvStore, Options, Store, SyncMode, WalRecovery, WriteBatch,
+    Config, EngineKind, KeyRange, Keyspace, KeyspaceBatch, Options, Store, SyncMode, WalRecovery,
+    WriteBatch,
 };
 
 #[derive(Args, Clone)]
@@ -38,6 +39,10 @@ pub struct StoreArgs {
     /// it, such a store is refused and left as it is.
     #[arg(long)]
     salvage_wal: bool,
+    /// The named keyspace to work in (created by `put` and `load` when
+    /// new); the store's default key space without it.
+    #[arg(long)]
+    keyspace: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -86,6 +91,13 @@ pub enum KvOp {
         /// Pairs per atomic write batch.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
+    },
+    /// Drop a named keyspace and everything in it (its keys are removed
+    /// in the background; the command waits for that).
+    DropKeyspace {
+        #[command(flatten)]
+        store: StoreArgs,
+        name: String,
     },
 }
 
@@ -148,7 +160,13 @@ fn unescape(s: &str) -> Result<Vec<u8>> {
 /// Puts the pairs of `lines` into `db`, `batch` to a write batch, and
 /// syncs. A line that is not a pair stops the load with an error naming
 /// it, once every pair before it is stored. Returns how many pairs it put.
-fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Result<u64> {
+fn load(
+    db: &Store,
+    ks: Option<&Keyspace<'_>>,
+    lines: impl BufRead,
+    hex: bool,
+    batch: usize,
+) -> Result<u64> {
     let column = |s: &str| if hex { decode(s, true) } else { unescape(s) };
     let pair = |line: &str| -> Result<(Vec<u8>, Vec<u8>)> {
         let (k, v) = line
@@ -167,7 +185,11 @@ fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Resul
                 false => pair(&line).map(Some),
             });
         let put = parsed.and_then(|p| match p {
-            Some((k, v)) => Ok(b.put(&k, &v).map(|_| 1)?),
+            Some((k, v)) => Ok(match ks {
+                Some(ks) => b.put_in(ks, &k, &v),
+                None => b.put(&k, &v),
+            }
+            .map(|_| 1)?),
             None => Ok(0),
         });
         match put {
@@ -178,12 +200,12 @@ fn load(db: &dyn KvStore, lines: impl BufRead, hex: bool, batch: usize) -> Resul
             }
         }
         if b.len() >= batch.max(1) {
-            db.write_batch(&b)?;
+            db.write(&b)?;
             b = WriteBatch::new();
         }
     }
     if !b.is_empty() {
-        db.write_batch(&b)?;
+        db.write(&b)?;
     }
     db.sync()?;
     match stopped {
@@ -233,16 +255,44 @@ pub fn wal_recovery(salvage: bool) -> WalRecovery {
     }
 }
 
+/// The keyspace `--keyspace` names: created when `create`, else it must
+/// exist.
+fn keyspace<'s>(db: &'s Store, store: &StoreArgs, create: bool) -> Result<Option<Keyspace<'s>>> {
+    let Some(name) = &store.keyspace else {
+        return Ok(None);
+    };
+    if create {
+        return Ok(Some(db.keyspace(name)?));
+    }
+    match db.existing_keyspace(name) {
+        Some(ks) => Ok(Some(ks)),
+        None => bail!(
+            "{} has no keyspace {name:?} (it has: {})",
+            store.path.display(),
+            db.keyspaces().join(", ")
+        ),
+    }
+}
+
 pub fn run(op: KvOp) -> Result<()> {
     match op {
         KvOp::Put { store, key, value } => {
             let db = open(&store)?;
-            db.put(decode(&key, store.hex)?, decode(&value, store.hex)?)?;
+            let (key, value) = (decode(&key, store.hex)?, decode(&value, store.hex)?);
+            match keyspace(&db, &store, true)? {
+                Some(ks) => ks.put(key, value)?,
+                None => db.put(key, value)?,
+            }
             db.close()?;
         }
         KvOp::Get { store, key } => {
             let db = open(&store)?;
-            match db.get(decode(&key, store.hex)?)? {
+            let key = decode(&key, store.hex)?;
+            let value = match keyspace(&db, &store, false)? {
+                Some(ks) => ks.get(key)?,
+                None => db.get(key)?,
+            };
+            match value {
                 Some(v) => println!("{}", show(&v)),
                 None => {
                     eprintln!("not found");
@@ -252,7 +302,19 @@ pub fn run(op: KvOp) -> Result<()> {
         }
         KvOp::Del { store, key } => {
             let db = open(&store)?;
-            db.delete(decode(&key, store.hex)?)?;
+            let key = decode(&key, store.hex)?;
+            match keyspace(&db, &store, false)? {
+                Some(ks) => ks.delete(key)?,
+                None => db.delete(key)?,
+            }
+            db.close()?;
+        }
+        KvOp::DropKeyspace { store, name } => {
+            let db = open(&store)?;
+            if !db.drop_keyspace(&name)? {
+                bail!("{} has no keyspace {name:?}", store.path.display());
+            }
+            db.wait_for_dropped_keyspaces();
             db.close()?;
         }
         KvOp::Scan {
@@ -272,7 +334,12 @@ pub fn run(op: KvOp) -> Result<()> {
             let mut left = if all { usize::MAX } else { limit };
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut failed = None;
-            db.scan(range, &mut |k, v| {
+            let ks = keyspace(&db, &store, false)?;
+            let scan = |visit: &mut ferrite::ScanVisitor<'_>| match &ks {
+                Some(ks) => ks.scan(range, visit),
+                None => db.scan(range, visit),
+            };
+            scan(&mut |k, v| {
                 if left == 0 {
                     return ControlFlow::Break(());
                 }
@@ -296,13 +363,20 @@ pub fn run(op: KvOp) -> Result<()> {
             batch,
         } => {
             let db = open(&store)?;
+            let ks = keyspace(&db, &store, true)?;
             let pairs = match &input {
                 Some(path) => {
                     let file = std::fs::File::open(path)
                         .with_context(|| format!("opening {}", path.display()))?;
-                    load(db.as_kv(), std::io::BufReader::new(file), store.hex, batch)?
+                    load(
+                        &db,
+                        ks.as_ref(),
+                        std::io::BufReader::new(file),
+                        store.hex,
+                        batch,
+                    )?
                 }
-                None => load(db.as_kv(), std::io::stdin().lock(), store.hex, batch)?,
+                None => load(&db, ks.as_ref(), std::io::stdin().lock(), store.hex, batch)?,
             };
             db.close()?;
             eprintln!("loaded {pairs} pairs");

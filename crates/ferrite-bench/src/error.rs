@@ -27,6 +27,12 @@ pub enum BenchError {
     #[error("invalid benchmark configuration: {0}")]
     Config(String),
 
+    /// A store under test answered what the experiment knows is wrong
+    /// (a record missing, a removal that stopped): its figures would mean
+    /// nothing.
+    #[error("check failed: {0}")]
+    Check(String),
+
     /// The target is not compiled into this build (enable its cargo feature).
     #[error("target {0} is not available in this build; {1}")]
     Unavailable(String, &'static str),

@@ -9,6 +9,7 @@ mod baselines;
 mod btree;
 mod checkpoint;
 pub mod driver;
+mod keyspaces;
 mod rask;
 mod replication;
 mod serve;
@@ -198,6 +199,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(driver::Driven(baselines::Baselines)),
         Box::new(driver::Driven(btree::BtreeRepro)),
         Box::new(driver::Driven(checkpoint::CheckpointRepro)),
+        Box::new(driver::Driven(keyspaces::KeyspacesRepro)),
         Box::new(driver::Driven(rask::RaskRepro)),
         Box::new(driver::Driven(replication::ReplicationRepro)),
         Box::new(driver::Driven(serve::ServeRepro)),

@@ -329,28 +329,8 @@ pub fn pop(
     let Some(c) = m.coll_mut() else {
         return Ok(Vec::new());
     };
-    let mut out = Vec::new();
-    ctx.tx.scan_scores(
-        f.slot,
-        c,
-        Bound::Unbounded,
-        Bound::Unbounded,
-        max,
-        &mut |s, member| {
-            if out.len() as u64 >= count {
-                return ControlFlow::Break(());
-            }
-            out.push((member.to_vec(), s));
-            ControlFlow::Continue(())
-        },
-    )?;
-    for (member, s) in &out {
-        ctx.tx.zdelete(f.slot, c, member, *s)?;
-        c.size -= 1;
-    }
-    if let Some((member, s)) = out.last() {
-        ctx.tx.popped_to(f.slot, c, max, *s, member)?;
-    }
+    let out = ctx.tx.pop_scores(f.slot, c, max, count)?;
+    c.size = c.size.saturating_sub(out.len() as u64);
     if !out.is_empty() {
         finish(ctx, f, m, if max { "zpopmax" } else { "zpopmin" })?;
     }

@@ -8,11 +8,13 @@
 //! score) and one score-index record (score, member); a list of `size`
 //! items holds them at positions `head..head + size`, every one present.
 
+use std::collections::VecDeque;
 use std::ops::{Bound, ControlFlow};
 
 use super::hints::Mark;
 use super::layout::{self, MAX_MEMBER};
 use super::meta::Coll;
+use super::pop_queue::{PopQueue, READ_AHEAD};
 use super::tx::Tx;
 use super::{ModelError, Pairs, Visit};
 
@@ -334,6 +336,75 @@ impl Tx<'_> {
             },
         )?;
         bad.map_or(Ok(()), Err)
+    }
+
+    /// Pops up to `count` members, lowest scores first (with `high`,
+    /// highest first): reads them, deletes each (member and score entry)
+    /// and moves that end's mark past them. Keeping the header's size
+    /// right is the caller's part. From the second pop of a collection's
+    /// end in one transaction, the members that follow are read ahead
+    /// (`pop_queue`), so a pipeline of pops seeks the store once per run
+    /// rather than once per pop.
+    pub fn pop_scores(
+        &mut self,
+        slot: u8,
+        c: &Coll,
+        high: bool,
+        count: u64,
+    ) -> Result<Vec<(Vec<u8>, f64)>, ModelError> {
+        let id = (slot, c.version);
+        let which = if high { Mark::High } else { Mark::Low };
+        let again = self.pops.note_pop(id, which);
+        let mark = self.mark(id, which);
+        let queued = self
+            .pops
+            .take(id, which)
+            .filter(|q| Some(&q.anchor) == mark.as_ref())
+            .filter(|q| q.complete || q.entries.len() as u64 >= count);
+        let mut q = match queued {
+            Some(q) => q,
+            None => {
+                let want = if again {
+                    count.saturating_add(READ_AHEAD)
+                } else {
+                    count
+                };
+                let mut entries = VecDeque::new();
+                self.scan_scores(
+                    slot,
+                    c,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    high,
+                    &mut |s, m| {
+                        entries.push_back((s, m.to_vec()));
+                        if entries.len() as u64 >= want {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    },
+                )?;
+                PopQueue {
+                    id,
+                    which,
+                    anchor: Vec::new(),
+                    complete: (entries.len() as u64) < want,
+                    entries,
+                }
+            }
+        };
+        let n = count.min(q.entries.len() as u64) as usize;
+        let out: Vec<(Vec<u8>, f64)> = q.entries.drain(..n).map(|(s, m)| (m, s)).collect();
+        for (member, s) in &out {
+            self.zdelete(slot, c, member, *s)?;
+        }
+        if let Some((member, s)) = out.last() {
+            self.popped_to(slot, c, high, *s, member)?;
+            q.anchor = layout::score(slot, c.version, *s, member)?;
+            self.pops.put(q);
+        }
+        Ok(out)
     }
 
     /// After removing a sorted set's members from its low end (or, with
@@ -706,5 +777,125 @@ mod tests {
             Some(b"a".to_vec())
         );
         assert_eq!(c.size, 1);
+    }
+
+    /// What a pop test does, within a transaction or between them.
+    #[derive(Debug, Clone)]
+    enum PopOp {
+        Pop {
+            high: bool,
+            count: u64,
+        },
+        Add {
+            member: u8,
+            score: i8,
+        },
+        Remove {
+            member: u8,
+        },
+        /// A savepoint, the next two ops, then a rollback to it.
+        Undo,
+        Commit,
+    }
+
+    fn pop_op() -> impl proptest::strategy::Strategy<Value = PopOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (any::<bool>(), 0u64..4).prop_map(|(high, count)| PopOp::Pop { high, count }),
+            3 => (0u8..24, -6i8..6).prop_map(|(member, score)| PopOp::Add { member, score }),
+            1 => (0u8..24).prop_map(|member| PopOp::Remove { member }),
+            1 => Just(PopOp::Undo),
+            1 => Just(PopOp::Commit),
+        ]
+    }
+
+    fn apply(
+        tx: &mut Tx<'_>,
+        c: &Coll,
+        model: &mut std::collections::BTreeMap<Vec<u8>, f64>,
+        op: &PopOp,
+    ) {
+        match *op {
+            PopOp::Pop { high, count } => {
+                let got = tx.pop_scores(0, c, high, count).unwrap();
+                let mut order: Vec<(f64, Vec<u8>)> =
+                    model.iter().map(|(m, s)| (*s, m.clone())).collect();
+                order.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+                if high {
+                    order.reverse();
+                }
+                let want: Vec<(Vec<u8>, f64)> = order
+                    .into_iter()
+                    .take(count as usize)
+                    .map(|(s, m)| (m, s))
+                    .collect();
+                assert_eq!(got, want, "{op:?}");
+                for (m, _) in &got {
+                    model.remove(m);
+                }
+            }
+            PopOp::Add { member, score } => {
+                let m = vec![b'a' + member];
+                let old = tx.zscore(0, c, &m).unwrap();
+                assert_eq!(old, model.get(&m).copied());
+                tx.zput(0, c, &m, old, f64::from(score)).unwrap();
+                model.insert(m, f64::from(score));
+            }
+            PopOp::Remove { member } => {
+                let m = vec![b'a' + member];
+                if let Some(s) = tx.zscore(0, c, &m).unwrap() {
+                    tx.zdelete(0, c, &m, s).unwrap();
+                    model.remove(&m);
+                }
+            }
+            PopOp::Undo | PopOp::Commit => {}
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+        /// Pops from either end, read ahead within a transaction, give
+        /// what a sorted model gives, through adds and removes of members
+        /// around them, rollbacks and commits.
+        #[test]
+        fn pops_read_ahead_agree_with_a_model(
+            ops in proptest::collection::vec(pop_op(), 1..120),
+        ) {
+            let ks = keyspace();
+            let mut tx = ks.write();
+            let m = tx.new_coll(Kind::ZSet).unwrap();
+            let c = *m.coll().unwrap();
+            let mut model = std::collections::BTreeMap::new();
+            for i in 0..20u8 {
+                let member = vec![b'a' + i];
+                tx.zput(0, &c, &member, None, f64::from(i % 5)).unwrap();
+                model.insert(member, f64::from(i % 5));
+            }
+            let mut i = 0;
+            while i < ops.len() {
+                match &ops[i] {
+                    PopOp::Commit => {
+                        tx.commit().unwrap();
+                        tx = ks.write();
+                    }
+                    PopOp::Undo => {
+                        let sp = tx.savepoint();
+                        let mut scratch = model.clone();
+                        for op in ops.iter().skip(i + 1).take(2) {
+                            if !matches!(op, PopOp::Commit | PopOp::Undo) {
+                                apply(&mut tx, &c, &mut scratch, op);
+                            }
+                        }
+                        tx.rollback(sp);
+                        i += 2;
+                    }
+                    op => apply(&mut tx, &c, &mut model, op),
+                }
+                i += 1;
+            }
+            tx.commit().unwrap();
+            let mut tx = ks.write();
+            apply(&mut tx, &c, &mut model, &PopOp::Pop { high: false, count: 100 });
+        }
     }
 }

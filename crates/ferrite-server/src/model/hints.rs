@@ -91,6 +91,16 @@ impl Hints {
         }
     }
 
+    /// Drops a mark (a transaction wrote past it after moving it).
+    pub fn drop_mark(&self, id: CollId, which: Mark) {
+        if let Some(h) = self.map.lock().get_mut(&id) {
+            match which {
+                Mark::Low => h.low = None,
+                Mark::High => h.high = None,
+            }
+        }
+    }
+
     /// Forgets every hint (the collections are about to change by writes
     /// that do not keep them).
     pub fn clear(&self) {

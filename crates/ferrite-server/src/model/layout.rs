@@ -209,6 +209,16 @@ pub fn decode_score(k: &[u8]) -> Option<(f64, &[u8])> {
     Some((super::score::decode(s), &k[FIELD_AT + 8..]))
 }
 
+/// The collection (slot, version) whose score index holds `k`, if `k`
+/// is a score-index key.
+pub fn score_owner(k: &[u8]) -> Option<(u8, u64)> {
+    if k.first() != Some(&ELEMENT) || k.get(PREFIX_LEN) != Some(&SCORE) {
+        return None;
+    }
+    let v: [u8; 8] = k.get(2..PREFIX_LEN)?.try_into().ok()?;
+    Some((k[1], u64::from_be_bytes(v)))
+}
+
 /// The record of the list element at `position`.
 pub fn item(slot: u8, version: u64, position: u64) -> Vec<u8> {
     let mut k = prefix(slot, version);

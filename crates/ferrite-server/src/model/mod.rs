@@ -37,6 +37,7 @@ mod keyspace;
 pub mod layout;
 mod meta;
 mod object;
+mod pop_queue;
 mod score;
 mod stats;
 pub mod sweeper;

@@ -29,6 +29,7 @@ use super::hints::{CollId, Mark};
 use super::keyspace::{Keyspace, State};
 use super::layout::{self, Span, DATABASES};
 use super::meta::Kind;
+use super::pop_queue::PopQueues;
 use super::{ModelError, Visit};
 
 /// How many versions one ceiling record reserves: a restart skips at
@@ -99,8 +100,11 @@ pub struct Tx<'a> {
     touched: Vec<(u8, Vec<u8>, bool)>,
     ready: Vec<(u8, Vec<u8>)>,
     events: Vec<Event>,
-    /// Marks to set at commit (see `hints`).
-    marks: Vec<(CollId, Mark, Vec<u8>)>,
+    /// Marks to set at commit (see `hints`), in order; `None` drops the
+    /// mark. Only ever appended to, so a rollback is a truncation.
+    marks: Vec<(CollId, Mark, Option<Vec<u8>>)>,
+    /// Sorted-set members read ahead for pops (see `pop_queue`).
+    pub(super) pops: PopQueues,
     /// Expired keys lookups met (removed as Redis removes them: by the
     /// command that meets them; see [`Tx::expire_stale`]).
     stale: std::cell::RefCell<Vec<(u8, Vec<u8>)>>,
@@ -131,6 +135,7 @@ impl<'a> Tx<'a> {
             ready: Vec::new(),
             events: Vec::new(),
             marks: Vec::new(),
+            pops: PopQueues::default(),
             stale: std::cell::RefCell::new(Vec::new()),
             dbmap: None,
             ceiling: None,
@@ -224,12 +229,18 @@ impl<'a> Tx<'a> {
         self.ready.truncate(sp.ready);
         self.events.truncate(sp.events);
         self.marks.truncate(sp.marks);
+        self.pops.clear();
         self.dbmap = sp.dbmap;
         self.wrote = sp.wrote;
     }
 
     /// Sets an overlay entry, keeping what it replaces for a rollback.
     fn record(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if !self.pops.is_empty() {
+            if let Some(id) = layout::score_owner(&key) {
+                self.pops.written(id);
+            }
+        }
         let before = self.overlay.insert(key.clone(), value);
         self.undo.push((key, before));
     }
@@ -315,6 +326,7 @@ impl<'a> Tx<'a> {
             return Ok(());
         }
         self.wrote = true;
+        self.pops.clear();
         let doomed: Vec<Vec<u8>> = self
             .overlay
             .range::<[u8], _>((Bound::Included(&start[..]), Bound::Excluded(&end[..])))
@@ -483,7 +495,7 @@ impl<'a> Tx<'a> {
             .rev()
             .find(|(i, w, _)| *i == id && *w == which)
         {
-            Some((_, _, k)) => Some(k.clone()),
+            Some((_, _, k)) => k.clone(),
             None => self.ks.hints().mark(id, which),
         }
     }
@@ -499,20 +511,28 @@ impl<'a> Tx<'a> {
 
     /// Moves a mark past what this transaction deleted (set at commit).
     pub(super) fn move_mark(&mut self, id: CollId, which: Mark, key: Vec<u8>) {
-        self.marks.push((id, which, key));
+        self.marks.push((id, which, Some(key)));
     }
 
     /// A score-index key is written: marks it passes are dropped, here
     /// and in the keyspace.
     pub(super) fn score_written(&mut self, id: CollId, key: &[u8]) {
         self.ks.hints().written(id, key);
-        self.marks.retain(|(i, w, k)| {
-            *i != id
-                || match w {
-                    Mark::Low => key >= k.as_slice(),
-                    Mark::High => key <= k.as_slice(),
-                }
-        });
+        for which in [Mark::Low, Mark::High] {
+            let passed = self
+                .marks
+                .iter()
+                .rev()
+                .find(|(i, w, _)| *i == id && *w == which)
+                .and_then(|(_, _, k)| k.as_deref())
+                .is_some_and(|k| match which {
+                    Mark::Low => key < k,
+                    Mark::High => key > k,
+                });
+            if passed {
+                self.marks.push((id, which, None));
+            }
+        }
     }
 
     /// Records a keyspace event, if any are wanted.
@@ -614,7 +634,10 @@ impl<'a> Tx<'a> {
         ks.stats().add_expired(expired);
         drop(st);
         for (id, which, key) in marks {
-            ks.hints().set_mark(id, which, key);
+            match key {
+                Some(k) => ks.hints().set_mark(id, which, k),
+                None => ks.hints().drop_mark(id, which),
+            }
         }
         ks.watches().touch(&touched);
         Ok(Committed {

@@ -400,8 +400,7 @@ impl Tx<'_> {
             self.zdelete(slot, c, member, *s)?;
         }
         if let Some((member, s)) = out.last() {
-            self.popped_to(slot, c, high, *s, member)?;
-            q.anchor = layout::score(slot, c.version, *s, member)?;
+            q.anchor = self.popped_to(slot, c, high, *s, member)?;
             self.pops.put(q);
         }
         Ok(out)
@@ -410,6 +409,7 @@ impl Tx<'_> {
     /// After removing a sorted set's members from its low end (or, with
     /// `high`, its high end) up to `member` with `score`: every
     /// score-index key up to it is gone once this transaction commits.
+    /// Gives the mark's key.
     pub fn popped_to(
         &mut self,
         slot: u8,
@@ -417,11 +417,11 @@ impl Tx<'_> {
         high: bool,
         score: f64,
         member: &[u8],
-    ) -> Result<(), ModelError> {
+    ) -> Result<Vec<u8>, ModelError> {
         let key = layout::score(slot, c.version, score, member)?;
         let which = if high { Mark::High } else { Mark::Low };
-        self.move_mark((slot, c.version), which, key);
-        Ok(())
+        self.move_mark((slot, c.version), which, key.clone());
+        Ok(key)
     }
 
     /// Members (with values) to pop from a set: `n` of them, all if

@@ -48,6 +48,15 @@ pub enum Mark {
     High,
 }
 
+/// Whether a score-index key written at `key` lies past `mark` (below a
+/// low mark, above a high one), so the mark no longer holds.
+pub fn passes(which: Mark, key: &[u8], mark: &[u8]) -> bool {
+    match which {
+        Mark::Low => key < mark,
+        Mark::High => key > mark,
+    }
+}
+
 #[derive(Default)]
 pub struct Hints {
     map: Mutex<HashMap<CollId, Hint>>,
@@ -82,10 +91,13 @@ impl Hints {
     pub fn written(&self, id: CollId, key: &[u8]) {
         let mut map = self.map.lock();
         if let Some(h) = map.get_mut(&id) {
-            if h.low.as_deref().is_some_and(|l| key < l) {
+            if h.low.as_deref().is_some_and(|l| passes(Mark::Low, key, l)) {
                 h.low = None;
             }
-            if h.high.as_deref().is_some_and(|hi| key > hi) {
+            if h.high
+                .as_deref()
+                .is_some_and(|hi| passes(Mark::High, key, hi))
+            {
                 h.high = None;
             }
         }

@@ -25,7 +25,7 @@ use std::ops::{Bound, ControlFlow};
 use ferrite::{KeyRange, WriteBatch, MAX_VALUE_LEN};
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
-use super::hints::{CollId, Mark};
+use super::hints::{self, CollId, Mark};
 use super::keyspace::{Keyspace, State};
 use super::layout::{self, Span, DATABASES};
 use super::meta::Kind;
@@ -487,15 +487,20 @@ impl<'a> Tx<'a> {
         std::mem::take(&mut self.ready)
     }
 
-    /// A sorted set's mark as this transaction sees it.
-    pub(super) fn mark(&self, id: CollId, which: Mark) -> Option<Vec<u8>> {
-        match self
-            .marks
+    /// The newest mark of `id`'s `which` end this transaction set or
+    /// dropped (`Some(None)`: dropped), if any.
+    fn own_mark(&self, id: CollId, which: Mark) -> Option<&Option<Vec<u8>>> {
+        self.marks
             .iter()
             .rev()
             .find(|(i, w, _)| *i == id && *w == which)
-        {
-            Some((_, _, k)) => k.clone(),
+            .map(|(_, _, k)| k)
+    }
+
+    /// A sorted set's mark as this transaction sees it.
+    pub(super) fn mark(&self, id: CollId, which: Mark) -> Option<Vec<u8>> {
+        match self.own_mark(id, which) {
+            Some(k) => k.clone(),
             None => self.ks.hints().mark(id, which),
         }
     }
@@ -520,15 +525,9 @@ impl<'a> Tx<'a> {
         self.ks.hints().written(id, key);
         for which in [Mark::Low, Mark::High] {
             let passed = self
-                .marks
-                .iter()
-                .rev()
-                .find(|(i, w, _)| *i == id && *w == which)
-                .and_then(|(_, _, k)| k.as_deref())
-                .is_some_and(|k| match which {
-                    Mark::Low => key < k,
-                    Mark::High => key > k,
-                });
+                .own_mark(id, which)
+                .and_then(Option::as_deref)
+                .is_some_and(|k| hints::passes(which, key, k));
             if passed {
                 self.marks.push((id, which, None));
             }

@@ -64,6 +64,23 @@ pub fn drain_early(free_zones: usize, reserve: usize) -> bool {
     free_zones < reserve * 3
 }
 
+/// Seconds without a write after which an idle store settles.
+pub const SETTLE_QUIET_TICKS: u32 = 2;
+
+/// Deletes since the last settling that make settling pay: fewer are
+/// left to the buffers' own eviction and the reclamation writes trigger.
+pub const SETTLE_DELETES: u64 = 1024;
+
+/// Whether an idle store settles now (puts what its buffers hold into
+/// the leaves and reclaims the zones that leaves garbage): it has taken no
+/// write for `quiet_ticks` ticks of a second, and since it last settled it
+/// took enough deletes, or its last settling was cut short by a write.
+/// A mass delete or expiry then gives its space back without further
+/// writes; a store under steady writes never settles.
+pub fn settles(quiet_ticks: u32, deletes_since: u64, unfinished: bool) -> bool {
+    quiet_ticks >= SETTLE_QUIET_TICKS && (deletes_since >= SETTLE_DELETES || unfinished)
+}
+
 /// Whether reclamation should run: fewer free zones than `reserve`.
 pub fn should_collect(free_zones: usize, reserve: usize) -> bool {
     free_zones < reserve
@@ -362,5 +379,13 @@ mod tests {
         assert!((space_amplification(130, 100) - 1.3).abs() < 1e-9);
         assert!(lowers_amplification(&c(1, 70, 0), 1.25));
         assert!(!lowers_amplification(&c(1, 85, 0), 1.25));
+    }
+
+    #[test]
+    fn an_idle_store_settles_after_many_deletes_or_an_unfinished_settling() {
+        assert!(!settles(SETTLE_QUIET_TICKS - 1, SETTLE_DELETES, true));
+        assert!(!settles(SETTLE_QUIET_TICKS, SETTLE_DELETES - 1, false));
+        assert!(settles(SETTLE_QUIET_TICKS, SETTLE_DELETES, false));
+        assert!(settles(SETTLE_QUIET_TICKS + 5, 0, true));
     }
 }

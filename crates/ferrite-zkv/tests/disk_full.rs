@@ -25,7 +25,13 @@ use rand::{Rng, SeedableRng};
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn open(dev: &Arc<dyn ZonedDevice>, zo: &ZkvOptions) -> ZkvStore {
-    let db = ZkvStore::open_on(dev.clone(), &common::options(SyncMode::Never), zo.clone()).unwrap();
+    open_with(dev, zo, SyncMode::Never)
+}
+
+/// Under `SyncMode::Always` concurrent writers form write groups: one
+/// leader admits, logs and applies the batches of the others.
+fn open_with(dev: &Arc<dyn ZonedDevice>, zo: &ZkvOptions, sync: SyncMode) -> ZkvStore {
+    let db = ZkvStore::open_on(dev.clone(), &common::options(sync), zo.clone()).unwrap();
     db.verify().unwrap();
     db
 }
@@ -276,7 +282,16 @@ fn concurrent_writers_fill_the_device_without_poisoning_it() {
     // More writers than cores, so writes are admitted together while
     // others reclaim; value-log records make them take zones of their own.
     for writers in [3u64, 5] {
-        fill_concurrently(writers, 100 * writers);
+        fill_concurrently(writers, 100 * writers, SyncMode::Never);
+    }
+}
+
+/// The same with every write synced, so the writers go through write
+/// groups and a leader is refused or admitted for each batch it carries.
+#[test]
+fn grouped_writers_fill_the_device_without_poisoning_it() {
+    for writers in [3u64, 5] {
+        fill_concurrently(writers, 7 + 100 * writers, SyncMode::Always);
     }
 }
 
@@ -289,7 +304,15 @@ fn concurrent_writers_fill_the_device_without_poisoning_it() {
 #[test]
 fn concurrent_deletes_on_a_full_device_are_admitted_and_lose_nothing() {
     for writers in [2u64, 3, 4] {
-        fill_and_delete_concurrently(writers, 1000 + 100 * writers);
+        fill_and_delete_concurrently(writers, 1000 + 100 * writers, SyncMode::Never);
+    }
+}
+
+/// The same through write groups (every write synced).
+#[test]
+fn grouped_deletes_on_a_full_device_are_admitted_and_lose_nothing() {
+    for writers in [2u64, 4] {
+        fill_and_delete_concurrently(writers, 2000 + 100 * writers, SyncMode::Always);
     }
 }
 
@@ -304,10 +327,10 @@ type Phase = (Model, Vec<Vec<u8>>);
 /// second round takes is not checked: a writer stops at its first refusal,
 /// and the deletes' room returns only as their leaves merge, so with
 /// writers admitted together a round can end before it takes any.)
-fn fill_and_delete_concurrently(writers: u64, seed: u64) {
+fn fill_and_delete_concurrently(writers: u64, seed: u64, sync: SyncMode) {
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
-    let db = Arc::new(open(&dev, &common::small_opts(Variant::Zkv)));
+    let db = Arc::new(open_with(&dev, &common::small_opts(Variant::Zkv), sync));
     let phase = |round: u64| -> Vec<std::thread::JoinHandle<Phase>> {
         (0..writers)
             .map(|t| {
@@ -348,10 +371,10 @@ fn fill_and_delete_concurrently(writers: u64, seed: u64) {
     assert_matches(&db, &model, "reopened");
 }
 
-fn fill_concurrently(writers: u64, seed: u64) {
+fn fill_concurrently(writers: u64, seed: u64, sync: SyncMode) {
     let dev: Arc<dyn ZonedDevice> =
         Arc::new(EmulatedZonedDevice::format(MemDevice::new(), common::geometry(14)).unwrap());
-    let db = Arc::new(open(&dev, &common::small_opts(Variant::Zkv)));
+    let db = Arc::new(open_with(&dev, &common::small_opts(Variant::Zkv), sync));
     let writers: Vec<_> = (0..writers)
         .map(|t| {
             let db = db.clone();

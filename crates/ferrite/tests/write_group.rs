@@ -1,7 +1,8 @@
 //! Writers grouped behind a leader under `SyncMode::Always`: eight
-//! threads write batches at once on the B+tree and the LSM; every batch is
-//! readable as soon as its write returns, each is all or nothing to
-//! readers running beside them, and all of them are there after a reopen.
+//! threads write batches at once on the B+tree, the LSM and ZKV; every
+//! batch is readable as soon as its write returns, each is all or nothing
+//! to readers running beside them, and all of them are there after a
+//! reopen.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,4 +97,9 @@ fn btree_grouped_writers_keep_every_batch() {
 #[test]
 fn lsm_grouped_writers_keep_every_batch() {
     grouped_writers_keep_every_batch(EngineKind::Lsm);
+}
+
+#[test]
+fn zkv_grouped_writers_keep_every_batch() {
+    grouped_writers_keep_every_batch(EngineKind::Zkv);
 }

@@ -10,6 +10,13 @@
 //! evict the merged filter's coldest nodes into a new one when it is over
 //! budget, checkpoint when the WAL has grown, reclaim zones when free ones
 //! run short. The baselines apply the batch to the tree under the WAL lock.
+//! Under `SyncMode::Always` concurrent writers form a write group: one
+//! leader writes every queued batch, then syncs and maintains once.
+//! Once writes stop for two seconds after many deletes, a background
+//! thread settles the store: the buffers go into the leaves a slice at a
+//! time and reclamation takes the zones that leaves garbage, stopping at
+//! the next write (`gc_policy::settles`), so a mass delete or expiry gives
+//! its space back without further writes.
 //!
 //! Lookups check the merged filter, the batch array, then the tree (ADB or
 //! delta chain, then the page through sequencer, read cache or device).
@@ -45,7 +52,7 @@
 //! | `open.rs` | the zoned device, recovery (MetaLog snapshot, buffered pairs, WAL replay) |
 //! | `write.rs` | the write path: admission, WAL, merged filter, maintenance |
 //! | `read.rs` | lookups and scans through the buffers and the tree |
-//! | `reclaim.rs` | zone reclamation: leaf and value-log victims, relocation, draining |
+//! | `reclaim.rs` | zone reclamation: leaf and value-log victims, relocation, draining, settling when idle |
 //! | `checkpoint.rs` | MetaLog snapshots and what they make obsolete |
 //! | `stats.rs` | the engine's counters as [`Stats`] |
 
@@ -115,6 +122,12 @@ struct Counters {
     relocated_values: AtomicU64,
     /// Relocations that left a zone draining (through the buffers).
     drained_relocations: AtomicU64,
+    /// Batches applied (any path); the idle pass's clock of writes.
+    applied: AtomicU64,
+    /// Deletes applied (a range delete counts each key it removed).
+    deletes: AtomicU64,
+    /// Times an idle store settled (see `Inner::settle`).
+    settles: AtomicU64,
 }
 
 /// Memory shares of the budget, in bytes.
@@ -177,6 +190,9 @@ struct Inner {
     dev: Arc<dyn ZonedDevice>,
     opts: ZkvOptions,
     sync: SyncMode,
+    /// Writers grouped behind one leader (`Options::write_group`), or
+    /// `None` when each writes for itself.
+    group: Option<ferrite_core::engine::WriteGroup>,
     budget: Budget,
     wal: ZoneWal,
     mf: Mutex<MergedFilter>,
@@ -206,6 +222,8 @@ pub struct ZkvStore {
     closed: bool,
     /// Syncs the WAL every interval under `SyncMode::Batched`.
     ticker: Option<PeriodicSync>,
+    /// Settles the store once writes stop (`Inner::settle`).
+    idle: Option<PeriodicSync>,
 }
 
 impl ZkvStore {
@@ -467,6 +485,7 @@ impl ZkvStore {
         }
         self.closed = true;
         drop(self.ticker.take());
+        drop(self.idle.take());
         self.inner.check()?;
         let r = self
             .inner

@@ -9,8 +9,9 @@
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use std::time::Duration;
 
-use ferrite_core::engine::{PeriodicSync, Poison};
+use ferrite_core::engine::{PeriodicSync, Poison, WriteGroup};
 use ferrite_core::{
     EngineKind, Error, Options, Result, StoreIdentity, SyncMode, WalRecovery, WriteBatch,
 };
@@ -249,6 +250,7 @@ impl ZkvStore {
             c: Counters::default(),
             dev,
             sync: options.sync,
+            group: options.groups_writes().then(WriteGroup::new),
             budget,
             opts: zkv,
         };
@@ -256,6 +258,7 @@ impl ZkvStore {
             inner: Arc::new(inner),
             closed: false,
             ticker: None,
+            idle: None,
         };
         if let Some(s) = snap {
             if let Err(e) = store.recover(s, options.wal_recovery) {
@@ -276,6 +279,13 @@ impl ZkvStore {
                 .map_err(|e| Error::resource("the zkv-wal-sync thread", e))?;
             store.ticker = Some(ticker);
         }
+        let inner = store.inner.clone();
+        let mut idle = super::reclaim::Idle::default();
+        let settler = PeriodicSync::start("zkv-settle", Duration::from_secs(1), move || {
+            inner.tick_idle(&mut idle)
+        })
+        .map_err(|e| Error::resource("the zkv-settle thread", e))?;
+        store.idle = Some(settler);
         Ok(store)
     }
 

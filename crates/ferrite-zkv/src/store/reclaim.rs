@@ -28,6 +28,22 @@ enum Bound {
     WhenTight,
     /// Whatever is free (a clean close).
     Always,
+    /// Whatever is free, while no write has come since the batch count
+    /// was `applied` (an idle store settling).
+    Idle { applied: u64 },
+}
+
+/// What the idle pass remembers between its ticks.
+#[derive(Debug, Default)]
+pub(super) struct Idle {
+    /// Batches applied at the last tick.
+    applied: u64,
+    /// Ticks since a batch was last applied.
+    quiet: u32,
+    /// Deletes applied when the store last settled.
+    deletes_settled: u64,
+    /// The last settling stopped because writes came back.
+    unfinished: bool,
 }
 
 impl Inner {
@@ -156,6 +172,81 @@ impl Inner {
         Ok(())
     }
 
+    /// One tick of the idle pass (a second): settles the store when
+    /// [`gc_policy::settles`] says so.
+    pub(super) fn tick_idle(&self, idle: &mut Idle) -> Result<()> {
+        if self.poisoned.is_set() {
+            // The store reports its failure to its callers; nothing to do.
+            return Ok(());
+        }
+        let applied = self.c.applied.load(Ordering::Relaxed);
+        if applied != idle.applied {
+            idle.applied = applied;
+            idle.quiet = 0;
+            return Ok(());
+        }
+        idle.quiet = idle.quiet.saturating_add(1);
+        let deletes = self.c.deletes.load(Ordering::Relaxed);
+        let since = deletes.saturating_sub(idle.deletes_settled);
+        if !gc_policy::settles(idle.quiet, since, idle.unfinished) {
+            return Ok(());
+        }
+        idle.deletes_settled = deletes;
+        let r = self.settle(applied);
+        idle.unfinished = match r {
+            Ok(done) => !done,
+            Err(_) => false,
+        };
+        self.poison_on(r).map(drop)
+    }
+
+    /// Puts what the buffers hold into the leaves, a slice at a time, and
+    /// reclaims the zones that leaves garbage, as a close does but while
+    /// the store stays open, stopping as soon as a write comes (the
+    /// batch count moves off `applied`). True when it finished.
+    fn settle(&self, applied: u64) -> Result<bool> {
+        // Small enough that a writer arriving meanwhile waits for one
+        // slice at most.
+        const SLICE_BYTES: usize = 1 << 20;
+        const MERGE_SLICE: usize = 64;
+        let quiet = || self.c.applied.load(Ordering::Relaxed) == applied;
+        self.c.settles.fetch_add(1, Ordering::Relaxed);
+        if self.opts.buffers_writes() {
+            loop {
+                if !quiet() {
+                    return Ok(false);
+                }
+                let arr = self.batches.read().clone();
+                self.insert_batches(&arr, false)?;
+                if !arr.finished() {
+                    // Short of zones, or a writer inserts the last batch.
+                    return Ok(false);
+                }
+                let mut mf = self.mf.lock();
+                if mf.bytes == 0 {
+                    break;
+                }
+                if !self.batches.read().finished() {
+                    return Ok(false);
+                }
+                let slice = SLICE_BYTES.min(mf.bytes);
+                let evicted = mf.evict(slice);
+                self.c.evictions.fetch_add(1, Ordering::Relaxed);
+                *self.batches.write() = Arc::new(BatchArray::new(evicted));
+            }
+        }
+        loop {
+            if !quiet() || !self.leaf_work_allowed(false) {
+                return Ok(false);
+            }
+            if self.tree.write().merge_buffers(MERGE_SLICE, &self.ctx())? == 0 {
+                break;
+            }
+        }
+        self.collect(0, Bound::Idle { applied })?;
+        Ok(quiet())
+    }
+
     /// At a clean close: reclaims every zone whose reclamation lowers space
     /// amplification below its bound, however many zones are free, so a
     /// closed store gives back the garbage its copy-on-write leaves left
@@ -200,6 +291,9 @@ impl Inner {
             let over = match bound {
                 Bound::WhenTight => self.tight(free + pending) && self.amp_over(true),
                 Bound::Always => self.amp_over(true),
+                Bound::Idle { applied } => {
+                    self.c.applied.load(Ordering::Relaxed) == applied && self.amp_over(true)
+                }
             };
             // For amplification alone, a bounded amount of work per call
             // while writes wait (at close, every zone the bound picks).

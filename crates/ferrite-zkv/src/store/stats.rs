@@ -53,6 +53,9 @@ pub struct ZkvStats {
     pub refused_writes: u64,
     pub relocated_values: u64,
     pub drained_relocations: u64,
+    /// Times the store settled once writes stopped (buffers into the
+    /// leaves, garbage zones reclaimed).
+    pub idle_settles: u64,
     pub checkpoints: u64,
     pub wal_bytes: u64,
     pub leaf_size: u64,
@@ -97,6 +100,7 @@ impl EngineStats for ZkvStats {
             ("refused_writes", self.refused_writes),
             ("relocated_values", self.relocated_values),
             ("drained_relocations", self.drained_relocations),
+            ("idle_settles", self.idle_settles),
             ("checkpoints", self.checkpoints),
             ("wal_bytes", self.wal_bytes),
             ("leaf_size", self.leaf_size),
@@ -173,6 +177,7 @@ impl ZkvStore {
             refused_writes: c.refused.load(Ordering::Relaxed),
             relocated_values: c.relocated_values.load(Ordering::Relaxed),
             drained_relocations: c.drained_relocations.load(Ordering::Relaxed),
+            idle_settles: c.settles.load(Ordering::Relaxed),
             checkpoints: c.checkpoints.load(Ordering::Relaxed),
             wal_bytes,
             leaf_size: me.io.page_size as u64,

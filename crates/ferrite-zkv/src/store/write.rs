@@ -3,7 +3,11 @@
 //! the WAL instance, so log order is apply order; the commit per
 //! `SyncMode`; then maintenance: inserting evicted batches into the tree
 //! while the zones allow, evicting the filter's coldest nodes, checkpoints
-//! when the WAL has grown, reclamation when free zones run short.
+//! when the WAL has grown, reclamation when free zones run short. Under
+//! `SyncMode::Always` writers that arrive together form a write group
+//! (`ferrite_core::engine::WriteGroup`): one of them admits, logs and
+//! applies all their batches, then commits them with one sync and runs
+//! maintenance once.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -94,6 +98,7 @@ impl Inner {
                 }
                 let pairs = self.expand(batch, pairs, &view)?;
                 order();
+                self.count_applied(&pairs);
                 pairs.into_iter().map(|p| mf.insert(p)).collect()
             };
             replaced.into_iter().for_each(|v| self.release(v));
@@ -113,6 +118,7 @@ impl Inner {
             self.expand(batch, pairs, &view)?
         };
         order();
+        self.count_applied(&pairs);
         let ctx = self.ctx();
         for p in pairs {
             if self.opts.variant == Variant::Zkv {
@@ -122,6 +128,13 @@ impl Inner {
             }
         }
         Ok(true)
+    }
+
+    /// Counts a batch about to apply, for the idle pass.
+    fn count_applied(&self, pairs: &[Pair]) {
+        let deletes = pairs.iter().filter(|p| matches!(p.val, Val::Del)).count();
+        self.c.applied.fetch_add(1, Ordering::Relaxed);
+        self.c.deletes.fetch_add(deletes as u64, Ordering::Relaxed);
     }
 
     /// The batch's pairs with each range delete replaced by deletes of the
@@ -196,17 +209,68 @@ impl Inner {
     }
 
     pub(super) fn write(&self, batch: &WriteBatch) -> Result<()> {
-        self.write_if(batch, &mut |_| Ok(true)).map(drop)
+        match &self.group {
+            Some(g) => g.write(batch, &|batches| self.write_group(batches)),
+            None => self.write_if(batch, &mut |_| Ok(true)).map(drop),
+        }
+    }
+
+    /// Writes a write group's batches: each admitted, logged and applied
+    /// in turn, then one commit (one sync under `SyncMode::Always`) and
+    /// one round of maintenance for all. One result per batch.
+    fn write_group(&self, batches: &[&WriteBatch]) -> Vec<Result<()>> {
+        if self.check().is_err() {
+            return batches.iter().map(|_| self.check()).collect();
+        }
+        let mut results = Vec::with_capacity(batches.len());
+        let mut last = None;
+        let mut admitted = 0;
+        for batch in batches {
+            let takes = gc_policy::takes_zones(adds(batch), self.opts.buffers_writes());
+            if takes {
+                if let Err(e) = self.admit(adds(batch)) {
+                    results.push(Err(e));
+                    continue;
+                }
+                admitted += 1;
+            }
+            let r = self
+                .check()
+                .and_then(|()| self.log_and_apply(batch, &mut |_| Ok(true)));
+            results.push(r.map(|seq| last = seq.or(last)));
+        }
+        let r = last.map_or(Ok(()), |seq| self.commit_per_mode(seq));
+        let r = self.poison_on(r);
+        // Every batch is in memory: the group's maintenance stands for
+        // all its admitted writes, as one admitted writer's would.
+        {
+            let mut space = self.io.space.lock();
+            for _ in 1..admitted {
+                space.finish();
+            }
+        }
+        let r = r.and_then(|()| {
+            let m = self.maintain(admitted > 0);
+            self.poison_on(m)
+        });
+        if admitted > 0 {
+            self.io.space.lock().finish();
+        }
+        if r.is_err() {
+            for res in &mut results {
+                if res.is_ok() {
+                    *res = self.check();
+                }
+            }
+        }
+        results
     }
 
     /// Writes `batch` if `cond`, reading the state at the instant the
     /// batch would apply, says so; returns whether it did.
     pub(super) fn write_if(&self, batch: &WriteBatch, cond: &mut Cond<'_>) -> Result<bool> {
         self.check()?;
-        let adds = batch
-            .ops()
-            .iter()
-            .any(|op| matches!(op, BatchOp::Put { .. }));
+        let adds = adds(batch);
         let admitted = gc_policy::takes_zones(adds, self.opts.buffers_writes());
         if admitted {
             self.admit(adds)?;
@@ -226,6 +290,18 @@ impl Inner {
         admitted: bool,
         cond: &mut Cond<'_>,
     ) -> Result<bool> {
+        let Some(seq) = self.log_and_apply(batch, cond)? else {
+            return Ok(false);
+        };
+        let r = self.commit_per_mode(seq);
+        self.poison_on(r)?;
+        let r = self.maintain(admitted);
+        self.poison_on(r).map(|()| true)
+    }
+
+    /// Logs and applies `batch` if `cond` says so: its sequence number
+    /// (0 when it logged nothing), or `None` when `cond` refused it.
+    fn log_and_apply(&self, batch: &WriteBatch, cond: &mut Cond<'_>) -> Result<Option<u64>> {
         let mut payload = Vec::with_capacity(batch.encoded_len());
         batch.encode(&mut payload);
         if !self.wal.has_room(payload.len()) {
@@ -238,7 +314,7 @@ impl Inner {
             let mut seq = None;
             let r = self.apply_batch(batch, cond, &mut || seq = Some(self.wal.next_seq()));
             if let Ok(false) = r {
-                return Ok(false);
+                return Ok(None);
             }
             if let Some(seq) = seq {
                 // Logged even if the apply failed (the store is poisoned
@@ -249,14 +325,16 @@ impl Inner {
             self.poison_on(r)?;
             seq.unwrap_or(0)
         };
-        let r = match self.sync {
+        Ok(Some(seq))
+    }
+
+    /// Commits up to `seq` as the sync mode asks.
+    fn commit_per_mode(&self, seq: u64) -> Result<()> {
+        match self.sync {
             SyncMode::Always => self.commit(seq),
             SyncMode::Batched(d) if self.wal.since_last_sync() >= d => self.commit(seq),
             SyncMode::Batched(_) | SyncMode::Never => Ok(()),
-        };
-        self.poison_on(r)?;
-        let r = self.maintain(admitted);
-        self.poison_on(r).map(|()| true)
+        }
     }
 
     /// Makes the WAL durable up to `seq` (a checkpoint when the ring is full).
@@ -349,4 +427,13 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// Whether `batch` adds anything (a write that only deletes is admitted
+/// below the floor kept for reclamation).
+fn adds(batch: &WriteBatch) -> bool {
+    batch
+        .ops()
+        .iter()
+        .any(|op| matches!(op, BatchOp::Put { .. }))
 }

@@ -1,6 +1,10 @@
 //! An I/O thread: one `mio` poll over many connections. The server runs
 //! a few (`--io-threads`, the number of cores by default), each with its
-//! own connections, as Kvrocks runs a few workers each with an event loop.
+//! own connections, as Kvrocks runs a few workers each with an event loop
+//! (not Redis's single loop: a cache miss on one loop leaves the others
+//! serving). `mio` rather than tokio: the loop is readiness events over
+//! synchronous store work, and an async runtime would put a scheduler
+//! between the socket and the store without removing any of it.
 //!
 //! One turn of a loop: wait for readiness; read what every ready
 //! connection sent and take what other connections delivered to it; run

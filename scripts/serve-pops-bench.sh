@@ -4,23 +4,26 @@
 # fresh store, in rounds that alternate the servers (medians go in
 # docs/results/serve-types.md).
 #
-#   scripts/serve-pops-bench.sh [--rounds N] NAME=BINARY...
+#   scripts/serve-pops-bench.sh [--rounds N] [--tests LIST] NAME=BINARY...
 #
 # e.g. `scripts/serve-pops-bench.sh new=target/release/ferrite old=/tmp/ferrite-before`.
 # Per server and round: `redis-benchmark -t zadd,zpopmin -P 16 -c 50 -n
 # 1000000 -r 1000000 --csv` (ZADD fills one sorted set with up to a
-# million random members; ZPOPMIN pops from it). Needs redis-server and
+# million random members; ZPOPMIN pops from it; `--tests` names other
+# redis-benchmark tests, e.g. hset,sadd,spop). Needs redis-server and
 # redis-benchmark (scripts/install-redis-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rounds=3
+tests=zadd,zpopmin
 builds=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds=$2; shift 2 ;;
+        --tests) tests=$2; shift 2 ;;
         *=*) builds+=("$1"); shift ;;
-        *) echo "usage: $0 [--rounds N] NAME=BINARY..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--rounds N] [--tests LIST] NAME=BINARY..." >&2; exit 2 ;;
     esac
 done
 [ ${#builds[@]} -gt 0 ] || builds=(ferrite=target/release/ferrite)
@@ -41,8 +44,8 @@ run() {
     pid=$!
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     local out
-    out=$(redis-benchmark -p "$port" -t zadd,zpopmin -P 16 -c 50 -n 1000000 -r 1000000 --csv 2>/dev/null |
-        grep -E '^"(ZADD|ZPOPMIN)"' | cut -d, -f1,2 | tr -d '"' | tr '\n' ' ')
+    out=$(redis-benchmark -p "$port" -t "$tests" -P 16 -c 50 -n 1000000 -r 1000000 --csv 2>/dev/null |
+        grep -E '^"[A-Z]' | cut -d, -f1,2 | tr -d '"' | tr '\n' ' ')
     echo "round $round $name $out"
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
     wait "$pid" 2>/dev/null || true

@@ -64,6 +64,29 @@ fn value() -> impl Strategy<Value = String> {
         "hello world",
     ])
 }
+/// One `BITFIELD` subcommand, its arguments included: field types at
+/// and past their limits, offsets plain and `#`, values that overflow.
+fn bitfield_op() -> impl Strategy<Value = Vec<String>> {
+    let ty = || pick(&["u1", "u8", "i8", "i5", "u63", "i64", "u64", "i0", "x8"]);
+    let off = || pick(&["0", "3", "7", "13", "#1", "#2", "-1", "x"]);
+    let n = pick(&[
+        "0",
+        "1",
+        "-1",
+        "100",
+        "300",
+        "-300",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "x",
+    ]);
+    prop_oneof![
+        (ty(), off()).prop_map(|(t, o)| vec!["GET".into(), t, o]),
+        (pick(&["SET", "INCRBY"]), ty(), off(), n).prop_map(|(s, t, o, n)| vec![s, t, o, n]),
+        pick(&["WRAP", "SAT", "FAIL", "BAD"]).prop_map(|w| vec!["OVERFLOW".into(), w]),
+    ]
+}
+
 fn int() -> impl Strategy<Value = String> {
     pick(&["0", "1", "-1", "2", "-2", "3", "5", "-5", "100", "x"])
 }
@@ -158,6 +181,16 @@ fn string_cmd() -> BoxedStrategy<Cmd> {
         (strkey(), strkey()).prop_map(|(a, b)| c(vec!["MGET".into(), a, b])),
         (pick(&["AND", "OR", "XOR"]), strkey(), strkey(), strkey())
             .prop_map(|(op, d, a, b)| c(vec!["BITOP".into(), op, d, a, b])),
+        (
+            pick(&["BITFIELD", "BITFIELD_RO"]),
+            strkey(),
+            proptest::collection::vec(bitfield_op(), 0..4)
+        )
+            .prop_map(|(name, k, ops)| {
+                let mut w = vec![name, k];
+                w.extend(ops.into_iter().flatten());
+                c(w)
+            }),
         (strkey(), strkey()).prop_map(|(a, b)| c(vec!["LCS".into(), a, b])),
     ]
     .boxed()

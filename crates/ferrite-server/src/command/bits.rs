@@ -1,5 +1,7 @@
-//! Bit commands over strings: `SETBIT GETBIT BITCOUNT BITPOS BITOP`. Bit
-//! 0 is the most significant bit of the first byte, as in Redis.
+//! Bit commands over strings: `SETBIT GETBIT BITCOUNT BITPOS BITOP
+//! BITFIELD BITFIELD_RO`. Bit 0 is the most significant bit of the first
+//! byte, as in Redis; a bit field of `n` bits is read and written most
+//! significant bit first from its offset.
 
 use super::args::{int, is, parse_int};
 use super::strings::{read, write, MAX_STRING};
@@ -9,8 +11,12 @@ use crate::request::Args;
 
 /// A bit offset: within the longest string a request may carry.
 fn offset(ctx: &Ctx<'_, '_>, b: &[u8]) -> Result<u64, Fail> {
+    bit_offset(ctx, parse_int(b))
+}
+
+fn bit_offset(ctx: &Ctx<'_, '_>, n: Option<i64>) -> Result<u64, Fail> {
     let limit = ctx.shared.settings.max_bulk().min(MAX_STRING) as u64 * 8;
-    match parse_int(b) {
+    match n {
         Some(n) if n >= 0 && (n as u64) < limit => Ok(n as u64),
         _ => Err(fail("bit offset is not an integer or out of range")),
     }
@@ -214,9 +220,322 @@ pub fn bitop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Int(len as i64))
 }
 
+/// A `BITFIELD` field type: `i1`..`i64` or `u1`..`u63`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Field {
+    signed: bool,
+    bits: u32,
+}
+
+/// What a `BITFIELD` write does when its result leaves the type's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+fn field_type(b: &[u8]) -> Result<Field, Fail> {
+    let bad = || {
+        fail("Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.")
+    };
+    let (&first, rest) = b.split_first().ok_or_else(bad)?;
+    // Lower case only, as Redis reads it.
+    let signed = match first {
+        b'i' => true,
+        b'u' => false,
+        _ => return Err(bad()),
+    };
+    let bits = parse_int(rest).ok_or_else(bad)?;
+    let max = if signed { 64 } else { 63 };
+    if !(1..=max).contains(&bits) {
+        return Err(bad());
+    }
+    Ok(Field {
+        signed,
+        bits: bits as u32,
+    })
+}
+
+/// A field's bit offset: `N` bits, or `#N`, the N-th field of its width.
+fn field_offset(ctx: &Ctx<'_, '_>, b: &[u8], f: Field) -> Result<u64, Fail> {
+    let n = match b.strip_prefix(b"#") {
+        Some(n) => parse_int(n).and_then(|n| n.checked_mul(i64::from(f.bits))),
+        None => parse_int(b),
+    };
+    bit_offset(ctx, n)
+}
+
+fn get_unsigned(v: &[u8], off: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0, |acc, j| (acc << 1) | u64::from(bit_at(v, off + j)))
+}
+
+fn get_signed(v: &[u8], off: u64, bits: u32) -> i64 {
+    let u = get_unsigned(v, off, bits);
+    if bits < 64 && u & (1 << (bits - 1)) != 0 {
+        (u | (u64::MAX << bits)) as i64
+    } else {
+        u as i64
+    }
+}
+
+/// Writes the low `bits` bits of `value` at `off` (`v` holds them).
+fn set_field(v: &mut [u8], off: u64, bits: u32, value: u64) {
+    for j in 0..u64::from(bits) {
+        let i = off + j;
+        let mask = 1u8 << (7 - (i % 8));
+        let byte = &mut v[(i / 8) as usize];
+        if (value >> (u64::from(bits) - 1 - j)) & 1 == 1 {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+/// `value + incr` in an unsigned field of `bits` bits, as Redis computes
+/// it: `None` when it overflows under `Fail`, else the wrapped or
+/// saturated result (a `SET` is an increment of 0 from its value).
+fn unsigned_add(value: u64, incr: i64, bits: u32, ow: Overflow) -> Option<u64> {
+    let max = (1u64 << bits) - 1;
+    let maxincr = max.wrapping_sub(value) as i64;
+    let minincr = value.wrapping_neg() as i64;
+    let wrap = || value.wrapping_add(incr as u64) & max;
+    if value > max || (incr > 0 && incr > maxincr) {
+        match ow {
+            Overflow::Wrap => Some(wrap()),
+            Overflow::Sat => Some(max),
+            Overflow::Fail => None,
+        }
+    } else if incr < 0 && incr < minincr {
+        match ow {
+            Overflow::Wrap => Some(wrap()),
+            Overflow::Sat => Some(0),
+            Overflow::Fail => None,
+        }
+    } else {
+        Some(value.wrapping_add(incr as u64))
+    }
+}
+
+/// The signed counterpart of [`unsigned_add`].
+fn signed_add(value: i64, incr: i64, bits: u32, ow: Overflow) -> Option<i64> {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let maxincr = max.wrapping_sub(value);
+    let minincr = min.wrapping_sub(value);
+    let wrap = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        if bits == 64 {
+            c as i64
+        } else if c & (1 << (bits - 1)) != 0 {
+            (c | (u64::MAX << bits)) as i64
+        } else {
+            (c & !(u64::MAX << bits)) as i64
+        }
+    };
+    let up =
+        value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr);
+    let down =
+        value < min || (bits != 64 && incr < minincr) || (value < 0 && incr < 0 && incr < minincr);
+    if up || down {
+        match ow {
+            Overflow::Wrap => Some(wrap()),
+            Overflow::Sat => Some(if up { max } else { min }),
+            Overflow::Fail => None,
+        }
+    } else {
+        Some(value.wrapping_add(incr))
+    }
+}
+
+/// The operations of a `BITFIELD` request, every argument checked before
+/// any runs (a bad one fails the whole command, as in Redis).
+fn field_ops(
+    ctx: &Ctx<'_, '_>,
+    a: &Args,
+    read_only: bool,
+) -> Result<Vec<(Field, u64, FieldOp, Overflow)>, Fail> {
+    let mut ops = Vec::new();
+    let mut ow = Overflow::Wrap;
+    let mut i = 2;
+    while i < a.len() {
+        let sub = a[i];
+        // Arguments the subcommand takes after its name.
+        let need = if is(sub, "OVERFLOW") {
+            1
+        } else if is(sub, "GET") {
+            2
+        } else if is(sub, "SET") || is(sub, "INCRBY") {
+            3
+        } else {
+            return Err(syntax_error());
+        };
+        if i + need >= a.len() {
+            return Err(syntax_error());
+        }
+        if is(sub, "OVERFLOW") {
+            ow = match a[i + 1] {
+                o if is(o, "WRAP") => Overflow::Wrap,
+                o if is(o, "SAT") => Overflow::Sat,
+                o if is(o, "FAIL") => Overflow::Fail,
+                _ => return Err(fail("Invalid OVERFLOW type specified")),
+            };
+            i += 2;
+            continue;
+        }
+        let f = field_type(a[i + 1])?;
+        let off = field_offset(ctx, a[i + 2], f)?;
+        let op = if is(sub, "GET") {
+            FieldOp::Get
+        } else {
+            let n = int(a[i + 3])?;
+            if is(sub, "SET") {
+                FieldOp::Set(n)
+            } else {
+                FieldOp::IncrBy(n)
+            }
+        };
+        ops.push((f, off, op, ow));
+        i += need + 1;
+    }
+    // Checked once every argument parsed, as Redis does.
+    if read_only && ops.iter().any(|(_, _, op, _)| *op != FieldOp::Get) {
+        return Err(fail("BITFIELD_RO only supports the GET subcommand"));
+    }
+    Ok(ops)
+}
+
+/// `BITFIELD key [GET type offset | SET type offset value | INCRBY type
+/// offset increment | OVERFLOW WRAP|SAT|FAIL] ...`. A request with a
+/// write grows (or makes) the string to its highest written bit first,
+/// even when `OVERFLOW FAIL` then writes nothing, as Redis does.
+pub fn bitfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    run_bitfield(ctx, a, false)
+}
+
+/// `BITFIELD_RO key [GET type offset] ...`.
+pub fn bitfield_ro(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    run_bitfield(ctx, a, true)
+}
+
+fn run_bitfield(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
+    let ops = field_ops(ctx, a, read_only)?;
+    let (mut f, v) = read(ctx, a[1])?;
+    let end = ops
+        .iter()
+        .filter(|(_, _, op, _)| *op != FieldOp::Get)
+        .map(|(t, off, _, _)| off + u64::from(t.bits))
+        .max();
+    let existed = v.is_some();
+    let mut v = v.unwrap_or_default();
+    let grown = match end {
+        Some(end) if (v.len() as u64) * 8 < end => {
+            v.resize(end.div_ceil(8) as usize, 0);
+            true
+        }
+        _ => false,
+    };
+    let mut changes = 0;
+    let mut out = Vec::with_capacity(ops.len());
+    for (t, off, op, ow) in ops {
+        let reply = match (t.signed, op) {
+            (true, FieldOp::Get) => Reply::Int(get_signed(&v, off, t.bits)),
+            (false, FieldOp::Get) => Reply::Int(get_unsigned(&v, off, t.bits) as i64),
+            (true, FieldOp::Set(n) | FieldOp::IncrBy(n)) => {
+                let old = get_signed(&v, off, t.bits);
+                let (from, by) = match op {
+                    FieldOp::Set(_) => (n, 0),
+                    _ => (old, n),
+                };
+                match signed_add(from, by, t.bits, ow) {
+                    None => Reply::Null,
+                    Some(new) => {
+                        set_field(&mut v, off, t.bits, new as u64);
+                        changes += 1;
+                        Reply::Int(if matches!(op, FieldOp::Set(_)) {
+                            old
+                        } else {
+                            new
+                        })
+                    }
+                }
+            }
+            (false, FieldOp::Set(n) | FieldOp::IncrBy(n)) => {
+                let old = get_unsigned(&v, off, t.bits);
+                let (from, by) = match op {
+                    FieldOp::Set(_) => (n as u64, 0),
+                    _ => (old, n),
+                };
+                match unsigned_add(from, by, t.bits, ow) {
+                    None => Reply::Null,
+                    Some(new) => {
+                        set_field(&mut v, off, t.bits, new);
+                        changes += 1;
+                        let shown = if matches!(op, FieldOp::Set(_)) {
+                            old
+                        } else {
+                            new
+                        };
+                        Reply::Int(shown as i64)
+                    }
+                }
+            }
+        };
+        out.push(reply);
+    }
+    if changes > 0 || grown || (end.is_some() && !existed) {
+        write(ctx, &mut f, v, true, None)?;
+        if changes > 0 {
+            ctx.tx.notify('$', "setbit", f.db, a[1]);
+        }
+    }
+    Ok(Reply::Array(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bit_fields_overflow_as_redis_computes_them() {
+        // Values taken from redis-server 7.0.15.
+        assert_eq!(unsigned_add(0, 300, 8, Overflow::Wrap), Some(44));
+        assert_eq!(unsigned_add(255, 0, 8, Overflow::Sat), Some(255));
+        assert_eq!(unsigned_add(u64::MAX, 0, 8, Overflow::Sat), Some(255));
+        assert_eq!(unsigned_add(0, -1, 8, Overflow::Wrap), Some(255));
+        assert_eq!(unsigned_add(0, -1, 8, Overflow::Sat), Some(0));
+        assert_eq!(unsigned_add(4, 0, 2, Overflow::Fail), None);
+        assert_eq!(signed_add(300, 0, 8, Overflow::Sat), Some(127));
+        assert_eq!(signed_add(127, -300, 8, Overflow::Sat), Some(-128));
+        assert_eq!(signed_add(i64::MIN, -1, 64, Overflow::Wrap), Some(i64::MAX));
+        assert_eq!(signed_add(-5, 0, 3, Overflow::Fail), None);
+        assert_eq!(signed_add(3, 0, 3, Overflow::Fail), Some(3));
+        assert_eq!(signed_add(-1, 1, 1, Overflow::Wrap), Some(0));
+        assert_eq!(signed_add(0, -1, 1, Overflow::Wrap), Some(-1));
+    }
+
+    #[test]
+    fn bit_fields_read_back_what_is_written() {
+        let mut v = vec![0u8; 4];
+        set_field(&mut v, 3, 13, 0x1abc);
+        assert_eq!(get_unsigned(&v, 3, 13), 0x1abc);
+        assert_eq!(get_signed(&v, 3, 13), 0x1abc - 0x2000);
+        set_field(&mut v, 0, 1, 1);
+        assert_eq!(v[0] & 0x80, 0x80);
+        assert_eq!(get_signed(&v, 0, 1), -1);
+    }
 
     #[test]
     fn bit_ranges_follow_redis_index_rules() {

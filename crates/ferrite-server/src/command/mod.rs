@@ -233,6 +233,8 @@ pub static TABLE: &[Spec] = &[
     cmd("bitcount", -2, Read, K1, bits::bitcount),
     cmd("bitpos", -3, Read, K1, bits::bitpos),
     cmd("bitop", -4, Write, (2, -1, 1), bits::bitop),
+    cmd("bitfield", -2, Write, K1, bits::bitfield),
+    cmd("bitfield_ro", -2, Read, K1, bits::bitfield_ro),
     // Keys.
     cmd("del", -2, Write, KALL, keys::del),
     cmd("unlink", -2, Write, KALL, keys::del),

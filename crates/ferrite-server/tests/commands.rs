@@ -247,6 +247,84 @@ fn connection(c: &mut Client) {
     assert_eq!(c.try_read(), None);
 }
 
+/// Integer strings: what `SET` and `INCR` store as the canonical decimal
+/// of an `i64` is an integer (`int`), what the byte commands leave is
+/// bytes (`raw`), and either reads back as the same text, across a
+/// restart too (`reopened`: the same keys after one).
+fn string_encodings(c: &mut Client, reopened: bool) {
+    let enc = |c: &mut Client, k: &str| c.cmd(&["OBJECT", "ENCODING", k]);
+    let int = b("int");
+    let raw = b("raw");
+    if !reopened {
+        for (k, v) in [
+            ("e1", "1"),
+            ("e2", "-42"),
+            ("e3", "9223372036854775807"),
+            ("e4", "-9223372036854775808"),
+            ("e5", "01"),
+            ("e6", "-0"),
+            ("e7", "+1"),
+            ("e8", "9223372036854775808"),
+            ("e9", " 1"),
+        ] {
+            assert_eq!(c.cmd(&["SET", k, v]), Value::ok());
+        }
+        assert_eq!(c.cmd(&["APPEND", "a1", "1"]), Int(1));
+        assert_eq!(c.cmd(&["SET", "a2", "1"]), Value::ok());
+        assert_eq!(c.cmd(&["APPEND", "a2", "2"]), Int(2));
+        assert_eq!(c.cmd(&["SET", "i1", "7"]), Value::ok());
+        assert_eq!(c.cmd(&["INCRBY", "i1", "5"]), Int(12));
+        assert_eq!(c.cmd(&["SET", "f1", "1"]), Value::ok());
+        assert_eq!(c.cmd(&["INCRBYFLOAT", "f1", "1"]), b("2"));
+        assert_eq!(c.cmd(&["SET", "r1", "1234"]), Value::ok());
+        assert_eq!(c.cmd(&["SETRANGE", "r1", "0", ""]), Int(4));
+        assert_eq!(c.cmd(&["SET", "r2", "1234"]), Value::ok());
+        assert_eq!(c.cmd(&["SETRANGE", "r2", "0", "2"]), Int(4));
+        assert_eq!(c.cmd(&["SET", "b1", "1"]), Value::ok());
+        assert_eq!(c.cmd(&["SETBIT", "b1", "6", "1"]), Int(0));
+        assert_eq!(c.cmd(&["MSET", "m1", "5", "m2", "x"]), Value::ok());
+        assert_eq!(c.cmd(&["SET", "x1", "30", "EX", "100"]), Value::ok());
+    }
+    for (k, e, v) in [
+        ("e1", &int, "1"),
+        ("e2", &int, "-42"),
+        ("e3", &int, "9223372036854775807"),
+        ("e4", &int, "-9223372036854775808"),
+        ("e5", &raw, "01"),
+        ("e6", &raw, "-0"),
+        ("e7", &raw, "+1"),
+        ("e8", &raw, "9223372036854775808"),
+        ("e9", &raw, " 1"),
+        ("a1", &int, "1"),
+        ("a2", &raw, "12"),
+        ("i1", &int, "12"),
+        ("f1", &raw, "2"),
+        ("r1", &int, "1234"),
+        ("r2", &raw, "2234"),
+        ("b1", &raw, "3"),
+        ("m1", &int, "5"),
+        ("m2", &raw, "x"),
+        ("x1", &int, "30"),
+    ] {
+        assert_eq!(&enc(c, k), e, "{k}");
+        assert_eq!(c.cmd(&["GET", k]), b(v), "{k}");
+        assert_eq!(c.cmd(&["STRLEN", k]), Int(v.len() as i64), "{k}");
+    }
+    assert!(matches!(c.cmd(&["TTL", "x1"]), Int(1..=100)));
+    assert_eq!(c.cmd(&["GETRANGE", "e4", "1", "3"]), b("922"));
+    assert_eq!(c.cmd(&["GETBIT", "e1", "2"]), Int(1));
+}
+
+#[test]
+fn integer_strings_read_as_their_text_and_survive_a_restart() {
+    for kind in ENGINES {
+        let mut s = TestServer::start(kind);
+        string_encodings(&mut s.client(), false);
+        s.restart();
+        string_encodings(&mut s.client(), true);
+    }
+}
+
 #[test]
 fn every_command_answers_as_redis_does_on_every_engine() {
     for kind in ENGINES {

@@ -11,7 +11,7 @@ use rand::Rng;
 use super::args::{int, is, parse_int};
 use super::scan::{self, db_scope};
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
-use crate::model::{Found, Kind, Meta, DATABASES};
+use crate::model::{Body, Found, Meta, DATABASES};
 use crate::reply::Reply;
 use crate::request::Args;
 
@@ -214,11 +214,14 @@ pub fn randomkey(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
     Ok(Reply::Null)
 }
 
-/// The names `OBJECT ENCODING` answers: ferrite has one layout per type.
+/// The names `OBJECT ENCODING` answers: `int` for an integer string,
+/// `raw` for a string of bytes, `records` for a collection (one record
+/// per element).
 pub fn encoding_name(m: &Meta) -> &'static str {
-    match m.kind() {
-        Kind::String => "raw",
-        _ => "records",
+    match m.body {
+        Body::Int(_) => "int",
+        Body::String(_) => "raw",
+        Body::Coll(_) => "records",
     }
 }
 

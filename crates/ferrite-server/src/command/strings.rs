@@ -1,10 +1,14 @@
 //! String commands. A string is its key's metadata record: every read is
-//! one lookup, every write one record (with its expiry, if any).
+//! one lookup, every write one record (with its expiry, if any). What
+//! `SET` and the `INCR` family store that is the canonical decimal of an
+//! `i64` is kept as the number (an integer string, `OBJECT ENCODING`
+//! `int`, as in Redis); `APPEND`, `SETRANGE`, the bit commands and
+//! `INCRBYFLOAT` store bytes (`raw`), also as Redis does.
 
 use super::args::{int, is, not_an_integer, parse_int};
 use super::longdouble::LongDouble;
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
-use crate::model::{Found, Kind, Meta};
+use crate::model::{Body, Found, Kind, Meta};
 use crate::reply::Reply;
 use crate::request::Args;
 
@@ -15,7 +19,7 @@ pub const MAX_STRING: usize = ferrite::MAX_VALUE_LEN - 9;
 /// The string a key holds (`WRONGTYPE` for another type).
 pub fn read(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, Option<Vec<u8>>), Fail> {
     let f = ctx.tx.lookup(ctx.db(), key)?;
-    let v = f.string()?.map(<[u8]>::to_vec);
+    let v = f.string()?.map(|v| v.into_owned());
     Ok((f, v))
 }
 
@@ -28,10 +32,39 @@ pub fn write(
     keep_ttl: bool,
     expire_at: Option<u64>,
 ) -> Result<(), Fail> {
-    if value.len() > MAX_STRING {
+    write_body(ctx, f, Body::String(value), keep_ttl, expire_at)
+}
+
+/// As [`write`], for a value `SET` gives: an integer string when it is
+/// the canonical decimal of an `i64`.
+pub fn write_set(
+    ctx: &mut Ctx<'_, '_>,
+    f: &mut Found,
+    value: Vec<u8>,
+    keep_ttl: bool,
+    expire_at: Option<u64>,
+) -> Result<(), Fail> {
+    let body = match parse_int(&value) {
+        Some(n) => Body::Int(n),
+        None => Body::String(value),
+    };
+    write_body(ctx, f, body, keep_ttl, expire_at)
+}
+
+fn write_body(
+    ctx: &mut Ctx<'_, '_>,
+    f: &mut Found,
+    body: Body,
+    keep_ttl: bool,
+    expire_at: Option<u64>,
+) -> Result<(), Fail> {
+    if matches!(&body, Body::String(v) if v.len() > MAX_STRING) {
         return Err(too_big());
     }
-    let mut m = Meta::string(value);
+    let mut m = Meta {
+        expire_at: None,
+        body,
+    };
     m.expire_at = if keep_ttl {
         f.live().and_then(|m| m.expire_at)
     } else {
@@ -158,7 +191,7 @@ fn set_value(
 ) -> CmdResult {
     let mut f = ctx.tx.lookup(ctx.db(), key)?;
     let old = if o.get {
-        f.string()?.map(<[u8]>::to_vec)
+        f.string()?.map(|v| v.into_owned())
     } else {
         None
     };
@@ -166,7 +199,7 @@ fn set_value(
     if (o.nx && found) || (o.xx && !found) {
         return Ok(if o.get { Reply::opt(old) } else { Reply::Null });
     }
-    write(ctx, &mut f, value, o.keep_ttl, expire)?;
+    write_set(ctx, &mut f, value, o.keep_ttl, expire)?;
     ctx.tx.notify('$', "set", f.db, key);
     if expire.is_some() {
         ctx.tx.notify('g', "expire", f.db, key);
@@ -253,7 +286,7 @@ pub fn mget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     for k in &a[1..] {
         let f = ctx.tx.lookup(ctx.db(), k)?;
         // MGET answers nil for a key of another type.
-        let v = f.string().ok().flatten().map(<[u8]>::to_vec);
+        let v = f.string().ok().flatten().map(|v| v.into_owned());
         ctx.shared.stats.count_lookup(v.is_some());
         out.push(Reply::opt(v));
     }
@@ -273,7 +306,7 @@ fn pairs<'a>(a: &'a Args<'a>) -> Result<&'a [&'a [u8]], Fail> {
 pub fn mset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     for p in pairs(a)?.chunks(2) {
         let mut f = ctx.tx.lookup(ctx.db(), p[0])?;
-        write(ctx, &mut f, p[1].to_vec(), false, None)?;
+        write_set(ctx, &mut f, p[1].to_vec(), false, None)?;
         ctx.tx.notify('$', "set", f.db, p[0]);
     }
     Ok(Reply::ok())
@@ -297,13 +330,20 @@ pub fn strlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn append(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (mut f, v) = read(ctx, a[1])?;
+    let existed = v.is_some();
     let mut v = v.unwrap_or_default();
     if v.len() + a[2].len() > MAX_STRING {
         return Err(too_big());
     }
     v.extend_from_slice(a[2]);
     let len = v.len();
-    write(ctx, &mut f, v, true, None)?;
+    // A new key is stored as `SET` would store it; an appended one is
+    // bytes (as Redis does).
+    if existed {
+        write(ctx, &mut f, v, true, None)?;
+    } else {
+        write_set(ctx, &mut f, v, true, None)?;
+    }
     ctx.tx.notify('$', "append", f.db, a[1]);
     Ok(Reply::Int(len as i64))
 }
@@ -317,7 +357,7 @@ fn incr_by(ctx: &mut Ctx<'_, '_>, key: &[u8], by: i64) -> CmdResult {
     let n = now
         .checked_add(by)
         .ok_or_else(|| fail("increment or decrement would overflow"))?;
-    write(ctx, &mut f, n.to_string().into_bytes(), true, None)?;
+    write_body(ctx, &mut f, Body::Int(n), true, None)?;
     ctx.tx.notify('$', "incrby", f.db, key);
     Ok(Reply::Int(n))
 }
@@ -451,7 +491,7 @@ pub fn lcs(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let get = |k: &[u8]| -> Result<Vec<u8>, Fail> {
         let f = ctx.tx.lookup(ctx.db(), k)?;
         match f.typed(Kind::String) {
-            Ok(_) => Ok(f.string()?.map(<[u8]>::to_vec).unwrap_or_default()),
+            Ok(_) => Ok(f.string()?.map(|v| v.into_owned()).unwrap_or_default()),
             Err(_) => Err(fail("The specified keys must contain string values")),
         }
     };

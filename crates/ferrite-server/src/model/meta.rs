@@ -2,11 +2,18 @@
 //! bytes or a collection's version, size and (for a list) head position.
 //!
 //! ```text
-//! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list) | 0x80 when an expiry follows
+//! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list, 5 integer string)
+//!               | 0x80 when an expiry follows
 //! [8 bytes]     expires at, ms since the Unix epoch, u64 BE (only with 0x80)
 //! string:       the value's bytes, to the end
+//! integer:      the value as a zigzag LEB128 varint (1 to 10 bytes), to the end
 //! collection:   version u64 BE, size u64 BE; a list adds its head position u64 BE
 //! ```
+//!
+//! An integer string is a string whose bytes are the canonical decimal of
+//! an `i64` (what Redis holds as `int`), stored by `SET` and the `INCR`
+//! family as the number: a counter costs its varint, and `INCR` reads it
+//! without parsing text. Its value is still the decimal text.
 //!
 //! Invariants: a string is one record (a point read is one lookup); a
 //! collection's elements live under its version, so a new version is a
@@ -74,6 +81,9 @@ impl Kind {
 
 const EXPIRES: u8 = 0x80;
 
+/// Byte 0's type code of an integer string (a string to `TYPE`).
+const INT_CODE: u8 = 5;
+
 /// A collection's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coll {
@@ -91,6 +101,8 @@ pub struct Coll {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Body {
     String(Vec<u8>),
+    /// A string holding the decimal of this integer.
+    Int(i64),
     Coll(Coll),
 }
 
@@ -112,7 +124,7 @@ impl Meta {
 
     pub fn kind(&self) -> Kind {
         match &self.body {
-            Body::String(_) => Kind::String,
+            Body::String(_) | Body::Int(_) => Kind::String,
             Body::Coll(c) => c.kind,
         }
     }
@@ -121,14 +133,14 @@ impl Meta {
     pub fn coll(&self) -> Option<&Coll> {
         match &self.body {
             Body::Coll(c) => Some(c),
-            Body::String(_) => None,
+            Body::String(_) | Body::Int(_) => None,
         }
     }
 
     pub fn coll_mut(&mut self) -> Option<&mut Coll> {
         match &mut self.body {
             Body::Coll(c) => Some(c),
-            Body::String(_) => None,
+            Body::String(_) | Body::Int(_) => None,
         }
     }
 
@@ -143,19 +155,29 @@ impl Meta {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let (kind, len) = match &self.body {
-            Body::String(v) => (Kind::String, v.len()),
-            Body::Coll(c) if c.kind == Kind::List => (c.kind, 24),
-            Body::Coll(c) => (c.kind, 16),
+        let (code, len) = match &self.body {
+            Body::String(v) => (Kind::String.code(), v.len()),
+            Body::Int(_) => (INT_CODE, 10),
+            Body::Coll(c) if c.kind == Kind::List => (c.kind.code(), 24),
+            Body::Coll(c) => (c.kind.code(), 16),
         };
         let mut out = Vec::with_capacity(1 + 8 + len);
         let flag = if self.expire_at.is_some() { EXPIRES } else { 0 };
-        out.push(kind.code() | flag);
+        out.push(code | flag);
         if let Some(at) = self.expire_at {
             out.extend_from_slice(&at.to_be_bytes());
         }
         match &self.body {
             Body::String(v) => out.extend_from_slice(v),
+            Body::Int(n) => {
+                // Zigzag: small magnitudes of either sign take few bytes.
+                let mut z = ((n << 1) ^ (n >> 63)) as u64;
+                while z >= 0x80 {
+                    out.push((z as u8) | 0x80);
+                    z >>= 7;
+                }
+                out.push(z as u8);
+            }
             Body::Coll(c) => {
                 out.extend_from_slice(&c.version.to_be_bytes());
                 out.extend_from_slice(&c.size.to_be_bytes());
@@ -170,7 +192,12 @@ impl Meta {
     pub fn decode(b: &[u8]) -> Result<Self, ModelError> {
         let corrupt = || ModelError::Corrupt("a metadata record is malformed".into());
         let (&head, mut rest) = b.split_first().ok_or_else(corrupt)?;
-        let kind = Kind::from_code(head & !EXPIRES).ok_or_else(corrupt)?;
+        let code = head & !EXPIRES;
+        let kind = if code == INT_CODE {
+            Kind::String
+        } else {
+            Kind::from_code(code).ok_or_else(corrupt)?
+        };
         let word = |rest: &mut &[u8]| -> Result<u64, ModelError> {
             let (w, r) = rest.split_first_chunk::<8>().ok_or_else(corrupt)?;
             *rest = r;
@@ -181,7 +208,9 @@ impl Meta {
         } else {
             None
         };
-        let body = if kind == Kind::String {
+        let body = if code == INT_CODE {
+            Body::Int(varint(rest).ok_or_else(corrupt)?)
+        } else if kind == Kind::String {
             Body::String(rest.to_vec())
         } else {
             let version = word(&mut rest)?;
@@ -203,6 +232,25 @@ impl Meta {
         };
         Ok(Self { expire_at, body })
     }
+}
+
+/// A zigzag LEB128 varint that is all of `b`, in its shortest form: at
+/// most ten bytes, the last without its continuation bit, no bits past
+/// 64.
+fn varint(b: &[u8]) -> Option<i64> {
+    let (&last, body) = b.split_last()?;
+    if b.len() > 10 || last & 0x80 != 0 || body.iter().any(|x| x & 0x80 == 0) {
+        return None;
+    }
+    // The tenth byte holds bit 63 alone; a last byte of 0 is overlong.
+    if (b.len() == 10 && last > 1) || (b.len() > 1 && last == 0) {
+        return None;
+    }
+    let z = b
+        .iter()
+        .enumerate()
+        .fold(0u64, |z, (i, x)| z | (u64::from(x & 0x7f) << (7 * i)));
+    Some(((z >> 1) as i64) ^ -((z & 1) as i64))
 }
 
 #[cfg(test)]
@@ -229,9 +277,12 @@ mod tests {
             version in any::<u64>(),
             size in any::<u64>(),
             head in any::<u64>(),
+            int in any::<i64>(),
         ) {
             let s = Meta { expire_at: expire, body: Body::String(value) };
             prop_assert_eq!(Meta::decode(&s.encode()).unwrap(), s);
+            let n = Meta { expire_at: expire, body: Body::Int(int) };
+            prop_assert_eq!(Meta::decode(&n.encode()).unwrap(), n);
             let head = if kind == Kind::List { head } else { 0 };
             let c = Meta { expire_at: expire, body: Body::Coll(Coll { kind, version, size, head }) };
             prop_assert_eq!(Meta::decode(&c.encode()).unwrap(), c);
@@ -241,6 +292,35 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = Meta::decode(&bytes);
         }
+    }
+
+    #[test]
+    fn an_integer_string_costs_its_varint() {
+        for (n, len) in [
+            (0i64, 2),
+            (-1, 2),
+            (63, 2),
+            (-64, 2),
+            (64, 3),
+            (i64::MIN, 11),
+            (i64::MAX, 11),
+        ] {
+            let m = Meta {
+                expire_at: None,
+                body: Body::Int(n),
+            };
+            let b = m.encode();
+            assert_eq!(b.len(), len, "{n}");
+            assert_eq!(Meta::decode(&b).unwrap(), m);
+        }
+        // Overlong, unterminated or past 64 bits: corrupt.
+        assert!(Meta::decode(&[5, 0x80]).is_err());
+        assert!(Meta::decode(&[5]).is_err());
+        assert!(Meta::decode(&[5, 0x80, 0x00, 0x01]).is_err());
+        assert!(Meta::decode(&[5, 0x80, 0x00]).is_err());
+        assert!(
+            Meta::decode(&[5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).is_err()
+        );
     }
 
     #[test]

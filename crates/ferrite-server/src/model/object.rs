@@ -15,6 +15,8 @@
 //!   transaction's clock, so no command sees it, whether or not the
 //!   expiry cycle has removed it yet.
 
+use std::borrow::Cow;
+
 use super::layout;
 use super::meta::{Body, Coll, Kind, Meta};
 use super::tx::Tx;
@@ -56,10 +58,12 @@ impl Found {
         }
     }
 
-    /// The string value, if the key holds a string.
-    pub fn string(&self) -> Result<Option<&[u8]>, ModelError> {
+    /// The string value, if the key holds a string (an integer string's
+    /// decimal text).
+    pub fn string(&self) -> Result<Option<Cow<'_, [u8]>>, ModelError> {
         Ok(self.typed(Kind::String)?.and_then(|m| match &m.body {
-            Body::String(v) => Some(v.as_slice()),
+            Body::String(v) => Some(Cow::Borrowed(v.as_slice())),
+            Body::Int(n) => Some(Cow::Owned(n.to_string().into_bytes())),
             Body::Coll(_) => None,
         }))
     }
@@ -310,7 +314,7 @@ mod tests {
         assert_eq!(tx.db_size(0), (1, 0));
         tx.set(&mut f, Some(Meta::string(b"x".to_vec()))).unwrap();
         assert_eq!(tx.get(&layout::trash(f.slot, v)).unwrap(), Some(vec![]));
-        assert_eq!(f.string().unwrap(), Some(&b"x"[..]));
+        assert_eq!(f.string().unwrap().as_deref(), Some(&b"x"[..]));
         assert!(matches!(f.typed(Kind::Hash), Err(ModelError::WrongType)));
         tx.commit().unwrap();
         assert_eq!(ks.db_sizes()[0], (1, 0));

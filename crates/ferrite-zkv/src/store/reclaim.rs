@@ -231,6 +231,10 @@ impl Inner {
                 }
                 let slice = SLICE_BYTES.min(mf.bytes);
                 let evicted = mf.evict(slice);
+                if evicted.is_empty() {
+                    // Nothing left to move (only shadows hold bytes).
+                    break;
+                }
                 self.c.evictions.fetch_add(1, Ordering::Relaxed);
                 *self.batches.write() = Arc::new(BatchArray::new(evicted));
             }

@@ -38,12 +38,7 @@ fn a_checkpoint_leaves_the_log_one_block_and_the_footprint_covers_every_zone() {
         "after a checkpoint the ring holds its mark: {f:?}"
     );
     // Every zone's written bytes are under exactly one kind.
-    let written: u64 = dev
-        .report_zones(0, g.zone_count)
-        .iter()
-        .map(|z| z.write_pointer - z.start)
-        .sum();
-    assert_eq!(f.total(), written, "{f:?}");
+    assert_eq!(f.total(), written_bytes(&dev), "{f:?}");
     assert!(
         f.get(SpaceKind::Data) > 0 && f.get(SpaceKind::Metadata) > 0,
         "{f:?}"
@@ -53,6 +48,15 @@ fn a_checkpoint_leaves_the_log_one_block_and_the_footprint_covers_every_zone() {
     let db = ZkvStore::open_on(dev, &opts, zo).unwrap();
     assert_eq!(common_contents(&db), model);
     db.verify().unwrap();
+}
+
+/// Bytes written in every zone of the device (up to each write pointer).
+fn written_bytes(dev: &std::sync::Arc<dyn ferrite_io::ZonedDevice>) -> u64 {
+    let g = *dev.geometry();
+    dev.report_zones(0, g.zone_count)
+        .iter()
+        .map(|z| z.write_pointer - z.start)
+        .sum()
 }
 
 fn common_contents(db: &ZkvStore) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -206,15 +210,8 @@ fn an_idle_store_gives_back_the_space_of_a_mass_delete() {
         model.insert(k, v);
     }
     db.flush().unwrap();
-    let written = || -> u64 {
-        let g = *dev.geometry();
-        dev.report_zones(0, g.zone_count)
-            .iter()
-            .map(|z| z.write_pointer - z.start)
-            .sum()
-    };
     let data_before = db.stats().footprint.get(SpaceKind::Data);
-    let before = written();
+    let before = written_bytes(&dev);
     let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
     for k in keys.iter().filter(|k| k[k.len() - 1] != b'7') {
         db.delete(k).unwrap();
@@ -228,10 +225,10 @@ fn an_idle_store_gives_back_the_space_of_a_mass_delete() {
     }
     assert!(settled(&db), "the idle pass never settled the store");
     // It may still be collecting: give it the rest of the window.
-    let mut after = written();
+    let mut after = written_bytes(&dev);
     while after * 2 > before && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        after = written();
+        after = written_bytes(&dev);
     }
     let data_after = db.stats().footprint.get(SpaceKind::Data);
     assert!(

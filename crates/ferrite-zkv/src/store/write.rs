@@ -226,9 +226,9 @@ impl Inner {
         let mut last = None;
         let mut admitted = 0;
         for batch in batches {
-            let takes = gc_policy::takes_zones(adds(batch), self.opts.buffers_writes());
-            if takes {
-                if let Err(e) = self.admit(adds(batch)) {
+            let adds = adds(batch);
+            if gc_policy::takes_zones(adds, self.opts.buffers_writes()) {
+                if let Err(e) = self.admit(adds) {
                     results.push(Err(e));
                     continue;
                 }

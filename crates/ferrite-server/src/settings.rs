@@ -6,11 +6,12 @@
 //! `proto-max-bulk-len`, `requirepass`, `busy-reply-threshold`); settings fixed when the server
 //! starts, which `CONFIG SET` refuses with Redis's error unless given the
 //! value they already have (`appendfsync`, `maxmemory`, the port, ...);
-//! and the size thresholds of Redis's compact in-memory encodings
-//! (`hash-max-listpack-entries` and kin), which are accepted and
-//! reported as set, so configuration scripts written for Redis run, but
-//! change nothing: ferrite stores every collection as element records
-//! (`OBJECT ENCODING` answers so).
+//! and the size thresholds of Redis's compact encodings. The hash ones
+//! (`hash-max-listpack-entries`, `hash-max-listpack-value`) act: they
+//! bound the hashes held packed in their metadata record. The others
+//! are accepted and reported as set, so configuration scripts written
+//! for Redis run, but change nothing: ferrite stores sets, sorted sets
+//! and lists as element records (`OBJECT ENCODING` answers so).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 
 use crate::config::ServerConfig;
-use crate::model::{Keyspace, DATABASES};
+use crate::model::{Keyspace, PackLimits, DATABASES};
 
 /// Redis's compact-encoding thresholds and their defaults.
 const ENCODING_KNOBS: &[(&str, &str)] = &[
@@ -65,6 +66,10 @@ pub struct Settings {
     /// other clients are answered `BUSY`.
     busy_ms: AtomicU64,
     encodings: Mutex<BTreeMap<&'static str, String>>,
+    /// `hash-max-listpack-entries` and `-value`, as the hash layer reads
+    /// them on every write.
+    hash_entries: AtomicU64,
+    hash_value: AtomicU64,
 }
 
 impl Settings {
@@ -84,6 +89,8 @@ impl Settings {
                     .map(|(k, v)| (*k, v.to_string()))
                     .collect(),
             ),
+            hash_entries: AtomicU64::new(PackLimits::DEFAULT.entries),
+            hash_value: AtomicU64::new(PackLimits::DEFAULT.value),
         }
     }
 
@@ -107,6 +114,14 @@ impl Settings {
 
     pub fn busy_ms(&self) -> u64 {
         self.busy_ms.load(Ordering::Relaxed)
+    }
+
+    /// When a hash stays packed.
+    pub fn hash_pack(&self) -> PackLimits {
+        PackLimits {
+            entries: self.hash_entries.load(Ordering::Relaxed),
+            value: self.hash_value.load(Ordering::Relaxed),
+        }
     }
 
     pub fn requirepass(&self) -> Option<String> {
@@ -180,10 +195,30 @@ impl Settings {
                 .find(|(a, _)| *a == name_s)
                 .map_or(name_s.as_str(), |(_, real)| real);
             if let Some((knob, _)) = ENCODING_KNOBS.iter().find(|(k, _)| *k == canonical) {
-                if value_s.parse::<i64>().is_err() {
+                let Ok(n) = value_s.parse::<i64>() else {
                     return Err(failed("argument couldn't be parsed into an integer"));
+                };
+                // Which of the acting thresholds it is: entries or value.
+                let acting = match *knob {
+                    "hash-max-listpack-entries" => Some(true),
+                    "hash-max-listpack-value" => Some(false),
+                    _ => None,
+                };
+                if acting.is_some() && n < 0 {
+                    return Err(failed(&format!(
+                        "argument must be between 0 and {} inclusive",
+                        i64::MAX
+                    )));
                 }
                 actions.push(Box::new(move |s: &Self| {
+                    if let Some(entries) = acting {
+                        let cell = if entries {
+                            &s.hash_entries
+                        } else {
+                            &s.hash_value
+                        };
+                        cell.store(n as u64, Ordering::Relaxed);
+                    }
                     s.encodings.lock().insert(knob, value_s);
                 }));
                 continue;

@@ -12,6 +12,11 @@
 //! `ZRANGEBYLEX` and kin run on a sorted set whose members all score 0
 //! (Redis leaves them undefined otherwise). Cases: `FERRITE_DIFF_CASES`
 //! (default 48 per engine); a failing case shrinks to a short sequence.
+//!
+//! A second property holds hash encodings to Redis's: under thresholds
+//! set by `CONFIG SET` on both servers, `OBJECT ENCODING` of every hash
+//! (`listpack` while small, `hashtable` once it outgrew them) is the same
+//! after every command.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -633,6 +638,94 @@ fn differential(kind: EngineKind) {
     });
     if let Err(e) = result {
         panic!("{kind}: ferrite and redis-server differ: {e}");
+    }
+}
+
+/// Hash writes over two keys, each followed by `OBJECT ENCODING` of
+/// both, under thresholds chosen per case.
+fn encoding_sequence() -> impl Strategy<Value = Vec<Cmd>> {
+    let key = || pick(&["e0", "e1"]);
+    let field = || pick(&["a", "b", "c", "d", "e", "f", "12", "a-long-field"]);
+    let value = || {
+        pick(&[
+            "",
+            "x",
+            "abcdefgh",
+            "abcdefghi",
+            "123456789012",
+            "-5",
+            "1.5",
+        ])
+    };
+    let write = prop_oneof![
+        4 => (key(), field(), value()).prop_map(|(k, f, v)| vec!["HSET".into(), k, f, v]),
+        2 => (key(), field(), value(), field(), value())
+            .prop_map(|(k, f, v, g, w)| vec!["HSET".into(), k, f, v, g, w]),
+        1 => (key(), field(), value()).prop_map(|(k, f, v)| vec!["HSETNX".into(), k, f, v]),
+        2 => (key(), field(), field()).prop_map(|(k, f, g)| vec!["HDEL".into(), k, f, g]),
+        1 => (key(), field(), pick(&["1", "1000000000000"]))
+            .prop_map(|(k, f, n)| vec!["HINCRBY".into(), k, f, n]),
+        1 => (key(), field(), pick(&["1.5", "0.1"]))
+            .prop_map(|(k, f, n)| vec!["HINCRBYFLOAT".into(), k, f, n]),
+        1 => key().prop_map(|k| vec!["DEL".into(), k]),
+        1 => (key(), key()).prop_map(|(a, b)| vec!["COPY".into(), a, b, "REPLACE".into()]),
+        1 => key().prop_map(|k| vec!["HGETALL".into(), k]),
+    ];
+    (
+        pick(&["0", "1", "3", "5", "128"]),
+        pick(&["0", "4", "8", "64"]),
+        proptest::collection::vec(write, 1..40),
+    )
+        .prop_map(|(entries, value, writes)| {
+            let mut cmds: Vec<Cmd> = vec![
+                vec![
+                    "CONFIG".into(),
+                    "SET".into(),
+                    "hash-max-listpack-entries".into(),
+                    entries,
+                ],
+                vec![
+                    "CONFIG".into(),
+                    "SET".into(),
+                    "hash-max-listpack-value".into(),
+                    value,
+                ],
+            ];
+            for w in writes {
+                cmds.push(w);
+                for k in ["e0", "e1"] {
+                    cmds.push(vec!["OBJECT".into(), "ENCODING".into(), k.into()]);
+                }
+            }
+            cmds
+        })
+}
+
+#[test]
+fn hash_encodings_match_redis_server() {
+    if !have("redis-server") {
+        return;
+    }
+    let redis_server = RedisServer::start();
+    let ferrite_server = TestServer::start(EngineKind::Lsm);
+    let redis = std::cell::RefCell::new(Pair {
+        main: Client::connect(redis_server.addr()),
+        side: Client::connect(redis_server.addr()),
+    });
+    let ferrite = std::cell::RefCell::new(Pair {
+        main: ferrite_server.client(),
+        side: ferrite_server.client(),
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&encoding_sequence(), |cmds| {
+        run_case(&mut ferrite.borrow_mut(), &mut redis.borrow_mut(), &cmds)
+    });
+    if let Err(e) = result {
+        panic!("hash encodings differ from redis-server's: {e}");
     }
 }
 

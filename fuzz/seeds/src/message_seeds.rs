@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use ferrite_core::{EngineKind, StoreIdentity, WriteBatch};
-use ferrite_server::model::{layout, Body, Coll, Kind, Meta};
+use ferrite_server::model::{layout, Body, Coll, Kind, Listpack, Meta};
 use ferrite_volume::{MapKind, Superblock};
 
 use crate::Seeds;
@@ -222,7 +222,7 @@ fn replication_stream() -> Vec<Vec<u8>> {
     let copy = records(&[
         (
             layout::server("format").to_vec(),
-            b"ferrite-redis 1".to_vec(),
+            b"ferrite-redis 2".to_vec(),
         ),
         (
             [vec![0], b"k".to_vec()].concat(),
@@ -255,6 +255,8 @@ fn server_records() -> Vec<Vec<u8>> {
     for expire_at in [None, Some(1_790_000_000_000)] {
         for body in [
             Body::String(b"value".to_vec()),
+            Body::Int(-42),
+            Body::PackedHash(Listpack::of([&b"field"[..], b"value", b"n", b"300"])),
             coll(Kind::Hash, 0),
             coll(Kind::Set, 0),
             coll(Kind::ZSet, 0),

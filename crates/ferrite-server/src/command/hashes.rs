@@ -1,6 +1,9 @@
-//! Hash commands. A hash is a metadata record (version, field count) and
-//! one record per field, `[version][field] -> value`: `HGET` is two point
-//! reads, `HGETALL` one ordered scan, `HSET` of a new field three writes.
+//! Hash commands. A small hash is packed whole in its metadata record
+//! (a listpack: `HGET` is the key's one lookup, `HSET` rewrites the
+//! record); a larger one is a metadata record (version, field count)
+//! and one record per field, `[version][field] -> value`: `HGET` is two
+//! point reads, `HGETALL` one ordered scan, `HSET` of a new field three
+//! writes. `model::hash` keeps the two apart from the commands.
 
 use std::ops::ControlFlow;
 
@@ -8,23 +11,31 @@ use super::args::{int, is, parse_int};
 use super::longdouble::LongDouble;
 use super::scan::{self, key_scope};
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
-use crate::model::{Coll, Found, Kind, Pairs};
+use crate::model::{Found, Kind, Meta, Pairs};
 use crate::reply::Reply;
 use crate::request::Args;
 
 /// The hash at `key`, if any (`WRONGTYPE` for another type).
-fn hash(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<(Found, Option<Coll>), Fail> {
+fn hash(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Found, Fail> {
     let f = ctx.tx.lookup(ctx.db(), key)?;
-    let c = f.coll(Kind::Hash)?;
-    Ok((f, c))
+    f.typed(Kind::Hash)?;
+    Ok(f)
 }
 
-/// The hash at `key` for writing: its header, or a new empty one.
-fn hash_for_write(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, crate::model::Meta), Fail> {
+/// A field of the hash `f` found, if both are there.
+fn get(ctx: &Ctx<'_, '_>, f: &Found, field: &[u8]) -> Result<Option<Vec<u8>>, Fail> {
+    match f.live() {
+        Some(m) => Ok(ctx.tx.hash_get(f.slot, m, field)?),
+        None => Ok(None),
+    }
+}
+
+/// The hash at `key` for writing: what it holds, or a new empty one.
+fn hash_for_write(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, Meta), Fail> {
     let f = ctx.tx.lookup(ctx.db(), key)?;
     let m = match f.typed(Kind::Hash)? {
         Some(m) => m.clone(),
-        None => ctx.tx.new_coll(Kind::Hash)?,
+        None => ctx.tx.new_hash(ctx.shared.settings.hash_pack())?,
     };
     Ok((f, m))
 }
@@ -32,17 +43,14 @@ fn hash_for_write(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<(Found, crate::mo
 /// Sets fields; answers how many are new.
 fn set_fields(ctx: &mut Ctx<'_, '_>, key: &[u8], pairs: &[&[u8]]) -> Result<i64, Fail> {
     let (mut f, mut m) = hash_for_write(ctx, key)?;
+    let limits = ctx.shared.settings.hash_pack();
     let mut added = 0;
-    {
-        let Some(c) = m.coll_mut() else {
-            return Err(fail("hash header expected"));
-        };
-        for p in pairs.chunks(2) {
-            if ctx.tx.field(f.slot, c, p[0])?.is_none() {
-                c.size += 1;
-                added += 1;
-            }
-            ctx.tx.put_field(f.slot, c, p[0], p[1].to_vec())?;
+    for p in pairs.chunks(2) {
+        if ctx
+            .tx
+            .hash_put(f.slot, &mut m, p[0], p[1].to_vec(), limits)?
+        {
+            added += 1;
         }
     }
     ctx.tx.set(&mut f, Some(m))?;
@@ -72,43 +80,34 @@ pub fn hmset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hsetnx(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = hash(ctx, a[1])?;
-    if let Some(c) = c {
-        if ctx.tx.field(ctx.tx.slot(ctx.db()), &c, a[2])?.is_some() {
-            return Ok(Reply::Int(0));
-        }
+    let f = hash(ctx, a[1])?;
+    if get(ctx, &f, a[2])?.is_some() {
+        return Ok(Reply::Int(0));
     }
     set_fields(ctx, a[1], &a[2..4])?;
     Ok(Reply::Int(1))
 }
 
 pub fn hget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, a[1])?;
-    let v = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, a[2])?,
-        None => None,
-    };
+    let f = hash(ctx, a[1])?;
+    let v = get(ctx, &f, a[2])?;
     ctx.shared.stats.count_lookup(v.is_some());
     Ok(Reply::opt(v))
 }
 
 pub fn hmget(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, a[1])?;
+    let f = hash(ctx, a[1])?;
     let mut out = Vec::with_capacity(a.len() - 2);
     for field in &a[2..] {
-        let v = match &c {
-            Some(c) => ctx.tx.field(f.slot, c, field)?,
-            None => None,
-        };
-        out.push(Reply::opt(v));
+        out.push(Reply::opt(get(ctx, &f, field)?));
     }
     Ok(Reply::Array(out))
 }
 
 fn all(ctx: &Ctx<'_, '_>, key: &[u8]) -> Result<Pairs, Fail> {
-    let (f, c) = hash(ctx, key)?;
-    match c {
-        Some(c) => Ok(ctx.tx.all_fields(f.slot, &c)?),
+    let f = hash(ctx, key)?;
+    match f.live() {
+        Some(m) => Ok(ctx.tx.hash_all(f.slot, m)?),
         None => Ok(Vec::new()),
     }
 }
@@ -131,18 +130,14 @@ pub fn hvals(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (mut f, _) = hash(ctx, a[1])?;
+    let mut f = hash(ctx, a[1])?;
     let Some(mut m) = f.live().cloned() else {
         return Ok(Reply::Int(0));
     };
     let mut n = 0;
-    if let Some(c) = m.coll_mut() {
-        for field in &a[2..] {
-            if ctx.tx.field(f.slot, c, field)?.is_some() {
-                ctx.tx.delete_field(f.slot, c, field)?;
-                c.size -= 1;
-                n += 1;
-            }
+    for field in &a[2..] {
+        if ctx.tx.hash_delete(f.slot, &mut m, field)? {
+            n += 1;
         }
     }
     if n > 0 {
@@ -157,26 +152,18 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn hlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (_, c) = hash(ctx, a[1])?;
-    Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
+    let f = hash(ctx, a[1])?;
+    Ok(Reply::Int(f.live().and_then(Meta::elements).unwrap_or(0) as i64))
 }
 
 pub fn hexists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, a[1])?;
-    let found = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, a[2])?.is_some(),
-        None => false,
-    };
-    Ok(Reply::Int(found as i64))
+    let f = hash(ctx, a[1])?;
+    Ok(Reply::Int(get(ctx, &f, a[2])?.is_some() as i64))
 }
 
 pub fn hstrlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = hash(ctx, a[1])?;
-    let len = match c {
-        Some(c) => ctx.tx.field(f.slot, &c, a[2])?.map_or(0, |v| v.len()),
-        None => 0,
-    };
-    Ok(Reply::Int(len as i64))
+    let f = hash(ctx, a[1])?;
+    Ok(Reply::Int(get(ctx, &f, a[2])?.map_or(0, |v| v.len()) as i64))
 }
 
 /// An increment's step: the field's new value from its old one.
@@ -191,15 +178,11 @@ fn incr_field(
     event: &'static str,
 ) -> Result<Vec<u8>, Fail> {
     let (mut f, mut m) = hash_for_write(ctx, key)?;
-    let Some(c) = m.coll_mut() else {
-        return Err(fail("hash header expected"));
-    };
-    let old = ctx.tx.field(f.slot, c, field)?;
+    let old = ctx.tx.hash_get(f.slot, &m, field)?;
     let new = step(old.as_deref())?;
-    if old.is_none() {
-        c.size += 1;
-    }
-    ctx.tx.put_field(f.slot, c, field, new.clone())?;
+    let limits = ctx.shared.settings.hash_pack();
+    ctx.tx
+        .hash_put(f.slot, &mut m, field, new.clone(), limits)?;
     ctx.tx.set(&mut f, Some(m))?;
     ctx.tx.notify('h', event, f.db, key);
     Ok(new)
@@ -268,8 +251,8 @@ pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if let Some(n) = count {
         check_draws(n)?;
     }
-    let (f, c) = hash(ctx, a[1])?;
-    let Some(c) = c else {
+    let f = hash(ctx, a[1])?;
+    let Some(m) = f.live() else {
         return Ok(if count.is_some() {
             Reply::Array(Vec::new())
         } else {
@@ -278,12 +261,12 @@ pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     };
     let mut rng = rand::thread_rng();
     let Some(n) = count else {
-        let got = ctx.tx.random_fields(f.slot, &c, 1, false, &mut rng)?;
+        let got = ctx.tx.hash_random(f.slot, m, 1, false, &mut rng)?;
         return Ok(Reply::opt(got.into_iter().next().map(|(k, _)| k)));
     };
     let picks = ctx
         .tx
-        .random_fields(f.slot, &c, n.unsigned_abs(), n < 0, &mut rng)?;
+        .hash_random(f.slot, m, n.unsigned_abs(), n < 0, &mut rng)?;
     let picks = picks
         .into_iter()
         .map(|(k, v)| (k, Reply::Bulk(v)))
@@ -358,10 +341,23 @@ pub fn scan_fields(
     let scope = key_scope(db, a[1]);
     let from = scan::resume(ctx, a[2], &scope)?;
     let f = ctx.tx.lookup(db, a[1])?;
-    let Some(c) = f.coll(kind)? else {
-        return Ok(scan::reply(ctx, scope, None, Vec::new()));
-    };
     let mut items = Vec::new();
+    let c = match f.typed(kind)? {
+        None => return Ok(scan::reply(ctx, scope, None, Vec::new())),
+        Some(m) => match m.coll() {
+            Some(c) => *c,
+            None => {
+                // Packed whole: one call returns it all, as Redis scans
+                // a listpack.
+                for (field, v) in ctx.tx.hash_all(f.slot, m)? {
+                    if o.matches(&field) {
+                        emit(&o, &field, &v, &mut items);
+                    }
+                }
+                return Ok(scan::reply(ctx, scope, None, items));
+            }
+        },
+    };
     let mut next = None;
     let mut seen = 0;
     ctx.tx

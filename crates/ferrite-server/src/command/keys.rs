@@ -214,13 +214,20 @@ pub fn randomkey(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
     Ok(Reply::Null)
 }
 
-/// The names `OBJECT ENCODING` answers: `int` for an integer string,
-/// `raw` for a string of bytes, `records` for a collection (one record
-/// per element).
+/// The names `OBJECT ENCODING` answers, each the name of what the
+/// record holds: `int` for an integer string, `raw` for a string of
+/// bytes, `listpack` for a hash packed in its metadata record (Redis's
+/// listpack layout), `hashtable` for a hash or set whose elements are
+/// records placed by the hash of their member (the ordered store used as
+/// a hash table: a member is found by its hash, and they lie in hash
+/// order), `records` for a sorted set or list (one record per element
+/// in member or position order, and a score index).
 pub fn encoding_name(m: &Meta) -> &'static str {
-    match m.body {
+    match &m.body {
         Body::Int(_) => "int",
         Body::String(_) => "raw",
+        Body::PackedHash(_) => "listpack",
+        Body::Coll(c) if crate::model::layout::hashed(c.kind) => "hashtable",
         Body::Coll(_) => "records",
     }
 }
@@ -234,7 +241,9 @@ pub fn object(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "ENCODING <key>",
                 "    Return the kind of internal representation used in order to store the value",
-                "    associated with a <key>: 'raw' for strings, 'records' for collections.",
+                "    associated with a <key>: 'int' or 'raw' for strings, 'listpack' for small",
+                "    hashes, 'hashtable' for other hashes and sets, 'records' for sorted sets",
+                "    and lists.",
                 "REFCOUNT <key>",
                 "    Return the number of references of the value associated with the specified",
                 "    <key> (always 1: values are not shared).",

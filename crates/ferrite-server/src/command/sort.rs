@@ -94,10 +94,7 @@ fn lookup_pattern(ctx: &Ctx<'_, '_>, pattern: &[u8], elem: &[u8]) -> Result<Opti
     };
     match field {
         None if m.kind() == Kind::String => Ok(f.string()?.map(|v| v.into_owned())),
-        Some(field) if m.kind() == Kind::Hash => match f.coll(Kind::Hash)? {
-            Some(c) => Ok(ctx.tx.field(f.slot, &c, field)?),
-            None => Ok(None),
-        },
+        Some(field) if m.kind() == Kind::Hash => Ok(ctx.tx.hash_get(f.slot, m, field)?),
         _ => Ok(None),
     }
 }

@@ -88,6 +88,27 @@ fn score_of(v: &[u8]) -> Result<f64, ModelError> {
     Ok(super::score::decode(b))
 }
 
+/// `n` of `all` drawn uniformly: distinct ones (all of them if fewer),
+/// or with `repeat`, `n` draws that may repeat.
+pub(super) fn draw(mut all: Pairs, n: u64, repeat: bool, rng: &mut impl rand::Rng) -> Pairs {
+    if all.is_empty() {
+        return all;
+    }
+    if repeat {
+        return (0..n)
+            .map(|_| all[rng.gen_range(0..all.len())].clone())
+            .collect();
+    }
+    let take = (n as usize).min(all.len());
+    // A partial Fisher-Yates shuffle: the first `take` are the draw.
+    for i in 0..take {
+        let j = rng.gen_range(i..all.len());
+        all.swap(i, j);
+    }
+    all.truncate(take);
+    all
+}
+
 impl Tx<'_> {
     /// A hash field's value or a set member's (empty) record.
     pub fn field(&self, slot: u8, c: &Coll, member: &[u8]) -> Result<Option<Vec<u8>>, ModelError> {
@@ -198,20 +219,7 @@ impl Tx<'_> {
             return Ok(Vec::new());
         }
         if c.size <= EXACT_SAMPLE || (!repeat && n.saturating_mul(2) >= c.size) {
-            let mut all = self.all_fields(slot, c)?;
-            if repeat {
-                return Ok((0..n)
-                    .map(|_| all[rng.gen_range(0..all.len())].clone())
-                    .collect());
-            }
-            let take = (n as usize).min(all.len());
-            // A partial Fisher-Yates shuffle: the first `take` are the draw.
-            for i in 0..take {
-                let j = rng.gen_range(i..all.len());
-                all.swap(i, j);
-            }
-            all.truncate(take);
-            return Ok(all);
+            return Ok(draw(self.all_fields(slot, c)?, n, repeat, rng));
         }
         let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
         let mut seen = std::collections::HashSet::new();

@@ -34,7 +34,12 @@ use super::watch::Watches;
 use super::ModelError;
 
 /// Names the layout of the records (`docs/format/redis-types.md`).
-const FORMAT: &[u8] = b"ferrite-redis 1";
+/// Format 2 adds packed hashes to format 1, so a store of format 1 is
+/// one of format 2 as it stands; the record is rewritten on open, and a
+/// server that knows only format 1 then refuses the store by name rather
+/// than finding packed hashes it cannot read.
+const FORMAT: &[u8] = b"ferrite-redis 2";
+const FORMAT_1: &[u8] = b"ferrite-redis 1";
 
 /// What the lock guards.
 pub struct State {
@@ -423,6 +428,11 @@ fn upgrade(store: &Store) -> Result<(), ModelError> {
     let format_key = layout::server("format");
     match store.get(&format_key)? {
         Some(f) if f == FORMAT => return Ok(()),
+        Some(f) if f == FORMAT_1 => {
+            store.put(&format_key, FORMAT)?;
+            store.sync()?;
+            return Ok(());
+        }
         Some(f) => {
             return Err(ModelError::Corrupt(format!(
                 "the store holds records of format {:?}, not {:?}",
@@ -525,5 +535,19 @@ mod tests {
             .put(layout::server("format"), b"something else")
             .unwrap();
         assert!(matches!(Keyspace::open(store), Err(ModelError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_store_of_format_1_is_taken_as_format_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ferrite::Config::builder(ferrite::EngineKind::Btree)
+            .open(dir.path())
+            .unwrap();
+        store.put(layout::server("format"), FORMAT_1).unwrap();
+        let ks = Keyspace::open(store).unwrap();
+        assert_eq!(
+            ks.store().get(layout::server("format")).unwrap().as_deref(),
+            Some(FORMAT)
+        );
     }
 }

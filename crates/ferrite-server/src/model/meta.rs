@@ -2,13 +2,21 @@
 //! bytes or a collection's version, size and (for a list) head position.
 //!
 //! ```text
-//! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list, 5 integer string)
-//!               | 0x80 when an expiry follows
+//! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list, 5 integer string,
+//!               6 packed hash) | 0x80 when an expiry follows
 //! [8 bytes]     expires at, ms since the Unix epoch, u64 BE (only with 0x80)
 //! string:       the value's bytes, to the end
 //! integer:      the value as a zigzag LEB128 varint (1 to 10 bytes), to the end
 //! collection:   version u64 BE, size u64 BE; a list adds its head position u64 BE
+//! packed hash:  a listpack of field, value, field, value, ... to the end
 //! ```
+//!
+//! A packed hash is a small hash held whole in its metadata record (what
+//! Redis holds as a listpack, in Redis's listpack layout): reading a
+//! field is the one lookup of the key, and writing one rewrites the
+//! record instead of writing a field record and the header. It becomes a
+//! collection of field records when it outgrows the limits
+//! (`model::hash`).
 //!
 //! An integer string is a string whose bytes are the canonical decimal of
 //! an `i64` (what Redis holds as `int`), stored by `SET` and the `INCR`
@@ -21,6 +29,7 @@
 //! the number of elements (members, fields, list items). Decoding bytes
 //! read from the store never panics: anything else is `Corrupt`.
 
+use super::listpack::Listpack;
 use super::ModelError;
 
 /// The types a key can hold.
@@ -84,6 +93,9 @@ const EXPIRES: u8 = 0x80;
 /// Byte 0's type code of an integer string (a string to `TYPE`).
 const INT_CODE: u8 = 5;
 
+/// Byte 0's type code of a packed hash.
+const PACKED_HASH_CODE: u8 = 6;
+
 /// A collection's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coll {
@@ -104,6 +116,9 @@ pub enum Body {
     /// A string holding the decimal of this integer.
     Int(i64),
     Coll(Coll),
+    /// A small hash held whole: a listpack of fields and values, in
+    /// pairs (never empty once stored: an empty hash is no key).
+    PackedHash(Listpack),
 }
 
 /// A key's metadata record, decoded.
@@ -126,22 +141,37 @@ impl Meta {
         match &self.body {
             Body::String(_) | Body::Int(_) => Kind::String,
             Body::Coll(c) => c.kind,
+            Body::PackedHash(_) => Kind::Hash,
         }
     }
 
-    /// The collection header, if it is one.
+    /// The collection header, if its elements are records.
     pub fn coll(&self) -> Option<&Coll> {
         match &self.body {
             Body::Coll(c) => Some(c),
-            Body::String(_) | Body::Int(_) => None,
+            _ => None,
         }
     }
 
     pub fn coll_mut(&mut self) -> Option<&mut Coll> {
         match &mut self.body {
             Body::Coll(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Elements of a collection (fields of a hash); `None` for a string.
+    pub fn elements(&self) -> Option<u64> {
+        match &self.body {
+            Body::Coll(c) => Some(c.size),
+            Body::PackedHash(lp) => Some(lp.len() as u64 / 2),
             Body::String(_) | Body::Int(_) => None,
         }
+    }
+
+    /// Whether this is a collection with no elements (which is no key).
+    pub fn is_empty_collection(&self) -> bool {
+        self.elements() == Some(0)
     }
 
     /// The version whose elements this record names.
@@ -160,6 +190,7 @@ impl Meta {
             Body::Int(_) => (INT_CODE, 10),
             Body::Coll(c) if c.kind == Kind::List => (c.kind.code(), 24),
             Body::Coll(c) => (c.kind.code(), 16),
+            Body::PackedHash(lp) => (PACKED_HASH_CODE, lp.as_bytes().len()),
         };
         let mut out = Vec::with_capacity(1 + 8 + len);
         let flag = if self.expire_at.is_some() { EXPIRES } else { 0 };
@@ -185,6 +216,7 @@ impl Meta {
                     out.extend_from_slice(&c.head.to_be_bytes());
                 }
             }
+            Body::PackedHash(lp) => out.extend_from_slice(lp.as_bytes()),
         }
         out
     }
@@ -195,6 +227,8 @@ impl Meta {
         let code = head & !EXPIRES;
         let kind = if code == INT_CODE {
             Kind::String
+        } else if code == PACKED_HASH_CODE {
+            Kind::Hash
         } else {
             Kind::from_code(code).ok_or_else(corrupt)?
         };
@@ -210,6 +244,16 @@ impl Meta {
         };
         let body = if code == INT_CODE {
             Body::Int(varint(rest).ok_or_else(corrupt)?)
+        } else if code == PACKED_HASH_CODE {
+            let lp = Listpack::decode(rest).map_err(|e| {
+                ModelError::Corrupt(format!("a packed hash's metadata record: {e}"))
+            })?;
+            if lp.len() % 2 != 0 {
+                return Err(ModelError::Corrupt(
+                    "a packed hash holds a field without its value".into(),
+                ));
+            }
+            Body::PackedHash(lp)
         } else if kind == Kind::String {
             Body::String(rest.to_vec())
         } else {
@@ -279,13 +323,16 @@ mod tests {
             head in any::<u64>(),
             int in any::<i64>(),
         ) {
-            let s = Meta { expire_at: expire, body: Body::String(value) };
+            let s = Meta { expire_at: expire, body: Body::String(value.clone()) };
             prop_assert_eq!(Meta::decode(&s.encode()).unwrap(), s);
             let n = Meta { expire_at: expire, body: Body::Int(int) };
             prop_assert_eq!(Meta::decode(&n.encode()).unwrap(), n);
             let head = if kind == Kind::List { head } else { 0 };
             let c = Meta { expire_at: expire, body: Body::Coll(Coll { kind, version, size, head }) };
             prop_assert_eq!(Meta::decode(&c.encode()).unwrap(), c);
+            let pairs = [&b"f"[..], &value, b"12", b""];
+            let p = Meta { expire_at: expire, body: Body::PackedHash(Listpack::of(pairs)) };
+            prop_assert_eq!(Meta::decode(&p.encode()).unwrap(), p);
         }
 
         #[test]
@@ -321,6 +368,23 @@ mod tests {
         assert!(
             Meta::decode(&[5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]).is_err()
         );
+    }
+
+    #[test]
+    fn a_packed_hash_holds_pairs() {
+        let odd = Meta {
+            expire_at: None,
+            body: Body::PackedHash(Listpack::of([&b"f"[..]])),
+        };
+        assert!(Meta::decode(&odd.encode()).is_err());
+        let mut b = Meta {
+            expire_at: None,
+            body: Body::PackedHash(Listpack::of([&b"f"[..], b"v"])),
+        }
+        .encode();
+        assert_eq!(Meta::decode(&b).unwrap().elements(), Some(1));
+        b.pop();
+        assert!(Meta::decode(&b).is_err());
     }
 
     #[test]

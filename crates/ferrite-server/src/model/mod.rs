@@ -19,6 +19,8 @@
 //! | `tx` | [`Tx`]: reads under a transaction's writes, one batch at commit, savepoints |
 //! | `object` | [`Found`]: a key as found; `Tx::set`, the one writer of metadata |
 //! | `elements` | the element records of hashes, sets, sorted sets and lists |
+//! | `listpack` | Redis's listpack byte layout (pure) |
+//! | `hash` | a hash packed in its metadata record or as field records |
 //! | `hints` | where a collection's live elements begin, so pops skip past earlier pops |
 //! | `expiry` | the active expiry cycle: one bounded pass over due keys |
 //! | `sweeper` | removing dead collections' elements in bounded passes |
@@ -32,9 +34,11 @@
 pub mod change;
 mod elements;
 pub mod expiry;
+mod hash;
 mod hints;
 mod keyspace;
 pub mod layout;
+mod listpack;
 mod meta;
 mod object;
 mod pop_queue;
@@ -46,8 +50,10 @@ mod watch;
 
 pub use change::Change;
 pub use elements::ListEnd;
+pub use hash::{PackLimits, MAX_PACK_BYTES};
 pub use keyspace::{ChangeFeed, Keyspace, EVENT_CLASSES};
 pub use layout::{successor, DATABASES, MAX_MEMBER, MAX_USER_KEY};
+pub use listpack::Listpack;
 pub use meta::{Body, Coll, Kind, Meta};
 pub use object::Found;
 pub use score::decode as decode_score;

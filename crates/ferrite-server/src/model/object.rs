@@ -64,7 +64,7 @@ impl Found {
         Ok(self.typed(Kind::String)?.and_then(|m| match &m.body {
             Body::String(v) => Some(Cow::Borrowed(v.as_slice())),
             Body::Int(n) => Some(Cow::Owned(n.to_string().into_bytes())),
-            Body::Coll(_) => None,
+            Body::Coll(_) | Body::PackedHash(_) => None,
         }))
     }
 
@@ -129,7 +129,7 @@ impl Tx<'_> {
     /// time); the expiry cycle removes it. See the module documentation
     /// for what comes with a change.
     pub fn set(&mut self, f: &mut Found, new: Option<Meta>) -> Result<(), ModelError> {
-        let new = new.filter(|m| m.coll().is_none_or(|c| c.size > 0));
+        let new = new.filter(|m| !m.is_empty_collection());
         let old = f.stored.take();
         if let Some(o) = &old {
             if o.expired(self.now) {

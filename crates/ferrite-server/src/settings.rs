@@ -6,20 +6,21 @@
 //! `proto-max-bulk-len`, `requirepass`, `busy-reply-threshold`); settings fixed when the server
 //! starts, which `CONFIG SET` refuses with Redis's error unless given the
 //! value they already have (`appendfsync`, `maxmemory`, the port, ...);
-//! and the size thresholds of Redis's compact encodings. The hash ones
-//! (`hash-max-listpack-entries`, `hash-max-listpack-value`) act: they
-//! bound the hashes held packed in their metadata record. The others
+//! and the size thresholds of Redis's compact encodings. The hash and
+//! list ones (`hash-max-listpack-entries`, `hash-max-listpack-value`,
+//! `list-max-listpack-size`) act: they bound the hashes held packed in
+//! their metadata record and the lists held in one record. The others
 //! are accepted and reported as set, so configuration scripts written
-//! for Redis run, but change nothing: ferrite stores sets, sorted sets
-//! and lists as element records (`OBJECT ENCODING` answers so).
+//! for Redis run, but change nothing: ferrite stores sets and sorted
+//! sets as element records (`OBJECT ENCODING` answers so).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::config::ServerConfig;
-use crate::model::{Keyspace, PackLimits, DATABASES};
+use crate::model::{Keyspace, ListLimits, PackLimits, DATABASES};
 
 /// Redis's compact-encoding thresholds and their defaults.
 const ENCODING_KNOBS: &[(&str, &str)] = &[
@@ -70,6 +71,8 @@ pub struct Settings {
     /// them on every write.
     hash_entries: AtomicU64,
     hash_value: AtomicU64,
+    /// `list-max-listpack-size`.
+    list_fill: AtomicI64,
 }
 
 impl Settings {
@@ -91,6 +94,7 @@ impl Settings {
             ),
             hash_entries: AtomicU64::new(PackLimits::DEFAULT.entries),
             hash_value: AtomicU64::new(PackLimits::DEFAULT.value),
+            list_fill: AtomicI64::new(ListLimits::DEFAULT.fill),
         }
     }
 
@@ -121,6 +125,13 @@ impl Settings {
         PackLimits {
             entries: self.hash_entries.load(Ordering::Relaxed),
             value: self.hash_value.load(Ordering::Relaxed),
+        }
+    }
+
+    /// When a list stays packed.
+    pub fn list_pack(&self) -> ListLimits {
+        ListLimits {
+            fill: self.list_fill.load(Ordering::Relaxed),
         }
     }
 
@@ -210,7 +221,18 @@ impl Settings {
                         i64::MAX
                     )));
                 }
+                let list_fill = *knob == "list-max-listpack-size";
+                if list_fill && i32::try_from(n).is_err() {
+                    return Err(failed(&format!(
+                        "argument must be between {} and {} inclusive",
+                        i32::MIN,
+                        i32::MAX
+                    )));
+                }
                 actions.push(Box::new(move |s: &Self| {
+                    if list_fill {
+                        s.list_fill.store(n, Ordering::Relaxed);
+                    }
                     if let Some(entries) = acting {
                         let cell = if entries {
                             &s.hash_entries

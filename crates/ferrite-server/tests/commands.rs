@@ -401,3 +401,73 @@ fn read_modify_writes_lose_no_update_under_concurrency() {
     assert_eq!(c.cmd(&["GET", "counter"]), b("2400"));
     assert_eq!(c.cmd(&["STRLEN", "log"]), Int(2400));
 }
+
+/// Small hashes and lists are packed (one record, `listpack`), larger
+/// ones a record per element, as the `*-max-listpack-*` settings say;
+/// both hold the same data across a restart, and a list packs again when
+/// it shrinks.
+#[test]
+fn small_collections_are_packed_and_survive_a_restart() {
+    for kind in ENGINES {
+        let mut s = TestServer::start(kind);
+        let mut c = s.client();
+        let enc = |c: &mut Client, k: &str| c.cmd(&["OBJECT", "ENCODING", k]);
+        let long = "x".repeat(65);
+        assert_eq!(c.cmd(&["HSET", "hs", "a", "1", "b", "-7"]), Int(2));
+        assert_eq!(c.cmd(&["HSET", "hb", "a", "1", "b", &long]), Int(2));
+        assert_eq!(c.cmd(&["RPUSH", "ls", "a", "12", "c"]), Int(3));
+        // 100 items of 200 bytes: past the default 8 KiB listpack.
+        let items: Vec<String> = (0..100)
+            .map(|i| format!("{i:03}{}", "y".repeat(197)))
+            .collect();
+        let mut push = vec!["RPUSH", "lb"];
+        push.extend(items.iter().map(String::as_str));
+        assert_eq!(c.cmd(&push), Int(100));
+        for (k, e) in [
+            ("hs", "listpack"),
+            ("hb", "hashtable"),
+            ("ls", "listpack"),
+            ("lb", "records"),
+        ] {
+            assert_eq!(enc(&mut c, k), b(e), "{kind}: {k}");
+        }
+        drop(c);
+        s.restart();
+        let mut c = s.client();
+        assert_eq!(c.cmd(&["HGET", "hs", "b"]), b("-7"));
+        assert_eq!(c.cmd(&["HGET", "hb", "b"]), b(&long));
+        assert_eq!(
+            c.cmd(&["LRANGE", "ls", "0", "-1"]),
+            Array(vec![b("a"), b("12"), b("c")])
+        );
+        assert_eq!(c.cmd(&["LINDEX", "lb", "99"]), b(&items[99]));
+        assert_eq!(enc(&mut c, "hs"), b("listpack"));
+        assert_eq!(enc(&mut c, "ls"), b("listpack"));
+        // Within half the limit again (4 KiB), the big list packs.
+        assert_eq!(c.cmd(&["LTRIM", "lb", "0", "9"]), Value::ok());
+        assert_eq!(enc(&mut c, "lb"), b("listpack"));
+        assert_eq!(c.cmd(&["LINDEX", "lb", "9"]), b(&items[9]));
+        // A count limit: the third item unpacks, popping back to one packs.
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "list-max-listpack-size", "2"]),
+            Value::ok()
+        );
+        assert_eq!(c.cmd(&["RPUSH", "lc", "a", "b"]), Int(2));
+        assert_eq!(enc(&mut c, "lc"), b("listpack"));
+        assert_eq!(c.cmd(&["LINSERT", "lc", "BEFORE", "b", "m"]), Int(3));
+        assert_eq!(enc(&mut c, "lc"), b("records"));
+        assert_eq!(c.cmd(&["RPOP", "lc", "2"]), Array(vec![b("b"), b("m")]));
+        assert_eq!(enc(&mut c, "lc"), b("listpack"));
+        assert_eq!(c.cmd(&["LRANGE", "lc", "0", "-1"]), Array(vec![b("a")]));
+        // A hash converts once, for good.
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "hash-max-listpack-entries", "2"]),
+            Value::ok()
+        );
+        assert_eq!(c.cmd(&["HSET", "hs", "c", "3"]), Int(1));
+        assert_eq!(enc(&mut c, "hs"), b("hashtable"));
+        assert_eq!(c.cmd(&["HDEL", "hs", "c", "b"]), Int(2));
+        assert_eq!(enc(&mut c, "hs"), b("hashtable"));
+        assert_eq!(c.cmd(&["HGETALL", "hs"]), Array(vec![b("a"), b("1")]));
+    }
+}

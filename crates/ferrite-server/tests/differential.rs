@@ -485,9 +485,12 @@ fn command() -> BoxedStrategy<Cmd> {
     .boxed()
 }
 
-/// A sequence, with a transaction now and then.
+/// A sequence, with a transaction now and then, under a list node size
+/// chosen per case (so lists move between their encodings: the replies
+/// must not change).
 fn sequence() -> impl Strategy<Value = Vec<Cmd>> {
-    proptest::collection::vec(
+    let fill = pick(&["-2", "1", "2", "3"]);
+    let commands = proptest::collection::vec(
         prop_oneof![
             8 => command().prop_map(|c| vec![c]),
             1 => proptest::collection::vec(command(), 1..4).prop_map(|cs| {
@@ -498,8 +501,16 @@ fn sequence() -> impl Strategy<Value = Vec<Cmd>> {
             }),
         ],
         1..40,
-    )
-    .prop_map(|groups| groups.into_iter().flatten().collect())
+    );
+    (fill, commands).prop_map(|(fill, groups)| {
+        let set: Cmd = ["CONFIG", "SET", "list-max-listpack-size", &fill]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        std::iter::once(set)
+            .chain(groups.into_iter().flatten())
+            .collect()
+    })
 }
 
 /// Commands whose reply Redis leaves in no particular order.

@@ -243,12 +243,13 @@ fn replication_stream() -> Vec<Vec<u8>> {
 
 fn server_records() -> Vec<Vec<u8>> {
     let tagged = |tag: u8, record: Vec<u8>| [vec![tag], record].concat();
-    let coll = |kind, head| {
+    let coll = |kind, head, packed| {
         Body::Coll(Coll {
             kind,
             version: 7,
             size: 3,
             head,
+            packed,
         })
     };
     let mut out = Vec::new();
@@ -257,10 +258,11 @@ fn server_records() -> Vec<Vec<u8>> {
             Body::String(b"value".to_vec()),
             Body::Int(-42),
             Body::PackedHash(Listpack::of([&b"field"[..], b"value", b"n", b"300"])),
-            coll(Kind::Hash, 0),
-            coll(Kind::Set, 0),
-            coll(Kind::ZSet, 0),
-            coll(Kind::List, 1 << 62),
+            coll(Kind::Hash, 0, false),
+            coll(Kind::Set, 0, false),
+            coll(Kind::ZSet, 0, false),
+            coll(Kind::List, 1 << 62, false),
+            coll(Kind::List, 1 << 62, true),
         ] {
             out.push(tagged(0, Meta { expire_at, body }.encode()));
         }

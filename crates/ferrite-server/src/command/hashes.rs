@@ -153,7 +153,9 @@ pub fn hdel(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 pub fn hlen(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let f = hash(ctx, a[1])?;
-    Ok(Reply::Int(f.live().and_then(Meta::elements).unwrap_or(0) as i64))
+    Ok(Reply::Int(
+        f.live().and_then(Meta::elements).unwrap_or(0) as i64
+    ))
 }
 
 pub fn hexists(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {

@@ -216,8 +216,9 @@ pub fn randomkey(ctx: &mut Ctx<'_, '_>, _: &Args) -> CmdResult {
 
 /// The names `OBJECT ENCODING` answers, each the name of what the
 /// record holds: `int` for an integer string, `raw` for a string of
-/// bytes, `listpack` for a hash packed in its metadata record (Redis's
-/// listpack layout), `hashtable` for a hash or set whose elements are
+/// bytes, `listpack` for a hash packed in its metadata record or a list
+/// whose items are one record (Redis's listpack layout), `hashtable` for
+/// a hash or set whose elements are
 /// records placed by the hash of their member (the ordered store used as
 /// a hash table: a member is found by its hash, and they lie in hash
 /// order), `records` for a sorted set or list (one record per element
@@ -227,6 +228,7 @@ pub fn encoding_name(m: &Meta) -> &'static str {
         Body::Int(_) => "int",
         Body::String(_) => "raw",
         Body::PackedHash(_) => "listpack",
+        Body::Coll(c) if c.packed => "listpack",
         Body::Coll(c) if crate::model::layout::hashed(c.kind) => "hashtable",
         Body::Coll(_) => "records",
     }
@@ -242,8 +244,8 @@ pub fn object(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                 "ENCODING <key>",
                 "    Return the kind of internal representation used in order to store the value",
                 "    associated with a <key>: 'int' or 'raw' for strings, 'listpack' for small",
-                "    hashes, 'hashtable' for other hashes and sets, 'records' for sorted sets",
-                "    and lists.",
+                "    hashes and lists, 'hashtable' for other hashes and sets, 'records' for",
+                "    sorted sets and other lists.",
                 "REFCOUNT <key>",
                 "    Return the number of references of the value associated with the specified",
                 "    <key> (always 1: values are not shared).",

@@ -1,10 +1,14 @@
 //! List commands. A list is a metadata record (version, size, head) and
-//! one record per item keyed by its position; the items sit at positions
-//! `head..head + size`, so pushing and popping at either end are one
-//! write each, and `LINDEX`/`LSET` one point access. `LINSERT` and `LREM`
-//! shift the items on the shorter side of the change (`LINSERT`) or
-//! after the first removal (`LREM`), one rewrite per item moved;
-//! `LTRIM` is two range deletes.
+//! its items at positions `head..head + size`: while it is small, all in
+//! one record (a listpack, rewritten by each change), and past Redis's
+//! `list-max-listpack-size` one record per item, so pushing and popping
+//! at either end are one write each, and `LINDEX`/`LSET` one point
+//! access. `LINSERT` and `LREM` shift the items on the shorter side of
+//! the change (`LINSERT`) or after the first removal (`LREM`), one
+//! rewrite per item moved; `LTRIM` is two range deletes. Adding asks
+//! `Tx::list_grow` first and removing `Tx::list_shrink` after, which
+//! move a list between its encodings as Redis converts a listpack to a
+//! quicklist and back.
 
 use std::ops::ControlFlow;
 
@@ -52,14 +56,18 @@ pub fn push(
     only_existing: bool,
 ) -> Result<i64, Fail> {
     let mut f = ctx.tx.lookup(ctx.db(), key)?;
-    let mut m = match f.typed(Kind::List)? {
-        Some(m) => m.clone(),
+    let (mut m, new) = match f.typed(Kind::List)? {
+        Some(m) => (m.clone(), false),
         None if only_existing => return Ok(0),
-        None => ctx.tx.new_coll(Kind::List)?,
+        None => (ctx.tx.new_coll(Kind::List)?, true),
     };
     let Some(c) = m.coll_mut() else {
         return Err(fail("list header expected"));
     };
+    // A new list starts packed, as Redis creates a listpack.
+    c.packed |= new;
+    ctx.tx
+        .list_grow(f.slot, c, items, ctx.shared.settings.list_pack())?;
     for item in items {
         ctx.tx.push_item(f.slot, c, end, item.to_vec())?;
     }
@@ -104,6 +112,8 @@ pub fn pop(
             None => break,
         }
     }
+    ctx.tx
+        .list_shrink(f.slot, c, ctx.shared.settings.list_pack())?;
     if !out.is_empty() {
         finish(ctx, f, m, end_name(end, false))?;
     }
@@ -211,16 +221,22 @@ pub fn lindex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn lset(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (f, c) = list(ctx, a[1])?;
-    let Some(c) = c else {
+    let mut f = ctx.tx.lookup(ctx.db(), a[1])?;
+    let Some(mut m) = f.typed(Kind::List)?.cloned() else {
         return Err(fail("no such key"));
     };
+    let Some(c) = m.coll_mut() else {
+        return Err(fail("list header expected"));
+    };
     let i = int(a[2])?;
-    let Some(p) = position(&c, i) else {
+    let Some(p) = position(c, i) else {
         return Err(fail("index out of range"));
     };
-    ctx.tx.put_item(f.slot, &c, p, a[3].to_vec())?;
-    ctx.tx.changed(&f);
+    ctx.tx
+        .list_grow(f.slot, c, &a[3..4], ctx.shared.settings.list_pack())?;
+    ctx.tx.put_item(f.slot, c, p, a[3].to_vec())?;
+    // The header changes only if the list left its packed record.
+    ctx.tx.set(&mut f, Some(m))?;
     ctx.tx.notify('l', "lset", f.db, a[1]);
     Ok(Reply::ok())
 }
@@ -260,6 +276,8 @@ pub fn linsert(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let Some(i) = all.iter().position(|(_, v)| *v == a[3]) else {
         return Ok(Reply::Int(-1));
     };
+    ctx.tx
+        .list_grow(f.slot, c, &a[4..5], ctx.shared.settings.list_pack())?;
     // The new item takes index `at`; the items from `at` on move right,
     // or the items before `at` move left, whichever side is shorter.
     let at = if after { i + 1 } else { i };
@@ -305,12 +323,12 @@ fn rewrite(
         next = next.wrapping_add(1);
     }
     let end = c.head.wrapping_add(c.size);
-    let mut p = next;
-    while p != end {
-        ctx.tx.delete_item(f.slot, c, p)?;
-        p = p.wrapping_add(1);
+    if next != end {
+        ctx.tx.delete_items(f.slot, c, next, end.wrapping_sub(1))?;
     }
     c.size = next.wrapping_sub(c.head);
+    ctx.tx
+        .list_shrink(f.slot, c, ctx.shared.settings.list_pack())?;
     Ok(())
 }
 
@@ -389,6 +407,8 @@ pub fn ltrim(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     if new_size as i64 != size {
         c.head = head.wrapping_add(keep_from.min(size) as u64);
         c.size = new_size;
+        ctx.tx
+            .list_shrink(f.slot, c, ctx.shared.settings.list_pack())?;
         finish(ctx, &mut f, m, "ltrim")?;
     }
     Ok(Reply::ok())

@@ -1,12 +1,10 @@
-//! The element records of collections: hash fields, set members,
-//! sorted-set members with their score index, and list items by
-//! position. Each operation names the collection by its slot and header;
-//! keeping the header's `size` (and a list's `head`) right is the
-//! caller's part, except in the list operations, which move them.
+//! The element records of collections: hash fields, set members, and
+//! sorted-set members with their score index (list items are `list`'s).
+//! Each operation names the collection by its slot and header; keeping
+//! the header's `size` right is the caller's part.
 //!
-//! Invariants: a sorted-set member has exactly one field record (its
-//! score) and one score-index record (score, member); a list of `size`
-//! items holds them at positions `head..head + size`, every one present.
+//! Invariant: a sorted-set member has exactly one field record (its
+//! score) and one score-index record (score, member).
 
 use std::collections::VecDeque;
 use std::ops::{Bound, ControlFlow};
@@ -26,13 +24,6 @@ pub const EXACT_SAMPLE: u64 = 4096;
 /// a set of a few thousand a few thousand reads per pop. Redis's own
 /// small-set encoding ends at the same size (`set-max-listpack-entries`).
 pub const EXACT_POP: u64 = 128;
-
-/// A list's two ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListEnd {
-    Left,
-    Right,
-}
 
 /// A member bound as a bound on stored member bytes: members longer than
 /// [`MAX_MEMBER`] cannot be stored, so a longer bound is cut to the
@@ -481,126 +472,6 @@ impl Tx<'_> {
         }
         Ok(out)
     }
-
-    /// The list item at `position`.
-    pub fn item(&self, slot: u8, c: &Coll, position: u64) -> Result<Option<Vec<u8>>, ModelError> {
-        self.get(&layout::item(slot, c.version, position))
-    }
-
-    pub fn put_item(
-        &mut self,
-        slot: u8,
-        c: &Coll,
-        position: u64,
-        value: Vec<u8>,
-    ) -> Result<(), ModelError> {
-        self.put(layout::item(slot, c.version, position), value)
-    }
-
-    pub fn delete_item(&mut self, slot: u8, c: &Coll, position: u64) -> Result<(), ModelError> {
-        self.delete(layout::item(slot, c.version, position))
-    }
-
-    /// Deletes the list items at positions `from..=to` (one range delete).
-    pub fn delete_items(
-        &mut self,
-        slot: u8,
-        c: &Coll,
-        from: u64,
-        to: u64,
-    ) -> Result<(), ModelError> {
-        if from > to {
-            return Ok(());
-        }
-        let start = layout::item(slot, c.version, from);
-        let end = match to.checked_add(1) {
-            Some(t) => layout::item(slot, c.version, t),
-            None => layout::collection(slot, c.version).1,
-        };
-        self.delete_range(start, end)
-    }
-
-    /// Visits list items at positions `from..=to`, ascending or reversed.
-    pub fn scan_items(
-        &self,
-        slot: u8,
-        c: &Coll,
-        from: u64,
-        to: u64,
-        rev: bool,
-        visit: &mut dyn FnMut(u64, &[u8]) -> ControlFlow<()>,
-    ) -> Result<(), ModelError> {
-        if from > to {
-            return Ok(());
-        }
-        let start = layout::item(slot, c.version, from);
-        let end = match to.checked_add(1) {
-            Some(t) => layout::item(slot, c.version, t),
-            None => layout::collection(slot, c.version).1,
-        };
-        let mut bad = false;
-        self.scan(
-            &start,
-            Some(&end),
-            rev,
-            &mut |k, v| match layout::decode_item(k) {
-                Some(p) => visit(p, v),
-                None => {
-                    bad = true;
-                    ControlFlow::Break(())
-                }
-            },
-        )?;
-        if bad {
-            return Err(ModelError::Corrupt("a list item key is malformed".into()));
-        }
-        Ok(())
-    }
-
-    /// Pushes `value` at `end` of the list `c` (moving its head or size).
-    pub fn push_item(
-        &mut self,
-        slot: u8,
-        c: &mut Coll,
-        end: ListEnd,
-        value: Vec<u8>,
-    ) -> Result<(), ModelError> {
-        let position = match end {
-            ListEnd::Left => c.head.wrapping_sub(1),
-            ListEnd::Right => c.head.wrapping_add(c.size),
-        };
-        self.put_item(slot, c, position, value)?;
-        if end == ListEnd::Left {
-            c.head = position;
-        }
-        c.size += 1;
-        Ok(())
-    }
-
-    /// Removes and returns the item at `end` of the list `c`.
-    pub fn pop_item(
-        &mut self,
-        slot: u8,
-        c: &mut Coll,
-        end: ListEnd,
-    ) -> Result<Option<Vec<u8>>, ModelError> {
-        if c.size == 0 {
-            return Ok(None);
-        }
-        let position = match end {
-            ListEnd::Left => c.head,
-            ListEnd::Right => c.head.wrapping_add(c.size - 1),
-        };
-        let value = self.item(slot, c, position)?.ok_or_else(|| {
-            ModelError::Corrupt("a list is missing an item inside its bounds".into())
-        })?;
-        self.delete_item(slot, c, position)?;
-        if end == ListEnd::Left {
-            c.head = c.head.wrapping_add(1);
-        }
-        c.size -= 1;
-        Ok(Some(value))
-    }
 }
 
 #[cfg(test)]
@@ -757,34 +628,6 @@ mod tests {
             assert!(popped.insert(member), "a member popped twice");
         }
         assert_eq!(popped.len(), n);
-    }
-
-    #[test]
-    fn lists_push_and_pop_at_both_ends() {
-        let ks = keyspace();
-        let mut tx = ks.write();
-        let mut m = tx.new_coll(Kind::List).unwrap();
-        let c = m.coll_mut().unwrap();
-        tx.push_item(0, c, ListEnd::Right, b"b".to_vec()).unwrap();
-        tx.push_item(0, c, ListEnd::Left, b"a".to_vec()).unwrap();
-        tx.push_item(0, c, ListEnd::Right, b"c".to_vec()).unwrap();
-        let mut got = Vec::new();
-        let (from, to) = (c.head, c.head + c.size - 1);
-        tx.scan_items(0, c, from, to, false, &mut |_, v| {
-            got.push(v.to_vec());
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
-        assert_eq!(
-            tx.pop_item(0, c, ListEnd::Right).unwrap(),
-            Some(b"c".to_vec())
-        );
-        assert_eq!(
-            tx.pop_item(0, c, ListEnd::Left).unwrap(),
-            Some(b"a".to_vec())
-        );
-        assert_eq!(c.size, 1);
     }
 
     /// What a pop test does, within a transaction or between them.

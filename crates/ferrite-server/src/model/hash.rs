@@ -207,6 +207,7 @@ impl Tx<'_> {
             version,
             size: 0,
             head: 1 << 63,
+            packed: false,
         };
         let all: Pairs = pairs(lp).map(|(f, v)| (f.to_vec(), v.to_vec())).collect();
         for (f, v) in all {

@@ -34,10 +34,10 @@ use super::watch::Watches;
 use super::ModelError;
 
 /// Names the layout of the records (`docs/format/redis-types.md`).
-/// Format 2 adds packed hashes to format 1, so a store of format 1 is
+/// Format 2 adds packed hashes and lists to format 1, so a store of format 1 is
 /// one of format 2 as it stands; the record is rewritten on open, and a
 /// server that knows only format 1 then refuses the store by name rather
-/// than finding packed hashes it cannot read.
+/// than finding packed records it cannot read.
 const FORMAT: &[u8] = b"ferrite-redis 2";
 const FORMAT_1: &[u8] = b"ferrite-redis 1";
 

@@ -8,6 +8,7 @@
 //! [0x10][slot][version: u64 BE][0x00][position]      hash field, set member, zset member -> score
 //! [0x10][slot][version][0x01][score: 8][member]      zset score index (score order-preserving)
 //! [0x10][slot][version][0x02][position: u64 BE]      list element
+//! [0x10][slot][version][0x03]                        a packed list's items, all in one
 //! [0x11][expires at: u64 BE ms][slot][user key]      expiry index
 //! [0x12][slot][version]                              a dead collection the sweeper removes
 //! [0x13][name]                                       server records (format, db map, version ceiling,
@@ -49,6 +50,7 @@ const SERVER: u8 = 0x13;
 const FIELD: u8 = 0x00;
 const SCORE: u8 = 0x01;
 const ITEM: u8 = 0x02;
+const NODE: u8 = 0x03;
 
 /// `[0x10][slot][version]`.
 const PREFIX_LEN: usize = 10;
@@ -224,6 +226,13 @@ pub fn item(slot: u8, version: u64, position: u64) -> Vec<u8> {
     let mut k = prefix(slot, version);
     k.push(ITEM);
     k.extend_from_slice(&position.to_be_bytes());
+    k
+}
+
+/// The one record holding every item of a packed list.
+pub fn list_node(slot: u8, version: u64) -> Vec<u8> {
+    let mut k = prefix(slot, version);
+    k.push(NODE);
     k
 }
 

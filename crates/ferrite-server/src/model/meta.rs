@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! byte 0        type (0 string, 1 hash, 2 set, 3 zset, 4 list, 5 integer string,
-//!               6 packed hash) | 0x80 when an expiry follows
+//!               6 packed hash, 7 packed list) | 0x80 when an expiry follows
 //! [8 bytes]     expires at, ms since the Unix epoch, u64 BE (only with 0x80)
 //! string:       the value's bytes, to the end
 //! integer:      the value as a zigzag LEB128 varint (1 to 10 bytes), to the end
-//! collection:   version u64 BE, size u64 BE; a list adds its head position u64 BE
+//! collection:   version u64 BE, size u64 BE; a list (packed or not) adds its
+//!               head position u64 BE
 //! packed hash:  a listpack of field, value, field, value, ... to the end
 //! ```
 //!
@@ -96,6 +97,10 @@ const INT_CODE: u8 = 5;
 /// Byte 0's type code of a packed hash.
 const PACKED_HASH_CODE: u8 = 6;
 
+/// Byte 0's type code of a packed list: a list whose items are one
+/// record, a listpack (`model::list_node`), not a record each.
+const PACKED_LIST_CODE: u8 = 7;
+
 /// A collection's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Coll {
@@ -107,6 +112,9 @@ pub struct Coll {
     /// A list's first position (its elements are `head..head + size`);
     /// 0 for the other types.
     pub head: u64,
+    /// A list whose items are held in one record (a listpack) rather
+    /// than a record each; false for the other types.
+    pub packed: bool,
 }
 
 /// What a key holds.
@@ -188,6 +196,7 @@ impl Meta {
         let (code, len) = match &self.body {
             Body::String(v) => (Kind::String.code(), v.len()),
             Body::Int(_) => (INT_CODE, 10),
+            Body::Coll(c) if c.kind == Kind::List && c.packed => (PACKED_LIST_CODE, 24),
             Body::Coll(c) if c.kind == Kind::List => (c.kind.code(), 24),
             Body::Coll(c) => (c.kind.code(), 16),
             Body::PackedHash(lp) => (PACKED_HASH_CODE, lp.as_bytes().len()),
@@ -229,6 +238,8 @@ impl Meta {
             Kind::String
         } else if code == PACKED_HASH_CODE {
             Kind::Hash
+        } else if code == PACKED_LIST_CODE {
+            Kind::List
         } else {
             Kind::from_code(code).ok_or_else(corrupt)?
         };
@@ -272,6 +283,7 @@ impl Meta {
                 version,
                 size,
                 head,
+                packed: code == PACKED_LIST_CODE,
             })
         };
         Ok(Self { expire_at, body })
@@ -328,7 +340,8 @@ mod tests {
             let n = Meta { expire_at: expire, body: Body::Int(int) };
             prop_assert_eq!(Meta::decode(&n.encode()).unwrap(), n);
             let head = if kind == Kind::List { head } else { 0 };
-            let c = Meta { expire_at: expire, body: Body::Coll(Coll { kind, version, size, head }) };
+            let packed = kind == Kind::List && head % 2 == 0;
+            let c = Meta { expire_at: expire, body: Body::Coll(Coll { kind, version, size, head, packed }) };
             prop_assert_eq!(Meta::decode(&c.encode()).unwrap(), c);
             let pairs = [&b"f"[..], &value, b"12", b""];
             let p = Meta { expire_at: expire, body: Body::PackedHash(Listpack::of(pairs)) };

@@ -18,9 +18,10 @@
 //! | `change` | [`Change`]: a commit's effect as bytes a replica applies (pure) |
 //! | `tx` | [`Tx`]: reads under a transaction's writes, one batch at commit, savepoints |
 //! | `object` | [`Found`]: a key as found; `Tx::set`, the one writer of metadata |
-//! | `elements` | the element records of hashes, sets, sorted sets and lists |
+//! | `elements` | the element records of hashes, sets and sorted sets |
 //! | `listpack` | Redis's listpack byte layout (pure) |
 //! | `hash` | a hash packed in its metadata record or as field records |
+//! | `list` | a list's items packed in one record or a record each |
 //! | `hints` | where a collection's live elements begin, so pops skip past earlier pops |
 //! | `expiry` | the active expiry cycle: one bounded pass over due keys |
 //! | `sweeper` | removing dead collections' elements in bounded passes |
@@ -38,6 +39,7 @@ mod hash;
 mod hints;
 mod keyspace;
 pub mod layout;
+mod list;
 mod listpack;
 mod meta;
 mod object;
@@ -49,10 +51,10 @@ mod tx;
 mod watch;
 
 pub use change::Change;
-pub use elements::ListEnd;
 pub use hash::{PackLimits, MAX_PACK_BYTES};
 pub use keyspace::{ChangeFeed, Keyspace, EVENT_CLASSES};
 pub use layout::{successor, DATABASES, MAX_MEMBER, MAX_USER_KEY};
+pub use list::{ListEnd, ListLimits};
 pub use listpack::Listpack;
 pub use meta::{Body, Coll, Kind, Meta};
 pub use object::Found;

@@ -118,6 +118,7 @@ impl Tx<'_> {
                 version,
                 size: 0,
                 head: 1 << 63,
+                packed: false,
             }),
         })
     }

@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-floor=880
+floor=1010
 reference=0
 engines=()
 while [ $# -gt 0 ]; do

@@ -10,7 +10,8 @@
 #
 #   scripts/crash-campaign.sh OUT [FERRITE]
 #
-# FERRITE is the binary to run (default target/release/ferrite); copy it
+# FERRITE is the binary to run (default target/release/ferrite, which runs
+# ferrite-crashtest from beside it); copy both
 # out of target/ first when builds go on beside the campaign, so every
 # run uses the one commit its summaries name. KILLS (1000), WHITEBOX_KILLS
 # (300), SEED (12) and ONLY (a space-separated list of run names) are

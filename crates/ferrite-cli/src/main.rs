@@ -96,11 +96,10 @@ enum Command {
         op: command::volume::VolumeOp,
     },
     /// Kill a worker process at random instants, reopen, and check that
-    /// every acknowledged write survived (for one engine).
-    Crashtest(command::crashtest::CrashtestArgs),
-    /// The process `ferrite crashtest` kills (internal).
-    #[command(hide = true)]
-    CrashtestWorker(command::crashtest::WorkerArgs),
+    /// every acknowledged write survived, for one engine (runs
+    /// `ferrite-crashtest run`).
+    #[command(disable_help_flag = true)]
+    Crashtest(Forwarded),
 }
 
 /// A subcommand's arguments, passed on unparsed (`--help` included).
@@ -136,13 +135,12 @@ fn main() -> anyhow::Result<()> {
             command::engines::print();
             Ok(())
         }
-        Command::IoProbe(f) => std::process::exit(command::harness::forward("io-probe", &f.args)?),
-        Command::Bench(f) => std::process::exit(command::harness::forward("bench", &f.args)?),
-        Command::Repro(f) => std::process::exit(command::harness::forward("repro", &f.args)?),
+        Command::IoProbe(f) => std::process::exit(command::harness::bench("io-probe", &f.args)?),
+        Command::Bench(f) => std::process::exit(command::harness::bench("bench", &f.args)?),
+        Command::Repro(f) => std::process::exit(command::harness::bench("repro", &f.args)?),
         Command::Trace(args) => command::trace::run(args),
         Command::Serve(args) => command::serve::run(args),
         Command::Volume { op } => command::volume::run(op),
-        Command::Crashtest(args) => command::crashtest::run(args),
-        Command::CrashtestWorker(w) => command::crashtest::worker::run(&w),
+        Command::Crashtest(f) => std::process::exit(command::harness::crashtest(&f.args)?),
     }
 }

@@ -111,6 +111,49 @@ pub fn install(board: &'static Board) -> bool {
     INSTALLED.set(board).is_ok()
 }
 
+/// Makes a shared mapping of the file at `path` (created or grown to
+/// [`BOARD_BYTES`]) the process's board, so another process reads what
+/// this one was doing from the file, even after this one was killed (the
+/// page cache keeps a dead process's stores to a shared mapping): how a
+/// crash test learns which background work a kill landed in. Fails with
+/// `AlreadyExists` if a board was installed already.
+pub fn install_file(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    file.set_len(BOARD_BYTES as u64)?;
+    // SAFETY: a fresh shared mapping of a file at least BOARD_BYTES long;
+    // the kernel places it page-aligned, which satisfies Board's alignment.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            BOARD_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the mapping is never unmapped, so the reference is 'static;
+    // Board is repr(C) atomics, valid for any bytes (the file starts
+    // zeroed, an empty board), and every access to it is atomic.
+    let board: &'static Board = unsafe { &*addr.cast::<Board>() };
+    if !install(board) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "a background-work board was installed already",
+        ));
+    }
+    Ok(())
+}
+
 fn board() -> &'static Board {
     INSTALLED.get().copied().unwrap_or(&OWN)
 }

@@ -1,7 +1,6 @@
 //! One module per subcommand.
 
 pub mod backup;
-pub mod crashtest;
 pub mod demo;
 pub mod engines;
 pub mod harness;

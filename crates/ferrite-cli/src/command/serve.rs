@@ -81,7 +81,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
     };
     if let Some(b) = &a.board {
-        super::crashtest::board_file::install(b)?;
+        ferrite::background::install_file(b)
+            .map_err(|e| anyhow::anyhow!("mapping the board {}: {e}", b.display()))?;
     }
     let cache_bytes = a.cache_mb << 20;
     let builder = Config::builder(engine)

@@ -137,7 +137,8 @@ pub fn run(op: VolumeOp) -> Result<()> {
             board,
         } => {
             if let Some(b) = &board {
-                super::crashtest::board_file::install(b)?;
+                ferrite::background::install_file(b)
+                    .map_err(|e| anyhow::anyhow!("mapping the board {}: {e}", b.display()))?;
             }
             let opts = VolumeOptions {
                 direct_io: !buffered,

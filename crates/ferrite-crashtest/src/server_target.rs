@@ -36,10 +36,10 @@ use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::guest::Rig;
-use super::ops::{self, key, Op, OpStream, KEYS};
-use super::oracle::{apply, Shown, State};
-use super::{board_file, served, CrashtestArgs, Progress, Reported};
+use crate::guest::Rig;
+use crate::ops::{self, key, Op, OpStream, KEYS};
+use crate::oracle::{apply, Shown, State};
+use crate::{board_file, served, CrashtestArgs, Progress, Reported};
 
 /// Readers beside the writers.
 const READERS: usize = 2;
@@ -87,6 +87,7 @@ fn command(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Command {
 fn guest_args(a: &CrashtestArgs) -> Vec<String> {
     let listen = format!("0.0.0.0:{}", served::GUEST_PORT);
     [
+        "ferrite",
         "serve",
         "--engine",
         a.engine.name(),

@@ -1,4 +1,4 @@
-//! `ferrite crashtest` end to end: a few kills pass on a sound store, and
+//! `ferrite-crashtest run` end to end: a few kills pass on a sound store, and
 //! a store changed behind the test's back between two runs (a pair no
 //! operation of the stream ever writes) fails the next check (non-zero
 //! exit, `acked_lost` 1 in the summary), so the check can fail; and the
@@ -6,12 +6,32 @@
 //! instead of the worker.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The `ferrite` binary the crash tester serves and checks stores with:
+/// beside this package's binary, where `cargo test --workspace` builds it.
+fn ferrite_binary() -> PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_ferrite-crashtest")).with_file_name("ferrite");
+    assert!(
+        p.exists(),
+        "{} is not built (`cargo test --workspace` builds it, or `cargo build -p ferrite-cli`)",
+        p.display()
+    );
+    p
+}
+
 fn ferrite(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+    Command::new(ferrite_binary()).args(args).output().unwrap()
+}
+
+/// `ferrite-crashtest run ARGS`, with the `ferrite` binary named.
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite-crashtest"))
+        .arg("run")
         .args(args)
+        .arg("--ferrite")
+        .arg(ferrite_binary())
         .output()
         .unwrap()
 }
@@ -22,7 +42,6 @@ fn crashtest(path: &Path, json: &Path, kills: &str) -> Output {
 
 fn crashtest_with(path: &Path, json: &Path, kills: &str, extra: &[&str]) -> Output {
     let mut args = vec![
-        "crashtest",
         "--engine",
         "btree",
         "--kills",
@@ -37,7 +56,7 @@ fn crashtest_with(path: &Path, json: &Path, kills: &str, extra: &[&str]) -> Outp
         json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    ferrite(&args)
+    run(&args)
 }
 
 fn summary(json: &Path) -> serde_json::Value {
@@ -104,8 +123,7 @@ fn kills_of_the_server_lose_no_acknowledged_write() {
 fn kills_of_the_volume_server_lose_no_flushed_block() {
     let dir = tempfile::tempdir().unwrap();
     let (path, json) = (dir.path().join("vol"), dir.path().join("summary.json"));
-    let out = ferrite(&[
-        "crashtest",
+    let out = run(&[
         "--engine",
         "rask",
         "--volume",

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
 
-use super::guest::{Guest, Rig};
-use super::{board_file, Reported};
+use crate::guest::{Guest, Rig};
+use crate::{board_file, Reported};
 
 /// The port a server in the guest listens on (forwarded from the host).
 pub const GUEST_PORT: u16 = 6379;
@@ -72,7 +72,7 @@ impl Drop for Proc {
     }
 }
 
-/// Boots `rig` running `ferrite <args>` (a server listening on
+/// Boots `rig` running `args` (`ferrite` serving, listening on
 /// [`GUEST_PORT`]) and waits for the console line holding `ready`;
 /// returns the machine, that line, where the host reaches the server, and
 /// how long it took (boot and recovery).

@@ -26,11 +26,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use ferrite::SyncMode;
 
-use super::guest::Rig;
-use super::nbd_client::NbdClient;
-use super::ops::{block_key, Op, OpStream, BLOCKS};
-use super::oracle::{apply, State};
-use super::{board_file, served, CrashtestArgs, Reported};
+use crate::guest::Rig;
+use crate::nbd_client::NbdClient;
+use crate::ops::{block_key, Op, OpStream, BLOCKS};
+use crate::oracle::{apply, State};
+use crate::{board_file, served, CrashtestArgs, Reported};
 
 const BS: usize = 4096;
 /// A FLUSH every this many operations in batched mode.
@@ -138,6 +138,7 @@ const GUEST_VOLUME: &str = "/data/volume";
 fn guest_args() -> Vec<String> {
     let listen = format!("0.0.0.0:{}", served::GUEST_PORT);
     [
+        "ferrite",
         "volume",
         "serve",
         "--path",
@@ -175,7 +176,9 @@ fn create_args(path: &str) -> Vec<String> {
 /// guest (`rig`), on its fresh store disk.
 pub fn create_if_missing(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<()> {
     if let Some(rig) = rig {
-        let mut guest = rig.boot(&create_args(GUEST_VOLUME), None)?;
+        let mut args = vec!["ferrite".to_string()];
+        args.extend(create_args(GUEST_VOLUME));
+        let mut guest = rig.boot(&args, None)?;
         return guest.wait_off(Duration::from_secs(300));
     }
     if a.path.exists() {

@@ -1,4 +1,4 @@
-//! `ferrite crashtest-worker`: runs one seeded stream of operations on a
+//! `ferrite-crashtest worker`: runs one seeded stream of operations on a
 //! store until it is killed, reporting each operation on stdout as it
 //! starts (`start N`), as it is acknowledged (`ack N`) and, in batched
 //! mode, as a sync makes everything up to it durable (`synced N`).
@@ -26,11 +26,11 @@ use ferrite::background::{self, Work};
 use ferrite::SyncMode;
 use rand::Rng;
 
-use super::expected;
-use super::ops::OpStream;
-use super::oracle::{apply, State};
-use super::setup;
-use super::WorkerArgs;
+use crate::expected;
+use crate::ops::OpStream;
+use crate::oracle::{apply, State};
+use crate::setup;
+use crate::WorkerArgs;
 
 /// Syncs in batched mode come every this many operations.
 const SYNC_EVERY: u64 = 25;
@@ -72,7 +72,7 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
     let out = std::io::stdout();
     let mut out = out.lock();
     if let Some(b) = &w.board {
-        super::board_file::install(b)?;
+        crate::board_file::install(b)?;
     }
     if let Some(kind) = w.kill_in {
         kill_inside(kind, Duration::from_micros(w.kill_within_us));

@@ -1,4 +1,4 @@
-//! `ferrite crashtest`: kills a real worker process at random instants,
+//! The crash campaign: kills a real worker process at random instants,
 //! reopens the store, and checks that it holds exactly what the worker's
 //! acknowledgments promise (as RocksDB's `db_crashtest.py` does, in
 //! blackbox mode).
@@ -9,7 +9,7 @@
 //! | `oracle.rs` | which recovered states are allowed (pure) |
 //! | `expected.rs` | the expected state beside the store, to resume a run |
 //! | `setup.rs` | how each engine is opened (small, so background work runs) |
-//! | `worker.rs` | `ferrite crashtest-worker`: the process that gets killed |
+//! | `worker.rs` | `ferrite-crashtest worker`: the process that gets killed |
 //! | `board_file.rs` | the worker's background-work board, readable after its death |
 //! | `server_target.rs` | `--server`: `ferrite serve` killed instead, driven by a Redis client |
 //! | `volume_target.rs` | `--volume`: `ferrite volume serve` killed instead, driven over NBD |
@@ -32,19 +32,6 @@
 //! says how often kills landed inside each kind, so a run shows that it
 //! reached the engine's background work and not only idle moments.
 
-pub mod board_file;
-mod expected;
-mod guest;
-mod nbd_client;
-mod ops;
-mod oracle;
-mod power_cut;
-mod served;
-mod server_target;
-mod setup;
-mod volume_target;
-pub mod worker;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,78 +45,86 @@ use ferrite::{EngineKind, SyncMode};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 
-use ops::OpStream;
-use oracle::{apply, recovered_prefix, State};
+use crate::ops::OpStream;
+use crate::oracle::{apply, recovered_prefix, State};
+use crate::{
+    board_file, expected, guest, ops, oracle, power_cut, server_target, setup, volume_target,
+};
 
 #[derive(Args)]
 pub struct CrashtestArgs {
     /// Any engine, or `rask` (a `DurableRask` block map: range puts and
     /// deletes, checked block by block).
     #[arg(long)]
-    engine: EngineKind,
+    pub(crate) engine: EngineKind,
     /// The store's directory; the expected state is kept beside it.
     #[arg(long)]
-    path: PathBuf,
+    pub(crate) path: PathBuf,
     #[arg(long, default_value_t = 100)]
-    kills: u64,
+    pub(crate) kills: u64,
     /// Durability: always, or batched:<ms> (acknowledged = synced by the
     /// worker's next completed sync).
     #[arg(long, default_value = "always", value_parser = SyncMode::parse)]
-    mode: SyncMode,
+    pub(crate) mode: SyncMode,
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
+    /// The `ferrite` binary that serves (`--server`, `--volume`) and
+    /// checks stores [default: $FERRITE_BIN, else `ferrite` beside this
+    /// binary].
+    #[arg(long)]
+    pub(crate) ferrite: Option<PathBuf>,
     /// Longest a worker runs before it is killed.
     #[arg(long, default_value_t = 2000)]
-    max_run_ms: u64,
+    pub(crate) max_run_ms: u64,
     /// The LSM's partitions (SwiftKV's subtrees behind one memtable).
     #[arg(long, default_value_t = 1)]
-    partitions: usize,
+    pub(crate) partitions: usize,
     /// Whitebox kills: each worker is told a kind of background work the
     /// engine does (in turn) and kills itself part way through its first
     /// piece of it (at a uniform point of that kind's mean duration so
     /// far), as RocksDB's kill points do; the timer (five times
     /// --max-run-ms) still kills the workers that never reach it.
     #[arg(long)]
-    whitebox: bool,
+    pub(crate) whitebox: bool,
     /// Run `ferrite serve --sync always` on the store instead of the
     /// worker, drive it through a Redis client, and kill the server.
     #[arg(long)]
-    server: bool,
+    pub(crate) server: bool,
     /// With `--engine rask`: run `ferrite volume serve` on a volume at
     /// --path instead of the worker, send the block stream over NBD, and
     /// kill the volume server.
     #[arg(long)]
-    volume: bool,
+    pub(crate) volume: bool,
     /// Power cuts instead of kills: the worker runs inside a Linux guest
     /// (qemu; `scripts/install-qemu-guest.sh`) whose store disk caches
     /// writes until flushed, and the whole machine is killed, losing the
     /// guest's page cache and the disk's unflushed writes. --path is a
     /// directory for the guest's disks, made afresh.
     #[arg(long)]
-    power_cut: bool,
+    pub(crate) power_cut: bool,
     /// Negative control: the write-ahead log skips its commit syncs. A
     /// power-cut run must fail on it.
     #[arg(long)]
-    skip_wal_sync: bool,
+    pub(crate) skip_wal_sync: bool,
     /// Each batch of the stream runs as a transaction that first reads
     /// every key it writes (checked against the expected state) and then
     /// commits: a commit must be all or nothing across the kill.
     #[arg(long)]
-    transactions: bool,
+    pub(crate) transactions: bool,
     /// Negative control: after each kill, damage the recovered store
     /// behind the check's back (FLUSHALL through the restarted server, a
     /// trim of the whole volume, a range delete of every key) before
     /// checking it. The run must fail on it.
     #[arg(long)]
-    damage: bool,
+    pub(crate) damage: bool,
     /// Write the summary as JSON.
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 }
 
 /// The store reopened after a kill: in this process, or behind a
 /// restarted server.
-enum Reopened {
+pub(crate) enum Reopened {
     Store(setup::Target),
     Server(server_target::Server),
     Volume(volume_target::VolumeServer),
@@ -137,7 +132,7 @@ enum Reopened {
 
 impl Reopened {
     /// The negative control's damage (`--damage`).
-    fn damage(&self) -> Result<()> {
+    pub(crate) fn damage(&self) -> Result<()> {
         match self {
             Reopened::Store(s) => s.execute(
                 &ops::Op::DeleteRange(ops::key(0), ops::key(ops::KEYS)),
@@ -149,7 +144,7 @@ impl Reopened {
         }
     }
 
-    fn state(&self) -> Result<State> {
+    pub(crate) fn state(&self) -> Result<State> {
         match self {
             Reopened::Store(s) => s.state(),
             Reopened::Server(s) => s.state(),
@@ -160,33 +155,33 @@ impl Reopened {
 
 /// What the worker reported before it died.
 #[derive(Debug, Default, Clone)]
-struct Reported {
-    opened: bool,
+pub(crate) struct Reported {
+    pub(crate) opened: bool,
     /// The worker's background-work board at its death.
-    board: Option<BoardImage>,
+    pub(crate) board: Option<BoardImage>,
     /// It killed itself inside the work it was told to (whitebox).
-    self_killed: bool,
-    started: Option<u64>,
-    acked: Option<u64>,
-    synced: Option<u64>,
+    pub(crate) self_killed: bool,
+    pub(crate) started: Option<u64>,
+    pub(crate) acked: Option<u64>,
+    pub(crate) synced: Option<u64>,
     /// What readers beside the writers were shown (the server's runs).
-    shown: Vec<oracle::Shown>,
+    pub(crate) shown: Vec<oracle::Shown>,
     /// The server's runs: each concurrent writer's own stream, started
     /// and acknowledged (`started`/`acked` above are unused then).
-    writers: Vec<Progress>,
+    pub(crate) writers: Vec<Progress>,
 }
 
 /// How far one writer's stream got: the last operation it sent and the
 /// last whose reply it received.
 #[derive(Debug, Default, Clone, Copy)]
-struct Progress {
-    started: Option<u64>,
-    acked: Option<u64>,
+pub(crate) struct Progress {
+    pub(crate) started: Option<u64>,
+    pub(crate) acked: Option<u64>,
 }
 
 impl Reported {
     /// Operations acknowledged, over every writer.
-    fn acked_ops(&self) -> u64 {
+    pub(crate) fn acked_ops(&self) -> u64 {
         if self.writers.is_empty() {
             return count(self.acked) as u64;
         }
@@ -194,7 +189,7 @@ impl Reported {
     }
 }
 
-fn count(i: Option<u64>) -> usize {
+pub(crate) fn count(i: Option<u64>) -> usize {
     i.map_or(0, |i| i as usize + 1)
 }
 
@@ -211,19 +206,22 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
     if a.volume && (a.engine != EngineKind::Rask || a.server || a.whitebox) {
         bail!("--volume runs with --engine rask (its block stream), blackbox");
     }
+    // This binary runs the worker; `ferrite` serves (`--server`,
+    // `--volume`) and checks stores.
     let me = std::env::current_exe()?;
+    let ferrite = ferrite_binary(&a)?;
     if a.power_cut && (a.whitebox || a.damage) {
         bail!("--power-cut runs blackbox (--skip-wal-sync is its negative control)");
     }
     if a.power_cut && !a.server && !a.volume {
-        return power_cut::run(&me, &a);
+        return power_cut::run(&me, &ferrite, &a);
     }
     let exp_path = expected::path_for(&a.path);
     // A server under power cuts: its machine's disks made afresh in
     // --path, and the run starts from an empty store.
     let rig = if a.power_cut {
         let _ = std::fs::remove_file(&exp_path);
-        Some(guest::Rig::create(&a.path, &me)?)
+        Some(guest::Rig::create(&a.path, &[&me, &ferrite])?)
     } else {
         None
     };
@@ -236,7 +234,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
         a.engine.name().to_string()
     };
     if a.volume {
-        volume_target::create_if_missing(&me, &a, rig)?;
+        volume_target::create_if_missing(&ferrite, &a, rig)?;
     }
     let mut exp = expected::load(&exp_path)?.unwrap_or(expected::Expected {
         engine: subject.clone(),
@@ -271,10 +269,10 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             let run = exp.next_run;
             let ms = rng.gen_range(10..a.max_run_ms.max(11));
             let reported = if a.server {
-                server_target::kill_one(&me, &a, &exp.state, run, ms, rig)
+                server_target::kill_one(&ferrite, &a, &exp.state, run, ms, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?
             } else if a.volume {
-                volume_target::kill_one(&me, &a, &exp.state, run, ms, rig)
+                volume_target::kill_one(&ferrite, &a, &exp.state, run, ms, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?
             } else {
                 // Whitebox: each run aims at one kind of the engine's work
@@ -295,9 +293,9 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 let last = recoveries.last().copied().unwrap_or(5.0) as u64;
                 let ms = rng.gen_range(0..=last + 5);
                 let opened = if a.server {
-                    server_target::kill_in_recovery(&me, &a, ms, rig)?
+                    server_target::kill_in_recovery(&ferrite, &a, ms, rig)?
                 } else if a.volume {
-                    volume_target::kill_in_recovery(&me, &a, ms, rig)?
+                    volume_target::kill_in_recovery(&ferrite, &a, ms, rig)?
                 } else {
                     kill_one(&me, &a, run, true, ms, None, 0)?.opened
                 };
@@ -308,12 +306,12 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             // Reopen: recovery, then the whole store against the oracle.
             let t = Instant::now();
             let store = if a.server {
-                let (server, took) = server_target::start(&me, &a, rig)
+                let (server, took) = server_target::start(&ferrite, &a, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
                 recoveries.push(took.as_secs_f64() * 1e3);
                 Reopened::Server(server)
             } else if a.volume {
-                let (v, took) = volume_target::start(&me, &a, rig)
+                let (v, took) = volume_target::start(&ferrite, &a, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
                 recoveries.push(took.as_secs_f64() * 1e3);
                 Reopened::Volume(v)
@@ -365,7 +363,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 } else {
                     &["inspect", "--path"]
                 };
-                let out = Command::new(&me).args(check).arg(&a.path).output()?;
+                let out = Command::new(&ferrite).args(check).arg(&a.path).output()?;
                 if !out.status.success() {
                     tally.verify_failures += 1;
                     tally.write(&a, &exp, &mut recoveries)?;
@@ -404,7 +402,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
 /// against the oracle, given what the worker and its readers `reported`;
 /// on success carries `exp` forward by the operations that survived. A
 /// violation writes the summary and fails with how to reproduce it.
-fn judge(
+pub(crate) fn judge(
     a: &CrashtestArgs,
     exp: &mut expected::Expected,
     run: u64,
@@ -505,36 +503,36 @@ fn judge(
 /// What a run found, counted as it goes; written (stdout and `--json`) at
 /// the end, and at the first violation before the driver stops.
 #[derive(Default)]
-struct Tally {
-    kills: u64,
-    in_recovery: u64,
-    acked_ops: u64,
+pub(crate) struct Tally {
+    pub(crate) kills: u64,
+    pub(crate) in_recovery: u64,
+    pub(crate) acked_ops: u64,
     /// Recoveries that lost an acknowledged write or broke a batch.
-    acked_lost: u64,
+    pub(crate) acked_lost: u64,
     /// Values readers were shown, checked against the recovered history,
     /// and recoveries that lost one.
-    shown_checked: u64,
-    shown_lost: u64,
-    verify_failures: u64,
+    pub(crate) shown_checked: u64,
+    pub(crate) shown_lost: u64,
+    pub(crate) verify_failures: u64,
     /// Kills of writing workers that landed while each kind of work ran.
-    hits: [u64; Work::COUNT],
+    pub(crate) hits: [u64; Work::COUNT],
     /// Pieces of each kind of work the killed workers started, finished,
     /// and the nanoseconds the finished ones took.
-    started: [u64; Work::COUNT],
-    finished: [u64; Work::COUNT],
-    nanos: [u64; Work::COUNT],
+    pub(crate) started: [u64; Work::COUNT],
+    pub(crate) finished: [u64; Work::COUNT],
+    pub(crate) nanos: [u64; Work::COUNT],
     /// Kills of writing workers whose board could not be read.
-    boards_missing: u64,
+    pub(crate) boards_missing: u64,
     /// Whitebox kills: workers that killed themselves inside their work.
-    self_killed: u64,
+    pub(crate) self_killed: u64,
     /// Power cuts: seconds per cycle (boot, recover, verify, run, cut) and
     /// from starting the machine to the recovered state's dump.
-    cycle_s: Vec<f64>,
-    boot_to_dump_s: Vec<f64>,
+    pub(crate) cycle_s: Vec<f64>,
+    pub(crate) boot_to_dump_s: Vec<f64>,
     /// The commit the run started on.
-    commit: String,
+    pub(crate) commit: String,
     /// The summary has been written (at a violation).
-    written: bool,
+    pub(crate) written: bool,
 }
 
 /// The commit this binary was built from (`build.rs`), so a campaign's
@@ -544,7 +542,7 @@ pub(crate) fn commit() -> String {
 }
 
 /// The `p` quantile of `v` (sorted here), 0 when empty.
-fn quantile(v: &mut [f64], p: f64) -> f64 {
+pub(crate) fn quantile(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(((v.len() as f64 - 1.0) * p) as usize)
         .copied()
@@ -552,7 +550,7 @@ fn quantile(v: &mut [f64], p: f64) -> f64 {
 }
 
 /// The background work each engine does, which its kills must reach.
-fn expected_work(engine: EngineKind, volume: bool) -> &'static [Work] {
+pub(crate) fn expected_work(engine: EngineKind, volume: bool) -> &'static [Work] {
     if volume {
         return &[Work::Reclamation];
     }
@@ -568,7 +566,7 @@ fn expected_work(engine: EngineKind, volume: bool) -> &'static [Work] {
 }
 
 impl Tally {
-    fn note_board(&mut self, board: Option<&BoardImage>) {
+    pub(crate) fn note_board(&mut self, board: Option<&BoardImage>) {
         let Some(b) = board else {
             self.boards_missing += 1;
             return;
@@ -586,7 +584,7 @@ impl Tally {
 
     /// The mean duration of kind `w` so far in microseconds (1 ms before
     /// any finished).
-    fn mean_us(&self, w: Work) -> u64 {
+    pub(crate) fn mean_us(&self, w: Work) -> u64 {
         let i = w as usize;
         (self.nanos[i] / 1000)
             .checked_div(self.finished[i])
@@ -596,7 +594,7 @@ impl Tally {
 
     /// Ends a campaign however it went: the summary written once (a
     /// violation has written it already), the campaign's error kept.
-    fn conclude(
+    pub(crate) fn conclude(
         &mut self,
         outcome: Result<()>,
         a: &CrashtestArgs,
@@ -614,7 +612,7 @@ impl Tally {
         }
     }
 
-    fn write(
+    pub(crate) fn write(
         &mut self,
         a: &CrashtestArgs,
         exp: &expected::Expected,
@@ -675,7 +673,7 @@ impl Tally {
 
 /// Runs the worker for run `run` (or, `recover_only`, just its open) and
 /// kills it after `ms` milliseconds.
-fn kill_one(
+pub(crate) fn kill_one(
     me: &Path,
     a: &CrashtestArgs,
     run: u64,
@@ -685,7 +683,7 @@ fn kill_one(
     within_us: u64,
 ) -> Result<Reported> {
     let mut cmd = Command::new(me);
-    cmd.args(["crashtest-worker", "--engine", a.engine.name(), "--path"])
+    cmd.args(["worker", "--engine", a.engine.name(), "--path"])
         .arg(&a.path)
         .args(["--mode", &a.mode.to_string(), "--seed", &a.seed.to_string()])
         .args(["--run", &run.to_string()])
@@ -762,7 +760,7 @@ fn kill_one(
 }
 
 /// A violation: keeps the store, says how to reproduce it.
-fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
+pub(crate) fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     let mut flags = format!("--partitions {}", a.partitions);
     if a.whitebox {
         flags.push_str(" --whitebox");
@@ -795,7 +793,7 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
         )
     } else {
         format!(
-            "the worker's operations: `ferrite crashtest-worker --engine {} --path <copy> --mode {} \
+            "the worker's operations: `ferrite-crashtest worker --engine {} --path <copy> --mode {} \
              --seed {} --run {run} --partitions {}{}`",
             a.engine,
             a.mode,
@@ -832,7 +830,7 @@ fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     )
 }
 
-fn parse_work(s: &str) -> Result<Work, String> {
+pub(crate) fn parse_work(s: &str) -> Result<Work, String> {
     Work::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Work::ALL.iter().map(|w| w.name()).collect();
         format!("one of {}", names.join(", "))
@@ -878,4 +876,25 @@ pub struct WorkerArgs {
     /// Batches run as transactions that read their keys first.
     #[arg(long)]
     pub transactions: bool,
+}
+
+/// The `ferrite` binary: `--ferrite`, `$FERRITE_BIN` (set by `ferrite
+/// crashtest`, which runs this binary), or the one beside this binary.
+pub(crate) fn ferrite_binary(a: &CrashtestArgs) -> Result<PathBuf> {
+    let path = match (&a.ferrite, std::env::var_os("FERRITE_BIN")) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => PathBuf::from(p),
+        (None, None) => std::env::current_exe()?
+            .parent()
+            .context("this binary has no directory")?
+            .join("ferrite"),
+    };
+    if !path.exists() {
+        bail!(
+            "{} is not built: the crash test runs `ferrite serve`, `ferrite volume` and \
+             `ferrite inspect` from it (`cargo build --release -p ferrite-cli`, or --ferrite PATH)",
+            path.display()
+        );
+    }
+    Ok(path)
 }

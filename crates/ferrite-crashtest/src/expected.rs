@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::oracle::State;
+use crate::oracle::State;
 
 const MAGIC: &[u8; 4] = b"FCT1";
 

@@ -5,12 +5,10 @@
 //! reads the file and learns what was running at the instant of the kill
 //! (the page cache keeps a dead process's stores to a shared mapping).
 
-use std::fs::OpenOptions;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use ferrite::background::{self, Board, BoardImage, BOARD_BYTES};
+use anyhow::{Context, Result};
+use ferrite::background::{self, BoardImage, BOARD_BYTES};
 
 /// The board file of the store at `store`.
 pub fn path_for(store: &Path) -> PathBuf {
@@ -30,44 +28,10 @@ pub fn read(path: &Path) -> Option<BoardImage> {
     BoardImage::decode(&std::fs::read(path).ok()?)
 }
 
-/// Maps the board file shared and makes it this process's board. The
-/// mapping lives as long as the process.
+/// Maps the board file shared and makes it this process's board (see
+/// [`background::install_file`]).
 pub fn install(path: &Path) -> Result<()> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    file.set_len(BOARD_BYTES as u64)?;
-    // SAFETY: a fresh shared mapping of a file at least BOARD_BYTES long;
-    // the kernel places it page-aligned, which satisfies Board's alignment.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            BOARD_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        bail!(
-            "mapping {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        );
-    }
-    // SAFETY: the mapping is never unmapped, so the reference is 'static;
-    // Board is repr(C) atomics, valid for any bytes (the file starts
-    // zeroed, an empty board), and every access to it is atomic.
-    let board: &'static Board = unsafe { &*addr.cast::<Board>() };
-    if !background::install(board) {
-        bail!("a background-work board was installed already");
-    }
-    Ok(())
+    background::install_file(path).with_context(|| format!("mapping {}", path.display()))
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ if grep -q 'ferrite.net=1' /proc/cmdline; then
 fi
 if mount -t ext4 /dev/vdb /data; then
     echo "ferrite-guest-start"
-    /bin/ferrite $cmd
+    /bin/$cmd
     echo "ferrite-guest: exit $?"
     umount /data
 else
@@ -88,9 +88,11 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// Makes the disks afresh in `dir`: a root holding `me` (this
-    /// binary), an empty ext4 store disk, a zeroed channel disk.
-    pub fn create(dir: &Path, me: &Path) -> Result<Rig> {
+    /// Makes the disks afresh in `dir`: a root holding `binaries` (in
+    /// its `/bin`, under their names: this binary for the worker,
+    /// `ferrite` for a server), an empty ext4 store disk, a zeroed
+    /// channel disk.
+    pub fn create(dir: &Path, binaries: &[&Path]) -> Result<Rig> {
         let kdir = kernel_dir();
         let (kernel, initrd) = (kdir.join("vmlinuz"), kdir.join("initrd.img"));
         if !kernel.exists() || !initrd.exists() {
@@ -127,7 +129,7 @@ impl Rig {
             kernel,
             initrd,
         };
-        rig.make_root(me)?;
+        rig.make_root(binaries)?;
         run(Command::new("truncate")
             .args(["-s", STORE_DISK])
             .arg(&rig.store))?;
@@ -136,9 +138,9 @@ impl Rig {
         Ok(rig)
     }
 
-    /// The root file system: busybox, `me` and what it links (from
-    /// `ldd`), the init, all at their host paths.
-    fn make_root(&self, me: &Path) -> Result<()> {
+    /// The root file system: busybox, the binaries and what they link
+    /// (from `ldd`), the init, all at their host paths.
+    fn make_root(&self, binaries: &[&Path]) -> Result<()> {
         let tree = self.dir.join("root");
         for d in ["bin", "sbin", "dev", "proc", "sys", "data"] {
             std::fs::create_dir_all(tree.join(d))?;
@@ -148,26 +150,30 @@ impl Rig {
             bail!("no /bin/busybox (scripts/install-qemu-guest.sh installs busybox-static)");
         }
         std::fs::copy(busybox, tree.join("bin/busybox"))?;
-        std::fs::copy(me, tree.join("bin/ferrite"))?;
-        let ldd = Command::new("ldd")
-            .arg(me)
-            .output()
-            .context("running ldd")?;
-        for lib in String::from_utf8_lossy(&ldd.stdout)
-            .split_whitespace()
-            .filter(|w| w.starts_with('/'))
-        {
-            let to = tree.join(lib.trim_start_matches('/'));
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)?;
+        let mut bytes: u64 = 64 << 20;
+        for bin in binaries {
+            let name = bin.file_name().context("a binary without a name")?;
+            std::fs::copy(bin, tree.join("bin").join(name))?;
+            bytes += std::fs::metadata(bin)?.len();
+            let ldd = Command::new("ldd")
+                .arg(bin)
+                .output()
+                .context("running ldd")?;
+            for lib in String::from_utf8_lossy(&ldd.stdout)
+                .split_whitespace()
+                .filter(|w| w.starts_with('/'))
+            {
+                let to = tree.join(lib.trim_start_matches('/'));
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::copy(lib, &to).with_context(|| format!("copying {lib}"))?;
             }
-            std::fs::copy(lib, &to).with_context(|| format!("copying {lib}"))?;
         }
         let init = tree.join("sbin/init");
         std::fs::write(&init, INIT)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755))?;
-        let bytes: u64 = std::fs::metadata(me)?.len() + (64 << 20);
         run(Command::new("mkfs.ext4")
             .args(["-q", "-F", "-d"])
             .arg(&tree)
@@ -177,7 +183,8 @@ impl Rig {
         Ok(())
     }
 
-    /// Starts the machine running `ferrite <args>` (no argument may hold
+    /// Starts the machine running `args` (the first names a binary of
+    /// its `/bin`; no argument may hold
     /// a comma or a space); with `port`, that guest port is reached at
     /// the returned guest's `addr` on the host's loopback.
     pub fn boot(&self, args: &[String], port: Option<u16>) -> Result<Guest> {

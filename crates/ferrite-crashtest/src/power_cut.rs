@@ -28,17 +28,17 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 
-use super::guest::{Guest, Rig, COMMAND_STARTS};
-use super::ops::{Op, OpStream};
-use super::oracle::{self, State};
-use super::{expected, judge, CrashtestArgs, Reported, Tally};
+use crate::guest::{Guest, Rig, COMMAND_STARTS};
+use crate::ops::{Op, OpStream};
+use crate::oracle::{self, State};
+use crate::{expected, judge, CrashtestArgs, Reported, Tally};
 
 /// Longest a boot may take to reach its dump: far above the seconds it
 /// takes, for a loaded host.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(300);
 
-pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
-    let rig = Rig::create(&a.path, me)?;
+pub fn run(me: &Path, ferrite: &Path, a: &CrashtestArgs) -> Result<()> {
+    let rig = Rig::create(&a.path, &[me, ferrite])?;
     let mut exp = expected::Expected {
         engine: a.engine.name().to_string(),
         seed: a.seed,
@@ -47,7 +47,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
     };
     let mut rng = rand::rngs::SmallRng::seed_from_u64(a.seed ^ 0x0B0A_7C07);
     let mut tally = Tally {
-        commit: super::commit(),
+        commit: crate::commit(),
         ..Tally::default()
     };
     let mut recoveries: Vec<f64> = Vec::new();
@@ -61,7 +61,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
     // When the last boot's command started and when it had dumped what
     // it recovered: cuts aimed at recovery land between the two.
     let mut last_window = (Duration::from_secs(2), Duration::from_secs(3));
-    // Every way the campaign ends writes its summary (see `super::run`).
+    // Every way the campaign ends writes its summary (see `crate::run`).
     let mut campaign = || -> Result<()> {
         for cut in 0..=a.kills {
             let t = Instant::now();
@@ -77,7 +77,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
             rig.clear_dump()?;
             let mut guest = rig.boot(&worker_args(a, run, last), None)?;
             let (command_at, recovered_us) =
-                wait_for_dump(&guest).map_err(|e| super::fail(a, run, &e))?;
+                wait_for_dump(&guest).map_err(|e| crate::fail(a, run, &e))?;
             let boot = guest.started.elapsed();
             last_window = (command_at, boot);
             tally.boot_to_dump_s.push(boot.as_secs_f64());
@@ -118,7 +118,7 @@ pub fn run(me: &Path, a: &CrashtestArgs) -> Result<()> {
             }
             let ms = rng.gen_range(10..a.max_run_ms.max(11));
             let reported = run_until_cut(guest, Duration::from_millis(ms))
-                .map_err(|e| super::fail(a, run, &e))?;
+                .map_err(|e| crate::fail(a, run, &e))?;
             pending = Some((run, reported));
             tally.cycle_s.push(t.elapsed().as_secs_f64());
             bar.set_message(format!(
@@ -151,11 +151,11 @@ fn ran_ahead(
     mut r: Reported,
     found: &State,
 ) -> Reported {
-    let seen = super::count(r.started).max(super::count(r.acked));
+    let seen = crate::count(r.started).max(crate::count(r.acked));
     let durable = if a.mode == ferrite::SyncMode::Always {
-        super::count(r.acked)
+        crate::count(r.acked)
     } else {
-        super::count(r.synced)
+        crate::count(r.synced)
     };
     let mut bound = seen + RUN_AHEAD[1];
     let ops: Vec<Op> = OpStream::for_engine(a.engine, a.seed, run)
@@ -177,7 +177,8 @@ fn pending_was_run(r: &Reported) -> bool {
 /// The worker's command line inside the guest.
 fn worker_args(a: &CrashtestArgs, run: u64, recover_only: bool) -> Vec<String> {
     let mut v: Vec<String> = [
-        "crashtest-worker",
+        "ferrite-crashtest",
+        "worker",
         "--engine",
         a.engine.name(),
         "--path",

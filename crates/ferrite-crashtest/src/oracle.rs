@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::ops::Op;
+use crate::ops::Op;
 
 pub type State = BTreeMap<Vec<u8>, Vec<u8>>;
 

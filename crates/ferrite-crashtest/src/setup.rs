@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 use ferrite::{Config, EngineKind, Store, SyncMode, WriteBatch};
 use ferrite_rask::{BlockRange, DurableOptions, DurableRask, PhysicalRun};
 
-use super::ops::{block_key, Op};
-use super::oracle::State;
+use crate::ops::{block_key, Op};
+use crate::oracle::State;
 
 /// Physical runs of the crash test live in this file number.
 const FILE: u16 = 1;

@@ -322,9 +322,12 @@ fn rewrite(
         debug_assert!(moved || *p == next);
         next = next.wrapping_add(1);
     }
-    let end = c.head.wrapping_add(c.size);
-    if next != end {
-        ctx.tx.delete_items(f.slot, c, next, end.wrapping_sub(1))?;
+    // Point deletes from the tail back: a packed list loses each at its
+    // end, and an LSM-tree is left no range tombstone to read past.
+    let mut p = c.head.wrapping_add(c.size);
+    while p != next {
+        p = p.wrapping_sub(1);
+        ctx.tx.delete_item(f.slot, c, p)?;
     }
     c.size = next.wrapping_sub(c.head);
     ctx.tx

@@ -174,7 +174,14 @@ impl Tx<'_> {
         self.write_node(slot, c, &n)
     }
 
+    /// Deletes the item at `position` (a point delete; in a packed list,
+    /// an item at one end).
     pub fn delete_item(&mut self, slot: u8, c: &Coll, position: u64) -> Result<(), ModelError> {
+        if !c.packed {
+            // Not a range of one: an LSM-tree's readers pay for every
+            // range tombstone until compaction, and pops make many.
+            return self.delete(layout::item(slot, c.version, position));
+        }
         self.delete_items(slot, c, position, position)
     }
 
@@ -362,10 +369,22 @@ impl Tx<'_> {
         }
         let last = c.head.wrapping_add(c.size - 1);
         let mut items = Vec::with_capacity(c.size as usize);
+        // The items' bytes alone past the limit end the read early, so a
+        // list of large items pays little per removal for being short.
+        let mut bytes = 0u64;
+        let mut over = false;
         self.scan_items(slot, c, c.head, last, false, &mut |_, v| {
+            bytes += v.len() as u64;
+            if !limits.repacks(bytes, 0) {
+                over = true;
+                return ControlFlow::Break(());
+            }
             items.push(v.to_vec());
             ControlFlow::Continue(())
         })?;
+        if over {
+            return Ok(());
+        }
         let n = Node {
             first: c.head,
             items,
@@ -428,6 +447,22 @@ mod tests {
             );
             assert_eq!(c.size, 1);
         }
+    }
+
+    #[test]
+    fn pops_from_item_records_delete_points_not_ranges() {
+        let ks = keyspace();
+        let mut tx = ks.write();
+        let mut m = tx.new_coll(Kind::List).unwrap();
+        let c = m.coll_mut().unwrap();
+        for v in ["a", "b", "c"] {
+            tx.push_item(0, c, ListEnd::Right, v.as_bytes().to_vec())
+                .unwrap();
+        }
+        tx.pop_item(0, c, ListEnd::Right).unwrap();
+        tx.pop_item(0, c, ListEnd::Left).unwrap();
+        assert_eq!(tx.range_deletes(), 0);
+        assert_eq!(items(&tx, c), vec![b"b".to_vec()]);
     }
 
     #[test]

@@ -285,6 +285,12 @@ impl<'a> Tx<'a> {
         Ok(self.ks.store().get(key)?)
     }
 
+    /// Range deletes written so far (tests check which writes are points).
+    #[cfg(test)]
+    pub(super) fn range_deletes(&self) -> usize {
+        self.cleared.len()
+    }
+
     fn is_cleared(&self, key: &[u8]) -> bool {
         self.cleared
             .iter()

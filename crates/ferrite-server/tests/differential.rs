@@ -624,7 +624,10 @@ fn cases() -> u32 {
         .unwrap_or(48)
 }
 
-fn differential(kind: EngineKind) {
+/// Runs the sequences `strategy` makes against ferrite on `kind` and a
+/// redis-server side by side; panics naming `what` at the first reply
+/// that differs.
+fn differential_of(kind: EngineKind, strategy: impl Strategy<Value = Vec<Cmd>>, what: &str) {
     if !have("redis-server") {
         return;
     }
@@ -644,12 +647,16 @@ fn differential(kind: EngineKind) {
         failure_persistence: None,
         ..Config::default()
     });
-    let result = runner.run(&sequence(), |cmds| {
+    let result = runner.run(&strategy, |cmds| {
         run_case(&mut ferrite.borrow_mut(), &mut redis.borrow_mut(), &cmds)
     });
     if let Err(e) = result {
-        panic!("{kind}: ferrite and redis-server differ: {e}");
+        panic!("{what}: ferrite and redis-server differ: {e}");
     }
+}
+
+fn differential(kind: EngineKind) {
+    differential_of(kind, sequence(), kind.name());
 }
 
 /// Hash writes over two keys, each followed by `OBJECT ENCODING` of
@@ -714,30 +721,7 @@ fn encoding_sequence() -> impl Strategy<Value = Vec<Cmd>> {
 
 #[test]
 fn hash_encodings_match_redis_server() {
-    if !have("redis-server") {
-        return;
-    }
-    let redis_server = RedisServer::start();
-    let ferrite_server = TestServer::start(EngineKind::Lsm);
-    let redis = std::cell::RefCell::new(Pair {
-        main: Client::connect(redis_server.addr()),
-        side: Client::connect(redis_server.addr()),
-    });
-    let ferrite = std::cell::RefCell::new(Pair {
-        main: ferrite_server.client(),
-        side: ferrite_server.client(),
-    });
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&encoding_sequence(), |cmds| {
-        run_case(&mut ferrite.borrow_mut(), &mut redis.borrow_mut(), &cmds)
-    });
-    if let Err(e) = result {
-        panic!("hash encodings differ from redis-server's: {e}");
-    }
+    differential_of(EngineKind::Lsm, encoding_sequence(), "hash encodings");
 }
 
 #[test]

@@ -3,18 +3,8 @@
 
 use super::{fail, Fail};
 
-/// Redis's `string2ll`: optional minus, no leading zeros or plus sign,
-/// within `i64`.
-pub fn parse_int(b: &[u8]) -> Option<i64> {
-    let digits = b.strip_prefix(b"-").unwrap_or(b);
-    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if digits[0] == b'0' && (digits.len() > 1 || b.len() > 1) {
-        return None;
-    }
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
+/// Redis's `string2ll` (the data model's rule for integers).
+pub use crate::model::parse_int;
 
 pub fn not_an_integer() -> Fail {
     fail("value is not an integer or out of range")

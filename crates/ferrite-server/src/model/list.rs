@@ -312,6 +312,29 @@ impl Tx<'_> {
             ListEnd::Left => c.head,
             ListEnd::Right => c.head.wrapping_add(c.size - 1),
         };
+        if c.packed {
+            // One read and one write of the record, not one each for
+            // the item and its removal.
+            let mut n = self.node(slot, c)?;
+            let value = match (end, n.index(position)) {
+                (ListEnd::Left, Some(0)) => {
+                    n.first = n.first.wrapping_add(1);
+                    n.items.remove(0)
+                }
+                (ListEnd::Right, Some(i)) if i + 1 == n.items.len() => n.items.remove(i),
+                _ => {
+                    return Err(ModelError::Corrupt(
+                        "a list is missing an item inside its bounds".into(),
+                    ))
+                }
+            };
+            self.write_node(slot, c, &n)?;
+            if end == ListEnd::Left {
+                c.head = c.head.wrapping_add(1);
+            }
+            c.size -= 1;
+            return Ok(Some(value));
+        }
         let value = self.item(slot, c, position)?.ok_or_else(|| {
             ModelError::Corrupt("a list is missing an item inside its bounds".into())
         })?;

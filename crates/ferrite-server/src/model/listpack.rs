@@ -24,6 +24,8 @@
 
 use std::borrow::Cow;
 
+use super::meta::parse_int;
+
 /// `total bytes` and `entries`.
 const HEADER: usize = 6;
 const END: u8 = 0xFF;
@@ -54,7 +56,7 @@ impl Entry<'_> {
     pub fn is(&self, b: &[u8]) -> bool {
         match self {
             Entry::Str(s) => *s == b,
-            Entry::Int(n) => canonical_int(b) == Some(*n),
+            Entry::Int(n) => parse_int(b) == Some(*n),
         }
     }
 
@@ -74,16 +76,6 @@ fn decimal_len(n: i64) -> usize {
         len += 1;
     }
     len
-}
-
-/// `b` as an integer if it is the canonical decimal of one (no sign but
-/// `-`, no leading zeros, no `-0`), as Redis's `string2ll` takes it.
-pub fn canonical_int(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
-    }
-    let n: i64 = std::str::from_utf8(b).ok()?.parse().ok()?;
-    (decimal_len(n) == b.len() && b[0] != b'+').then_some(n)
 }
 
 /// A well-formed listpack.
@@ -271,7 +263,7 @@ fn entry_at(b: &[u8], at: usize) -> Option<(Entry<'_>, usize)> {
 /// Appends `element`'s entry.
 fn encode_entry(element: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
-    if let Some(v) = canonical_int(element) {
+    if let Some(v) = parse_int(element) {
         match v {
             0..=127 => out.push(v as u8),
             -4096..=4095 => {
@@ -405,8 +397,8 @@ mod tests {
 
     #[test]
     fn integers_are_only_canonical_decimals() {
-        assert_eq!(canonical_int(b"0"), Some(0));
-        assert_eq!(canonical_int(b"-12"), Some(-12));
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"-12"), Some(-12));
         for no in [
             &b"-0"[..],
             b"01",
@@ -416,9 +408,9 @@ mod tests {
             b"",
             b"99999999999999999999",
         ] {
-            assert_eq!(canonical_int(no), None, "{no:?}");
+            assert_eq!(parse_int(no), None, "{no:?}");
         }
-        assert_eq!(canonical_int(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
     }
 
     fn element() -> impl Strategy<Value = Vec<u8>> {

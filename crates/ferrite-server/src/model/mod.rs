@@ -56,7 +56,7 @@ pub use keyspace::{ChangeFeed, Keyspace, EVENT_CLASSES};
 pub use layout::{successor, DATABASES, MAX_MEMBER, MAX_USER_KEY};
 pub use list::{ListEnd, ListLimits};
 pub use listpack::Listpack;
-pub use meta::{Body, Coll, Kind, Meta};
+pub use meta::{parse_int, Body, Coll, Kind, Meta};
 pub use object::Found;
 pub use score::decode as decode_score;
 pub use stats::ModelCounts;

@@ -14,10 +14,11 @@
 //! | `tree` | search, insert with splits, delete, scan, verify |
 //! | `overflow` | chains of overflow pages for long values: contiguous allocation, batched reads |
 //! | `bulk_load` | bottom-up construction from sorted input |
+//! | `compaction` | when an idle, mostly emptied tree is rebuilt smaller, a pure policy |
 //! | `meta` | the two meta pages naming the durable root |
 //! | `checkpoint` | installing a checkpoint through the double-write file; its recovery |
 //! | `options` | [`BTreeOptions`]: page size, checkpoint interval, which design runs |
-//! | `store` | [`BTreeStore`]: opening and recovery, the write path, checkpoints, SHORTCUT's background work, stats, `KvStore` |
+//! | `store` | [`BTreeStore`]: opening and recovery, the write path, checkpoints, compaction, SHORTCUT's background work, stats, `KvStore` |
 //! | `insert_buffer` | TurboIndex: buffered records of non-resident leaves, the LIRS-style hot-page detector, the write-miss hook |
 //! | `carry_over` | what a checkpoint carries over: buffered records, a batch in flight |
 //! | `page_map` | hash maps keyed by page id |
@@ -28,6 +29,7 @@ mod bulk_load;
 mod carry_over;
 mod checkpoint;
 mod clock;
+mod compaction;
 mod free_space;
 mod insert_buffer;
 mod meta;

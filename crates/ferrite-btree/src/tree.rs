@@ -13,7 +13,8 @@
 //! it posts to both halves as their shared fence); leaves are
 //! linked left to right. Deletes never merge pages (a lazy policy: an
 //! emptied leaf stays linked and is refilled by later inserts), so the tree
-//! never shrinks in height. Values whose cell would exceed a quarter of the
+//! never shrinks in height while it is written; an idle tree that lost
+//! most of its pairs is rebuilt whole instead (see `compaction`). Values whose cell would exceed a quarter of the
 //! page go to a chain of overflow pages; split points are chosen with the
 //! new cell included, so any cell up to a third of a page always fits.
 

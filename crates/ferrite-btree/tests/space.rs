@@ -42,3 +42,103 @@ fn the_double_write_and_spill_files_are_empty_after_each_checkpoint() {
         db.verify().unwrap();
     }
 }
+
+/// Pages of `dev` (of `ps` bytes) holding any byte other than zero.
+fn written_pages(dev: &common::Dev, ps: usize) -> usize {
+    let mut n = 0;
+    let mut b = ferrite_io::AlignedBuf::zeroed(ps);
+    for id in 0..dev.len() / ps as u64 {
+        dev.read_at(&mut b, id * ps as u64).unwrap();
+        n += usize::from(b.iter().any(|&x| x != 0));
+    }
+    n
+}
+
+/// Waits until `db` has compacted `n` times, or fails.
+fn await_compactions(db: &ferrite_btree::BTreeStore, n: f64, what: &str) {
+    let start = std::time::Instant::now();
+    while db.stats().field("compactions").unwrap() < n {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{what}: no compaction after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A tree that lost most of its pairs keeps every leaf while it is
+/// written; once quiet, it is rebuilt from its live pairs and the old
+/// pages become holes: the page file's written pages fall to a few,
+/// everything left is read back (values in overflow chains included),
+/// and the store reopens with it.
+#[test]
+fn an_idle_tree_that_lost_most_of_its_pairs_gives_its_pages_back() {
+    for mode in [Mode::Plain, Mode::Shortcut] {
+        let d = common::fresh();
+        let db = common::open_with(&d, mode, ferrite_core::SyncMode::Never).unwrap();
+        let mut model = BTreeMap::new();
+        for i in 0..20_000u32 {
+            let k = format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000).into_bytes();
+            // Every 1000th value is long enough for an overflow chain.
+            let v = vec![(i % 251) as u8; if i % 1000 == 0 { 9000 } else { 100 }];
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+        let page_size = if mode == Mode::Shortcut { 1024 } else { 4096 };
+        let full = written_pages(&d[0], page_size);
+        // All but every 50th key goes.
+        let doomed: Vec<Vec<u8>> = model.keys().cloned().collect();
+        for (i, k) in doomed.iter().enumerate() {
+            if i % 50 != 0 {
+                db.delete(k).unwrap();
+                model.remove(k);
+            }
+        }
+        db.flush().unwrap();
+        assert_eq!(
+            db.stats().field("compactions"),
+            Some(0.0),
+            "{mode:?}: compacted while written"
+        );
+        await_compactions(&db, 1.0, &format!("{mode:?}"));
+        assert_eq!(common::contents(&db), model, "{mode:?}: after compaction");
+        db.verify().unwrap();
+        let left = written_pages(&d[0], page_size);
+        assert!(
+            left * 10 < full,
+            "{mode:?}: {left} of {full} pages still written after compaction"
+        );
+        // Writes go on over the rebuilt tree, into the freed ids.
+        for i in 0..500u32 {
+            let k = format!("new{i:05}").into_bytes();
+            db.put(&k, b"v").unwrap();
+            model.insert(k, b"v".to_vec());
+        }
+        drop(db);
+        let db = common::open_with(&d, mode, ferrite_core::SyncMode::Never).unwrap();
+        assert_eq!(common::contents(&db), model, "{mode:?}: after reopening");
+        db.verify().unwrap();
+    }
+}
+
+/// Emptied to the last pair, the tree is rebuilt as one empty leaf.
+#[test]
+fn an_emptied_tree_compacts_to_one_leaf() {
+    let d = common::fresh();
+    let db = common::open_with(&d, Mode::Plain, ferrite_core::SyncMode::Never).unwrap();
+    for i in 0..10_000u32 {
+        db.put(format!("k{i:06}").as_bytes(), &[7u8; 200]).unwrap();
+    }
+    for i in 0..10_000u32 {
+        db.delete(format!("k{i:06}").as_bytes()).unwrap();
+    }
+    await_compactions(&db, 1.0, "emptied");
+    assert!(common::contents(&db).is_empty());
+    assert_eq!(db.stats().field("pages_level_0"), Some(1.0));
+    db.put(b"again", b"v").unwrap();
+    drop(db);
+    let db = common::open(&d).unwrap();
+    assert_eq!(db.get(b"again").unwrap().as_deref(), Some(&b"v"[..]));
+    db.verify().unwrap();
+}

@@ -27,8 +27,7 @@
 //! The master's CPU time per SET, alone and with replicas, separates
 //! what replication costs the master from the cores its replicas take.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{ferrite_binary, fresh_dir, Metrics, Report, Study, Table};
+use super::resp::Resp;
 use super::serve::{
     bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
 };
@@ -104,62 +104,13 @@ pub struct Results {
     notes: Vec<String>,
 }
 
-/// A minimal RESP connection for INFO, SET, GET and bulk loading.
-struct Resp {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
+/// `INFO replication` through a [`Resp`] connection.
+trait ReplicationInfo {
+    fn info_field(&mut self, field: &str) -> Result<Option<String>>;
+    fn offset(&mut self) -> Result<u64>;
 }
 
-impl Resp {
-    fn connect(port: u16) -> Result<Self> {
-        let w = TcpStream::connect(("127.0.0.1", port)).map_err(io)?;
-        w.set_nodelay(true).map_err(io)?;
-        w.set_read_timeout(Some(Duration::from_secs(600)))
-            .map_err(io)?;
-        let r = BufReader::new(w.try_clone().map_err(io)?);
-        Ok(Self { w, r })
-    }
-
-    fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-        out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-
-    /// One reply: a status or bulk as bytes, `None` for nil; an error
-    /// reply is an error.
-    fn reply(&mut self) -> Result<Option<Vec<u8>>> {
-        let mut line = String::new();
-        self.r.read_line(&mut line).map_err(io)?;
-        let line = line.trim_end();
-        match line.as_bytes().first() {
-            Some(b'+') | Some(b':') => Ok(Some(line.as_bytes()[1..].to_vec())),
-            Some(b'$') => {
-                let n: i64 = line[1..]
-                    .parse()
-                    .map_err(|_| BenchError::Config(format!("bad reply {line}")))?;
-                if n < 0 {
-                    return Ok(None);
-                }
-                let mut b = vec![0u8; n as usize + 2];
-                self.r.read_exact(&mut b).map_err(io)?;
-                b.truncate(n as usize);
-                Ok(Some(b))
-            }
-            _ => Err(BenchError::Config(format!("unexpected reply {line:?}"))),
-        }
-    }
-
-    fn call(&mut self, args: &[&[u8]]) -> Result<Option<Vec<u8>>> {
-        let mut out = Vec::new();
-        Self::encode(&mut out, args);
-        self.w.write_all(&out).map_err(io)?;
-        self.reply()
-    }
-
+impl ReplicationInfo for Resp {
     fn info_field(&mut self, field: &str) -> Result<Option<String>> {
         let text = self.call(&[b"INFO", b"replication"])?.unwrap_or_default();
         Ok(String::from_utf8_lossy(&text).lines().find_map(|l| {

@@ -25,6 +25,10 @@
 //! against ferrite on each engine, each on a fresh store: the passed
 //! counts side by side, overall and per file.
 //!
+//! Expiry (`expiry`): on each engine, keys with TTLs of 1–10 s that no
+//! one reads again: how long after the last deadline `DBSIZE` is 0, and
+//! how much of its peak size the store still takes 20 s after it.
+//!
 //! On the B+tree in cache, ten thousand idle clients are then connected
 //! (over the server's Unix socket, so the client machine's ephemeral
 //! ports are not what is measured) and SET and GET at `-P 16` are timed
@@ -49,6 +53,7 @@ use serde_json::json;
 use super::driver::{
     ferrite_binary, free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
 };
+use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::error::{BenchError, Result};
@@ -94,6 +99,9 @@ struct Sizes {
     value_bytes: u32,
     /// Reads of the in-process pass.
     inprocess_reads: u64,
+    /// Keys of the expiry pass.
+    #[serde(default)]
+    expiry_keys: u64,
 }
 
 fn sizes(scale: Scale) -> Sizes {
@@ -105,6 +113,7 @@ fn sizes(scale: Scale) -> Sizes {
         clients: scale.pick(10, 50, 50),
         value_bytes: 100,
         inprocess_reads: scale.pick(5_000, 500_000, 2_000_000),
+        expiry_keys: scale.pick(20_000, 1_000_000, 1_000_000),
     }
 }
 
@@ -144,6 +153,9 @@ pub struct Results {
     /// Valkey's suite: by server, the counts of each file.
     #[serde(default)]
     compat: BTreeMap<String, BTreeMap<String, FileCount>>,
+    /// The expiry pass, by engine.
+    #[serde(default)]
+    expiry: BTreeMap<String, ExpiryRun>,
     notes: Vec<String>,
 }
 
@@ -518,7 +530,7 @@ fn inprocess_gets(
     Ok(rate)
 }
 
-fn dir_bytes(dir: &Path) -> u64 {
+pub(super) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
@@ -725,6 +737,8 @@ impl Study for ServeRepro {
         ClaimSpec::new("types_vs_redis_aof_p16", ">= 0.4", TYPES),
         ClaimSpec::new("redis_compat_vs_redis", ">= 0.85", TYPES),
         ClaimSpec::new("redis_compat_file_ratio", ">= 0.7", TYPES),
+        ClaimSpec::new("expiry_empty_after_last_ttl_s", "<= 20", TYPES),
+        ClaimSpec::new("expiry_space_left_vs_peak", "<= 0.3", TYPES),
     ];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
@@ -782,6 +796,15 @@ impl Study for ServeRepro {
                 "Valkey's suite (../shared/redis-compat/run) or tclsh is missing: no compatibility counts"
                     .into(),
             ),
+        }
+        for engine in ENGINES {
+            let dir = fresh_dir(&root.join(format!("{engine}-expiry")))?;
+            let store = dir.join("store");
+            let sync = SyncMode::Batched(Duration::from_millis(1000));
+            let server = start_ferrite(&bin, &store, engine, sync, 256)?;
+            let run = expiry::run(server.port, &store, s.expiry_keys)?;
+            server.stop()?;
+            plan.results.expiry.insert(engine.name().to_string(), run);
         }
         // Data: requests × (key + value) bytes, about; the budget for the
         // second pass is a tenth of it.
@@ -942,6 +965,15 @@ impl Study for ServeRepro {
                 m.lowest("sync_always_group_commit_gain", e, gain);
             }
         }
+        for (e, run) in &r.expiry {
+            let mib = |b: u64| b as f64 / f64::from(1 << 20);
+            m.highest("expiry_empty_after_last_ttl_s", e, run.empty_after());
+            m.highest("expiry_space_left_vs_peak", e, run.left_vs_peak());
+            m.set(format!("{e}_expiry_peak_mib"), mib(run.peak_bytes()));
+            if let Some(last) = run.samples.last() {
+                m.set(format!("{e}_expiry_final_mib"), mib(last.store_bytes));
+            }
+        }
         let idle = |k: &str| r.idle_rates.get(k).and_then(|v| median(v));
         for test in ["SET", "GET"] {
             let ratio = idle(&format!("{test} idle"))
@@ -1070,6 +1102,36 @@ impl Study for ServeRepro {
                     with as f64 / (1 << 20) as f64
                 ));
             }
+        }
+        if !r.expiry.is_empty() {
+            doc.text(format!(
+                "Expiry: {} keys `SET ttl:<i> <20 bytes> PX <1,000-10,000>` into `ferrite serve` \
+                 (`--sync batched:1000`, 256 MiB cache), none read again; `DBSIZE` and the store's \
+                 allocated bytes once a second until {} s after the last deadline.",
+                r.sizes.map_or(0, |s| s.expiry_keys),
+                expiry::WINDOW.as_secs()
+            ));
+            let mut t = Table::new([
+                "engine",
+                "load s",
+                "last deadline s",
+                "DBSIZE 0 after it, s",
+                "peak MiB",
+                "at the end MiB",
+            ]);
+            let mib = |b: u64| format!("{:.1}", b as f64 / f64::from(1 << 20));
+            for (e, run) in &r.expiry {
+                t.row([
+                    e.clone(),
+                    format!("{:.1}", run.load_seconds),
+                    format!("{:.1}", run.last_deadline),
+                    run.empty_after()
+                        .map_or("never".into(), |s| format!("{s:.1}")),
+                    mib(run.peak_bytes()),
+                    mib(run.samples.last().map_or(0, |s| s.store_bytes)),
+                ]);
+            }
+            doc.table(&t);
         }
         let mut t = Table::new(["store (cache)", "on disk (MiB)"]);
         for (k, v) in &r.disk_bytes {

@@ -7,6 +7,11 @@
 //! installs (the buffered records, the batch in flight, and during
 //! recovery the batches not yet replayed) goes to the epoch's carry-over
 //! slot first, and recovery replays it on top.
+//!
+//! Clean page ids (free, and used by no durable checkpoint) are holes in
+//! the page file: a checkpoint punches the ids it frees for good, and
+//! opening a store punches the clean ids it finds, so freed pages cost no
+//! disk.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -17,8 +22,32 @@ use crate::carry_over;
 use crate::checkpoint;
 use crate::free_space;
 use crate::meta::{Carried, Meta};
+use crate::page::PageId;
 
 impl Shared {
+    /// Gives the space of clean page ids back to the file system (a hole
+    /// punched in the page file; zeros on a device that cannot punch), so
+    /// that every clean id is a hole and a store that shrank takes less
+    /// disk. Best effort: a failed punch costs space, never data, since no
+    /// checkpoint uses a clean id.
+    pub(super) fn hollow(&self, mut ids: Vec<PageId>) {
+        ids.sort_unstable();
+        let ps = self.tree.page_size as u64;
+        let mut i = 0;
+        while i < ids.len() {
+            let first = ids[i];
+            let mut n = 1;
+            while ids.get(i + n) == Some(&(first + n as u64)) {
+                n += 1;
+            }
+            i += n;
+            if let Err(e) = self.devices.pages.discard(first * ps, n as u64 * ps) {
+                log::warn!("btree: giving back {n} free pages failed: {e}");
+                return;
+            }
+        }
+    }
+
     /// Writes what checkpoint `epoch` carries over — the insert buffer's
     /// records, then the batch in flight, then (during recovery) the
     /// batches not yet replayed — to its slot, and says whether there was
@@ -93,7 +122,17 @@ impl Shared {
             })
             .and_then(|_| {
                 pool.checkpoint_done()?;
+                // The ids this checkpoint frees for good: free before it,
+                // and not holding its free list.
+                let freed: Vec<PageId> = st
+                    .shape
+                    .free
+                    .iter()
+                    .copied()
+                    .filter(|id| chain.binary_search_by_key(id, |(c, _)| *c).is_err())
+                    .collect();
                 free_space::settle(&mut st.shape, &chain);
+                self.hollow(freed);
                 st.epoch = meta.epoch;
                 self.wal.reset(meta.epoch)
             });

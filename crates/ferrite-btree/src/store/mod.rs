@@ -35,12 +35,14 @@
 //! | `mod.rs` | [`BTreeStore`], its shared state, lookups, scans, `KvStore` |
 //! | `open.rs` | the store's devices, sizing the budget, recovery |
 //! | `write.rs` | the write path: WAL append, apply, group commit, poisoning |
-//! | `checkpoint.rs` | installing the tree as a checkpoint, what it carries over |
+//! | `checkpoint.rs` | installing the tree as a checkpoint, what it carries over, giving freed pages back |
+//! | `compactor.rs` | rebuilding an idle, mostly emptied tree smaller (policy: `compaction`) |
 //! | `shortcut_worker.rs` | SHORTCUT's background rebuilds and re-layouts |
 //! | `stats.rs` | the engine's counters as [`Stats`] |
 //! | `hit_path.rs` | the in-cache lookup's cost, part by part (harness only) |
 
 mod checkpoint;
+mod compactor;
 #[cfg(feature = "bench-internals")]
 mod hit_path;
 mod open;
@@ -134,6 +136,10 @@ fn visit_collected(got: &Collected, visit: &mut ScanVisitor<'_>) -> (u64, bool) 
 struct Counters {
     api: ApiCounters,
     checkpoints: AtomicU64,
+    /// Delete operations applied (range deletes count one): what wakes
+    /// the compactor.
+    deleted: AtomicU64,
+    compactions: AtomicU64,
     access: Accesses,
 }
 
@@ -172,6 +178,7 @@ pub struct BTreeStore {
     /// Syncs the WAL every interval under `SyncMode::Batched`.
     ticker: Option<PeriodicSync>,
     rebuilder: Option<std::thread::JoinHandle<()>>,
+    compactor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl BTreeStore {
@@ -451,6 +458,11 @@ impl BTreeStore {
         if let Some(t) = self.rebuilder.take() {
             t.join()
                 .map_err(|_| Error::corruption("shortcut worker", "the rebuild thread panicked"))?;
+        }
+        if let Some(t) = self.compactor.take() {
+            t.thread().unpark();
+            t.join()
+                .map_err(|_| Error::corruption("compactor", "the compaction thread panicked"))?;
         }
         self.shared.check_poison()?;
         let mut st = self.shared.state.write();

@@ -341,6 +341,9 @@ impl BTreeStore {
             if fresh || replaying {
                 shared.checkpoint(&mut st, None)?;
             }
+            // Clean ids are holes (see `checkpoint`), also those a store
+            // written before pages were given back left.
+            shared.hollow(st.shape.clean.clone());
             if let Some(sc) = &shared.shortcut {
                 // Best effort: a tree whose inner pages cannot be read now
                 // is served by dependent descents until a rebuild works.
@@ -371,10 +374,20 @@ impl BTreeStore {
             }
             _ => None,
         };
+        let compactor = {
+            let s = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("btree-compactor".into())
+                    .spawn(move || s.compact_loop())
+                    .map_err(|e| Error::resource("the compaction thread", e))?,
+            )
+        };
         Ok(Self {
             shared,
             ticker,
             rebuilder,
+            compactor,
         })
     }
 }

@@ -44,6 +44,8 @@ pub struct BTreeStats {
     pub spill_batches: u64,
     pub spill_requests: u64,
     pub checkpoints: u64,
+    /// Trees rebuilt smaller once mostly empty (see `compaction`).
+    pub compactions: u64,
     pub wal_bytes: u64,
     /// Writes and lookups whose leaf was in the pool, or was not; lookups
     /// the insert buffer answered.
@@ -96,6 +98,7 @@ impl EngineStats for BTreeStats {
             ("spill_batches", self.spill_batches),
             ("spill_requests", self.spill_requests),
             ("checkpoints", self.checkpoints),
+            ("compactions", self.compactions),
             ("wal_bytes", self.wal_bytes),
             ("write_hits", self.write_hits),
             ("write_misses", self.write_misses),
@@ -207,7 +210,7 @@ impl Shared {
         });
         let snapshots = s.snapshots.stats();
         let fill = s.fill.lock().clone();
-        let footprint = s.footprint((st.shape.free.len() + st.shape.clean.len()) as u64, &fill);
+        let footprint = s.footprint(st.shape.free.len() as u64, &fill);
         let detail = BTreeStats {
             height: st.shape.height + 1,
             pool_frames: pool.capacity() as u64,
@@ -223,6 +226,7 @@ impl Shared {
             spill_batches: ld(&pool.counters.spill_batches),
             spill_requests: ld(&pool.counters.spill_requests),
             checkpoints: ld(&c.checkpoints),
+            compactions: ld(&c.compactions),
             wal_bytes: s.wal.len(),
             write_hits: ld(&c.access.write_hits),
             write_misses: ld(&c.access.write_misses),
@@ -259,7 +263,7 @@ impl Shared {
     }
 
     /// The store's bytes by kind: the page file split into meta pages,
-    /// free pages, the slack inside tree pages (as the last verify walk
+    /// free pages that still hold bytes (clean ones are holes), the slack inside tree pages (as the last verify walk
     /// measured it; none before one) and the rest, which is data (tree
     /// and overflow pages); then the double-write, spill, WAL and
     /// carry-over files as allocated.

@@ -13,6 +13,7 @@
 //! durable.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering::Relaxed;
 
 use ferrite_core::{BatchOp, KeyRange, Result, SyncMode, WriteBatch};
 
@@ -241,8 +242,12 @@ impl Shared {
         for op in batch.ops() {
             match op {
                 BatchOp::Put { key, value } => self.apply_op(st, key, Some(value), logged)?,
-                BatchOp::Delete { key } => self.apply_op(st, key, None, logged)?,
+                BatchOp::Delete { key } => {
+                    self.counters.deleted.fetch_add(1, Relaxed);
+                    self.apply_op(st, key, None, logged)?
+                }
                 BatchOp::DeleteRange { start, end } => {
+                    self.counters.deleted.fetch_add(1, Relaxed);
                     self.apply_delete_range(st, start, end, logged)?
                 }
             }

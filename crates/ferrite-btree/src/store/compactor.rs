@@ -1,0 +1,185 @@
+//! Compaction's work (its policy is `crate::compaction`): a background
+//! thread watches for a quiet store after many deletes, reads the live
+//! pairs under the shared lock, and when the policy says so rebuilds the
+//! tree under the write lock — the pairs bulk-loaded into fresh page ids
+//! past the file's end, every old id freed — then checkpoints. The
+//! checkpoint settles the old ids as clean, and clean ids are holes in
+//! the page file (see `checkpoint`), so their space goes back to the file
+//! system.
+//!
+//! Crash safety: the new pages lie past the durable checkpoint's page
+//! count and no old page is written, so until the checkpoint's meta page
+//! lands the durable tree and its WAL are as they were; after it, the new
+//! tree is the durable one. Readers see the old tree or the new: the
+//! rebuild is one structure change. A failure halfway poisons the store,
+//! as any failed change to the tree does.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::time::{Duration, Instant};
+
+use ferrite_core::{KeyRange, Result};
+
+use super::{Shared, State};
+use crate::compaction;
+use crate::page::{self, KIND_LEAF};
+use crate::tree::{max_key_len, Shape};
+
+/// How often the thread looks at the store.
+const TICK: Duration = Duration::from_millis(250);
+
+impl Shared {
+    /// The compaction thread: until the store stops, wakes every
+    /// [`TICK`] (or when unparked to stop) and compacts a store that the
+    /// policy finds quiet after enough deletes and mostly empty.
+    pub(super) fn compact_loop(&self) {
+        let mut seen = u64::MAX;
+        let mut quiet_since = Instant::now();
+        let mut deletes_judged = self.counters.deleted.load(Relaxed);
+        while !self.stop.load(Acquire) {
+            std::thread::park_timeout(TICK);
+            if self.stop.load(Acquire) || self.poisoned.is_set() {
+                continue;
+            }
+            let applied = self.state.read().applied;
+            if applied != seen {
+                seen = applied;
+                quiet_since = Instant::now();
+                continue;
+            }
+            let deletes = self.counters.deleted.load(Relaxed);
+            if !compaction::worth_a_look(quiet_since.elapsed(), deletes - deletes_judged) {
+                continue;
+            }
+            deletes_judged = deletes;
+            if let Err(e) = self.compact_if_due(applied) {
+                log::warn!("btree: compaction failed: {e}");
+            }
+        }
+    }
+
+    /// Rebuilds the tree if it is mostly empty and nothing was written
+    /// since `applied` batches; returns whether it did.
+    pub(super) fn compact_if_due(&self, applied: u64) -> Result<bool> {
+        let ps = self.tree.page_size as u64;
+        let pairs = {
+            let st = self.state.read();
+            if st.applied != applied || st.turbo.records().is_some() {
+                // Written meanwhile, or buffered records are newer than
+                // the pages: judge again when quiet.
+                return Ok(false);
+            }
+            let pages = tree_pages(&st.shape);
+            if !compaction::worth_rebuilding(0, pages, ps) {
+                return Ok(false);
+            }
+            // Past this many bytes the tree is not worth rebuilding, so
+            // the read stops there.
+            let limit =
+                compaction::MAX_LIVE_BYTES.min((compaction::MAX_FILL * (pages * ps) as f64) as u64);
+            let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut bytes = 0u64;
+            self.scan_locked(&st, KeyRange::all(), &mut |k, v| {
+                bytes += (k.len() + v.len()) as u64;
+                pairs.push((k.to_vec(), v.to_vec()));
+                if bytes > limit {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })?;
+            if !compaction::worth_rebuilding(bytes, pages, ps) {
+                return Ok(false);
+            }
+            pairs
+        };
+        let mut st = self.state.write();
+        self.check_poison()?;
+        if st.applied != applied || st.turbo.records().is_some() {
+            return Ok(false);
+        }
+        self.rebuild(&mut st, pairs)
+            .inspect_err(|e| self.poison(e))?;
+        self.checkpoint(&mut st, None)?;
+        self.counters.compactions.fetch_add(1, Relaxed);
+        Ok(true)
+    }
+
+    /// Replaces the tree by one bulk-loaded from `pairs` (ascending, as a
+    /// scan returns them) in ids past the file's end, and frees every old
+    /// id. The caller checkpoints next.
+    fn rebuild(&self, st: &mut State, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let tree = &self.tree;
+        let _change = tree.version.change();
+        let old = st.shape.page_count;
+        let mut shape = Shape {
+            root: st.shape.root,
+            height: 0,
+            page_count: old,
+            free: Vec::new(),
+            clean: Vec::new(),
+            spare: Vec::new(),
+            level_runs: Vec::new(),
+        };
+        let max_key = max_key_len(tree.page_size);
+        let loaded = crate::bulk_load::load(
+            tree,
+            &mut shape,
+            &mut pairs.into_iter(),
+            compaction::REBUILD_FILL,
+            max_key,
+        )?;
+        if loaded == 0 {
+            let id = tree.grow(&mut shape, 1);
+            let p = tree.pool.create(id)?;
+            page::init(&mut p.write(), id, KIND_LEAF, 0);
+            shape.root = id;
+            shape.height = 0;
+        }
+        tree.note_growth(&shape);
+        // Nothing reads an old page again once the new root is published:
+        // their frames are free at once (but for a lookup holding one now,
+        // whose stale frame is harmless: its id is free).
+        for id in 2..old {
+            tree.pool.forget(id);
+        }
+        shape.free = (2..old).collect();
+        st.shape = shape;
+        tree.publish(&st.shape);
+        *tree.level_counts.lock() = None;
+        self.fill.lock().clear();
+        if let Some(sc) = &self.shortcut {
+            sc.stash.take();
+            sc.rebuild_locked(tree, &st.shape)?;
+        }
+        Ok(())
+    }
+}
+
+/// Page ids the tree holds (its nodes and overflow chains): all but the
+/// meta pages, the free ids and the spare runs.
+fn tree_pages(shape: &Shape) -> u64 {
+    let spare: u64 = shape.spare.iter().map(|&(_, n)| n).sum();
+    shape
+        .page_count
+        .saturating_sub(2 + (shape.free.len() + shape.clean.len()) as u64 + spare)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_pages_leave_out_meta_free_and_spare_ids() {
+        let shape = Shape {
+            root: 2,
+            height: 1,
+            page_count: 100,
+            free: vec![3, 4],
+            clean: vec![9, 8, 7],
+            spare: vec![(50, 10)],
+            level_runs: Vec::new(),
+        };
+        assert_eq!(tree_pages(&shape), 100 - 2 - 5 - 10);
+    }
+}

@@ -8,7 +8,7 @@
 //! so and passes without running.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -57,79 +57,45 @@ fn create(dir: &Path, size: &str, segment: &str) {
     ]));
 }
 
-/// A running `ferrite volume serve`; stopped with SIGTERM on drop.
+/// A running `ferrite volume serve`; killed if dropped running.
 struct Server {
-    child: Option<Child>,
+    proc: ferrite_process::Server,
     uri: String,
     port: u16,
 }
 
 impl Server {
     fn start(dir: &Path) -> Self {
-        let mut child = ferrite()
-            .args([
-                "volume",
-                "serve",
-                "--path",
-                dir.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut cmd = ferrite();
+        cmd.args(["volume", "serve", "--path", dir.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0"])
+            .stderr(Stdio::inherit());
+        let proc = ferrite_process::Server::start(
+            cmd,
+            "ferrite volume serve",
+            ferrite_process::Ready::FirstLine,
+            Duration::from_secs(120),
+        )
+        .unwrap();
         // "ferrite volume serving "ferrite" on nbd://127.0.0.1:PORT/ferrite (...)"
+        let line = proc.first_line();
         let uri = line
             .split_whitespace()
             .find(|w| w.starts_with("nbd://"))
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_string();
-        let port = uri
-            .trim_start_matches("nbd://127.0.0.1:")
-            .split('/')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        Self {
-            child: Some(child),
-            uri,
-            port,
-        }
+        let port = proc.announced_addr().unwrap().port();
+        Self { proc, uri, port }
     }
 
     /// SIGTERM and wait: the server flushes and closes the volume.
-    fn stop(mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: signalling a child this test spawned and still owns.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let status = c.wait().unwrap();
-            assert!(status.success(), "the server exited with {status}");
-        }
+    fn stop(self) {
+        self.proc.stop(Duration::from_secs(120)).unwrap();
     }
 
     /// SIGKILL: no flush, no close.
     fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.proc.kill();
     }
 }
 

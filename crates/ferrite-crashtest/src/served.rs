@@ -6,12 +6,14 @@
 //! that line, and "killed" is the machine's power cut.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ferrite_process::Ready;
 use parking_lot::Mutex;
 
 use crate::guest::{Guest, Rig};
@@ -23,9 +25,15 @@ pub const GUEST_PORT: u16 = 6379;
 /// Longest a guest may take to boot and recover before it serves.
 const GUEST_START: Duration = Duration::from_secs(300);
 
+/// Longest a server here may take to recover before it serves.
+const LOCAL_START: Duration = Duration::from_secs(300);
+
+/// Longest a server asked to stop may take to close its store.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
 /// A server under test: a process here, or a machine running it.
 pub enum Proc {
-    Local(Child),
+    Local(ferrite_process::Server),
     Guest(Box<Guest>),
 }
 
@@ -33,10 +41,7 @@ impl Proc {
     /// SIGKILL the process, or cut the machine's power.
     pub fn kill(&mut self) {
         match self {
-            Proc::Local(c) => {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            Proc::Local(s) => s.kill(),
             Proc::Guest(g) => g.cut(),
         }
     }
@@ -45,28 +50,32 @@ impl Proc {
     /// unmounts its store and powers off).
     pub fn wait_exit(&mut self, what: &str) -> Result<()> {
         match self {
-            Proc::Local(c) => wait_exit(c, what),
+            Proc::Local(s) => {
+                let status = s
+                    .wait_exit(STOP_WAIT)
+                    .inspect_err(|_| s.kill())
+                    .with_context(|| format!("{what} asked to stop"))?;
+                if !status.success() {
+                    bail!("{what} exited with {status} when asked to stop");
+                }
+                Ok(())
+            }
             Proc::Guest(g) => g.wait_off(Duration::from_secs(60)),
         }
     }
 
-    /// The process id, for a signal (a local process only).
-    pub fn local(&self) -> Option<&Child> {
+    /// Asks the server to stop with SIGTERM (it flushes and closes) and
+    /// waits for a clean exit; a guest, which cannot be signalled, has its
+    /// power cut instead.
+    pub fn terminate(&mut self, what: &str) -> Result<()> {
         match self {
-            Proc::Local(c) => Some(c),
-            Proc::Guest(_) => None,
-        }
-    }
-}
-
-/// A server the driver let go of (a failed check returns early) is not
-/// left running: it is killed when dropped, unless it has already ended.
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Proc::Local(c) = self {
-            if matches!(c.try_wait(), Ok(None)) {
-                let _ = c.kill();
-                let _ = c.wait();
+            Proc::Local(s) => {
+                s.signal(libc::SIGTERM)?;
+                self.wait_exit(what)
+            }
+            Proc::Guest(g) => {
+                g.cut();
+                Ok(())
             }
         }
     }
@@ -122,40 +131,35 @@ pub fn log_path(store: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-fn spawn(mut cmd: Command, store: &Path) -> Result<Child> {
-    let log = std::fs::OpenOptions::new()
+fn log_file(store: &Path) -> Result<std::fs::File> {
+    Ok(std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(log_path(store))?;
-    cmd.stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .context("starting the server")
+        .open(log_path(store))?)
 }
 
-/// Starts `cmd` and waits for its first line; returns the process, that
-/// line, and how long it took (start-up and recovery).
-pub fn start(cmd: Command, store: &Path) -> Result<(Child, String, Duration)> {
-    let t = Instant::now();
-    let mut child = spawn(cmd, store)?;
-    let stdout = child.stdout.take().context("the server's stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    if line.is_empty() {
-        let _ = child.kill();
-        let status = child.wait()?;
-        bail!(
-            "the server did not start ({status}); see {}",
-            log_path(store).display()
-        );
-    }
-    Ok((child, line, t.elapsed()))
+/// Starts `cmd` (stderr appended to the log beside `store`) and waits for
+/// its first line, which names the address it serves; returns the
+/// process, that address, and how long it took (start-up and recovery).
+pub fn start(mut cmd: Command, store: &Path) -> Result<(Proc, SocketAddr, Duration)> {
+    cmd.stderr(log_file(store)?);
+    let server = ferrite_process::Server::start(cmd, "the server", Ready::FirstLine, LOCAL_START)
+        .with_context(|| format!("see {}", log_path(store).display()))?;
+    let Some(addr) = server.announced_addr() else {
+        bail!("the server printed no address: {:?}", server.first_line());
+    };
+    let took = server.started_in();
+    Ok((Proc::Local(server), addr, took))
 }
 
 /// Starts `cmd` and SIGKILLs it after `ms`, mostly while it recovers;
 /// returns whether it was ready by then.
-pub fn kill_while_starting(cmd: Command, store: &Path, ms: u64) -> Result<bool> {
-    let mut child = spawn(cmd, store)?;
+pub fn kill_while_starting(mut cmd: Command, store: &Path, ms: u64) -> Result<bool> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(log_file(store)?)
+        .spawn()
+        .context("starting the server")?;
     let stdout = child.stdout.take().context("the server's stdout")?;
     let ready = Arc::new(Mutex::new(false));
     let r2 = ready.clone();
@@ -197,21 +201,4 @@ pub fn drive_then_kill(
     let mut r = reported.lock().clone();
     r.board = board_file::read(board);
     Ok(r)
-}
-
-/// Waits up to a minute for `child` to exit by itself (after a shutdown
-/// request) and requires a clean exit.
-pub fn wait_exit(child: &mut Child, what: &str) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait()? {
-            if !status.success() {
-                bail!("{what} exited with {status} when asked to stop");
-            }
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let _ = child.kill();
-    bail!("{what} did not stop within 60 s of being asked to")
 }

@@ -122,19 +122,7 @@ fn start_counting(
         let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(a), READY)?;
         return Ok((Server { proc, addr }, took));
     }
-    let (mut child, line, took) = served::start(command(me, a, board), &a.path)?;
-    // "ferrite ENGINE listening on ADDR"
-    let Some(addr) = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|s| s.parse::<SocketAddr>().ok())
-    else {
-        let _ = child.kill();
-        let _ = child.wait();
-        bail!("the server printed no address: {line:?}");
-    };
-    let proc = served::Proc::Local(child);
+    let (proc, addr, took) = served::start(command(me, a, board), &a.path)?;
     Ok((Server { proc, addr }, took))
 }
 

@@ -213,19 +213,7 @@ fn start_counting(
         let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(), READY)?;
         return Ok((VolumeServer { proc, addr }, took));
     }
-    let (mut child, line, took) = served::start(command(me, a, board), &a.path)?;
-    // "... on nbd://ADDR/EXPORT (map recovered in ...)"
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("nbd://"))
-        .and_then(|w| w.split('/').next())
-        .and_then(|w| w.parse::<SocketAddr>().ok());
-    let Some(addr) = addr else {
-        let _ = child.kill();
-        let _ = child.wait();
-        bail!("the volume server printed no address: {line:?}");
-    };
-    let proc = served::Proc::Local(child);
+    let (proc, addr, took) = served::start(command(me, a, board), &a.path)?;
     Ok((VolumeServer { proc, addr }, took))
 }
 
@@ -316,17 +304,9 @@ impl VolumeServer {
 
     /// SIGTERM (flush and close), wait for the exit.
     pub fn stop(mut self) -> Result<()> {
-        let Some(child) = self.proc.local() else {
-            // A guest cannot be signalled: its power is cut, idle, and
-            // the next boot recovers a volume already checked.
-            self.proc.kill();
-            return Ok(());
-        };
-        // SAFETY: kill(2) on a child we started and have not reaped.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        self.proc.wait_exit("ferrite volume serve")
+        // A guest's power is cut, idle: the next boot recovers a volume
+        // already checked.
+        self.proc.terminate("ferrite volume serve")
     }
 }
 

@@ -84,10 +84,10 @@ fn python_venv(name: &str, packages: &[&str], import: &str) -> Option<PathBuf> {
     if made && ready(&python) {
         Some(python)
     } else {
-        missing(&format!(
-            "a Python venv with {} (needs python3-venv and PyPI)",
-            packages.join(", ")
-        ));
+        missing(
+            &format!("a Python venv with {}", packages.join(", ")),
+            "python3-venv and PyPI",
+        );
         None
     }
 }

@@ -8,7 +8,8 @@
 //! sees: writes become puts of fresh physical runs, reads gets, trims
 //! deletes, optionally through RASK's I/O compaction window.
 //! [`map_ops`] records such operations as a running volume issues them
-//! and reads the recording back.
+//! and reads the recording back; [`RecordingMap`] is the volume's block
+//! map that writes that recording.
 //!
 //! Used by `ferrite rask load`, `ferrite trace` and the benchmark
 //! harness. A malformed line is a [`TraceError`] naming the file and line,
@@ -19,6 +20,7 @@ mod error;
 mod fio_iolog;
 pub mod map_ops;
 pub mod range_op;
+mod recording_map;
 pub mod request;
 mod tectonic;
 
@@ -28,6 +30,7 @@ pub use cloudphysics::parse_cloudphysics;
 pub use error::{Result, TraceError};
 pub use fio_iolog::{parse_fio_iolog, write_fio_iolog};
 pub use range_op::{compact_writes, ops_from_trace, RangeOp, RunAllocator};
+pub use recording_map::RecordingMap;
 pub use request::{BlockOp, BlockRequest, TraceSummary, BLOCK_BYTES};
 pub use tectonic::{parse_tectonic, TECTONIC_CHUNK_BLOCKS};
 

@@ -108,6 +108,26 @@ impl VolumeError {
         }
     }
 
+    /// The same failure for another member of a write group (errors do
+    /// not clone: an I/O error becomes the poisoning it caused).
+    pub(crate) fn replicate(&self) -> VolumeError {
+        match self {
+            VolumeError::NoSpace {
+                live_blocks,
+                segments,
+            } => VolumeError::NoSpace {
+                live_blocks: *live_blocks,
+                segments: *segments,
+            },
+            VolumeError::ShuttingDown => VolumeError::ShuttingDown,
+            e if e.is_no_space() => VolumeError::NoSpace {
+                live_blocks: 0,
+                segments: 0,
+            },
+            e => VolumeError::Poisoned(e.to_string()),
+        }
+    }
+
     pub(crate) fn corrupt(what: &'static str, reason: impl Into<String>) -> Self {
         VolumeError::Corruption {
             what,

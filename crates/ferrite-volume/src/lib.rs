@@ -20,7 +20,6 @@ mod per_block_map;
 mod rask_map;
 mod reclaim_policy;
 mod reclaimer;
-mod recording_map;
 mod segment_table;
 mod superblock;
 mod volume;
@@ -31,10 +30,9 @@ pub use error::{errno, Result, VolumeError};
 pub use per_block_map::PerBlockMap;
 pub use rask_map::RaskMap;
 pub use reclaim_policy::{pick_victims, should_reclaim, ReclaimTargets};
-pub use recording_map::RecordingMap;
 pub use segment_table::{SegmentInfo, SegmentState};
 pub use superblock::{Superblock, BLOCK_SIZE};
+pub use volume::stats::{CheckReport, VolumeStats};
 pub use volume::{
-    create, read_superblock, CheckReport, CreateOptions, Volume, VolumeOptions, VolumeStats,
-    MAX_REQUEST, MIN_IO,
+    create, read_superblock, CreateOptions, Volume, VolumeOptions, MAX_REQUEST, MIN_IO,
 };

@@ -62,7 +62,7 @@ impl WriteGroup {
             if !Arc::ptr_eq(j, &job) {
                 *j.done.lock() = Some(match &result {
                     Ok(()) => Ok(()),
-                    Err(e) => Err(crate::volume::replicate(e)),
+                    Err(e) => Err(e.replicate()),
                 });
             }
         }

@@ -122,7 +122,7 @@ pub(super) fn run(port: u16, store: &Path, keys: u64) -> Result<ExpiryRun> {
         run.samples.push(Sample {
             t: (now - loaded).as_secs_f64(),
             keys: left,
-            store_bytes: super::serve::dir_bytes(store),
+            store_bytes: crate::process::disk_bytes(store),
         });
         if now >= end {
             return Ok(run);

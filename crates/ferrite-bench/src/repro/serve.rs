@@ -42,17 +42,16 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferrite::{Config, EngineKind, SyncMode};
+use ferrite_process::Ready;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{
-    ferrite_binary, free_port, fresh_dir, store_err, wait_for_port, Metrics, Report, Study, Table,
-};
+use super::driver::{ferrite_binary, fresh_dir, store_err, Metrics, Report, Study, Table};
 use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
 use super::{ClaimSpec, ReproContext, Scale};
@@ -78,6 +77,9 @@ const WRITE_CLAIM_ENGINES: [EngineKind; 2] = [EngineKind::Btree, EngineKind::Lsm
 /// The script `EVALSHA` runs in the list-and-script pass: ten commands.
 const TEN_COMMANDS: &str =
     "for i = 1, 5 do redis.call('incr', KEYS[1]) redis.call('get', KEYS[1]) end return 1";
+
+/// Longest a server may take to start (and recover) before it serves.
+const START_WAIT: Duration = Duration::from_secs(300);
 
 /// Idle clients held open in the idle pass.
 const IDLE_CLIENTS: usize = 10_000;
@@ -161,59 +163,31 @@ pub struct Results {
 
 /// A server process, killed when dropped.
 pub(super) struct Server {
-    child: Child,
+    proc: ferrite_process::Server,
     pub(super) port: u16,
     pub(super) name: String,
 }
 
 impl Server {
     pub(super) fn rss_bytes(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kb * 1024)
+        self.proc.rss_bytes()
     }
 
     /// CPU seconds (user and system) the process has used.
     pub(super) fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-        // Fields after the command name (which may hold spaces).
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-        // SAFETY: sysconf reads a constant.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        Some(ticks / hz)
+        self.proc.cpu_seconds()
     }
 
     /// Stops it with SIGTERM (ferrite closes its store) and waits.
-    pub(super) fn stop(mut self) -> Result<()> {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let t = Instant::now();
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) if s.success() => return Ok(()),
-                Ok(Some(s)) => {
-                    return Err(BenchError::Config(format!(
-                        "{} stopped with {s}",
-                        self.name
-                    )))
-                }
-                _ if t.elapsed() > Duration::from_secs(300) => {
-                    return Err(BenchError::Config(format!("{} did not stop", self.name)))
-                }
-                _ => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
+    pub(super) fn stop(self) -> Result<()> {
+        self.proc
+            .stop(Duration::from_secs(300))
+            .map_err(process_err)
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn process_err(e: ferrite_process::ProcessError) -> BenchError {
+    BenchError::Config(e.to_string())
 }
 
 /// Fails with how to install it unless `redis-benchmark` is here.
@@ -242,34 +216,20 @@ fn start_redis(dir: &Path, aof: Option<&str>) -> Result<Server> {
 
 /// [`start_redis`] with more arguments (`--replicaof host port`).
 pub(super) fn start_redis_with(dir: &Path, aof: Option<&str>, extra: &[&str]) -> Result<Server> {
-    let port = free_port()?;
-    let mut cmd = Command::new("redis-server");
-    cmd.args([
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-    ])
-    .arg("--dir")
-    .arg(dir);
+    let port = ferrite_process::free_port().map_err(process_err)?;
+    let mut cmd = ferrite_process::redis_server(port, dir);
     match aof {
         Some(fsync) => cmd.args(["--appendonly", "yes", "--appendfsync", fsync]),
         None => cmd.args(["--appendonly", "no"]),
     };
-    cmd.args(extra);
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| BenchError::Config(format!("redis-server: {e}")))?;
+    cmd.args(extra).stdout(Stdio::null()).stderr(Stdio::null());
     let name = match aof {
         Some(f) => format!("redis aof {f}"),
         None => "redis in memory".into(),
     };
-    wait_for_port(port, &mut child, &name)?;
-    Ok(Server { child, port, name })
+    let proc = ferrite_process::Server::start(cmd, &name, Ready::Port(port), START_WAIT)
+        .map_err(process_err)?;
+    Ok(Server { proc, port, name })
 }
 
 fn start_ferrite(
@@ -282,7 +242,9 @@ fn start_ferrite(
     start_ferrite_with(bin, dir, engine, sync, cache_mb, &[])
 }
 
-/// [`start_ferrite`] with more arguments (`--replicaof host port`).
+/// [`start_ferrite`] with more arguments (`--replicaof host port`). It
+/// listens on a port of its choosing, which its first line names; its
+/// stderr goes to `DIR.log`.
 pub(super) fn start_ferrite_with(
     bin: &Path,
     dir: &Path,
@@ -291,37 +253,35 @@ pub(super) fn start_ferrite_with(
     cache_mb: u64,
     extra: &[&str],
 ) -> Result<Server> {
-    let port = free_port()?;
-    let mut child = Command::new(bin)
-        .args(["serve", "--engine", engine.name(), "--path"])
+    let log = dir.with_extension("log");
+    let stderr = std::fs::File::create(&log)
+        .map_err(|e| BenchError::Config(format!("{}: {e}", log.display())))?;
+    let mut cmd = Command::new(bin);
+    cmd.args(["serve", "--engine", engine.name(), "--path"])
         .arg(dir)
         .arg("--unix")
         .arg(unix_socket(dir))
         .args(["--max-clients", &(IDLE_CLIENTS + 100).to_string()])
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--sync",
-            &sync.to_string(),
-        ])
+        .args(["--listen", "127.0.0.1:0", "--sync", &sync.to_string()])
         .args(["--cache-mb", &cache_mb.to_string()])
         .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| BenchError::Config(format!("{}: {e}", bin.display())))?;
+        .stderr(stderr);
     let name = format!("ferrite {engine} {sync}");
-    if let Err(e) = wait_for_port(port, &mut child, &name) {
-        let mut err = String::new();
-        if let Some(mut s) = child.stderr.take() {
-            let _ = s.read_to_string(&mut err);
-        }
-        return Err(BenchError::Config(format!("{e}: {err}")));
-    }
-    Ok(Server { child, port, name })
+    let proc = ferrite_process::Server::start(cmd, &name, Ready::FirstLine, START_WAIT)
+        .map_err(|e| BenchError::Config(format!("{e} (see {})", log.display())))?;
+    let Some(addr) = proc.announced_addr() else {
+        return Err(BenchError::Config(format!(
+            "{name} printed no address: {:?}",
+            proc.first_line()
+        )));
+    };
+    Ok(Server {
+        port: addr.port(),
+        proc,
+        name,
+    })
 }
 
-/// The Unix socket of the server on the store in `dir`.
 fn unix_socket(dir: &Path) -> std::path::PathBuf {
     dir.with_extension("sock")
 }
@@ -528,23 +488,6 @@ fn inprocess_gets(
     }
     store.close().map_err(err)?;
     Ok(rate)
-}
-
-pub(super) fn dir_bytes(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                    Ok(m) => {
-                        use std::os::unix::fs::MetadataExt;
-                        m.blocks() * 512
-                    }
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 struct Plan<'a> {
@@ -837,9 +780,10 @@ impl Study for ServeRepro {
                         plan.idle_pass(&server, &unix_socket(&store_dir))?;
                     }
                     server.stop()?;
-                    plan.results
-                        .disk_bytes
-                        .insert(format!("{name} ({cache})"), dir_bytes(&store_dir));
+                    plan.results.disk_bytes.insert(
+                        format!("{name} ({cache})"),
+                        crate::process::disk_bytes(&store_dir),
+                    );
                     // The in-process rate is the in-cache claim's
                     // denominator; at a tenth of the cache it would time
                     // the device, not the server.

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ferrite_trace::{BlockOp, BlockRequest};
 use ferrite_volume::nbd::{NbdConfig, NbdServer};
@@ -314,8 +314,11 @@ fn serve(
             o.map = map;
             o.preallocate = !sparse;
             ferrite_volume::create(&vdir, &o).map_err(verr)?;
-            let volume = Volume::open_recorded(&vdir, VolumeOptions::default(), record.as_deref())
-                .map_err(verr)?;
+            let volume = Volume::open_wrapped(&vdir, VolumeOptions::default(), |m| match &record {
+                Some(file) => Ok(Box::new(ferrite_trace::RecordingMap::new(m, file)?)),
+                None => Ok(m),
+            })
+            .map_err(verr)?;
             let volume = Arc::new(volume);
             let config = NbdConfig {
                 listen: Some(([127, 0, 0, 1], port).into()),
@@ -1117,17 +1120,22 @@ fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results)
     o.segment_bytes = s.segment_bytes;
     o.preallocate = false;
     ferrite_volume::create(&vdir, &o).map_err(verr)?;
-    let port = free_port()?;
-    let mut server = Command::new(&bin)
-        .args(["volume", "serve", "--path"])
+    let mut cmd = Command::new(&bin);
+    cmd.args(["volume", "serve", "--path"])
         .arg(&vdir)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| BenchError::Config(format!("{}: {e}", bin.display())))?;
+        .args(["--listen", "127.0.0.1:0"])
+        .stderr(Stdio::null());
+    let mut server = ferrite_process::Server::start(
+        cmd,
+        "ferrite volume serve",
+        ferrite_process::Ready::FirstLine,
+        Duration::from_secs(300),
+    )
+    .map_err(|e| BenchError::Config(e.to_string()))?;
     let killed = (|| -> Result<(f64, f64)> {
-        wait_for_port(port, &mut server, "ferrite volume serve")?;
+        let port = server.announced_addr().map(|a| a.port()).ok_or_else(|| {
+            BenchError::Config(format!("no address in {:?}", server.first_line()))
+        })?;
         let uri = format!("nbd://127.0.0.1:{port}/ferrite");
         if ctx.show_progress {
             eprintln!(
@@ -1166,16 +1174,14 @@ fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results)
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| BenchError::Config(format!("fio: {e}")))?;
-        std::thread::sleep(std::time::Duration::from_secs(s.crash_after_secs));
-        let _ = server.kill();
-        let _ = server.wait();
+        std::thread::sleep(Duration::from_secs(s.crash_after_secs));
+        server.kill();
         // fio fails on the lost connection; stop it if it has not.
         let _ = writer.kill();
         let _ = writer.wait();
         Ok((fill_seconds, fill_mib_s))
     })();
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     let (fill_seconds, fill_mib_s) = killed?;
     let files = map_files(&vdir);
     let cold = drop_caches();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use ferrite_trace::RecordingMap;
 use ferrite_volume::nbd::{NbdConfig, NbdServer};
 use ferrite_volume::{CreateOptions, MapKind, SegmentState, Volume, VolumeOptions};
 
@@ -180,8 +181,11 @@ fn serve(
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     let volume = Arc::new(
-        Volume::open_recorded(&path, opts, record_map_ops.as_deref())
-            .with_context(|| format!("opening the volume in {}", path.display()))?,
+        Volume::open_wrapped(&path, opts, |map| match &record_map_ops {
+            Some(file) => Ok(Box::new(RecordingMap::new(map, file)?)),
+            None => Ok(map),
+        })
+        .with_context(|| format!("opening the volume in {}", path.display()))?,
     );
     let config = NbdConfig {
         listen: if unix.is_some() { None } else { Some(listen) },

@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Stdio;
+use std::time::Duration;
 
 use ferrite::{Config, EngineKind, SyncMode};
 use ferrite_server::{Server, ServerConfig};
@@ -201,64 +201,23 @@ impl Drop for TestServer {
 /// The engines the server is tested over.
 pub const ENGINES: [EngineKind; 3] = [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv];
 
-/// Whether `tool` is installed. Missing, it says so and the caller
-/// skips; under CI (`CI=true`, or `FERRITE_REQUIRE_TOOLS=1`) a missing
-/// tool fails the test instead, so nothing passes without running.
+/// Where the Redis tools come from.
+const REDIS_TOOLS: &str = "scripts/install-redis-tools.sh";
+
+/// Whether `tool` is installed (see `ferrite_process::tool`: missing, the
+/// caller skips, or under CI the test fails).
 pub fn have(tool: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        missing(&format!(
-            "{tool} (scripts/install-redis-tools.sh installs it)"
-        ));
-    }
-    found
+    ferrite_process::tool::have(tool, REDIS_TOOLS)
 }
 
-/// Skips (or under CI fails) for a missing `what`.
-pub fn missing(what: &str) {
-    assert!(
-        !required(),
-        "missing {what}, and under CI a test never skips"
-    );
-    eprintln!("skipped: missing {what}");
+/// Skips (or under CI fails) for a missing `what`, which `how` provides.
+pub fn missing(what: &str, how: &str) {
+    ferrite_process::tool::missing(what, how)
 }
 
-/// Whether outside programs are required: under CI (`CI` set to anything
-/// but `false` or `0`, as CI services set it) or `FERRITE_REQUIRE_TOOLS=1`.
-fn required() -> bool {
-    let set = |name: &str, off: &[&str]| {
-        std::env::var(name).is_ok_and(|v| !v.is_empty() && !off.contains(&v.as_str()))
-    };
-    set("CI", &["false", "0"]) || set("FERRITE_REQUIRE_TOOLS", &["0"])
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn wait_for_port(port: u16) {
-    let t = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "nothing listens on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A real redis-server, persistence off, stopped when dropped.
+/// A real redis-server, persistence off, killed when dropped.
 pub struct RedisServer {
-    child: Child,
+    _proc: ferrite_process::Server,
     pub port: u16,
     _dir: tempfile::TempDir,
 }
@@ -266,25 +225,20 @@ pub struct RedisServer {
 impl RedisServer {
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(dir.path())
+        let port = ferrite_process::free_port().unwrap();
+        let mut cmd = ferrite_process::redis_server(port, dir.path());
+        cmd.args(["--appendonly", "no"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port);
+            .stderr(Stdio::null());
+        let proc = ferrite_process::Server::start(
+            cmd,
+            "redis-server",
+            ferrite_process::Ready::Port(port),
+            Duration::from_secs(30),
+        )
+        .unwrap();
         Self {
-            child,
+            _proc: proc,
             port,
             _dir: dir,
         }
@@ -292,12 +246,5 @@ impl RedisServer {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

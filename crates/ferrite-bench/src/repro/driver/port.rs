@@ -1,37 +1,20 @@
-//! Loopback ports for the servers an experiment starts: a free one to
-//! give a server, and waiting until the server listens on it.
+//! Loopback ports for the servers an experiment starts (a free one to
+//! give a server, and waiting until it listens there), as
+//! `ferrite_process` has them, in the harness's errors.
 
-use std::net::TcpListener;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{BenchError, Result};
 
 /// A port on 127.0.0.1 nothing listens on now.
 pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| BenchError::Config(format!("no free port: {e}")))?;
-    Ok(l.local_addr()
-        .map_err(|e| BenchError::Config(e.to_string()))?
-        .port())
+    ferrite_process::free_port().map_err(|e| BenchError::Config(e.to_string()))
 }
 
 /// Waits (up to a minute) until `child` (named `what` in errors) accepts
 /// connections on `port`; an error if it exits first.
 pub fn wait_for_port(port: u16, child: &mut Child, what: &str) -> Result<()> {
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(BenchError::Config(format!(
-                "{what} exited at start: {status}"
-            )));
-        }
-        if t.elapsed() > Duration::from_secs(60) {
-            return Err(BenchError::Config(format!(
-                "{what} did not listen on {port}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
+    ferrite_process::wait_for_port(port, child, what, Duration::from_secs(60))
+        .map_err(|e| BenchError::Config(e.to_string()))
 }

@@ -1,5 +1,5 @@
 //! A block map that records what is asked of it: every lookup, map and
-//! unmap goes to the map underneath and, as a `ferrite_trace::map_ops`
+//! unmap goes to the map underneath and, as a [`crate::map_ops`]
 //! record, to a recording file (`ferrite volume serve --record-map-ops`),
 //! so the stream a real client made can be replayed through RASK and its
 //! baselines (`ferrite repro rask --ops`).
@@ -12,14 +12,13 @@
 //! never depended on the recording.
 
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use ferrite_rask::{BlockRange, PhysicalRun, Segment};
-use ferrite_trace::map_ops::Recorder;
-use ferrite_trace::RangeOp;
-use parking_lot::Mutex;
+use ferrite_volume::{BlockMap, MapKind, Result, VolumeError};
 
-use crate::block_map::{BlockMap, MapKind};
-use crate::error::{Result, VolumeError};
+use crate::map_ops::Recorder;
+use crate::RangeOp;
 
 pub struct RecordingMap {
     inner: Box<dyn BlockMap>,
@@ -40,8 +39,14 @@ impl RecordingMap {
         })
     }
 
+    /// The recorder; a panic elsewhere while it was held leaves a
+    /// recording that may miss a record, which a replay tolerates.
+    fn recorder(&self) -> MutexGuard<'_, Option<Recorder>> {
+        self.recorder.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn record(&self, op: RangeOp) {
-        let mut slot = self.recorder.lock();
+        let mut slot = self.recorder();
         if let Some(r) = slot.as_mut() {
             if let Err(e) = r.record(&op) {
                 log::error!("map-ops recording {} stopped: {e}", r.path().display());
@@ -51,7 +56,7 @@ impl RecordingMap {
     }
 
     fn flush_recording(&self) {
-        let mut slot = self.recorder.lock();
+        let mut slot = self.recorder();
         if let Some(r) = slot.as_mut() {
             if let Err(e) = r.flush() {
                 log::error!("map-ops recording {} stopped: {e}", r.path().display());
@@ -132,7 +137,7 @@ impl BlockMap for RecordingMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RaskMap;
+    use ferrite_volume::RaskMap;
 
     #[test]
     fn every_call_is_recorded_in_order_after_it_succeeds() {
@@ -154,11 +159,11 @@ mod tests {
             RangeOp::Get(r(12, 2)),
             RangeOp::Delete(r(10, 4)),
         ];
-        let synced = ferrite_trace::map_ops::read(&file).unwrap();
+        let synced = crate::map_ops::read(&file).unwrap();
         assert_eq!(synced.ops, want);
         map.lookup(r(0, 64), &mut segs);
         drop(map);
-        let all = ferrite_trace::map_ops::read(&file).unwrap();
+        let all = crate::map_ops::read(&file).unwrap();
         assert_eq!(all.ops.len(), 4);
         assert_eq!(all.ops[3], RangeOp::Get(r(0, 64)));
         assert_eq!(all.torn_tail, 0);

@@ -16,9 +16,12 @@
 //!
 //! Collections and scripts (redis-server with AOF everysec, ferrite btree
 //! and lsm with `--sync batched:1000`, in cache): `-t
-//! lpush,rpush,lpop,rpop` and `-t hset,sadd,spop,zadd,zpopmin` at `-P
-//! 16`, and `EVALSHA` of a 10-command script (five `INCR`s and five
-//! `GET`s of a random counter, keys apart from SET's) without pipelining.
+//! lpush,rpush,lpop,rpop` at `-P 16` and `EVALSHA` of a 10-command
+//! script (five `INCR`s and five `GET`s of a random counter, keys apart
+//! from SET's) without pipelining, after each server's SET and GET runs;
+//! `-t hset,sadd,spop,zadd,zpopmin` at `-P 16` in three rounds, each
+//! server on a fresh store and the servers alternating, compared by
+//! medians (one run of these moved by a factor of three between runs).
 //!
 //! Compatibility: Valkey's own test suite (`valkey_suite`, its 16 core
 //! files; at smoke scale one) against redis-server with AOF everysec and
@@ -87,6 +90,9 @@ const IDLE_CLIENTS: usize = 10_000;
 /// Runs with and without the idle clients, alternating; medians compared.
 const IDLE_ROUNDS: usize = 3;
 
+/// Rounds of the type tests, the servers alternating; medians compared.
+const TYPE_ROUNDS: usize = 3;
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 struct Sizes {
     /// Requests per pipelined run, and the keyspace (`-r`).
@@ -147,6 +153,10 @@ pub struct Results {
     /// The idle pass: requests per second of the active clients by test
     /// (`SET`, `GET`) and condition (`alone`, `idle`), one per round.
     idle_rates: BTreeMap<String, Vec<f64>>,
+    /// The type tests: requests per second by server and test (`ferrite
+    /// btree batched:1000 HSET`), one per round.
+    #[serde(default)]
+    type_rates: BTreeMap<String, Vec<f64>>,
     /// Idle clients the idle pass held, and the server's resident memory
     /// without and with them.
     idle_clients: usize,
@@ -554,8 +564,7 @@ impl Plan<'_> {
 }
 
 impl Plan<'_> {
-    /// Pushes and pops at `-P 16`, `EVALSHA` of [`TEN_COMMANDS`], then
-    /// the [`TYPE_TESTS`] at `-P 16`.
+    /// Pushes and pops at `-P 16`, then `EVALSHA` of [`TEN_COMMANDS`].
     fn collection_runs(&mut self, server: &Server) -> Result<()> {
         let s = self.s;
         for test in ["lpush", "rpush", "lpop", "rpop"] {
@@ -581,8 +590,45 @@ impl Plan<'_> {
             p50_ms,
             p99_ms,
         });
-        for test in TYPE_TESTS {
-            self.row(server, "in cache", test, 16, s.clients, s.requests)?;
+        Ok(())
+    }
+
+    /// The [`TYPE_TESTS`] at `-P 16` in [`TYPE_ROUNDS`] rounds, each
+    /// server on a fresh store and the servers alternating within a
+    /// round: redis-server with AOF everysec, then ferrite on each
+    /// engine the write claims judge (`--sync batched:1000`, in cache).
+    fn type_rounds(&mut self, bin: &Path, root: &Path, cache_mb: u64) -> Result<()> {
+        let s = self.s;
+        for _ in 0..TYPE_ROUNDS {
+            let mut servers: Vec<Box<dyn Fn(&Path) -> Result<Server>>> =
+                vec![Box::new(|dir: &Path| start_redis(dir, Some("everysec")))];
+            for engine in WRITE_CLAIM_ENGINES {
+                servers.push(Box::new(move |dir: &Path| {
+                    let sync = SyncMode::Batched(Duration::from_millis(1000));
+                    start_ferrite(bin, &dir.join("store"), engine, sync, cache_mb)
+                }));
+            }
+            for start in servers {
+                let dir = fresh_dir(&root.join("types"))?;
+                let server = start(&dir)?;
+                for test in TYPE_TESTS {
+                    let (rps, _, _) = bench(
+                        server.port,
+                        test,
+                        16,
+                        s.clients,
+                        s.requests,
+                        s.requests,
+                        s.value_bytes,
+                    )?;
+                    self.results
+                        .type_rates
+                        .entry(format!("{} {}", server.name, test.to_uppercase()))
+                        .or_default()
+                        .push(rps);
+                }
+                server.stop()?;
+            }
         }
         Ok(())
     }
@@ -752,6 +798,9 @@ impl Study for ServeRepro {
         // Data: requests × (key + value) bytes, about; the budget for the
         // second pass is a tenth of it.
         let data_mb = (s.requests * (16 + s.value_bytes as u64)) >> 20;
+        if have("redis-server") {
+            plan.type_rounds(&bin, &root, (data_mb * 4).max(64))?;
+        }
         let passes = [
             ("in cache", (data_mb * 4).max(64)),
             ("cache 10%", (data_mb / 10).max(1)),
@@ -871,9 +920,17 @@ impl Study for ServeRepro {
                     }
                 }
             }
+            // Medians of the alternating rounds (a run from before they
+            // existed has one row per server).
+            let typed = |server: &str, up: &str| {
+                r.type_rates
+                    .get(&format!("{server} {up}"))
+                    .and_then(|v| median(v))
+                    .or_else(|| rate(r, server, ic, up, 16, c))
+            };
             for test in TYPE_TESTS {
                 let up = test.to_uppercase();
-                let v = ratio(rate(r, &batched, ic, &up, 16, c), aof(&up, 16));
+                let v = ratio(typed(&batched, &up), typed("redis aof everysec", &up));
                 m.set_some(format!("{e}_{test}_vs_redis_aof_p16"), v);
                 if WRITE_CLAIM_ENGINES.contains(&engine) {
                     m.lowest("types_vs_redis_aof_p16", &format!("{e} {test}"), v);
@@ -1073,6 +1130,25 @@ impl Study for ServeRepro {
                         .map_or("never".into(), |s| format!("{s:.1}")),
                     mib(run.peak_bytes()),
                     mib(run.samples.last().map_or(0, |s| s.store_bytes)),
+                ]);
+            }
+            doc.table(&t);
+        }
+        if !r.type_rates.is_empty() {
+            doc.text(format!(
+                "The type tests, `-P 16 -c {}`, in {TYPE_ROUNDS} rounds: each server on a fresh store, \
+                 the servers alternating within a round; the claim compares medians.",
+                r.sizes.map_or(50, |s| s.clients),
+            ));
+            let mut t = Table::new(["server, test", "runs (kops/s)", "median kops/s"]);
+            for (k, v) in &r.type_rates {
+                t.row([
+                    k.clone(),
+                    v.iter()
+                        .map(|x| format!("{:.1}", x / 1000.0))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    format!("{:.1}", median(v).unwrap_or(0.0) / 1000.0),
                 ]);
             }
             doc.table(&t);

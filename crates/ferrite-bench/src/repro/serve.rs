@@ -600,17 +600,17 @@ impl Plan<'_> {
     fn type_rounds(&mut self, bin: &Path, root: &Path, cache_mb: u64) -> Result<()> {
         let s = self.s;
         for _ in 0..TYPE_ROUNDS {
-            let mut servers: Vec<Box<dyn Fn(&Path) -> Result<Server>>> =
-                vec![Box::new(|dir: &Path| start_redis(dir, Some("everysec")))];
-            for engine in WRITE_CLAIM_ENGINES {
-                servers.push(Box::new(move |dir: &Path| {
-                    let sync = SyncMode::Batched(Duration::from_millis(1000));
-                    start_ferrite(bin, &dir.join("store"), engine, sync, cache_mb)
-                }));
-            }
-            for start in servers {
+            // `None`: redis-server.
+            let servers = std::iter::once(None).chain(WRITE_CLAIM_ENGINES.map(Some));
+            for engine in servers {
                 let dir = fresh_dir(&root.join("types"))?;
-                let server = start(&dir)?;
+                let server = match engine {
+                    None => start_redis(&dir, Some("everysec"))?,
+                    Some(engine) => {
+                        let sync = SyncMode::Batched(Duration::from_millis(1000));
+                        start_ferrite(bin, &dir.join("store"), engine, sync, cache_mb)?
+                    }
+                };
                 for test in TYPE_TESTS {
                     let (rps, _, _) = bench(
                         server.port,

@@ -1,6 +1,7 @@
 //! Compaction's work (its policy is `crate::compaction`): a background
-//! thread watches for a quiet store after many deletes, reads the live
-//! pairs under the shared lock, and when the policy says so rebuilds the
+//! thread watches for a quiet store after many deletes, applies what the
+//! insert buffer holds (TurboIndex), reads the live pairs under the shared
+//! lock, and when the policy says so rebuilds the
 //! tree under the write lock — the pairs bulk-loaded into fresh page ids
 //! past the file's end, every old id freed — then checkpoints. The
 //! checkpoint settles the old ids as clean, and clean ids are holes in
@@ -62,11 +63,19 @@ impl Shared {
     /// since `applied` batches; returns whether it did.
     pub(super) fn compact_if_due(&self, applied: u64) -> Result<bool> {
         let ps = self.tree.page_size as u64;
+        if self.state.read().turbo.records().is_some() {
+            // Buffered records are newer than the leaves: applied first,
+            // so the leaves hold everything.
+            let mut st = self.state.write();
+            if st.applied != applied {
+                return Ok(false);
+            }
+            self.drain_buffer(&mut st).inspect_err(|e| self.poison(e))?;
+        }
         let pairs = {
             let st = self.state.read();
             if st.applied != applied || st.turbo.records().is_some() {
-                // Written meanwhile, or buffered records are newer than
-                // the pages: judge again when quiet.
+                // Written meanwhile: judged again when quiet.
                 return Ok(false);
             }
             let pages = tree_pages(&st.shape);

@@ -255,6 +255,16 @@ impl Shared {
         Ok(())
     }
 
+    /// Applies every record the insert buffer holds to its leaf (before a
+    /// compaction reads the leaves).
+    pub(super) fn drain_buffer(&self, st: &mut State) -> Result<()> {
+        let host = HookHost {
+            shared: self,
+            logged: None,
+        };
+        hook::drain(&host, st)
+    }
+
     /// Makes room for one operation's dirty pages.
     pub(super) fn make_room(&self, st: &mut State, logged: Option<&[u8]>) -> Result<()> {
         if self.needs_checkpoint(st) {

@@ -689,6 +689,22 @@ impl Plan<'_> {
     }
 }
 
+/// Rates by label, one per round: each round's and the median, kops/s.
+fn rounds_table(label: &str, rates: &BTreeMap<String, Vec<f64>>) -> Table {
+    let mut t = Table::new([label, "runs (kops/s)", "median kops/s"]);
+    for (k, v) in rates {
+        t.row([
+            k.clone(),
+            v.iter()
+                .map(|x| format!("{:.1}", x / 1000.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            format!("{:.1}", median(v).unwrap_or(0.0) / 1000.0),
+        ]);
+    }
+    t
+}
+
 fn median(v: &[f64]) -> Option<f64> {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -1084,18 +1100,7 @@ impl Study for ServeRepro {
                 r.sizes.map_or(50, |s| s.clients),
                 r.idle_clients
             ));
-            let mut t = Table::new(["test, condition", "runs (kops/s)", "median kops/s"]);
-            for (k, v) in &r.idle_rates {
-                t.row([
-                    k.clone(),
-                    v.iter()
-                        .map(|x| format!("{:.1}", x / 1000.0))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    format!("{:.1}", median(v).unwrap_or(0.0) / 1000.0),
-                ]);
-            }
-            doc.table(&t);
+            doc.table(&rounds_table("test, condition", &r.idle_rates));
             if let Some((before, with)) = r.idle_rss {
                 doc.text(format!(
                     "Server RSS {:.1} MiB before the idle clients connected, {:.1} MiB with them.",
@@ -1140,18 +1145,7 @@ impl Study for ServeRepro {
                  the servers alternating within a round; the claim compares medians.",
                 r.sizes.map_or(50, |s| s.clients),
             ));
-            let mut t = Table::new(["server, test", "runs (kops/s)", "median kops/s"]);
-            for (k, v) in &r.type_rates {
-                t.row([
-                    k.clone(),
-                    v.iter()
-                        .map(|x| format!("{:.1}", x / 1000.0))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    format!("{:.1}", median(v).unwrap_or(0.0) / 1000.0),
-                ]);
-            }
-            doc.table(&t);
+            doc.table(&rounds_table("server, test", &r.type_rates));
         }
         let mut t = Table::new(["store (cache)", "on disk (MiB)"]);
         for (k, v) in &r.disk_bytes {

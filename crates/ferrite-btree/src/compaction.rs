@@ -9,8 +9,10 @@
 //! [`MAX_FILL`] of the tree's pages it bulk-loads them into a fresh tree
 //! and frees every old page (`store::compactor` does the work).
 //!
-//! Invariants: a store that is writing is never compacted (the rebuild
-//! holds the write lock for as long as it copies); a tree is only rebuilt
+//! Invariants: a store that is writing is never compacted (the live
+//! pairs are read a megabyte per hold of the shared lock, and a write
+//! between two reads abandons the attempt; the rebuild holds the write
+//! lock for as long as it copies); a tree is only rebuilt
 //! when the rebuild needs under a quarter of its pages, so compaction
 //! cannot repeat on a tree it just built.
 

@@ -149,3 +149,38 @@ fn an_emptied_tree_compacts_to_one_leaf() {
     assert_eq!(db.get(b"again").unwrap().as_deref(), Some(&b"v"[..]));
     db.verify().unwrap();
 }
+
+/// What is left is read a chunk per hold of the lock: a remainder of a
+/// few chunks comes back whole and in order.
+#[test]
+fn a_remainder_of_several_chunks_is_rebuilt_whole() {
+    let d = common::fresh();
+    let db = common::open_with(&d, Mode::Plain, ferrite_core::SyncMode::Never).unwrap();
+    let mut model = BTreeMap::new();
+    for chunk in 0..240u32 {
+        let mut b = ferrite_core::WriteBatch::new();
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            let k = format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000).into_bytes();
+            let v = vec![(i % 251) as u8; 100];
+            b.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.write_batch(&b).unwrap();
+    }
+    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    for (n, part) in keys.chunks(1000).enumerate() {
+        let mut b = ferrite_core::WriteBatch::new();
+        for (i, k) in part.iter().enumerate() {
+            if (n * 1000 + i) % 10 != 0 {
+                b.delete(k).unwrap();
+                model.remove(k);
+            }
+        }
+        db.write_batch(&b).unwrap();
+    }
+    let live: usize = model.iter().map(|(k, v)| k.len() + v.len()).sum();
+    assert!(live > 2 << 20, "only {live} bytes left: not several chunks");
+    await_compactions(&db, 1.0, "several chunks");
+    assert!(common::contents(&db) == model, "contents after compaction");
+    db.verify().unwrap();
+}

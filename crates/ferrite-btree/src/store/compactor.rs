@@ -15,7 +15,7 @@
 //! rebuild is one structure change. A failure halfway poisons the store,
 //! as any failed change to the tree does.
 
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,12 @@ use crate::tree::{max_key_len, Shape};
 
 /// How often the thread looks at the store.
 const TICK: Duration = Duration::from_millis(250);
+
+/// Keys and values in key order.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Bytes of pairs read per hold of the shared lock.
+const READ_CHUNK: u64 = 1 << 20;
 
 impl Shared {
     /// The compaction thread: until the store stops, wakes every
@@ -62,7 +68,6 @@ impl Shared {
     /// Rebuilds the tree if it is mostly empty and nothing was written
     /// since `applied` batches; returns whether it did.
     pub(super) fn compact_if_due(&self, applied: u64) -> Result<bool> {
-        let ps = self.tree.page_size as u64;
         if self.state.read().turbo.records().is_some() {
             // Buffered records are newer than the leaves: applied first,
             // so the leaves hold everything.
@@ -72,35 +77,8 @@ impl Shared {
             }
             self.drain_buffer(&mut st).inspect_err(|e| self.poison(e))?;
         }
-        let pairs = {
-            let st = self.state.read();
-            if st.applied != applied || st.turbo.records().is_some() {
-                // Written meanwhile: judged again when quiet.
-                return Ok(false);
-            }
-            let pages = tree_pages(&st.shape);
-            if !compaction::worth_rebuilding(0, pages, ps) {
-                return Ok(false);
-            }
-            // Past this many bytes the tree is not worth rebuilding, so
-            // the read stops there.
-            let limit =
-                compaction::MAX_LIVE_BYTES.min((compaction::MAX_FILL * (pages * ps) as f64) as u64);
-            let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            let mut bytes = 0u64;
-            self.scan_locked(&st, KeyRange::all(), &mut |k, v| {
-                bytes += (k.len() + v.len()) as u64;
-                pairs.push((k.to_vec(), v.to_vec()));
-                if bytes > limit {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            })?;
-            if !compaction::worth_rebuilding(bytes, pages, ps) {
-                return Ok(false);
-            }
-            pairs
+        let Some(pairs) = self.live_pairs(applied)? else {
+            return Ok(false);
         };
         let mut st = self.state.write();
         self.check_poison()?;
@@ -114,10 +92,65 @@ impl Shared {
         Ok(true)
     }
 
+    /// The tree's pairs, if it is worth rebuilding and nothing is
+    /// written meanwhile. Read [`READ_CHUNK`] bytes of pairs per hold of
+    /// the shared lock, so a writer that arrives waits for one chunk; a
+    /// write between chunks (the batch count moved) abandons the read.
+    fn live_pairs(&self, applied: u64) -> Result<Option<Pairs>> {
+        let ps = self.tree.page_size as u64;
+        let pages = tree_pages(&self.state.read().shape);
+        if !compaction::worth_rebuilding(0, pages, ps) {
+            return Ok(None);
+        }
+        // Past this many bytes the tree is not worth rebuilding, so the
+        // read stops there.
+        let limit =
+            compaction::MAX_LIVE_BYTES.min((compaction::MAX_FILL * (pages * ps) as f64) as u64);
+        let mut pairs: Pairs = Vec::new();
+        let mut bytes = 0u64;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let st = self.state.read();
+            if st.applied != applied || st.turbo.records().is_some() {
+                // Written meanwhile: judged again when quiet.
+                return Ok(None);
+            }
+            let range = match &after {
+                None => KeyRange::all(),
+                Some(k) => KeyRange::from_bounds((Bound::Excluded(k.as_slice()), Bound::Unbounded)),
+            };
+            let mut chunk = 0u64;
+            let mut next = None;
+            self.scan_locked(&st, range, &mut |k, v| {
+                let n = (k.len() + v.len()) as u64;
+                bytes += n;
+                chunk += n;
+                pairs.push((k.to_vec(), v.to_vec()));
+                if bytes > limit {
+                    return ControlFlow::Break(());
+                }
+                if chunk >= READ_CHUNK {
+                    next = Some(k.to_vec());
+                    return ControlFlow::Break(());
+                }
+                ControlFlow::Continue(())
+            })?;
+            drop(st);
+            if bytes > limit {
+                return Ok(None);
+            }
+            match next {
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        Ok(compaction::worth_rebuilding(bytes, pages, ps).then_some(pairs))
+    }
+
     /// Replaces the tree by one bulk-loaded from `pairs` (ascending, as a
     /// scan returns them) in ids past the file's end, and frees every old
     /// id. The caller checkpoints next.
-    fn rebuild(&self, st: &mut State, pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    fn rebuild(&self, st: &mut State, pairs: Pairs) -> Result<()> {
         let tree = &self.tree;
         let _change = tree.version.change();
         let old = st.shape.page_count;

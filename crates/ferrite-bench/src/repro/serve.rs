@@ -593,12 +593,27 @@ impl Plan<'_> {
         Ok(())
     }
 
+    /// Requests per second of `test` at `-P 16` from the usual clients
+    /// over the usual keyspace.
+    fn p16_rate(&self, port: u16, test: &str) -> Result<f64> {
+        let s = self.s;
+        let (rps, _, _) = bench(
+            port,
+            test,
+            16,
+            s.clients,
+            s.requests,
+            s.requests,
+            s.value_bytes,
+        )?;
+        Ok(rps)
+    }
+
     /// The [`TYPE_TESTS`] at `-P 16` in [`TYPE_ROUNDS`] rounds, each
     /// server on a fresh store and the servers alternating within a
     /// round: redis-server with AOF everysec, then ferrite on each
     /// engine the write claims judge (`--sync batched:1000`, in cache).
     fn type_rounds(&mut self, bin: &Path, root: &Path, cache_mb: u64) -> Result<()> {
-        let s = self.s;
         for _ in 0..TYPE_ROUNDS {
             // `None`: redis-server.
             let servers = std::iter::once(None).chain(WRITE_CLAIM_ENGINES.map(Some));
@@ -612,15 +627,7 @@ impl Plan<'_> {
                     }
                 };
                 for test in TYPE_TESTS {
-                    let (rps, _, _) = bench(
-                        server.port,
-                        test,
-                        16,
-                        s.clients,
-                        s.requests,
-                        s.requests,
-                        s.value_bytes,
-                    )?;
+                    let rps = self.p16_rate(server.port, test)?;
                     self.results
                         .type_rates
                         .entry(format!("{} {}", server.name, test.to_uppercase()))
@@ -650,7 +657,6 @@ impl Plan<'_> {
             ));
             return Ok(());
         }
-        let s = self.s;
         for _ in 0..IDLE_ROUNDS {
             for idle in [false, true] {
                 let rss_before = server.rss_bytes();
@@ -665,15 +671,7 @@ impl Plan<'_> {
                     self.results.idle_rss = rss_before.zip(server.rss_bytes());
                 }
                 for test in ["set", "get"] {
-                    let (rps, _, _) = bench(
-                        server.port,
-                        test,
-                        16,
-                        s.clients,
-                        s.requests,
-                        s.requests,
-                        s.value_bytes,
-                    )?;
+                    let rps = self.p16_rate(server.port, test)?;
                     let cond = if idle { "idle" } else { "alone" };
                     self.results
                         .idle_rates

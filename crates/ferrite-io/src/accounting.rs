@@ -6,8 +6,25 @@
 //! always on; a [`IoStats`] snapshot is taken when someone asks. Counts are
 //! monotonic, so the difference of two snapshots is the I/O of the interval
 //! between them, which is how benchmarks compute read and write amplification.
+//!
+//! Each thread also counts the reads it asked of any device
+//! ([`thread_reads`]): a caller learns whether a piece of its own work went
+//! to the device, without knowing which devices an engine holds (a server
+//! moves work that waits on the device off its event loops by it).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+thread_local! {
+    static THREAD_READS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Device reads the calling thread has issued so far, on every device
+/// (each read of a batch counts). Only grows; the difference of two calls
+/// is the reads of the work between them.
+pub fn thread_reads() -> u64 {
+    THREAD_READS.with(Cell::get)
+}
 
 /// Number of size buckets: bucket `i` counts I/Os of `(2^(i+8), 2^(i+9)]`
 /// bytes, with bucket 0 also taking everything up to 512 B and the last
@@ -66,6 +83,7 @@ impl IoCounters {
     }
 
     pub fn record_read(&self, len: u64) {
+        THREAD_READS.with(|c| c.set(c.get() + 1));
         self.reads.fetch_add(1, Relaxed);
         self.read_bytes.fetch_add(len, Relaxed);
         self.bump_size(len);
@@ -171,5 +189,25 @@ mod tests {
         assert_eq!((d.writes, d.write_bytes, d.syncs), (1, 8192, 1));
         assert_eq!(d.size_histogram[3], 1);
         assert_eq!(d.size_histogram[4], 1);
+    }
+
+    #[test]
+    fn a_thread_counts_only_its_own_reads() {
+        let c = std::sync::Arc::new(IoCounters::new());
+        let before = thread_reads();
+        c.record_read(512);
+        c.record_write(512);
+        let other = c.clone();
+        let theirs = std::thread::spawn(move || {
+            let t0 = thread_reads();
+            other.record_read(4096);
+            other.record_read(4096);
+            thread_reads() - t0
+        })
+        .join()
+        .unwrap();
+        assert_eq!(theirs, 2);
+        assert_eq!(thread_reads() - before, 1);
+        assert_eq!(c.snapshot().reads, 3);
     }
 }

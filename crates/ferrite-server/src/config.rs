@@ -26,6 +26,9 @@ pub struct ServerConfig {
     pub max_clients: usize,
     /// Event loops serving the connections (at least one).
     pub io_threads: usize,
+    /// Threads that run key reads while they go to the device
+    /// ([`crate::readers`]); 0 keeps every read on its loop.
+    pub readers: usize,
     pub limits: Limits,
     /// Clients must `AUTH` with this first.
     pub requirepass: Option<String>,
@@ -39,8 +42,9 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     /// Loopback port 6380 (next to Redis's 6379), 10 000 clients as Redis
-    /// allows, an event loop per core, half a minute for a stalled
-    /// request.
+    /// allows, an event loop per core and four readers per core (enough
+    /// device reads in flight for an SSD's queue), half a minute for a
+    /// stalled request.
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 6380)),
@@ -49,6 +53,7 @@ impl Default for ServerConfig {
             cache_bytes: 64 << 20,
             max_clients: 10_000,
             io_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            readers: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             limits: Limits::default(),
             requirepass: None,
             client_timeout: Duration::from_secs(30),

@@ -61,6 +61,10 @@ pub struct Conn {
     want_write: bool,
     /// In this turn's active list.
     pub active: bool,
+    /// Its key reads are out with a reader ([`crate::readers`]): none of
+    /// its commands run, and it closes only if its socket broke, until
+    /// their replies are back.
+    pub parked: bool,
 }
 
 impl Conn {
@@ -78,12 +82,14 @@ impl Conn {
             dead: false,
             want_write: false,
             active: false,
+            parked: false,
         }
     }
 
     /// Whether the connection may decode and run commands now.
     pub fn runnable(&self) -> bool {
-        !self.backed_up()
+        !self.parked
+            && !self.backed_up()
             && self.session.blocked.is_none()
             && self.session.handoff.is_none()
             && !self.closing
@@ -233,6 +239,9 @@ impl Conn {
     /// Whether the client has held a request half sent for too long, or
     /// idled past `timeout`.
     pub fn stalled(&self, shared: &Shared) -> bool {
+        if self.parked {
+            return false;
+        }
         // A backed-up client's unfinished request waits on the client
         // reading, not on it sending.
         if !self.backed_up()
@@ -252,7 +261,14 @@ impl Conn {
     /// Whether the connection is done, after a turn: written out what it
     /// owed, or gone.
     pub fn finished(&self, shared: &Shared) -> bool {
-        if self.dead || (self.closing && self.out.is_empty()) {
+        if self.dead {
+            return true;
+        }
+        // Replies are still to come from a reader.
+        if self.parked {
+            return false;
+        }
+        if self.closing && self.out.is_empty() {
             return true;
         }
         // A client gone while its command waits leaves: nobody is there

@@ -24,7 +24,9 @@
 //!   client is never shown a write a crash can take back;
 //! - a connection is owned by one loop from its admission to its close;
 //!   other threads reach it only through its mailbox, whose waker names
-//!   it to the loop.
+//!   it to the loop, and a reader only through the replies of the key
+//!   reads the loop handed it (while reads go to the device, see
+//!   [`crate::read_route`]), which come back through [`Signal`].
 //!
 //! [`Keyspace::sync_seen`]: crate::model::Keyspace::sync_seen
 
@@ -42,8 +44,9 @@ use bumpalo::Bump;
 use crate::conn::Conn;
 use crate::executor::{self, Admitted, After, Members, Next, MAX_GROUP};
 use crate::mailbox::{Mailbox, Wake};
+use crate::readers::{self, Back, Done, Job, Readers};
 use crate::reply::Reply;
-use crate::request::{decode_frame, Frame, Limits, ProtocolError};
+use crate::request::{decode_frame, Frame, Limits, OwnedArgs, ProtocolError};
 use crate::session::Session;
 use crate::shared::Shared;
 use crate::stream::Stream;
@@ -64,8 +67,17 @@ pub struct Signal {
     waker: Waker,
     incoming: Mutex<Vec<(Stream, u64)>>,
     woken: Mutex<Vec<usize>>,
+    /// Replies of key reads readers ran for its connections.
+    returned: Mutex<Vec<Done>>,
     /// Connections it holds, for the acceptor's choice of loop.
     load: AtomicUsize,
+}
+
+impl Back for Signal {
+    fn back(&self, done: Done) {
+        self.returned.lock().push(done);
+        let _ = self.waker.wake();
+    }
 }
 
 impl Signal {
@@ -121,6 +133,7 @@ impl Members for ConnSet<'_> {
 
 pub struct EventLoop {
     shared: Arc<Shared>,
+    readers: Readers,
     signal: Arc<Signal>,
     poll: Poll,
     conns: Slab<Conn>,
@@ -146,17 +159,19 @@ pub struct EventLoop {
 
 impl EventLoop {
     /// A loop and the handle others reach it by.
-    pub fn new(shared: Arc<Shared>) -> std::io::Result<(Self, Arc<Signal>)> {
+    pub fn new(shared: Arc<Shared>, readers: Readers) -> std::io::Result<(Self, Arc<Signal>)> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         let signal = Arc::new(Signal {
             waker,
             incoming: Mutex::new(Vec::new()),
             woken: Mutex::new(Vec::new()),
+            returned: Mutex::new(Vec::new()),
             load: AtomicUsize::new(0),
         });
         let this = Self {
             shared,
+            readers,
             signal: signal.clone(),
             poll,
             conns: Slab::new(),
@@ -198,6 +213,10 @@ impl EventLoop {
             let woken = std::mem::take(&mut *self.signal.woken.lock());
             for key in woken {
                 self.activate(key);
+            }
+            let returned = std::mem::take(&mut *self.signal.returned.lock());
+            for done in returned {
+                self.unpark(done);
             }
             for key in std::mem::take(&mut self.unread) {
                 self.activate(key);
@@ -249,6 +268,7 @@ impl EventLoop {
     /// a long script the shutdown waits for.
     fn tick(&mut self) {
         let sh = &self.shared;
+        sh.route.refresh(Instant::now());
         // A script still running long when the server stops is stopped,
         // its writes dropped (as `SHUTDOWN NOSAVE` does): the connection
         // waiting for it would hold the shutdown forever.
@@ -264,6 +284,24 @@ impl EventLoop {
         for key in done {
             self.close(key);
         }
+    }
+
+    /// Takes back a connection's replies from a reader and lets it run
+    /// again (if it is still the client the reads were for).
+    fn unpark(&mut self, done: Done) {
+        let Some(c) = self.conns.get_mut(done.key) else {
+            return;
+        };
+        if !c.parked || c.session.id != done.client {
+            return;
+        }
+        c.parked = false;
+        c.out.extend_from_slice(&done.out);
+        c.session.last_command = Instant::now();
+        if done.close {
+            c.closing = true;
+        }
+        self.activate(done.key);
     }
 
     fn activate(&mut self, key: usize) {
@@ -338,9 +376,10 @@ impl EventLoop {
             if c.eof || c.dead {
                 continue;
             }
-            if c.backed_up() {
-                // Read once the client has taken its replies: the socket
-                // will not say again that it has bytes.
+            if c.backed_up() || c.parked {
+                // Read once the client has taken its replies, or the
+                // reader has given them back: the socket will not say
+                // again that it has bytes.
                 c.unread = true;
             } else if c.read(&mut self.chunk, query_limit).is_err() {
                 c.dead = true;
@@ -381,7 +420,7 @@ impl EventLoop {
             }
             // A backed-up connection hears of its client again by
             // writability, not by reading.
-            if c.unread && !c.backed_up() {
+            if c.unread && !c.backed_up() && !c.parked {
                 self.unread.push(key);
             }
             if c.session.handoff.is_some() {
@@ -406,13 +445,21 @@ impl EventLoop {
     /// Arguments are slices of the bytes received (no copy, no
     /// allocation per argument): the inputs leave their connections for
     /// the run, so commands borrow them while replies go to the
-    /// connections. Says whether any command ran.
+    /// connections. While reads go to the device, a connection's run of
+    /// key reads is handed to a reader instead, after the group holding
+    /// its commands before them, and the connection parks until their
+    /// replies are back. Says whether any command ran.
     fn execute(&mut self, active: &[usize]) -> bool {
         let sh = self.shared.clone();
         let limits = Limits {
             max_bulk: sh.settings.max_bulk(),
             ..sh.config.limits
         };
+        let offloading = sh.route.offloading();
+        // Per active connection: the key reads going to a reader, and
+        // whether it takes no more commands this turn.
+        let mut jobs: Vec<Option<Vec<OwnedArgs>>> = active.iter().map(|_| None).collect();
+        let mut parking = vec![false; active.len()];
         self.inputs.clear();
         self.used.clear();
         for &key in active {
@@ -435,7 +482,11 @@ impl EventLoop {
             loop {
                 for (i, &key) in active.iter().enumerate() {
                     let c = &mut conns[key];
-                    while held[i].is_none() && c.runnable() && group.len() < MAX_GROUP {
+                    while held[i].is_none()
+                        && !parking[i]
+                        && c.runnable()
+                        && group.len() < MAX_GROUP
+                    {
                         let input = &inputs[i];
                         let at = used[i];
                         let args: &[&[u8]] = match decode_frame(&input[at..], &limits, spans) {
@@ -460,6 +511,18 @@ impl EventLoop {
                         if args.is_empty() {
                             continue;
                         }
+                        if offloading && readers::may_take(&c.session, args) {
+                            let job = jobs[i].get_or_insert_with(Vec::new);
+                            job.push(crate::request::to_owned(args));
+                            parking[i] = job.len() >= MAX_GROUP;
+                            continue;
+                        }
+                        if jobs[i].is_some() {
+                            // Runs once the reads before it are answered.
+                            used[i] = at;
+                            parking[i] = true;
+                            break;
+                        }
                         match executor::classify(&sh, &mut c.session, args) {
                             Next::Group(a) => group.push((key, a)),
                             Next::Alone(a) => held[i] = Some(Held::Alone(a)),
@@ -469,7 +532,13 @@ impl EventLoop {
                 }
                 let mut progress = false;
                 if !group.is_empty() {
+                    let reads = group.iter().filter(|(_, a)| a.reads_only()).count() as u64;
+                    let device_before = ferrite::thread_device_reads();
                     executor::run_group(&sh, &group, &mut ConnSet(conns), after);
+                    if reads > 0 {
+                        let device = ferrite::thread_device_reads() - device_before;
+                        sh.route.record(reads, device, false);
+                    }
                     group.clear();
                     progress = true;
                 }
@@ -505,6 +574,27 @@ impl EventLoop {
             c.consume();
         }
         self.bump.reset();
+        for (i, &key) in active.iter().enumerate() {
+            let Some(commands) = jobs[i].take() else {
+                continue;
+            };
+            let c = &mut self.conns[key];
+            let job = Job {
+                key,
+                session: c.session.view(),
+                commands,
+                back: self.signal.clone(),
+            };
+            c.parked = true;
+            if let Err(unrun) = self.readers.hand(job) {
+                // No reader is left (the server is stopping): the loop
+                // answers that it cannot run them.
+                c.parked = false;
+                for _ in 0..unrun {
+                    Reply::err("server is shutting down").encode(c.session.proto, &mut c.out);
+                }
+            }
+        }
         ran
     }
 

@@ -63,6 +63,13 @@ pub struct Admitted<'a> {
     args: &'a Args<'a>,
 }
 
+impl Admitted<'_> {
+    /// Whether the command only reads the keyspace.
+    pub fn reads_only(&self) -> bool {
+        self.spec.kind == Kind::Read
+    }
+}
+
 /// The connections whose commands one group runs, by the loop's token
 /// for each.
 pub trait Members {

@@ -47,6 +47,8 @@ mod listener;
 mod mailbox;
 pub mod model;
 mod pubsub;
+mod read_route;
+mod readers;
 pub mod replication;
 mod reply;
 mod request;

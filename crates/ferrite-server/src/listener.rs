@@ -27,6 +27,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::config::ServerConfig;
 use crate::event_loop::{EventLoop, Signal};
 use crate::model::Keyspace;
+use crate::readers::Readers;
 use crate::shared::Shared;
 use crate::stream::Stream;
 use crate::ServerError;
@@ -81,8 +82,13 @@ impl Server {
         crate::replication::resume(&shared, local.port()).map_err(ServerError::Model)?;
         let mut signals = Vec::with_capacity(io_threads);
         let mut loops = Vec::with_capacity(io_threads);
+        // The readers stop after the loops, the last holders of their
+        // handle: `wait` joins them after the loops.
+        let (readers, reader_threads) =
+            Readers::start(&shared, shared.config.readers).map_err(ServerError::Io)?;
         for i in 0..io_threads {
-            let (ev, signal) = EventLoop::new(shared.clone()).map_err(ServerError::Io)?;
+            let (ev, signal) =
+                EventLoop::new(shared.clone(), readers.clone()).map_err(ServerError::Io)?;
             signals.push(signal);
             loops.push(
                 std::thread::Builder::new()
@@ -91,6 +97,7 @@ impl Server {
                     .map_err(ServerError::Io)?,
             );
         }
+        drop(readers);
         let mut background = crate::background::spawn(&shared).map_err(ServerError::Io)?;
         background.push(crate::script::runner::spawn(&shared).map_err(ServerError::Io)?);
         let sh = shared.clone();
@@ -99,6 +106,7 @@ impl Server {
             .spawn(move || accept_loop(&sh, tcp, unix, &signals))
             .map_err(ServerError::Io)?;
         loops.push(accept);
+        loops.extend(reader_threads);
         Ok(Self {
             shared,
             local,

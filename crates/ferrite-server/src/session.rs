@@ -134,6 +134,25 @@ impl Session {
         }
     }
 
+    /// What key reads see of this session, for running them on another
+    /// thread while this one stays with its connection: the client, its
+    /// database, protocol and authentication; no transaction, watches,
+    /// subscriptions or wait (a command that needs those does not leave
+    /// its loop).
+    pub fn view(&self) -> Self {
+        let mut v = Self::new(
+            self.id,
+            self.addr.clone(),
+            self.authenticated,
+            self.mailbox.clone(),
+        );
+        v.name = self.name.clone();
+        v.db = self.db;
+        v.proto = self.proto;
+        v.activity = self.activity.clone();
+        v
+    }
+
     pub fn in_transaction(&self) -> bool {
         self.transaction.is_some()
     }

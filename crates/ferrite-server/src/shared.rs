@@ -12,6 +12,7 @@ use crate::config::ServerConfig;
 use crate::cursor::Cursors;
 use crate::model::{Event, Keyspace};
 use crate::pubsub::PubSub;
+use crate::read_route::ReadRoute;
 use crate::replication::Replication;
 use crate::reply::Reply;
 use crate::script::Scripting;
@@ -29,6 +30,8 @@ pub struct Shared {
     pub blocked: Blocked,
     pub scripts: Scripting,
     pub repl: Arc<Replication>,
+    /// Whether key reads run on the loops or the readers.
+    pub route: ReadRoute,
     pub started: Instant,
     /// This node's run id (`INFO server`), fresh at each start.
     pub run_id: String,
@@ -54,6 +57,7 @@ impl Shared {
         Ok(Self {
             repl,
             run_id: crate::replication::new_id(),
+            route: ReadRoute::new(config.readers),
             settings: Settings::new(&config),
             config,
             ks,

@@ -95,6 +95,10 @@ pub use ferrite_core::{
     SpaceKind, Stats, StoreIdentity, StoreSnapshot, SyncMode, WalRecovery, WriteBatch, WriteCheck,
     MAX_KEY_LEN, MAX_VALUE_LEN,
 };
+/// Device reads the calling thread has issued so far, on every store's
+/// devices: the difference of two calls says whether the work between
+/// them waited on the device (a cache miss) or not.
+pub use ferrite_io::thread_reads as thread_device_reads;
 pub use iter::{Iter, KvPair};
 pub use keyspace::{DetachedKeyspace, Keyspace, KeyspaceBatch};
 pub use snapshot::Snapshot;

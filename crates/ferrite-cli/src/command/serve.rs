@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// Event loops serving the connections (default: one per core).
     #[arg(long)]
     io_threads: Option<usize>,
+    /// Threads that run key reads while they miss the cache, so a read
+    /// waiting on the device holds no event loop (default: four per
+    /// core; 0 runs every read on its loop).
+    #[arg(long)]
+    readers: Option<usize>,
     /// Longest argument (value) in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     max_bulk: usize,
@@ -106,6 +111,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     if let Some(n) = a.io_threads {
         anyhow::ensure!(n > 0, "--io-threads must be at least 1");
         config.io_threads = n;
+    }
+    if let Some(n) = a.readers {
+        config.readers = n;
     }
     config.limits = Limits {
         max_bulk: a.max_bulk,

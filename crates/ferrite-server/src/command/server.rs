@@ -136,7 +136,8 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                      rejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\n\
                      keyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\n\
                      pubsub_patterns:{}\r\ntotal_error_replies:{}\r\nscan_cursors:{}\r\n\
-                     sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n\r\n",
+                     sync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\n\
+                     reader_threads:{}\r\nreads_on_readers:{}\r\nreads_offloaded:{}\r\n\r\n",
                     s.connections(),
                     s.commands(),
                     s.rejected(),
@@ -150,6 +151,9 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
                     syncs.0,
                     syncs.1,
                     syncs.2,
+                    sh.route.readers(),
+                    u8::from(sh.route.offloading()),
+                    sh.route.offloaded(),
                 );
             }
             "replication" => {

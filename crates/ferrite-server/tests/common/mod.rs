@@ -50,6 +50,11 @@ impl Client {
         }
     }
 
+    /// Closes the sending side: the server sees end of input.
+    pub fn shutdown_write(&mut self) {
+        self.writer.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).unwrap();
     }
@@ -145,8 +150,13 @@ impl TestServer {
     }
 
     pub fn start_with(kind: EngineKind, config: ServerConfig) -> Self {
+        Self::start_cached(kind, config, 16 << 20)
+    }
+
+    /// A server whose store caches `cache_bytes`.
+    pub fn start_cached(kind: EngineKind, config: ServerConfig, cache_bytes: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let server = Self::serve(kind, &dir, config);
+        let server = Self::serve(kind, &dir, config, cache_bytes);
         let addr = server.local_addr();
         Self {
             server: Some(server),
@@ -156,10 +166,15 @@ impl TestServer {
         }
     }
 
-    fn serve(kind: EngineKind, dir: &tempfile::TempDir, mut config: ServerConfig) -> Server {
+    fn serve(
+        kind: EngineKind,
+        dir: &tempfile::TempDir,
+        mut config: ServerConfig,
+        cache_bytes: u64,
+    ) -> Server {
         let store = Config::builder(kind)
             .sync(SyncMode::Never)
-            .cache_bytes(16 << 20)
+            .cache_bytes(cache_bytes)
             .direct_io(false)
             .open(dir.path().join("db"))
             .unwrap();
@@ -171,7 +186,7 @@ impl TestServer {
     /// store (on a new port).
     pub fn restart(&mut self) {
         self.stop().unwrap();
-        let server = Self::serve(self.kind, &self.dir, ServerConfig::default());
+        let server = Self::serve(self.kind, &self.dir, ServerConfig::default(), 16 << 20);
         self.addr = server.local_addr();
         self.server = Some(server);
     }

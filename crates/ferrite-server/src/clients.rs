@@ -68,14 +68,17 @@ impl Clients {
             .count()
     }
 
-    /// One client's `CLIENT LIST` line.
-    pub fn describe(&self, s: &Session) -> String {
-        line(s.id, &entry(s))
+    /// One client's `CLIENT LIST` line; `name` names a command by its
+    /// index in the command table.
+    pub fn describe(&self, s: &Session, name: CommandName) -> String {
+        line(s.id, &entry(s), name)
     }
 
-    pub fn list(&self) -> String {
+    pub fn list(&self, name: CommandName) -> String {
         let all = self.all.lock();
-        all.iter().map(|(id, e)| line(*id, e) + "\n").collect()
+        all.iter()
+            .map(|(id, e)| line(*id, e, name) + "\n")
+            .collect()
     }
 
     /// Closes the clients matching `id` and `addr` (either may be
@@ -124,7 +127,11 @@ fn entry(s: &Session) -> Entry {
     }
 }
 
-fn line(id: u64, e: &Entry) -> String {
+/// Names a command by its index in the command table (the table sits
+/// above the clients: it is handed in, not imported).
+pub type CommandName = fn(usize) -> Option<&'static str>;
+
+fn line(id: u64, e: &Entry, name: CommandName) -> String {
     format!(
         "id={id} addr={} name={} age={} idle={} flags={} db={} sub={} cmd={} resp={} user=default",
         e.addr,
@@ -134,7 +141,7 @@ fn line(id: u64, e: &Entry) -> String {
         e.flags,
         e.db,
         e.subscriptions,
-        e.activity.command().unwrap_or("NULL"),
+        e.activity.command().and_then(name).unwrap_or("NULL"),
         e.proto
     )
 }

@@ -91,7 +91,7 @@ impl Conn {
         !self.parked
             && !self.backed_up()
             && self.session.blocked.is_none()
-            && self.session.handoff.is_none()
+            && !self.session.handoff
             && !self.closing
             && !self.dead
             && !self.session.close_after_reply
@@ -281,6 +281,13 @@ impl Conn {
 
     /// Leaves nothing behind: subscriptions, watches, a wait.
     pub fn leave(&mut self, shared: &Shared) {
+        // A replica's link it never handed over.
+        if self.session.handoff {
+            if let Some(h) = shared.repl.take_handoff(self.session.id) {
+                h.attached.drop_link();
+                shared.repl.detach(&h.attached);
+            }
+        }
         self.forget(shared);
         let _ = self.stream.flush();
         let _ = self.stream.shutdown();

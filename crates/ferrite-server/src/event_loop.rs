@@ -423,7 +423,7 @@ impl EventLoop {
             if c.unread && !c.backed_up() && !c.parked {
                 self.unread.push(key);
             }
-            if c.session.handoff.is_some() {
+            if c.session.handoff {
                 handoffs.push(key);
             } else if c.finished(&self.shared) || c.stalled(&self.shared) {
                 done.push(key);
@@ -605,7 +605,8 @@ impl EventLoop {
             return;
         };
         c.forget(&self.shared);
-        let Some(h) = c.session.handoff.take() else {
+        c.session.handoff = false;
+        let Some(h) = self.shared.repl.take_handoff(c.session.id) else {
             return;
         };
         match c.stream {
@@ -614,7 +615,7 @@ impl EventLoop {
                 // SAFETY: the descriptor comes out of the mio stream,
                 // which gives up its ownership to the std stream.
                 let std = unsafe { std::net::TcpStream::from_raw_fd(t.into_raw_fd()) };
-                crate::replication::feeder::start(self.shared.clone(), *h, std, c.out, c.input);
+                crate::replication::feeder::start(self.shared.clone(), h, std, c.out, c.input);
             }
             Stream::Unix(_) => {
                 h.attached.drop_link();

@@ -79,7 +79,7 @@ impl Server {
         let shared = Shared::new(config, ks)
             .map_err(|e| ServerError::Io(std::io::Error::other(format!("scripting: {e}"))))?
             .into_arc();
-        crate::replication::resume(&shared, local.port()).map_err(ServerError::Model)?;
+        crate::replication::follower::resume(&shared, local.port()).map_err(ServerError::Model)?;
         let mut signals = Vec::with_capacity(io_threads);
         let mut loops = Vec::with_capacity(io_threads);
         // The readers stop after the loops, the last holders of their

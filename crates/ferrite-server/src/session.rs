@@ -39,10 +39,9 @@ impl Activity {
         self.at_ms.store(crate::model::now_ms(), Ordering::Relaxed);
     }
 
-    /// The last command's name, if any.
-    pub fn command(&self) -> Option<&'static str> {
-        let i = self.command.load(Ordering::Relaxed);
-        crate::command::TABLE.get(i.checked_sub(1)?).map(|s| s.name)
+    /// The command table's index of the last command, if any.
+    pub fn command(&self) -> Option<usize> {
+        self.command.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Seconds since the last command (or since `since_ms`).
@@ -100,8 +99,10 @@ pub struct Session {
     /// ferrite's stream (`REPLCONF capa ferrite`).
     pub repl_port: u16,
     pub repl_capa: bool,
-    /// Set by `PSYNC`: the connection leaves the loop for a replica link.
-    pub handoff: Option<Box<crate::replication::Handoff>>,
+    /// Set by `PSYNC`: the connection leaves the loop for a replica
+    /// link (what the link needs waits in the replication state, under
+    /// the client's id).
+    pub handoff: bool,
 }
 
 impl Session {
@@ -130,7 +131,7 @@ impl Session {
             scripted: false,
             repl_port: 0,
             repl_capa: false,
-            handoff: None,
+            handoff: false,
         }
     }
 

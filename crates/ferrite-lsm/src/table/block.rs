@@ -170,8 +170,22 @@ impl Block {
         self.decode_at(self.offset(slot)?)
     }
 
+    /// The key in `slot` (empty past the end). Reads the key alone: a
+    /// search probes keys only, and [`Block::parse`] checked every entry.
     pub fn key(&self, slot: usize) -> &[u8] {
-        self.entry(slot).map_or(&[], |(k, _)| k)
+        if slot >= self.n {
+            return &[];
+        }
+        let Some(off) = self.offset(slot) else {
+            return &[];
+        };
+        let Some(klen) = read2(&self.data, off) else {
+            return &[];
+        };
+        let kstart = off + ENTRY_HEADER;
+        self.data
+            .get(kstart..kstart + u16::from_le_bytes(klen) as usize)
+            .unwrap_or(&[])
     }
 
     /// The first slot whose key is `>= key` (`len()` if none) within
@@ -211,6 +225,20 @@ mod tests {
         let mut out = Vec::new();
         b.finish_into(&mut out);
         Block::parse(AlignedBuf::from_slice(&out), &|| "test".into()).unwrap()
+    }
+
+    #[test]
+    fn a_key_alone_is_the_key_of_its_entry() {
+        let b = build(&[
+            (b"a", Some(b"1")),
+            (b"bb", None),
+            (b"ccc", Some(b"")),
+            (b"", Some(b"x")),
+        ]);
+        for slot in 0..b.len() {
+            assert_eq!(Some(b.key(slot)), b.entry(slot).map(|(k, _)| k));
+        }
+        assert_eq!(b.key(b.len()), b"");
     }
 
     #[test]

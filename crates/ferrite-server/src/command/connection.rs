@@ -153,9 +153,9 @@ pub fn client(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         (b"ID", 2) => Ok(Reply::Int(ctx.session.id as i64)),
         (b"INFO", 2) => Ok(Reply::Verbatim(format!(
             "{}\n",
-            ctx.shared.clients.describe(ctx.session)
+            ctx.shared.clients.describe(ctx.session, super::name_of)
         ))),
-        (b"LIST", _) => Ok(Reply::Verbatim(ctx.shared.clients.list())),
+        (b"LIST", _) => Ok(Reply::Verbatim(ctx.shared.clients.list(super::name_of))),
         // Client libraries announce themselves (redis-py does on connect).
         (b"SETINFO", 4) => {
             if !is(a[2], "LIB-NAME") && !is(a[2], "LIB-VER") {

@@ -591,6 +591,11 @@ fn index() -> &'static HashMap<&'static str, usize> {
     INDEX.get_or_init(|| TABLE.iter().enumerate().map(|(i, s)| (s.name, i)).collect())
 }
 
+/// The name of the command at `index` in the table.
+pub fn name_of(index: usize) -> Option<&'static str> {
+    TABLE.get(index).map(|s| s.name)
+}
+
 /// The command named `name` (any case) and its place in the table.
 pub fn lookup_indexed(name: &[u8]) -> Option<(usize, &'static Spec)> {
     let mut buf = [0u8; 24];
@@ -650,6 +655,11 @@ pub fn syntax_error() -> Fail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_command_has_its_counters() {
+        assert!(TABLE.len() <= crate::stats::COMMAND_SLOTS);
+    }
 
     #[test]
     fn the_table_has_each_name_once_and_lookup_ignores_case() {

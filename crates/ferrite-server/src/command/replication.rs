@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::args::{int, is, parse_int};
 use super::{fail, CmdResult, Ctx};
-use crate::replication::{self, feeder::Handoff, Sync};
+use crate::replication::{self, Handoff, Sync};
 use crate::reply::Reply;
 use crate::request::Args;
 use crate::session::Block;
@@ -15,7 +15,7 @@ use crate::session::Block;
 pub fn replicaof(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let sh = ctx.shared;
     if is(a[1], "no") && is(a[2], "one") {
-        if replication::unfollow(sh)? {
+        if replication::follower::unfollow(sh)? {
             log::info!("no longer a replica: taking writes as a master");
         }
         return Ok(Reply::ok());
@@ -24,7 +24,7 @@ pub fn replicaof(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         .filter(|p| (1..=65535).contains(p))
         .ok_or_else(|| fail("Invalid master port"))?;
     let host = std::str::from_utf8(a[1]).map_err(|_| fail("Invalid master host"))?;
-    if replication::follow(sh, host, port as u16)? {
+    if replication::follower::follow(sh, host, port as u16)? {
         log::info!("replicating {host}:{port}");
         Ok(Reply::ok())
     } else {
@@ -101,7 +101,10 @@ pub fn psync(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             }
         },
     };
-    ctx.session.handoff = Some(Box::new(Handoff { attached, copy }));
+    ctx.shared
+        .repl
+        .leave_handoff(ctx.session.id, Handoff { attached, copy });
+    ctx.session.handoff = true;
     Ok(Reply::Status(reply))
 }
 

@@ -169,7 +169,10 @@ pub fn info(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
             }
             "commandstats" => {
                 out.push_str("# Commandstats\r\n");
-                for (name, c) in sh.stats.command_stats() {
+                for (index, c) in sh.stats.command_stats() {
+                    let Some(name) = super::name_of(index) else {
+                        continue;
+                    };
                     let per = if c.calls > 0 {
                         c.usec as f64 / c.calls as f64
                     } else {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::frame::{self, Kind};
-use super::{is_local, Attached};
+use super::{is_local, Attached, Handoff};
 use crate::request::{decode as decode_request, Limits};
 use crate::shared::Shared;
 
@@ -27,13 +27,6 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Records per copy frame, at most about this many bytes.
 const COPY_FRAME: usize = 1 << 20;
-
-/// What a `PSYNC` leaves for the event loop to hand over with the socket.
-pub struct Handoff {
-    pub attached: Arc<Attached>,
-    /// The store as of the `+FULLRESYNC` offset, for a full sync.
-    pub copy: Option<ferrite::Snapshot>,
-}
 
 /// Takes over a replica's socket from the event loop: `pending` is what
 /// the loop had not yet written to it, `input` what it had read past the

@@ -14,6 +14,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,13 +35,80 @@ const ACK_EVERY: Duration = Duration::from_secs(1);
 /// A master silent this long (no heartbeat) is a failed link.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// At start: the stored position (a replica's id and offset) and the
+/// master to follow (`--replicaof`, or the one the store followed when
+/// it stopped); starts following it.
+pub fn resume(
+    shared: &Arc<Shared>,
+    port: u16,
+) -> std::result::Result<(), crate::model::ModelError> {
+    shared.repl.listening_port.store(port, Ordering::Release);
+    let store = shared.ks.store();
+    if let Some((id, off)) = store
+        .get(position_key())?
+        .as_deref()
+        .and_then(parse_position)
+    {
+        shared.repl.reset(&id, off);
+    }
+    let stored = store.get(master_key())?.and_then(|v| {
+        let s = String::from_utf8(v).ok()?;
+        let (h, p) = s.rsplit_once(' ')?;
+        Some((h.to_string(), p.parse::<u16>().ok()?))
+    });
+    if store.get(copying_key())?.is_some() {
+        shared.ks.set_loading(true);
+    }
+    if let Some((host, port)) = shared.config.replicaof.clone().or(stored) {
+        follow(shared, &host, port)?;
+    }
+    Ok(())
+}
+
+/// Makes this node a replica of `host:port` (`REPLICAOF`, `--replicaof`):
+/// remembered in the store, followed from a thread of its own. False if
+/// it already follows it.
+pub fn follow(
+    shared: &Shared,
+    host: &str,
+    port: u16,
+) -> std::result::Result<bool, crate::model::ModelError> {
+    let Some(generation) = shared.repl.follow(host, port) else {
+        return Ok(false);
+    };
+    shared.ks.set_replica(true);
+    shared
+        .ks
+        .store()
+        .put(master_key(), format!("{host} {port}"))?;
+    match shared.arc() {
+        Some(arc) => start(arc, generation),
+        None => log::error!("replication cannot start: the server is stopping"),
+    }
+    Ok(true)
+}
+
+/// Stops following (`REPLICAOF NO ONE`): writes are taken again.
+pub fn unfollow(shared: &Shared) -> std::result::Result<bool, crate::model::ModelError> {
+    if !shared.repl.promote() {
+        return Ok(false);
+    }
+    shared.ks.set_replica(false);
+    shared.ks.set_loading(false);
+    let store = shared.ks.store();
+    store.delete(master_key())?;
+    store.delete(position_key())?;
+    store.delete(copying_key())?;
+    Ok(true)
+}
+
 /// Starts the follower of `generation` on its own thread.
 pub fn start(shared: Arc<Shared>, generation: u64) {
     let spawned = std::thread::Builder::new()
         .name("ferrite-follow".into())
         .spawn(move || {
             while shared.repl.current(generation) && !shared.shutting_down() {
-                if let Err(e) = follow(&shared, generation) {
+                if let Err(e) = link(&shared, generation) {
                     if shared.repl.current(generation) {
                         log::warn!("replication link: {e}");
                     }
@@ -164,7 +232,7 @@ impl Link_ {
     }
 }
 
-fn follow(shared: &Arc<Shared>, generation: u64) -> Result<()> {
+fn link(shared: &Arc<Shared>, generation: u64) -> Result<()> {
     let Some(f) = shared
         .repl
         .following()

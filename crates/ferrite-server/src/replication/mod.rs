@@ -33,7 +33,7 @@
 
 pub mod backlog;
 pub mod feeder;
-mod follower;
+pub mod follower;
 pub mod frame;
 
 use std::collections::VecDeque;
@@ -46,8 +46,6 @@ use parking_lot::{Condvar, Mutex};
 use crate::mailbox::Mailbox;
 use crate::model::{layout, ChangeFeed};
 use crate::reply::Reply;
-
-pub use feeder::Handoff;
 
 use backlog::Backlog;
 
@@ -84,78 +82,18 @@ pub fn is_local(key: &[u8]) -> bool {
         || key == copying_key().as_slice()
 }
 
-/// At start: the stored position (a replica's id and offset) and the
-/// master to follow (`--replicaof`, or the one the store followed when
-/// it stopped); starts following it.
-pub fn resume(
-    shared: &Arc<crate::shared::Shared>,
-    port: u16,
-) -> Result<(), crate::model::ModelError> {
-    shared.repl.listening_port.store(port, Ordering::Release);
-    let store = shared.ks.store();
-    if let Some((id, off)) = store
-        .get(position_key())?
-        .as_deref()
-        .and_then(follower::parse_position)
-    {
-        shared.repl.reset(&id, off);
-    }
-    let stored = store.get(master_key())?.and_then(|v| {
-        let s = String::from_utf8(v).ok()?;
-        let (h, p) = s.rsplit_once(' ')?;
-        Some((h.to_string(), p.parse::<u16>().ok()?))
-    });
-    if store.get(copying_key())?.is_some() {
-        shared.ks.set_loading(true);
-    }
-    if let Some((host, port)) = shared.config.replicaof.clone().or(stored) {
-        follow(shared, &host, port)?;
-    }
-    Ok(())
-}
-
-/// Makes this node a replica of `host:port` (`REPLICAOF`, `--replicaof`):
-/// remembered in the store, followed from a thread of its own. False if
-/// it already follows it.
-pub fn follow(
-    shared: &crate::shared::Shared,
-    host: &str,
-    port: u16,
-) -> Result<bool, crate::model::ModelError> {
-    let Some(generation) = shared.repl.follow(host, port) else {
-        return Ok(false);
-    };
-    shared.ks.set_replica(true);
-    shared
-        .ks
-        .store()
-        .put(master_key(), format!("{host} {port}"))?;
-    match shared.arc() {
-        Some(arc) => follower::start(arc, generation),
-        None => log::error!("replication cannot start: the server is stopping"),
-    }
-    Ok(true)
-}
-
-/// Stops following (`REPLICAOF NO ONE`): writes are taken again.
-pub fn unfollow(shared: &crate::shared::Shared) -> Result<bool, crate::model::ModelError> {
-    if !shared.repl.promote() {
-        return Ok(false);
-    }
-    shared.ks.set_replica(false);
-    shared.ks.set_loading(false);
-    let store = shared.ks.store();
-    store.delete(master_key())?;
-    store.delete(position_key())?;
-    store.delete(copying_key())?;
-    Ok(true)
-}
-
 /// A fresh 40-hex-digit replication id.
 pub fn new_id() -> String {
     (0..40)
         .map(|_| char::from_digit(rand::random::<u32>() % 16, 16).unwrap_or('0'))
         .collect()
+}
+
+/// What a `PSYNC` leaves for the event loop to hand over with the socket.
+pub struct Handoff {
+    pub attached: Arc<Attached>,
+    /// The store as of the `+FULLRESYNC` offset, for a full sync.
+    pub copy: Option<ferrite::Snapshot>,
 }
 
 /// A replica attached to this node.
@@ -294,6 +232,9 @@ pub struct Replication {
     sync_partial_err: AtomicU64,
     /// The port this node's clients reach it on (told to its master).
     pub listening_port: AtomicU16,
+    /// What a `PSYNC` left for its connection's loop to hand over with
+    /// the socket, by client id.
+    handoffs: Mutex<Vec<(u64, Handoff)>>,
 }
 
 impl Replication {
@@ -311,6 +252,7 @@ impl Replication {
             }),
             wanted: AtomicBool::new(false),
             waiting: Mutex::new(Vec::new()),
+            handoffs: Mutex::new(Vec::new()),
             applying: Mutex::new(()),
             sync_full: AtomicU64::new(0),
             sync_partial_ok: AtomicU64::new(0),
@@ -496,6 +438,18 @@ impl Replication {
             self.sync_partial_ok.load(Ordering::Relaxed),
             self.sync_partial_err.load(Ordering::Relaxed),
         )
+    }
+
+    /// Keeps what a `PSYNC` prepared until the client's loop takes it.
+    pub fn leave_handoff(&self, client: u64, h: Handoff) {
+        self.handoffs.lock().push((client, h));
+    }
+
+    /// What a `PSYNC` of `client` left, if anything.
+    pub fn take_handoff(&self, client: u64) -> Option<Handoff> {
+        let mut all = self.handoffs.lock();
+        let at = all.iter().position(|(id, _)| *id == client)?;
+        Some(all.swap_remove(at).1)
     }
 
     /// Forgets a replica whose link ended.

@@ -4,14 +4,141 @@
 //! thread; these handlers run there, or inside an `EXEC`.
 
 use super::args::{is, parse_int};
-use super::{fail, syntax_error, CmdResult, Ctx, Fail};
+use super::{fail, syntax_error, CmdResult, Ctx, Fail, Kind};
 use crate::glob;
-use crate::model::layout;
+use crate::model::{layout, ModelError, Savepoint};
 use crate::reply::Reply;
 use crate::request::Args;
-use crate::script::KillRefused;
+use crate::script::{Called, Failed, Host, KillRefused, RunResult, Stopped, Vm};
 use crate::session::Session;
 use crate::shared::Shared;
+
+/// A run's `redis.call`: the command table, its checks and the caller's
+/// transaction, in a session of the script's own (its `SELECT` does not
+/// reach the caller).
+struct ScriptHost<'a, 'c, 't> {
+    ctx: &'a mut Ctx<'c, 't>,
+    session: Session,
+    start: Option<Savepoint>,
+    failure: Option<ModelError>,
+}
+
+impl<'a, 'c, 't> ScriptHost<'a, 'c, 't> {
+    fn new(ctx: &'a mut Ctx<'c, 't>) -> Self {
+        let mut session = Session::new(
+            ctx.session.id,
+            String::new(),
+            true,
+            ctx.session.mailbox.clone(),
+        );
+        session.db = ctx.session.db;
+        session.scripted = true;
+        Self {
+            ctx,
+            session,
+            start: None,
+            failure: None,
+        }
+    }
+
+    /// The command's answer to a run's outcome.
+    fn answer(&mut self, run: RunResult) -> CmdResult {
+        match run {
+            Ok(r) => Ok(r),
+            Err(Stopped::Refused(r)) => Err(Fail::Reply(r)),
+            Err(Stopped::Storage) => match self.failure.take() {
+                Some(e) => Err(Fail::Storage(e)),
+                None => Err(fail("storage error: the script's unit of work failed")),
+            },
+        }
+    }
+}
+
+impl Host for ScriptHost<'_, '_, '_> {
+    fn begin(&mut self) {
+        self.start = Some(self.ctx.tx.savepoint());
+    }
+
+    fn roll_back(&mut self) {
+        if let Some(sp) = self.start.take() {
+            self.ctx.tx.rollback(sp);
+        }
+    }
+
+    fn call(&mut self, views: &[&[u8]], read_only: bool) -> Result<Called, Failed> {
+        let refused = |text: &str| {
+            Ok(Called {
+                reply: Reply::err(text),
+                wrote: false,
+            })
+        };
+        let Some((index, spec)) = super::lookup_indexed(views[0]) else {
+            return refused("Unknown command called from script");
+        };
+        if spec.has(super::NOSCRIPT) {
+            return refused("This command is not allowed from script");
+        }
+        if !super::arity_ok(spec, views) {
+            return refused("Wrong number of args calling command from script");
+        }
+        if spec.kind == Kind::Write && read_only {
+            return refused("Write commands are not allowed from read-only scripts.");
+        }
+        if spec.kind == Kind::Write && self.ctx.shared.ks.is_replica() {
+            return refused("READONLY You can't write against a read only replica.");
+        }
+        let shared = self.ctx.shared;
+        let t0 = std::time::Instant::now();
+        let sp = self.ctx.tx.savepoint();
+        let result = {
+            let mut inner = Ctx {
+                tx: self.ctx.tx,
+                session: &mut self.session,
+                shared,
+                in_exec: true,
+            };
+            (spec.run)(&mut inner, views)
+        };
+        let reply = match result {
+            Ok(r) => r,
+            Err(Fail::Reply(r)) => {
+                self.ctx.tx.rollback(sp);
+                r
+            }
+            Err(Fail::Storage(e)) => {
+                self.failure = Some(e);
+                return Err(Failed);
+            }
+        };
+        let wrote = self.ctx.tx.wrote_since(&sp);
+        if wrote {
+            shared.stats.count_dirty();
+        }
+        if let Err(e) = self.ctx.tx.expire_stale() {
+            self.failure = Some(e);
+            return Err(Failed);
+        }
+        shared
+            .stats
+            .count_call(index, t0.elapsed().as_micros() as u64, reply.is_error());
+        if let Reply::Error(e) = &reply {
+            shared.stats.count_error(e);
+        }
+        Ok(Called { reply, wrote })
+    }
+}
+
+/// Runs `run` on the interpreter with `ctx`'s side of `redis.call`.
+fn run_script(
+    ctx: &mut Ctx<'_, '_>,
+    run: impl FnOnce(&mut Vm, &mut dyn Host) -> RunResult,
+) -> CmdResult {
+    let shared = ctx.shared;
+    let mut vm = shared.scripts.vm();
+    let mut host = ScriptHost::new(ctx);
+    let outcome = run(&mut vm, &mut host);
+    host.answer(outcome)
+}
 
 /// Keys, then arguments, of a script's call.
 type KeysAndArgs<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
@@ -31,18 +158,16 @@ fn split_keys<'a>(a: &'a Args<'a>) -> Result<KeysAndArgs<'a>, Fail> {
 
 fn eval_body(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
     let (keys, argv) = split_keys(a)?;
-    let shared = ctx.shared;
-    let mut vm = shared.scripts.vm();
-    let sha = vm.load_script(a[1])?;
-    vm.eval(ctx, &sha, keys, argv, read_only)
+    run_script(ctx, |vm, host| {
+        let sha = vm.load_script(a[1])?;
+        vm.eval(host, &sha, keys, argv, read_only)
+    })
 }
 
 fn eval_sha(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
     let (keys, argv) = split_keys(a)?;
-    let shared = ctx.shared;
-    let mut vm = shared.scripts.vm();
     let sha = String::from_utf8_lossy(a[1]);
-    vm.eval(ctx, &sha, keys, argv, read_only)
+    run_script(ctx, |vm, host| vm.eval(host, &sha, keys, argv, read_only))
 }
 
 pub fn eval(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
@@ -63,9 +188,7 @@ pub fn evalsha_ro(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 fn call_function(ctx: &mut Ctx<'_, '_>, a: &Args, read_only: bool) -> CmdResult {
     let (keys, argv) = split_keys(a)?;
-    let shared = ctx.shared;
-    let mut vm = shared.scripts.vm();
-    vm.fcall(ctx, a[1], keys, argv, read_only)
+    run_script(ctx, |vm, host| vm.fcall(host, a[1], keys, argv, read_only))
 }
 
 pub fn fcall(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {

@@ -385,6 +385,41 @@ pub fn zremrangebylex(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     remove_range(ctx, a, Style::Lex { rev: false }, "zremrangebylex")
 }
 
+pub fn zcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (lo, hi) = score_range(a[2], a[3])?;
+    let (f, c) = zset(ctx, a[1])?;
+    let Some(c) = c else {
+        return Ok(Reply::Int(0));
+    };
+    let mut n = 0;
+    ctx.tx.scan_scores(f.slot, &c, lo, hi, false, &mut |_, _| {
+        n += 1;
+        ControlFlow::Continue(())
+    })?;
+    Ok(Reply::Int(n))
+}
+
+pub fn zlexcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
+    let (lo, hi) = lex_range(a[2], a[3])?;
+    let (f, c) = zset(ctx, a[1])?;
+    let Some(c) = c else {
+        return Ok(Reply::Int(0));
+    };
+    let mut n = 0;
+    ctx.tx.scan_members(
+        f.slot,
+        &c,
+        lo.as_ref().map(Vec::as_slice),
+        hi.as_ref().map(Vec::as_slice),
+        false,
+        &mut |_, _| {
+            n += 1;
+            ControlFlow::Continue(())
+        },
+    )?;
+    Ok(Reply::Int(n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -227,86 +227,6 @@ pub fn zcard(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     Ok(Reply::Int(c.map_or(0, |c| c.size as i64)))
 }
 
-pub fn zcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (lo, hi) = super::zranges::score_range(a[2], a[3])?;
-    let (f, c) = zset(ctx, a[1])?;
-    let Some(c) = c else {
-        return Ok(Reply::Int(0));
-    };
-    let mut n = 0;
-    ctx.tx.scan_scores(f.slot, &c, lo, hi, false, &mut |_, _| {
-        n += 1;
-        ControlFlow::Continue(())
-    })?;
-    Ok(Reply::Int(n))
-}
-
-pub fn zlexcount(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let (lo, hi) = super::zranges::lex_range(a[2], a[3])?;
-    let (f, c) = zset(ctx, a[1])?;
-    let Some(c) = c else {
-        return Ok(Reply::Int(0));
-    };
-    let mut n = 0;
-    ctx.tx.scan_members(
-        f.slot,
-        &c,
-        lo.as_ref().map(Vec::as_slice),
-        hi.as_ref().map(Vec::as_slice),
-        false,
-        &mut |_, _| {
-            n += 1;
-            ControlFlow::Continue(())
-        },
-    )?;
-    Ok(Reply::Int(n))
-}
-
-fn zrank_generic(ctx: &mut Ctx<'_, '_>, a: &Args, rev: bool) -> CmdResult {
-    let with_score = match a.len() {
-        3 => false,
-        4 if is(a[3], "WITHSCORE") => true,
-        _ => return Err(syntax_error()),
-    };
-    let none = if with_score {
-        Reply::NullArray
-    } else {
-        Reply::Null
-    };
-    let (f, c) = zset(ctx, a[1])?;
-    let Some(c) = c else {
-        return Ok(none);
-    };
-    let Some(score) = ctx.tx.zscore(f.slot, &c, a[2])? else {
-        return Ok(none);
-    };
-    // Members before (score, member) in the index.
-    let mut rank = 0i64;
-    let member = a[2];
-    ctx.tx.scan_scores(
-        f.slot,
-        &c,
-        Bound::Unbounded,
-        Bound::Included(score),
-        false,
-        &mut |s, m| {
-            if s == score && m >= member {
-                return ControlFlow::Break(());
-            }
-            rank += 1;
-            ControlFlow::Continue(())
-        },
-    )?;
-    if rev {
-        rank = c.size as i64 - 1 - rank;
-    }
-    Ok(if with_score {
-        Reply::Array(vec![Reply::Int(rank), Reply::Double(score)])
-    } else {
-        Reply::Int(rank)
-    })
-}
-
 pub fn zrank(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     zrank_generic(ctx, a, false)
 }
@@ -487,5 +407,50 @@ pub fn zscan(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
         if !o.noscores {
             items.push(Reply::Bulk(format_score(decode_score(v)).into_bytes()));
         }
+    })
+}
+
+fn zrank_generic(ctx: &mut Ctx<'_, '_>, a: &Args, rev: bool) -> CmdResult {
+    let with_score = match a.len() {
+        3 => false,
+        4 if is(a[3], "WITHSCORE") => true,
+        _ => return Err(syntax_error()),
+    };
+    let none = if with_score {
+        Reply::NullArray
+    } else {
+        Reply::Null
+    };
+    let (f, c) = zset(ctx, a[1])?;
+    let Some(c) = c else {
+        return Ok(none);
+    };
+    let Some(score) = ctx.tx.zscore(f.slot, &c, a[2])? else {
+        return Ok(none);
+    };
+    // Members before (score, member) in the index.
+    let mut rank = 0i64;
+    let member = a[2];
+    ctx.tx.scan_scores(
+        f.slot,
+        &c,
+        Bound::Unbounded,
+        Bound::Included(score),
+        false,
+        &mut |s, m| {
+            if s == score && m >= member {
+                return ControlFlow::Break(());
+            }
+            rank += 1;
+            ControlFlow::Continue(())
+        },
+    )?;
+    if rev {
+        rank = c.size as i64 - 1 - rank;
+    }
+    Ok(if with_score {
+        Reply::Array(vec![Reply::Int(rank), Reply::Double(score)])
+    } else {
+        Reply::Int(rank)
     })
 }

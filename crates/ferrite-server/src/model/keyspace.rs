@@ -4,7 +4,7 @@
 //! counters.
 //!
 //! Invariants:
-//! - every change to the model's records happens in a write [`Tx`], which
+//! - every change to the model's records happens in a write [`Tx`](super::Tx), which
 //!   holds the lock exclusively from its first read to its commit, so a
 //!   command (or a pipeline, or a transaction) is atomic against every
 //!   other; read transactions share the lock;
@@ -29,7 +29,6 @@ use super::hints::{Hints, Resume};
 use super::layout::{self, DATABASES};
 use super::meta::Meta;
 use super::stats::ModelStats;
-use super::tx::{Guard, Tx};
 use super::watch::Watches;
 use super::ModelError;
 
@@ -66,7 +65,7 @@ pub trait ChangeFeed: Send + Sync {
 /// The data model over one store; see the module documentation.
 pub struct Keyspace {
     store: Store,
-    state: RwLock<State>,
+    pub(super) state: RwLock<State>,
     /// Commits so far (a connection compares it around a pipeline to
     /// learn whether it must sync before replying).
     writes: AtomicU64,
@@ -234,28 +233,6 @@ impl Keyspace {
         self.store
     }
 
-    /// A transaction that reads, sharing the lock with other readers.
-    pub fn read(&self) -> Tx<'_> {
-        Tx::new(self, Guard::Read(self.state.read()))
-    }
-
-    /// A transaction that writes, holding the lock alone.
-    pub fn write(&self) -> Tx<'_> {
-        Tx::new(self, Guard::Write(self.state.write()))
-    }
-
-    /// [`Keyspace::read`], unless the lock stays taken for `wait`.
-    pub fn try_read_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
-        let g = self.state.try_read_for(wait)?;
-        Some(Tx::new(self, Guard::Read(g)))
-    }
-
-    /// [`Keyspace::write`], unless the lock stays taken for `wait`.
-    pub fn try_write_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
-        let g = self.state.try_write_for(wait)?;
-        Some(Tx::new(self, Guard::Write(g)))
-    }
-
     /// Commits so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Acquire)
@@ -343,7 +320,7 @@ impl Keyspace {
 
     /// Keys and keys with an expiry, per logical database. Takes the
     /// lock, so tests only: a command reads them through its
-    /// transaction ([`Tx::db_size`]).
+    /// transaction ([`Tx::db_size`](super::Tx::db_size)).
     #[cfg(test)]
     pub fn db_sizes(&self) -> [(u64, u64); DATABASES as usize] {
         let st = self.state.read();

@@ -24,8 +24,6 @@
 
 use std::borrow::Cow;
 
-use super::meta::parse_int;
-
 /// `total bytes` and `entries`.
 const HEADER: usize = 6;
 const END: u8 = 0xFF;
@@ -320,6 +318,21 @@ fn backlen(len: usize, out: &mut Vec<u8>) {
         let bits = ((len >> (7 * g)) & 127) as u8;
         out.push(if g == groups - 1 { bits } else { bits | 128 });
     }
+}
+
+/// Redis's `string2ll`: `b` as an integer if it is the canonical decimal
+/// of one (optional minus, no leading zeros or plus sign, no `-0`,
+/// within `i64`): what an integer string and a listpack's integer entry
+/// hold.
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits[0] == b'0' && (digits.len() > 1 || b.len() > 1) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse().ok()
 }
 
 #[cfg(test)]

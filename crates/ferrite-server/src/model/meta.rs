@@ -290,21 +290,6 @@ impl Meta {
     }
 }
 
-/// Redis's `string2ll`: `b` as an integer if it is the canonical decimal
-/// of one (optional minus, no leading zeros or plus sign, no `-0`,
-/// within `i64`): what an integer string and a listpack's integer entry
-/// hold.
-pub fn parse_int(b: &[u8]) -> Option<i64> {
-    let digits = b.strip_prefix(b"-").unwrap_or(b);
-    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    if digits[0] == b'0' && (digits.len() > 1 || b.len() > 1) {
-        return None;
-    }
-    std::str::from_utf8(b).ok()?.parse().ok()
-}
-
 /// A zigzag LEB128 varint that is all of `b`, in its shortest form: at
 /// most ten bytes, the last without its continuation bit, no bits past
 /// 64.

@@ -120,6 +120,31 @@ pub struct Tx<'a> {
     pub now: u64,
 }
 
+/// A keyspace's transactions are made here, beside what they hold.
+impl Keyspace {
+    /// A transaction that reads, sharing the lock with other readers.
+    pub fn read(&self) -> Tx<'_> {
+        Tx::new(self, Guard::Read(self.state.read()))
+    }
+
+    /// A transaction that writes, holding the lock alone.
+    pub fn write(&self) -> Tx<'_> {
+        Tx::new(self, Guard::Write(self.state.write()))
+    }
+
+    /// [`Keyspace::read`], unless the lock stays taken for `wait`.
+    pub fn try_read_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
+        let g = self.state.try_read_for(wait)?;
+        Some(Tx::new(self, Guard::Read(g)))
+    }
+
+    /// [`Keyspace::write`], unless the lock stays taken for `wait`.
+    pub fn try_write_for(&self, wait: std::time::Duration) -> Option<Tx<'_>> {
+        let g = self.state.try_write_for(wait)?;
+        Some(Tx::new(self, Guard::Write(g)))
+    }
+}
+
 impl<'a> Tx<'a> {
     pub(super) fn new(ks: &'a Keyspace, guard: Guard<'a>) -> Self {
         Self {

@@ -6,7 +6,8 @@
 //!
 //! | file | what it owns |
 //! |---|---|
-//! | `vm.rs` | compiled scripts, loaded libraries, one run inside a transaction |
+//! | `vm.rs` | compiled scripts, loaded libraries, one run |
+//! | `host.rs` | what a run reaches through `redis.call`, handed in by the command layer |
 //! | `sandbox.rs` + `prelude.lua` | the interpreter, the `redis` table, frozen globals |
 //! | `convert.rs` | replies ⇄ Lua values |
 //! | `json.rs`, `msgpack.rs`, `bit.rs` | the `cjson`, `cmsgpack` and `bit` libraries scripts get |
@@ -28,6 +29,7 @@
 
 mod bit;
 mod convert;
+mod host;
 mod json;
 mod msgpack;
 pub mod runner;
@@ -41,8 +43,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+pub use host::{Called, Failed, Host, Stopped};
 pub use running::{KillRefused, Running};
-pub use vm::{Counts, Vm};
+pub use vm::{Counts, RunResult, Vm};
 
 use crate::mailbox::Mailbox;
 use crate::request::OwnedArgs;

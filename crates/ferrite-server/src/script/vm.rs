@@ -3,11 +3,11 @@
 //! either inside a command's transaction.
 //!
 //! Invariants: a script is compiled once per body and named by the SHA-1
-//! of its body; `redis.call` inside a run goes through the same command
-//! table, checks and transaction as the command that started the run, in
-//! a session of the script's own (its `SELECT` does not reach the
-//! caller); a storage failure inside a run fails the whole run, whatever
-//! the script did with the error.
+//! of its body; `redis.call` inside a run goes to the [`Host`] the run
+//! was handed (the command layer: the same command table, checks and
+//! transaction as the command that started the run, in a session of the
+//! script's own); a storage failure inside a run fails the whole run,
+//! whatever the script did with the error.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -18,12 +18,13 @@ use std::sync::Arc;
 use mlua::{Function, Lua, MultiValue, Table, Value};
 
 use super::convert::{from_lua, number_text, to_lua};
+use super::host::{Host, Stopped};
 use super::running::{Running, Stop};
 use super::sandbox::{sha1_hex, Sandbox, KILLED, SHUT_DOWN};
-use crate::command::{self, CmdResult, Ctx, Fail, Kind};
-use crate::model::ModelError;
 use crate::reply::Reply;
-use crate::session::Session;
+
+/// A run's reply, or why it gave none.
+pub type RunResult = Result<Reply, Stopped>;
 
 /// What a script's shebang (`#!lua flags=...`) or a function's
 /// registration declares.
@@ -192,16 +193,16 @@ impl Vm {
     /// Runs the script named `sha` (compiled before).
     pub fn eval(
         &mut self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn Host,
         sha: &str,
         keys: &[&[u8]],
         argv: &[&[u8]],
         read_only: bool,
-    ) -> CmdResult {
+    ) -> RunResult {
         self.recover()?;
         let sha = sha.to_ascii_lowercase();
         let Some(script) = self.scripts.get(&sha) else {
-            return Err(Fail::Reply(Reply::Error(
+            return Err(Stopped::Refused(Reply::Error(
                 "NOSCRIPT No matching script. Please use EVAL.".into(),
             )));
         };
@@ -220,31 +221,31 @@ impl Vm {
             .and_then(|()| list(argv))
             .and_then(|a| g.raw_set("ARGV", a));
         if let Err(e) = set {
-            return Err(Fail::Reply(Reply::err(e)));
+            return Err(Stopped::Refused(Reply::err(e)));
         }
         let kind = RunKind {
             function: false,
             read_only: read_only || flags.no_writes,
         };
-        self.run(ctx, &f, MultiValue::new(), kind, &sha)
+        self.run(host, &f, MultiValue::new(), kind, &sha)
     }
 
     /// Runs the function `name` of a loaded library.
     pub fn fcall(
         &mut self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn Host,
         name: &[u8],
         keys: &[&[u8]],
         argv: &[&[u8]],
         read_only: bool,
-    ) -> CmdResult {
+    ) -> RunResult {
         self.recover()?;
         let name = String::from_utf8_lossy(name);
         let Some(r) = self.functions.get(name.as_ref()) else {
-            return Err(Fail::Reply(Reply::err("Function not found")));
+            return Err(Stopped::Refused(Reply::err("Function not found")));
         };
         if read_only && !r.flags.no_writes {
-            return Err(Fail::Reply(Reply::err(
+            return Err(Stopped::Refused(Reply::err(
                 "Can not execute a script with write flag using *_ro command.",
             )));
         }
@@ -262,40 +263,31 @@ impl Vm {
             }
             Ok(MultiValue::from_iter([Value::Table(k), Value::Table(a)]))
         })()
-        .map_err(|e| Fail::Reply(Reply::err(e)))?;
+        .map_err(|e| Stopped::Refused(Reply::err(e)))?;
         let kind = RunKind {
             function: true,
             read_only: read_only || flags.no_writes,
         };
-        self.run(ctx, &f, args, kind, &name)
+        self.run(host, &f, args, kind, &name)
     }
 
-    /// One run: `f` called with `args` while `redis.call` reaches `ctx`.
+    /// One run: `f` called with `args` while `redis.call` reaches `host`.
     fn run(
         &self,
-        ctx: &mut Ctx<'_, '_>,
+        host: &mut dyn Host,
         f: &Function,
         args: MultiValue,
         kind: RunKind,
         name: &str,
-    ) -> CmdResult {
+    ) -> RunResult {
         let lua = &self.sandbox.lua;
         let hooks = &self.sandbox.hooks;
-        let sp = ctx.tx.savepoint();
-        let mut session = Session::new(
-            ctx.session.id,
-            String::new(),
-            true,
-            ctx.session.mailbox.clone(),
-        );
-        session.db = ctx.session.db;
-        session.scripted = true;
+        host.begin();
         let call = RefCell::new(Call {
-            ctx,
-            session,
+            host,
             kind,
             resp3: false,
-            failure: None,
+            failed: false,
             running: &self.running,
         });
         self.running.start(kind.function);
@@ -345,15 +337,15 @@ impl Vm {
         let stop = self.running.stop();
         self.running.finish();
         let call = call.into_inner();
-        if let Some(e) = call.failure {
-            return Err(Fail::Storage(e));
+        if call.failed {
+            return Err(Stopped::Storage);
         }
         match stop {
             Some(Stop::Shutdown) => {
-                call.ctx.tx.rollback(sp);
-                return Err(Fail::Reply(Reply::Error(SHUT_DOWN.into())));
+                call.host.roll_back();
+                return Err(Stopped::Refused(Reply::Error(SHUT_DOWN.into())));
             }
-            Some(Stop::Killed) => return Err(Fail::Reply(Reply::Error(KILLED.into()))),
+            Some(Stop::Killed) => return Err(Stopped::Refused(Reply::Error(KILLED.into()))),
             None => {}
         }
         match outcome {
@@ -468,23 +460,23 @@ impl Vm {
 }
 
 /// The state a run's `redis.call` works through.
-struct Call<'a, 'c, 't> {
-    ctx: &'a mut Ctx<'c, 't>,
-    session: Session,
+struct Call<'a, 'h> {
+    host: &'a mut (dyn Host + 'h),
     kind: RunKind,
     resp3: bool,
-    failure: Option<ModelError>,
+    /// A call's storage failed: every later call is refused.
+    failed: bool,
     running: &'a Running,
 }
 
-impl Call<'_, '_, '_> {
+impl Call<'_, '_> {
     /// `redis.call`/`redis.pcall`: the reply as Lua sees it, and whether
     /// it is an error.
     fn command(&mut self, lua: &Lua, args: MultiValue) -> mlua::Result<(Value, bool)> {
         let fail = |lua: &Lua, text: &str| -> mlua::Result<(Value, bool)> {
             Ok((to_lua(lua, Reply::err(text), false)?, true))
         };
-        if self.failure.is_some() {
+        if self.failed {
             return fail(lua, "storage error: the script's unit of work failed");
         }
         if args.is_empty() {
@@ -503,63 +495,19 @@ impl Call<'_, '_, '_> {
             }
         }
         let views: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-        let Some((index, spec)) = command::lookup_indexed(views[0]) else {
-            return fail(lua, "Unknown command called from script");
-        };
-        if spec.has(command::NOSCRIPT) {
-            return fail(lua, "This command is not allowed from script");
-        }
-        if !command::arity_ok(spec, &views) {
-            return fail(lua, "Wrong number of args calling command from script");
-        }
-        if spec.kind == Kind::Write && self.kind.read_only {
-            return fail(
-                lua,
-                "Write commands are not allowed from read-only scripts.",
-            );
-        }
-        if spec.kind == Kind::Write && self.ctx.shared.ks.is_replica() {
-            return fail(lua, "READONLY You can't write against a read only replica.");
-        }
-        let shared = self.ctx.shared;
-        let t0 = std::time::Instant::now();
-        let sp = self.ctx.tx.savepoint();
-        let result = {
-            let mut inner = Ctx {
-                tx: self.ctx.tx,
-                session: &mut self.session,
-                shared,
-                in_exec: true,
-            };
-            (spec.run)(&mut inner, &views)
-        };
-        let reply = match result {
-            Ok(r) => r,
-            Err(Fail::Reply(r)) => {
-                self.ctx.tx.rollback(sp);
-                r
+        match self.host.call(&views, self.kind.read_only) {
+            Ok(c) => {
+                if c.wrote {
+                    self.running.note_write();
+                }
+                let failed = c.reply.is_error();
+                Ok((to_lua(lua, c.reply, self.resp3)?, failed))
             }
-            Err(Fail::Storage(e)) => {
-                self.failure = Some(e);
-                return fail(lua, "storage error: the script's unit of work failed");
+            Err(_) => {
+                self.failed = true;
+                fail(lua, "storage error: the script's unit of work failed")
             }
-        };
-        if self.ctx.tx.wrote_since(&sp) {
-            self.running.note_write();
-            shared.stats.count_dirty();
         }
-        if let Err(e) = self.ctx.tx.expire_stale() {
-            self.failure = Some(e);
-            return fail(lua, "storage error: the script's unit of work failed");
-        }
-        let failed = reply.is_error();
-        shared
-            .stats
-            .count_call(index, t0.elapsed().as_micros() as u64, failed);
-        if let Reply::Error(e) = &reply {
-            shared.stats.count_error(e);
-        }
-        Ok((to_lua(lua, reply, self.resp3)?, failed))
     }
 }
 

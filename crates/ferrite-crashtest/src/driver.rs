@@ -90,6 +90,11 @@ pub struct CrashtestArgs {
     /// worker, drive it through a Redis client, and kill the server.
     #[arg(long)]
     pub(crate) server: bool,
+    /// With `--server`: the server's cache in MiB. A cache smaller than
+    /// the store sends the readers' reads to the device, and so to the
+    /// server's reader pool.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) server_cache_mb: u64,
     /// With `--engine rask`: run `ferrite volume serve` on a volume at
     /// --path instead of the worker, send the block stream over NBD, and
     /// kill the volume server.

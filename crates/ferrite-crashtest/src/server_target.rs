@@ -69,14 +69,8 @@ fn command(me: &Path, a: &CrashtestArgs, board: Option<&Path>) -> Command {
     let mut cmd = Command::new(me);
     cmd.args(["serve", "--engine", a.engine.name(), "--path"])
         .arg(&a.path)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--sync",
-            "always",
-            "--cache-mb",
-            "4",
-        ]);
+        .args(["--listen", "127.0.0.1:0", "--sync", "always", "--cache-mb"])
+        .arg(a.server_cache_mb.to_string());
     if let Some(b) = board {
         cmd.arg("--board").arg(b);
     }
@@ -98,7 +92,7 @@ fn guest_args(a: &CrashtestArgs) -> Vec<String> {
         "--sync",
         "always",
         "--cache-mb",
-        "4",
+        &a.server_cache_mb.to_string(),
     ]
     .iter()
     .map(|s| s.to_string())

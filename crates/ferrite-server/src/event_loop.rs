@@ -153,6 +153,10 @@ pub struct EventLoop {
     /// has run.
     inputs: Vec<Vec<u8>>,
     used: Vec<usize>,
+    /// Per active connection during a run: the key reads going to a
+    /// reader, and whether it takes no more commands this turn.
+    jobs: Vec<Option<Vec<OwnedArgs>>>,
+    parking: Vec<bool>,
     chunk: Vec<u8>,
     last_tick: Instant,
 }
@@ -183,6 +187,8 @@ impl EventLoop {
             spans: Vec::new(),
             inputs: Vec::new(),
             used: Vec::new(),
+            jobs: Vec::new(),
+            parking: Vec::new(),
             chunk: vec![0; READ_CHUNK],
             last_tick: Instant::now(),
         };
@@ -391,11 +397,7 @@ impl EventLoop {
                 for (i, &key) in active.iter().enumerate() {
                     self.conns[key].fail_replies(marks[i], &e);
                 }
-                let err = Reply::err(format!("storage error: {e}"));
-                for (_, r) in &mut self.after.deliveries {
-                    *r = err.clone();
-                }
-                self.after.events.clear();
+                self.after.fail(&e);
             }
         }
         self.after.release(&self.shared);
@@ -456,10 +458,10 @@ impl EventLoop {
             ..sh.config.limits
         };
         let offloading = sh.route.offloading();
-        // Per active connection: the key reads going to a reader, and
-        // whether it takes no more commands this turn.
-        let mut jobs: Vec<Option<Vec<OwnedArgs>>> = active.iter().map(|_| None).collect();
-        let mut parking = vec![false; active.len()];
+        self.jobs.clear();
+        self.jobs.resize_with(active.len(), || None);
+        self.parking.clear();
+        self.parking.resize(active.len(), false);
         self.inputs.clear();
         self.used.clear();
         for &key in active {
@@ -468,6 +470,8 @@ impl EventLoop {
         }
         let ran = {
             let inputs = &self.inputs;
+            let jobs = &mut self.jobs;
+            let parking = &mut self.parking;
             let used = &mut self.used;
             let bump = &self.bump;
             let spans = &mut self.spans;
@@ -575,7 +579,7 @@ impl EventLoop {
         }
         self.bump.reset();
         for (i, &key) in active.iter().enumerate() {
-            let Some(commands) = jobs[i].take() else {
+            let Some(commands) = self.jobs[i].take() else {
                 continue;
             };
             let c = &mut self.conns[key];

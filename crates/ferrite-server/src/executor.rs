@@ -44,6 +44,16 @@ pub struct After {
 }
 
 impl After {
+    /// The sync that was to make the writes durable failed: every
+    /// delivery becomes the error, and nothing is published.
+    pub fn fail(&mut self, e: &ferrite::Error) {
+        let err = Reply::err(format!("storage error: {e}"));
+        for (_, r) in &mut self.deliveries {
+            *r = err.clone();
+        }
+        self.events.clear();
+    }
+
     /// Delivers and publishes (the writes are durable now).
     pub fn release(&mut self, shared: &Shared) {
         for (mb, r) in self.deliveries.drain(..) {

@@ -143,11 +143,7 @@ fn serve(shared: &Shared, job: Job) {
             out.clear();
             Reply::err(format!("storage error: {e}")).encode(session.proto, &mut out);
             close = true;
-            let err = Reply::err(format!("storage error: {e}"));
-            for (_, r) in &mut after.deliveries {
-                *r = err.clone();
-            }
-            after.events.clear();
+            after.fail(&e);
         }
     }
     after.release(shared);

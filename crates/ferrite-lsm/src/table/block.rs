@@ -147,11 +147,18 @@ impl Block {
         Some(u16::from_le_bytes(read2(&self.data, at)?) as usize)
     }
 
-    fn decode_at(&self, off: usize) -> Option<(&[u8], Option<&[u8]>)> {
+    /// The key of the entry at `off`.
+    fn key_at(&self, off: usize) -> Option<&[u8]> {
         let klen = u16::from_le_bytes(read2(&self.data, off)?) as usize;
+        let kstart = off + ENTRY_HEADER;
+        self.data.get(kstart..kstart + klen)
+    }
+
+    fn decode_at(&self, off: usize) -> Option<(&[u8], Option<&[u8]>)> {
+        let key = self.key_at(off)?;
+        let klen = key.len();
         let vlen = u32::from_le_bytes(read4(&self.data, off + 2)?);
         let kstart = off + ENTRY_HEADER;
-        let key = self.data.get(kstart..kstart + klen)?;
         let (value, end) = if vlen == TOMBSTONE {
             (None, kstart + klen)
         } else {
@@ -176,15 +183,8 @@ impl Block {
         if slot >= self.n {
             return &[];
         }
-        let Some(off) = self.offset(slot) else {
-            return &[];
-        };
-        let Some(klen) = read2(&self.data, off) else {
-            return &[];
-        };
-        let kstart = off + ENTRY_HEADER;
-        self.data
-            .get(kstart..kstart + u16::from_le_bytes(klen) as usize)
+        self.offset(slot)
+            .and_then(|off| self.key_at(off))
             .unwrap_or(&[])
     }
 

@@ -1,95 +1,61 @@
 //! Automatic failover by real Redis Sentinel: one ferrite master, two
 //! ferrite replicas, three sentinels (`redis-server --sentinel`, Redis
-//! 7.0). A client that finds the master through the sentinels (as a
-//! Sentinel-aware client does: `SENTINEL get-master-addr-by-name`, then
-//! `ROLE` to confirm) writes continuously, each write followed by `WAIT
-//! 1`; the master is killed with SIGKILL; the sentinels promote a
-//! replica with the commands they really send; the client resumes on
-//! it; the old master, restarted, is turned into a replica and
-//! converges. Every write acknowledged by `WAIT 1` before the kill is on
-//! the new master, and afterwards all three nodes hold the same data.
+//! 7.0). A Sentinel-aware client, redis-py's `Sentinel` (from PyPI, in a
+//! venv the test makes; `tests/clients/sentinel_writer.py`), writes
+//! continuously, each write followed by `WAIT 1`; the master is killed
+//! with SIGKILL; the sentinels promote a replica with the commands they
+//! really send; the client finds it and resumes; the old master,
+//! restarted, is turned into a replica and converges. Every write
+//! acknowledged by `WAIT 1` before the kill is on the new master, and
+//! afterwards all three nodes hold the same data.
 //!
 //! `FERRITE_FAILOVERS=N` repeats the kill N times (each round kills the
 //! master of the moment), and the test prints what each failover cost;
 //! docs/results/replication.md reports 20. Needs redis-server
-//! (`scripts/install-redis-tools.sh`).
+//! (`scripts/install-redis-tools.sh`) and python3-venv with PyPI.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn free_ports(n: usize) -> Vec<u16> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
+use ferrite_process::{free_port, Ready, Server};
 
 struct Node {
     port: u16,
     path: PathBuf,
-    child: Option<Child>,
+    server: Option<Server>,
 }
 
 impl Node {
+    /// Starts `ferrite serve` on the node's port and store, ready once it
+    /// has recovered and printed its address.
     fn start(&mut self, replicaof: Option<u16>) {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ferrite"));
-        c.args([
-            "serve",
-            "--engine",
-            "lsm",
-            "--cache-mb",
-            "32",
-            "--io-threads",
-            "1",
-        ])
-        .arg("--path")
-        .arg(&self.path)
-        .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-        .args(["--sync", "batched:100"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        c.args(["serve", "--engine", "lsm", "--cache-mb", "32"])
+            .args(["--io-threads", "1"])
+            .arg("--path")
+            .arg(&self.path)
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--sync", "batched:100"])
+            .stderr(Stdio::null());
         if let Some(m) = replicaof {
             c.args(["--replicaof", "127.0.0.1", &m.to_string()]);
         }
-        self.child = Some(c.spawn().unwrap());
-        wait_until(Duration::from_secs(20), "the node to listen", || {
-            redis::Client::open(url(self.port))
-                .and_then(|c| c.get_connection())
-                .is_ok()
-        });
+        let name = format!("ferrite node on {}", self.port);
+        self.server =
+            Some(Server::start(c, name, Ready::FirstLine, Duration::from_secs(30)).unwrap());
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(mut s) = self.server.take() {
+            s.kill();
         }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-struct Sentinel {
-    port: u16,
-    child: Child,
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -155,37 +121,44 @@ struct Seen {
     acks: Vec<(Instant, u16)>,
 }
 
-fn writer(sentinels: Vec<u16>, stop: Arc<AtomicBool>, seen: Arc<Mutex<Seen>>) {
-    let mut i = 0u64;
-    let mut c: Option<(redis::Connection, u16)> = None;
-    while !stop.load(Ordering::Acquire) {
-        if c.is_none() {
-            c = master_of(&sentinels).and_then(|p| Some((conn(p).ok()?, p)));
-            if c.is_none() {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
+/// Starts the Python writer against the sentinels and a thread that
+/// reads what it acknowledges into `seen`, stamping each line as it
+/// arrives (it flushes each one after the reply).
+fn writer(python: &Path, sentinels: &[u16], seen: Arc<Mutex<Seen>>) -> Writer {
+    let mut child = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/sentinel_writer.py"))
+        .args(sentinels.iter().map(u16::to_string))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [port, waited, k, v] = f[..] else {
+                panic!("the writer printed {line:?}")
+            };
+            let (port, waited): (u16, i64) = (port.parse().unwrap(), waited.parse().unwrap());
+            let mut s = seen.lock().unwrap();
+            s.acks.push((Instant::now(), port));
+            if waited >= 1 {
+                s.waited.insert(k.to_string(), v.to_string());
+            } else {
+                s.unwaited.insert(k.to_string(), v.to_string());
             }
         }
-        let (m, port) = c.as_mut().unwrap();
-        let port = *port;
-        let (k, v) = (format!("w:{i}"), format!("v{i}"));
-        let set: redis::RedisResult<String> = redis::cmd("SET").arg(&k).arg(&v).query(m);
-        if set.is_err() {
-            c = None;
-            continue;
-        }
-        let waited: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(200).query(m);
-        let mut s = seen.lock().unwrap();
-        s.acks.push((Instant::now(), port));
-        match waited {
-            Ok(n) if n >= 1 => s.waited.insert(k, v),
-            _ => s.unwaited.insert(k, v),
-        };
-        drop(s);
-        i += 1;
-        if waited.is_err() {
-            c = None;
-        }
+    });
+    Writer(child)
+}
+
+/// The writer's process, killed when the test ends, however it ends.
+struct Writer(std::process::Child);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -205,6 +178,11 @@ fn contents(port: u16) -> BTreeMap<String, String> {
     out
 }
 
+struct Sentinel {
+    port: u16,
+    _server: Server,
+}
+
 fn start_sentinel(dir: &Path, port: u16, master: u16) -> Sentinel {
     let d = dir.join(format!("sentinel-{port}"));
     std::fs::create_dir_all(&d).unwrap();
@@ -221,14 +199,17 @@ fn start_sentinel(dir: &Path, port: u16, master: u16) -> Sentinel {
         ),
     )
     .unwrap();
-    let child = Command::new("redis-server")
-        .arg(&conf)
+    let mut c = Command::new("redis-server");
+    c.arg(&conf)
         .arg("--sentinel")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Sentinel { port, child }
+        .stderr(Stdio::null());
+    let name = format!("sentinel on {port}");
+    let server = Server::start(c, name, Ready::Port(port), Duration::from_secs(20)).unwrap();
+    Sentinel {
+        port,
+        _server: server,
+    }
 }
 
 #[test]
@@ -241,12 +222,25 @@ fn sentinel_promotes_a_replica_when_the_master_is_killed_and_no_waited_write_is_
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
     let dir = tempfile::tempdir().unwrap();
-    let ports = free_ports(6);
+    let Some(python) = ferrite_process::tool::python_venv(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("redis-py-venv"),
+        &["redis>=5,<6"],
+        "redis",
+    ) else {
+        return;
+    };
+    let mut ports: Vec<u16> = Vec::new();
+    while ports.len() < 6 {
+        let p = free_port().unwrap();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
     let mut nodes: Vec<Node> = (0..3)
         .map(|i| Node {
             port: ports[i],
             path: dir.path().join(format!("node-{i}")),
-            child: None,
+            server: None,
         })
         .collect();
     nodes[0].start(None);
@@ -281,12 +275,8 @@ fn sentinel_promotes_a_replica_when_the_master_is_killed_and_no_waited_write_is_
         },
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let w = {
-        let (s, st, se) = (sports.clone(), stop.clone(), seen.clone());
-        std::thread::spawn(move || writer(s, st, se))
-    };
+    let w = writer(&python, &sports, seen.clone());
     let mut lost_unwaited = 0usize;
     let mut known_lost = std::collections::BTreeSet::new();
     for round in 0..rounds {
@@ -359,8 +349,7 @@ fn sentinel_promotes_a_replica_when_the_master_is_killed_and_no_waited_write_is_
                 && info(back, "master_link_status").as_deref() == Some("up")
         });
     }
-    stop.store(true, Ordering::Release);
-    w.join().unwrap();
+    drop(w);
     // Converged: every node holds what the master holds.
     let master = master_of(&sports).unwrap();
     wait_until(Duration::from_secs(30), "every replica to catch up", || {

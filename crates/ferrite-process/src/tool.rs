@@ -3,6 +3,7 @@
 //! or, when tools are required, fails it, so nothing passes without
 //! running.
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Whether `tool` answers `--version`; `script` installs it. Missing, it
@@ -37,4 +38,41 @@ pub fn required() -> bool {
         std::env::var(name).is_ok_and(|v| !v.is_empty() && !off.contains(&v.as_str()))
     };
     set("CI", &["false", "0"]) || set("FERRITE_REQUIRE_TOOLS", &["0"])
+}
+
+/// The `python` of a venv at `venv` holding `packages` from PyPI (pip
+/// requirement strings), made there once and reused while `import`
+/// succeeds in it; `None` (or, when tools are [`required`], a failed
+/// test) when it cannot be made.
+pub fn python_venv(venv: &Path, packages: &[&str], import: &str) -> Option<PathBuf> {
+    let python = venv.join("bin/python");
+    let ready = |p: &Path| {
+        Command::new(p)
+            .args(["-c", &format!("import {import}")])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "-q"])
+            .args(packages)
+            .status()
+            .is_ok_and(|s| s.success());
+    if made && ready(&python) {
+        Some(python)
+    } else {
+        missing(
+            &format!("a Python venv with {}", packages.join(", ")),
+            "python3-venv and PyPI",
+        );
+        None
+    }
 }

@@ -12,9 +12,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{have, missing, RedisServer, TestServer, ENGINES};
+use common::{have, RedisServer, TestServer, ENGINES};
 use ferrite::EngineKind;
 
 fn redis_cli(port: u16, script: &Path) -> String {
@@ -55,41 +55,10 @@ fn redis_cli_gets_the_same_replies_as_from_redis_server() {
     }
 }
 
-/// A venv under the target dir named `name`, with `packages` from PyPI,
-/// made once; `None` (or a failure under CI) when
-/// it cannot be made.
+/// A venv under the target dir named `name`, with `packages` from PyPI.
 fn python_venv(name: &str, packages: &[&str], import: &str) -> Option<PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| {
-        Command::new(p)
-            .args(["-c", &format!("import {import}")])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if ready(&python) {
-        return Some(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(venv.join("bin/pip"))
-            .args(["install", "-q"])
-            .args(packages)
-            .status()
-            .is_ok_and(|s| s.success());
-    if made && ready(&python) {
-        Some(python)
-    } else {
-        missing(
-            &format!("a Python venv with {}", packages.join(", ")),
-            "python3-venv and PyPI",
-        );
-        None
-    }
+    ferrite_process::tool::python_venv(&venv, packages, import)
 }
 
 /// A venv with the `redis` package from PyPI.

@@ -58,9 +58,22 @@ fn run(ops: Vec<Op>, index: IndexKind) {
 }
 
 fn run_with(ops: Vec<Op>, lsm: ferrite_lsm::LsmOptions) {
+    run_loaded(BTreeMap::new(), ops, lsm);
+}
+
+/// [`run_with`] on a store that first bulk-loads `initial` (key → value
+/// numbers).
+fn run_loaded(initial: BTreeMap<u16, u16>, ops: Vec<Op>, lsm: ferrite_lsm::LsmOptions) {
     let d = common::fresh();
     let mut db = common::open(&d, lsm.clone(), SyncMode::Never).unwrap();
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = initial
+        .iter()
+        .map(|(&k, &v)| (key(k), value(k, v)))
+        .collect();
+    let loaded = db
+        .bulk_load(&mut model.iter().map(|(k, v)| (k.clone(), v.clone())))
+        .unwrap();
+    assert_eq!(loaded, model.len() as u64);
     for op in ops {
         match op {
             Op::Put(k, v) => {
@@ -130,6 +143,15 @@ proptest! {
     }
 
     #[test]
+    fn a_bulk_loaded_store_then_written_matches_a_btreemap(
+        initial in proptest::collection::btree_map(0..600u16, any::<u16>(), 0..600),
+        ops in proptest::collection::vec(op(), 1..800),
+        partitions in prop_oneof![Just(1usize), Just(4usize)],
+    ) {
+        run_loaded(initial, ops, common::tiny(IndexKind::LEARNED).partitions(partitions));
+    }
+
+    #[test]
     fn partitioned_store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
         run_with(ops, common::tiny(IndexKind::LEARNED).partitions(5));
     }
@@ -140,6 +162,48 @@ proptest! {
         run(ops.clone(), IndexKind::Learned { fit: FitKind::Linear, eps: 0.0 });
         run(ops, IndexKind::BOURBON);
     }
+}
+
+#[test]
+fn a_bulk_load_refuses_a_store_with_data_or_unsorted_input_and_loses_nothing() {
+    let d = common::fresh();
+    let db = common::open(&d, common::tiny(IndexKind::Sparse), SyncMode::Never).unwrap();
+    let unsorted = vec![(key(3), value(3, 1)), (key(0), value(0, 1))];
+    assert!(matches!(
+        db.bulk_load(&mut unsorted.into_iter()),
+        Err(ferrite_core::Error::NotAscending { index: 1 })
+    ));
+    // Nothing of a refused load is installed: the store is still empty.
+    assert!(common::contents(&db).is_empty());
+    let pairs: Vec<_> = (0..300u16).map(|k| (key(k), value(k, 7))).collect();
+    let mut sorted = pairs.clone();
+    sorted.sort();
+    assert_eq!(db.bulk_load(&mut sorted.clone().into_iter()).unwrap(), 300);
+    assert!(matches!(
+        db.bulk_load(&mut sorted.clone().into_iter()),
+        Err(ferrite_core::Error::InvalidOptions(_))
+    ));
+    // Loaded pairs are in the bottom level, not in a log: a reopen keeps
+    // them, and a later write wins over a loaded pair.
+    // A range delete right after the load takes loaded pairs out (its
+    // sequence number is above theirs).
+    db.delete_range(b"user000000", b"user000100").unwrap();
+    db.put(&key(5), b"newer").unwrap();
+    drop(db);
+    let db = common::open(&d, common::tiny(IndexKind::Sparse), SyncMode::Never).unwrap();
+    db.put(&key(6), b"newest").unwrap();
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    db.verify().unwrap();
+    let mut want: BTreeMap<Vec<u8>, Vec<u8>> = sorted
+        .into_iter()
+        .filter(|(k, _)| {
+            !(k.as_slice() >= b"user000000".as_slice() && k.as_slice() < b"user000100".as_slice())
+        })
+        .collect();
+    want.insert(key(5), b"newer".to_vec());
+    want.insert(key(6), b"newest".to_vec());
+    assert_eq!(common::contents(&db), want);
 }
 
 #[test]

@@ -174,8 +174,11 @@ impl Store {
     }
 
     /// Loads strictly ascending pairs into an empty store, faster than
-    /// writing them (the B+trees build their pages bottom-up). Errors
-    /// besides the common ones: [`ferrite_core::Error::NotAscending`].
+    /// writing them (the B+trees build their pages bottom-up; the LSM
+    /// writes its bottom level's tables directly). Errors besides the
+    /// common ones: [`ferrite_core::Error::NotAscending`], and
+    /// `InvalidOptions` from the B+tree and the LSM when the store holds
+    /// data.
     pub fn bulk_load(&self, sorted: impl IntoIterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
         self.inner.bulk_load(&mut sorted.into_iter())
     }

@@ -26,11 +26,13 @@
 //! | `write.rs` | the write path: sequencing, WAL, memtable rotation, stalls |
 //! | `read.rs` | lookups and scans through memtables, flush buffers and levels; verify |
 //! | `publish.rs` | writing tables and installing versions: manifest first, then the swap |
+//! | `bulk.rs` | bulk loading an empty store: sorted pairs as bottom-level tables |
 //! | `flush.rs` | the flush thread: memtables (or partitions' flush buffers) to L0 |
 //! | `compaction_job.rs` | the compaction thread: leveled jobs, load-aware output indexes |
 //! | `snapshot.rs` | snapshots: a sequence number and the state it reads |
 //! | `stats.rs` | the engine's counters and the shape of its levels |
 
+mod bulk;
 mod compaction_job;
 mod devices;
 mod flush;
@@ -363,6 +365,12 @@ impl KvStore for LsmStore {
         };
         self.inner
             .write_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
+    }
+
+    /// Writes the pairs as tables straight into the bottom level; needs an
+    /// empty store (`bulk.rs`).
+    fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
+        self.inner.bulk_load(sorted)
     }
 
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {

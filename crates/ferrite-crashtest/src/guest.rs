@@ -33,6 +33,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use ferrite_process::{Ready, Server};
 
 /// The guest's init: mounts the store disk, says so (the command starts
 /// next), runs the command from the kernel command line (`ferrite.cmd=`,
@@ -208,8 +209,8 @@ impl Rig {
         // (in a deleted file under TMPDIR, gone with the process) until
         // the guest flushes. 4 KiB blocks, the guest's own block size, so
         // a flush writes back no neighbour the guest did not write.
-        let mut nbdkit = Command::new("nbdkit")
-            .env("TMPDIR", &self.dir)
+        let mut cmd = Command::new("nbdkit");
+        cmd.env("TMPDIR", &self.dir)
             .args(&nbdkit_args)
             .arg("-U")
             .arg(&self.socket)
@@ -218,20 +219,13 @@ impl Rig {
             .args(["cache=writeback", "cache-min-block-size=4096"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(logged("nbdkit")?)
-            .spawn()
-            .context("starting nbdkit")?;
-        let t = Instant::now();
-        while !self.socket.exists() {
-            if let Some(st) = nbdkit.try_wait()? {
-                bail!("nbdkit stopped at start ({st})");
-            }
-            if t.elapsed() > Duration::from_secs(30) {
-                let _ = nbdkit.kill();
-                bail!("nbdkit did not listen within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+            .stderr(logged("nbdkit")?);
+        let mut nbdkit = Server::start(
+            cmd,
+            "nbdkit",
+            Ready::Socket(self.socket.clone()),
+            Duration::from_secs(30),
+        )?;
         let mut append = format!(
             "console=ttyS0 panic=-1 quiet ferrite.cmd={}",
             args.join(",")
@@ -285,8 +279,7 @@ impl Rig {
         let mut qemu = match spawned {
             Ok(q) => q,
             Err(e) => {
-                let _ = nbdkit.kill();
-                let _ = nbdkit.wait();
+                nbdkit.kill();
                 return Err(e).context("starting qemu-system-x86_64");
             }
         };
@@ -349,7 +342,7 @@ pub const COMMAND_STARTS: &str = "ferrite-guest-start";
 
 /// A running machine: qemu and the nbdkit behind its store disk.
 pub struct Guest {
-    nbdkit: Child,
+    nbdkit: Server,
     qemu: Child,
     lines: mpsc::Receiver<String>,
     log: PathBuf,
@@ -379,8 +372,7 @@ impl Guest {
         let until = Instant::now() + limit;
         while Instant::now() < until {
             if self.qemu.try_wait()?.is_some() {
-                let _ = self.nbdkit.kill();
-                let _ = self.nbdkit.wait();
+                self.nbdkit.kill();
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -394,9 +386,8 @@ impl Guest {
     /// The power cut: nbdkit first, so not one more write reaches its
     /// file, then qemu.
     pub fn cut(&mut self) {
-        let _ = self.nbdkit.kill();
+        self.nbdkit.kill();
         let _ = self.qemu.kill();
-        let _ = self.nbdkit.wait();
         let _ = self.qemu.wait();
     }
 }

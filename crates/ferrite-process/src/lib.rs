@@ -13,12 +13,13 @@
 //!   recovery, so the line also says where they listen (start them on
 //!   port 0 and read it back: no port race);
 //! - or a port accepts connections ([`Ready::Port`]), for servers that
-//!   print nothing useful (`redis-server`); [`free_port`] picks one.
+//!   print nothing useful (`redis-server`); [`free_port`] picks one;
+//! - or a Unix socket does ([`Ready::Socket`]: nbdkit under a guest).
 //!
 //! | module | owns |
 //! |---|---|
 //! | `server` | [`Server`]: start, readiness, stop, kill, RSS and CPU time |
-//! | `port` | [`free_port`], [`wait_for_port`] |
+//! | `port` | [`free_port`], [`wait_for_port`], [`wait_for_socket`] |
 //! | `redis` | [`redis_server`]: the peer's command line |
 //! | `tool` | outside programs a test needs: skipped when missing, failed under CI |
 //! | `error` | [`ProcessError`] |
@@ -30,6 +31,6 @@ mod server;
 pub mod tool;
 
 pub use error::{ProcessError, Result};
-pub use port::{free_port, wait_for_port};
+pub use port::{free_port, wait_for_port, wait_for_socket};
 pub use redis::redis_server;
 pub use server::{Ready, Server};

@@ -10,21 +10,25 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::error::{ProcessError, Result};
-use crate::port::wait_for_port;
+use crate::port::{wait_for_port, wait_for_socket};
 
 /// When a started server counts as ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ready {
     /// It printed its first line on stdout (ferrite's servers print their
     /// address once they have recovered and listen).
     FirstLine,
     /// It accepts connections on this loopback port.
     Port(u16),
+    /// It accepts connections on the Unix socket at this path (nbdkit
+    /// `-U`).
+    Socket(PathBuf),
 }
 
 /// A running server process.
@@ -49,7 +53,7 @@ impl Server {
     ) -> Result<Self> {
         let name = name.into();
         let t = Instant::now();
-        if ready == Ready::FirstLine {
+        if matches!(ready, Ready::FirstLine) {
             cmd.stdout(Stdio::piped());
         }
         let child = cmd
@@ -64,6 +68,7 @@ impl Server {
         let found = match ready {
             Ready::FirstLine => s.first_line_within(timeout),
             Ready::Port(p) => wait_for_port(p, &mut s.child, &s.name, timeout),
+            Ready::Socket(path) => wait_for_socket(&path, &mut s.child, &s.name, timeout),
         };
         if let Err(e) = found {
             return Err(s.failed_start(e));

@@ -12,6 +12,14 @@
 //! without being rewritten, unless it would carry deletes into the last
 //! level, where nothing is left for them to delete.
 //!
+//! At a clean close ([`l0_due_at_close`]) a partition's L0 is merged into
+//! L1 when it holds at least a `level_multiplier`-th of the bytes below
+//! it: L0 tables hold new versions of keys whose old versions sit below,
+//! and a store left at rest with them keeps both on disk until enough
+//! writes come to fill L0 again. A tenth is the share leveled compaction
+//! lets each level keep of the next, so at rest no more than that is
+//! shadowed, and the close's merge is bounded by L1's overlap.
+//!
 //! Deletes ([`pick_for_deletes`]): when no level is due, a table whose
 //! entries are mostly deletes is compacted anyway (RocksDB's
 //! compact-on-deletion), one level at a time, until its deletes meet what
@@ -59,6 +67,20 @@ pub fn pick_level(shape: &[LevelShape], opts: &LsmOptions) -> Option<(usize, f64
         })
         .filter(|&(_, score)| score >= 1.0)
         .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// Whether a clean close merges this partition's L0 into L1 first: L0
+/// holds at least `1 / level_multiplier` of the bytes in the levels below
+/// (all of them when nothing is below).
+pub fn l0_due_at_close(shape: &[LevelShape], opts: &LsmOptions) -> bool {
+    let Some((l0, below)) = shape.split_first() else {
+        return false;
+    };
+    if l0.tables == 0 || below.is_empty() {
+        return false;
+    }
+    let below: u64 = below.iter().map(|s| s.bytes).sum();
+    l0.bytes.saturating_mul(opts.level_multiplier) >= below
 }
 
 /// What the deletes trigger sees of a table.
@@ -231,6 +253,24 @@ mod tests {
         assert_eq!(
             pick_level(&shape(&[(0, 0), (0, 0), (0, 1 << 40)]), &opts),
             None
+        );
+    }
+
+    #[test]
+    fn a_close_merges_l0_once_it_is_a_tenth_of_what_lies_below() {
+        let opts = LsmOptions::default().level_multiplier(10);
+        let shape = |v: &[(usize, u64)]| -> Vec<LevelShape> {
+            v.iter()
+                .map(|&(tables, bytes)| LevelShape { tables, bytes })
+                .collect()
+        };
+        assert!(!l0_due_at_close(&shape(&[(0, 0), (3, 500)]), &opts));
+        assert!(!l0_due_at_close(&shape(&[(1, 9), (3, 50), (9, 50)]), &opts));
+        assert!(l0_due_at_close(&shape(&[(1, 10), (3, 50), (9, 50)]), &opts));
+        assert!(l0_due_at_close(&shape(&[(2, 10), (0, 0), (0, 0)]), &opts));
+        assert!(
+            !l0_due_at_close(&shape(&[(2, 10)]), &opts),
+            "no level to merge into"
         );
     }
 

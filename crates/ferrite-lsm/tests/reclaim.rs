@@ -110,3 +110,78 @@ fn the_logs_of_flushed_memtables_are_emptied() {
     assert_eq!(common::contents(&db), model);
     db.verify().unwrap();
 }
+
+/// Options whose memtable holds the whole test, so only `flush` makes L0
+/// tables and only the count trigger (never reached here) or the close
+/// merges them.
+fn roomy() -> ferrite_lsm::LsmOptions {
+    ferrite_lsm::LsmOptions::default()
+        .memtable_bytes(4 << 20)
+        .table_bytes(64 << 10)
+        .l0_compaction_trigger(4)
+        .l1_bytes(64 << 20)
+        .level_multiplier(10)
+        .levels(4)
+        .index(IndexKind::Sparse)
+}
+
+/// Loads 3000 keys into L1, then rewrites `rewritten` of them into one L0
+/// table, closes and reopens: the levels' table counts and entries.
+fn at_rest_after_rewriting(rewritten: u32) -> (Vec<usize>, u64) {
+    let d = common::fresh();
+    let db = common::open(&d, roomy(), SyncMode::Never).expect("open");
+    let mut model = std::collections::BTreeMap::new();
+    let mut put = |db: &LsmStore, i: u32, round: u8| {
+        // Values that do not compress, so table bytes follow the pairs.
+        let mut x = u64::from(i) << 8 | u64::from(round) | 1 << 40;
+        let v: Vec<u8> = (0..100)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let k = format!("key{i:08}").into_bytes();
+        db.put(&k, &v).expect("put");
+        model.insert(k, v);
+    };
+    for i in 0..3000 {
+        put(&db, i, 1);
+    }
+    db.flush().expect("flush");
+    db.compact_l0().expect("compact L0");
+    for i in 0..rewritten {
+        put(&db, i * 3 % 3000, 2);
+    }
+    db.flush().expect("flush");
+    assert_eq!(
+        db.report().levels[0].tables,
+        1,
+        "the rewrites are one L0 table"
+    );
+    db.close().expect("close");
+
+    let db = common::open(&d, roomy(), SyncMode::Never).expect("open");
+    assert_eq!(common::contents(&db), model);
+    db.verify().expect("verify");
+    let r = db.report();
+    (
+        r.levels.iter().map(|l| l.tables).collect(),
+        r.levels.iter().map(|l| l.entries).sum(),
+    )
+}
+
+#[test]
+fn a_close_leaves_no_shadowed_versions_once_l0_is_a_tenth_of_the_store() {
+    // A third of the keys rewritten: L0 is about a third of L1's bytes, so
+    // the close merges it and every key is stored once at rest.
+    let (tables, entries) = at_rest_after_rewriting(1000);
+    assert_eq!(tables[0], 0, "L0 left at rest: {tables:?}");
+    assert_eq!(entries, 3000, "shadowed versions left at rest");
+    // Ten keys rewritten: well under a tenth, the close leaves L0 alone
+    // rather than rewrite L1 for them.
+    let (tables, entries) = at_rest_after_rewriting(10);
+    assert_eq!(tables[0], 1, "{tables:?}");
+    assert_eq!(entries, 3010);
+}

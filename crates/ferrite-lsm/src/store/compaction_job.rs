@@ -40,6 +40,18 @@ pub(super) const IDLE_FLUSH_FEW: Duration = Duration::from_secs(60);
 /// Whether an idle memtable is flushed: it holds [`MASS_DELETES`] deletes
 /// and no write has reached it for [`IDLE_FLUSH`], or any deletes and
 /// none for [`IDLE_FLUSH_FEW`].
+/// What the policy sees of partition `p`'s levels.
+fn shape(v: &Version, p: usize) -> Vec<LevelShape> {
+    v.levels(p)
+        .iter()
+        .enumerate()
+        .map(|(l, ts)| LevelShape {
+            tables: ts.len(),
+            bytes: v.level_bytes(p, l),
+        })
+        .collect()
+}
+
 pub(super) fn idle_flush_due(deletes: u64, idle: Duration) -> bool {
     (deletes >= MASS_DELETES && idle >= IDLE_FLUSH) || (deletes > 0 && idle >= IDLE_FLUSH_FEW)
 }
@@ -92,18 +104,29 @@ impl Inner {
     pub(super) fn due_compaction(&self, v: &Version) -> Option<(usize, usize, f64)> {
         (0..v.parts.len())
             .filter_map(|p| {
-                let shape: Vec<LevelShape> = v
-                    .levels(p)
-                    .iter()
-                    .enumerate()
-                    .map(|(l, ts)| LevelShape {
-                        tables: ts.len(),
-                        bytes: v.level_bytes(p, l),
-                    })
-                    .collect();
-                compaction::pick_level(&shape, &self.opts).map(|(l, score)| (p, l, score))
+                compaction::pick_level(&shape(v, p), &self.opts).map(|(l, score)| (p, l, score))
             })
             .max_by(|a, b| a.2.total_cmp(&b.2))
+    }
+
+    /// A clean close's last compactions: each partition's L0 merged into
+    /// L1 where [`compaction::l0_due_at_close`] says so. Runs beside the
+    /// background thread: whichever installs second finds its inputs gone
+    /// and drops its outputs, so the loop looks again.
+    pub(super) fn compact_l0_for_close(&self) -> Result<()> {
+        for _ in 0..4 {
+            let v = self.current.read().version.clone();
+            let due: Vec<usize> = (0..v.parts.len())
+                .filter(|&p| compaction::l0_due_at_close(&shape(&v, p), &self.opts))
+                .collect();
+            if due.is_empty() {
+                break;
+            }
+            for p in due {
+                self.compact(&v, p, 0, None)?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn compaction_loop(&self) {

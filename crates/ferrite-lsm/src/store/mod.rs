@@ -428,10 +428,14 @@ impl Inner {
 }
 
 impl LsmStore {
-    /// Flushes the memtables to tables, stops the background threads and
-    /// seals the WAL (so recovery replays nothing), reporting what failed.
+    /// Flushes the memtables to tables, merges L0 into L1 where it would
+    /// leave shadowed versions at rest ([`crate::compaction::l0_due_at_close`]),
+    /// stops the background threads and seals the WAL (so recovery replays
+    /// nothing), reporting what failed.
     pub fn close(mut self) -> Result<()> {
-        let flushed = KvStore::flush(&self).and_then(|()| self.inner.retire_logs_at_rest());
+        let flushed = KvStore::flush(&self)
+            .and_then(|()| self.inner.compact_l0_for_close())
+            .and_then(|()| self.inner.retire_logs_at_rest());
         let stopped = self.shut_down();
         flushed.and(stopped)
     }

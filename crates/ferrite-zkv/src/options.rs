@@ -72,6 +72,9 @@ pub struct ZkvOptions {
     /// Join a nearly empty leaf with a neighbour when the two fit in one
     /// page (see `tree`); off, leaves only leave the tree once empty.
     pub leaf_joins: bool,
+    /// Share an overflowing leaf's entries with a neighbour that has room
+    /// instead of splitting it (see `tree`); off, every overflow splits.
+    pub leaf_shares: bool,
     /// Baselines only: write evicted pages through the ZFlushers' sequencer
     /// and ring merger (the breakdown's "+ZFlusher" step) instead of one
     /// page per zone write.
@@ -116,6 +119,7 @@ impl Default for ZkvOptions {
             adb: true,
             batch_merge: true,
             leaf_joins: true,
+            leaf_shares: true,
             baseline_zflusher: false,
             mf_node_pairs: 64,
             inline_value_max: 256,
@@ -146,6 +150,7 @@ ferrite_core::option_setters!(ZkvOptions {
     adb: bool,
     batch_merge: bool,
     leaf_joins: bool,
+    leaf_shares: bool,
     baseline_zflusher: bool,
     mf_node_pairs: usize,
     inline_value_max: usize,

@@ -20,7 +20,11 @@
 //! in three quarters of a page (the baselines, as in the paper, never
 //! join leaves): a leaf's page is its unit of zone space and of work for
 //! scans and value-log moves, so after deletes the leaf count follows the
-//! data down.
+//! data down. A merge that overflows its page shares with a neighbour
+//! that has room (a B*-tree's redistribution) when the two then fit in the
+//! pages the overflow alone would have split into: the same pages are
+//! written as by the split, no leaf is added, and after random inserts the
+//! leaves are fuller than a split's halves leave them.
 //!
 //! Invariants: the map's first key is empty; every live leaf's page, ADB
 //! and delta keys lie in `[low, next low)`; a zone's valid count equals the
@@ -105,6 +109,8 @@ pub struct TreeCounters {
     pub removed_leaves: u64,
     /// Leaves that joined a neighbour (ZKV, after deletes).
     pub joined_leaves: u64,
+    /// Overflows shared with a neighbour instead of adding a leaf (ZKV).
+    pub shared_leaves: u64,
     pub consolidations: u64,
     pub migrated_pages: u64,
     pub batches: u64,
@@ -145,6 +151,19 @@ fn cells(pairs: &[Pair]) -> usize {
 /// left for inserts before it splits.
 fn joins(ours: usize, theirs: usize, usable: usize) -> bool {
     ours < usable / 4 && ours + theirs <= usable * 3 / 4
+}
+
+/// Share of the pages a shared overflow fills at most: the room left
+/// keeps the next overflow of either leaf some inserts away.
+const SHARE_FILL: (usize, usize) = (7, 8);
+
+/// The sharing policy: a leaf holding `ours` bytes, more than one page's
+/// `usable`, takes in a neighbour holding `theirs` when the two fit in
+/// the pages `ours` alone splits into, each filled to at most
+/// [`SHARE_FILL`].
+fn shares(ours: usize, theirs: usize, usable: usize) -> bool {
+    let pages = ours.div_ceil(usable.max(1));
+    pages >= 2 && (ours + theirs) * SHARE_FILL.1 <= pages * usable * SHARE_FILL.0
 }
 
 fn newest_last_dedup(mut v: Vec<Pair>, dead: &mut Vec<Val>) -> Vec<Pair> {
@@ -568,6 +587,11 @@ impl Tree {
         } else {
             self.join_neighbour(id, entries, ctx)?
         };
+        let (id, entries) = if self.baseline || !ctx.opts.leaf_shares {
+            (id, entries)
+        } else {
+            self.take_in_neighbour(id, entries, ctx, shares)?
+        };
         let usable = ps - page::HEADER;
         let sizes: Vec<usize> = entries
             .iter()
@@ -654,9 +678,24 @@ impl Tree {
         entries: Vec<Pair>,
         ctx: &Ctx<'_>,
     ) -> Result<(u32, Vec<Pair>)> {
+        self.take_in_neighbour(id, entries, ctx, joins)
+    }
+
+    /// Leaf `id`, about to hold `entries`, takes in a neighbour (the right
+    /// one first) whose bytes `policy(ours, theirs, usable)` accepts:
+    /// [`joins`] for a nearly empty leaf, [`shares`] for an overflowing
+    /// one. Returns the leaf that is to hold both leaves' entries and
+    /// those entries; the other leaf has left the map.
+    fn take_in_neighbour(
+        &mut self,
+        id: u32,
+        entries: Vec<Pair>,
+        ctx: &Ctx<'_>,
+        policy: fn(usize, usize, usize) -> bool,
+    ) -> Result<(u32, Vec<Pair>)> {
         let usable = ctx.io.page_size - page::HEADER;
         let ours = cells(&entries);
-        if !joins(ours, 0, usable) {
+        if !policy(ours, 0, usable) {
             return Ok((id, entries));
         }
         let low = self.leaf(id).low.clone();
@@ -682,14 +721,14 @@ impl Tree {
             // An upper bound: buffered pairs may replace page pairs.
             let buffered = l.adb.as_ref().map_or(0, |a| cells(&a.pairs()));
             if l.page_bytes != UNKNOWN_BYTES
-                && !joins(ours, l.page_bytes as usize + buffered, usable)
+                && !policy(ours, l.page_bytes as usize + buffered, usable)
             {
                 continue;
             }
             let page = self.page_pairs(n, ctx)?;
             let on_page = cells(&page);
             self.leaves[n as usize].page_bytes = fill_hint(on_page);
-            if !joins(ours, on_page + buffered, usable) {
+            if !policy(ours, on_page + buffered, usable) {
                 continue;
             }
             let mut dead = Vec::new();
@@ -699,7 +738,11 @@ impl Tree {
                 .filter(|p| p.val != Val::Del)
                 .collect();
             Self::release_dead(dead, ctx);
-            self.c.joined_leaves += 1;
+            if ours > usable {
+                self.c.shared_leaves += 1;
+            } else {
+                self.c.joined_leaves += 1;
+            }
             return Ok(if is_right {
                 self.remove_leaf(n, ctx);
                 let mut all = entries;
@@ -1053,7 +1096,22 @@ impl Tree {
 
 #[cfg(test)]
 mod tests {
-    use super::joins;
+    use super::{joins, shares};
+
+    #[test]
+    fn an_overflow_shares_with_a_neighbour_when_both_fit_its_split() {
+        let usable = 4080;
+        // Not overflowing: nothing to share.
+        assert!(!shares(usable, 0, usable));
+        // Just over a page with a neighbour under three fifths: two pages
+        // of at most seven eighths, as many as the split writes.
+        assert!(shares(usable + 100, usable * 3 / 5, usable));
+        // A neighbour too full: the split is the better layout.
+        assert!(!shares(usable + 100, usable * 3 / 4, usable));
+        // The bound is the pages the overflow alone needs.
+        assert!(shares(usable * 2 + 1, usable / 2, usable));
+        assert!(!shares(usable * 2 + 1, usable, usable));
+    }
 
     #[test]
     fn a_small_leaf_joins_a_neighbour_it_fits_with() {

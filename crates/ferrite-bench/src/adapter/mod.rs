@@ -129,6 +129,29 @@ pub struct StoreConfig {
     pub compression: Compression,
 }
 
+/// `builder` (of an engine of `kind`) set to `compression`: the LSM's
+/// table blocks; the B+tree and ZKV compress long values with lz4 where
+/// it pays, which `none` turns off.
+pub fn compressed(
+    builder: ferrite::ConfigBuilder,
+    kind: EngineKind,
+    compression: Compression,
+) -> ferrite::ConfigBuilder {
+    let squeeze = compression != Compression::None;
+    match kind {
+        EngineKind::Lsm => {
+            builder.lsm(ferrite::lsm::LsmOptions::default().compression(compression))
+        }
+        EngineKind::Btree => {
+            builder.btree(ferrite::btree::BTreeOptions::default().compress_values(squeeze))
+        }
+        EngineKind::Zkv => {
+            builder.zkv(ferrite::zkv::ZkvOptions::default().compress_values(squeeze))
+        }
+        _ => builder,
+    }
+}
+
 /// The compression a [`StoreConfig`] asks for (ferrite's LSM names).
 pub use ferrite::lsm::Compression;
 
@@ -166,21 +189,9 @@ pub fn open(
                 .direct_io(cfg.direct_io)
                 .write_group(grouped);
             let builder = ferrite::Config::builder(kind).options(opts);
-            // The B+tree and ZKV compress long values with lz4 where it
-            // pays; `none` turns that off.
-            let squeeze = cfg.compression != Compression::None;
-            let builder =
-                match kind {
-                    EngineKind::Lsm => builder
-                        .lsm(ferrite::lsm::LsmOptions::default().compression(cfg.compression)),
-                    EngineKind::Btree => builder
-                        .btree(ferrite::btree::BTreeOptions::default().compress_values(squeeze)),
-                    EngineKind::Zkv => {
-                        builder.zkv(ferrite::zkv::ZkvOptions::default().compress_values(squeeze))
-                    }
-                    _ => builder,
-                };
-            let config = builder.build().map_err(wrap)?;
+            let config = compressed(builder, kind, cfg.compression)
+                .build()
+                .map_err(wrap)?;
             let db = ferrite::internals::open_instrumented(dir, &config).map_err(wrap)?;
             let info = TargetInfo {
                 name: target.name(),
@@ -191,7 +202,7 @@ pub fn open(
                     (true, EngineKind::Lsm) => format!("table blocks {}", cfg.compression),
                     (true, EngineKind::Btree | EngineKind::Zkv) => format!(
                         "long values {}",
-                        if squeeze {
+                        if cfg.compression != Compression::None {
                             "lz4 where it pays"
                         } else {
                             "uncompressed"

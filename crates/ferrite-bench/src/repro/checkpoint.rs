@@ -54,6 +54,10 @@ pub struct EngineRun {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Results {
     pub data_bytes: u64,
+    /// The LSM's table blocks and the B+tree's long values (`--compression`;
+    /// empty in runs from before the experiment took it: lz4).
+    #[serde(default)]
+    pub compression: String,
     pub runs: Vec<EngineRun>,
 }
 
@@ -72,7 +76,7 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<E
     let err = store_err(name);
     let root = fresh_dir(&ctx.work_dir.join("checkpoint").join(name))?;
     let records = data_bytes / (KEY_BYTES + VALUE_BYTES) as u64;
-    let db = Config::builder(kind)
+    let db = crate::adapter::compressed(Config::builder(kind), kind, ctx.compression)
         .cache_bytes(CACHE_BYTES)
         .sync(SyncMode::Never)
         .open(root.join("db"))
@@ -176,7 +180,11 @@ impl Study for CheckpointRepro {
         for kind in [EngineKind::Btree, EngineKind::Lsm] {
             runs.push(run_engine(ctx, kind, data_bytes)?);
         }
-        Ok(Results { data_bytes, runs })
+        Ok(Results {
+            data_bytes,
+            compression: ctx.compression.to_string(),
+            runs,
+        })
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
@@ -187,6 +195,7 @@ impl Study for CheckpointRepro {
             "writer_ops_per_sec": WRITES_PER_SEC,
             "cache_bytes": CACHE_BYTES,
             "sync": "never",
+            "compression": r.compression,
         })
     }
 
@@ -215,7 +224,8 @@ impl Study for CheckpointRepro {
         doc.h1("Online checkpoints");
         doc.text(format!(
             "`Store::checkpoint` of a store of {:.2} GiB of keys and values ({}-byte keys, \
-             {}-byte values, bulk-loaded, cache {} MiB, durability `never`) while one writer \
+             {}-byte values of one repeated byte, bulk-loaded, cache {} MiB, durability `never`, \
+             compression {}) while one writer \
              updates random existing keys at {} operations per second. The checkpoint copies the \
              store as one snapshot shows it into a new store of the same engine (bulk-loaded); \
              nothing is linked (no engine keeps its data in immutable files). The writer's \
@@ -225,6 +235,11 @@ impl Study for CheckpointRepro {
             KEY_BYTES,
             VALUE_BYTES,
             CACHE_BYTES >> 20,
+            if r.compression.is_empty() {
+                "lz4"
+            } else {
+                &r.compression
+            },
             WRITES_PER_SEC
         ));
         let mut t = Table::new([

@@ -1063,8 +1063,8 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
     doc.h2("Plots");
     let path = doc.figure("throughput.svg", "throughput");
     report::plot_grouped_bars(
-        "Throughput (single thread)",
-        "throughput (Mops/s)",
+        "RASK against per-block and range indexes replaying each trace: throughput, one thread",
+        "throughput (Mops/s, log scale)",
         &groups,
         &series(&|r| Some(r.ops_per_sec / 1e6)),
         true,
@@ -1072,8 +1072,8 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
     )?;
     let path = doc.figure("memory.svg", "index memory");
     report::plot_grouped_bars(
-        "Index memory after the replay",
-        "heap growth (MiB)",
+        "RASK against per-block and range indexes: index memory after replaying each trace",
+        "heap growth (MiB, log scale)",
         &groups,
         &series(&|r| r.memory_bytes.map(|b| b as f64 / (1 << 20) as f64)),
         true,
@@ -1099,7 +1099,7 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
             .collect();
         let path = doc.figure(&format!("latency-{g}.svg"), &format!("latency, {g}"));
         report::plot_grouped_bars(
-            &format!("Latency percentiles, {g}"),
+            &format!("RASK against per-block and range indexes replaying {g}: latency percentiles"),
             "latency (µs, log scale)",
             &pcts,
             &s,

@@ -492,8 +492,8 @@ impl Study for TurboRepro {
         };
         let path = doc.figure("throughput.svg", "throughput");
         report::plot_grouped_bars(
-            "throughput (paper Figures 3 and 7)",
-            "throughput (kops/s)",
+            "TurboIndex against the B+-tree it extends, same byte budget: throughput per workload (paper Figures 3 and 7)",
+            "throughput (kops/s, log scale)",
             &groups,
             &series(&|v| v.ops_per_sec() / 1e3),
             true,
@@ -501,7 +501,7 @@ impl Study for TurboRepro {
         )?;
         let path = doc.figure("hit-ratio.svg", "hit ratio");
         report::plot_grouped_bars(
-            "buffer-pool hit ratio (paper Figure 6)",
+            "TurboIndex against the B+-tree: buffer-pool hit ratio per workload (paper Figure 6)",
             "hit ratio (fraction of leaf requests)",
             &groups,
             &series(&|v| v.hit_ratio),
@@ -525,7 +525,7 @@ impl Study for TurboRepro {
             };
             let path = doc.figure(&format!("{w}-throughput.svg"), &format!("{w} throughput"));
             report::plot_lines(
-                &format!("{w}: throughput per chunk"),
+                &format!("{w}: throughput per chunk, TurboIndex against the B+-tree"),
                 "chunk of the measured phase",
                 "throughput (kops/s)",
                 &lines(&|p| p.1 / 1e3),
@@ -533,7 +533,7 @@ impl Study for TurboRepro {
             )?;
             let path = doc.figure(&format!("{w}-hit-ratio.svg"), &format!("{w} hit ratio"));
             report::plot_lines(
-                &format!("{w}: buffer-pool hit ratio per chunk"),
+                &format!("{w}: buffer-pool hit ratio per chunk, TurboIndex against the B+-tree"),
                 "chunk of the measured phase",
                 "hit ratio (fraction of leaf requests)",
                 &lines(&|p| p.2),

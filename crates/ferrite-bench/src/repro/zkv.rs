@@ -1289,8 +1289,8 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
         })
         .collect();
     report::plot_grouped_bars(
-        "Table 2 workloads (paper Figure 11)",
-        "kops/s",
+        "ZKV, B+-tree and BD-tree on one emulated zoned device: throughput per workload (paper Figure 11)",
+        "throughput (kops/s, log scale)",
         &groups,
         &series,
         true,
@@ -1324,8 +1324,8 @@ fn render(r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
     }
     let bgroups: Vec<String> = r.breakdown.iter().map(|b| b.0.clone()).collect();
     report::plot_grouped_bars(
-        "breakdown (paper Figure 13)",
-        "kops/s",
+        "ZKV's parts added one at a time to the B+-tree: insert and read throughput (paper Figure 13)",
+        "throughput (kops/s, log scale)",
         &bgroups,
         &[
             (

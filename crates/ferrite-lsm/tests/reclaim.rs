@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode, WriteBatch};
 use ferrite_lsm::{IndexKind, LsmStore};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
 
 /// The tables' data, uncompressed (the test's values compress to almost
 /// nothing).
@@ -133,15 +135,8 @@ fn at_rest_after_rewriting(rewritten: u32) -> (Vec<usize>, u64) {
     let mut model = std::collections::BTreeMap::new();
     let mut put = |db: &LsmStore, i: u32, round: u8| {
         // Values that do not compress, so table bytes follow the pairs.
-        let mut x = u64::from(i) << 8 | u64::from(round) | 1 << 40;
-        let v: Vec<u8> = (0..100)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let mut v = vec![0u8; 100];
+        SmallRng::seed_from_u64(u64::from(i) << 8 | u64::from(round)).fill_bytes(&mut v);
         let k = format!("key{i:08}").into_bytes();
         db.put(&k, &v).expect("put");
         model.insert(k, v);

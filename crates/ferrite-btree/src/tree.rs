@@ -17,6 +17,9 @@
 //! most of its pairs is rebuilt whole instead (see `compaction`). Values whose cell would exceed a quarter of the
 //! page go to a chain of overflow pages; split points are chosen with the
 //! new cell included, so any cell up to a third of a page always fits.
+//! A split is even by bytes, except an append to the rightmost page of a
+//! level, which keeps nine tenths in the left page ([`APPEND_SPLIT_SHARE`]):
+//! ascending keys then fill pages instead of leaving each half empty.
 
 use std::collections::HashSet;
 use std::ops::{Bound, ControlFlow};
@@ -219,17 +222,38 @@ pub(crate) fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
         .to_vec()
 }
 
-/// Chooses where to cut `cells` so both halves fit in `cap` bytes,
-/// closest to an even split by bytes. `fences(m)` gives the bytes the
-/// left and right halves' fence cells take when cut at `m`.
+/// The left page's share of the bytes when the rightmost page of a level
+/// splits for a cell appended at its end: keys arriving in ascending
+/// order (timestamps, counters) only ever fill the rightmost page, so an
+/// even split would leave every page behind them half empty. The left
+/// page keeps a tenth free, as PostgreSQL's fillfactor does, for values
+/// that grow in place.
+pub const APPEND_SPLIT_SHARE: f64 = 0.9;
+
+/// The left page's share of the bytes a split of `cells` aims for: one
+/// half, or [`APPEND_SPLIT_SHARE`] when the page is the rightmost of its
+/// level (no high fence) and the new cell, at `pos`, is its last.
+fn split_share(cells: usize, pos: usize, high: &Option<Vec<u8>>) -> f64 {
+    if high.is_none() && pos + 1 >= cells {
+        APPEND_SPLIT_SHARE
+    } else {
+        0.5
+    }
+}
+
+/// Chooses where to cut `cells` so both halves fit in `cap` bytes, with
+/// the left half's share of the bytes closest to `share` (a half for an
+/// even split). `fences(m)` gives the bytes the left and right halves'
+/// fence cells take when cut at `m`.
 fn split_point(
     cells: &[Vec<u8>],
     cap: usize,
     fences: &dyn Fn(usize) -> (usize, usize),
+    share: f64,
 ) -> Option<usize> {
     let sizes: Vec<usize> = cells.iter().map(|c| page::raw_cell_size(c)).collect();
     let total: usize = sizes.iter().sum();
-    let mut best: Option<(usize, usize)> = None;
+    let mut best: Option<(usize, f64)> = None;
     let mut left = 0;
     for m in 1..cells.len() {
         left += sizes[m - 1];
@@ -239,7 +263,8 @@ fn split_point(
         }
         let (lf, rf) = fences(m);
         if left + lf <= cap && right + rf <= cap {
-            let skew = (left + lf).abs_diff(right + rf);
+            let (l, r) = ((left + lf) as f64, (right + rf) as f64);
+            let skew = (l - share * (l + r)).abs();
             if best.is_none_or(|(_, s)| skew < s) {
                 best = Some((m, skew));
             }
@@ -262,7 +287,8 @@ fn up_key(cells: &[Vec<u8>], kind: u8, m: usize) -> Vec<u8> {
 
 /// Where to cut an overfull page's `cells` (of `kind`, within fences `low`
 /// and `high`) so every piece fits `cap` bytes with its fence keys: one
-/// cut, as even as fits, when one can; otherwise as few as greedy packing
+/// cut, the left piece's share of the bytes as close to `share` as fits,
+/// when one can; otherwise as few as greedy packing
 /// finds, since between keys with long common prefixes the separators,
 /// and so both halves' fences, can be nearly as long as the keys. `None`
 /// only if a single cell cannot fit with its fences (the key limit rules
@@ -273,6 +299,7 @@ fn split_plan(
     cap: usize,
     low: &Option<Vec<u8>>,
     high: &Option<Vec<u8>>,
+    share: f64,
 ) -> Option<Vec<usize>> {
     let fence_bytes = |m: usize| {
         let up = up_key(cells, kind, m);
@@ -281,7 +308,7 @@ fn split_plan(
             page::fence_cell_size(Some(&up), high.as_deref()),
         )
     };
-    if let Some(m) = split_point(cells, cap, &fence_bytes) {
+    if let Some(m) = split_point(cells, cap, &fence_bytes, share) {
         return Some(vec![m]);
     }
     let sizes: Vec<usize> = cells.iter().map(|c| page::raw_cell_size(c)).collect();
@@ -604,10 +631,20 @@ impl Tree {
             .ok_or_else(|| Error::corruption(format!("page {id}"), "a page at level 255 split"))?;
         let (low, high) = page::fences_owned(&lb);
         let mut cells = page::raw_cells(&lb);
-        cells.insert(pos.min(cells.len()), cell);
-        let cuts = split_plan(&cells, kind, page::usable(self.page_size), &low, &high).ok_or_else(
-            || Error::corruption(format!("page {id}"), "no split of the page fits its pages"),
-        )?;
+        let pos = pos.min(cells.len());
+        cells.insert(pos, cell);
+        let share = split_share(cells.len(), pos, &high);
+        let cuts = split_plan(
+            &cells,
+            kind,
+            page::usable(self.page_size),
+            &low,
+            &high,
+            share,
+        )
+        .ok_or_else(|| {
+            Error::corruption(format!("page {id}"), "no split of the page fits its pages")
+        })?;
         if cuts.is_empty() {
             // The insert found no room, yet the cells fit one page: the
             // page's count of reclaimable bytes is short of its cells'.
@@ -1469,18 +1506,32 @@ mod tests {
             vec![0; 1000],
         ];
         let none = |_: usize| (0, 0);
-        let m = split_point(&cells, 4064, &none).unwrap();
+        let m = split_point(&cells, 4064, &none, 0.5).unwrap();
         assert!(m == 2 || m == 3);
         assert_eq!(
-            split_point(&[vec![0; 3000], vec![0; 3000]], 4064, &none),
+            split_point(&[vec![0; 3000], vec![0; 3000]], 4064, &none, 0.5),
             Some(1)
         );
-        assert_eq!(split_point(&[vec![0; 5000]], 4064, &none), None);
+        assert_eq!(split_point(&[vec![0; 5000]], 4064, &none, 0.5), None);
         // Fences count: a long right fence pushes the cut right.
         let fences = |_: usize| (0, 2100);
-        assert_eq!(split_point(&cells, 4064, &fences), Some(4));
+        assert_eq!(split_point(&cells, 4064, &fences, 0.5), Some(4));
         let huge = |_: usize| (3100, 3100);
-        assert_eq!(split_point(&cells, 4064, &huge), None);
+        assert_eq!(split_point(&cells, 4064, &huge, 0.5), None);
+    }
+
+    #[test]
+    fn an_append_to_the_rightmost_page_keeps_the_left_page_nearly_full() {
+        let cells: Vec<Vec<u8>> = (0..10).map(|_| vec![0; 400]).collect();
+        let none = |_: usize| (0, 0);
+        // Appended at the end of the rightmost page: nine tenths stay.
+        let share = split_share(cells.len(), cells.len() - 1, &None);
+        assert_eq!(share, APPEND_SPLIT_SHARE);
+        assert_eq!(split_point(&cells, 4064, &none, share), Some(9));
+        // Anywhere else, or on a page with a right neighbour: even.
+        assert_eq!(split_share(cells.len(), 3, &None), 0.5);
+        assert_eq!(split_share(cells.len(), 9, &Some(b"k".to_vec())), 0.5);
+        assert_eq!(split_point(&cells, 4064, &none, 0.5), Some(5));
     }
 
     #[test]
@@ -1512,7 +1563,7 @@ mod tests {
             })
             .collect();
         let cap = page::usable(1024);
-        let cuts = split_plan(&cells, KIND_LEAF, cap, &None, &None).unwrap();
+        let cuts = split_plan(&cells, KIND_LEAF, cap, &None, &None, 0.5).unwrap();
         assert!(cuts.len() >= 2, "{cuts:?}");
         let mut bounds = vec![0];
         bounds.extend(&cuts);

@@ -184,3 +184,31 @@ fn a_remainder_of_several_chunks_is_rebuilt_whole() {
     assert!(common::contents(&db) == model, "contents after compaction");
     db.verify().unwrap();
 }
+
+#[test]
+fn ascending_inserts_leave_the_leaves_nearly_full() {
+    for (mode, page_size) in [
+        (Mode::Plain, 4096.0),
+        (Mode::Turbo, 1024.0),
+        (Mode::Shortcut, 1024.0),
+    ] {
+        let d = common::fresh();
+        let db = common::open_with(&d, mode, ferrite_core::SyncMode::Never).unwrap();
+        let mut model = BTreeMap::new();
+        let mut bytes = 0usize;
+        for i in 0..4000u32 {
+            let (k, v) = (format!("key{i:08}").into_bytes(), vec![(i % 251) as u8; 60]);
+            bytes += k.len() + v.len();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+        let leaves = db.stats().field("pages_level_0").unwrap();
+        let fill = bytes as f64 / (leaves * page_size);
+        // Keys and values only, so below the cells' fill; an even split of
+        // the rightmost leaf at each append leaves about half of this.
+        assert!(fill > 0.75, "{mode:?}: {leaves} leaves, {fill:.2} full");
+        assert_eq!(common::contents(&db), model, "{mode:?}");
+        db.verify().unwrap();
+    }
+}

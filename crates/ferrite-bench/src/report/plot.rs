@@ -320,6 +320,31 @@ pub fn plot_xy(
     plot.present().map_err(|e| err(&e))
 }
 
+/// The percentile axis: linear in `percentile_x`, its ticks only at the
+/// given marks (50, 90, 99 ...), which plotters' own key points would
+/// place evenly instead.
+struct PercentileAxis {
+    range: plotters::coord::types::RangedCoordf64,
+    marks: Vec<f64>,
+}
+
+impl Ranged for PercentileAxis {
+    type ValueType = f64;
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.range.map(value, limit)
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, _: H) -> Vec<f64> {
+        self.marks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.range.range()
+    }
+}
+
 /// The x position of quantile `q` on the percentile axis.
 fn percentile_x(q: f64) -> f64 {
     (1.0 / (1.0 - q.clamp(0.0, 0.99999))).log10()
@@ -333,7 +358,8 @@ fn percentile_label(x: f64) -> String {
 }
 
 /// Values by percentile, one line per series of (quantile, value) points:
-/// x on the percentile axis (labelled 0, 90, 99, 99.9 ...), y on a log
+/// x on the percentile axis (marked 50, 90, 99, 99.9 ... up to the data's
+/// last percentile, where it ends), y on a log
 /// scale (points at or below zero are left out).
 pub fn plot_percentiles(
     title: &str,
@@ -352,7 +378,11 @@ pub fn plot_percentiles(
     };
     let curves: Vec<Vec<(f64, f64)>> = series.iter().map(|(_, v)| curve(v)).collect();
     let all = || curves.iter().flatten().copied();
-    let xmax = all().map(|p| p.0).fold(2.0, f64::max).ceil();
+    // The axis ends at the data's last percentile, marked at 50, 90, 99,
+    // 99.9 ... as far as the data goes.
+    let xmax = all().map(|p| p.0).fold(1.0, f64::max);
+    let mut marks = vec![percentile_x(0.5)];
+    marks.extend((1..=xmax.floor() as u32).map(f64::from));
     let ylo = all().map(|p| p.1).fold(f64::MAX, f64::min);
     let yhi = all().map(|p| p.1).fold(0.0, f64::max);
     let (ylo, yhi) = if ylo <= yhi {
@@ -365,11 +395,16 @@ pub fn plot_percentiles(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..xmax, (ylo..yhi).log_scale())
+        .build_cartesian_2d(
+            PercentileAxis {
+                range: (0f64..xmax).into(),
+                marks,
+            },
+            (ylo..yhi).log_scale(),
+        )
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
-        .x_labels(xmax as usize + 1)
         .x_label_formatter(&|x| percentile_label(*x))
         .x_desc("percentile")
         .y_desc(y_desc)
@@ -398,6 +433,7 @@ mod tests {
         assert_eq!(percentile_label(1.0), "90");
         assert_eq!(percentile_label(2.0), "99");
         assert_eq!(percentile_label(3.0), "99.9");
+        assert_eq!(percentile_label(percentile_x(0.5)), "50");
     }
 
     #[test]

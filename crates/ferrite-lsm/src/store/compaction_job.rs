@@ -37,9 +37,6 @@ pub(super) const MASS_DELETES: u64 = 1024;
 /// How long a memtable holding a few deletes must go without writes.
 pub(super) const IDLE_FLUSH_FEW: Duration = Duration::from_secs(60);
 
-/// Whether an idle memtable is flushed: it holds [`MASS_DELETES`] deletes
-/// and no write has reached it for [`IDLE_FLUSH`], or any deletes and
-/// none for [`IDLE_FLUSH_FEW`].
 /// What the policy sees of partition `p`'s levels.
 fn shape(v: &Version, p: usize) -> Vec<LevelShape> {
     v.levels(p)
@@ -52,6 +49,9 @@ fn shape(v: &Version, p: usize) -> Vec<LevelShape> {
         .collect()
 }
 
+/// Whether an idle memtable is flushed: it holds [`MASS_DELETES`] deletes
+/// and no write has reached it for [`IDLE_FLUSH`], or any deletes and
+/// none for [`IDLE_FLUSH_FEW`].
 pub(super) fn idle_flush_due(deletes: u64, idle: Duration) -> bool {
     (deletes >= MASS_DELETES && idle >= IDLE_FLUSH) || (deletes > 0 && idle >= IDLE_FLUSH_FEW)
 }

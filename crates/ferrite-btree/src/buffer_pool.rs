@@ -7,10 +7,13 @@
 //!   write through a double-write file; see `checkpoint`). A dirty frame
 //!   chosen as a victim is therefore *spilled*: written to the spill file,
 //!   where the spill log (`spill_log`) says, and read back from there on
-//!   its next miss. The spill file is scratch space — recovery never reads
-//!   it, since the WAL redoes everything since the checkpoint — and is
-//!   forgotten by the next checkpoint, which installs every dirty frame and
-//!   every spilled page (a resident page in the spill log from its frame);
+//!   its next miss. Between checkpoints recovery never reads the spill
+//!   file (the WAL redoes everything since the checkpoint). The next
+//!   checkpoint installs every dirty frame and every spilled page; a
+//!   spilled page not dirty in a frame is named where it lies in the spill
+//!   file, which is synced and serves as that page's torn-page protection
+//!   until the checkpoint's meta page is written (see `checkpoint`); then
+//!   the file is forgotten;
 //! - a dirty victim's write carries the cold dirty frames the clock hand
 //!   reaches next (up to [`SPILL_BATCH`] pages); they stay resident and
 //!   clean, so their evictions cost no write. The batch takes consecutive
@@ -66,6 +69,7 @@ use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice, GatherReq};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::checkpoint;
 use crate::clock::{cleaning_batch, pick_victim, FrameState};
 use crate::page::{self, PageId};
 use crate::page_map::PageMap;
@@ -1312,6 +1316,35 @@ impl BufferPool {
         ids
     }
 
+    /// Where a checkpoint takes each of `ids` (from [`Self::checkpoint_ids`])
+    /// from: a dirty frame's image is given to it
+    /// ([`checkpoint::Source::Here`]); any other page's newest image is
+    /// its spilled one, which a clean frame holding the page equals, so
+    /// the checkpoint names its place in the spill file instead of copying
+    /// it. Callers exclude all other pool users.
+    pub fn checkpoint_sources(&self, ids: &[PageId]) -> Result<Vec<checkpoint::Source>> {
+        let mut dirty: Vec<PageId> = self
+            .frames
+            .iter()
+            .filter(|f| f.dirty.load(Acquire))
+            .map(|f| f.id.load(Acquire))
+            .filter(|&id| id != EMPTY)
+            .collect();
+        dirty.sort_unstable();
+        let sp = self.spill.lock();
+        ids.iter()
+            .map(|&id| {
+                if dirty.binary_search(&id).is_ok() {
+                    return Ok(checkpoint::Source::Here);
+                }
+                match sp.spot(id) {
+                    Some(spot) => Ok(checkpoint::Source::Spill(self.spill_offset(id, spot)?)),
+                    None => Ok(checkpoint::Source::Here),
+                }
+            })
+            .collect()
+    }
+
     /// Fills each page's buffer with the current, sealed image of its page:
     /// from its frame if resident, else from the spill file, the spilled
     /// ones read in one overlapped batch. A page that is neither is
@@ -1375,8 +1408,9 @@ impl BufferPool {
 
     /// After a checkpoint installed every dirty and spilled page: all
     /// frames are clean and the spill file is empty, its blocks given back
-    /// to the file system (nothing reads a spilled image past this point,
-    /// and the file is scratch recovery never reads, so it needs no sync).
+    /// to the file system (nothing reads a spilled image past this point:
+    /// the page file's meta now names the checkpoint, so recovery ignores
+    /// the double-write file that named them; no sync needed).
     pub fn checkpoint_done(&self) -> Result<()> {
         for f in &self.frames {
             if f.dirty.swap(false, AcqRel) {

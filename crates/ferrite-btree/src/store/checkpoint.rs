@@ -1,6 +1,6 @@
 //! Checkpoints: the in-memory tree installed on the page file through the
-//! double-write file (see `crate::checkpoint`), then the WAL reset to the
-//! new epoch.
+//! double-write and spill files (see `crate::checkpoint`), then the WAL
+//! reset to the new epoch.
 //!
 //! A checkpoint may fall between two records of a batch, or between two
 //! applied records of the insert buffer: what is not yet in the pages it
@@ -45,6 +45,15 @@ impl Shared {
                 log::warn!("btree: giving back {n} free pages failed: {e}");
                 return;
             }
+        }
+    }
+
+    /// The page, double-write and spill files, as a checkpoint uses them.
+    pub(super) fn checkpoint_files(&self) -> checkpoint::Files<'_> {
+        checkpoint::Files {
+            pages: self.devices.pages.as_ref(),
+            dwb: self.devices.dwb.as_ref(),
+            spill: self.devices.spill.as_ref(),
         }
     }
 
@@ -101,10 +110,28 @@ impl Shared {
             .and_then(|()| self.carry_over(st, meta.epoch, inflight))
             .and_then(|carried| {
                 meta.carried = carried;
+                // The free list's pages are given from memory; every other
+                // page not dirty in a frame is named where it was spilled.
+                let mut sources = pool.checkpoint_sources(&ids)?;
+                for (id, src) in ids.iter().zip(sources.iter_mut()) {
+                    if chain.binary_search_by_key(id, |(c, _)| *c).is_ok() {
+                        *src = checkpoint::Source::Here;
+                    }
+                }
+                let here = sources
+                    .iter()
+                    .filter(|s| **s == checkpoint::Source::Here)
+                    .count();
+                self.counters
+                    .checkpoint_pages
+                    .fetch_add(ids.len() as u64, Relaxed);
+                self.counters
+                    .double_written_pages
+                    .fetch_add(here as u64, Relaxed);
                 checkpoint::install(
-                    self.devices.pages.as_ref(),
-                    self.devices.dwb.as_ref(),
+                    self.checkpoint_files(),
                     &ids,
+                    &sources,
                     &mut |group, images| {
                         let ps = self.tree.page_size;
                         let mut from_pool = Vec::with_capacity(group.len());

@@ -91,7 +91,10 @@ pub use stats::{BTreeStats, InsertBufferStats};
 /// range deletes (tag 3 of `docs/format/write-batch.md`), which older
 /// builds refuse. Format 7 may store an overflow value lz4-compressed
 /// (`overflow`), which an older build would return as it is stored.
-pub const FORMAT_VERSION: u32 = 7;
+/// Format 8 writes double-write files that name spilled images in the
+/// spill file (`checkpoint`), which an older build would ignore after a
+/// crash mid-checkpoint and replay its log over torn pages.
+pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this engine reads.
 pub const OLDEST_READABLE_FORMAT: u32 = 2;
 
@@ -136,6 +139,10 @@ fn visit_collected(got: &Collected, visit: &mut ScanVisitor<'_>) -> (u64, bool) 
 struct Counters {
     api: ApiCounters,
     checkpoints: AtomicU64,
+    /// Pages checkpoints installed, and those of them copied to the
+    /// double-write file (the others were named in the spill file).
+    checkpoint_pages: AtomicU64,
+    double_written_pages: AtomicU64,
     /// Delete operations applied (range deletes count one): what wakes
     /// the compactor.
     deleted: AtomicU64,

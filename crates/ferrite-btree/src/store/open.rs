@@ -38,8 +38,9 @@ pub struct Devices {
     pub pages: Arc<dyn BlockDevice>,
     pub dwb: Arc<dyn BlockDevice>,
     pub wal: Arc<dyn BlockDevice>,
-    /// Scratch space for dirty pages evicted between checkpoints (never
-    /// synced, never read by recovery; see `buffer_pool`).
+    /// Dirty pages evicted between checkpoints (see `buffer_pool`): synced
+    /// by a checkpoint that names them and read by recovery only to finish
+    /// such a checkpoint.
     pub spill: Arc<dyn BlockDevice>,
     /// The two carry-over slots (see `carry_over`): the insert buffer's
     /// records and a batch in flight, replayed on top of a checkpoint.
@@ -214,13 +215,12 @@ impl BTreeStore {
                 }
             }
         }
-        if let Some(m) = checkpoint::recover(
-            devices.pages.as_ref(),
-            devices.dwb.as_ref(),
-            meta.as_ref(),
-            ps,
-            chunk_pages,
-        )? {
+        let files = checkpoint::Files {
+            pages: devices.pages.as_ref(),
+            dwb: devices.dwb.as_ref(),
+            spill: devices.spill.as_ref(),
+        };
+        if let Some(m) = checkpoint::recover(files, meta.as_ref(), ps, chunk_pages)? {
             meta = Some(m);
         }
         // Only checkpoints write the meta slots, each after its pages are

@@ -44,6 +44,11 @@ pub struct BTreeStats {
     pub spill_batches: u64,
     pub spill_requests: u64,
     pub checkpoints: u64,
+    /// Pages checkpoints installed, and those of them written to the
+    /// double-write file: a page spilled since the last checkpoint is
+    /// protected by its spilled image, not copied.
+    pub checkpoint_pages: u64,
+    pub double_written_pages: u64,
     /// Trees rebuilt smaller once mostly empty (see `compaction`).
     pub compactions: u64,
     pub wal_bytes: u64,
@@ -98,6 +103,8 @@ impl EngineStats for BTreeStats {
             ("spill_batches", self.spill_batches),
             ("spill_requests", self.spill_requests),
             ("checkpoints", self.checkpoints),
+            ("checkpoint_pages", self.checkpoint_pages),
+            ("double_written_pages", self.double_written_pages),
             ("compactions", self.compactions),
             ("wal_bytes", self.wal_bytes),
             ("write_hits", self.write_hits),
@@ -226,6 +233,8 @@ impl Shared {
             spill_batches: ld(&pool.counters.spill_batches),
             spill_requests: ld(&pool.counters.spill_requests),
             checkpoints: ld(&c.checkpoints),
+            checkpoint_pages: ld(&c.checkpoint_pages),
+            double_written_pages: ld(&c.double_written_pages),
             compactions: ld(&c.compactions),
             wal_bytes: s.wal.len(),
             write_hits: ld(&c.access.write_hits),

@@ -79,6 +79,11 @@ pub struct CrashtestArgs {
     /// The LSM's partitions (SwiftKV's subtrees behind one memtable).
     #[arg(long, default_value_t = 1)]
     pub(crate) partitions: usize,
+    /// The store's cache in KiB. A cache smaller than the store makes the
+    /// B+tree spill dirty pages between checkpoints, so kills land while
+    /// checkpoints install spilled pages.
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) cache_kib: u64,
     /// Whitebox kills: each worker is told a kind of background work the
     /// engine does (in turn) and kills itself part way through its first
     /// piece of it (at a uniform point of that kind's mean duration so
@@ -321,7 +326,7 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
                 recoveries.push(took.as_secs_f64() * 1e3);
                 Reopened::Volume(v)
             } else {
-                let store = setup::open(a.engine, &a.path, a.mode, a.partitions)
+                let store = setup::open(a.engine, &a.path, a.mode, a.partitions, a.cache_kib)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
                 recoveries.push(t.elapsed().as_secs_f64() * 1e3);
                 Reopened::Store(store)
@@ -640,6 +645,7 @@ impl Tally {
             "volume": a.volume,
             "mode": a.mode.to_string(),
             "partitions": a.partitions,
+            "cache_kib": a.cache_kib,
             "seed": a.seed,
             "kills": self.kills,
             "killed_in_recovery": self.in_recovery,
@@ -692,7 +698,8 @@ pub(crate) fn kill_one(
         .arg(&a.path)
         .args(["--mode", &a.mode.to_string(), "--seed", &a.seed.to_string()])
         .args(["--run", &run.to_string()])
-        .args(["--partitions", &a.partitions.to_string()]);
+        .args(["--partitions", &a.partitions.to_string()])
+        .args(["--cache-kib", &a.cache_kib.to_string()]);
     if recover_only {
         cmd.arg("--recover-only");
     }
@@ -766,7 +773,7 @@ pub(crate) fn kill_one(
 
 /// A violation: keeps the store, says how to reproduce it.
 pub(crate) fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
-    let mut flags = format!("--partitions {}", a.partitions);
+    let mut flags = format!("--partitions {} --cache-kib {}", a.partitions, a.cache_kib);
     if a.whitebox {
         flags.push_str(" --whitebox");
     }
@@ -799,11 +806,12 @@ pub(crate) fn fail(a: &CrashtestArgs, run: u64, what: &str) -> anyhow::Error {
     } else {
         format!(
             "the worker's operations: `ferrite-crashtest worker --engine {} --path <copy> --mode {} \
-             --seed {} --run {run} --partitions {}{}`",
+             --seed {} --run {run} --partitions {} --cache-kib {}{}`",
             a.engine,
             a.mode,
             a.seed,
             a.partitions,
+            a.cache_kib,
             if a.transactions { " --transactions" } else { "" }
         )
     };
@@ -857,6 +865,8 @@ pub struct WorkerArgs {
     pub run: u64,
     #[arg(long, default_value_t = 1)]
     pub partitions: usize,
+    #[arg(long, default_value_t = 1024)]
+    pub cache_kib: u64,
     /// Open (recover) the store, report it, and wait to be killed.
     #[arg(long)]
     pub recover_only: bool,

@@ -198,6 +198,8 @@ fn worker_args(a: &CrashtestArgs, run: u64, recover_only: bool) -> Vec<String> {
         run.to_string(),
         "--partitions".into(),
         a.partitions.to_string(),
+        "--cache-kib".into(),
+        a.cache_kib.to_string(),
     ]);
     if recover_only {
         v.push("--recover-only".into());

@@ -26,7 +26,14 @@ pub enum Target {
 }
 
 /// `partitions`: the LSM's (SwiftKV's) partitions; other engines ignore it.
-pub fn open(engine: EngineKind, path: &Path, sync: SyncMode, partitions: usize) -> Result<Target> {
+/// `cache_kib`: the store's cache.
+pub fn open(
+    engine: EngineKind,
+    path: &Path,
+    sync: SyncMode,
+    partitions: usize,
+    cache_kib: u64,
+) -> Result<Target> {
     if engine == EngineKind::Rask {
         let mut opts = DurableOptions::default();
         opts.store.sync = sync;
@@ -38,7 +45,7 @@ pub fn open(engine: EngineKind, path: &Path, sync: SyncMode, partitions: usize) 
     }
     let b = Config::builder(engine)
         .sync(sync)
-        .cache_bytes(1 << 20)
+        .cache_bytes(cache_kib << 10)
         .direct_io(false);
     let b = match engine {
         EngineKind::Btree | EngineKind::Shortcut | EngineKind::TurboIndex => {

@@ -81,7 +81,7 @@ pub fn run(w: &WorkerArgs) -> Result<()> {
         ferrite_wal::inject_skipped_commit_sync();
     }
     let t = Instant::now();
-    let store = setup::open(w.engine, &w.path, sync, w.partitions)?;
+    let store = setup::open(w.engine, &w.path, sync, w.partitions, w.cache_kib)?;
     let recovered = t.elapsed();
     writeln!(out, "open")?;
     out.flush()?;

@@ -25,8 +25,11 @@
 //!   most [`RING_FACTOR`] times the pages in slots (plus the batch), and
 //!   wraps to slot 0 past it, so the log stays a small multiple of the
 //!   pages in it; at that density the free slots ahead of the cursor mostly
-//!   come in long runs. A checkpoint empties both regions and the cursor
-//!   starts again at 0.
+//!   come in long runs. The ring also spans at most the cap plus a
+//!   [`RING_SLACK`]th of it: a freed slot keeps its blocks in the file
+//!   until the checkpoint truncates it, so the ring's span is the file's
+//!   size, and near the cap the space matters more than the runs. A
+//!   checkpoint empties both regions and the cursor starts again at 0.
 //!
 //! A page spilled again to the log gets a new slot and keeps the old one
 //! until its new image is written ([`SpillLog::place`], then
@@ -46,6 +49,13 @@ pub const STRIPE: u64 = 256;
 /// `1 / RING_FACTOR`, so a batch of sixteen pages mostly finds sixteen
 /// consecutive free slots.
 pub const RING_FACTOR: usize = 4;
+
+/// The ring spans at most `cap + cap / RING_SLACK` slots: with the log
+/// near its cap, a batch finds its slots in a few runs (two write
+/// requests per batch of sixteen instead of one, measured), and the file
+/// stays within a quarter of the most it may hold (see
+/// `docs/results/space.md`).
+pub const RING_SLACK: usize = 4;
 
 /// The smallest ring, so a nearly empty log still writes long runs.
 const MIN_RING: usize = 256;
@@ -392,6 +402,7 @@ impl SpillLog {
             return Vec::new();
         }
         let ring = ((RING_FACTOR * (self.in_slots + n))
+            .min(self.cap.saturating_add(self.cap / RING_SLACK))
             .max(self.taken_slots + n)
             .max(MIN_RING) as u64)
             .min(MAX_RING);
@@ -738,5 +749,21 @@ mod tests {
         assert!(!log.contains(2));
         assert_eq!(slots(&spill(&mut log, &[8])), [0]);
         assert_eq!(log.extent(), 3);
+    }
+
+    #[test]
+    fn the_ring_stays_within_a_quarter_past_the_cap() {
+        // 1000 pages (the cap) spilled again and again in batches of 16:
+        // the unbounded ring would span four times them.
+        let mut log = SpillLog::new(1000, 10_000);
+        for ids in batches(3, 1000).take(5_000) {
+            spill(&mut log, &ids);
+        }
+        assert_eq!(log.count(), 1000);
+        assert!(
+            log.extent() <= (1000 + 1000 / RING_SLACK) as u64,
+            "{}",
+            log.extent()
+        );
     }
 }

@@ -179,6 +179,8 @@ impl ReproContext {
 pub struct Outcome {
     pub params: serde_json::Value,
     pub metrics: BTreeMap<String, f64>,
+    /// Every store's disk space, peak and at the end.
+    pub space: Vec<driver::StoreSpace>,
 }
 
 /// A reproducible experiment.
@@ -241,6 +243,10 @@ pub struct ReproReport {
     pub params: serde_json::Value,
     pub metrics: BTreeMap<String, f64>,
     pub claims: Vec<Claim>,
+    /// Every store's disk space, peak and at the end (absent in reports
+    /// from before it was measured).
+    #[serde(default)]
+    pub space: Vec<driver::StoreSpace>,
 }
 
 /// Runs an experiment and judges its claims.
@@ -276,6 +282,7 @@ pub fn run(exp: &dyn Experiment, ctx: &ReproContext) -> Result<ReproReport> {
         params: outcome.params,
         metrics: outcome.metrics,
         claims,
+        space: outcome.space,
     })
 }
 

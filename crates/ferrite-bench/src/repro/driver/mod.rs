@@ -12,6 +12,7 @@
 //! | `port.rs` | loopback ports for the servers an experiment starts |
 //! | `metrics.rs` | [`Metrics`]: the named figures claims are judged on |
 //! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
+//! | `space.rs` | every store's disk space while the experiment ran and at its end |
 //! | `store.rs` | fresh store directories and store errors named by variant |
 //!
 //! Sizing is [`super::Scale::pick`]; operations come from
@@ -24,6 +25,7 @@ mod latency;
 mod metrics;
 mod port;
 mod report;
+mod space;
 mod store;
 mod study;
 
@@ -34,5 +36,6 @@ pub use latency::{Latencies, LatencySummary, CURVE};
 pub use metrics::Metrics;
 pub use port::{free_port, wait_for_port};
 pub use report::{Report, Table};
+pub use space::{SpaceWatch, StoreSpace};
 pub use store::{fresh_dir, open_engine, store_err};
 pub use study::{Driven, Study};

@@ -1,12 +1,15 @@
 //! [`Study`]: the shape every paper experiment takes. It measures into a
 //! `Results` value, derives its metrics from it, and renders its report
-//! from both; the driver ([`Driven`]) judges the claims, saves the results
-//! as `<out>/<experiment>/results.json` beside the report, and re-renders
-//! the report from them without measuring again (`--rerender`).
+//! from both; the driver ([`Driven`]) judges the claims, watches the disk
+//! space of every store the run writes (`space`), saves the results as
+//! `<out>/<experiment>/results.json` (and the space as `space.json`)
+//! beside the report, and re-renders the report from them without
+//! measuring again (`--rerender`).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::space::{self, SpaceWatch, StoreSpace};
 use super::{Metrics, Report};
 use crate::error::{BenchError, Result};
 use crate::repro::{ClaimSpec, Experiment, Outcome, ReproContext};
@@ -33,7 +36,13 @@ pub trait Study: Sync {
 pub struct Driven<S>(pub S);
 
 impl<S: Study> Driven<S> {
-    fn publish(&self, ctx: &ReproContext, r: &S::Results, m: &Metrics) -> Result<()> {
+    fn publish(
+        &self,
+        ctx: &ReproContext,
+        r: &S::Results,
+        m: &Metrics,
+        disk: &[StoreSpace],
+    ) -> Result<()> {
         let Some(out) = &ctx.out_dir else {
             return Ok(());
         };
@@ -41,7 +50,11 @@ impl<S: Study> Driven<S> {
         let json =
             serde_json::to_string_pretty(r).map_err(|e| BenchError::Config(e.to_string()))?;
         crate::report::write_file(&doc.dir().join("results.json"), &(json + "\n"))?;
+        let json =
+            serde_json::to_string_pretty(disk).map_err(|e| BenchError::Config(e.to_string()))?;
+        crate::report::write_file(&doc.dir().join("space.json"), &(json + "\n"))?;
         self.0.render(r, m, &mut doc)?;
+        space::section(&mut doc, disk);
         doc.finish()
     }
 }
@@ -60,12 +73,16 @@ impl<S: Study> Experiment for Driven<S> {
     }
 
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
-        let r = self.0.measure(ctx)?;
+        let watch = SpaceWatch::start(&ctx.work_dir);
+        let r = self.0.measure(ctx);
+        let disk = watch.finish();
+        let r = r?;
         let m = self.0.metrics(&r);
-        self.publish(ctx, &r, &m)?;
+        self.publish(ctx, &r, &m, &disk)?;
         Ok(Outcome {
             params: self.0.params(&r),
             metrics: m.into_map(),
+            space: disk,
         })
     }
 
@@ -83,7 +100,12 @@ impl<S: Study> Experiment for Driven<S> {
             reason: e.to_string(),
         })?;
         let m = self.0.metrics(&r);
-        self.publish(ctx, &r, &m)?;
+        // Runs from before the driver watched disk space saved none.
+        let disk: Vec<StoreSpace> = std::fs::read_to_string(out.join(S::NAME).join("space.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        self.publish(ctx, &r, &m, &disk)?;
         Ok(true)
     }
 }

@@ -1303,6 +1303,15 @@ impl BufferPool {
     /// The pages a checkpoint must install, ascending: every dirty frame's
     /// and every spilled page. Callers exclude all other pool users.
     pub fn checkpoint_ids(&self) -> Vec<PageId> {
+        let mut ids = self.dirty_ids();
+        ids.extend(self.spill.lock().ids());
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The pages dirty frames hold, ascending.
+    fn dirty_ids(&self) -> Vec<PageId> {
         let mut ids: Vec<PageId> = self
             .frames
             .iter()
@@ -1310,9 +1319,7 @@ impl BufferPool {
             .map(|f| f.id.load(Acquire))
             .filter(|&id| id != EMPTY)
             .collect();
-        ids.extend(self.spill.lock().ids());
         ids.sort_unstable();
-        ids.dedup();
         ids
     }
 
@@ -1323,14 +1330,7 @@ impl BufferPool {
     /// the checkpoint names its place in the spill file instead of copying
     /// it. Callers exclude all other pool users.
     pub fn checkpoint_sources(&self, ids: &[PageId]) -> Result<Vec<checkpoint::Source>> {
-        let mut dirty: Vec<PageId> = self
-            .frames
-            .iter()
-            .filter(|f| f.dirty.load(Acquire))
-            .map(|f| f.id.load(Acquire))
-            .filter(|&id| id != EMPTY)
-            .collect();
-        dirty.sort_unstable();
+        let dirty = self.dirty_ids();
         let sp = self.spill.lock();
         ids.iter()
             .map(|&id| {

@@ -35,7 +35,7 @@ fn meta(b: &[u8], raw: bool) -> MetaPage {
     let small = |v: u64, m: u64| if raw { v } else { v % m };
     MetaPage {
         page_size: PAGE as u32,
-        epoch: 1 + small(u64_at(b, 0), 8),
+        epoch: small(u64_at(b, 0), 8).saturating_add(1),
         root: small(u64_at(b, 8), 16),
         height: small(u64_at(b, 16), 4) as u32,
         page_count: small(u64_at(b, 24), 32),

@@ -18,34 +18,14 @@
 //! instead of small.
 #![no_main]
 
-use ferrite_btree::internals::{Carried, ChainRef, MetaPage};
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices};
-use ferrite_core::{KeyRange, KvStoreExt, Options, SyncMode};
+use ferrite_btree::BTreeOptions;
 use libfuzzer_sys::fuzz_target;
 
 mod image;
-use image::u64_at;
 
 const PAGE: usize = 1024;
 /// A directory entry's place for an image held in the file itself.
 const HERE: u64 = u64::MAX;
-
-/// A meta page from the first 48 bytes of `b` (fields small unless `raw`).
-fn meta(b: &[u8], raw: bool) -> MetaPage {
-    let small = |v: u64, m: u64| if raw { v } else { v % m };
-    MetaPage {
-        page_size: PAGE as u32,
-        epoch: small(u64_at(b, 0), 8).saturating_add(1),
-        root: small(u64_at(b, 8), 16),
-        height: small(u64_at(b, 16), 4) as u32,
-        page_count: small(u64_at(b, 24), 32),
-        free: ChainRef {
-            head: small(u64_at(b, 32), 16),
-            len: small(u64_at(b, 40), 4096),
-        },
-        carried: Carried::Nothing,
-    }
-}
 
 /// A page image from `bytes`, sealed as page `id` if `seal`.
 fn image_of(bytes: &[u8], id: u64, seal: bool) -> Vec<u8> {
@@ -63,7 +43,9 @@ fn image_of(bytes: &[u8], id: u64, seal: bool) -> Vec<u8> {
 /// The double-write file and spill file a checkpoint of input-drawn pages
 /// leaves, with valid checksums.
 fn built(count: u8, rest: &[u8], v1: bool, seal: bool, raw: bool) -> (Vec<u8>, Vec<u8>) {
-    let m = meta(rest, raw);
+    // Newer than any checkpoint a page file holds, as a checkpoint's is.
+    let mut m = image::btree_meta(rest, raw, PAGE);
+    m.epoch = m.epoch.saturating_add(1);
     let mut meta_page = vec![0u8; PAGE];
     m.encode(&mut meta_page);
     let body = rest.get(48..).unwrap_or_default();
@@ -139,37 +121,9 @@ fuzz_target!(|data: &[u8]| {
         let cut = (*count as usize * 16).min(rest.len());
         (rest[cut..].to_vec(), rest[..cut].to_vec())
     };
-    let (Some(pages), Some(dwb), Some(spill)) = (
-        image::device(&[], PAGE),
-        image::device(&dwb_bytes, PAGE),
-        image::device(&spill_bytes, PAGE),
-    ) else {
-        return;
-    };
-    let (Some(wal), Some(c0), Some(c1)) = (
-        image::device(&[], PAGE),
-        image::device(&[], PAGE),
-        image::device(&[], PAGE),
-    ) else {
-        return;
-    };
-    let devices = Devices {
-        pages,
-        dwb,
-        wal,
-        spill,
-        carry: [c0, c1],
-    };
-    let again = devices.clone();
-    let opts = Options::default()
-        .cache_bytes(256 << 10)
-        .sync(SyncMode::Never);
-    let mut bt = BTreeOptions::default();
-    bt.page_size = PAGE;
-    bt.checkpoint_wal_bytes = 64 << 10;
-    let Ok(db) = BTreeStore::open_on(devices, &opts, bt.clone()) else {
-        return;
-    };
-    let victim = image::first_key(&db.scan_collect(KeyRange::all(), 64));
-    image::check_durable(db, &victim, || BTreeStore::open_on(again, &opts, bt));
+    image::btree_recovers(
+        PAGE,
+        [&[], &dwb_bytes, &[], &spill_bytes],
+        BTreeOptions::default(),
+    );
 });

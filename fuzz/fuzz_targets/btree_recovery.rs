@@ -15,35 +15,13 @@
 //! SHORTCUT companion on, whose training walks the inner pages.
 #![no_main]
 
-use ferrite_btree::internals::{Carried, ChainRef, MetaPage};
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices, ShortcutOptions};
-use ferrite_core::{KeyRange, KvStoreExt, Options, SyncMode};
+use ferrite_btree::{BTreeOptions, ShortcutOptions};
 use libfuzzer_sys::fuzz_target;
 
 mod image;
-use image::{batch, u64_at};
+use image::batch;
 
 const PAGE: usize = 1024;
-
-/// A meta page from the first 48 bytes of `b`: epoch, root, height, page
-/// count and free-list chain, reduced to small values unless `raw`; what
-/// it says of the carry-over comes from the epoch's high bits.
-fn meta(b: &[u8], raw: bool) -> MetaPage {
-    let small = |v: u64, m: u64| if raw { v } else { v % m };
-    MetaPage {
-        page_size: PAGE as u32,
-        epoch: small(u64_at(b, 0), 8),
-        root: small(u64_at(b, 8), 16),
-        height: small(u64_at(b, 16), 4) as u32,
-        page_count: small(u64_at(b, 24), 32),
-        free: ChainRef {
-            head: small(u64_at(b, 32), 16),
-            len: small(u64_at(b, 40), 4096),
-        },
-        carried: [Carried::Unrecorded, Carried::Nothing, Carried::Written]
-            [(u64_at(b, 0) >> 61) as usize % 3],
-    }
-}
 
 /// WAL records of `epoch`, each a write batch drawn from one of the
 /// input's pieces ([`image::pieces`], [`image::batch`]).
@@ -69,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
     let mut epoch = 0;
     let mut file = Vec::new();
     let pages_from = if pick & 1 == 1 {
-        let m = meta(file_bytes, pick & 8 == 8);
+        let m = image::btree_meta(file_bytes, pick & 8 == 8, PAGE);
         epoch = m.epoch;
         let mut slot = vec![0u8; PAGE];
         m.encode(&mut slot);
@@ -102,43 +80,10 @@ fuzz_target!(|data: &[u8]| {
     } else {
         wal_bytes.to_vec()
     };
-    let (Some(pages), Some(wal_dev)) = (image::device(&file, PAGE), image::device(&log, PAGE))
-    else {
-        return;
-    };
-    let (Some(dwb), Some(spill), Some(c0), Some(c1)) = (
-        image::device(&[], PAGE),
-        image::device(&[], PAGE),
-        image::device(&[], PAGE),
-        image::device(&[], PAGE),
-    ) else {
-        return;
-    };
-    let devices = Devices {
-        pages,
-        dwb,
-        wal: wal_dev,
-        spill,
-        carry: [c0, c1],
-    };
-    let again = Devices {
-        pages: devices.pages.clone(),
-        dwb: devices.dwb.clone(),
-        wal: devices.wal.clone(),
-        spill: devices.spill.clone(),
-        carry: devices.carry.clone(),
-    };
-    let opts = Options::default().cache_bytes(256 << 10).sync(SyncMode::Never);
-    let mut bt = if pick & 16 == 16 {
+    let bt = if pick & 16 == 16 {
         BTreeOptions::with_shortcut(ShortcutOptions::default())
     } else {
         BTreeOptions::default()
     };
-    bt.page_size = PAGE;
-    bt.checkpoint_wal_bytes = 64 << 10;
-    let Ok(db) = BTreeStore::open_on(devices, &opts, bt.clone()) else {
-        return;
-    };
-    let victim = image::first_key(&db.scan_collect(KeyRange::all(), 64));
-    image::check_durable(db, &victim, || BTreeStore::open_on(again, &opts, bt));
+    image::btree_recovers(PAGE, [&file, &[], &log, &[]], bt);
 });

@@ -91,3 +91,62 @@ pub fn first_key(scan: &ferrite_core::Result<Vec<(Vec<u8>, Vec<u8>)>>) -> Vec<u8
         Err(_) => b"absent".to_vec(),
     }
 }
+
+/// Opens a B+tree whose page file, double-write file, WAL and spill file
+/// hold `images` (its carry-over slots empty), with `page`-byte pages, a
+/// 256 KiB cache, no syncs and a checkpoint every 64 KiB of WAL (`bt`'s
+/// other options kept). A store that opens must pass [`check_durable`].
+pub fn btree_recovers(page: usize, images: [&[u8]; 4], mut bt: ferrite_btree::BTreeOptions) {
+    let [pages, dwb, wal, spill] = images;
+    let (Some(pages), Some(dwb), Some(wal), Some(spill), Some(c0), Some(c1)) = (
+        device(pages, page),
+        device(dwb, page),
+        device(wal, page),
+        device(spill, page),
+        device(&[], page),
+        device(&[], page),
+    ) else {
+        return;
+    };
+    let devices = ferrite_btree::Devices {
+        pages,
+        dwb,
+        wal,
+        spill,
+        carry: [c0, c1],
+    };
+    let again = devices.clone();
+    let opts = ferrite_core::Options::default()
+        .cache_bytes(256 << 10)
+        .sync(ferrite_core::SyncMode::Never);
+    bt.page_size = page;
+    bt.checkpoint_wal_bytes = 64 << 10;
+    let Ok(db) = ferrite_btree::BTreeStore::open_on(devices, &opts, bt.clone()) else {
+        return;
+    };
+    let victim = first_key(&db.scan_collect(KeyRange::all(), 64));
+    check_durable(db, &victim, || {
+        ferrite_btree::BTreeStore::open_on(again, &opts, bt)
+    });
+}
+
+/// A B+tree meta page from the first 48 bytes of `b`: epoch, root,
+/// height, page count and free-list chain, reduced to small values unless
+/// `raw`; what it says of the carry-over comes from the epoch's high bits.
+pub fn btree_meta(b: &[u8], raw: bool, page: usize) -> ferrite_btree::internals::MetaPage {
+    use ferrite_btree::internals::{Carried, ChainRef, MetaPage};
+    let small = |v: u64, m: u64| if raw { v } else { v % m };
+    MetaPage {
+        page_size: page as u32,
+        epoch: small(u64_at(b, 0), 8),
+        root: small(u64_at(b, 8), 16),
+        height: small(u64_at(b, 16), 4) as u32,
+        page_count: small(u64_at(b, 24), 32),
+        free: ChainRef {
+            head: small(u64_at(b, 32), 16),
+            len: small(u64_at(b, 40), 4096),
+        },
+        carried: [Carried::Unrecorded, Carried::Nothing, Carried::Written]
+            [(u64_at(b, 0) >> 61) as usize % 3],
+    }
+}

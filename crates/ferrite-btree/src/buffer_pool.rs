@@ -1325,7 +1325,7 @@ impl BufferPool {
 
     /// Where a checkpoint takes each of `ids` (from [`Self::checkpoint_ids`])
     /// from: a dirty frame's image is given to it
-    /// ([`checkpoint::Source::Here`]); any other page's newest image is
+    /// ([`checkpoint::Source::HERE`]); any other page's newest image is
     /// its spilled one, which a clean frame holding the page equals, so
     /// the checkpoint names its place in the spill file instead of copying
     /// it. Callers exclude all other pool users.
@@ -1335,11 +1335,11 @@ impl BufferPool {
         ids.iter()
             .map(|&id| {
                 if dirty.binary_search(&id).is_ok() {
-                    return Ok(checkpoint::Source::Here);
+                    return Ok(checkpoint::Source::HERE);
                 }
                 match sp.spot(id) {
-                    Some(spot) => Ok(checkpoint::Source::Spill(self.spill_offset(id, spot)?)),
-                    None => Ok(checkpoint::Source::Here),
+                    Some(spot) => Ok(checkpoint::Source::spill(self.spill_offset(id, spot)?)),
+                    None => Ok(checkpoint::Source::HERE),
                 }
             })
             .collect()

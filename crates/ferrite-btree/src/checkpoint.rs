@@ -67,14 +67,28 @@ pub fn chunk_pages(frames: usize) -> usize {
     (frames / 64).clamp(16, MAX_CHUNK)
 }
 
-/// Where a checkpoint takes one page's new image from.
+/// Where a checkpoint takes one page's new image from: given by the
+/// caller (a dirty frame, a free-list page) and held in the double-write
+/// file ([`Source::HERE`]), or already in the spill file at a byte offset
+/// ([`Source::spill`]). Eight bytes, as the directory stores it: a
+/// checkpoint keeps one per page it installs, and with its page ids that
+/// is all it holds per page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// Given by the caller (a dirty frame, a free-list page) and written
-    /// to the double-write file.
-    Here,
-    /// Already in the spill file, at this byte offset.
-    Spill(u64),
+pub struct Source(u64);
+
+impl Source {
+    pub const HERE: Source = Source(HERE);
+
+    /// An image at byte `offset` of the spill file (page-aligned, so never
+    /// the held marker).
+    pub fn spill(offset: u64) -> Source {
+        Source(offset)
+    }
+
+    /// The image's offset in the spill file, if it is there.
+    pub fn spilled_at(self) -> Option<u64> {
+        (self.0 != HERE).then_some(self.0)
+    }
 }
 
 /// The files a checkpoint touches.
@@ -91,7 +105,7 @@ pub type FillImages<'a> = dyn FnMut(&[PageId], &mut [u8]) -> Result<()> + 'a;
 
 /// Writes a checkpoint of the pages `ids` (ascending), each with the
 /// place of its image in `sources`, and the meta page. `fill(group, buf)`
-/// provides the images of the [`Source::Here`] pages, sealed, a chunk at a
+/// provides the images of the [`Source::HERE`] pages, sealed, a chunk at a
 /// time (the images of `group`, in order, filling `buf`).
 pub fn install(
     files: Files<'_>,
@@ -115,38 +129,53 @@ pub fn install(
     // Step 1: the spilled images are checked before anything names them
     // (a damaged one fails this checkpoint while the page file is intact),
     // and made durable.
-    let spilled: Vec<(PageId, u64)> = spilled(ids, sources).collect();
-    if !spilled.is_empty() {
-        check_spilled(spill, &spilled, ps, chunk_pages)?;
+    if sources.iter().any(|s| s.spilled_at().is_some()) {
+        check_spilled(spill, ids, sources, ps, chunk_pages)?;
         spill.sync()?;
     }
     // Then the directory, the images held here and the meta page; the
-    // header goes last, and one sync covers all.
-    let dir = directory(ids, sources, ps);
+    // header goes last, and one sync covers all. Everything streams a
+    // page or a chunk at a time.
     dwb.set_len(0)?;
-    if !dir.is_empty() {
-        dwb.write_at(&dir, ps as u64)?;
-    }
-    let images_at = (ps + dir.len()) as u64;
     let mut crc = crc32c::crc32c(&meta_page);
-    crc = crc32c::crc32c_append(crc, dir.get(..ids.len() * 16).unwrap_or_default());
-    let here: Vec<PageId> = ids
+    let per_page = ps / 16;
+    let mut dir = AlignedBuf::zeroed(ps);
+    for (pi, (group, places)) in ids
+        .chunks(per_page)
+        .zip(sources.chunks(per_page))
+        .enumerate()
+    {
+        dir.fill(0);
+        for (i, (id, src)) in group.iter().zip(places).enumerate() {
+            dir[i * 16..i * 16 + 8].copy_from_slice(&id.to_le_bytes());
+            dir[i * 16 + 8..i * 16 + 16].copy_from_slice(&src.0.to_le_bytes());
+        }
+        crc = crc32c::crc32c_append(crc, &dir[..group.len() * 16]);
+        dwb.write_at(&dir, ((1 + pi) * ps) as u64)?;
+    }
+    let images_at = (ps + directory_len(ids.len(), 16, ps)) as u64;
+    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+    let mut group = Vec::with_capacity(chunk_pages);
+    let mut held = 0usize;
+    let mut held_ids = ids
         .iter()
         .zip(sources)
-        .filter(|(_, s)| **s == Source::Here)
+        .filter(|(_, s)| **s == Source::HERE)
         .map(|(id, _)| *id)
-        .collect();
-    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(here.len().max(1)) * ps);
-    for (ci, group) in here.chunks(chunk_pages).enumerate() {
+        .peekable();
+    while held_ids.peek().is_some() {
+        group.clear();
+        group.extend(held_ids.by_ref().take(chunk_pages));
         let n = group.len() * ps;
         let images = chunk
             .get_mut(..n)
             .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
-        fill(group, images)?;
+        fill(&group, images)?;
         crc = crc32c::crc32c_append(crc, images);
-        dwb.write_at(&chunk[..n], images_at + (ci * chunk_pages * ps) as u64)?;
+        dwb.write_at(&chunk[..n], images_at + (held * ps) as u64)?;
+        held += group.len();
     }
-    dwb.write_at(&meta_page, images_at + (here.len() * ps) as u64)?;
+    dwb.write_at(&meta_page, images_at + (held * ps) as u64)?;
     let mut header = AlignedBuf::zeroed(ps);
     let mut h = Vec::new();
     h.extend_from_slice(MAGIC);
@@ -171,46 +200,33 @@ pub fn install(
     release(dwb)
 }
 
-/// The pages whose images are in the spill file, with their offsets.
-fn spilled<'a>(
-    ids: &'a [PageId],
-    sources: &'a [Source],
-) -> impl Iterator<Item = (PageId, u64)> + 'a {
-    ids.iter().zip(sources).filter_map(|(&id, s)| match *s {
-        Source::Spill(off) => Some((id, off)),
-        Source::Here => None,
-    })
+/// Bytes of a directory of `count` entries of `entry` bytes, in whole
+/// pages.
+fn directory_len(count: usize, entry: usize, ps: usize) -> usize {
+    count.saturating_mul(entry).div_ceil(ps).saturating_mul(ps)
 }
 
-/// The format-2 directory: per page its id and its image's place, padded
-/// to whole pages.
-fn directory(ids: &[PageId], sources: &[Source], ps: usize) -> AlignedBuf {
-    let mut dir = AlignedBuf::zeroed((ids.len() * 16).div_ceil(ps) * ps);
-    for (i, (id, src)) in ids.iter().zip(sources).enumerate() {
-        let at = match *src {
-            Source::Here => HERE,
-            Source::Spill(off) => off,
-        };
-        if let Some(d) = dir.get_mut(i * 16..i * 16 + 16) {
-            d[..8].copy_from_slice(&id.to_le_bytes());
-            d[8..].copy_from_slice(&at.to_le_bytes());
-        }
-    }
-    dir
-}
-
-/// Reads every spilled image a checkpoint names and checks it (checksum,
-/// id), a chunk at a time.
+/// Reads every spilled image among `ids` and checks it (checksum, id), a
+/// chunk at a time.
 fn check_spilled(
     spill: &dyn BlockDevice,
-    pages: &[(PageId, u64)],
+    ids: &[PageId],
+    sources: &[Source],
     ps: usize,
     chunk_pages: usize,
 ) -> Result<()> {
-    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(pages.len().max(1)) * ps);
-    for group in pages.chunks(chunk_pages) {
+    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+    let mut group = Vec::with_capacity(chunk_pages);
+    let mut named = ids
+        .iter()
+        .zip(sources)
+        .filter_map(|(&id, s)| Some((id, s.spilled_at()?)))
+        .peekable();
+    while named.peek().is_some() {
+        group.clear();
+        group.extend(named.by_ref().take(chunk_pages));
         let n = group.len() * ps;
-        read_spilled(spill, group, &mut chunk[..n], ps)?;
+        read_spilled(spill, &group, &mut chunk[..n], ps)?;
         for (&(id, off), image) in group.iter().zip(chunk[..n].chunks(ps)) {
             check_spilled_image(image, id, off)?;
         }
@@ -287,7 +303,7 @@ fn write_in_place(
     let spill_len = spill.len();
     for (group, srcs) in ids.chunks(chunk_pages).zip(sources.chunks(chunk_pages)) {
         let n = group.len() * ps;
-        let here = srcs.iter().filter(|s| **s == Source::Here).count();
+        let here = srcs.iter().filter(|s| **s == Source::HERE).count();
         if here > 0 {
             dwb.read_at(&mut held[..here * ps], images_at + next_held * ps as u64)?;
             next_held += here as u64;
@@ -295,13 +311,13 @@ fn write_in_place(
         let mut held_images = held[..here * ps].chunks(ps);
         let mut reqs = Vec::new();
         for ((&id, src), dst) in group.iter().zip(srcs).zip(chunk[..n].chunks_mut(ps)) {
-            match *src {
-                Source::Here => {
+            match src.spilled_at() {
+                None => {
                     if let Some(image) = held_images.next() {
                         dst.copy_from_slice(image);
                     }
                 }
-                Source::Spill(off) => {
+                Some(off) => {
                     in_spill_file(spill_len, id, off, ps)?;
                     reqs.push(ReadReq::new(off, dst));
                 }
@@ -312,7 +328,7 @@ fn write_in_place(
         }
         drop(reqs);
         for ((&id, src), image) in group.iter().zip(srcs).zip(chunk[..n].chunks(ps)) {
-            if let Source::Spill(off) = *src {
+            if let Some(off) = src.spilled_at() {
                 check_spilled_image(image, id, off)?;
             }
         }
@@ -390,7 +406,7 @@ pub fn recover(
         return Ok(None);
     };
     let dir_bytes = count.saturating_mul(entry);
-    let dir_len = dir_bytes.div_ceil(ps).saturating_mul(ps);
+    let dir_len = directory_len(count, entry, ps);
     if len < (ps as u64).saturating_add(dir_len as u64) {
         return Ok(None);
     }
@@ -405,14 +421,11 @@ pub fn recover(
     let ids: Vec<PageId> = (0..count).map(|i| word(i * entry)).collect();
     let sources: Vec<Source> = (0..count)
         .map(|i| match entry {
-            16 => match word(i * 16 + 8) {
-                HERE => Source::Here,
-                off => Source::Spill(off),
-            },
-            _ => Source::Here,
+            16 => Source(word(i * 16 + 8)),
+            _ => Source::HERE,
         })
         .collect();
-    let here = sources.iter().filter(|s| **s == Source::Here).count();
+    let here = sources.iter().filter(|s| **s == Source::HERE).count();
     let images_at = (ps + dir_len) as u64;
     let need = images_at.saturating_add((here as u64 + 1).saturating_mul(ps as u64));
     if len < need {
@@ -427,7 +440,7 @@ pub fn recover(
     let held: Vec<PageId> = ids
         .iter()
         .zip(&sources)
-        .filter(|(_, s)| **s == Source::Here)
+        .filter(|(_, s)| **s == Source::HERE)
         .map(|(id, _)| *id)
         .collect();
     let mut chunk = AlignedBuf::zeroed(chunk_pages.min(here.max(1)) * ps);
@@ -453,8 +466,7 @@ pub fn recover(
     {
         return Ok(None);
     }
-    let spilled: Vec<(PageId, u64)> = spilled(&ids, &sources).collect();
-    check_spilled(spill, &spilled, ps, chunk_pages)?;
+    check_spilled(spill, &ids, &sources, ps, chunk_pages)?;
     write_in_place(
         files,
         &ids,
@@ -536,9 +548,9 @@ mod tests {
     fn plan() -> (Vec<PageId>, Vec<Source>) {
         IDS.map(|id| {
             let src = if id % 2 == 1 {
-                Source::Spill(id * PS as u64)
+                Source::spill(id * PS as u64)
             } else {
-                Source::Here
+                Source::HERE
             };
             (id, src)
         })

@@ -115,12 +115,12 @@ impl Shared {
                 let mut sources = pool.checkpoint_sources(&ids)?;
                 for (id, src) in ids.iter().zip(sources.iter_mut()) {
                     if chain.binary_search_by_key(id, |(c, _)| *c).is_ok() {
-                        *src = checkpoint::Source::Here;
+                        *src = checkpoint::Source::HERE;
                     }
                 }
                 let here = sources
                     .iter()
-                    .filter(|s| **s == checkpoint::Source::Here)
+                    .filter(|s| **s == checkpoint::Source::HERE)
                     .count();
                 self.counters
                     .checkpoint_pages

@@ -1311,7 +1311,7 @@ impl BufferPool {
     }
 
     /// The pages dirty frames hold, ascending.
-    fn dirty_ids(&self) -> Vec<PageId> {
+    pub fn dirty_ids(&self) -> Vec<PageId> {
         let mut ids: Vec<PageId> = self
             .frames
             .iter()
@@ -1323,26 +1323,22 @@ impl BufferPool {
         ids
     }
 
-    /// Where a checkpoint takes each of `ids` (from [`Self::checkpoint_ids`])
-    /// from: a dirty frame's image is given to it
-    /// ([`checkpoint::Source::HERE`]); any other page's newest image is
-    /// its spilled one, which a clean frame holding the page equals, so
-    /// the checkpoint names its place in the spill file instead of copying
-    /// it. Callers exclude all other pool users.
-    pub fn checkpoint_sources(&self, ids: &[PageId]) -> Result<Vec<checkpoint::Source>> {
-        let dirty = self.dirty_ids();
-        let sp = self.spill.lock();
-        ids.iter()
-            .map(|&id| {
-                if dirty.binary_search(&id).is_ok() {
-                    return Ok(checkpoint::Source::HERE);
-                }
-                match sp.spot(id) {
-                    Some(spot) => Ok(checkpoint::Source::spill(self.spill_offset(id, spot)?)),
-                    None => Ok(checkpoint::Source::HERE),
-                }
-            })
-            .collect()
+    /// Where a checkpoint takes page `id` (one of
+    /// [`Self::checkpoint_ids`]) from, `dirty` being [`Self::dirty_ids`]:
+    /// a dirty frame's image is given to it ([`checkpoint::Source::HERE`]);
+    /// any other page's newest image is its spilled one, which a clean
+    /// frame holding the page equals, so the checkpoint names its place in
+    /// the spill file instead of copying it. Callers exclude all other
+    /// pool users.
+    pub fn checkpoint_place(&self, dirty: &[PageId], id: PageId) -> Result<checkpoint::Source> {
+        if dirty.binary_search(&id).is_ok() {
+            return Ok(checkpoint::Source::HERE);
+        }
+        let spot = self.spill.lock().spot(id);
+        match spot {
+            Some(spot) => Ok(checkpoint::Source::spill(self.spill_offset(id, spot)?)),
+            None => Ok(checkpoint::Source::HERE),
+        }
     }
 
     /// Fills each page's buffer with the current, sealed image of its page:

@@ -103,34 +103,34 @@ pub struct Files<'a> {
 /// order.
 pub type FillImages<'a> = dyn FnMut(&[PageId], &mut [u8]) -> Result<()> + 'a;
 
+/// Where the image of a page a checkpoint installs is: asked of the
+/// caller as the checkpoint streams, so it holds no per-page list beyond
+/// the ids.
+pub type PlaceOf<'a> = dyn Fn(PageId) -> Result<Source> + 'a;
+
 /// Writes a checkpoint of the pages `ids` (ascending), each with the
-/// place of its image in `sources`, and the meta page. `fill(group, buf)`
-/// provides the images of the [`Source::HERE`] pages, sealed, a chunk at a
-/// time (the images of `group`, in order, filling `buf`).
+/// place of its image given by `place`, and the meta page.
+/// `fill(group, buf)` provides the images of the [`Source::HERE`] pages,
+/// sealed, a chunk at a time (the images of `group`, in order, filling
+/// `buf`).
 pub fn install(
     files: Files<'_>,
     ids: &[PageId],
-    sources: &[Source],
+    place: &PlaceOf<'_>,
     fill: &mut FillImages<'_>,
     meta: &Meta,
     chunk_pages: usize,
 ) -> Result<()> {
     let Files { pages, dwb, spill } = files;
     let ps = meta.page_size as usize;
-    if ids.len() != sources.len() {
-        return Err(Error::corruption(
-            "checkpoint",
-            "a page without a source for its image",
-        ));
-    }
+    let at = |i: usize| place(ids[i]);
     pages.sync()?;
     let mut meta_page = AlignedBuf::zeroed(ps);
     meta.encode(&mut meta_page);
     // Step 1: the spilled images are checked before anything names them
     // (a damaged one fails this checkpoint while the page file is intact),
     // and made durable.
-    if sources.iter().any(|s| s.spilled_at().is_some()) {
-        check_spilled(spill, ids, sources, ps, chunk_pages)?;
+    if check_spilled(spill, ids, &at, ps, chunk_pages)? {
         spill.sync()?;
     }
     // Then the directory, the images held here and the meta page; the
@@ -140,40 +140,42 @@ pub fn install(
     let mut crc = crc32c::crc32c(&meta_page);
     let per_page = ps / 16;
     let mut dir = AlignedBuf::zeroed(ps);
-    for (pi, (group, places)) in ids
-        .chunks(per_page)
-        .zip(sources.chunks(per_page))
-        .enumerate()
-    {
+    for (pi, start) in (0..ids.len()).step_by(per_page.max(1)).enumerate() {
+        let end = (start + per_page).min(ids.len());
         dir.fill(0);
-        for (i, (id, src)) in group.iter().zip(places).enumerate() {
-            dir[i * 16..i * 16 + 8].copy_from_slice(&id.to_le_bytes());
-            dir[i * 16 + 8..i * 16 + 16].copy_from_slice(&src.0.to_le_bytes());
+        for (k, i) in (start..end).enumerate() {
+            dir[k * 16..k * 16 + 8].copy_from_slice(&ids[i].to_le_bytes());
+            dir[k * 16 + 8..k * 16 + 16].copy_from_slice(&at(i)?.0.to_le_bytes());
         }
-        crc = crc32c::crc32c_append(crc, &dir[..group.len() * 16]);
+        crc = crc32c::crc32c_append(crc, &dir[..(end - start) * 16]);
         dwb.write_at(&dir, ((1 + pi) * ps) as u64)?;
     }
     let images_at = (ps + directory_len(ids.len(), 16, ps)) as u64;
-    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
-    let mut group = Vec::with_capacity(chunk_pages);
     let mut held = 0usize;
-    let mut held_ids = ids
-        .iter()
-        .zip(sources)
-        .filter(|(_, s)| **s == Source::HERE)
-        .map(|(id, _)| *id)
-        .peekable();
-    while held_ids.peek().is_some() {
-        group.clear();
-        group.extend(held_ids.by_ref().take(chunk_pages));
-        let n = group.len() * ps;
-        let images = chunk
-            .get_mut(..n)
-            .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
-        fill(&group, images)?;
-        crc = crc32c::crc32c_append(crc, images);
-        dwb.write_at(&chunk[..n], images_at + (held * ps) as u64)?;
-        held += group.len();
+    {
+        let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+        let mut group = Vec::with_capacity(chunk_pages);
+        let mut i = 0;
+        while i < ids.len() {
+            group.clear();
+            while i < ids.len() && group.len() < chunk_pages {
+                if at(i)? == Source::HERE {
+                    group.push(ids[i]);
+                }
+                i += 1;
+            }
+            if group.is_empty() {
+                continue;
+            }
+            let n = group.len() * ps;
+            let images = chunk
+                .get_mut(..n)
+                .ok_or_else(|| Error::corruption("checkpoint", "chunk buffer too small"))?;
+            fill(&group, images)?;
+            crc = crc32c::crc32c_append(crc, images);
+            dwb.write_at(&chunk[..n], images_at + (held * ps) as u64)?;
+            held += group.len();
+        }
     }
     dwb.write_at(&meta_page, images_at + (held * ps) as u64)?;
     let mut header = AlignedBuf::zeroed(ps);
@@ -188,15 +190,7 @@ pub fn install(
     dwb.write_at(&header, 0)?;
     dwb.sync()?;
     // Steps 2 and 3.
-    write_in_place(
-        files,
-        ids,
-        sources,
-        images_at,
-        &meta_page,
-        meta,
-        chunk_pages,
-    )?;
+    write_in_place(files, ids, &at, images_at, &meta_page, meta, chunk_pages)?;
     release(dwb)
 }
 
@@ -206,32 +200,40 @@ fn directory_len(count: usize, entry: usize, ps: usize) -> usize {
     count.saturating_mul(entry).div_ceil(ps).saturating_mul(ps)
 }
 
-/// Reads every spilled image among `ids` and checks it (checksum, id), a
-/// chunk at a time.
+/// Reads every spilled image among `ids` (the `i`-th's place is
+/// `at(i)`) and checks it (checksum, id), a chunk at a time; says whether
+/// there was any.
 fn check_spilled(
     spill: &dyn BlockDevice,
     ids: &[PageId],
-    sources: &[Source],
+    at: &dyn Fn(usize) -> Result<Source>,
     ps: usize,
     chunk_pages: usize,
-) -> Result<()> {
-    let mut chunk = AlignedBuf::zeroed(chunk_pages.min(ids.len().max(1)) * ps);
+) -> Result<bool> {
+    let mut chunk: Option<AlignedBuf> = None;
     let mut group = Vec::with_capacity(chunk_pages);
-    let mut named = ids
-        .iter()
-        .zip(sources)
-        .filter_map(|(&id, s)| Some((id, s.spilled_at()?)))
-        .peekable();
-    while named.peek().is_some() {
+    let mut any = false;
+    let mut i = 0;
+    while i < ids.len() {
         group.clear();
-        group.extend(named.by_ref().take(chunk_pages));
+        while i < ids.len() && group.len() < chunk_pages {
+            if let Some(off) = at(i)?.spilled_at() {
+                group.push((ids[i], off));
+            }
+            i += 1;
+        }
+        if group.is_empty() {
+            continue;
+        }
+        any = true;
+        let buf = chunk.get_or_insert_with(|| AlignedBuf::zeroed(chunk_pages * ps));
         let n = group.len() * ps;
-        read_spilled(spill, &group, &mut chunk[..n], ps)?;
-        for (&(id, off), image) in group.iter().zip(chunk[..n].chunks(ps)) {
+        read_spilled(spill, &group, &mut buf[..n], ps)?;
+        for (&(id, off), image) in group.iter().zip(buf[..n].chunks(ps)) {
             check_spilled_image(image, id, off)?;
         }
     }
-    Ok(())
+    Ok(any)
 }
 
 /// Reads the spilled images of `group` into `buf`, in order, as one
@@ -288,7 +290,7 @@ fn release(dwb: &dyn BlockDevice) -> Result<()> {
 fn write_in_place(
     files: Files<'_>,
     ids: &[PageId],
-    sources: &[Source],
+    at: &dyn Fn(usize) -> Result<Source>,
     images_at: u64,
     meta_page: &[u8],
     meta: &Meta,
@@ -301,7 +303,12 @@ fn write_in_place(
     let mut held = AlignedBuf::zeroed(cap);
     let mut next_held = 0u64;
     let spill_len = spill.len();
-    for (group, srcs) in ids.chunks(chunk_pages).zip(sources.chunks(chunk_pages)) {
+    let mut srcs = Vec::with_capacity(chunk_pages);
+    for (ci, group) in ids.chunks(chunk_pages).enumerate() {
+        srcs.clear();
+        for i in ci * chunk_pages..ci * chunk_pages + group.len() {
+            srcs.push(at(i)?);
+        }
         let n = group.len() * ps;
         let here = srcs.iter().filter(|s| **s == Source::HERE).count();
         if here > 0 {
@@ -310,7 +317,7 @@ fn write_in_place(
         }
         let mut held_images = held[..here * ps].chunks(ps);
         let mut reqs = Vec::new();
-        for ((&id, src), dst) in group.iter().zip(srcs).zip(chunk[..n].chunks_mut(ps)) {
+        for ((&id, src), dst) in group.iter().zip(&srcs).zip(chunk[..n].chunks_mut(ps)) {
             match src.spilled_at() {
                 None => {
                     if let Some(image) = held_images.next() {
@@ -327,7 +334,7 @@ fn write_in_place(
             spill.read_batch(&mut reqs)?;
         }
         drop(reqs);
-        for ((&id, src), image) in group.iter().zip(srcs).zip(chunk[..n].chunks(ps)) {
+        for ((&id, src), image) in group.iter().zip(&srcs).zip(chunk[..n].chunks(ps)) {
             if let Some(off) = src.spilled_at() {
                 check_spilled_image(image, id, off)?;
             }
@@ -466,16 +473,9 @@ pub fn recover(
     {
         return Ok(None);
     }
-    check_spilled(spill, &ids, &sources, ps, chunk_pages)?;
-    write_in_place(
-        files,
-        &ids,
-        &sources,
-        images_at,
-        &meta_page,
-        &meta,
-        chunk_pages,
-    )?;
+    let at = |i: usize| Ok(sources[i]);
+    check_spilled(spill, &ids, &at, ps, chunk_pages)?;
+    write_in_place(files, &ids, &at, images_at, &meta_page, &meta, chunk_pages)?;
     release(dwb)?;
     Ok(Some(meta))
 }
@@ -562,10 +562,11 @@ mod tests {
     fn install_2(d: &[Dev; 3]) -> (Result<()>, Vec<PageId>) {
         let (ids, sources) = plan();
         let mut asked = Vec::new();
+        let place = |id: PageId| Ok(sources[ids.binary_search(&id).unwrap()]);
         let r = install(
             files(d),
             &ids,
-            &sources,
+            &place,
             &mut |group, buf| {
                 for (&id, dst) in group.iter().zip(buf.chunks_mut(PS)) {
                     asked.push(id);

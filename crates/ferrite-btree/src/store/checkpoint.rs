@@ -112,16 +112,19 @@ impl Shared {
                 meta.carried = carried;
                 // The free list's pages are given from memory; every other
                 // page not dirty in a frame is named where it was spilled.
-                let mut sources = pool.checkpoint_sources(&ids)?;
-                for (id, src) in ids.iter().zip(sources.iter_mut()) {
-                    if chain.binary_search_by_key(id, |(c, _)| *c).is_ok() {
-                        *src = checkpoint::Source::HERE;
+                let dirty = pool.dirty_ids();
+                let place = |id: PageId| {
+                    if chain.binary_search_by_key(&id, |(c, _)| *c).is_ok() {
+                        return Ok(checkpoint::Source::HERE);
+                    }
+                    pool.checkpoint_place(&dirty, id)
+                };
+                let mut here = 0;
+                for &id in &ids {
+                    if place(id)? == checkpoint::Source::HERE {
+                        here += 1;
                     }
                 }
-                let here = sources
-                    .iter()
-                    .filter(|s| **s == checkpoint::Source::HERE)
-                    .count();
                 self.counters
                     .checkpoint_pages
                     .fetch_add(ids.len() as u64, Relaxed);
@@ -131,7 +134,7 @@ impl Shared {
                 checkpoint::install(
                     self.checkpoint_files(),
                     &ids,
-                    &sources,
+                    &place,
                     &mut |group, images| {
                         let ps = self.tree.page_size;
                         let mut from_pool = Vec::with_capacity(group.len());

@@ -112,7 +112,7 @@ pub type PlaceOf<'a> = dyn Fn(PageId) -> Result<Source> + 'a;
 /// place of its image given by `place`, and the meta page.
 /// `fill(group, buf)` provides the images of the [`Source::HERE`] pages,
 /// sealed, a chunk at a time (the images of `group`, in order, filling
-/// `buf`).
+/// `buf`). Returns how many pages it copied to the double-write file.
 pub fn install(
     files: Files<'_>,
     ids: &[PageId],
@@ -120,7 +120,7 @@ pub fn install(
     fill: &mut FillImages<'_>,
     meta: &Meta,
     chunk_pages: usize,
-) -> Result<()> {
+) -> Result<usize> {
     let Files { pages, dwb, spill } = files;
     let ps = meta.page_size as usize;
     let at = |i: usize| place(ids[i]);
@@ -191,7 +191,8 @@ pub fn install(
     dwb.sync()?;
     // Steps 2 and 3.
     write_in_place(files, ids, &at, images_at, &meta_page, meta, chunk_pages)?;
-    release(dwb)
+    release(dwb)?;
+    Ok(held)
 }
 
 /// Bytes of a directory of `count` entries of `entry` bytes, in whole
@@ -559,7 +560,7 @@ mod tests {
 
     /// Installs checkpoint 2 (every page marked 2); returns the pages the
     /// caller was asked for.
-    fn install_2(d: &[Dev; 3]) -> (Result<()>, Vec<PageId>) {
+    fn install_2(d: &[Dev; 3]) -> (Result<usize>, Vec<PageId>) {
         let (ids, sources) = plan();
         let mut asked = Vec::new();
         let place = |id: PageId| Ok(sources[ids.binary_search(&id).unwrap()]);

@@ -119,18 +119,6 @@ impl Shared {
                     }
                     pool.checkpoint_place(&dirty, id)
                 };
-                let mut here = 0;
-                for &id in &ids {
-                    if place(id)? == checkpoint::Source::HERE {
-                        here += 1;
-                    }
-                }
-                self.counters
-                    .checkpoint_pages
-                    .fetch_add(ids.len() as u64, Relaxed);
-                self.counters
-                    .double_written_pages
-                    .fetch_add(here as u64, Relaxed);
                 checkpoint::install(
                     self.checkpoint_files(),
                     &ids,
@@ -150,7 +138,13 @@ impl Shared {
                     self.chunk_pages,
                 )
             })
-            .and_then(|_| {
+            .and_then(|held| {
+                self.counters
+                    .checkpoint_pages
+                    .fetch_add(ids.len() as u64, Relaxed);
+                self.counters
+                    .double_written_pages
+                    .fetch_add(held as u64, Relaxed);
                 pool.checkpoint_done()?;
                 // The ids this checkpoint frees for good: free before it,
                 // and not holding its free list.

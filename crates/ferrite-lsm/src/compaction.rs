@@ -30,7 +30,12 @@
 //! The merge keeps only the newest version of each key (readers that need
 //! older ones hold older versions, whose tables stay alive) and drops a
 //! delete when no deeper level can hold its key. Output tables are cut at
-//! the target size, never inside a key.
+//! the target size, never inside a key, and at keys no input straddles
+//! ([`clean_cuts`]), where the job installs what it has merged so far and
+//! frees the inputs it has passed: an L0 → L1 merge of a store's whole
+//! data then needs room for the data and a slice, not for the data twice.
+//! Flushes cut their tables at L1's and L0's boundaries
+//! ([`crate::version::Version::flush_cuts`]) so that such keys exist.
 
 use std::sync::Arc;
 
@@ -45,6 +50,7 @@ use crate::version::Version;
 /// What the policy sees of a level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LevelShape {
+    /// Tables, or for L0 sorted runs.
     pub tables: usize,
     pub bytes: u64,
 }
@@ -181,44 +187,154 @@ pub fn plan(v: &Version, part: usize, level: usize, pick: Pick<'_>) -> Option<Jo
     })
 }
 
-/// Merges a job's inputs into new tables for `job.level + 1`, handing each
-/// finished table to `emit` as soon as it is built.
-pub fn merge(
-    job: &Job,
-    v: &Version,
-    opts: &LsmOptions,
-    emit: &mut dyn FnMut(BuiltTable) -> Result<()>,
-) -> Result<()> {
-    let mut sources: Vec<Box<dyn Source>> = Vec::new();
-    for t in &job.upper {
-        sources.push(Box::new(TableIter::sequential(t.clone())?));
+/// What a merge needs of the version its job was planned on, taken out so
+/// that neither the version nor the job holds the inputs while the merge
+/// runs (each is freed once installed away and passed).
+pub struct Beneath {
+    /// The version's range deletes: durable, so entries older than one
+    /// covering them go now (a live snapshot keeps the inputs it reads).
+    dels: RangeDels,
+    /// The levels below the output level, which a delete may still have
+    /// to shadow.
+    levels: Vec<Vec<Arc<Table>>>,
+}
+
+impl Beneath {
+    pub fn of(v: &Version, job: &Job) -> Self {
+        Self {
+            dels: RangeDels::of_sets(vec![v.range_fragments().clone()], Vec::new(), u64::MAX),
+            levels: v
+                .levels(job.part)
+                .iter()
+                .skip(job.level + 2)
+                .cloned()
+                .collect(),
+        }
     }
-    sources.push(Box::new(LevelIter::sequential(job.lower.clone())?));
+
+    /// Whether no level below the output can hold `key` (so a delete of
+    /// it may be dropped).
+    fn is_base_for(&self, key: &[u8]) -> bool {
+        self.levels
+            .iter()
+            .all(|tables| crate::version::find_in_level(tables, key).is_none())
+    }
+}
+
+/// What a merge hands its caller as it goes.
+pub enum Step<'k> {
+    /// A finished output table.
+    Table(BuiltTable),
+    /// Every input entry at or below this key is in the tables handed over
+    /// so far, and no input table straddles the key: those tables can
+    /// replace the inputs wholly at or below it now, and the version stays
+    /// sound (disjoint levels, no input left shadowing an output), so a
+    /// merge frees its inputs' space as it passes them instead of holding
+    /// inputs and outputs whole until it ends.
+    Through(&'k [u8]),
+}
+
+/// Keys at which a merge of tables with these `(smallest, largest)` ranges
+/// can stop and resume: the largest key of an input that no other input
+/// straddles (has a smaller smallest key and a larger largest), ascending,
+/// the last input's end left out (the merge's end installs that).
+pub fn clean_cuts<'a>(ranges: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Vec<Vec<u8>> {
+    let end = ranges.clone().map(|(_, hi)| hi).max();
+    let mut cuts: Vec<&[u8]> = ranges
+        .clone()
+        .map(|(_, hi)| hi)
+        .filter(|&g| Some(g) != end)
+        .filter(|&g| !ranges.clone().any(|(lo, hi)| lo <= g && g < hi))
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.into_iter().map(<[u8]>::to_vec).collect()
+}
+
+/// Merges a job's inputs into new tables for `job.level + 1`, handing each
+/// finished table to `emit` as soon as it is built, and at each clean cut
+/// ([`clean_cuts`]) passed with at least a quarter table's worth since the
+/// last, cutting the table there and saying so ([`Step::Through`]).
+/// `emit` returning false abandons the merge; the result says whether it
+/// ran to the end.
+pub fn merge(
+    job: Job,
+    beneath: &Beneath,
+    opts: &LsmOptions,
+    emit: &mut dyn FnMut(Step<'_>) -> Result<bool>,
+) -> Result<bool> {
+    let cuts = clean_cuts(
+        job.upper
+            .iter()
+            .chain(&job.lower)
+            .map(|t| (t.smallest(), t.largest())),
+    );
+    // The sources own the inputs from here, and let go of each as they
+    // pass it.
+    let mut sources: Vec<Box<dyn Source>> = Vec::new();
+    if job.level == 0 {
+        // L0's sorted runs, newest first, each read as one level.
+        for run in crate::l0_index::runs(job.upper.iter().map(|t| (t.smallest(), t.largest()))) {
+            let tables = run
+                .iter()
+                .filter_map(|&i| job.upper.get(i).cloned())
+                .collect();
+            sources.push(Box::new(LevelIter::sequential(tables)?));
+        }
+    } else {
+        for t in &job.upper {
+            sources.push(Box::new(TableIter::sequential(t.clone())?));
+        }
+    }
+    sources.push(Box::new(LevelIter::sequential(job.lower)?));
+    drop(job.upper);
+    let mut next_cut = 0;
     let mut merged = Merge::new(sources);
-    let out_level = job.level + 1;
-    // The version's range deletes are durable: entries older than one
-    // covering them go now (a live snapshot keeps the inputs it reads).
-    let dels = RangeDels::of_sets(vec![v.range_fragments().clone()], Vec::new(), u64::MAX);
+    let dels = &beneath.dels;
     let mut b = TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
         .smaller_index(opts.smaller_index)
         .compression(opts.compression);
     let (mut key, mut value) = (Vec::new(), Vec::new());
     while let Some((live, seq)) = merged.next_into(&mut key, &mut value)? {
-        if dels.covers(&key, seq) || (!live && v.is_base_for(job.part, out_level, &key)) {
+        let mut passed = None;
+        while cuts
+            .get(next_cut)
+            .is_some_and(|c| c.as_slice() < key.as_slice())
+        {
+            passed = Some(next_cut);
+            next_cut += 1;
+        }
+        if let Some(cut) = passed.and_then(|i| cuts.get(i)) {
+            if b.is_empty() || b.estimated_bytes() >= opts.table_bytes / 4 {
+                if let Some(t) = b.finish() {
+                    if !emit(Step::Table(t))? {
+                        return Ok(false);
+                    }
+                }
+                if !emit(Step::Through(cut))? {
+                    return Ok(false);
+                }
+            }
+        }
+        if dels.covers(&key, seq) || (!live && beneath.is_base_for(&key)) {
             continue;
         }
         if b.estimated_bytes() >= opts.table_bytes {
             if let Some(t) = b.finish() {
-                emit(t)?;
+                if !emit(Step::Table(t))? {
+                    return Ok(false);
+                }
             }
         }
         b.note_seq(seq);
         b.add(&key, live.then_some(value.as_slice()));
     }
     if let Some(t) = b.finish() {
-        emit(t)?;
+        if !emit(Step::Table(t))? {
+            return Ok(false);
+        }
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -272,6 +388,46 @@ mod tests {
             !l0_due_at_close(&shape(&[(2, 10)]), &opts),
             "no level to merge into"
         );
+    }
+
+    #[test]
+    fn a_merge_can_stop_only_where_no_input_straddles() {
+        let cuts = |ranges: &[(&[u8], &[u8])]| clean_cuts(ranges.iter().copied());
+        // Two runs cut alike at "c", and an L1 table a..f across that
+        // cut: no clean cut; with L1 cut at "c" too, "c" is one.
+        assert_eq!(
+            cuts(&[
+                (b"a", b"c"),
+                (b"d", b"k"),
+                (b"b", b"c"),
+                (b"e", b"j"),
+                (b"a", b"f"),
+                (b"g", b"z")
+            ]),
+            Vec::<Vec<u8>>::new(),
+            "the L1 table a..f straddles c"
+        );
+        assert_eq!(
+            cuts(&[
+                (b"a", b"c"),
+                (b"d", b"k"),
+                (b"b", b"c"),
+                (b"e", b"j"),
+                (b"a", b"c"),
+                (b"d", b"z")
+            ]),
+            vec![b"c".to_vec()],
+            "k and j lie inside d..z"
+        );
+        // A key equal to a cut ends there: a table starting at it
+        // straddles nothing below.
+        assert_eq!(
+            cuts(&[(b"a", b"c"), (b"c", b"e"), (b"f", b"h")]),
+            vec![b"e".to_vec()],
+            "c is both an end and a start, so a..c and c..e share it"
+        );
+        assert!(cuts(&[(b"a", b"z")]).is_empty());
+        assert!(cuts(&[]).is_empty());
     }
 
     #[test]

@@ -8,6 +8,10 @@
 //! each piece lists, newest first, the tables covering it. It is built
 //! with the version that owns it (L0 holds a few dozen tables at most)
 //! and never changes.
+//!
+//! A flush cuts its output into several disjoint tables ([`runs`] groups
+//! them back): L0 is a stack of sorted runs, and what bounds reads and
+//! triggers compaction is how many runs it holds, not how many tables.
 
 /// Piece `i` is `cuts[i] <= key < cuts[i + 1]` (the last one is open);
 /// keys below `cuts[0]` are in no table.
@@ -52,6 +56,30 @@ impl L0Index {
     }
 }
 
+/// L0's tables, given newest first as `(smallest, largest)`, grouped into
+/// sorted runs, newest run first: each run is consecutive in age and its
+/// tables are pairwise disjoint (a flush's pieces, or older tables that
+/// meet none of them), so a run reads as one level and every table of a
+/// run is newer than every table of the runs after it. Positions within
+/// a run are in key order.
+pub fn runs<'a>(ranges: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<Vec<usize>> {
+    let mut runs: Vec<Vec<(usize, &[u8], &[u8])>> = Vec::new();
+    for (i, (lo, hi)) in ranges.enumerate() {
+        let meets =
+            |run: &Vec<(usize, &[u8], &[u8])>| run.iter().any(|&(_, a, b)| a <= hi && lo <= b);
+        match runs.last_mut() {
+            Some(run) if !meets(run) => run.push((i, lo, hi)),
+            _ => runs.push(vec![(i, lo, hi)]),
+        }
+    }
+    runs.into_iter()
+        .map(|mut run| {
+            run.sort_by(|a, b| a.1.cmp(b.1));
+            run.into_iter().map(|(i, _, _)| i).collect()
+        })
+        .collect()
+}
+
 /// The least key above `k`.
 fn past(k: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(k.len() + 1);
@@ -93,6 +121,25 @@ mod tests {
                 prop_assert_eq!(idx.candidates(&k), want.as_slice(), "key {:?}", k);
             }
         }
+    }
+
+    #[test]
+    fn a_flushs_pieces_are_one_run_and_an_overlap_starts_the_next() {
+        // Newest first: pieces of one flush, then an older table meeting
+        // one of them, then one that meets nothing of its run.
+        let ranges: Vec<(&[u8], &[u8])> = vec![
+            (b"m", b"p"),
+            (b"a", b"c"),
+            (b"x", b"z"),
+            (b"b", b"n"),
+            (b"q", b"r"),
+            (b"c", b"d"),
+        ];
+        assert_eq!(
+            runs(ranges.iter().copied()),
+            vec![vec![1, 0, 2], vec![3, 4], vec![5]]
+        );
+        assert!(runs(std::iter::empty()).is_empty());
     }
 
     #[test]

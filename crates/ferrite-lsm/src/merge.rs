@@ -166,11 +166,15 @@ impl Source for MemSource {
 }
 
 /// A level's tables (sorted, disjoint) end to end, each opened when the
-/// walk reaches it.
+/// walk reaches it. A sequential walk (a compaction's) lets go of each
+/// table as it leaves it, so a compaction that installs as it goes frees
+/// the inputs it has passed.
 pub struct LevelIter {
+    /// Sequential: the tables not yet opened, last first (taken with
+    /// `pop`). Otherwise: the level's tables in key order.
     tables: Vec<Arc<Table>>,
     /// The next table to open: an index into `tables`, counted from the
-    /// end when walking downwards.
+    /// end when walking downwards (unused when sequential).
     next: usize,
     cur: Option<TableIter>,
     sequential: bool,
@@ -216,7 +220,8 @@ impl LevelIter {
     }
 
     /// Every entry, ascending, with readahead (compactions).
-    pub fn sequential(tables: Vec<Arc<Table>>) -> Result<Self> {
+    pub fn sequential(mut tables: Vec<Arc<Table>>) -> Result<Self> {
+        tables.reverse();
         let mut it = Self {
             tables,
             next: 0,
@@ -232,6 +237,17 @@ impl LevelIter {
     fn open_next(&mut self, from: Bound<&[u8]>) -> Result<()> {
         self.cur = None;
         loop {
+            if self.sequential {
+                let Some(t) = self.tables.pop() else {
+                    return Ok(());
+                };
+                let it = TableIter::sequential(t)?;
+                if it.peek().is_some() {
+                    self.cur = Some(it);
+                    return Ok(());
+                }
+                continue;
+            }
             let at = if self.rev {
                 self.tables.len().checked_sub(self.next + 1)
             } else {
@@ -241,9 +257,7 @@ impl LevelIter {
                 return Ok(());
             };
             self.next += 1;
-            let it = if self.sequential {
-                TableIter::sequential(t.clone())?
-            } else if self.rev {
+            let it = if self.rev {
                 TableIter::new_rev(t.clone(), from)?
             } else {
                 let start = match from {

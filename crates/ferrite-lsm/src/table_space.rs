@@ -36,6 +36,18 @@ struct Free {
     runs: BTreeMap<u64, u64>,
     /// First page past every allocation.
     end: u64,
+    /// Pages in `runs`.
+    free: u64,
+    /// The most pages in use (allocated, not yet released) at once since
+    /// open: what the tables cost the disk at their peak, since released
+    /// extents are discarded.
+    peak: u64,
+}
+
+impl Free {
+    fn note_use(&mut self) {
+        self.peak = self.peak.max(self.end - self.free);
+    }
 }
 
 pub struct TableSpace {
@@ -55,6 +67,8 @@ impl TableSpace {
             free: Mutex::new(Free {
                 runs: BTreeMap::new(),
                 end: 0,
+                free: 0,
+                peak: 0,
             }),
         }
     }
@@ -86,9 +100,15 @@ impl TableSpace {
             }
             at = end;
         }
+        let free: u64 = runs.values().sum();
         Ok(Self {
             dev,
-            free: Mutex::new(Free { runs, end: at }),
+            free: Mutex::new(Free {
+                runs,
+                end: at,
+                free,
+                peak: at - free,
+            }),
         })
     }
 
@@ -113,6 +133,8 @@ impl TableSpace {
             if len > pages {
                 f.runs.insert(start + pages, len - pages);
             }
+            f.free -= pages;
+            f.note_use();
             return Extent { start, pages };
         }
         // Extend, absorbing a free run that ends at the current end.
@@ -124,12 +146,15 @@ impl TableSpace {
             .map(|(&s, _)| s);
         let start = match tail {
             Some(s) => {
-                f.runs.remove(&s);
+                if let Some(l) = f.runs.remove(&s) {
+                    f.free -= l;
+                }
                 s
             }
             None => f.end,
         };
         f.end = start + pages;
+        f.note_use();
         Extent { start, pages }
     }
 
@@ -148,6 +173,7 @@ impl TableSpace {
             );
         }
         let mut f = self.free.lock();
+        f.free += e.pages;
         let (mut start, mut pages) = (e.start, e.pages);
         if let Some((&ps, &pl)) = f.runs.range(..start).next_back() {
             if ps + pl == start {
@@ -187,7 +213,12 @@ impl TableSpace {
     /// Pages in free runs and the space's end, for reports.
     pub fn usage(&self) -> (u64, u64) {
         let f = self.free.lock();
-        (f.runs.values().sum(), f.end)
+        (f.free, f.end)
+    }
+
+    /// The most pages in use at once since open.
+    pub fn peak_pages(&self) -> u64 {
+        self.free.lock().peak
     }
 }
 
@@ -208,9 +239,11 @@ mod tests {
         assert_eq!(s.usage(), (6, 9));
         let d = s.allocate(5);
         assert_eq!(d.start, 0, "coalesced run reused");
+        assert_eq!(s.peak_pages(), 9, "8 in use now, 9 before");
         s.release(c);
         let e = s.allocate(10);
         assert_eq!(e.start, 5, "tail run absorbed by growth");
+        assert_eq!(s.peak_pages(), 15);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use ferrite_core::Result;
 
-use crate::l0_index::L0Index;
+use crate::l0_index::{self, L0Index};
 use crate::manifest::TableRecord;
 use crate::range_del::{Fragments, RangeDel};
 use crate::table::{Found, Table};
@@ -30,6 +30,9 @@ pub struct Version {
     pub parts: Vec<Levels>,
     /// Per partition, the index of its L0 (of `parts[p][0]`).
     l0: Vec<L0Index>,
+    /// Per partition, its L0 as sorted runs (positions in `parts[p][0]`,
+    /// newest run first, each in key order; see [`crate::l0_index::runs`]).
+    l0_runs: Vec<Vec<Vec<usize>>>,
     /// Range deletes flushed out of their memtables (see `range_del`):
     /// persisted in the manifest with the tables they judge.
     pub range_dels: Arc<Vec<RangeDel>>,
@@ -42,6 +45,7 @@ impl Version {
         Self {
             parts: vec![vec![Vec::new(); levels]; parts],
             l0: vec![L0Index::default(); parts],
+            l0_runs: vec![Vec::new(); parts],
             range_dels: Arc::new(Vec::new()),
             range_frags: Arc::new(Fragments::default()),
         }
@@ -57,17 +61,61 @@ impl Version {
         self.range_dels = Arc::new(dels);
     }
 
-    /// Rebuilds every partition's L0 index (after `parts` changed).
+    /// Rebuilds every partition's L0 index and runs (after `parts`
+    /// changed).
     fn indexed(mut self) -> Self {
+        let l0 =
+            |levels: &Levels| -> Vec<Arc<Table>> { levels.first().cloned().unwrap_or_default() };
         self.l0 = self
             .parts
             .iter()
-            .map(|levels| {
-                let l0 = levels.first().map_or(&[][..], Vec::as_slice);
-                L0Index::build(l0.iter().map(|t| (t.smallest(), t.largest())))
-            })
+            .map(|levels| L0Index::build(l0(levels).iter().map(|t| (t.smallest(), t.largest()))))
+            .collect();
+        self.l0_runs = self
+            .parts
+            .iter()
+            .map(|levels| l0_index::runs(l0(levels).iter().map(|t| (t.smallest(), t.largest()))))
             .collect();
         self
+    }
+
+    /// Partition `part`'s L0 as sorted runs, newest first, each in key
+    /// order: a run reads as one level.
+    pub fn l0_runs(&self, part: usize) -> Vec<Vec<Arc<Table>>> {
+        let l0 = self.levels(part).first().map_or(&[][..], Vec::as_slice);
+        self.l0_runs
+            .get(part)
+            .map(|runs| {
+                runs.iter()
+                    .map(|run| run.iter().filter_map(|&i| l0.get(i).cloned()).collect())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Where a flush into partition `part` cuts its output: after the
+    /// largest key of every L1 table and of every table of L0's oldest
+    /// run, ascending. Flushes cut alike then, so an L0 → L1 merge meets
+    /// keys that no input table straddles, where it can install what it
+    /// has merged so far and free those inputs.
+    pub fn flush_cuts(&self, part: usize) -> Vec<Vec<u8>> {
+        let levels = self.levels(part);
+        let oldest_run = self.l0_runs(part).pop().unwrap_or_default();
+        let mut cuts: Vec<Vec<u8>> = levels
+            .get(1)
+            .into_iter()
+            .flatten()
+            .chain(&oldest_run)
+            .map(|t| t.largest().to_vec())
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts
+    }
+
+    /// How many sorted runs partition `part`'s L0 holds.
+    pub fn l0_run_count(&self, part: usize) -> usize {
+        self.l0_runs.get(part).map_or(0, Vec::len)
     }
 
     /// Builds a version from recovered `(partition, level, table)`s;
@@ -164,6 +212,7 @@ impl Version {
     pub fn edit(&self, removed: &[u64], added: &[(usize, usize, Arc<Table>)]) -> Self {
         let mut v = Self {
             l0: Vec::new(),
+            l0_runs: Vec::new(),
             range_dels: self.range_dels.clone(),
             range_frags: self.range_frags.clone(),
             parts: self
@@ -210,22 +259,9 @@ impl Version {
             .unwrap_or_default()
     }
 
-    /// Whether no level below `level` of `part` can hold `key` (so a delete
-    /// of it written to `level` may be dropped).
-    pub fn is_base_for(&self, part: usize, level: usize, key: &[u8]) -> bool {
-        self.levels(part)
-            .iter()
-            .skip(level + 1)
-            .all(|tables| find_in_level(tables, key).is_none())
-    }
-
-    /// The most L0 tables any partition has.
+    /// The most L0 runs any partition has (what stalls writers).
     pub fn max_l0(&self) -> usize {
-        self.parts
-            .iter()
-            .map(|p| p.first().map_or(0, Vec::len))
-            .max()
-            .unwrap_or(0)
+        self.l0_runs.iter().map(Vec::len).max().unwrap_or(0)
     }
 
     /// Every table with its partition and level.

@@ -15,12 +15,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::{Error, Result};
+use ferrite_core::Result;
 
 use super::publish::write_table;
 use super::Inner;
 use crate::build_policy::{self, Candidate};
-use crate::compaction::{self, LevelShape, Pick, TableShape};
+use crate::compaction::{self, Beneath, LevelShape, Pick, Step, TableShape};
 use crate::options::LsmOptions;
 use crate::table::Table;
 use crate::version::Version;
@@ -37,13 +37,14 @@ pub(super) const MASS_DELETES: u64 = 1024;
 /// How long a memtable holding a few deletes must go without writes.
 pub(super) const IDLE_FLUSH_FEW: Duration = Duration::from_secs(60);
 
-/// What the policy sees of partition `p`'s levels.
+/// What the policy sees of partition `p`'s levels (L0's tables counted as
+/// sorted runs: a flush's pieces are one).
 fn shape(v: &Version, p: usize) -> Vec<LevelShape> {
     v.levels(p)
         .iter()
         .enumerate()
         .map(|(l, ts)| LevelShape {
-            tables: ts.len(),
+            tables: if l == 0 { v.l0_run_count(p) } else { ts.len() },
             bytes: v.level_bytes(p, l),
         })
         .collect()
@@ -122,8 +123,10 @@ impl Inner {
             if due.is_empty() {
                 break;
             }
+            drop(v);
             for p in due {
-                self.compact(&v, p, 0, None)?;
+                let v = self.current.read().version.clone();
+                self.compact(v, p, 0, None)?;
             }
         }
         Ok(())
@@ -141,6 +144,10 @@ impl Inner {
                 None => match self.deletes_compaction(&v) {
                     Some((part, level, table)) => (part, level, Some(table)),
                     None => {
+                        // Not held while asleep: a version pins its tables,
+                        // and a compaction running meanwhile frees its
+                        // inputs as it passes them.
+                        drop(v);
                         if let Err(e) = self.flush_if_idle(&mut seen) {
                             log::error!("flushing an idle memtable failed: {e}");
                             self.poison(&e);
@@ -154,7 +161,7 @@ impl Inner {
                     }
                 },
             };
-            if let Err(e) = self.compact(&v, part, level, pick) {
+            if let Err(e) = self.compact(v, part, level, pick) {
                 log::error!("compaction of level {level} failed: {e}");
                 self.poison(&e);
                 return;
@@ -164,23 +171,33 @@ impl Inner {
 
     /// Compacts `level` of `part`: the table after the level's cursor, or
     /// with `for_deletes`, that table.
+    /// Takes `v` to let it go once the job is planned: held, it would keep
+    /// every input alive to the end.
     pub(super) fn compact(
         &self,
-        v: &Version,
+        v: Arc<Version>,
         part: usize,
         level: usize,
         for_deletes: Option<usize>,
     ) -> Result<()> {
         let _work = ferrite_core::background::begin(ferrite_core::background::Work::Compaction);
+        // One job at a time: a job installs as it goes, and two merging
+        // the same inputs would each install half.
+        let _one = self.compacting.lock();
         let slot = part * self.opts.levels + level;
         let cursor = self.meta.lock().cursors.get(slot).cloned().flatten();
         let pick = match for_deletes {
             Some(table) => Pick::Deletes(table),
             None => Pick::After(cursor.as_deref()),
         };
-        let Some(job) = compaction::plan(v, part, level, pick) else {
+        let Some(job) = compaction::plan(&v, part, level, pick) else {
             return Ok(());
         };
+        let ids: Vec<u64> = job.upper.iter().chain(&job.lower).map(|t| t.id).collect();
+        if !self.current.read().version.contains_all(&ids) {
+            // Planned on a version another job has since moved on from.
+            return Ok(());
+        }
         if let Some(last) = job.upper.iter().map(|t| t.largest()).max() {
             if let Some(c) = self.meta.lock().cursors.get_mut(slot) {
                 *c = Some(last.to_vec());
@@ -194,38 +211,65 @@ impl Inner {
             return Ok(());
         }
         let opts = self.output_options(&job);
-        let mut outputs = Vec::new();
+        // What the end of the job reports, taken now: the job and the
+        // version let go of the inputs before the merge starts.
+        let uses: Vec<(usize, (f64, f64))> = [(level, &job.upper), (level + 1, &job.lower)]
+            .into_iter()
+            .filter(|(_, tables)| !tables.is_empty())
+            .map(|(lvl, tables)| (lvl, mean_use(tables)))
+            .collect();
+        let input_bytes = job.input_bytes();
+        let beneath = Beneath::of(&v, &job);
+        drop(v);
+        // Outputs not installed yet, and inputs not yet replaced.
+        let mut pending: Vec<(usize, usize, Arc<Table>)> = Vec::new();
+        let mut inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
         let mut written = 0u64;
-        compaction::merge(&job, v, &opts, &mut |built| {
+        let finished = compaction::merge(job, &beneath, &opts, &mut |step| {
             if self.shutting_down() {
-                return Err(Error::InvalidOptions("store is closing".into()));
+                // Closing abandons the job; what it has not installed is
+                // in no manifest.
+                return Ok(false);
             }
-            written += built.bytes.len() as u64;
-            self.count_build(&built);
-            if built.training_micros > 0 && built.entries > 0 {
-                let ns = built.training_micros as f64 * 1e3 / built.entries as f64;
-                let mut m = self.meta.lock();
-                m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
+            match step {
+                Step::Table(built) => {
+                    written += built.bytes.len() as u64;
+                    self.count_build(&built);
+                    if built.training_micros > 0 && built.entries > 0 {
+                        let ns = built.training_micros as f64 * 1e3 / built.entries as f64;
+                        let mut m = self.meta.lock();
+                        m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
+                    }
+                    let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+                    pending.push((part, level + 1, t));
+                }
+                Step::Through(cut) => {
+                    let (done, rest): (Vec<Arc<Table>>, Vec<Arc<Table>>) =
+                        inputs.iter().cloned().partition(|t| t.largest() <= cut);
+                    if done.is_empty() {
+                        return Ok(true);
+                    }
+                    self.space.sync()?;
+                    if !self.install_checked(&done, &rest, &pending, None)? {
+                        return Ok(false);
+                    }
+                    pending.clear();
+                    inputs = rest;
+                    self.counters
+                        .partial_installs
+                        .fetch_add(1, Ordering::Relaxed);
+                }
             }
-            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
-            outputs.push((part, level + 1, t));
-            Ok(())
-        })
-        .or_else(|e| match e {
-            // Closing abandons the job; its outputs are not in any manifest.
-            Error::InvalidOptions(_) if self.shutting_down() => Ok(()),
-            e => Err(e),
+            Ok(true)
         })?;
-        if self.shutting_down() {
-            for (_, _, t) in &outputs {
-                t.mark_obsolete();
-            }
-            return Ok(());
-        }
-        self.space.sync()?;
-        let inputs: Vec<Arc<Table>> = job.upper.iter().chain(&job.lower).cloned().collect();
-        if !self.install(&inputs, &outputs, None)? {
-            for (_, _, t) in &outputs {
+        let installed = finished && {
+            self.space.sync()?;
+            self.install(&inputs, &pending, None)?
+        };
+        if !installed {
+            // Abandoned (closing), or an input left the version meanwhile
+            // (a dropped partition): what was not installed goes.
+            for (_, _, t) in &pending {
                 t.mark_obsolete();
             }
             return Ok(());
@@ -233,11 +277,7 @@ impl Inner {
         {
             // The consumed tables' lookups and lifetimes feed their levels.
             let mut m = self.meta.lock();
-            for (lvl, tables) in [(level, &job.upper), (level + 1, &job.lower)] {
-                if tables.is_empty() {
-                    continue;
-                }
-                let (c, t) = mean_use(tables);
+            for (lvl, (c, t)) in uses {
                 if let Some(h) = m.history.get_mut(lvl) {
                     h.observe(c, t);
                 }
@@ -245,8 +285,7 @@ impl Inner {
         }
         let c = &self.counters;
         c.compactions.fetch_add(1, Ordering::Relaxed);
-        c.compaction_read
-            .fetch_add(job.input_bytes(), Ordering::Relaxed);
+        c.compaction_read.fetch_add(input_bytes, Ordering::Relaxed);
         c.compaction_written.fetch_add(written, Ordering::Relaxed);
         Ok(())
     }

@@ -105,34 +105,56 @@ pub(super) fn buffered_source(
     }
 }
 
-/// One table per partition with entries, from a memtable's newest
-/// versions (the shared memtable is split by partition at flush).
-/// Entries a range delete newer than them covers are left out.
+/// A partition's tables from a memtable's newest versions (the shared
+/// memtable is split by partition at flush). Entries a range delete newer
+/// than them covers are left out. A partition's output is cut into several
+/// disjoint tables: at `cuts[p]` (keys no table below may straddle, so a
+/// compaction can hand back the space of what it has merged as it goes;
+/// see [`crate::compaction::merge`]) and at the target table size.
 pub(super) fn build_from_memtable(
     mem: &Memtable,
     opts: &LsmOptions,
     dels: &RangeDels,
+    cuts: &[Vec<Vec<u8>>],
 ) -> Vec<(usize, BuiltTable)> {
+    let new_builder = || {
+        TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
+            .smaller_index(opts.smaller_index)
+            .compression(opts.compression)
+    };
     let mut builders: Vec<Option<TableBuilder>> = (0..opts.partitions).map(|_| None).collect();
+    let mut next_cut = vec![0usize; opts.partitions];
+    let mut out = Vec::new();
     mem.for_each_newest(|k, seq, v| {
         if dels.covers(k, seq) {
             return;
         }
-        if let Some(slot) = builders.get_mut(opts.partition_of(k)) {
-            let b = slot.get_or_insert_with(|| {
-                TableBuilder::new(opts.index, opts.bloom_bits_per_key, opts.training_threads)
-                    .smaller_index(opts.smaller_index)
-                    .compression(opts.compression)
-            });
-            b.note_seq(seq);
-            b.add(k, v);
+        let p = opts.partition_of(k);
+        let (Some(slot), Some(ci)) = (builders.get_mut(p), next_cut.get_mut(p)) else {
+            return;
+        };
+        let part_cuts = cuts.get(p).map_or(&[][..], Vec::as_slice);
+        let mut crossed = false;
+        while part_cuts.get(*ci).is_some_and(|c| c.as_slice() < k) {
+            *ci += 1;
+            crossed = true;
         }
+        let b = slot.get_or_insert_with(new_builder);
+        if !b.is_empty() && (crossed || b.estimated_bytes() >= opts.table_bytes) {
+            if let Some(t) = b.finish() {
+                out.push((p, t));
+            }
+        }
+        b.note_seq(seq);
+        b.add(k, v);
     });
-    builders
-        .into_iter()
-        .enumerate()
-        .filter_map(|(p, b)| Some((p, b?.finish()?)))
-        .collect()
+    out.extend(
+        builders
+            .into_iter()
+            .enumerate()
+            .filter_map(|(p, b)| Some((p, b?.finish()?))),
+    );
+    out
 }
 
 impl Inner {
@@ -154,6 +176,8 @@ impl Inner {
                         }
                         self.drain.store(false, Ordering::Release);
                     }
+                    // Not held while asleep: it pins every table it names.
+                    drop(cur);
                     self.bg_wake.wait_for(&mut stop, Duration::from_millis(100));
                 }
             };
@@ -161,7 +185,7 @@ impl Inner {
                 Some(imm) => self.flush_one(imm),
                 None => self.drain_buffers(),
             }
-            .and_then(|()| self.retire_logs());
+            .and_then(|()| self.retire_flushed_logs());
             if let Err(e) = r {
                 log::error!("flush failed: {e}");
                 self.poison(&e);
@@ -196,7 +220,10 @@ impl Inner {
             u64::MAX,
         );
         let built = if opts.partitions == 1 {
-            build_from_memtable(imm, &opts, &dels)
+            let cuts: Vec<Vec<Vec<u8>>> = (0..opts.partitions)
+                .map(|p| cur.version.flush_cuts(p))
+                .collect();
+            build_from_memtable(imm, &opts, &dels, &cuts)
         } else {
             for (p, part) in buffers.parts.iter_mut().enumerate() {
                 let bytes = imm.partition_bytes(p);

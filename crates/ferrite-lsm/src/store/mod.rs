@@ -152,6 +152,9 @@ struct Counters {
     /// L0 tables written by flushes (of memtables or flush buffers).
     l0_flushed: AtomicU64,
     compactions: AtomicU64,
+    /// Slices of compactions installed before their job ended (each frees
+    /// the inputs the merge had passed).
+    partial_installs: AtomicU64,
     moves: AtomicU64,
     compaction_read: AtomicU64,
     compaction_written: AtomicU64,
@@ -186,6 +189,8 @@ struct Inner {
     current: RwLock<Arc<SuperVersion>>,
     visible: AtomicU64,
     meta: Mutex<Meta>,
+    /// Held by the compaction running (the background's or a caller's).
+    compacting: Mutex<()>,
     /// Background threads sleep here; `shutdown` wakes them for good.
     bg: Mutex<bool>,
     bg_wake: Condvar,
@@ -241,9 +246,11 @@ impl LsmStore {
             if busy.is_empty() {
                 break;
             }
+            drop(v);
             for p in busy {
+                let v = self.inner.current.read().version.clone();
                 self.inner
-                    .compact(&v, p, 0, None)
+                    .compact(v, p, 0, None)
                     .inspect_err(|e| self.inner.poison(e))?;
             }
         }
@@ -435,7 +442,7 @@ impl LsmStore {
     pub fn close(mut self) -> Result<()> {
         let flushed = KvStore::flush(&self)
             .and_then(|()| self.inner.compact_l0_for_close())
-            .and_then(|()| self.inner.retire_logs_at_rest());
+            .and_then(|()| self.inner.retire_flushed_logs());
         let stopped = self.shut_down();
         flushed.and(stopped)
     }

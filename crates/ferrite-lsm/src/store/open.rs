@@ -213,7 +213,9 @@ impl LsmStore {
             let replayed_dels = recovered.range_dels();
             let dels =
                 RangeDels::visible(version.range_dels.iter().chain(&replayed_dels), u64::MAX);
-            for (part, built) in build_from_memtable(&recovered, &lsm, &dels) {
+            let cuts: Vec<Vec<Vec<u8>>> =
+                (0..lsm.partitions).map(|p| version.flush_cuts(p)).collect();
+            for (part, built) in build_from_memtable(&recovered, &lsm, &dels, &cuts) {
                 let id = state.next_table;
                 state.next_table += 1;
                 added.push((part, 0, write_table(&space, &cache, id, built)?));
@@ -269,6 +271,7 @@ impl LsmStore {
                 version: Arc::new(version),
             })),
             visible: AtomicU64::new(max_seq),
+            compacting: Mutex::new(()),
             meta: Mutex::new(Meta {
                 state,
                 cursors: vec![None; levels * parts],

@@ -75,10 +75,24 @@ impl Inner {
         added: &[(usize, usize, Arc<Table>)],
         flushed: Option<&Flushed>,
     ) -> Result<bool> {
+        self.install_checked(removed, &[], added, flushed)
+    }
+
+    /// [`Inner::install`], installing nothing unless the tables in `kept`
+    /// are live too (a compaction installing a slice: its inputs not yet
+    /// merged must still be there, or the job is void).
+    pub(super) fn install_checked(
+        &self,
+        removed: &[Arc<Table>],
+        kept: &[Arc<Table>],
+        added: &[(usize, usize, Arc<Table>)],
+        flushed: Option<&Flushed>,
+    ) -> Result<bool> {
         let mut meta = self.meta.lock();
         let cur = self.current.read().clone();
         let ids: Vec<u64> = removed.iter().map(|t| t.id).collect();
-        if !cur.version.contains_all(&ids) {
+        let kept_ids: Vec<u64> = kept.iter().map(|t| t.id).collect();
+        if !cur.version.contains_all(&ids) || !cur.version.contains_all(&kept_ids) {
             return Ok(false);
         }
         self.publish(&mut meta, cur.version.edit(&ids, added), flushed)?;

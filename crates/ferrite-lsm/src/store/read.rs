@@ -112,17 +112,13 @@ impl Inner {
         };
         // Partitions split keys by hash, not range: a scan merges every
         // partition's levels (what partitioning costs scans).
-        for levels in &sv.version.parts {
-            for (level, tables) in levels.iter().enumerate() {
-                if level == 0 {
-                    for t in tables {
-                        sources.push(if rev {
-                            Box::new(TableIter::new_rev(t.clone(), range.end)?)
-                        } else {
-                            Box::new(TableIter::new(t.clone(), start)?)
-                        });
-                    }
-                } else if !tables.is_empty() {
+        for (p, levels) in sv.version.parts.iter().enumerate() {
+            // L0 as its sorted runs, newest first: a flush's pieces are
+            // read end to end, opening only the one a seek lands in.
+            let runs = sv.version.l0_runs(p);
+            let l1_on = levels.iter().skip(1);
+            for tables in runs.iter().chain(l1_on) {
+                if !tables.is_empty() {
                     sources.push(if rev {
                         Box::new(LevelIter::new_rev(tables.clone(), range.end)?)
                     } else {

@@ -22,6 +22,9 @@ pub struct LsmStats {
     /// L0 tables written by flushes (of memtables or flush buffers).
     pub l0_flushed_tables: u64,
     pub compactions: u64,
+    /// Slices of compactions installed before their job ended, each
+    /// freeing the inputs the merge had passed.
+    pub compaction_slices: u64,
     /// Compactions that moved a table down without rewriting it.
     pub trivial_moves: u64,
     pub compaction_bytes_read: u64,
@@ -42,6 +45,10 @@ pub struct LsmStats {
     pub partition_drops: u64,
     /// WAL devices emptied once both manifest copies were past them.
     pub retired_logs: u64,
+    /// The most table-space bytes in use at once since open (live tables,
+    /// a compaction's outputs, inputs a reader still pins): the tables'
+    /// peak on disk, since freed extents are discarded.
+    pub table_space_peak_bytes: u64,
     /// Range deletes the version keeps (until no table holds what they cover).
     pub range_deletes: u64,
     /// Filters, indexes and table handles in memory.
@@ -57,6 +64,7 @@ impl EngineStats for LsmStats {
             ("flushes", self.flushes),
             ("l0_flushed_tables", self.l0_flushed_tables),
             ("compactions", self.compactions),
+            ("compaction_slices", self.compaction_slices),
             ("trivial_moves", self.trivial_moves),
             ("compaction_bytes_read", self.compaction_bytes_read),
             ("compaction_bytes_written", self.compaction_bytes_written),
@@ -70,6 +78,7 @@ impl EngineStats for LsmStats {
             ("sparse_fallbacks", self.sparse_fallbacks),
             ("partition_drops", self.partition_drops),
             ("retired_logs", self.retired_logs),
+            ("table_space_peak_bytes", self.table_space_peak_bytes),
             ("range_deletes", self.range_deletes),
             ("index_bytes", r.index_bytes()),
             ("table_memory_bytes", self.table_memory_bytes),
@@ -120,6 +129,7 @@ impl LsmStore {
             flushes: ld(&c.flushes),
             l0_flushed_tables: ld(&c.l0_flushed),
             compactions: ld(&c.compactions),
+            compaction_slices: ld(&c.partial_installs),
             trivial_moves: ld(&c.moves),
             compaction_bytes_read: ld(&c.compaction_read),
             compaction_bytes_written: ld(&c.compaction_written),
@@ -133,6 +143,7 @@ impl LsmStore {
             sparse_fallbacks: ld(&c.sparse_fallbacks),
             partition_drops: ld(&c.partition_drops),
             retired_logs: ld(&c.retired_logs),
+            table_space_peak_bytes: inner.space.peak_pages() * PAGE as u64,
             range_deletes: current.version.range_dels.len() as u64,
             table_memory_bytes: table_memory,
             report,
@@ -183,8 +194,18 @@ impl LsmStore {
                     .collect();
                 ts
             })
-            .map(|ts| LevelReport {
+            .enumerate()
+            .map(|(l, ts)| LevelReport {
                 tables: ts.len(),
+                runs: if l == 0 {
+                    (0..sv.version.parts.len())
+                        .map(|p| sv.version.l0_run_count(p))
+                        .sum()
+                } else {
+                    (0..sv.version.parts.len())
+                        .filter(|&p| sv.version.levels(p).get(l).is_some_and(|t| !t.is_empty()))
+                        .count()
+                },
                 bytes: ts.iter().map(|t| t.bytes()).sum(),
                 data_bytes: ts
                     .iter()
@@ -224,6 +245,9 @@ impl LsmStore {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LevelReport {
     pub tables: usize,
+    /// Sorted runs: in L0 a flush's pieces are one (summed over
+    /// partitions); in every deeper level each partition's level is one.
+    pub runs: usize,
     /// Table bytes on the device (data and meta regions).
     pub bytes: u64,
     /// Of them, data blocks as stored.

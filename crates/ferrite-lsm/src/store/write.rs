@@ -69,9 +69,8 @@ pub(super) fn fresh_wal(devices: &Devices, mem_id: u64) -> Result<Wal> {
 
 impl Inner {
     /// Empties every WAL device whose memtable lies below the log floor
-    /// (in tables both manifest copies name), so a log outlives its
-    /// memtable by at most one manifest write rather than until its device
-    /// comes round again. Under the writer lock, since a rotation may be
+    /// (in tables both manifest copies name), so a log does not outlive
+    /// its memtable until its device comes round again. Under the writer lock, since a rotation may be
     /// handing the same device to a new memtable. Not synced: a log that
     /// comes back after a crash is one recovery does not read.
     pub(super) fn retire_logs(&self) -> Result<()> {
@@ -101,11 +100,14 @@ impl Inner {
         Ok(())
     }
 
-    /// At a clean close, after the last flush: writes the manifest once
-    /// more, so both copies name the same log number, then empties every
-    /// log below it. A store at rest then holds its tables and the live
-    /// memtable's (empty) log.
-    pub(super) fn retire_logs_at_rest(&self) -> Result<()> {
+    /// After a flush, and at a clean close after the last one: writes the
+    /// manifest once more if the older copy still names an older log
+    /// number, so both copies are past the flushed memtables, then empties
+    /// their logs. A flushed memtable's log is gone as soon as its table is
+    /// installed (one small manifest write per flush, against holding a
+    /// memtable's worth of log on disk until the next one), and a store at
+    /// rest holds its tables and the live memtable's (empty) log.
+    pub(super) fn retire_flushed_logs(&self) -> Result<()> {
         {
             let mut meta = self.meta.lock();
             if self.log_floor.load(Ordering::Acquire) < meta.state.log_number {

@@ -63,10 +63,11 @@ impl L0Index {
 /// run is newer than every table of the runs after it. Positions within
 /// a run are in key order.
 pub fn runs<'a>(ranges: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<Vec<usize>> {
-    let mut runs: Vec<Vec<(usize, &[u8], &[u8])>> = Vec::new();
+    /// A table of a run: its position in L0 and its range.
+    type Member<'a> = (usize, &'a [u8], &'a [u8]);
+    let mut runs: Vec<Vec<Member<'a>>> = Vec::new();
     for (i, (lo, hi)) in ranges.enumerate() {
-        let meets =
-            |run: &Vec<(usize, &[u8], &[u8])>| run.iter().any(|&(_, a, b)| a <= hi && lo <= b);
+        let meets = |run: &Vec<Member<'a>>| run.iter().any(|&(_, a, b)| a <= hi && lo <= b);
         match runs.last_mut() {
             Some(run) if !meets(run) => run.push((i, lo, hi)),
             _ => runs.push(vec![(i, lo, hi)]),

@@ -92,6 +92,12 @@ pub struct LsmOptions {
     /// per-entry overhead). Memtables are not part of `cache_bytes`, as in
     /// RocksDB (`write_buffer_size`).
     pub memtable_bytes: usize,
+    /// A memtable is also rotated once its log holds this share of the
+    /// live tables' bytes (and at least a quarter of `memtable_bytes`), so
+    /// a store that is small beside its memtable does not keep a log as
+    /// large as a good part of its data on disk (RocksDB bounds its logs
+    /// by `max_total_wal_size`, in bytes). 0 turns it off.
+    pub log_share: f64,
     /// Immutable memtables waiting for flush before writers stall.
     pub max_immutable: usize,
     /// Target size of one table.
@@ -137,6 +143,7 @@ pub struct LsmOptions {
 
 ferrite_core::option_setters!(LsmOptions {
     memtable_bytes: usize,
+    log_share: f64,
     max_immutable: usize,
     table_bytes: usize,
     l0_compaction_trigger: usize,
@@ -161,6 +168,7 @@ impl Default for LsmOptions {
     fn default() -> Self {
         Self {
             memtable_bytes: 64 << 20,
+            log_share: 0.25,
             max_immutable: 1,
             table_bytes: 8 << 20,
             l0_compaction_trigger: 4,
@@ -188,6 +196,9 @@ impl LsmOptions {
                 "memtable_bytes {} is below 4 KiB",
                 self.memtable_bytes
             ));
+        }
+        if !(self.log_share.is_finite() && self.log_share >= 0.0) {
+            return Err(format!("log_share {} is not a share >= 0", self.log_share));
         }
         if self.table_bytes < 4096 {
             return Err(format!("table_bytes {} is below 4 KiB", self.table_bytes));
@@ -238,6 +249,21 @@ impl LsmOptions {
         partition_of(key, self.partitions)
     }
 
+    /// Whether the live memtable is rotated for a flush: it holds
+    /// `memtable_bytes`, or its log holds `log_share` of the live tables'
+    /// bytes and at least a quarter memtable (so a fresh store's first
+    /// flushes are not tiny).
+    pub fn rotation_due(&self, mem_bytes: usize, log_bytes: u64, table_bytes: u64) -> bool {
+        if mem_bytes >= self.memtable_bytes {
+            return true;
+        }
+        if self.log_share <= 0.0 {
+            return false;
+        }
+        let cap = (table_bytes as f64 * self.log_share).max(self.memtable_bytes as f64 / 4.0);
+        log_bytes as f64 >= cap
+    }
+
     /// WAL devices: one per memtable that may be unflushed at once.
     pub fn wal_devices(&self) -> usize {
         self.max_immutable + 1
@@ -249,4 +275,33 @@ impl LsmOptions {
 /// routes keys through this one function.
 pub fn partition_of(key: &[u8], partitions: usize) -> usize {
     (ferrite_core::engine::key_to_u64(key) % partitions.max(1) as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memtable_rotates_when_full_or_when_its_log_rivals_the_tables() {
+        let o = LsmOptions::default()
+            .memtable_bytes(64 << 20)
+            .log_share(0.25);
+        assert!(o.rotation_due(64 << 20, 0, 0), "full");
+        // A fresh store: at least a quarter memtable of log.
+        assert!(!o.rotation_due(1 << 20, (16 << 20) - 1, 0));
+        assert!(o.rotation_due(1 << 20, 16 << 20, 0));
+        // 128 MiB of tables: a 32 MiB log is a quarter of them.
+        assert!(!o.rotation_due(40 << 20, (32 << 20) - 1, 128 << 20));
+        assert!(o.rotation_due(40 << 20, 32 << 20, 128 << 20));
+        // A large store rotates on the memtable's size alone.
+        assert!(!o.rotation_due(63 << 20, 80 << 20, 10 << 30));
+        let off = o.log_share(0.0);
+        assert!(!off.rotation_due(1 << 20, 1 << 30, 0));
+        assert!(off.validate().is_ok());
+        assert!(LsmOptions::default().log_share(-1.0).validate().is_err());
+        assert!(LsmOptions::default()
+            .log_share(f64::NAN)
+            .validate()
+            .is_err());
+    }
 }

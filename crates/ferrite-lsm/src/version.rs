@@ -33,6 +33,8 @@ pub struct Version {
     /// Per partition, its L0 as sorted runs (positions in `parts[p][0]`,
     /// newest run first, each in key order; see [`crate::l0_index::runs`]).
     l0_runs: Vec<Vec<Vec<usize>>>,
+    /// Bytes of every table, summed with the version.
+    table_bytes: u64,
     /// Range deletes flushed out of their memtables (see `range_del`):
     /// persisted in the manifest with the tables they judge.
     pub range_dels: Arc<Vec<RangeDel>>,
@@ -46,6 +48,7 @@ impl Version {
             parts: vec![vec![Vec::new(); levels]; parts],
             l0: vec![L0Index::default(); parts],
             l0_runs: vec![Vec::new(); parts],
+            table_bytes: 0,
             range_dels: Arc::new(Vec::new()),
             range_frags: Arc::new(Fragments::default()),
         }
@@ -71,6 +74,7 @@ impl Version {
             .iter()
             .map(|levels| L0Index::build(l0(levels).iter().map(|t| (t.smallest(), t.largest()))))
             .collect();
+        self.table_bytes = self.tables().map(|(_, _, t)| t.bytes()).sum();
         self.l0_runs = self
             .parts
             .iter()
@@ -111,6 +115,11 @@ impl Version {
         cuts.sort_unstable();
         cuts.dedup();
         cuts
+    }
+
+    /// Bytes of all the version's tables.
+    pub fn table_bytes(&self) -> u64 {
+        self.table_bytes
     }
 
     /// How many sorted runs partition `part`'s L0 holds.
@@ -213,6 +222,7 @@ impl Version {
         let mut v = Self {
             l0: Vec::new(),
             l0_runs: Vec::new(),
+            table_bytes: 0,
             range_dels: self.range_dels.clone(),
             range_frags: self.range_frags.clone(),
             parts: self

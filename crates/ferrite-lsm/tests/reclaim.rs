@@ -188,6 +188,9 @@ fn an_l0_merge_needs_room_for_a_slice_not_for_the_data_twice() {
     let d = common::fresh();
     let opts = common::tiny(IndexKind::Sparse)
         .memtable_bytes(256 << 10)
+        // Flushes by the memtable's size alone, so the load stays in L0
+        // until the merge under test.
+        .log_share(0.0)
         .max_immutable(1)
         .table_bytes(32 << 10)
         .l0_compaction_trigger(8)

@@ -287,11 +287,11 @@ impl Inner {
         let mut slowed = false;
         loop {
             self.check()?;
-            let (imms, l0) = {
+            let (imms, l0, tables) = {
                 let sv = self.current.read();
-                (sv.imms.len(), sv.version.max_l0())
+                (sv.imms.len(), sv.version.max_l0(), sv.version.table_bytes())
             };
-            let full = w.mem.bytes() >= self.opts.memtable_bytes;
+            let full = self.opts.rotation_due(w.mem.bytes(), w.wal.len(), tables);
             if l0 >= self.opts.l0_stop || (full && imms >= self.opts.max_immutable) {
                 stalled.get_or_insert_with(Instant::now);
                 self.wake();

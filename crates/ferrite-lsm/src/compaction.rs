@@ -2,8 +2,11 @@
 //! itself.
 //!
 //! Policy ([`pick_level`], per partition): every level gets a score, L0
-//! its table count over the trigger, deeper levels their bytes over their
-//! target (a partition's share of the level's target); the level with the
+//! its sorted runs over the trigger or its bytes over L1's target,
+//! whichever is higher (RocksDB's rule: a load in key order makes every
+//! flush extend one run, and L0 must not grow without bound then),
+//! deeper levels their bytes over their target (a partition's share of
+//! the level's target); the level with the
 //! highest score ≥ 1 is compacted. L0 compacts all its tables
 //! (they may overlap, so taking only some could put an older version above
 //! a newer one) with the L1 tables they overlap; a deeper level compacts
@@ -63,11 +66,15 @@ pub fn pick_level(shape: &[LevelShape], opts: &LsmOptions) -> Option<(usize, f64
         .enumerate()
         .take(last) // the last level has nowhere to go
         .map(|(l, s)| {
+            // A partition's share of level `l`'s target.
+            let share = |l: usize| (opts.level_target(l) / opts.partitions.max(1) as u64).max(1);
             let score = if l == 0 {
-                s.tables as f64 / opts.l0_compaction_trigger as f64
+                // Runs bound reads; bytes bound L0 when every flush
+                // extends one run (keys written in order), as L1's target.
+                let runs = s.tables as f64 / opts.l0_compaction_trigger as f64;
+                runs.max(s.bytes as f64 / share(1) as f64)
             } else {
-                let share = (opts.level_target(l) / opts.partitions.max(1) as u64).max(1);
-                s.bytes as f64 / share as f64
+                s.bytes as f64 / share(l) as f64
             };
             (l, score)
         })
@@ -369,6 +376,12 @@ mod tests {
         assert_eq!(
             pick_level(&shape(&[(0, 0), (0, 0), (0, 1 << 40)]), &opts),
             None
+        );
+        // One run holding more than L1's target: a load in key order.
+        assert_eq!(pick_level(&shape(&[(1, 99), (0, 0), (0, 0)]), &opts), None);
+        assert_eq!(
+            pick_level(&shape(&[(1, 200), (1, 50), (0, 0)]), &opts),
+            Some((0, 2.0))
         );
     }
 

@@ -6,12 +6,14 @@
 //! smallest key and just past every table's largest (`largest ++ [0]`, the
 //! least key above it), so no table's range begins or ends inside a piece;
 //! each piece lists, newest first, the tables covering it. It is built
-//! with the version that owns it (L0 holds a few dozen tables at most)
-//! and never changes.
+//! with the version that owns it and never changes.
 //!
 //! A flush cuts its output into several disjoint tables ([`runs`] groups
 //! them back): L0 is a stack of sorted runs, and what bounds reads and
 //! triggers compaction is how many runs it holds, not how many tables.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
 
 /// Piece `i` is `cuts[i] <= key < cuts[i + 1]` (the last one is open);
 /// keys below `cuts[0]` are in no table.
@@ -32,17 +34,17 @@ impl L0Index {
         }
         cuts.sort_unstable();
         cuts.dedup();
-        let covering = cuts
-            .iter()
-            .map(|c| {
-                ranges
-                    .clone()
-                    .enumerate()
-                    .filter(|(_, (lo, hi))| *lo <= c.as_slice() && c.as_slice() <= *hi)
-                    .map(|(i, _)| i as u32)
-                    .collect()
-            })
-            .collect();
+        // A table covers the pieces from its smallest key's cut up to the
+        // cut past its largest: linear in what the index holds, since a
+        // flush's pieces make L0 hold many tables, not a few.
+        let mut covering: Vec<Vec<u32>> = vec![Vec::new(); cuts.len()];
+        let at = |k: &[u8]| cuts.partition_point(|c| c.as_slice() < k);
+        for (i, (lo, hi)) in ranges.enumerate() {
+            let (from, to) = (at(lo), at(&past(hi)));
+            for piece in covering.iter_mut().take(to).skip(from) {
+                piece.push(i as u32);
+            }
+        }
         Self { cuts, covering }
     }
 
@@ -63,21 +65,26 @@ impl L0Index {
 /// run is newer than every table of the runs after it. Positions within
 /// a run are in key order.
 pub fn runs<'a>(ranges: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<Vec<usize>> {
-    /// A table of a run: its position in L0 and its range.
-    type Member<'a> = (usize, &'a [u8], &'a [u8]);
-    let mut runs: Vec<Vec<Member<'a>>> = Vec::new();
+    /// A run in key order: smallest key → (largest key, position in L0).
+    type Run<'a> = BTreeMap<&'a [u8], (&'a [u8], usize)>;
+    // A run's tables are disjoint, so of those starting at or below `hi`
+    // the last ends highest: only it can reach down to `lo`.
+    let meets = |run: &Run<'a>, lo: &[u8], hi: &[u8]| {
+        run.range::<[u8], _>((Bound::Unbounded, Bound::Included(hi)))
+            .next_back()
+            .is_some_and(|(_, &(b, _))| lo <= b)
+    };
+    let mut runs: Vec<Run<'a>> = Vec::new();
     for (i, (lo, hi)) in ranges.enumerate() {
-        let meets = |run: &Vec<Member<'a>>| run.iter().any(|&(_, a, b)| a <= hi && lo <= b);
         match runs.last_mut() {
-            Some(run) if !meets(run) => run.push((i, lo, hi)),
-            _ => runs.push(vec![(i, lo, hi)]),
+            Some(run) if !meets(run, lo, hi) => {
+                run.insert(lo, (hi, i));
+            }
+            _ => runs.push(BTreeMap::from([(lo, (hi, i))])),
         }
     }
     runs.into_iter()
-        .map(|mut run| {
-            run.sort_by(|a, b| a.1.cmp(b.1));
-            run.into_iter().map(|(i, _, _)| i).collect()
-        })
+        .map(|run| run.into_values().map(|(_, i)| i).collect())
         .collect()
 }
 
@@ -120,6 +127,35 @@ mod tests {
                     .map(|(i, _)| i as u32)
                     .collect();
                 prop_assert_eq!(idx.candidates(&k), want.as_slice(), "key {:?}", k);
+            }
+        }
+
+        /// Runs cover L0 once, in age order, each of disjoint tables in key
+        /// order, and each older run's first table meets the run before.
+        #[test]
+        fn runs_are_disjoint_stacked_in_age_and_as_few_as_a_greedy_stack_allows(
+            tables in proptest::collection::vec((key(), key()), 0..16),
+        ) {
+            let ranges: Vec<(Vec<u8>, Vec<u8>)> = tables
+                .into_iter()
+                .map(|(a, b)| if a <= b { (a, b) } else { (b, a) })
+                .collect();
+            let got = runs(ranges.iter().map(|(a, b)| (a.as_slice(), b.as_slice())));
+            let mut seen: Vec<usize> = got.iter().flatten().copied().collect();
+            let ages: Vec<usize> = got.iter().map(|r| *r.iter().min().unwrap()).collect();
+            seen.sort_unstable();
+            prop_assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>());
+            prop_assert!(ages.windows(2).all(|w| w[0] < w[1]));
+            for (n, run) in got.iter().enumerate() {
+                for w in run.windows(2) {
+                    prop_assert!(ranges[w[0]].1 < ranges[w[1]].0, "run {} not disjoint", n);
+                }
+                if n > 0 {
+                    // Its newest table opened it: it met the run before.
+                    let first = *run.iter().min().unwrap();
+                    let (lo, hi) = &ranges[first];
+                    prop_assert!(got[n - 1].iter().any(|&j| ranges[j].0 <= *hi && *lo <= ranges[j].1));
+                }
             }
         }
     }

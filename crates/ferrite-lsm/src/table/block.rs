@@ -41,6 +41,15 @@ impl BlockBuilder {
         self.offsets.is_empty()
     }
 
+    /// Bytes the block would take finished (nothing when empty).
+    pub fn bytes(&self) -> usize {
+        if self.is_empty() {
+            0
+        } else {
+            self.buf.len() + 2 * self.offsets.len() + TRAILER
+        }
+    }
+
     /// Whether an entry of `len` bytes still fits in this one-page block.
     pub fn fits(&self, len: usize) -> bool {
         self.buf.len() + len + 2 * (self.offsets.len() + 1) + TRAILER <= PAGE

@@ -141,9 +141,11 @@ impl TableBuilder {
         self.entries == 0
     }
 
-    /// Bytes of data written so far (for splitting compaction output).
+    /// Bytes of data added so far, the open block's as filled (for
+    /// cutting output tables): counting it as a whole page would make a
+    /// one-page target cut after every entry.
     pub fn estimated_bytes(&self) -> usize {
-        self.data.len() + PAGE
+        self.data.len() + self.block.bytes()
     }
 
     #[cfg_attr(
@@ -477,6 +479,22 @@ mod tests {
             b.add(k, Some(&vec![7; value_len]));
         }
         b.finish().unwrap()
+    }
+
+    #[test]
+    fn the_size_estimate_counts_the_open_block_as_filled() {
+        let mut b = TableBuilder::new(IndexKind::Sparse, 10, 1);
+        assert_eq!(b.estimated_bytes(), 0);
+        b.add(b"k0", Some(b"v"));
+        let one = b.estimated_bytes();
+        assert!(one > 0 && one < 64, "one small entry is {one} bytes");
+        for i in 1..1000u32 {
+            b.add(format!("k{i:04}").as_bytes(), Some(b"v"));
+        }
+        // Past the first page: whole pages behind, the open one as filled.
+        let many = b.estimated_bytes();
+        assert!(many > PAGE && many < 1000 * 32, "{many}");
+        assert!(many >= b.data.len() && many < b.data.len() + PAGE);
     }
 
     /// Keys no line fits: runs of consecutive integers, each as long as

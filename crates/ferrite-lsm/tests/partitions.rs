@@ -11,9 +11,11 @@ use std::collections::BTreeMap;
 use ferrite_core::{KeyRange, KvStore, KvStoreExt, SyncMode};
 use ferrite_lsm::{IndexKind, LsmOptions};
 
-/// Options whose L0 never compacts, so its tables can be counted.
+/// Options whose L0 never compacts, so its tables can be counted: neither
+/// its runs nor its bytes (against L1's target) reach a trigger.
 fn options(partitions: usize, table_bytes: usize) -> LsmOptions {
     common::tiny(IndexKind::LEARNED)
+        .l1_bytes(1 << 30)
         .memtable_bytes(64 << 10)
         .max_immutable(1)
         .table_bytes(table_bytes)

@@ -12,6 +12,9 @@
 //! - [`report`]: JSON (stable schema), Markdown, console tables, SVG plots.
 //! - [`repro`]: the registry of paper experiments behind `ferrite repro`.
 //! - [`provenance`]: commit, date, machine and command of every result.
+//! - [`disk_peak`], [`user_data`]: a store directory's peak bytes while a
+//!   phase runs, and the user data its loader put in it, for bytes per
+//!   user byte.
 
 pub mod adapter;
 pub mod counting_alloc;
@@ -27,6 +30,7 @@ pub mod range_index;
 pub mod report;
 pub mod repro;
 pub mod runner;
+pub mod user_data;
 pub mod workload;
 
 pub use error::{BenchError, Result};

@@ -187,6 +187,7 @@ fn loads(ctx: &ReproContext, s: &Sizes, targets: &[Target]) -> Result<(Vec<LoadR
             };
             db.sync().map_err(store_err(&t.name()))?;
             let secs = started.elapsed().as_secs_f64();
+            crate::user_data::declare(&dir, db.stats().user_bytes_written);
             // Memory growth over the budget, on random-order loads only:
             // the bulk path holds the harness's sorted input in memory.
             if t == btree && !bulk {

@@ -87,6 +87,10 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<E
     db.sync().map_err(&err)?;
     let load_secs = t.elapsed().as_secs_f64();
     let store_disk_bytes = crate::process::disk_bytes(&root.join("db"));
+    // The copy holds the snapshot's pairs, the same number of bytes.
+    let user = records * (KEY_BYTES + VALUE_BYTES) as u64;
+    crate::user_data::declare(&root.join("db"), user);
+    crate::user_data::declare(&root.join("copy"), user);
     // 0: before, 1: during, 2: stop.
     let phase = AtomicU8::new(0);
     let hist = [Mutex::new(Latencies::new()), Mutex::new(Latencies::new())];

@@ -11,6 +11,7 @@
 //! delete of the same records from the default key space of the other
 //! store, which is what a store without keyspaces would do.
 
+use std::path::Path;
 use std::time::Instant;
 
 use ferrite::{Config, EngineKind, Keyspace, KeyspaceBatch, Store, SyncMode, WriteBatch};
@@ -130,14 +131,18 @@ fn puts(space: Space<'_>, records: u64, ops: u64, seed: u64) -> Result<f64> {
     Ok(ops as f64 / t.elapsed().as_secs_f64())
 }
 
-/// Loads `records` pairs into `space` of `db` in batches of 1000.
-fn load(db: &Store, space: Space<'_>, records: u64) -> Result<f64> {
+/// Loads `records` pairs into `space` of `db` in batches of 1000, the
+/// store at `dir`.
+fn load(db: &Store, dir: &Path, space: Space<'_>, records: u64) -> Result<f64> {
     let t = Instant::now();
+    let mut bytes = 0u64;
     let mut b = WriteBatch::new();
     let mut v = Vec::new();
     for i in 0..records {
         value(i, 0, &mut v);
-        space.add(&mut b, &key(i), &v).map_err(store_err("load"))?;
+        let k = key(i);
+        space.add(&mut b, &k, &v).map_err(store_err("load"))?;
+        bytes += (k.len() + v.len()) as u64;
         if b.len() == 1000 {
             db.write(&b).map_err(store_err("load"))?;
             b.clear();
@@ -147,6 +152,7 @@ fn load(db: &Store, space: Space<'_>, records: u64) -> Result<f64> {
         db.write(&b).map_err(store_err("load"))?;
     }
     db.flush().map_err(store_err("load"))?;
+    crate::user_data::declare(dir, bytes);
     Ok(t.elapsed().as_secs_f64())
 }
 
@@ -166,7 +172,12 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, records: u64, ops: u64) -> R
         records,
         ..EngineRun::default()
     };
-    run.load_default_secs = load(&plain, Space::Default(&plain), records)?;
+    run.load_default_secs = load(
+        &plain,
+        &root.join("default"),
+        Space::Default(&plain),
+        records,
+    )?;
     {
         let data = spaced.keyspace("data").map_err(&err)?;
         let other = spaced.keyspace("other").map_err(&err)?;
@@ -174,7 +185,12 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, records: u64, ops: u64) -> R
             other.put(key(i), b"other").map_err(&err)?;
             spaced.put(key(i), b"default").map_err(&err)?;
         }
-        run.load_keyspace_secs = load(&spaced, Space::Named(&data), records)?;
+        run.load_keyspace_secs = load(
+            &spaced,
+            &root.join("keyspace"),
+            Space::Named(&data),
+            records,
+        )?;
         for round in 0..ROUNDS {
             let seed = round as u64 + 1;
             // Alternate which goes first, so neither always runs warmer.

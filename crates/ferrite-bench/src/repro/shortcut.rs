@@ -177,11 +177,14 @@ fn in_memory(on_disk: &Devices) -> Result<Devices> {
 fn load(dir: &Path, keys: &[u64], o: Open) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     let db = open(dir, o)?;
+    let bytes = std::cell::Cell::new(0u64);
     let mut pairs = keys
         .iter()
         .enumerate()
-        .map(|(i, &k)| (key(k).to_vec(), value(i as u64).to_vec()));
+        .map(|(i, &k)| (key(k).to_vec(), value(i as u64).to_vec()))
+        .inspect(|(k, v)| bytes.set(bytes.get() + (k.len() + v.len()) as u64));
     db.bulk_load(&mut pairs).map_err(store_err("bulk load"))?;
+    crate::user_data::declare(dir, bytes.get());
     Ok(())
 }
 

@@ -378,8 +378,16 @@ fn value(shape: &Shape, i: u64, version: u64, out: &mut Vec<u8>) {
 /// flushes and compactions they cause: each chunk ends when the store has
 /// settled, so no store's background work runs during another's chunk,
 /// and the final flush is timed too (building models is compaction work).
-fn load(stores: &[LsmStore], keys: &KeySet, shape: &Shape, s: &Sizes) -> Result<Vec<Vec<f64>>> {
+/// Each store's user data is declared at its directory in `dirs`.
+fn load(
+    stores: &[LsmStore],
+    dirs: &[PathBuf],
+    keys: &KeySet,
+    shape: &Shape,
+    s: &Sizes,
+) -> Result<Vec<Vec<f64>>> {
     let mut secs = vec![Vec::new(); stores.len()];
+    let mut bytes = vec![0u64; stores.len()];
     let chunk = (s.records / s.chunks).max(1);
     let (mut k, mut v) = (Vec::new(), Vec::new());
     alternate(stores.len(), s.records.div_ceil(chunk), |i, c| {
@@ -390,6 +398,7 @@ fn load(stores: &[LsmStore], keys: &KeySet, shape: &Shape, s: &Sizes) -> Result<
             keys.key(r, &mut k);
             value(shape, r, 0, &mut v);
             b.put(&k, &v).map_err(store_err)?;
+            bytes[i] += (k.len() + v.len()) as u64;
             if b.len() == 256 {
                 stores[i].write_batch(&b).map_err(store_err)?;
                 b.clear();
@@ -405,6 +414,9 @@ fn load(stores: &[LsmStore], keys: &KeySet, shape: &Shape, s: &Sizes) -> Result<
         secs[i].push(t.elapsed().as_secs_f64());
         Ok(())
     })?;
+    for (dir, &b) in dirs.iter().zip(&bytes) {
+        crate::user_data::declare(dir, b);
+    }
     Ok(secs)
 }
 
@@ -526,7 +538,7 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
             )
         })
         .collect::<Result<_>>()?;
-    let chunk_secs = load(&stores, &keys, shape, s)?;
+    let chunk_secs = load(&stores, &dirs, &keys, shape, s)?;
     for (db, secs) in stores.iter().zip(&chunk_secs) {
         // Both variants are read with the same shape: L0 (whose table
         // count depends on when the last compaction ran) compacted away.
@@ -945,18 +957,23 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
         ..sizes(ctx.scale)
     };
     let cache = s.partition_records * 400;
+    let dirs: Vec<PathBuf> = PARTITIONS
+        .iter()
+        .map(|p| root.join(format!("p{p}")))
+        .collect();
     let stores: Vec<LsmStore> = PARTITIONS
         .iter()
-        .map(|&p| {
+        .zip(&dirs)
+        .map(|(&p, dir)| {
             let lsm = lsm_options(IndexKind::LEARNED, sizes.records, shape, ctx.compression)
                 .partitions(p);
-            open_lsm(&root.join(format!("p{p}")), lsm, cache)
+            open_lsm(dir, lsm, cache)
         })
         .collect::<Result<_>>()?;
     if ctx.show_progress {
         eprintln!("swiftkv partitions: load");
     }
-    let load_secs = load(&stores, &keys, shape, &sizes)?;
+    let load_secs = load(&stores, &dirs, &keys, shape, &sizes)?;
     let writes: Vec<(f64, f64, f64)> = stores
         .iter()
         .zip(load_secs.iter().map(|c| c.iter().sum::<f64>()))

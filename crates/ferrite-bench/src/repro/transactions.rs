@@ -12,6 +12,7 @@
 //! it commits; throughput counts commits, and the conflict rate is
 //! conflicts per commit.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -72,31 +73,31 @@ fn bump(old: Option<&[u8]>) -> Vec<u8> {
     v
 }
 
-fn targets(ctx: &ReproContext, cache: u64) -> Result<Vec<Box<dyn TxTarget>>> {
+/// Every store, with its directory.
+fn targets(ctx: &ReproContext, cache: u64) -> Result<Vec<(Box<dyn TxTarget>, PathBuf)>> {
     let root = ctx.work_dir.join("transactions");
-    let mut out: Vec<Box<dyn TxTarget>> = Vec::new();
+    let mut out: Vec<(Box<dyn TxTarget>, PathBuf)> = Vec::new();
     for kind in [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv] {
         for mode in [FerriteMode::Transaction, FerriteMode::PlainBatch] {
             let name = format!("{kind}-{mode:?}");
             let dir = fresh_dir(&root.join(&name))?;
-            out.push(Box::new(
-                FerriteTx::open(&dir, kind, cache, mode).map_err(store_err(&name))?,
-            ));
+            let t = FerriteTx::open(&dir, kind, cache, mode).map_err(store_err(&name))?;
+            out.push((Box::new(t), dir));
         }
     }
     #[cfg(feature = "fjall")]
     {
         let dir = fresh_dir(&root.join("fjall"))?;
-        out.push(Box::new(
-            crate::adapter::tx_target::FjallTx::open(&dir, cache).map_err(store_err("fjall"))?,
-        ));
+        let t =
+            crate::adapter::tx_target::FjallTx::open(&dir, cache).map_err(store_err("fjall"))?;
+        out.push((Box::new(t), dir));
     }
     #[cfg(feature = "rocksdb")]
     {
         let dir = fresh_dir(&root.join("rocksdb"))?;
-        out.push(Box::new(
-            crate::adapter::tx_target::RocksTx::open(&dir, cache).map_err(store_err("rocksdb"))?,
-        ));
+        let t =
+            crate::adapter::tx_target::RocksTx::open(&dir, cache).map_err(store_err("rocksdb"))?;
+        out.push((Box::new(t), dir));
     }
     Ok(out)
 }
@@ -182,10 +183,16 @@ impl Study for TransactionsRepro {
         // full, twice the user bytes), so this measures the transaction
         // path, not the device.
         let cache = (records * (16 + VALUE_BYTES as u64) * 4).max(8 << 20);
-        let stores = targets(ctx, cache)?;
-        for t in &stores {
-            t.load(&mut (0..records).map(|i| (key(i), bump(None))))
-                .map_err(store_err(&t.name()))?;
+        let (stores, dirs): (Vec<_>, Vec<_>) = targets(ctx, cache)?.into_iter().unzip();
+        for (t, dir) in stores.iter().zip(&dirs) {
+            let bytes = std::cell::Cell::new(0u64);
+            t.load(
+                &mut (0..records)
+                    .map(|i| (key(i), bump(None)))
+                    .inspect(|(k, v)| bytes.set(bytes.get() + (k.len() + v.len()) as u64)),
+            )
+            .map_err(store_err(&t.name()))?;
+            crate::user_data::declare(dir, bytes.get());
         }
         let mut cells = Vec::new();
         for dist in DISTS {

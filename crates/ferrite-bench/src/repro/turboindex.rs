@@ -339,9 +339,12 @@ impl Study for TurboRepro {
         };
         for (kind, dir) in KINDS.iter().zip(&dirs) {
             let db = open(dir, *kind, 64 << 20)?;
-            let mut pairs =
-                (0..s.records).map(|k| (k.to_be_bytes().to_vec(), value_of(k, 0).to_vec()));
+            let bytes = std::cell::Cell::new(0u64);
+            let mut pairs = (0..s.records)
+                .map(|k| (k.to_be_bytes().to_vec(), value_of(k, 0).to_vec()))
+                .inspect(|(k, v)| bytes.set(bytes.get() + (k.len() + v.len()) as u64));
             db.bulk_load(&mut pairs).map_err(store_err(kind.name()))?;
+            crate::user_data::declare(dir, bytes.get());
             let st = db.stats();
             results.leaf_pages = st.field("pages_level_0").unwrap_or(0.0) as u64;
             results.tree_pages = st.field("pages").unwrap_or(0.0) as u64;

@@ -233,7 +233,8 @@ fn open_synced(dir: &Path, budget: u64, zkv: ZkvOptions, sync: SyncMode) -> Resu
     ZkvStore::open_on(dev, &opts, zkv).map_err(store_err(name))
 }
 
-fn load(db: &ZkvStore, name: &str, records: u64) -> Result<f64> {
+/// Loads `records` 8-byte keys and values into the store at `dir`.
+fn load(db: &ZkvStore, dir: &Path, name: &str, records: u64) -> Result<f64> {
     let mut keys: Vec<(u64, u64)> = (0..records).map(|i| (scramble(i), i)).collect();
     keys.sort_unstable();
     let t = Instant::now();
@@ -244,6 +245,7 @@ fn load(db: &ZkvStore, name: &str, records: u64) -> Result<f64> {
         )
     });
     db.bulk_load(&mut it).map_err(store_err(name))?;
+    crate::user_data::declare(dir, records * 16);
     Ok(t.elapsed().as_secs_f64())
 }
 
@@ -365,8 +367,9 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
     r.budget_bytes = budget_for(s.records, 0.125);
     let mut benches = Vec::new();
     for v in VARIANTS {
-        let db = open(&root.join(v.name()), r.budget_bytes, base_opts(v, 256))?;
-        let secs = load(&db, v.name(), s.records)?;
+        let dir = root.join(v.name());
+        let db = open(&dir, r.budget_bytes, base_opts(v, 256))?;
+        let secs = load(&db, &dir, v.name(), s.records)?;
         r.load_secs.insert(v.name().into(), secs);
         benches.push(Bench {
             name: v.name().into(),
@@ -436,8 +439,9 @@ fn insert_then_read(
 ) -> Result<Vec<(String, Run, Run)>> {
     let mut benches = Vec::new();
     for (i, (name, budget, o)) in configs.into_iter().enumerate() {
-        let db = open(&root.join(format!("c{i}")), budget, o)?;
-        load(&db, &name, s.small_records)?;
+        let dir = root.join(format!("c{i}"));
+        let db = open(&dir, budget, o)?;
+        load(&db, &dir, &name, s.small_records)?;
         benches.push(Bench {
             name,
             db,
@@ -536,8 +540,9 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         for &n in &WAL_INSTANCES {
             let o = base_opts(Variant::Zkv, 64).wal_instances(n);
             let name = format!("zkv-wal{n}");
-            let db = open_synced(&root.join(&name), budget, o, sync)?;
-            load(&db, &name, records)?;
+            let dir = root.join(&name);
+            let db = open_synced(&dir, budget, o, sync)?;
+            load(&db, &dir, &name, records)?;
             stores.push((n, name, db, Run::default()));
         }
         // Record numbers past the load, interleaved over threads and stores
@@ -645,17 +650,18 @@ impl GcLayout {
 fn probe_load(
     root: &Path,
     budget: u64,
-    load: impl Fn(&ZkvStore) -> Result<()>,
+    load: impl Fn(&ZkvStore, &Path) -> Result<()>,
 ) -> Result<(f64, f64)> {
+    let dir = root.join("probe");
     let probe = open(
-        &root.join("probe"),
+        &dir,
         budget,
         ZkvOptions::default().geometry(ZoneGeometry {
             zone_count: 64,
             ..ZoneGeometry::default()
         }),
     )?;
-    load(&probe)?;
+    load(&probe, &dir)?;
     let st = probe.stats();
     let leaves = st.field("leaves").unwrap_or(0.0);
     let vlog = st.field("vlog_bytes").unwrap_or(0.0);
@@ -718,8 +724,8 @@ fn reclamation(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     let root = ctx.work_dir.join("zkv-gc");
     let budget = budget_for(s.gc_records, 0.125);
     // Learn the loaded tree's size, then size the device for 70% fill.
-    let (leaves, _) = probe_load(&root, budget, |db| {
-        load(db, "zkv", s.gc_records).map(|_| ())
+    let (leaves, _) = probe_load(&root, budget, |db, dir| {
+        load(db, dir, "zkv", s.gc_records).map(|_| ())
     })?;
     let live = leaves * 4096.0;
     let layout = GcLayout::new(s, budget, leaves, live);
@@ -735,8 +741,8 @@ fn reclamation(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
             records: RecordCounter::new(s.gc_records),
         },
     ];
-    for b in &benches {
-        load(&b.db, &b.name, s.gc_records)?;
+    for (b, dir) in benches.iter().zip(["gc", "nogc"]) {
+        load(&b.db, &root.join(dir), &b.name, s.gc_records)?;
     }
     if ctx.show_progress {
         eprintln!(
@@ -800,7 +806,7 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
     let root = ctx.work_dir.join("zkv-vgc");
     let records = (s.vlog_bytes / len as u64).max(100);
     let budget = budget_for(records, 0.125);
-    let bulk = |db: &ZkvStore, name: &str| -> Result<()> {
+    let bulk = |db: &ZkvStore, dir: &Path, name: &str| -> Result<()> {
         let mut keys: Vec<(u64, u64)> = (0..records).map(|i| (scramble(i), i)).collect();
         keys.sort_unstable();
         let mut it = keys.into_iter().map(|(k, i)| {
@@ -808,9 +814,11 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
             vlog_value(i, 0, len, &mut v);
             (k.to_be_bytes().to_vec(), v)
         });
-        db.bulk_load(&mut it).map(|_| ()).map_err(store_err(name))
+        db.bulk_load(&mut it).map_err(store_err(name))?;
+        crate::user_data::declare(dir, records * (8 + len as u64));
+        Ok(())
     };
-    let (leaves, live) = probe_load(&root, budget, |db| bulk(db, "zkv"))?;
+    let (leaves, live) = probe_load(&root, budget, |db, dir| bulk(db, dir, "zkv"))?;
     let layout = GcLayout::new(s, budget, leaves, leaves * 4096.0 + live);
     let benches = vec![
         Bench {
@@ -824,8 +832,8 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
             records: RecordCounter::new(records),
         },
     ];
-    for b in &benches {
-        bulk(&b.db, &b.name)?;
+    for (b, dir) in benches.iter().zip(["gc", "nogc"]) {
+        bulk(&b.db, &root.join(dir), &b.name)?;
     }
     if ctx.show_progress {
         eprintln!(

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::{Report, Table};
-use crate::process;
+use crate::{process, user_data};
 
 /// How often the work directory is measured: often enough to see a
 /// compaction's inputs beside its outputs, rarely enough that walking the
@@ -39,6 +39,11 @@ pub struct StoreSpace {
     pub peak_bytes: u64,
     /// What it held when the experiment ended (0: removed).
     pub end_bytes: u64,
+    /// The user keys and values its loader declared it holds
+    /// (`crate::user_data`); absent where none did, and in reports from
+    /// before the declarations.
+    #[serde(default)]
+    pub user_bytes: Option<u64>,
 }
 
 /// Samples a work directory until [`SpaceWatch::finish`].
@@ -114,6 +119,7 @@ impl Watched {
                         dir: dir.clone(),
                         peak_bytes,
                         end_bytes,
+                        user_bytes: user_data::at_or_under(&self.root.join(dir)),
                     },
                 )
             })
@@ -215,23 +221,40 @@ pub fn section(doc: &mut Report, space: &[StoreSpace]) {
         "Every store directory the run wrote under its work directory, ferrite's \
          and the peers': the most it held at any sample while the experiment ran \
          (every 100 ms, allocated blocks as `du` counts them) and what it held at \
-         the end, every store closed. A store removed before the end (a variant \
+         the end, every store closed, each also per byte of the user keys and \
+         values its load wrote (\"user data\"; \"–\" where the experiment loads \
+         a store by other means). A store removed before the end (a variant \
          opened afresh for its next phase) shows its peak only.",
     );
     let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
-    let mut t = Table::new(["store directory", "peak", "at the end", "peak / end"]);
+    let ratio = |a: u64, b: Option<u64>| match b {
+        Some(b) if a > 0 && b > 0 => format!("{:.2}", a as f64 / b as f64),
+        _ => "–".to_string(),
+    };
+    let mut t = Table::new([
+        "store directory",
+        "user data",
+        "peak",
+        "peak / user",
+        "at the end",
+        "end / user",
+        "peak / end",
+    ]);
     for s in space {
         let end = if s.end_bytes == 0 {
             "removed".to_string()
         } else {
             mib(s.end_bytes)
         };
-        let ratio = if s.end_bytes == 0 {
-            "–".to_string()
-        } else {
-            format!("{:.2}", s.peak_bytes as f64 / s.end_bytes as f64)
-        };
-        t.row([format!("`{}`", s.dir), mib(s.peak_bytes), end, ratio]);
+        t.row([
+            format!("`{}`", s.dir),
+            s.user_bytes.map_or("–".to_string(), mib),
+            mib(s.peak_bytes),
+            ratio(s.peak_bytes, s.user_bytes),
+            end,
+            ratio(s.end_bytes, s.user_bytes),
+            ratio(s.peak_bytes, Some(s.end_bytes)),
+        ]);
     }
     doc.table(&t);
 }
@@ -272,6 +295,7 @@ mod tests {
         let watch = SpaceWatch::start(r);
         write(&r.join("exp/grew/data"), 1 << 20);
         write(&r.join("gone/data"), 1 << 20);
+        user_data::declare(&r.join("exp/grew"), 512 << 10);
         std::thread::sleep(EVERY * 3);
         std::fs::remove_dir_all(r.join("gone")).unwrap();
         write(&r.join("exp/grew/data"), 4096);
@@ -281,6 +305,8 @@ mod tests {
         assert!(!by.contains_key("exp/earlier"), "{space:?}");
         assert!(by["exp/grew"].peak_bytes >= 1 << 20, "{space:?}");
         assert!(by["exp/grew"].end_bytes < 1 << 20, "{space:?}");
+        assert_eq!(by["exp/grew"].user_bytes, Some(512 << 10));
+        assert_eq!(by["gone"].user_bytes, None);
         assert!(by["gone"].peak_bytes >= 1 << 20, "{space:?}");
         assert_eq!(by["gone"].end_bytes, 0);
     }
@@ -296,20 +322,25 @@ mod tests {
                     dir: "btree".into(),
                     peak_bytes: 3 << 20,
                     end_bytes: 2 << 20,
+                    user_bytes: Some(1 << 20),
                 },
                 StoreSpace {
                     dir: "scratch".into(),
                     peak_bytes: 1 << 20,
                     end_bytes: 0,
+                    user_bytes: None,
                 },
             ],
         );
         doc.finish().unwrap();
         let md = std::fs::read_to_string(out.path().join("demo.md")).unwrap();
         assert!(
-            md.contains("| `btree` | 3.0 MiB | 2.0 MiB | 1.50 |"),
+            md.contains("| `btree` | 1.0 MiB | 3.0 MiB | 3.00 | 2.0 MiB | 2.00 | 1.50 |"),
             "{md}"
         );
-        assert!(md.contains("| `scratch` | 1.0 MiB | removed | – |"), "{md}");
+        assert!(
+            md.contains("| `scratch` | – | 1.0 MiB | – | removed | – | – |"),
+            "{md}"
+        );
     }
 }

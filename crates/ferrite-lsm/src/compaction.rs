@@ -37,7 +37,7 @@
 //! ([`clean_cuts`]), where the job installs what it has merged so far and
 //! frees the inputs it has passed: an L0 → L1 merge of a store's whole
 //! data then needs room for the data and a slice, not for the data twice.
-//! Flushes cut their tables at L1's and L0's boundaries
+//! Flushes cut their tables at some of L1's table ends
 //! ([`crate::version::Version::flush_cuts`]) so that such keys exist.
 
 use std::sync::Arc;

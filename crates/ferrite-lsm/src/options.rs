@@ -189,6 +189,12 @@ impl Default for LsmOptions {
 }
 
 impl LsmOptions {
+    /// About how many tables a flush is cut into: a memtable's worth of
+    /// target-sized tables (see [`crate::version::Version::flush_cuts`]).
+    pub fn flush_pieces(&self) -> usize {
+        (self.memtable_bytes / self.table_bytes.max(1)).max(1)
+    }
+
     /// Checks that the options can work together.
     pub fn validate(&self) -> Result<(), String> {
         if self.memtable_bytes < 4096 {

@@ -97,21 +97,32 @@ impl Version {
             .unwrap_or_default()
     }
 
-    /// Where a flush into partition `part` cuts its output: after the
-    /// largest key of every L1 table and of every table of L0's oldest
-    /// run, ascending. Flushes cut alike then, so an L0 → L1 merge meets
-    /// keys that no input table straddles, where it can install what it
-    /// has merged so far and free those inputs.
-    pub fn flush_cuts(&self, part: usize) -> Vec<Vec<u8>> {
-        let levels = self.levels(part);
-        let oldest_run = self.l0_runs(part).pop().unwrap_or_default();
-        let mut cuts: Vec<Vec<u8>> = levels
-            .get(1)
-            .into_iter()
-            .flatten()
-            .chain(&oldest_run)
-            .map(|t| t.largest().to_vec())
-            .collect();
+    /// Where a flush into partition `part` cuts its output, besides the
+    /// target table size: after the largest key of some of L1's tables,
+    /// about `pieces` of them, ascending; while L1 is empty (a store's
+    /// first merge), after that of every table of L0's oldest run.
+    /// Flushes cut alike then, so an L0 → L1 merge meets keys that no
+    /// input table straddles, where it can install what it has merged so
+    /// far and free those inputs.
+    ///
+    /// Which L1 ends are cuts depends on each key alone: those whose hash
+    /// is a multiple of a power of two, chosen so that about `pieces`
+    /// qualify. L1's tables change under the flushes (merges out of it
+    /// take tables away), and a rule by position would then pick other
+    /// keys; by hash, an end stays a cut while its table stays, and a
+    /// smaller power of two keeps every cut of a larger one. Cutting at
+    /// every end instead makes each flush as many tables as L1 holds,
+    /// small ones, whose cost slows loads; and the oldest run's ends must
+    /// not add to L1's, or each flush would inherit the last one's cuts
+    /// until a flush is hundreds of tables.
+    pub fn flush_cuts(&self, part: usize, pieces: usize) -> Vec<Vec<u8>> {
+        let l1 = self.levels(part).get(1).map_or(&[][..], Vec::as_slice);
+        let mut cuts: Vec<Vec<u8>> = if l1.is_empty() {
+            let oldest_run = self.l0_runs(part).pop().unwrap_or_default();
+            oldest_run.iter().map(|t| t.largest().to_vec()).collect()
+        } else {
+            sampled_ends(l1.iter().map(|t| t.largest()), l1.len(), pieces)
+        };
         cuts.sort_unstable();
         cuts.dedup();
         cuts
@@ -301,4 +312,63 @@ impl Version {
 pub fn find_in_level<'a>(tables: &'a [Arc<Table>], key: &[u8]) -> Option<&'a Arc<Table>> {
     let i = tables.partition_point(|t| t.largest() < key);
     tables.get(i).filter(|t| t.smallest() <= key)
+}
+
+/// Of `count` table ends, those whose hash is a multiple of the least
+/// power of two that leaves about `pieces` of them (every end when there
+/// are no more than `pieces`).
+fn sampled_ends<'a>(
+    ends: impl Iterator<Item = &'a [u8]>,
+    count: usize,
+    pieces: usize,
+) -> Vec<Vec<u8>> {
+    let stride = count.div_ceil(pieces.max(1)).next_power_of_two() as u32;
+    ends.filter(|k| crc32c::crc32c(k).is_multiple_of(stride))
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampled_ends;
+
+    fn ends(n: u32) -> Vec<Vec<u8>> {
+        (0..n).map(|i| (i * 7919).to_be_bytes().to_vec()).collect()
+    }
+
+    fn sample(ends: &[Vec<u8>], pieces: usize) -> Vec<Vec<u8>> {
+        sampled_ends(ends.iter().map(Vec::as_slice), ends.len(), pieces)
+    }
+
+    #[test]
+    fn few_ends_are_all_cuts() {
+        let e = ends(5);
+        assert_eq!(sample(&e, 8), e);
+        assert_eq!(sample(&e, 5), e);
+    }
+
+    #[test]
+    fn many_ends_give_about_the_pieces_asked_for() {
+        for (n, pieces) in [(64, 8), (200, 8), (1000, 4), (37, 4)] {
+            let got = sample(&ends(n), pieces).len();
+            assert!(
+                got >= pieces / 2 && got <= pieces * 2 + 2,
+                "{n} ends, {pieces} pieces: {got} cuts"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_stays_a_cut_while_its_table_stays() {
+        // Tables leave L1 between flushes: every surviving cut is still
+        // one, and a smaller stride keeps all of a larger one's.
+        let all = ends(100);
+        let before = sample(&all, 8);
+        let fewer: Vec<Vec<u8>> = all.iter().step_by(3).cloned().collect();
+        let after = sample(&fewer, 8);
+        for c in before.iter().filter(|c| fewer.contains(c)) {
+            assert!(after.contains(c), "cut {c:?} lost");
+        }
+        assert!(after.len() >= before.iter().filter(|c| fewer.contains(c)).count());
+    }
 }

@@ -221,7 +221,7 @@ impl Inner {
         );
         let built = if opts.partitions == 1 {
             let cuts: Vec<Vec<Vec<u8>>> = (0..opts.partitions)
-                .map(|p| cur.version.flush_cuts(p))
+                .map(|p| cur.version.flush_cuts(p, opts.flush_pieces()))
                 .collect();
             build_from_memtable(imm, &opts, &dels, &cuts)
         } else {

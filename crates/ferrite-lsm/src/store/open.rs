@@ -213,8 +213,9 @@ impl LsmStore {
             let replayed_dels = recovered.range_dels();
             let dels =
                 RangeDels::visible(version.range_dels.iter().chain(&replayed_dels), u64::MAX);
-            let cuts: Vec<Vec<Vec<u8>>> =
-                (0..lsm.partitions).map(|p| version.flush_cuts(p)).collect();
+            let cuts: Vec<Vec<Vec<u8>>> = (0..lsm.partitions)
+                .map(|p| version.flush_cuts(p, lsm.flush_pieces()))
+                .collect();
             for (part, built) in build_from_memtable(&recovered, &lsm, &dels, &cuts) {
                 let id = state.next_table;
                 state.next_table += 1;

@@ -121,7 +121,7 @@ impl Version {
             let oldest_run = self.l0_runs(part).pop().unwrap_or_default();
             oldest_run.iter().map(|t| t.largest().to_vec()).collect()
         } else {
-            sampled_ends(l1.iter().map(|t| t.largest()), l1.len(), pieces)
+            sampled_ends(l1.iter().map(|t| t.largest()), pieces)
         };
         cuts.sort_unstable();
         cuts.dedup();
@@ -314,15 +314,11 @@ pub fn find_in_level<'a>(tables: &'a [Arc<Table>], key: &[u8]) -> Option<&'a Arc
     tables.get(i).filter(|t| t.smallest() <= key)
 }
 
-/// Of `count` table ends, those whose hash is a multiple of the least
-/// power of two that leaves about `pieces` of them (every end when there
-/// are no more than `pieces`).
-fn sampled_ends<'a>(
-    ends: impl Iterator<Item = &'a [u8]>,
-    count: usize,
-    pieces: usize,
-) -> Vec<Vec<u8>> {
-    let stride = count.div_ceil(pieces.max(1)).next_power_of_two() as u32;
+/// Of some table ends, those whose hash is a multiple of the least power
+/// of two that leaves about `pieces` of them (every end when there are no
+/// more than `pieces`).
+fn sampled_ends<'a>(ends: impl ExactSizeIterator<Item = &'a [u8]>, pieces: usize) -> Vec<Vec<u8>> {
+    let stride = ends.len().div_ceil(pieces.max(1)).next_power_of_two() as u32;
     ends.filter(|k| crc32c::crc32c(k).is_multiple_of(stride))
         .map(<[u8]>::to_vec)
         .collect()
@@ -337,7 +333,7 @@ mod tests {
     }
 
     fn sample(ends: &[Vec<u8>], pieces: usize) -> Vec<Vec<u8>> {
-        sampled_ends(ends.iter().map(Vec::as_slice), ends.len(), pieces)
+        sampled_ends(ends.iter().map(Vec::as_slice), pieces)
     }
 
     #[test]

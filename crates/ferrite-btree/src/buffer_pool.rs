@@ -25,11 +25,18 @@
 //! - at most [`spill_cap`] pages are spilled between checkpoints (the tree
 //!   checkpoints before that, which bounds a checkpoint's size); with that
 //!   many spilled, dirty frames are not evicted;
-//! - the memory it holds (frames, their metadata, the page table, the
-//!   spill log's map, whose share each frame carries: see
-//!   [`frame_overhead`]) stays within the budget given at creation; pages
-//!   past the map spill to the mirror region, which adds one bit per page
-//!   of the tree, counted in [`BufferPool::memory_bytes`];
+//! - the memory it holds (frames, their metadata and the page table: see
+//!   [`FRAME_OVERHEAD`]; the spill log's ring) stays within the budget
+//!   given at creation; pages past the spill log's map spill to the mirror
+//!   region, which adds one bit per page of the tree, counted in
+//!   [`BufferPool::memory_bytes`];
+//! - the spill log's map and the route tables are paid for by use: a
+//!   frame is *retired* (emptied, pinned for good, so the clock passes it)
+//!   and its buffer becomes a chunk of the map or four route tables, when
+//!   the tree's page ids reach past the map or a reader finds no free
+//!   table. Each has a ceiling (the map's `covered` ids; a 64th of the
+//!   budget for routes), so a pool gives up at most what a reservation
+//!   for the worst case would take, and usually a few frames;
 //! - a pool may have *spare* frames beyond its base ones: metadata only,
 //!   with no page buffer, until memory another structure gave up is lent
 //!   to the pool ([`BufferPool::lend`]); [`BufferPool::reclaim`] empties
@@ -41,8 +48,8 @@
 //!   child through its route and checks, under the latch it reads with,
 //!   that the frame holds the child's id; only a stale or unknown route
 //!   sends it to the page table. Routes are never trusted, so eviction
-//!   changes none; route tables come from a reserve carved out of the
-//!   budget, and a frame keeps its table when it changes pages.
+//!   changes none; route tables come from retired frames (see above), and
+//!   a frame keeps its table when it changes pages.
 //!
 //! Readers of the tree fetch concurrently: the page table is behind a lock
 //! held exclusively only to claim a frame, never across I/O; a frame being
@@ -66,7 +73,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering:
 use std::sync::{Arc, OnceLock};
 
 use ferrite_core::{Error, Result};
-use ferrite_io::{AlignedBuf, BlockDevice, GatherReq};
+use ferrite_io::{AlignedBuf, AtomicWords, BlockDevice, GatherReq};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint;
@@ -77,31 +84,35 @@ use crate::spill_log::{self, SpillLog, Spot};
 
 const EMPTY: u64 = u64::MAX;
 
+/// The id of a retired frame: matches no page, and is not [`EMPTY`], so no
+/// path takes the frame as free.
+const RETIRED: u64 = u64::MAX - 1;
+
 type PageTable = PageMap<usize>;
 
 /// Bytes of bookkeeping per frame beyond the page itself: the frame's
 /// atomics and lock, its buffer header, its free-list slot, and a
 /// page-table entry with load.
-const FRAME_METADATA: usize = 128;
+pub const FRAME_OVERHEAD: usize = 128;
 
-/// Page ids the spill log's map covers per frame (see `spill_log`): one
-/// per 100 bytes of page, 40 for 4 KiB pages. A pool of a twentieth of
-/// its tree's pages thus maps every page, so every spilled page goes to
-/// the log; past the map, pages go to the mirror, as they would with a
-/// smaller pool.
+/// Page ids the spill log's map may cover per frame (see `spill_log`):
+/// one per 100 bytes of page, 40 for 4 KiB pages. A pool of a fortieth
+/// of its tree's pages thus may map every page, so every spilled page goes
+/// to the log; past the map, pages go to the mirror, as they would with a
+/// smaller pool. The map grows to the tree's ids by use (see the module
+/// docs), two bytes per id.
 pub fn spill_ids_per_frame(page_size: usize) -> usize {
     (page_size / 100).max(1)
 }
 
-/// Bytes a frame costs beyond its page: its metadata and its share of
-/// the spill log's map (100 bytes with 4 KiB pages, 2.4% of the page).
-pub fn frame_overhead(page_size: usize) -> usize {
-    FRAME_METADATA + spill_log::map_bytes_for(spill_ids_per_frame(page_size))
-}
+/// A pool never retires more than this share of its base frames,
+/// whatever its ceilings allow (with 4 KiB pages they allow about 3.5%).
+const RETIRE_MAX_SHARE: usize = 8;
 
-/// What the spill log's map of a pool of `frames` frames is allowed.
-fn spill_map_reserve(frames: usize, page_size: usize) -> usize {
-    frames * (frame_overhead(page_size) - FRAME_METADATA)
+/// One frame's route table: a slice of a retired frame's buffer.
+struct RouteTable {
+    words: Arc<AtomicWords>,
+    at: usize,
 }
 
 /// Entries of a frame's route table: one per child an inner page of this
@@ -112,17 +123,36 @@ fn route_slots(page_size: usize) -> usize {
     (page_size / 16).next_power_of_two().clamp(16, 4096)
 }
 
-/// Bytes of a pool's budget set aside for route tables: a sixty-fourth,
+/// Bytes a pool of `budget` bytes (`lent_frames` spare) holds whatever
+/// its use: the spill log's own part (`spill_log::own_bytes_for`), and
+/// route tables' headers for as many retired frames as it may make. The
+/// frames pay for everything else a reservation would have held.
+fn fixed_bytes(budget: u64, lent_frames: usize, page_size: usize) -> usize {
+    let per = (page_size + FRAME_OVERHEAD) as u64;
+    let frames = lent_frames.max((budget / per) as usize);
+    let covered = frames as u64 * spill_ids_per_frame(page_size) as u64;
+    let route_headers = route_frames_cap(budget, page_size)
+        * (2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<AtomicWords>()
+            + tables_per_frame(page_size) * std::mem::size_of::<RouteTable>());
+    spill_log::own_bytes_for(covered, page_size) + route_headers
+}
+
+/// Route tables one retired frame's buffer holds.
+fn tables_per_frame(page_size: usize) -> usize {
+    page_size / (route_slots(page_size) * std::mem::size_of::<AtomicU32>())
+}
+
+/// Frames a pool may retire for route tables: a sixty-fourth of its budget,
 /// enough for one frame in 16 (with 4 KiB pages) to hold an inner page,
 /// where a tree of 4 KiB pages has about one inner page per hundred leaves.
 /// A pool too small to give a table to at least a few frames keeps none.
-fn route_reserve(budget: u64, page_size: usize) -> usize {
-    let table = route_slots(page_size) * std::mem::size_of::<AtomicU32>();
-    let reserve = (budget / 64) as usize;
-    if reserve < 4 * table {
+fn route_frames_cap(budget: u64, page_size: usize) -> usize {
+    let frames = (budget / 64) as usize / page_size;
+    if frames * tables_per_frame(page_size) < 4 {
         0
     } else {
-        reserve
+        frames
     }
 }
 
@@ -162,11 +192,11 @@ struct Frame {
     referenced: AtomicBool,
     dirty: AtomicBool,
     /// While the frame holds an inner page: the frames where its children
-    /// were last found, by position (see [`Route`]). Allocated the first
-    /// time a child is found below the frame, from the pool's route
-    /// reserve; kept when the frame changes pages, since every entry is
+    /// were last found, by position (see [`Route`]). Given the first time
+    /// a child is found below the frame, from the tables retired frames
+    /// hold; kept when the frame changes pages, since every entry is
     /// checked against the frame it names before it is trusted.
-    routes: OnceLock<Box<[AtomicU32]>>,
+    routes: OnceLock<RouteTable>,
 }
 
 /// Where a descent found a child page: the frame of the parent it read
@@ -243,14 +273,22 @@ pub struct BufferPool {
     /// Entries of a frame's route table (a power of two: positions past
     /// it share entries).
     route_slots: usize,
-    /// Bytes set aside from the budget for route tables, and those taken.
-    route_reserve: usize,
+    /// Frames that may be retired for route tables, and those that were.
+    route_cap: usize,
+    route_frames: AtomicUsize,
+    /// Route tables made and not yet given to a frame.
+    route_free: Mutex<Vec<RouteTable>>,
+    /// A reader found no free table: the next claim retires a frame.
+    route_wanted: AtomicBool,
+    /// Frames given a route table.
+    routed: AtomicUsize,
+    /// Frames retired, for route tables or the spill log's map.
+    retired: AtomicUsize,
     /// Where the base frames' pages lie (one slab, frame `i`'s at
     /// `slab + i * stride`), so a page can be prefetched before its
     /// frame's latch is read.
     slab: usize,
     stride: usize,
-    route_bytes: AtomicUsize,
     pub counters: PoolCounters,
 }
 
@@ -336,8 +374,8 @@ impl BufferPool {
     }
 
     /// A pool of base frames within `budget` bytes (less the metadata of
-    /// its spare frames), with spare frames up to `lent_frames` in all,
-    /// which hold pages only while lent.
+    /// its spare frames and the spill log's fixed part), with spare frames
+    /// up to `lent_frames` in all, which hold pages only while lent.
     pub fn with_spare(
         dev: Arc<dyn BlockDevice>,
         spill_dev: Arc<dyn BlockDevice>,
@@ -345,12 +383,12 @@ impl BufferPool {
         budget: u64,
         lent_frames: usize,
     ) -> Self {
-        let per = (page_size + frame_overhead(page_size)) as u64;
+        let per = (page_size + FRAME_OVERHEAD) as u64;
         let route_slots = route_slots(page_size);
-        let route_reserve = route_reserve(budget, page_size);
-        let budget = budget.saturating_sub(route_reserve as u64);
-        let spare_metadata =
-            lent_frames.saturating_sub((budget / per) as usize) * frame_overhead(page_size);
+        let route_cap = route_frames_cap(budget, page_size);
+        let ids_per_frame = spill_ids_per_frame(page_size) as u64;
+        let budget = budget.saturating_sub(fixed_bytes(budget, lent_frames, page_size) as u64);
+        let spare_metadata = lent_frames.saturating_sub((budget / per) as usize) * FRAME_OVERHEAD;
         let budget = budget.saturating_sub(spare_metadata as u64);
         // The store refuses budgets too small for a working pool.
         let n = (budget / per).max(1) as usize;
@@ -380,7 +418,8 @@ impl BufferPool {
             spill_dev,
             spill: Mutex::new(SpillLog::new(
                 spill_cap(n, 0),
-                ((n + spare) * spill_ids_per_frame(page_size)) as u64,
+                (n + spare) as u64 * ids_per_frame,
+                page_size,
             )),
             page_size,
             frames,
@@ -397,10 +436,14 @@ impl BufferPool {
             }),
             dirty: AtomicUsize::new(0),
             route_slots,
-            route_reserve,
+            route_cap,
+            route_frames: AtomicUsize::new(0),
+            route_free: Mutex::new(Vec::new()),
+            route_wanted: AtomicBool::new(false),
+            routed: AtomicUsize::new(0),
+            retired: AtomicUsize::new(0),
             slab,
             stride,
-            route_bytes: AtomicUsize::new(0),
             counters: PoolCounters::default(),
         }
     }
@@ -524,16 +567,23 @@ impl BufferPool {
         self.dirty.load(Acquire)
     }
 
-    /// Bytes the pool holds: active frames whole, spare ones' metadata.
+    /// Bytes the pool holds: active frames whole (retired ones' buffers
+    /// hold the spill log's map and the route tables), spare ones'
+    /// metadata, the spill log's heap and mirror bits, the route tables'
+    /// headers.
     pub fn memory_bytes(&self) -> u64 {
         let sp = self.spill.lock();
-        // The map's bytes are in the frames' overhead; anything past that
-        // share, and the mirror's bits, are counted on top.
-        let ps = self.page_size;
-        let reserved = spill_map_reserve(self.frames.len(), ps);
-        let spill = sp.mirror_bytes() + sp.map_bytes().saturating_sub(reserved);
-        let buffers = self.capacity() * ps;
-        (self.frames.len() * frame_overhead(ps) + buffers + spill + self.route_reserve) as u64
+        let spill = sp.mirror_bytes() + sp.heap_bytes();
+        let buffers = self.capacity() * self.page_size;
+        let routes = self.route_frames.load(Relaxed)
+            * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<AtomicWords>())
+            + self.route_free.lock().capacity() * std::mem::size_of::<RouteTable>();
+        (self.frames.len() * FRAME_OVERHEAD + buffers + spill + routes) as u64
+    }
+
+    /// Frames retired for the spill log's map and route tables.
+    pub fn retired_frames(&self) -> usize {
+        self.retired.load(Relaxed)
     }
 
     /// Pages in the spill file.
@@ -581,6 +631,120 @@ impl BufferPool {
         }
     }
 
+    /// Retires a frame for the spill log's map or route tables (see the
+    /// module docs) and returns its buffer: a free base frame if there is
+    /// one, else a clean victim of the clock among the base frames. Under
+    /// the table lock and the hand; never writes. `None` if no frame may
+    /// go now (every candidate is busy, dirty or lent) or the pool has
+    /// given up its share already.
+    fn retire(&self, table: &mut PageTable, hand: &mut Hand) -> Option<AlignedBuf> {
+        if self.retired.load(Relaxed) >= self.base / RETIRE_MAX_SHARE {
+            return None;
+        }
+        let free = hand
+            .free
+            .iter()
+            .rposition(|&i| i < self.base && self.frame(i).id.load(Acquire) == EMPTY);
+        let (i, mut latch) = match free.map(|k| hand.free.swap_remove(k)) {
+            Some(i) => (i, self.seize(i)?),
+            None => {
+                let active = self.capacity();
+                let state = |i: usize| {
+                    let f = self.frame(i);
+                    FrameState {
+                        empty: f.id.load(Acquire) == EMPTY,
+                        pinned: f.pins.load(Acquire) > 0,
+                        dirty: f.dirty.load(Acquire),
+                        referenced: f.referenced.load(Acquire),
+                    }
+                };
+                let mut clear = |i: usize| self.frame(i).referenced.store(false, Release);
+                let (victim, next) =
+                    pick_victim(active, hand.at % active, false, &state, &mut clear)?;
+                hand.at = next;
+                if victim >= self.base {
+                    return None;
+                }
+                let latch = self.seize(victim)?;
+                // Marked dirty only under its latch, which we hold now.
+                if self.frame(victim).dirty.load(Acquire) {
+                    self.release(victim, latch);
+                    return None;
+                }
+                (victim, latch)
+            }
+        };
+        let f = self.frame(i);
+        let old = f.id.swap(RETIRED, AcqRel);
+        if old != EMPTY {
+            table.remove(&old);
+            self.counters.evictions.fetch_add(1, Relaxed);
+        }
+        f.referenced.store(false, Relaxed);
+        let buf = std::mem::take(&mut *latch);
+        // The pin stays: the clock passes the frame for good.
+        drop(latch);
+        self.retired.fetch_add(1, Relaxed);
+        Some(buf)
+    }
+
+    /// Before a claim for page `id`: retires frames for the spill log's
+    /// map until it covers `id` (or its ceiling), and for route tables if
+    /// a reader asked for one. Stops at the first frame it cannot retire;
+    /// the next claim tries again.
+    fn pay_for_maps(&self, table: &mut PageTable, hand: &mut Hand, id: PageId) {
+        while self.spill.lock().wants_chunk(id) {
+            let Some(buf) = self.retire(table, hand) else {
+                return;
+            };
+            // Every frame has the page size, so the chunk fits.
+            let _ = self.spill.lock().add_chunk(buf);
+        }
+        if self.route_wanted.load(Relaxed) {
+            self.make_route_tables(table, hand);
+        }
+    }
+
+    /// Retires a frame and cuts its buffer into free route tables, if the
+    /// route ceiling allows; whether it did.
+    fn make_route_tables(&self, table: &mut PageTable, hand: &mut Hand) -> bool {
+        if self.route_frames.load(Relaxed) >= self.route_cap {
+            return false;
+        }
+        let Some(buf) = self.retire(table, hand) else {
+            return false;
+        };
+        let words = Arc::new(AtomicWords::new(buf));
+        let tables = (0..tables_per_frame(self.page_size)).map(|k| RouteTable {
+            words: words.clone(),
+            at: k * self.route_slots,
+        });
+        self.route_free.lock().extend(tables);
+        self.route_frames.fetch_add(1, Relaxed);
+        self.route_wanted.store(false, Relaxed);
+        true
+    }
+
+    /// A free route table: one made already, or one of a frame retired
+    /// now if the table lock and the hand are free this instant (a reader
+    /// never waits for them); else the next claim makes some.
+    fn free_route_table(&self) -> Option<RouteTable> {
+        if let Some(t) = self.route_free.lock().pop() {
+            return Some(t);
+        }
+        if self.route_cap == 0 {
+            return None;
+        }
+        let made = match (self.table.try_write(), self.hand.try_lock()) {
+            (Some(mut table), Some(mut hand)) => self.make_route_tables(&mut table, &mut hand),
+            _ => false,
+        };
+        if !made {
+            self.route_wanted.store(true, Relaxed);
+        }
+        self.route_free.lock().pop()
+    }
+
     /// Undoes [`BufferPool::seize`].
     fn release(&self, i: usize, latch: RwLockWriteGuard<'_, AlignedBuf>) {
         drop(latch);
@@ -601,6 +765,7 @@ impl BufferPool {
         id: PageId,
     ) -> Result<Claimed<'p>> {
         let mut hand = self.hand.lock();
+        self.pay_for_maps(&mut table, &mut hand, id);
         let active = self.capacity();
         while let Some(i) = hand.free.pop() {
             if i >= active || self.frame(i).id.load(Acquire) != EMPTY {
@@ -918,43 +1083,41 @@ impl BufferPool {
         Some(PageRead { guard, frame: i })
     }
 
+    /// The entry of `route` in its parent frame's table, if it has one.
+    fn route_entry(&self, route: Route) -> Option<&AtomicU32> {
+        let table = self.frames.get(route.parent)?.routes.get()?;
+        table
+            .words
+            .get(table.at + (route.position & (self.route_slots - 1)))
+    }
+
     /// The frame `route` names, if the parent's frame has routes.
     fn routed_frame(&self, route: Route) -> Option<usize> {
-        let table = self.frames.get(route.parent)?.routes.get()?;
-        let entry = table.get(route.position & (self.route_slots - 1))?;
-        (entry.load(Relaxed) as usize).checked_sub(1)
+        (self.route_entry(route)?.load(Relaxed) as usize).checked_sub(1)
     }
 
     /// Records that `route` led to frame `child`, giving the parent's
-    /// frame a route table first if the reserve has room for one.
+    /// frame a route table first if one can be had without waiting.
     fn keep_route(&self, route: Route, child: usize) {
         let Some(parent) = self.frames.get(route.parent) else {
             return;
         };
-        let table = match parent.routes.get() {
-            Some(t) => t,
-            None => {
-                let bytes = self.route_slots * std::mem::size_of::<AtomicU32>();
-                let taken = self.route_bytes.fetch_add(bytes, Relaxed);
-                if taken + bytes > self.route_reserve {
-                    self.route_bytes.fetch_sub(bytes, Relaxed);
-                    return;
+        if parent.routes.get().is_none() {
+            let Some(table) = self.free_route_table() else {
+                return;
+            };
+            match parent.routes.set(table) {
+                Ok(()) => {
+                    self.routed.fetch_add(1, Relaxed);
                 }
-                let fresh = (0..self.route_slots).map(|_| AtomicU32::new(0)).collect();
-                if parent.routes.set(fresh).is_err() {
-                    // Another reader gave the frame its table meanwhile.
-                    self.route_bytes.fetch_sub(bytes, Relaxed);
-                }
-                let Some(t) = parent.routes.get() else {
-                    return;
-                };
-                t
+                // Another reader gave the frame its table meanwhile.
+                Err(table) => self.route_free.lock().push(table),
             }
-        };
+        }
         let Ok(entry) = u32::try_from(child + 1) else {
             return;
         };
-        if let Some(e) = table.get(route.position & (self.route_slots - 1)) {
+        if let Some(e) = self.route_entry(route) {
             e.store(entry, Relaxed);
         }
     }
@@ -984,7 +1147,7 @@ impl BufferPool {
 
     /// Frames that have route tables (for tests and reports).
     pub fn routed_frames(&self) -> usize {
-        self.route_bytes.load(Relaxed) / (self.route_slots * std::mem::size_of::<AtomicU32>())
+        self.routed.load(Relaxed)
     }
 
     /// Whether page `id` is in the pool (no I/O, no effect on the clock).
@@ -1428,6 +1591,13 @@ mod tests {
     use ferrite_io::MemDevice;
 
     const PS: usize = 4096;
+
+    /// The budget that gives a pool `frames` base frames (with
+    /// `lent_frames` spare).
+    fn budget_for(frames: usize, lent_frames: usize) -> u64 {
+        let b = (frames * (PS + FRAME_OVERHEAD)) as u64;
+        b + fixed_bytes(b, lent_frames, PS) as u64
+    }
     /// A byte in the page's free gap, free to mark images with.
     const MARK: usize = PS / 2;
 
@@ -1465,7 +1635,7 @@ mod tests {
         let mut bad = image(20, 1);
         bad[100] ^= 0xff;
         dev.write_at(&bad, 20 * PS as u64).unwrap();
-        let pool = BufferPool::new(dev, spill, PS, 64 * (PS + frame_overhead(PS)) as u64);
+        let pool = BufferPool::new(dev, spill, PS, budget_for(64, 0));
         change(&pool, 30, 2);
         pool.evict(30).unwrap();
         assert!(!pool.is_resident(30));
@@ -1524,8 +1694,7 @@ mod tests {
     #[test]
     fn a_floor_lets_a_small_pool_spill_past_four_pages_a_frame() {
         let (dev, spill) = devices_holding(200);
-        let per = (PS + frame_overhead(PS)) as u64;
-        let pool = BufferPool::new(dev, spill, PS, 16 * per).with_spill_floor(150);
+        let pool = BufferPool::new(dev, spill, PS, budget_for(16, 0)).with_spill_floor(150);
         assert_eq!(pool.spill_capacity(), 150);
         // Every page changed once: all but the resident ones are spilled,
         // more than the 64 that four per frame would allow.
@@ -1543,11 +1712,13 @@ mod tests {
     #[test]
     fn lent_frames_hold_pages_and_give_them_back_intact() {
         let (dev, spill) = devices_holding(64);
-        let per = (PS + frame_overhead(PS)) as u64;
-        let pool = BufferPool::with_spare(dev, spill, PS, 16 * per, 23);
+        let pool = BufferPool::with_spare(dev, spill, PS, budget_for(16, 23), 23);
         assert_eq!((pool.capacity(), pool.spare_capacity()), (15, 8));
         let small = pool.memory_bytes();
-        assert!(small <= 16 * per, "spare frames cost only their metadata");
+        assert!(
+            small <= budget_for(16, 23),
+            "spare frames cost only their metadata"
+        );
         assert!(pool.lend());
         assert!(!pool.lend(), "already lent");
         assert_eq!(pool.capacity(), 23);
@@ -1593,8 +1764,7 @@ mod tests {
     fn pool_of_cold_dirty_frames() -> (BufferPool, Arc<ProbeDevice>) {
         let (dev, _) = devices_holding(100);
         let probe = Arc::new(ProbeDevice::new());
-        let per = (PS + frame_overhead(PS)) as u64;
-        let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
+        let pool = BufferPool::new(dev, probe.clone(), PS, budget_for(16, 0));
         assert_eq!(pool.capacity(), 16);
         for id in 0..16u64 {
             change(&pool, id, 5);
@@ -1639,8 +1809,7 @@ mod tests {
         // A 16-frame pool's map covers page ids below 640.
         let (dev, _) = devices_holding(800);
         let probe = Arc::new(ProbeDevice::new());
-        let per = (PS + frame_overhead(PS)) as u64;
-        let pool = BufferPool::new(dev, probe.clone(), PS, 16 * per);
+        let pool = BufferPool::new(dev, probe.clone(), PS, budget_for(16, 0));
         // Eight pages below the map's end and eight past it, changed, then
         // pushed out by reads of others.
         let changed: Vec<PageId> = (632..640).chain(700..708).collect();
@@ -1779,7 +1948,7 @@ mod tests {
     #[test]
     fn a_route_finds_its_child_without_the_table_until_the_child_moves() {
         let (dev, spill) = devices_holding(200);
-        let pool = BufferPool::new(dev, spill, PS, 128 * (PS + frame_overhead(PS)) as u64);
+        let pool = BufferPool::new(dev, spill, PS, budget_for(128, 0));
         let parent = pool.read(1).unwrap().route(7);
         let (first, found) = pool.read_child(5, Some(parent)).unwrap();
         assert_eq!((first[MARK], found), (1, Found::Loaded));
@@ -1813,7 +1982,7 @@ mod tests {
     #[test]
     fn a_pool_too_small_for_route_tables_reads_by_the_table() {
         let (dev, spill) = devices_holding(40);
-        let pool = BufferPool::new(dev, spill, PS, 16 * (PS + frame_overhead(PS)) as u64);
+        let pool = BufferPool::new(dev, spill, PS, budget_for(16, 0));
         let parent = pool.read(1).unwrap().route(0);
         for _ in 0..3 {
             let (r, found) = pool.read_child(2, Some(parent)).unwrap();
@@ -1822,16 +1991,47 @@ mod tests {
         }
         assert_eq!(pool.routed_frames(), 0);
         let all = pool.memory_bytes();
-        assert!(all <= 16 * (PS + frame_overhead(PS)) as u64, "{all}");
+        assert!(all <= budget_for(16, 0), "{all}");
+    }
+
+    #[test]
+    fn the_spill_map_takes_frames_only_as_page_ids_reach_past_it() {
+        let (dev, spill) = devices_holding(7000);
+        let budget = budget_for(256, 0);
+        let pool = BufferPool::new(dev, spill, PS, budget);
+        // The first chunk (2048 ids) comes with the pool.
+        for id in 0..300u64 {
+            change(&pool, id, 4);
+        }
+        assert_eq!(pool.retired_frames(), 0);
+        // Page 5000 needs two more chunks: two frames, taken from the
+        // clean ones (the 256 frames hold dirty pages only if cold).
+        drop(pool.fetch(5000).unwrap());
+        drop(pool.fetch(6500).unwrap());
+        assert_eq!(pool.retired_frames(), 3);
+        assert!(pool.memory_bytes() <= budget, "{}", pool.memory_bytes());
+        // Pages spilled past the old map's end take log slots, and every
+        // changed page comes back changed.
+        for id in 4000..4400u64 {
+            change(&pool, id, 7);
+        }
+        assert!(pool.spilled() > 0);
+        assert!((4000..4400).any(|id| matches!(pool.spill.lock().spot(id), Some(Spot::Slot(_)))));
+        for id in (0..300u64).chain(4000..4400) {
+            let want = if id < 300 { 4 } else { 7 };
+            assert_eq!(pool.fetch(id).unwrap().read()[MARK], want, "page {id}");
+        }
+        assert_eq!(pool.retired_frames(), 3);
+        assert!(pool.memory_bytes() <= budget, "{}", pool.memory_bytes());
     }
 
     #[test]
     fn route_tables_stay_within_their_reserve() {
         let frames = 256;
-        let budget = (frames * (PS + frame_overhead(PS))) as u64;
+        let budget = (frames * (PS + FRAME_OVERHEAD)) as u64;
         let (dev, spill) = devices_holding(300);
         let pool = BufferPool::new(dev, spill, PS, budget);
-        let can_hold = route_reserve(budget, PS) / (route_slots(PS) * 4);
+        let can_hold = route_frames_cap(budget, PS) * tables_per_frame(PS);
         assert!(can_hold >= 4);
         for parent in 0..can_hold as u64 + 10 {
             let route = pool.read(parent).unwrap().route(0);

@@ -415,7 +415,7 @@ mod tests {
 
     use ferrite_io::{AlignedBuf, BlockDevice, MemDevice};
 
-    use crate::buffer_pool::{frame_overhead, BufferPool};
+    use crate::buffer_pool::{BufferPool, FRAME_OVERHEAD};
     use crate::probe_device::ProbeDevice;
 
     const PS: usize = 4096;
@@ -449,7 +449,7 @@ mod tests {
             dev.clone(),
             Arc::new(MemDevice::new()),
             PS,
-            64 * (PS + frame_overhead(PS)) as u64,
+            64 * (PS + FRAME_OVERHEAD) as u64,
         );
         Tree::new(pool, PS, None)
     }

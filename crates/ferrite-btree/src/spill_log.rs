@@ -10,9 +10,14 @@
 //!   file, for pages the log has no map entry for.
 //!
 //! The log's map (a slot number per page id) costs memory per page, so it
-//! covers only page ids below `covered`, which the pool sizes from its
-//! frames and charges to its budget; the other pages go to the mirror,
-//! which costs one bit per page.
+//! covers at most the page ids below `covered`, which the pool sizes from
+//! its frames; the other pages go to the mirror, which costs one bit per
+//! page. The map is made of chunks of equal size: the first is made with
+//! the log (a page's worth, or less if `covered` needs less), the others
+//! the pool gives it as the tree's page ids reach them
+//! ([`SpillLog::add_chunk`]), out of frames it gives up, so a small tree's
+//! map costs a few frames, not the most it could need; ids past the chunks
+//! go to the mirror as ids past `covered` do.
 //!
 //! Pure bookkeeping, no I/O. Invariants:
 //! - a spilled page is in exactly one place: a slot (`slot_of`) or the
@@ -35,6 +40,7 @@
 //! until its new image is written ([`SpillLog::place`], then
 //! [`SpillLog::finish`]): a failed write leaves it where it was.
 
+use ferrite_io::AlignedBuf;
 use smallvec::SmallVec;
 
 use crate::page::PageId;
@@ -73,11 +79,40 @@ type Slot = u16;
 /// Slots the ring may span.
 const MAX_RING: u64 = Slot::MAX as u64;
 
-/// Bytes of map the log needs to cover `ids` page ids: a slot number per
-/// id and the ring's taken bits (with 64 ids or more; fewer still take
-/// the smallest ring's).
-pub const fn map_bytes_for(ids: usize) -> usize {
-    ids * std::mem::size_of::<Slot>() + (ids * RING_FACTOR).div_ceil(8)
+/// Slots of the ring a log whose map covers `covered` ids may span.
+fn ring_for(covered: u64) -> u64 {
+    (RING_FACTOR as u64 * covered)
+        .max(MIN_RING as u64)
+        .min(MAX_RING)
+}
+
+/// Bytes of the first chunk of a log covering `covered` ids in chunks of
+/// `chunk_bytes`.
+fn first_chunk_bytes(covered: u64, chunk_bytes: usize) -> usize {
+    let s = std::mem::size_of::<Slot>();
+    usize::try_from(covered)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(s)
+        .min(chunk_bytes / s * s)
+}
+
+/// Chunks a log covering `covered` ids in chunks of `chunk_bytes` may
+/// hold.
+fn chunks_for(covered: u64, chunk_bytes: usize) -> usize {
+    let first = first_chunk_bytes(covered, chunk_bytes) / std::mem::size_of::<Slot>();
+    if first == 0 {
+        return 0;
+    }
+    usize::try_from(covered.div_ceil(first as u64)).unwrap_or(usize::MAX)
+}
+
+/// Bytes a log covering `covered` ids in chunks of `chunk_bytes` makes
+/// whatever its use: the ring's taken bits, the first chunk and the
+/// chunks' list. What the pool sets aside for it.
+pub fn own_bytes_for(covered: u64, chunk_bytes: usize) -> usize {
+    ring_for(covered).div_ceil(64) as usize * 8
+        + first_chunk_bytes(covered, chunk_bytes)
+        + chunks_for(covered, chunk_bytes) * std::mem::size_of::<AlignedBuf>()
 }
 
 /// Where a spilled page's image is.
@@ -123,15 +158,20 @@ impl Placed {
 /// Which pages are spilled, and where.
 #[derive(Debug, Default)]
 pub struct SpillLog {
-    /// By page id below `covered`: its slot + 1, or 0.
-    slot_of: Vec<Slot>,
+    /// By page id, in chunks of `per_chunk` ids (a [`Slot`] per id, native
+    /// byte order): its slot + 1, or 0.
+    slot_of: Vec<AlignedBuf>,
+    per_chunk: usize,
+    /// Bytes of the first chunk, which the log made (the others are the
+    /// pool's frames).
+    own_chunk: usize,
     /// One bit per page id: spilled to the mirror.
     mirror: Vec<u64>,
     /// One bit per slot: taken (see the module docs).
     taken: Vec<u64>,
     /// Slots with I/O in flight.
     holds: SmallVec<[Hold; INLINE_HOLDS]>,
-    /// Page ids the log's map covers.
+    /// Page ids the log's map may cover (with chunks enough).
     covered: u64,
     /// Pages in slots, and in the mirror.
     in_slots: usize,
@@ -177,19 +217,66 @@ fn bit(bits: &[u64], i: u64) -> bool {
 }
 
 impl SpillLog {
-    /// A log whose map covers page ids below `covered`.
-    pub fn new(cap: usize, covered: u64) -> Self {
-        // The map is allocated whole: the pool reserved its bytes anyway.
-        let ring = (RING_FACTOR as u64 * covered)
-            .max(MIN_RING as u64)
-            .min(MAX_RING);
-        Self {
+    /// A log whose map may cover page ids below `covered`, in chunks of
+    /// `chunk_bytes`: the first made now, the others once given (ids past
+    /// the chunks go to the mirror).
+    pub fn new(cap: usize, covered: u64, chunk_bytes: usize) -> Self {
+        // The ring's bits are made whole: a few KiB at most.
+        let mut log = Self {
             cap,
             covered,
-            slot_of: vec![0; covered as usize],
-            taken: vec![0; ring.div_ceil(64) as usize],
+            taken: vec![0; ring_for(covered).div_ceil(64) as usize],
             ..Self::default()
+        };
+        let first = first_chunk_bytes(covered, chunk_bytes);
+        if first > 0 {
+            log.per_chunk = first / std::mem::size_of::<Slot>();
+            // The list is made whole, so its size is known beforehand.
+            log.slot_of = Vec::with_capacity(chunks_for(covered, chunk_bytes));
+            log.slot_of.push(AlignedBuf::zeroed(first));
+            log.own_chunk = first;
         }
+        log
+    }
+
+    /// Page ids below this have a map entry.
+    pub fn mapped(&self) -> u64 {
+        ((self.slot_of.len() * self.per_chunk) as u64).min(self.covered)
+    }
+
+    /// Whether a chunk would give page `id` a map entry, or bring the map
+    /// nearer to it: the map stops short of `id` and of `covered`.
+    pub fn wants_chunk(&self, id: PageId) -> bool {
+        let mapped = self.mapped();
+        id >= mapped && mapped < self.covered
+    }
+
+    /// Extends the map by a chunk of `buf.len() / 2` ids (the first chunk
+    /// sets the size; one of another size is refused and returned).
+    pub fn add_chunk(&mut self, mut buf: AlignedBuf) -> Option<AlignedBuf> {
+        let ids = buf.len() / std::mem::size_of::<Slot>();
+        if ids == 0 || (self.per_chunk != 0 && ids != self.per_chunk) {
+            return Some(buf);
+        }
+        self.per_chunk = ids;
+        buf.fill(0);
+        self.slot_of.push(buf);
+        None
+    }
+
+    /// Where page `id`'s map entry is: its chunk and byte offset.
+    fn entry(&self, id: PageId) -> Option<(usize, usize)> {
+        let i = usize::try_from(id).ok()?;
+        if id >= self.mapped() {
+            return None;
+        }
+        let s = std::mem::size_of::<Slot>();
+        Some((i / self.per_chunk, i % self.per_chunk * s))
+    }
+
+    fn read_entry(&self, (chunk, at): (usize, usize)) -> Slot {
+        let c = &self.slot_of[chunk];
+        Slot::from_ne_bytes([c[at], c[at + 1]])
     }
 
     /// Pages spilled.
@@ -219,18 +306,14 @@ impl SpillLog {
     }
 
     fn slot(&self, id: PageId) -> Option<u64> {
-        let s = *self.slot_of.get(usize::try_from(id).ok()?)?;
+        let s = self.read_entry(self.entry(id)?);
         (s != 0).then(|| u64::from(s - 1))
     }
 
     /// The spilled pages, ascending.
     pub fn ids(&self) -> Vec<PageId> {
-        let mut ids: Vec<PageId> = self
-            .slot_of
-            .iter()
-            .enumerate()
-            .filter(|(_, &s)| s != 0)
-            .map(|(id, _)| id as PageId)
+        let mut ids: Vec<PageId> = (0..self.mapped())
+            .filter(|&id| self.slot(id).is_some())
             .collect();
         for (w, &word) in self.mirror.iter().enumerate() {
             ids.extend(
@@ -248,16 +331,19 @@ impl SpillLog {
         self.extent
     }
 
-    /// Heap bytes of the log's map (slot numbers and taken bits), which
-    /// the pool reserves [`map_bytes_for`] its covered ids, plus any holds
-    /// past the inline ones.
-    pub fn map_bytes(&self) -> usize {
+    /// Heap bytes of the log beyond the chunks the pool gave it (which are
+    /// frames it gave up): the ring's taken bits, the first chunk, the
+    /// chunks' list, and any holds past the inline ones.
+    pub fn heap_bytes(&self) -> usize {
         let holds = if self.holds.spilled() {
             self.holds.capacity() * std::mem::size_of::<Hold>()
         } else {
             0
         };
-        self.slot_of.capacity() * std::mem::size_of::<Slot>() + self.taken.capacity() * 8 + holds
+        self.slot_of.capacity() * std::mem::size_of::<AlignedBuf>()
+            + self.own_chunk
+            + self.taken.capacity() * 8
+            + holds
     }
 
     /// Heap bytes of the mirror's bits (one per page id).
@@ -329,19 +415,15 @@ impl SpillLog {
         }
     }
 
+    /// Sets page `id`'s map entry; callers only give slots to mapped ids.
     fn map_slot(&mut self, id: PageId, slot: Option<u64>) {
-        let Ok(i) = usize::try_from(id) else {
+        let Some((chunk, at)) = self.entry(id) else {
             return;
         };
-        if i >= self.slot_of.len() {
-            if slot.is_none() {
-                return;
-            }
-            self.slot_of.resize(i + 1, 0);
-        }
-        let was = self.slot_of[i] != 0;
+        let was = self.read_entry((chunk, at)) != 0;
         // Below `MAX_RING`, so slot + 1 fits.
-        self.slot_of[i] = slot.map_or(0, |s| s as Slot + 1);
+        let v = slot.map_or(0, |s| s as Slot + 1);
+        self.slot_of[chunk][at..at + 2].copy_from_slice(&v.to_ne_bytes());
         match (was, slot.is_some()) {
             (false, true) => self.in_slots += 1,
             (true, false) => self.in_slots -= 1,
@@ -366,13 +448,14 @@ impl SpillLog {
     /// from the cursor up, so they are consecutive where the ring is free.
     /// Returns the places in the order of `ids`.
     pub fn place(&mut self, ids: &[PageId]) -> Vec<Placed> {
-        let n = ids.iter().filter(|&&id| id < self.covered).count();
+        let mapped = self.mapped();
+        let n = ids.iter().filter(|&&id| id < mapped).count();
         let slots = self.free_slots(n);
         let mut slots = slots.into_iter();
         let mut placed = Vec::with_capacity(ids.len());
         for &id in ids {
             let before = self.spot(id);
-            let to = match (id < self.covered).then(|| slots.next()).flatten() {
+            let to = match (id < mapped).then(|| slots.next()).flatten() {
                 Some(slot) => {
                     self.set_taken(slot, true);
                     self.hold(slot);
@@ -478,7 +561,9 @@ impl SpillLog {
     /// images are never read, and rewriting allocated blocks costs less
     /// than allocating them again.
     pub fn clear(&mut self) {
-        self.slot_of.fill(0);
+        for chunk in &mut self.slot_of {
+            chunk.fill(0);
+        }
         self.mirror.fill(0);
         self.taken.fill(0);
         self.holds.clear();
@@ -517,6 +602,45 @@ mod tests {
     use super::*;
 
     const PS: usize = 4096;
+
+    /// A log whose map covers every id below `covered`, in 4 KiB chunks.
+    fn mapped_log(cap: usize, covered: u64) -> SpillLog {
+        let mut log = SpillLog::new(cap, covered, PS);
+        while log.wants_chunk(covered - 1) {
+            assert!(log.add_chunk(AlignedBuf::zeroed(PS)).is_none());
+        }
+        log
+    }
+
+    #[test]
+    fn the_map_grows_by_chunks_and_pages_past_it_go_to_the_mirror() {
+        // The first chunk comes with the log.
+        let mut log = SpillLog::new(100, 5000, PS);
+        assert_eq!(log.mapped(), 2048);
+        assert!(!log.wants_chunk(2047) && log.wants_chunk(2048));
+        assert_eq!(slots(&spill(&mut log, &[3, 2048])), [0, u64::MAX]);
+        assert_eq!(log.spot(2048), Some(Spot::Mirror(2048)));
+        // A chunk of another size is refused.
+        assert!(log.add_chunk(AlignedBuf::zeroed(PS / 2)).is_some());
+        assert!(log.add_chunk(AlignedBuf::zeroed(PS)).is_none());
+        assert_eq!(log.mapped(), 4096);
+        // A page newly mapped leaves the mirror for a slot when spilled
+        // again.
+        assert_eq!(slots(&spill(&mut log, &[2048])), [1]);
+        assert_eq!(log.spot(2048), Some(Spot::Slot(1)));
+        assert!(log.add_chunk(AlignedBuf::zeroed(PS)).is_none());
+        // The map stops at `covered`, however many chunks it has.
+        assert_eq!(log.mapped(), 5000);
+        assert!(!log.wants_chunk(u64::MAX));
+        assert_eq!(log.ids(), [3, 2048]);
+        log.clear();
+        assert_eq!((log.count(), log.spot(3)), (0, None));
+        // A log covering less than a page's worth of ids has its whole map
+        // at once, and needs no chunk.
+        let log = SpillLog::new(100, 640, PS);
+        assert_eq!((log.mapped(), log.wants_chunk(639)), (640, false));
+        assert_eq!(log.heap_bytes(), own_bytes_for(640, PS));
+    }
 
     fn slots(p: &[Placed]) -> Vec<u64> {
         p.iter()
@@ -565,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_batch_takes_consecutive_slots_from_the_cursor() {
-        let mut log = SpillLog::new(100, 1000);
+        let mut log = mapped_log(100, 1000);
         assert_eq!(slots(&spill(&mut log, &[90, 3, 41])), [0, 1, 2]);
         assert_eq!(slots(&spill(&mut log, &[7, 8])), [3, 4]);
         assert_eq!(log.count(), 5);
@@ -576,7 +700,7 @@ mod tests {
 
     #[test]
     fn pages_past_the_map_go_to_the_mirror() {
-        let mut log = SpillLog::new(100, 10);
+        let mut log = mapped_log(100, 10);
         let p = spill(&mut log, &[12, 3, 10]);
         assert_eq!(
             p.iter().map(|p| p.to).collect::<Vec<_>>(),
@@ -591,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_page_spilled_again_moves_and_frees_its_old_slot_once_written() {
-        let mut log = SpillLog::new(100, 1000);
+        let mut log = mapped_log(100, 1000);
         spill(&mut log, &[5, 6]);
         let b = log.place(&[5]);
         assert_eq!(b[0].old(), Some(0));
@@ -605,7 +729,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_leaves_pages_where_they_were() {
-        let mut log = SpillLog::new(100, 20);
+        let mut log = mapped_log(100, 20);
         spill(&mut log, &[5, 25]);
         let b = log.place(&[5, 9, 25, 30]);
         log.finish(&b, false);
@@ -618,7 +742,7 @@ mod tests {
 
     #[test]
     fn a_slot_held_by_a_read_is_not_handed_out_after_its_page_leaves() {
-        let mut log = SpillLog::new(100, 1000);
+        let mut log = mapped_log(100, 1000);
         spill(&mut log, &[1, 2]);
         let spot = log.hold_for_read(1).unwrap();
         log.remove(1);
@@ -631,7 +755,7 @@ mod tests {
 
     #[test]
     fn a_page_removed_while_its_write_is_in_flight_stays_out() {
-        let mut log = SpillLog::new(100, 1000);
+        let mut log = mapped_log(100, 1000);
         spill(&mut log, &[4]);
         let b = log.place(&[4]);
         log.remove(4);
@@ -647,14 +771,14 @@ mod tests {
     fn the_ring_stays_a_small_multiple_of_the_pages_in_it() {
         // One page spilled over and over: the cursor wraps within the
         // smallest ring.
-        let mut log = SpillLog::new(10_000, 10_000);
+        let mut log = mapped_log(10_000, 10_000);
         for _ in 0..10_000 {
             spill(&mut log, &[7]);
         }
         assert_eq!(log.count(), 1);
         assert!(log.extent() <= MIN_RING as u64, "{}", log.extent());
         // 1000 pages spilled again and again in batches of 16.
-        let mut log = SpillLog::new(10_000, 10_000);
+        let mut log = mapped_log(10_000, 10_000);
         for ids in batches(1, 1000).take(5_000) {
             spill(&mut log, &ids);
         }
@@ -664,18 +788,18 @@ mod tests {
             "{}",
             log.extent()
         );
-        // The map stays within what the pool reserves for it (and the
-        // smallest ring's bits).
+        // Beyond its chunks, the log holds the ring's bits the pool set
+        // aside and a chunk list.
         assert!(
-            log.map_bytes() <= map_bytes_for(10_000) + 8,
+            log.heap_bytes() <= own_bytes_for(10_000, PS) + 8,
             "{}",
-            log.map_bytes()
+            log.heap_bytes()
         );
     }
 
     #[test]
     fn past_the_largest_ring_pages_go_to_the_mirror() {
-        let mut log = SpillLog::new(usize::MAX, 100_000);
+        let mut log = mapped_log(usize::MAX, 100_000);
         let ids: Vec<PageId> = (0..70_000).collect();
         for chunk in ids.chunks(16) {
             spill(&mut log, chunk);
@@ -692,7 +816,7 @@ mod tests {
 
     #[test]
     fn batches_mostly_land_in_one_or_two_runs() {
-        let mut log = SpillLog::new(10_000, 10_000);
+        let mut log = mapped_log(10_000, 10_000);
         let (mut batches_seen, mut pieces) = (0, 0);
         for (round, ids) in batches(7, 1000).take(5_000).enumerate() {
             let p = spill(&mut log, &ids);
@@ -742,7 +866,7 @@ mod tests {
 
     #[test]
     fn clear_empties_the_log_and_restarts_the_cursor() {
-        let mut log = SpillLog::new(100, 1000);
+        let mut log = mapped_log(100, 1000);
         spill(&mut log, &[1, 2, 3]);
         log.clear();
         assert_eq!(log.count(), 0);
@@ -755,7 +879,7 @@ mod tests {
     fn the_ring_stays_within_a_quarter_past_the_cap() {
         // 1000 pages (the cap) spilled again and again in batches of 16:
         // the unbounded ring would span four times them.
-        let mut log = SpillLog::new(1000, 10_000);
+        let mut log = mapped_log(1000, 10_000);
         for ids in batches(3, 1000).take(5_000) {
             spill(&mut log, &ids);
         }

@@ -19,6 +19,7 @@
 use std::alloc::{self, Layout};
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 /// Alignment of every [`AlignedBuf`].
@@ -295,9 +296,79 @@ impl PartialEq for AlignedBuf {
     }
 }
 
+/// A buffer given over to 32-bit atomics, for tables that threads update
+/// without a lock in memory that was a buffer (a buffer pool's frame
+/// turned into route tables). Zeroed when made; its bytes are only ever
+/// reached as atomics from then on.
+pub struct AtomicWords {
+    buf: AlignedBuf,
+}
+
+impl AtomicWords {
+    pub fn new(mut buf: AlignedBuf) -> Self {
+        buf.fill(0);
+        Self { buf }
+    }
+}
+
+impl Deref for AtomicWords {
+    type Target = [AtomicU32];
+    fn deref(&self) -> &[AtomicU32] {
+        // SAFETY: the buffer is BUF_ALIGN-aligned (a multiple of
+        // AtomicU32's alignment), valid for `len` initialised bytes, owned
+        // by this value alone, and reached only through this slice of
+        // atomics, whose size is u32's; a dangling empty buffer gives an
+        // empty slice.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buf.ptr.as_ptr().cast::<AtomicU32>(),
+                self.buf.len / std::mem::size_of::<AtomicU32>(),
+            )
+        }
+    }
+}
+
+impl std::fmt::Debug for AtomicWords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtomicWords")
+            .field("words", &self.len())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slab_buffer_turned_into_words_is_zeroed_and_shared_by_threads() {
+        let mut bufs = AlignedBuf::slab(2, 4096);
+        bufs[0].fill(0xff);
+        let words = Arc::new(AtomicWords::new(bufs.remove(0)));
+        assert_eq!(words.len(), 1024);
+        assert!(words
+            .iter()
+            .all(|w| w.load(std::sync::atomic::Ordering::Relaxed) == 0));
+        let threads: Vec<_> = (0..2u32)
+            .map(|t| {
+                let w = words.clone();
+                std::thread::spawn(move || {
+                    for i in (t as usize..1024).step_by(2) {
+                        w[i].store(i as u32 + 1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert!(words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| w.load(std::sync::atomic::Ordering::Relaxed) == i as u32 + 1));
+        // The other buffer of the slab is untouched.
+        assert!(bufs[0].iter().all(|&b| b == 0));
+    }
 
     #[test]
     fn a_large_slab_is_mapped_on_its_own_huge_page_aligned_and_zeroed() {

@@ -34,7 +34,7 @@ pub mod zoned;
 pub use accounting::{
     bucket_upper_bound, size_bucket, thread_reads, IoCounters, IoStats, SIZE_BUCKETS,
 };
-pub use aligned_buf::{prefetch, AlignedBuf, BUF_ALIGN};
+pub use aligned_buf::{prefetch, AlignedBuf, AtomicWords, BUF_ALIGN};
 pub use block_device::{check_aligned, BlockDevice, GatherReq, ReadReq, WriteReq};
 pub use direct_file::{BatchMode, DirectFile, DirectFileOptions};
 pub use error::{DeviceError, IoOp, Result, ZoneError};

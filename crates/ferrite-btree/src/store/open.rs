@@ -56,7 +56,7 @@ fn working_memory(cache_bytes: u64, ps: usize) -> (usize, usize, u64) {
     // its size by the record that crosses it, which the reserve's second
     // buffer covers.
     let mut wal_buffer = ((cache_bytes / 128) as usize).clamp(64 << 10, 1 << 20);
-    let frames = cache_bytes as usize / (ps + crate::buffer_pool::frame_overhead(ps));
+    let frames = cache_bytes as usize / (ps + crate::buffer_pool::FRAME_OVERHEAD);
     let mut chunk_pages = checkpoint::chunk_pages(frames);
     let reserve = |wal: usize, chunk: usize| (2 * wal + chunk * ps) as u64;
     // Small budgets get smaller checkpoint chunks (more, smaller writes)
@@ -163,7 +163,7 @@ impl BTreeStore {
         };
         // An adaptive insert buffer lends its memory to the pool while it
         // is off: as spare frames, up to a plain pool's count.
-        let per = (ps + crate::buffer_pool::frame_overhead(ps)) as u64;
+        let per = (ps + crate::buffer_pool::FRAME_OVERHEAD) as u64;
         let lent_frames = match &bt.insert_buffer {
             Some(ib) if ib.adaptive => (cache_bytes / per) as usize,
             _ => 0,

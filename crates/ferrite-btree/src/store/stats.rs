@@ -38,6 +38,9 @@ pub struct BTreeStats {
     /// tables.
     pub routed_hits: u64,
     pub routed_frames: u64,
+    /// Frames the pool gave up to hold the spill log's map and route
+    /// tables (see `buffer_pool`).
+    pub retired_frames: u64,
     /// Working buffers (WAL, checkpoint chunk) charged to the budget.
     pub working_bytes: u64,
     pub spills: u64,
@@ -98,6 +101,7 @@ impl EngineStats for BTreeStats {
             ("spill_log_slots", self.spill_log_slots),
             ("routed_hits", self.routed_hits),
             ("routed_frames", self.routed_frames),
+            ("retired_frames", self.retired_frames),
             ("working_bytes", self.working_bytes),
             ("spills", self.spills),
             ("spill_batches", self.spill_batches),
@@ -228,6 +232,7 @@ impl Shared {
             spill_log_slots: pool.spill_log_slots(),
             routed_hits: ld(&pool.counters.routed),
             routed_frames: pool.routed_frames() as u64,
+            retired_frames: pool.retired_frames() as u64,
             working_bytes: s.reserve,
             spills: ld(&pool.counters.spills),
             spill_batches: ld(&pool.counters.spill_batches),

@@ -633,7 +633,7 @@ impl BufferPool {
 
     /// Retires a frame for the spill log's map or route tables (see the
     /// module docs) and returns its buffer: a free base frame if there is
-    /// one, else a clean victim of the clock among the base frames. Under
+    /// one, else a clean one near the clock's hand ([`Self::retiree`]). Under
     /// the table lock and the hand; never writes. `None` if no frame may
     /// go now (every candidate is busy, dirty or lent) or the pool has
     /// given up its share already.
@@ -648,23 +648,7 @@ impl BufferPool {
         let (i, mut latch) = match free.map(|k| hand.free.swap_remove(k)) {
             Some(i) => (i, self.seize(i)?),
             None => {
-                let active = self.capacity();
-                let state = |i: usize| {
-                    let f = self.frame(i);
-                    FrameState {
-                        empty: f.id.load(Acquire) == EMPTY,
-                        pinned: f.pins.load(Acquire) > 0,
-                        dirty: f.dirty.load(Acquire),
-                        referenced: f.referenced.load(Acquire),
-                    }
-                };
-                let mut clear = |i: usize| self.frame(i).referenced.store(false, Release);
-                let (victim, next) =
-                    pick_victim(active, hand.at % active, false, &state, &mut clear)?;
-                hand.at = next;
-                if victim >= self.base {
-                    return None;
-                }
+                let victim = self.retiree(hand.at)?;
                 let latch = self.seize(victim)?;
                 // Marked dirty only under its latch, which we hold now.
                 if self.frame(victim).dirty.load(Acquire) {
@@ -686,6 +670,28 @@ impl BufferPool {
         drop(latch);
         self.retired.fetch_add(1, Relaxed);
         Some(buf)
+    }
+
+    /// A clean, unpinned base frame among the [`CLEANING_WINDOW`] the hand
+    /// reaches next, unreferenced if one is: looked at without moving the
+    /// hand or clearing reference bits, so a retirement costs the clock
+    /// one frame and a bounded look, even in a pool of dirty frames (the
+    /// next claim looks again, further on).
+    fn retiree(&self, at: usize) -> Option<usize> {
+        let active = self.capacity();
+        let mut referenced = None;
+        for k in 0..CLEANING_WINDOW.min(active) {
+            let i = (at + k) % active;
+            let f = self.frame(i);
+            if i >= self.base || f.pins.load(Acquire) > 0 || f.dirty.load(Acquire) {
+                continue;
+            }
+            if !f.referenced.load(Acquire) {
+                return Some(i);
+            }
+            referenced.get_or_insert(i);
+        }
+        referenced
     }
 
     /// Before a claim for page `id`: retires frames for the spill log's
@@ -2004,11 +2010,12 @@ mod tests {
             change(&pool, id, 4);
         }
         assert_eq!(pool.retired_frames(), 0);
-        // Page 5000 needs two more chunks: two frames, taken from the
-        // clean ones (the 256 frames hold dirty pages only if cold).
+        // Pages 5000 and 6500 need three more chunks: three frames, taken
+        // from clean ones near the hand as claims find them (a pool of
+        // dirty frames gives none up until they are written).
         drop(pool.fetch(5000).unwrap());
         drop(pool.fetch(6500).unwrap());
-        assert_eq!(pool.retired_frames(), 3);
+        assert!((1..=3).contains(&pool.retired_frames()));
         assert!(pool.memory_bytes() <= budget, "{}", pool.memory_bytes());
         // Pages spilled past the old map's end take log slots, and every
         // changed page comes back changed.
@@ -2021,6 +2028,7 @@ mod tests {
             let want = if id < 300 { 4 } else { 7 };
             assert_eq!(pool.fetch(id).unwrap().read()[MARK], want, "page {id}");
         }
+        drop(pool.fetch(6999).unwrap());
         assert_eq!(pool.retired_frames(), 3);
         assert!(pool.memory_bytes() <= budget, "{}", pool.memory_bytes());
     }

@@ -109,6 +109,11 @@ pub fn spill_ids_per_frame(page_size: usize) -> usize {
 /// whatever its ceilings allow (with 4 KiB pages they allow about 3.5%).
 const RETIRE_MAX_SHARE: usize = 8;
 
+/// Heap bytes of one retired frame's route tables beyond its buffer: the
+/// shared handle's allocation.
+const ROUTE_PAGE_HEADER: usize =
+    2 * std::mem::size_of::<usize>() + std::mem::size_of::<AtomicWords>();
+
 /// One frame's route table: a slice of a retired frame's buffer.
 struct RouteTable {
     words: Arc<AtomicWords>,
@@ -132,9 +137,7 @@ fn fixed_bytes(budget: u64, lent_frames: usize, page_size: usize) -> usize {
     let frames = lent_frames.max((budget / per) as usize);
     let covered = frames as u64 * spill_ids_per_frame(page_size) as u64;
     let route_headers = route_frames_cap(budget, page_size)
-        * (2 * std::mem::size_of::<usize>()
-            + std::mem::size_of::<AtomicWords>()
-            + tables_per_frame(page_size) * std::mem::size_of::<RouteTable>());
+        * (ROUTE_PAGE_HEADER + tables_per_frame(page_size) * std::mem::size_of::<RouteTable>());
     spill_log::own_bytes_for(covered, page_size) + route_headers
 }
 
@@ -575,8 +578,7 @@ impl BufferPool {
         let sp = self.spill.lock();
         let spill = sp.mirror_bytes() + sp.heap_bytes();
         let buffers = self.capacity() * self.page_size;
-        let routes = self.route_frames.load(Relaxed)
-            * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<AtomicWords>())
+        let routes = self.route_frames.load(Relaxed) * ROUTE_PAGE_HEADER
             + self.route_free.lock().capacity() * std::mem::size_of::<RouteTable>();
         (self.frames.len() * FRAME_OVERHEAD + buffers + spill + routes) as u64
     }
@@ -738,7 +740,9 @@ impl BufferPool {
         if let Some(t) = self.route_free.lock().pop() {
             return Some(t);
         }
-        if self.route_cap == 0 {
+        // At the ceiling (or with none) there is nothing to try: no lock
+        // is touched on the read path.
+        if self.route_frames.load(Relaxed) >= self.route_cap {
             return None;
         }
         let made = match (self.table.try_write(), self.hand.try_lock()) {

@@ -48,7 +48,7 @@ mod tree;
 pub use insert_buffer::{BufferCounters, InsertBufferOptions};
 pub use options::BTreeOptions;
 pub use shortcut::{ShortcutOptions, ShortcutReport, Variant as ShortcutVariant};
-pub use store::{BTreeStats, BTreeStore, Devices, InsertBufferStats, FORMAT_VERSION};
+pub use store::{BTreeStats, BTreeStore, Devices, FileCounts, InsertBufferStats, FORMAT_VERSION};
 pub use tree::{max_key_len, LevelFill};
 
 /// Page, meta-page and carry-over formats and the insert buffer's parts,

@@ -106,13 +106,22 @@ pub trait KvStore: Send + Sync {
     /// Sets `key` to `new` (`None` deletes it) if its value is `expected`
     /// (`None`: absent), and says whether it did; the comparison and the
     /// write are atomic against every other write. The building block of
-    /// read-modify-write (increments, appends, set-if-absent).
+    /// read-modify-write (increments, appends, set-if-absent). The default
+    /// is a one-operation [`KvStore::write_batch_if`] whose check reads
+    /// the key, so it is counted as a batch.
     fn compare_and_swap(
         &self,
         key: &[u8],
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
-    ) -> Result<bool>;
+    ) -> Result<bool> {
+        let mut b = WriteBatch::new();
+        match new {
+            Some(v) => b.put(key, v)?,
+            None => b.delete(key)?,
+        };
+        self.write_batch_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
+    }
 
     /// Visits every pair in `range` in ascending key order with a callback
     /// (a callback rather than an iterator, so engines can hold latches or

@@ -32,6 +32,7 @@ use std::time::Instant;
 
 use ferrite::internals::Instrumented;
 use ferrite::{EngineKind, KvStore, Options, Stats, SyncMode};
+use ferrite_btree::BTreeStats;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -159,6 +160,15 @@ struct VariantRun {
     /// Times the adaptive insert buffer turned off or on, warm-up included.
     #[serde(default)]
     gate_switches: u64,
+    /// Per file of the store: (name, device bytes read / op, written / op).
+    #[serde(default)]
+    files: Vec<(String, f64, f64)>,
+    /// Per operation: dirty pages evicted to the spill file, and pages
+    /// checkpoints installed.
+    #[serde(default)]
+    spills_per_op: f64,
+    #[serde(default)]
+    checkpoint_pages_per_op: f64,
     /// (seconds since the phase began, ops/s, hit ratio) per chunk.
     timeline: Vec<(f64, f64, f64)>,
 }
@@ -293,6 +303,26 @@ fn run_workload(
         r.buffer_share = after.field("ib_bytes").unwrap_or(0.0) / budget as f64;
         r.pool_frames_end = after.field("pool_frames").unwrap_or(0.0) as u64;
         r.gate_switches = (after.field("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
+        if let (Some(a), Some(b)) = (
+            after.engine::<BTreeStats>(),
+            before[i].engine::<BTreeStats>(),
+        ) {
+            r.files = a
+                .files
+                .named()
+                .into_iter()
+                .zip(b.files.named())
+                .map(|((name, x), (_, y))| {
+                    (
+                        name.to_string(),
+                        (x.read_bytes - y.read_bytes) as f64 / ops,
+                        (x.write_bytes - y.write_bytes) as f64 / ops,
+                    )
+                })
+                .collect();
+            r.spills_per_op = (a.spills - b.spills) as f64 / ops;
+            r.checkpoint_pages_per_op = (a.checkpoint_pages - b.checkpoint_pages) as f64 / ops;
+        }
     }
     let turbo = runs.pop().unwrap_or_default();
     let base = runs.pop().unwrap_or_default();
@@ -479,6 +509,46 @@ impl Study for TurboRepro {
              so this is the noise of the comparison):",
         );
         doc.table(&diff);
+        let mut files = Table::new([
+            "workload",
+            "file",
+            "KiB read / op (btree, turbo)",
+            "KiB written / op (btree, turbo)",
+        ]);
+        let mut evictions = Table::new([
+            "workload",
+            "dirty pages spilled / op (btree, turbo)",
+            "pages checkpoints installed / op (btree, turbo)",
+        ]);
+        for w in WORKLOADS {
+            let Some((b, tu)) = r.runs.get(w) else {
+                continue;
+            };
+            for ((name, br, bw), (_, tr, tw)) in b.files.iter().zip(&tu.files) {
+                if br + bw + tr + tw == 0.0 {
+                    continue;
+                }
+                files.row([
+                    w.to_string(),
+                    name.clone(),
+                    format!("{:.3}, {:.3}", br / 1024.0, tr / 1024.0),
+                    format!("{:.3}, {:.3}", bw / 1024.0, tw / 1024.0),
+                ]);
+            }
+            evictions.row([
+                w.to_string(),
+                format!("{:.4}, {:.4}", b.spills_per_op, tu.spills_per_op),
+                format!(
+                    "{:.4}, {:.4}",
+                    b.checkpoint_pages_per_op, tu.checkpoint_pages_per_op
+                ),
+            ]);
+        }
+        if !files.is_empty() {
+            doc.text("Device bytes per operation by file of the store (files with no I/O in either store left out):");
+            doc.table(&files);
+            doc.table(&evictions);
+        }
         let groups: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
         let series = |f: &dyn Fn(&VariantRun) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
             ["btree", "turboindex"]

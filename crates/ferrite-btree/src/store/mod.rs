@@ -77,7 +77,7 @@ use crate::shortcut::{Shortcut, ShortcutReport};
 use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
 
 pub use open::Devices;
-pub use stats::{BTreeStats, InsertBufferStats};
+pub use stats::{BTreeStats, FileCounts, InsertBufferStats};
 
 /// On-disk format version recorded in the store identity. Format 2 adds
 /// fence keys to every tree page; a format-1 directory is refused with
@@ -361,24 +361,6 @@ impl KvStore for BTreeStore {
         let mut b = WriteBatch::new();
         b.delete_range(start, end)?;
         self.write_batch(&b)
-    }
-
-    fn compare_and_swap(
-        &self,
-        key: &[u8],
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<bool> {
-        let s = &self.shared;
-        s.check_key_len(key)?;
-        let mut b = WriteBatch::new();
-        match new {
-            Some(v) => b.put(key, v)?,
-            None => b.delete(key)?,
-        };
-        s.write_if(&b, &mut |st| {
-            Ok(s.get_locked(st, key)?.as_deref() == expected)
-        })
     }
 
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {

@@ -69,6 +69,38 @@ pub struct BTreeStats {
     pub insert_buffer: Option<InsertBufferStats>,
     pub shortcut: Option<ShortcutReport>,
     pub snapshots: ChainStats,
+    /// The common device counts split by file.
+    pub files: FileCounts,
+}
+
+/// Device counts per file of the store; their sum is [`Stats::device`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct FileCounts {
+    pub pages: DeviceCounts,
+    pub wal: DeviceCounts,
+    /// The double-write file.
+    pub dwb: DeviceCounts,
+    pub spill: DeviceCounts,
+    /// Both carry-over files.
+    pub carry: DeviceCounts,
+}
+
+impl FileCounts {
+    pub fn total(&self) -> DeviceCounts {
+        self.pages + self.wal + self.dwb + self.spill + self.carry
+    }
+
+    /// Each file's name and counts, in a fixed order.
+    pub fn named(&self) -> [(&'static str, DeviceCounts); 5] {
+        [
+            ("pages", self.pages),
+            ("wal", self.wal),
+            ("dwb", self.dwb),
+            ("spill", self.spill),
+            ("carry", self.carry),
+        ]
+    }
 }
 
 /// TurboIndex's insert buffer.
@@ -121,6 +153,12 @@ impl EngineStats for BTreeStats {
         .into_iter()
         .map(|(n, v)| (n.to_string(), v as f64))
         .collect();
+        for (file, c) in self.files.named() {
+            out.extend([
+                (format!("{file}_read_bytes"), c.read_bytes as f64),
+                (format!("{file}_write_bytes"), c.write_bytes as f64),
+            ]);
+        }
         for (i, n) in self.pages_per_level.iter().enumerate() {
             out.push((format!("pages_level_{i}"), *n as f64));
         }
@@ -196,12 +234,14 @@ impl Shared {
         let s = self;
         let c = &s.counters;
         let pool = &s.tree.pool;
-        let dev = DeviceCounts::from(s.devices.pages.io_stats())
-            + DeviceCounts::from(s.devices.wal.io_stats())
-            + DeviceCounts::from(s.devices.dwb.io_stats())
-            + DeviceCounts::from(s.devices.spill.io_stats())
-            + DeviceCounts::from(s.devices.carry[0].io_stats())
-            + DeviceCounts::from(s.devices.carry[1].io_stats());
+        let of = |d: &Arc<dyn ferrite_io::BlockDevice>| DeviceCounts::from(d.io_stats());
+        let files = FileCounts {
+            pages: of(&s.devices.pages),
+            wal: of(&s.devices.wal),
+            dwb: of(&s.devices.dwb),
+            spill: of(&s.devices.spill),
+            carry: of(&s.devices.carry[0]) + of(&s.devices.carry[1]),
+        };
         let st = s.state.read();
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
         let insert_buffer = s.opts.insert_buffer.map(|_| {
@@ -254,12 +294,13 @@ impl Shared {
             insert_buffer,
             shortcut: s.shortcut.as_ref().map(|sc| sc.report(false)),
             snapshots,
+            files,
         };
         Stats {
             ops: c.api.ops(),
             user_bytes_written: c.api.bytes_written(),
             user_bytes_read: c.api.bytes_read(),
-            device: dev,
+            device: files.total(),
             cache: CacheCounts {
                 hits: ld(&pool.counters.hits) + ld(&pool.counters.routed),
                 misses: ld(&pool.counters.misses),

@@ -359,21 +359,6 @@ impl KvStore for LsmStore {
         Ok(done)
     }
 
-    fn compare_and_swap(
-        &self,
-        key: &[u8],
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<bool> {
-        let mut b = WriteBatch::new();
-        match new {
-            Some(v) => b.put(key, v)?,
-            None => b.delete(key)?,
-        };
-        self.inner
-            .write_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
-    }
-
     /// Writes the pairs as tables straight into the bottom level; needs an
     /// empty store (`bulk.rs`).
     fn bulk_load(&self, sorted: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {

@@ -356,21 +356,6 @@ impl KvStore for ZkvStore {
         Ok(done)
     }
 
-    fn compare_and_swap(
-        &self,
-        key: &[u8],
-        expected: Option<&[u8]>,
-        new: Option<&[u8]>,
-    ) -> Result<bool> {
-        let mut b = WriteBatch::new();
-        match new {
-            Some(v) => b.put(key, v)?,
-            None => b.delete(key)?,
-        };
-        self.inner
-            .write_if(&b, &mut |now| Ok(now.get(key)?.as_deref() == expected))
-    }
-
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
         self.inner.check()?;
         Ok(Box::new(snapshot::ZkvSnapshot::take(&self.inner)))

@@ -1070,23 +1070,11 @@ impl Tree {
                 if !range.before_end(k) {
                     return Ok(bytes);
                 }
-                let flow = match newer {
-                    Some(None) => continue,
-                    Some(Some(v)) => {
-                        bytes += (k.len() + v.len()) as u64;
-                        visit(k, v)
-                    }
-                    None => match page::value(&b, i - 1) {
-                        StoredValue::Inline(v) => {
-                            bytes += (k.len() + v.len()) as u64;
-                            visit(k, v)
-                        }
-                        StoredValue::Overflow { first, len, .. } => {
-                            let v = self.read_overflow(first, len)?;
-                            bytes += (k.len() + v.len()) as u64;
-                            visit(k, &v)
-                        }
-                    },
+                // The page's value is at the slot just passed.
+                let Some(flow) =
+                    self.visit_pair(&b, i.saturating_sub(1), k, newer, &mut bytes, visit)?
+                else {
+                    continue;
                 };
                 if flow == ControlFlow::Break(()) {
                     return Ok(bytes);
@@ -1095,6 +1083,39 @@ impl Tree {
             id = page::link(&b);
         }
         Ok(bytes)
+    }
+
+    /// Visits key `k` of a scan with the overlay's version `newer` if it
+    /// has one, else with slot `slot` of leaf `b`, and adds the pair's
+    /// bytes; `None` for a key the overlay deletes (not visited).
+    fn visit_pair(
+        &self,
+        b: &[u8],
+        slot: usize,
+        k: &[u8],
+        newer: Option<Option<&[u8]>>,
+        bytes: &mut u64,
+        visit: &mut ScanVisitor<'_>,
+    ) -> Result<Option<ControlFlow<()>>> {
+        let flow = match newer {
+            Some(None) => return Ok(None),
+            Some(Some(v)) => {
+                *bytes += (k.len() + v.len()) as u64;
+                visit(k, v)
+            }
+            None => match page::value(b, slot) {
+                StoredValue::Inline(v) => {
+                    *bytes += (k.len() + v.len()) as u64;
+                    visit(k, v)
+                }
+                StoredValue::Overflow { first, len, .. } => {
+                    let v = self.read_overflow(first, len)?;
+                    *bytes += (k.len() + v.len()) as u64;
+                    visit(k, &v)
+                }
+            },
+        };
+        Ok(Some(flow))
     }
 
     /// The leaf holding the largest keys below `below` (below every key:
@@ -1163,23 +1184,8 @@ impl Tree {
                 if !range.after_start(k) {
                     return Ok(bytes);
                 }
-                let flow = match newer {
-                    Some(None) => continue,
-                    Some(Some(v)) => {
-                        bytes += (k.len() + v.len()) as u64;
-                        visit(k, v)
-                    }
-                    None => match page::value(&b, i) {
-                        StoredValue::Inline(v) => {
-                            bytes += (k.len() + v.len()) as u64;
-                            visit(k, v)
-                        }
-                        StoredValue::Overflow { first, len, .. } => {
-                            let v = self.read_overflow(first, len)?;
-                            bytes += (k.len() + v.len()) as u64;
-                            visit(k, &v)
-                        }
-                    },
+                let Some(flow) = self.visit_pair(&b, i, k, newer, &mut bytes, visit)? else {
+                    continue;
                 };
                 if flow == ControlFlow::Break(()) {
                     return Ok(bytes);

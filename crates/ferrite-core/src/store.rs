@@ -229,37 +229,33 @@ pub trait KvStoreExt: KvStore {
         range: KeyRange<'_>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        self.scan_rev(range, &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            if out.len() >= limit {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })?;
-        Ok(out)
+        collect(limit, |visit| self.scan_rev(range, visit))
     }
 
     /// Collects up to `limit` pairs of `range`.
     fn scan_collect(&self, range: KeyRange<'_>, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        self.scan(range, &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            if out.len() >= limit {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })?;
-        Ok(out)
+        collect(limit, |visit| self.scan(range, visit))
     }
+}
+
+/// The first `limit` pairs a scan visits, copied.
+fn collect(
+    limit: usize,
+    scan: impl FnOnce(&mut ScanVisitor<'_>) -> Result<()>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    scan(&mut |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        if out.len() >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    Ok(out)
 }
 
 impl<T: KvStore + ?Sized> KvStoreExt for T {}

@@ -150,11 +150,33 @@ impl Inner {
     /// the buffers first), then the tree is scanned up to where that chunk
     /// is complete, so a short scan never copies the whole buffer.
     pub(super) fn scan(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
-        let end = range.end;
-        let mut lo: Bound<Vec<u8>> = match range.start {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
+        self.scan_dir(range, false, visit)
+    }
+
+    /// As [`Inner::scan`], in descending key order: a bounded chunk of
+    /// buffered pairs from the top, then the tree's leaves down to where
+    /// that chunk is complete.
+    pub(super) fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
+        self.scan_dir(range, true, visit)
+    }
+
+    /// [`Inner::scan`] ascending, or descending if `rev`. Each round moves
+    /// the bound the scan starts from (the range's start ascending, its
+    /// end descending) past the keys it merged.
+    fn scan_dir(&self, range: KeyRange<'_>, rev: bool, visit: &mut ScanVisitor<'_>) -> Result<u64> {
+        let (mut from, fixed) = if rev {
+            (range.end.map(<[u8]>::to_vec), range.start)
+        } else {
+            (range.start.map(<[u8]>::to_vec), range.end)
+        };
+        // Whether buffered pair `o` comes before tree pair `p` in the
+        // scan's order.
+        let ahead = |o: &Pair, p: &Pair| {
+            if rev {
+                o.key() > p.key()
+            } else {
+                o.key() < p.key()
+            }
         };
         let mut bytes = 0u64;
         let mut emit = |p: &Pair, bytes: &mut u64| -> Result<ControlFlow<()>> {
@@ -167,22 +189,22 @@ impl Inner {
             }
         };
         loop {
-            let lo_ref = match &lo {
-                Bound::Included(k) => Bound::Included(k.as_slice()),
-                Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-                Bound::Unbounded => Bound::Unbounded,
+            let from_ref = from.as_ref().map(Vec::as_slice);
+            let (chunk, reach) = if rev {
+                self.overlay_chunk_rev(fixed, from_ref)
+            } else {
+                self.overlay_chunk(from_ref, fixed)
             };
-            let (chunk, upto) = self.overlay_chunk(lo_ref, end);
-            let hi = match &upto {
-                Some(u) => Bound::Included(u.as_slice()),
-                None => end,
+            let far = match &reach {
+                Some(r) => Bound::Included(r.as_slice()),
+                None => fixed,
             };
             let mut over = chunk.into_iter().peekable();
             let mut stop = false;
             {
                 let tree = self.tree.read();
-                tree.scan(lo_ref, hi, &self.ctx(), &mut |p| {
-                    while let Some(o) = over.next_if(|o| o.key() < p.key()) {
+                let mut each = |p: Pair| {
+                    while let Some(o) = over.next_if(|o| ahead(o, &p)) {
                         if emit(&o, &mut bytes)?.is_break() {
                             stop = true;
                             return Ok(ControlFlow::Break(()));
@@ -192,7 +214,12 @@ impl Inner {
                     let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
                     stop = cf.is_break();
                     Ok(cf)
-                })?;
+                };
+                if rev {
+                    tree.scan_rev(far, from_ref, &self.ctx(), &mut each)?;
+                } else {
+                    tree.scan(from_ref, far, &self.ctx(), &mut each)?;
+                }
             }
             if !stop {
                 for o in over {
@@ -202,8 +229,8 @@ impl Inner {
                     }
                 }
             }
-            match upto {
-                Some(u) if !stop => lo = Bound::Excluded(u),
+            match reach {
+                Some(r) if !stop => from = Bound::Excluded(r),
                 _ => return Ok(bytes),
             }
         }
@@ -246,60 +273,5 @@ impl Inner {
         }
         merged.reverse();
         (merged, downto)
-    }
-
-    /// As [`Inner::scan`], in descending key order: a bounded chunk of
-    /// buffered pairs from the top, then the tree's leaves down to where
-    /// that chunk is complete.
-    pub(super) fn scan_rev(&self, range: KeyRange<'_>, visit: &mut ScanVisitor<'_>) -> Result<u64> {
-        let start = range.start;
-        let mut hi: Bound<Vec<u8>> = range.end.map(<[u8]>::to_vec);
-        let mut bytes = 0u64;
-        let mut emit = |p: &Pair, bytes: &mut u64| -> Result<ControlFlow<()>> {
-            match self.resolve(p.val.clone())? {
-                Some(v) => {
-                    *bytes += (p.key().len() + v.len()) as u64;
-                    Ok(visit(p.key(), &v))
-                }
-                None => Ok(ControlFlow::Continue(())),
-            }
-        };
-        loop {
-            let hi_ref = hi.as_ref().map(Vec::as_slice);
-            let (chunk, downto) = self.overlay_chunk_rev(start, hi_ref);
-            let lo = match &downto {
-                Some(d) => Bound::Included(d.as_slice()),
-                None => start,
-            };
-            let mut over = chunk.into_iter().peekable();
-            let mut stop = false;
-            {
-                let tree = self.tree.read();
-                tree.scan_rev(lo, hi_ref, &self.ctx(), &mut |p| {
-                    while let Some(o) = over.next_if(|o| o.key() > p.key()) {
-                        if emit(&o, &mut bytes)?.is_break() {
-                            stop = true;
-                            return Ok(ControlFlow::Break(()));
-                        }
-                    }
-                    let newer = over.next_if(|o| o.key() == p.key());
-                    let cf = emit(newer.as_ref().unwrap_or(&p), &mut bytes)?;
-                    stop = cf.is_break();
-                    Ok(cf)
-                })?;
-            }
-            if !stop {
-                for o in over {
-                    if emit(&o, &mut bytes)?.is_break() {
-                        stop = true;
-                        break;
-                    }
-                }
-            }
-            match downto {
-                Some(d) if !stop => hi = Bound::Excluded(d),
-                _ => return Ok(bytes),
-            }
-        }
     }
 }

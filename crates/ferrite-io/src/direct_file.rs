@@ -45,6 +45,12 @@ pub struct DirectFileOptions {
     pub direct: bool,
     /// Alignment unit; 4096 matches both 512e and 4Kn drives.
     pub block_size: usize,
+    /// Take the file system's own direct-I/O unit instead of `block_size`
+    /// where the kernel reports one (`statx`'s `STATX_DIOALIGN`; often
+    /// 512 B), so a reader may fetch a few sectors rather than whole
+    /// pages. Kept within 512 B..=[`crate::BUF_ALIGN`]; elsewhere
+    /// `block_size` stands.
+    pub file_system_unit: bool,
     pub batch_mode: BatchMode,
 }
 
@@ -54,6 +60,7 @@ impl Default for DirectFileOptions {
             create: true,
             direct: true,
             block_size: 4096,
+            file_system_unit: false,
             batch_mode: BatchMode::Auto,
         }
     }
@@ -123,11 +130,17 @@ impl DirectFile {
             .metadata()
             .map_err(|e| DeviceError::os(IoOp::Open, &path, 0, e))?
             .len();
+        let block_size = match opts.file_system_unit {
+            true => direct_io_unit(&file)
+                .filter(|&u| check_block_size(u).is_ok())
+                .unwrap_or(opts.block_size),
+            false => opts.block_size,
+        };
         Ok(Self {
             file,
             path,
             direct,
-            block_size: opts.block_size,
+            block_size,
             batch_mode,
             len: AtomicU64::new(len),
             counters: IoCounters::new(),
@@ -437,4 +450,30 @@ impl BlockDevice for DirectFile {
             self.batch_mode
         )
     }
+}
+
+/// The alignment the file system asks of direct I/O on `file`, for
+/// offsets and lengths (`statx` with `STATX_DIOALIGN`, Linux 6.1 on), if
+/// it reports one and buffers aligned to [`crate::BUF_ALIGN`] satisfy it.
+fn direct_io_unit(file: &File) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `statx` is plain old data; zeroes are a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid fd, an empty NUL-terminated path with AT_EMPTY_PATH
+    // (the fd itself), and a pointer to a live, writable statx.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut st,
+        )
+    };
+    let reported = rc == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0;
+    let (offset, mem) = (
+        st.stx_dio_offset_align as usize,
+        st.stx_dio_mem_align as usize,
+    );
+    (reported && offset > 0 && mem > 0 && mem <= crate::BUF_ALIGN).then_some(offset)
 }

@@ -34,6 +34,35 @@ fn file_with_pattern(dir: &tempfile::TempDir, blocks: usize, mode: BatchMode) ->
     f
 }
 
+/// Asked for the file system's unit, a file takes what `statx` reports
+/// (512 B on most disks), or keeps 4 KiB where it reports none; reads of
+/// one unit at a unit's offset then work and return the bytes written.
+#[test]
+fn a_file_can_take_the_file_systems_direct_io_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file_with_pattern(&dir, 2, BatchMode::Auto);
+    let fine = DirectFile::open_with(
+        dir.path().join("dev"),
+        DirectFileOptions {
+            file_system_unit: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let unit = fine.block_size();
+    assert!(
+        unit.is_power_of_two() && (512..=B).contains(&unit),
+        "{unit}"
+    );
+    let mut whole = AlignedBuf::zeroed(2 * B);
+    f.read_at(&mut whole, 0).unwrap();
+    let mut part = AlignedBuf::zeroed(unit);
+    fine.read_at(&mut part, (B + unit) as u64 % (2 * B) as u64)
+        .unwrap();
+    let at = (B + unit) % (2 * B);
+    assert_eq!(&part[..], &whole[at..at + unit]);
+}
+
 #[test]
 fn misaligned_offset_length_and_buffer_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,16 +19,19 @@ pub struct Devices {
 impl Devices {
     /// The store's files in `dir`, with O_DIRECT if `direct`.
     pub fn open_dir(dir: &Path, direct: bool) -> Result<Self> {
-        let open = |name: &str| -> Result<Arc<dyn BlockDevice>> {
+        let open_with = |name: &str, file_system_unit: bool| -> Result<Arc<dyn BlockDevice>> {
             let opts = DirectFileOptions {
                 direct,
                 block_size: 4096,
+                file_system_unit,
                 ..DirectFileOptions::default()
             };
             Ok(Arc::new(DirectFile::open_with(dir.join(name), opts)?))
         };
+        let open = |name: &str| open_with(name, false);
         Ok(Self {
-            tables: open("tables")?,
+            // Compressed blocks are read as the sectors that hold them.
+            tables: open_with("tables", true)?,
             manifest: [open("manifest-0")?, open("manifest-1")?],
             wal: [
                 open("wal-0")?,

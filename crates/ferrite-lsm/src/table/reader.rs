@@ -56,6 +56,7 @@ pub struct Table {
 
 /// Where a block is stored: the table pages to read and, in them, its
 /// bytes (the whole pages, or a compressed frame within them).
+#[derive(Clone, Copy)]
 struct Stored {
     page: u32,
     pages: u32,
@@ -246,13 +247,17 @@ impl Table {
             return Ok(blk);
         }
         let s = self.stored(b)?;
-        let buf = self
-            .space
-            .read(self.extent.start + s.page as u64, s.pages as u64)?;
         let blk = if self.props.packing.is_some() {
-            self.decode(b, &s, &buf)?
+            // A frame shares its pages with its neighbours: only the
+            // device blocks that hold it are read.
+            let at = (self.extent.start + s.page as u64) * PAGE as u64 + s.skip as u64;
+            let (buf, skip) = self.space.read_span(at, s.len)?;
+            self.decode(b, &Stored { skip, ..s }, &buf)?
         } else {
             // Uncompressed: the pages read are the block.
+            let buf = self
+                .space
+                .read(self.extent.start + s.page as u64, s.pages as u64)?;
             self.parse_block(b, s.page, buf)?
         };
         let blk = Arc::new(blk);

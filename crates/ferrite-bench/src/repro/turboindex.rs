@@ -197,29 +197,41 @@ pub struct Results {
     runs: BTreeMap<String, (VariantRun, VariantRun)>,
 }
 
+/// The B+tree's own counters of a store: both variants are the B+tree
+/// engine, so a store without them has counted nothing yet.
+fn counters(s: &Stats) -> BTreeStats {
+    s.engine::<BTreeStats>().cloned().unwrap_or_default()
+}
+
 /// Leaf requests to the pool that hit, and all of them: a write absorbed
 /// by the insert buffer is no request; a page loaded to apply buffered
 /// records is a miss.
 fn pool_requests(s: &Stats) -> (f64, f64) {
-    let e = |n: &str| s.field(n).unwrap_or(0.0);
-    let hits = e("write_hits") + e("read_hits");
-    let write_loads = match s.field("ib_buffered_writes") {
-        Some(buffered) => {
-            e("write_misses") - buffered
-                + e("ib_hot_loads")
-                + e("ib_full_loads")
-                + e("ib_pressure_loads")
+    let b = counters(s);
+    let hits = (b.write_hits + b.read_hits) as f64;
+    let write_loads = match &b.insert_buffer {
+        Some(ib) => {
+            let k = &ib.counters;
+            b.write_misses as f64 - k.buffered as f64
+                + (k.promoted_loads + k.full_loads + k.pressure_loads) as f64
         }
-        None => e("write_misses"),
+        None => b.write_misses as f64,
     };
-    (hits, hits + e("read_misses") + write_loads)
+    (hits, hits + b.read_misses as f64 + write_loads)
 }
 
 /// Leaf accesses whose page was in the pool, and all leaf accesses.
 fn leaf_accesses(s: &Stats) -> (f64, f64) {
-    let e = |n: &str| s.field(n).unwrap_or(0.0);
-    let hits = e("write_hits") + e("read_hits");
-    (hits, hits + e("write_misses") + e("read_misses"))
+    let b = counters(s);
+    let hits = (b.write_hits + b.read_hits) as f64;
+    (hits, hits + (b.write_misses + b.read_misses) as f64)
+}
+
+/// The insert buffer's bytes now and its switches so far (0 without one).
+fn buffer_state(s: &Stats) -> (u64, u64) {
+    counters(s)
+        .insert_buffer
+        .map_or((0, 0), |ib| (ib.bytes, ib.switches))
 }
 
 fn value_of(k: u64, round: u64) -> [u8; 8] {
@@ -259,11 +271,7 @@ fn run_workload(
     budget: u64,
 ) -> Result<(VariantRun, VariantRun)> {
     let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
-    let extra = |d: &dyn KvStore, n: &str| d.stats().field(n).unwrap_or(0.0);
-    let switches_at_start: Vec<f64> = stores
-        .iter()
-        .map(|d| extra(d.as_ref(), "ib_switches"))
-        .collect();
+    let switches_at_start: Vec<u64> = stores.iter().map(|d| buffer_state(&d.stats()).1).collect();
     let mut streams: Vec<Stream> = (0..2)
         .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
         .collect();
@@ -300,9 +308,10 @@ fn run_workload(
         r.read_bytes_per_op = (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
         r.write_bytes_per_op =
             (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
-        r.buffer_share = after.field("ib_bytes").unwrap_or(0.0) / budget as f64;
-        r.pool_frames_end = after.field("pool_frames").unwrap_or(0.0) as u64;
-        r.gate_switches = (after.field("ib_switches").unwrap_or(0.0) - switches_at_start[i]) as u64;
+        let (buffer_bytes, switches) = buffer_state(&after);
+        r.buffer_share = buffer_bytes as f64 / budget as f64;
+        r.pool_frames_end = counters(&after).pool_frames;
+        r.gate_switches = switches.saturating_sub(switches_at_start[i]);
         if let (Some(a), Some(b)) = (
             after.engine::<BTreeStats>(),
             before[i].engine::<BTreeStats>(),
@@ -375,9 +384,9 @@ impl Study for TurboRepro {
                 .inspect(|(k, v)| bytes.set(bytes.get() + (k.len() + v.len()) as u64));
             db.bulk_load(&mut pairs).map_err(store_err(kind.name()))?;
             crate::user_data::declare(dir, bytes.get());
-            let st = db.stats();
-            results.leaf_pages = st.field("pages_level_0").unwrap_or(0.0) as u64;
-            results.tree_pages = st.field("pages").unwrap_or(0.0) as u64;
+            let st = counters(&db.stats());
+            results.leaf_pages = st.pages_per_level.first().copied().unwrap_or(0);
+            results.tree_pages = st.pages;
         }
         results.budget_bytes = (results.tree_pages * PAGE_COST / 2).max(1 << 20);
         let per_leaf = s.records / results.leaf_pages.max(1);
@@ -386,7 +395,7 @@ impl Study for TurboRepro {
             .zip(&dirs)
             .map(|(k, d)| open(d, *k, results.budget_bytes))
             .collect::<Result<_>>()?;
-        let frames = |d: &dyn KvStore| d.stats().field("pool_frames").unwrap_or(0.0) as u64;
+        let frames = |d: &dyn KvStore| counters(&d.stats()).pool_frames;
         results.pool_frames_baseline = frames(stores[0].as_ref());
         results.pool_frames_turbo = frames(stores[1].as_ref());
         for (wi, &w) in WORKLOADS.iter().enumerate() {

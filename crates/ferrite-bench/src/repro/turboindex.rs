@@ -206,8 +206,7 @@ fn counters(s: &Stats) -> BTreeStats {
 /// Leaf requests to the pool that hit, and all of them: a write absorbed
 /// by the insert buffer is no request; a page loaded to apply buffered
 /// records is a miss.
-fn pool_requests(s: &Stats) -> (f64, f64) {
-    let b = counters(s);
+fn pool_requests(b: &BTreeStats) -> (f64, f64) {
     let hits = (b.write_hits + b.read_hits) as f64;
     let write_loads = match &b.insert_buffer {
         Some(ib) => {
@@ -221,16 +220,15 @@ fn pool_requests(s: &Stats) -> (f64, f64) {
 }
 
 /// Leaf accesses whose page was in the pool, and all leaf accesses.
-fn leaf_accesses(s: &Stats) -> (f64, f64) {
-    let b = counters(s);
+fn leaf_accesses(b: &BTreeStats) -> (f64, f64) {
     let hits = (b.write_hits + b.read_hits) as f64;
     (hits, hits + (b.write_misses + b.read_misses) as f64)
 }
 
 /// The insert buffer's bytes now and its switches so far (0 without one).
-fn buffer_state(s: &Stats) -> (u64, u64) {
-    counters(s)
-        .insert_buffer
+fn buffer_state(b: &BTreeStats) -> (u64, u64) {
+    b.insert_buffer
+        .as_ref()
         .map_or((0, 0), |ib| (ib.bytes, ib.switches))
 }
 
@@ -271,21 +269,24 @@ fn run_workload(
     budget: u64,
 ) -> Result<(VariantRun, VariantRun)> {
     let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
-    let switches_at_start: Vec<u64> = stores.iter().map(|d| buffer_state(&d.stats()).1).collect();
+    let switches_at_start: Vec<u64> = stores
+        .iter()
+        .map(|d| buffer_state(&counters(&d.stats())).1)
+        .collect();
     let mut streams: Vec<Stream> = (0..2)
         .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
         .collect();
     for (i, db) in stores.iter().enumerate() {
         drive(db.as_ref(), KINDS[i], &mut streams[i], s.warmup)?;
     }
-    let before: Vec<Stats> = stores.iter().map(|d| d.stats()).collect();
+    let before: Vec<BTreeStats> = stores.iter().map(|d| counters(&d.stats())).collect();
     let chunk = s.ops / s.chunks;
     alternate(2, s.chunks, |i, _| {
-        let a = stores[i].stats();
+        let a = counters(&stores[i].stats());
         let t = Instant::now();
         drive(stores[i].as_ref(), KINDS[i], &mut streams[i], chunk)?;
         let secs = t.elapsed().as_secs_f64();
-        let b = stores[i].stats();
+        let b = counters(&stores[i].stats());
         let (h0, n0) = pool_requests(&a);
         let (h1, n1) = pool_requests(&b);
         let r = &mut runs[i];
@@ -296,42 +297,37 @@ fn run_workload(
         Ok(())
     })?;
     for (i, db) in stores.iter().enumerate() {
-        let after = db.stats();
-        let (h0, n0) = pool_requests(&before[i]);
-        let (h1, n1) = pool_requests(&after);
-        let (a0, m0) = leaf_accesses(&before[i]);
-        let (a1, m1) = leaf_accesses(&after);
+        let (a, b) = (counters(&db.stats()), &before[i]);
+        let (h0, n0) = pool_requests(b);
+        let (h1, n1) = pool_requests(&a);
+        let (a0, m0) = leaf_accesses(b);
+        let (a1, m1) = leaf_accesses(&a);
         let r = &mut runs[i];
         let ops = r.ops.max(1) as f64;
         r.hit_ratio = (h1 - h0) / (n1 - n0).max(1.0);
         r.leaf_access_ratio = (a1 - a0) / (m1 - m0).max(1.0);
-        r.read_bytes_per_op = (after.device.read_bytes - before[i].device.read_bytes) as f64 / ops;
-        r.write_bytes_per_op =
-            (after.device.write_bytes - before[i].device.write_bytes) as f64 / ops;
-        let (buffer_bytes, switches) = buffer_state(&after);
+        let (now, then) = (a.files.total(), b.files.total());
+        r.read_bytes_per_op = (now.read_bytes - then.read_bytes) as f64 / ops;
+        r.write_bytes_per_op = (now.write_bytes - then.write_bytes) as f64 / ops;
+        let (buffer_bytes, switches) = buffer_state(&a);
         r.buffer_share = buffer_bytes as f64 / budget as f64;
-        r.pool_frames_end = counters(&after).pool_frames;
+        r.pool_frames_end = a.pool_frames;
         r.gate_switches = switches.saturating_sub(switches_at_start[i]);
-        if let (Some(a), Some(b)) = (
-            after.engine::<BTreeStats>(),
-            before[i].engine::<BTreeStats>(),
-        ) {
-            r.files = a
-                .files
-                .named()
-                .into_iter()
-                .zip(b.files.named())
-                .map(|((name, x), (_, y))| {
-                    (
-                        name.to_string(),
-                        (x.read_bytes - y.read_bytes) as f64 / ops,
-                        (x.write_bytes - y.write_bytes) as f64 / ops,
-                    )
-                })
-                .collect();
-            r.spills_per_op = (a.spills - b.spills) as f64 / ops;
-            r.checkpoint_pages_per_op = (a.checkpoint_pages - b.checkpoint_pages) as f64 / ops;
-        }
+        r.files = a
+            .files
+            .named()
+            .into_iter()
+            .zip(b.files.named())
+            .map(|((name, x), (_, y))| {
+                (
+                    name.to_string(),
+                    (x.read_bytes - y.read_bytes) as f64 / ops,
+                    (x.write_bytes - y.write_bytes) as f64 / ops,
+                )
+            })
+            .collect();
+        r.spills_per_op = (a.spills - b.spills) as f64 / ops;
+        r.checkpoint_pages_per_op = (a.checkpoint_pages - b.checkpoint_pages) as f64 / ops;
     }
     let turbo = runs.pop().unwrap_or_default();
     let base = runs.pop().unwrap_or_default();

@@ -103,9 +103,12 @@ class Store(Keyspace):
         """Drops keyspace ``name`` and everything in it, quickly whatever it
         holds (its keys are removed in the background)."""
     def transaction(self) -> Transaction: ...
-    def checkpoint(self, path: Union[str, PathLike[str]]) -> dict[str, float]:
+    def checkpoint(self, path: Union[str, PathLike[str]]) -> dict[str, Optional[float]]:
         """A consistent copy of the store as of now in ``path`` (which must
-        not exist), made while reads and writes go on."""
+        not exist), made while reads and writes go on. Returns ``pairs`` and
+        ``user_bytes`` (``None`` when the engine copied its files, as the
+        LSM does), ``shared_bytes`` and ``copied_bytes`` of those files,
+        ``disk_bytes`` and ``seconds``."""
     def transact(self, body: Callable[[Transaction], T], attempts: int = 64) -> T:
         """Runs ``body`` in a transaction and commits it, again while the
         commit conflicts."""

@@ -1026,7 +1026,9 @@ impl PyStore {
 
     /// Writes a consistent copy of the store as of now into `path` (which
     /// must not exist) while reads and writes go on; returns what it
-    /// copied (`pairs`, `user_bytes`, `disk_bytes`, `seconds`).
+    /// copied (`pairs` and `user_bytes`, `None` when the engine copied its
+    /// files; `shared_bytes` and `copied_bytes` of those files;
+    /// `disk_bytes`, `seconds`).
     fn checkpoint<'py>(
         &self,
         py: Python<'py>,
@@ -1037,6 +1039,8 @@ impl PyStore {
         let d = PyDict::new(py);
         d.set_item("pairs", st.pairs)?;
         d.set_item("user_bytes", st.user_bytes)?;
+        d.set_item("shared_bytes", st.shared_bytes)?;
+        d.set_item("copied_bytes", st.copied_bytes)?;
         d.set_item("disk_bytes", st.disk_bytes)?;
         d.set_item("seconds", st.elapsed.as_secs_f64())?;
         Ok(d)

@@ -233,7 +233,12 @@ def test_checkpoint_is_an_openable_copy(tmp_path, engine):
     for i in range(500):
         db[b"k%04d" % i] = b"v" * (i % 50)
     stats = db.checkpoint(tmp_path / "copy")
-    assert stats["pairs"] == 500 and stats["disk_bytes"] > 0
+    assert stats["disk_bytes"] > 0
+    if engine == "lsm":
+        # The LSM copies its files (here only its memtable, as a table).
+        assert stats["pairs"] is None and stats["user_bytes"] is None
+    else:
+        assert stats["pairs"] == 500 and stats["shared_bytes"] == 0
     db[b"after"] = b"not in the copy"
     with pytest.raises(ferrite.Error):
         db.checkpoint(tmp_path / "copy")

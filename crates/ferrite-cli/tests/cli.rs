@@ -84,7 +84,13 @@ fn a_backup_restores_into_an_equal_store() {
             ok(&["kv", "put", "--engine", engine, "--path", path(&src), k, v]);
         }
         let said = ok(&["backup", "--path", path(&src), "--to", path(&bak)]);
-        assert!(said.contains("3 pairs"), "{engine}: {said}");
+        // The LSM copies its files and counts no pairs.
+        let told = if engine == "lsm" {
+            "files copied: "
+        } else {
+            "3 pairs"
+        };
+        assert!(said.contains(told), "{engine}: {said}");
         // The source goes on changing; the backup does not.
         ok(&["kv", "del", "--path", path(&src), "a"]);
         let said = ok(&["restore", "--from", path(&bak), "--path", path(&back)]);

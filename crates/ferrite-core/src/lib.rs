@@ -58,7 +58,9 @@ pub use key::{MAX_KEY_LEN, MAX_VALUE_LEN};
 pub use options::{Options, SyncMode, WalRecovery};
 pub use range::{KeyRange, OwnedKeyRange};
 pub use stats::{CacheCounts, DeviceCounts, EngineStats, OpCounts, Stats};
-pub use store::{CommitView, KvStore, KvStoreExt, ScanVisitor, StoreSnapshot, WriteCheck};
+pub use store::{
+    CommitView, FileCopy, KvStore, KvStoreExt, ScanVisitor, StoreSnapshot, WriteCheck,
+};
 
 /// What engines share beyond the user API: plumbing for implementing a
 /// store, not for using one (the `ferrite` facade does not export it).

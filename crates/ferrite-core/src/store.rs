@@ -189,6 +189,17 @@ pub trait KvStore: Send + Sync {
         Ok(n)
     }
 
+    /// Fills `dir`, which holds a store of this engine made with the same
+    /// options and never written (opened and closed), with a consistent
+    /// copy of this store as of now, taken from its own files while reads
+    /// and writes go on; `Ok(None)` when the engine has no such copy and
+    /// the caller copies pairs from a snapshot instead (the default). The
+    /// copy is durable when this returns.
+    fn copy_files(&self, dir: &std::path::Path) -> Result<Option<FileCopy>> {
+        let _ = dir;
+        Ok(None)
+    }
+
     /// Checks the store's on-disk and in-memory invariants (order, fences,
     /// checksums, structure) and reports the first violation as
     /// [`crate::Error::Corruption`]. Slow; for tests and `ferrite inspect`.
@@ -199,6 +210,20 @@ pub trait KvStore: Send + Sync {
     /// failure. After an error the store is closed all the same; reopening
     /// recovers from what is durable.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// What an engine's copy of its own files moved ([`KvStore::copy_files`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileCopy {
+    /// Bytes the copy shares with the store's files: blocks the file
+    /// system cloned, written by neither until one of them changes.
+    pub shared_bytes: u64,
+    /// Bytes of the store's files copied as they are (by the kernel, or
+    /// through memory where it cannot).
+    pub copied_bytes: u64,
+    /// Bytes written anew: what was only in memory (memtables) and the
+    /// copy's own metadata.
+    pub written_bytes: u64,
 }
 
 /// What a benchmark needs of a store beyond its API (the harness drives

@@ -11,6 +11,7 @@
 
 use crate::accounting::IoStats;
 use crate::error::{DeviceError, IoOp, Result};
+use crate::range_copy::{copy_buffered, RangeCopy};
 
 /// One read of a batch: fill `buf` from `offset`.
 #[derive(Debug)]
@@ -152,6 +153,24 @@ pub trait BlockDevice: Send + Sync {
 
     /// A one-line description for logs and reports (kind, path, I/O mode).
     fn describe(&self) -> String;
+
+    /// The file behind the device when nothing stands between them (no
+    /// fault injection, no added latency), so the kernel may copy from it.
+    fn backing_file(&self) -> Option<&std::fs::File> {
+        None
+    }
+
+    /// Copies `[offset, offset + len)` of `src` to the same range of this
+    /// device, extending it if needed; not durable until
+    /// [`BlockDevice::sync`]. The range must be aligned to both devices'
+    /// blocks and lie below `src.len()`.
+    ///
+    /// The default reads and writes through a buffer; a file copies from
+    /// a file in the kernel, sharing blocks where its file system can
+    /// (`range_copy`). The result says which.
+    fn copy_range_from(&self, src: &dyn BlockDevice, offset: u64, len: u64) -> Result<RangeCopy> {
+        copy_buffered(self, src, offset, len)
+    }
 }
 
 /// Carries out a batch of writes one after another: the default for
@@ -255,5 +274,11 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn backing_file(&self) -> Option<&std::fs::File> {
+        (**self).backing_file()
+    }
+    fn copy_range_from(&self, src: &dyn BlockDevice, offset: u64, len: u64) -> Result<RangeCopy> {
+        (**self).copy_range_from(src, offset, len)
     }
 }

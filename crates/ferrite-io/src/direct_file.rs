@@ -20,6 +20,7 @@ use crate::block_device::{
     WriteReq,
 };
 use crate::error::{DeviceError, IoOp, Result};
+use crate::range_copy::{copy_buffered, copy_files, RangeCopy};
 use crate::{read_pool, uring};
 
 /// How batched reads are carried out.
@@ -449,6 +450,31 @@ impl BlockDevice for DirectFile {
             if self.direct { "O_DIRECT" } else { "buffered" },
             self.batch_mode
         )
+    }
+
+    fn backing_file(&self) -> Option<&File> {
+        Some(&self.file)
+    }
+
+    /// From a file, cloned or copied in the kernel (`range_copy`); the
+    /// bytes the kernel copied count as this file's writes (the source's
+    /// reads are the kernel's, uncounted).
+    fn copy_range_from(&self, src: &dyn BlockDevice, offset: u64, len: u64) -> Result<RangeCopy> {
+        let unit = self.block_size.max(src.block_size());
+        check_aligned(unit, offset, len as usize, 0)?;
+        check_read_range(offset, len as usize, src.len())?;
+        let copied = match src.backing_file() {
+            Some(from) => copy_files(&self.file, from, &self.path, offset, len)?,
+            None => None,
+        };
+        let Some(c) = copied else {
+            return copy_buffered(self, src, offset, len);
+        };
+        self.len.fetch_max(offset + len, Ordering::AcqRel);
+        if c.kernel > 0 {
+            self.counters.record_write(c.kernel);
+        }
+        Ok(c)
     }
 }
 

@@ -27,6 +27,7 @@ mod faulty;
 mod latency;
 mod mem_device;
 mod meta_file;
+mod range_copy;
 mod read_pool;
 mod uring;
 pub mod zoned;
@@ -42,6 +43,7 @@ pub use faulty::{CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, Trigger
 pub use latency::{Latency, LatencyDevice, LatencyProfile};
 pub use mem_device::MemDevice;
 pub use meta_file::{read_meta_file, write_meta_file};
+pub use range_copy::{copy_buffered, RangeCopy};
 pub use zoned::{
     EmulatedZonedDevice, ZoneCondition, ZoneGeometry, ZoneInfo, ZoneTable, ZonedDevice,
 };

@@ -1,39 +1,57 @@
 //! [`Store::checkpoint`]: a consistent, openable copy of a live store.
 //!
-//! The copy is the store as one snapshot shows it, bulk-loaded into a new
-//! store of the same engine and options: reads and writes go on while it
-//! is made (they see nothing of it), and the copy holds no log to replay
-//! and no garbage, the B+trees' pages built bottom-up. It is written into
-//! a sibling directory and renamed into place once closed and synced, so
-//! a crash part way leaves no half copy under the name asked for.
+//! The copy is the store as one snapshot shows it, made while reads and
+//! writes go on (they see nothing of it), in a new store of the same
+//! engine and options. An engine that can copy its own files does
+//! ([`ferrite_core::KvStore::copy_files`]): the LSM copies each live
+//! table's extent as it is, sharing its blocks where the file system
+//! clones (XFS, btrfs: the counterpart of a hard link to a table file)
+//! and in the kernel otherwise, and writes only its memtables anew. The
+//! others are copied pair by pair: the snapshot's pairs bulk-loaded into
+//! the new store, which then holds no log to replay and no garbage, the
+//! B+trees' pages built bottom-up. Either way the copy is written into a
+//! sibling directory and renamed into place once synced, so a crash part
+//! way leaves no half copy under the name asked for.
 //!
-//! Every byte is copied: no engine here keeps its data in immutable files
-//! a link could share (the LSM's tables are extents of one table-space
-//! device, the B+trees update pages in place, ZKV's zones are one image).
 //! While it runs, the copy holds a snapshot; its cost per engine is
-//! [`crate::Snapshot`]'s (the B+trees and ZKV keep replaced values in
-//! memory up to their bound, past which the checkpoint fails with
-//! [`Error::SnapshotTooOld`] and leaves nothing).
+//! [`crate::Snapshot`]'s (the LSM pins tables on the device; the B+trees
+//! and ZKV keep replaced values in memory up to their bound, past which
+//! the checkpoint fails with [`Error::SnapshotTooOld`] and leaves
+//! nothing).
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ferrite_core::{Error, KeyRange, Result};
+use ferrite_core::{Error, FileCopy, KeyRange, Result};
 
 use crate::store::Store;
 
 /// What a checkpoint copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckpointStats {
-    /// Pairs in the copy.
-    pub pairs: u64,
-    /// Bytes of keys and values copied.
-    pub user_bytes: u64,
+    /// Pairs in the copy, when it was made pair by pair; `None` when the
+    /// engine copied its files, which it does without counting pairs.
+    pub pairs: Option<u64>,
+    /// Bytes of keys and values copied, when made pair by pair.
+    pub user_bytes: Option<u64>,
+    /// Bytes of the store's files the copy shares with it: blocks the file
+    /// system cloned, written by neither.
+    pub shared_bytes: u64,
+    /// Bytes of the store's files copied as they are.
+    pub copied_bytes: u64,
     /// Bytes the copy's directory holds on the device.
     pub disk_bytes: u64,
-    /// From the snapshot to the copy's rename.
+    /// From the call to the copy's rename.
     pub elapsed: Duration,
+}
+
+/// How the copy was made.
+enum Made {
+    /// Pair by pair from a snapshot: how many, and their bytes.
+    Pairs { pairs: u64, bytes: u64 },
+    /// By the engine, from its files.
+    Files(FileCopy),
 }
 
 /// The copy is made here, beside `dir`, and renamed to `dir` when done.
@@ -82,13 +100,12 @@ impl Store {
             });
         }
         let start = Instant::now();
-        let snap = self.as_kv().snapshot()?;
         let stage = staging(dir);
         if stage.exists() {
             // A crashed checkpoint's leftovers: never a store anyone opened.
             std::fs::remove_dir_all(&stage).map_err(|e| io_err("removing", &stage, e))?;
         }
-        let made = (|| -> Result<(u64, u64)> {
+        let made = (|| -> Result<Made> {
             let mut config = self.config().clone();
             config.options.create_if_missing = true;
             config.options.error_if_exists = true;
@@ -97,6 +114,14 @@ impl Store {
             // of a device round trip (the copy opens later as its opener
             // asks; O_DIRECT is not part of a store's format).
             config.options.direct_io = false;
+            // A never-written store of the same engine and options, which
+            // the engine fills from its files if it can.
+            config.open(&stage)?.close()?;
+            if let Some(files) = self.as_kv().copy_files(&stage)? {
+                return Ok(Made::Files(files));
+            }
+            let snap = self.as_kv().snapshot()?;
+            config.options.error_if_exists = false;
             let copy = config.open(&stage)?;
             // Pairs come from a scan of the snapshot, a chunk at a time,
             // into the copy's bulk load (strictly ascending, as it needs).
@@ -145,25 +170,30 @@ impl Store {
             loaded?;
             copy.sync()?;
             copy.close()?;
-            Ok((pairs, bytes))
+            Ok(Made::Pairs { pairs, bytes })
         })();
-        let (pairs, user_bytes) = match made {
+        let made = match made {
             Ok(v) => v,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&stage);
                 return Err(e);
             }
         };
-        drop(snap);
         std::fs::rename(&stage, dir).map_err(|e| io_err("renaming", &stage, e))?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::File::open(parent)
                 .and_then(|f| f.sync_all())
                 .map_err(|e| io_err("syncing", parent, e))?;
         }
+        let (pairs, user_bytes, files) = match made {
+            Made::Pairs { pairs, bytes } => (Some(pairs), Some(bytes), FileCopy::default()),
+            Made::Files(f) => (None, None, f),
+        };
         Ok(CheckpointStats {
             pairs,
             user_bytes,
+            shared_bytes: files.shared_bytes,
+            copied_bytes: files.copied_bytes,
             disk_bytes: disk_bytes(dir),
             elapsed: start.elapsed(),
         })

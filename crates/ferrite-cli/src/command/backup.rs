@@ -1,6 +1,7 @@
 //! `ferrite backup` and `ferrite restore`: a store copied, consistently,
 //! into a new directory through `Store::checkpoint` (the store as one
-//! snapshot shows it, bulk-loaded into a fresh store of the same engine).
+//! snapshot shows it: the LSM's tables copied or cloned as they are, the
+//! other engines' pairs bulk-loaded into a fresh store of the same engine).
 //!
 //! Both open the store they read, so it must not be open in another
 //! process (a running server's store is copied by the embedder's own
@@ -12,12 +13,25 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use ferrite::{CheckpointStats, Options};
 
-fn report(what: &str, to: &Path, s: &CheckpointStats) {
+/// Prints what a copy holds: its pairs where they were copied or
+/// `counted`, and the bytes of files copied and shared where the engine
+/// copied its files.
+fn report(what: &str, to: &Path, s: &CheckpointStats, counted: Option<u64>) {
+    let mut how = Vec::new();
+    if let Some(pairs) = s.pairs.or(counted) {
+        how.push(format!("{pairs} pairs"));
+    }
+    match s.user_bytes {
+        Some(bytes) => how.push(format!("{bytes} bytes of keys and values")),
+        None => how.push(format!(
+            "files copied: {} bytes, shared (cloned): {} bytes",
+            s.copied_bytes, s.shared_bytes
+        )),
+    }
+    let how = how.join(", ");
     println!(
-        "{what} {}: {} pairs, {} bytes of keys and values, {} bytes on disk, {:.2} s",
+        "{what} {}: {how}, {} bytes on disk, {:.2} s",
         to.display(),
-        s.pairs,
-        s.user_bytes,
         s.disk_bytes,
         s.elapsed.as_secs_f64()
     );
@@ -32,7 +46,7 @@ pub fn backup(path: &Path, to: &Path) -> Result<()> {
         .with_context(|| format!("copying {} into {}", path.display(), to.display()))?;
     db.close()
         .with_context(|| format!("closing {}", path.display()))?;
-    report("backed up into", to, &stats);
+    report("backed up into", to, &stats, None);
     Ok(())
 }
 
@@ -44,6 +58,7 @@ pub fn restore(from: &Path, path: &Path) -> Result<()> {
     backup
         .verify()
         .with_context(|| format!("the backup {} fails its check", from.display()))?;
+    let held = backup.iter().count() as u64;
     let stats = backup
         .checkpoint(path)
         .with_context(|| format!("copying {} into {}", from.display(), path.display()))?;
@@ -55,12 +70,9 @@ pub fn restore(from: &Path, path: &Path) -> Result<()> {
         .with_context(|| format!("the restored {} fails its check", path.display()))?;
     let pairs = restored.iter().count() as u64;
     restored.close()?;
-    if pairs != stats.pairs {
-        bail!(
-            "the restored store holds {pairs} pairs, the backup {}",
-            stats.pairs
-        );
+    if pairs != held {
+        bail!("the restored store holds {pairs} pairs, the backup {held}");
     }
-    report("restored into", path, &stats);
+    report("restored into", path, &stats, Some(pairs));
     Ok(())
 }

@@ -195,7 +195,7 @@ impl Inner {
     }
 
     /// The options L0 tables are written with.
-    fn l0_options(&self) -> LsmOptions {
+    pub(super) fn l0_options(&self) -> LsmOptions {
         let mut opts = self.opts.clone();
         if opts.load_aware.is_some() {
             // L0 tables live briefly (SwiftKV builds models from L1 on).

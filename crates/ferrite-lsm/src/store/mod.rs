@@ -26,6 +26,7 @@
 //! | `write.rs` | the write path: sequencing, WAL, memtable rotation, stalls |
 //! | `read.rs` | lookups and scans through memtables, flush buffers and levels; verify |
 //! | `publish.rs` | writing tables and installing versions: manifest first, then the swap |
+//! | `copy.rs` | copying a live store from its files (online checkpoints) |
 //! | `bulk.rs` | bulk loading an empty store: sorted pairs as bottom-level tables |
 //! | `flush.rs` | the flush thread: memtables (or partitions' flush buffers) to L0 |
 //! | `compaction_job.rs` | the compaction thread: leveled jobs, load-aware output indexes |
@@ -34,6 +35,7 @@
 
 mod bulk;
 mod compaction_job;
+mod copy;
 mod devices;
 mod flush;
 mod open;
@@ -52,8 +54,8 @@ use ferrite_core::engine::{
     check_key, check_value, ApiCounters, Instrumented, PeriodicSync, Poison,
 };
 use ferrite_core::{
-    Error, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode, WriteBatch,
-    WriteCheck,
+    Error, FileCopy, KeyRange, KvStore, Result, ScanVisitor, Stats, StoreSnapshot, SyncMode,
+    WriteBatch, WriteCheck,
 };
 use ferrite_wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -368,6 +370,17 @@ impl KvStore for LsmStore {
     fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>> {
         self.inner.check()?;
         Ok(Box::new(snapshot::LsmSnapshot::take(&self.inner)))
+    }
+
+    /// Copies the live tables' extents and writes the memtables as
+    /// tables (`copy.rs`).
+    fn copy_files(&self, dir: &std::path::Path) -> Result<Option<FileCopy>> {
+        self.inner.check()?;
+        let snap = snapshot::LsmSnapshot::take(&self.inner);
+        // Read after the snapshot: above every table it pins.
+        let next_id = self.inner.meta.lock().state.next_table;
+        let (sv, seq) = snap.pinned();
+        self.inner.copy_into(sv, seq, next_id, dir).map(Some)
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -42,6 +42,11 @@ impl LsmSnapshot {
         }
     }
 
+    /// The state it reads and its sequence number.
+    pub(super) fn pinned(&self) -> (&SuperVersion, u64) {
+        (&self.sv, self.seq)
+    }
+
     fn view(&self) -> View<'_> {
         View {
             sv: &self.sv,

@@ -195,6 +195,12 @@ impl Stats {
         d.downcast_ref::<T>()
     }
 
+    /// [`Stats::engine`] copied out, or all zeros when the store is
+    /// another engine (deltas between two snapshots then stay zero).
+    pub fn engine_or_default<T: EngineStats + Clone + Default>(&self) -> T {
+        self.engine::<T>().cloned().unwrap_or_default()
+    }
+
     /// One counter of [`Stats::fields`] by name, for reports and tools that
     /// render counters of any engine; code that knows its engine reads the
     /// typed struct through [`Stats::engine`].

@@ -36,7 +36,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite::{KvStore, Options, SyncMode};
-use ferrite_btree::{BTreeOptions, BTreeStore, Devices, ShortcutOptions, ShortcutVariant};
+use ferrite_btree::{
+    BTreeOptions, BTreeStats, BTreeStore, Devices, ShortcutOptions, ShortcutVariant,
+};
 use ferrite_io::{BlockDevice, Latency, LatencyDevice, LatencyProfile, MemDevice};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -577,11 +579,11 @@ impl Study for ShortcutRepro {
                     runner_up: false,
                 },
             )?;
-            let st = db.stats();
-            r.tree_levels = st.field("height").unwrap_or(0.0) as u64;
-            r.tree_pages = st.field("pages").unwrap_or(0.0) as u64;
+            let st = db.stats().engine_or_default::<BTreeStats>();
+            r.tree_levels = u64::from(st.height);
+            r.tree_pages = st.pages;
             r.pages_per_level = (0..r.tree_levels)
-                .map(|l| st.field(&format!("pages_level_{l}")).unwrap_or(0.0) as u64)
+                .map(|l| st.pages_per_level.get(l as usize).copied().unwrap_or(0))
                 .collect();
         }
         r.tree_bytes = r.tree_pages * ps as u64;
@@ -599,10 +601,9 @@ impl Study for ShortcutRepro {
                 "calibration: pool {cache} B, {rpl:.2} reads per lookup"
             ));
             r.calibration.push((cache, rpl));
-            let frames = db
-                .first()
-                .and_then(|(_, d)| d.stats().field("pool_frames"))
-                .unwrap_or(0.0);
+            let frames = db.first().map_or(0.0, |(_, d)| {
+                d.stats().engine_or_default::<BTreeStats>().pool_frames as f64
+            });
             if rpl >= 2.5 || frames <= 64.0 || cache <= 64 << 10 {
                 r.pool_frames = frames as u64;
                 break;
@@ -790,7 +791,7 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         load(&dir, &base, o)?;
         if tree_bytes == 0 {
             let db = open(&dir, o)?;
-            tree_bytes = db.stats().field("pages").unwrap_or(0.0) as u64 * ps as u64;
+            tree_bytes = db.stats().engine_or_default::<BTreeStats>().pages * ps as u64;
         }
         stores.push((name, dir, o));
     }
@@ -879,7 +880,7 @@ fn insert_heavy(root: &Path, s: &Sizes) -> Result<BTreeMap<String, Timeline>> {
         t.relayout_seconds = rep.relayout_seconds_total;
         t.discontinuities_end = rep.discontinuities;
         t.pages_start = tree_bytes / ps as u64;
-        t.pages_end = db.stats().field("pages").unwrap_or(0.0) as u64;
+        t.pages_end = db.stats().engine_or_default::<BTreeStats>().pages;
     }
     drop(opened);
     for (_, d, _) in &stores {

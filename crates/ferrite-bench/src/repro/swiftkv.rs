@@ -44,7 +44,7 @@ use ferrite_lsm::internals::BlockCache;
 use ferrite_lsm::internals::Bloom;
 use ferrite_lsm::internals::TableSpace;
 use ferrite_lsm::internals::{BuiltTable, Table, TableBuilder};
-use ferrite_lsm::{Compression, Devices, IndexKind, LsmOptions, LsmStore, WAL_DEVICES};
+use ferrite_lsm::{Compression, Devices, IndexKind, LsmOptions, LsmStats, LsmStore, WAL_DEVICES};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -553,8 +553,11 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
             .push(tables - rep.data_bytes() + rep.uncompressed_data_bytes());
         r.index_bytes.push(rep.index_bytes());
         r.levels.push(rep.levels.iter().map(|l| l.tables).collect());
-        r.write_stall_micros
-            .push(db.stats().field("write_stall_micros").unwrap_or(0.0));
+        r.write_stall_micros.push(
+            db.stats()
+                .engine_or_default::<LsmStats>()
+                .write_stall_micros as f64,
+        );
     }
     drop(stores);
     // Cache settings are fractions of what the cache holds when every
@@ -979,7 +982,9 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
         .zip(load_secs.iter().map(|c| c.iter().sum::<f64>()))
         .map(|(db, secs)| {
             let st = db.stats();
-            let flushed = st.field("l0_flushed_tables").unwrap_or(f64::NAN);
+            let flushed = st
+                .engine::<LsmStats>()
+                .map_or(f64::NAN, |l| l.l0_flushed_tables as f64);
             let amp = st.device.write_bytes as f64 / st.user_bytes_written.max(1) as f64;
             (sizes.records as f64 / secs.max(1e-9) / 1e3, flushed, amp)
         })

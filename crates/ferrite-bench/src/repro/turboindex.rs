@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use ferrite::internals::Instrumented;
-use ferrite::{EngineKind, KvStore, Options, Stats, SyncMode};
+use ferrite::{EngineKind, KvStore, Options, SyncMode};
 use ferrite_btree::BTreeStats;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -197,12 +197,6 @@ pub struct Results {
     runs: BTreeMap<String, (VariantRun, VariantRun)>,
 }
 
-/// The B+tree's own counters of a store: both variants are the B+tree
-/// engine, so a store without them has counted nothing yet.
-fn counters(s: &Stats) -> BTreeStats {
-    s.engine::<BTreeStats>().cloned().unwrap_or_default()
-}
-
 /// Leaf requests to the pool that hit, and all of them: a write absorbed
 /// by the insert buffer is no request; a page loaded to apply buffered
 /// records is a miss.
@@ -271,7 +265,7 @@ fn run_workload(
     let mut runs: Vec<VariantRun> = vec![VariantRun::default(); 2];
     let switches_at_start: Vec<u64> = stores
         .iter()
-        .map(|d| buffer_state(&counters(&d.stats())).1)
+        .map(|d| buffer_state(&d.stats().engine_or_default::<BTreeStats>()).1)
         .collect();
     let mut streams: Vec<Stream> = (0..2)
         .map(|_| Stream::new(w, s.records, per_leaf, 1000 + wi as u64))
@@ -279,14 +273,17 @@ fn run_workload(
     for (i, db) in stores.iter().enumerate() {
         drive(db.as_ref(), KINDS[i], &mut streams[i], s.warmup)?;
     }
-    let before: Vec<BTreeStats> = stores.iter().map(|d| counters(&d.stats())).collect();
+    let before: Vec<BTreeStats> = stores
+        .iter()
+        .map(|d| d.stats().engine_or_default::<BTreeStats>())
+        .collect();
     let chunk = s.ops / s.chunks;
     alternate(2, s.chunks, |i, _| {
-        let a = counters(&stores[i].stats());
+        let a = stores[i].stats().engine_or_default::<BTreeStats>();
         let t = Instant::now();
         drive(stores[i].as_ref(), KINDS[i], &mut streams[i], chunk)?;
         let secs = t.elapsed().as_secs_f64();
-        let b = counters(&stores[i].stats());
+        let b = stores[i].stats().engine_or_default::<BTreeStats>();
         let (h0, n0) = pool_requests(&a);
         let (h1, n1) = pool_requests(&b);
         let r = &mut runs[i];
@@ -297,7 +294,7 @@ fn run_workload(
         Ok(())
     })?;
     for (i, db) in stores.iter().enumerate() {
-        let (a, b) = (counters(&db.stats()), &before[i]);
+        let (a, b) = (db.stats().engine_or_default::<BTreeStats>(), &before[i]);
         let (h0, n0) = pool_requests(b);
         let (h1, n1) = pool_requests(&a);
         let (a0, m0) = leaf_accesses(b);
@@ -380,7 +377,7 @@ impl Study for TurboRepro {
                 .inspect(|(k, v)| bytes.set(bytes.get() + (k.len() + v.len()) as u64));
             db.bulk_load(&mut pairs).map_err(store_err(kind.name()))?;
             crate::user_data::declare(dir, bytes.get());
-            let st = counters(&db.stats());
+            let st = &db.stats().engine_or_default::<BTreeStats>();
             results.leaf_pages = st.pages_per_level.first().copied().unwrap_or(0);
             results.tree_pages = st.pages;
         }
@@ -391,7 +388,7 @@ impl Study for TurboRepro {
             .zip(&dirs)
             .map(|(k, d)| open(d, *k, results.budget_bytes))
             .collect::<Result<_>>()?;
-        let frames = |d: &dyn KvStore| counters(&d.stats()).pool_frames;
+        let frames = |d: &dyn KvStore| d.stats().engine_or_default::<BTreeStats>().pool_frames;
         results.pool_frames_baseline = frames(stores[0].as_ref());
         results.pool_frames_turbo = frames(stores[1].as_ref());
         for (wi, &w) in WORKLOADS.iter().enumerate() {

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use ferrite::{KeyRange, KvStore, KvStoreExt, Options, Stats, SyncMode};
 use ferrite_io::{EmulatedZonedDevice, ZoneGeometry, ZonedDevice};
-use ferrite_zkv::{GcPolicy, Variant, ZkvOptions, ZkvStore};
+use ferrite_zkv::{GcPolicy, Variant, ZkvOptions, ZkvStats, ZkvStore};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -194,14 +194,17 @@ impl Run {
         bytes as f64 / self.ops.max(1) as f64
     }
     fn add(&mut self, secs: f64, ops: u64, a: &Stats, b: &Stats) {
-        let x = |s: &Stats, n: &str| s.field(n).unwrap_or(0.0);
+        let (ca, cb) = (
+            a.engine_or_default::<ZkvStats>(),
+            b.engine_or_default::<ZkvStats>(),
+        );
         self.secs += secs;
         self.ops += ops;
         self.read_bytes += b.device.read_bytes - a.device.read_bytes;
         self.write_bytes += b.device.write_bytes - a.device.write_bytes;
-        self.wal_bytes += (x(b, "wal_bytes") - x(a, "wal_bytes")) as u64;
-        self.pages_written += x(b, "pages_written") - x(a, "pages_written");
-        self.pairs_to_pages += x(b, "pairs_to_pages") - x(a, "pairs_to_pages");
+        self.wal_bytes += (cb.wal_bytes as f64 - ca.wal_bytes as f64) as u64;
+        self.pages_written += cb.pages_written as f64 - ca.pages_written as f64;
+        self.pairs_to_pages += cb.pairs_to_pages as f64 - ca.pairs_to_pages as f64;
     }
 }
 
@@ -377,9 +380,9 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
             records: RecordCounter::new(s.records),
         });
     }
-    let st = benches[0].db.stats();
-    r.leaves = st.field("leaves").unwrap_or(0.0) as u64;
-    r.index_bytes = st.field("index_bytes").unwrap_or(0.0);
+    let st = benches[0].db.stats().engine_or_default::<ZkvStats>();
+    r.leaves = st.leaves;
+    r.index_bytes = st.index_bytes as f64;
     for (wi, w) in WORKLOADS.iter().enumerate() {
         if ctx.show_progress {
             eprintln!("zkv: {w}");
@@ -662,9 +665,8 @@ fn probe_load(
         }),
     )?;
     load(&probe, &dir)?;
-    let st = probe.stats();
-    let leaves = st.field("leaves").unwrap_or(0.0);
-    let vlog = st.field("vlog_bytes").unwrap_or(0.0);
+    let st = probe.stats().engine_or_default::<ZkvStats>();
+    let (leaves, vlog) = (st.leaves as f64, st.vlog_bytes as f64);
     drop(probe);
     let _ = std::fs::remove_dir_all(root.join("probe"));
     Ok((leaves, vlog))
@@ -703,17 +705,17 @@ fn alternate_gc(
 
 /// What a reclamation run's store with reclamation reports at its end.
 fn gc_result(layout: &GcLayout, db: &ZkvStore, records: u64, fill: f64) -> GcResult {
-    let st = db.stats();
+    let st = db.stats().engine_or_default::<ZkvStats>();
     GcResult {
         records,
         zones: layout.zones,
         zone_capacity: layout.with_gc.geometry.zone_capacity,
         fill,
         space_amp_end: db.space_amplification(),
-        gc_zones: st.field("gc_zones").unwrap_or(0.0),
-        migrated_pages: st.field("migrated_pages").unwrap_or(0.0),
-        relocated_values: st.field("relocated_values").unwrap_or(0.0),
-        checkpoints: st.field("checkpoints").unwrap_or(0.0),
+        gc_zones: st.gc_zones as f64,
+        migrated_pages: st.migrated_pages as f64,
+        relocated_values: st.relocated_values as f64,
+        checkpoints: st.checkpoints as f64,
         ..GcResult::default()
     }
 }

@@ -26,6 +26,12 @@ pub struct BTreeOptions {
     /// when that takes at least one page fewer (on by default). Values
     /// in leaves stay as they are: pages are read and searched in place.
     pub compress_values: bool,
+    /// Relieve an overflowing leaf by moving its last cells into its right
+    /// sibling, when both then fit with a sixteenth of a page to spare,
+    /// before splitting it (a B*-tree's redistribution; on by default).
+    /// Applies to the plain B+tree: SHORTCUT's models and TurboIndex's
+    /// buffered records follow keys to pages as splits place them.
+    pub share_leaves: bool,
 }
 
 impl Default for BTreeOptions {
@@ -36,6 +42,7 @@ impl Default for BTreeOptions {
             insert_buffer: None,
             shortcut: None,
             compress_values: true,
+            share_leaves: true,
         }
     }
 }
@@ -46,6 +53,7 @@ ferrite_core::option_setters!(BTreeOptions {
     insert_buffer: Option<InsertBufferOptions>,
     shortcut: Option<ShortcutOptions>,
     compress_values: bool,
+    share_leaves: bool,
 });
 
 impl BTreeOptions {

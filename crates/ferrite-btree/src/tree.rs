@@ -17,7 +17,10 @@
 //! most of its pairs is rebuilt whole instead (see `compaction`). Values whose cell would exceed a quarter of the
 //! page go to a chain of overflow pages; split points are chosen with the
 //! new cell included, so any cell up to a third of a page always fits.
-//! A split is even by bytes, except an append to the rightmost page of a
+//! An overflowing leaf first shares with a sibling under the same parent
+//! (`Tree::share`, where the options allow), and splits only when
+//! neither has the room. A split is even by bytes, except an append to
+//! the rightmost page of a
 //! level, which keeps nine tenths in the left page ([`APPEND_SPLIT_SHARE`]):
 //! ascending keys then fill pages instead of leaving each half empty.
 
@@ -146,6 +149,8 @@ pub struct Tree {
     /// Overflow values are stored lz4-compressed where that makes their
     /// chain shorter (`overflow`).
     pub(crate) compress_values: bool,
+    /// Whether an overflowing leaf first shares with its right sibling.
+    share_leaves: bool,
 }
 
 /// What [`Tree::verify`] found besides the invariants holding.
@@ -356,7 +361,15 @@ impl Tree {
             version: StructureVersion::new(),
             published: Published::default(),
             compress_values: false,
+            share_leaves: false,
         }
+    }
+
+    /// Relieves an overflowing leaf into its right sibling before
+    /// splitting it, where both then fit ([`Tree::share`]).
+    pub fn with_leaf_sharing(mut self, on: bool) -> Self {
+        self.share_leaves = on;
+        self
     }
 
     /// Stores overflow values compressed where it shortens their chains.
@@ -599,7 +612,9 @@ impl Tree {
                 drop(b);
                 let _change = change.get_or_insert_with(|| self.version.change());
                 let cell = page::encode_leaf_cell(key, &stored);
-                self.split(shape, path, leaf, pos, cell)?;
+                if !(self.share_leaves && self.share(path, leaf, pos, &cell)?) {
+                    self.split(shape, path, leaf, pos, cell)?;
+                }
             }
         }
         drop(change);
@@ -709,6 +724,117 @@ impl Tree {
             self.insert_into_parent(shape, &ancestors, sep, new_id, parent_level)?;
         }
         Ok(())
+    }
+
+    /// Relieves leaf `id` (the last of `path`), which `cell` at slot `pos`
+    /// overflows, by sharing with a sibling under the same parent, the
+    /// right one first, as a B*-tree redistributes: when the two leaves'
+    /// cells, with `cell`, fit both pages with a sixteenth of each to
+    /// spare, they are laid out evenly over the two and the parent's
+    /// separator between them moves. No page is added, so random inserts
+    /// leave leaves fuller than splits alone do. Returns false, having
+    /// changed nothing, when neither sibling has the room.
+    fn share(&self, path: &[PageId], id: PageId, pos: usize, cell: &[u8]) -> Result<bool> {
+        let [.., parent, _] = path else {
+            return Ok(false);
+        };
+        let pp = self.pool.fetch(*parent)?;
+        let mut pb = pp.write();
+        expect_kind(*parent, &pb, KIND_INNER)?;
+        let (at, child) = page::child_route(&pb, page::raw_cell_key(cell, KIND_LEAF));
+        if child != id {
+            return Ok(false);
+        }
+        // Position `at` among the children: 0 the link, `i + 1` slot `i`'s
+        // child; the separator left of position `p` is slot `p - 1`.
+        if at < page::count(&pb) {
+            let right = page::child(&pb, at);
+            if self.rebalance(&mut pb, *parent, at, id, right, (true, pos, cell))? {
+                return Ok(true);
+            }
+        }
+        if at >= 1 {
+            let left = if at == 1 {
+                page::link(&pb)
+            } else {
+                page::child(&pb, at - 2)
+            };
+            return self.rebalance(&mut pb, *parent, at - 1, left, id, (false, pos, cell));
+        }
+        Ok(false)
+    }
+
+    /// Lays the cells of sibling leaves `left` and `right`, whose
+    /// separator is slot `sep_slot` of their latched parent `pb`, and the
+    /// new cell (`into_left`, slot, bytes) evenly over the two, if they
+    /// fit with a sixteenth of each page to spare; moves the separator.
+    /// Latches `left` before `right`: top down, then left to right, as
+    /// every other path takes them.
+    fn rebalance(
+        &self,
+        pb: &mut [u8],
+        parent: PageId,
+        sep_slot: usize,
+        left: PageId,
+        right: PageId,
+        (into_left, pos, cell): (bool, usize, &[u8]),
+    ) -> Result<bool> {
+        let lp = self.pool.fetch(left)?;
+        let mut lb = lp.write();
+        expect_kind(left, &lb, KIND_LEAF)?;
+        if page::link(&lb) != right {
+            return Err(Error::corruption(
+                format!("page {left}"),
+                format!(
+                    "its link {} is not its parent's next child {right}",
+                    page::link(&lb)
+                ),
+            ));
+        }
+        let rp = self.pool.fetch(right)?;
+        let mut rb = rp.write();
+        expect_kind(right, &rb, KIND_LEAF)?;
+        let (low, _) = page::fences_owned(&lb);
+        let (_, high) = page::fences_owned(&rb);
+        let mut lc = page::raw_cells(&lb);
+        let mut rc = page::raw_cells(&rb);
+        let into = if into_left { &mut lc } else { &mut rc };
+        into.insert(pos.min(into.len()), cell.to_vec());
+        let mut cells = lc;
+        cells.append(&mut rc);
+        // The room left is what the next inserts use before the pair
+        // overflows again. With an eighth, a random load of YCSB's keys
+        // left more pages than a byte-fair pool of 1.5× the data holds
+        // (28 device bytes per lookup after it); with a sixteenth, they
+        // fit (none). `docs/results/space.md`, "an overflowing leaf
+        // shares".
+        let cap = page::usable(self.page_size) * 15 / 16;
+        let fences = |m: usize| {
+            let up = up_key(&cells, KIND_LEAF, m);
+            (
+                page::fence_cell_size(low.as_deref(), Some(&up)),
+                page::fence_cell_size(Some(&up), high.as_deref()),
+            )
+        };
+        let Some(m) = split_point(&cells, cap, &fences, 0.5) else {
+            return Ok(false);
+        };
+        let sep = up_key(&cells, KIND_LEAF, m);
+        let old = page::raw_cell(pb, sep_slot);
+        page::remove(pb, sep_slot);
+        if !page::inner_insert(pb, sep_slot, &sep, right) {
+            // The new separator is longer than the parent has room for.
+            if !page::insert_raw(pb, sep_slot, &old) {
+                return Err(Error::corruption(
+                    format!("page {parent}"),
+                    "a separator it held no longer fits",
+                ));
+            }
+            return Ok(false);
+        }
+        page::rebuild(&mut lb, &cells[..m], low.as_deref(), Some(&sep));
+        page::rebuild(&mut rb, &cells[m..], Some(&sep), high.as_deref());
+        Ok(true)
     }
 
     /// The pages from the root down to the one at `level` whose range

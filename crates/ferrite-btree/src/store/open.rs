@@ -196,7 +196,10 @@ impl BTreeStore {
             None => None,
         };
         let observer = shortcut.clone().map(|s| s as Arc<dyn SplitObserver>);
-        let tree = Tree::new(pool, ps, observer).with_value_compression(bt.compress_values);
+        let share = bt.share_leaves && bt.insert_buffer.is_none() && observer.is_none();
+        let tree = Tree::new(pool, ps, observer)
+            .with_value_compression(bt.compress_values)
+            .with_leaf_sharing(share);
         // The newest valid meta page, then any newer checkpoint left in the
         // double-write file.
         let mut meta: Option<Meta> = None;

@@ -37,9 +37,11 @@
 //! and run again.
 //!
 //! Both directions stream in chunks of pages (see [`chunk_pages`]), so a
-//! checkpoint of any size holds one chunk in memory: the images are gathered through a
-//! callback (from the pool's frames), and written in place by reading the
-//! double-write and spill files back.
+//! checkpoint of any size holds one chunk in memory: the images are
+//! gathered through a callback (from the pool's frames), and written in
+//! place by gathering them again and reading the spill file back. Only
+//! recovery reads the double-write file: while a checkpoint runs no other
+//! pool user does, so its frames still hold the bytes it wrote there.
 
 use ferrite_core::engine::ByteReader;
 use ferrite_core::{Error, Result};
@@ -112,7 +114,9 @@ pub type PlaceOf<'a> = dyn Fn(PageId) -> Result<Source> + 'a;
 /// place of its image given by `place`, and the meta page.
 /// `fill(group, buf)` provides the images of the [`Source::HERE`] pages,
 /// sealed, a chunk at a time (the images of `group`, in order, filling
-/// `buf`). Returns how many pages it copied to the double-write file.
+/// `buf`); it is asked for each page twice, for the double-write file and
+/// for the write in place, and must give the same bytes both times.
+/// Returns how many pages it copied to the double-write file.
 pub fn install(
     files: Files<'_>,
     ids: &[PageId],
@@ -189,8 +193,18 @@ pub fn install(
     header[..h.len()].copy_from_slice(&h);
     dwb.write_at(&header, 0)?;
     dwb.sync()?;
-    // Steps 2 and 3.
-    write_in_place(files, ids, &at, images_at, &meta_page, meta, chunk_pages)?;
+    // Steps 2 and 3. The held images are taken from the caller again
+    // rather than read back: no other pool user runs during a checkpoint,
+    // so `fill` gives the bytes the double-write file now holds.
+    write_in_place(
+        files,
+        ids,
+        &at,
+        Held::Fill(fill),
+        &meta_page,
+        meta,
+        chunk_pages,
+    )?;
     release(dwb)?;
     Ok(held)
 }
@@ -285,14 +299,24 @@ fn release(dwb: &dyn BlockDevice) -> Result<()> {
     Ok(())
 }
 
-/// Copies the images of `ids` to their places in the page file, from the
-/// double-write file (those held there, in order from `images_at`) or
-/// the spill file, then the meta page.
+/// Where [`write_in_place`] takes the images of the [`Source::HERE`] pages.
+enum Held<'f, 'a> {
+    /// From the double-write file, in order from byte `images_at`
+    /// (recovery).
+    Written { images_at: u64 },
+    /// From the caller, as [`install`] took them for the double-write file
+    /// (a live checkpoint: they are still in the pool's frames, unchanged).
+    Fill(&'f mut FillImages<'a>),
+}
+
+/// Copies the images of `ids` to their places in the page file, the held
+/// ones from `held` and the others from the spill file, then the meta
+/// page.
 fn write_in_place(
     files: Files<'_>,
     ids: &[PageId],
     at: &dyn Fn(usize) -> Result<Source>,
-    images_at: u64,
+    mut held_from: Held<'_, '_>,
     meta_page: &[u8],
     meta: &Meta,
     chunk_pages: usize,
@@ -305,6 +329,7 @@ fn write_in_place(
     let mut next_held = 0u64;
     let spill_len = spill.len();
     let mut srcs = Vec::with_capacity(chunk_pages);
+    let mut here_ids = Vec::with_capacity(chunk_pages);
     for (ci, group) in ids.chunks(chunk_pages).enumerate() {
         srcs.clear();
         for i in ci * chunk_pages..ci * chunk_pages + group.len() {
@@ -313,8 +338,24 @@ fn write_in_place(
         let n = group.len() * ps;
         let here = srcs.iter().filter(|s| **s == Source::HERE).count();
         if here > 0 {
-            dwb.read_at(&mut held[..here * ps], images_at + next_held * ps as u64)?;
-            next_held += here as u64;
+            let images = &mut held[..here * ps];
+            match &mut held_from {
+                Held::Written { images_at } => {
+                    dwb.read_at(images, *images_at + next_held * ps as u64)?;
+                    next_held += here as u64;
+                }
+                Held::Fill(fill) => {
+                    here_ids.clear();
+                    here_ids.extend(
+                        group
+                            .iter()
+                            .zip(&srcs)
+                            .filter(|(_, s)| **s == Source::HERE)
+                            .map(|(id, _)| *id),
+                    );
+                    fill(&here_ids, images)?;
+                }
+            }
         }
         let mut held_images = held[..here * ps].chunks(ps);
         let mut reqs = Vec::new();
@@ -476,7 +517,15 @@ pub fn recover(
     }
     let at = |i: usize| Ok(sources[i]);
     check_spilled(spill, &ids, &at, ps, chunk_pages)?;
-    write_in_place(files, &ids, &at, images_at, &meta_page, &meta, chunk_pages)?;
+    write_in_place(
+        files,
+        &ids,
+        &at,
+        Held::Written { images_at },
+        &meta_page,
+        &meta,
+        chunk_pages,
+    )?;
     release(dwb)?;
     Ok(Some(meta))
 }
@@ -596,9 +645,21 @@ mod tests {
         let d = rig();
         let (r, asked) = install_2(&d);
         r.unwrap();
-        assert_eq!(asked, vec![2, 4, 6, 8, 10], "only dirty frames are copied");
+        // Only dirty frames are copied: once for the double-write file,
+        // once for the write in place.
+        assert_eq!(asked, vec![2, 4, 6, 8, 10, 2, 4, 6, 8, 10]);
         assert_eq!(marks(&d[0]), vec![2; 10]);
         assert!(d[1].is_empty(), "the double-write file is emptied");
+    }
+
+    /// A live checkpoint writes its held pages in place from the caller's
+    /// frames, so it never reads the double-write file back.
+    #[test]
+    fn a_live_checkpoint_does_not_read_the_double_write_file() {
+        let d = rig();
+        d[1].inject(FaultRule::nth(FaultOp::Read, 1, FaultKind::Eio));
+        install_2(&d).0.unwrap();
+        assert_eq!(marks(&d[0]), vec![2; 10]);
     }
 
     /// A crash while the pages are written in place: the page file keeps

@@ -7,10 +7,10 @@
 //! ```
 //! `KEY_BYTES` is 8 (uniform 64-bit keys) or 16 (uniform 16-byte keys);
 //! `VARIANTS` is `sparse`, `learned` or a comma-separated list of them.
-//! Each store is sized from the data size as the repro sizes it
-//! (`sized_lsm_options`). The records are written in key-set order in
-//! batches of 256 with no syncs, in `CHUNKS` chunks (default 1) that
-//! alternate between the stores; each chunk ends when its store has
+//! Each store is sized from the data size as the repro sizes it (the
+//! driver's `sized_lsm_options`). The records are written in key-set
+//! order in batches of 256 with no syncs, in `CHUNKS` chunks (default 1)
+//! that alternate between the stores; each chunk ends when its store has
 //! settled (the last one after a flush). Prints per store the seconds,
 //! the device's bytes written per user byte and the flush and compaction
 //! counts, and for two stores the median over chunks of the second's
@@ -21,7 +21,7 @@ use std::time::Instant;
 use ferrite::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_bench::keyset::{KeySet, KeySpec};
 use ferrite_bench::report::median;
-use ferrite_bench::repro::sized_lsm_options;
+use ferrite_bench::repro::driver::sized_lsm_options;
 use ferrite_lsm::{IndexKind, LsmStore};
 
 fn main() -> anyhow::Result<()> {

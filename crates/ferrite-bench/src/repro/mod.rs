@@ -23,8 +23,6 @@ mod valkey_suite;
 mod volume;
 mod zkv;
 
-pub use swiftkv::sized_lsm_options;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

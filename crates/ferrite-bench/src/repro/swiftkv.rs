@@ -50,7 +50,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{alternate, Latencies, Metrics, Report, Study};
+use super::driver::{alternate, sized_lsm_options, Latencies, Metrics, Report, Study};
 use super::{ClaimSpec, ReproContext, Scale};
 use crate::adapter::Target;
 use crate::distribution::Chooser;
@@ -281,20 +281,6 @@ fn lsm_options(index: IndexKind, records: u64, shape: &Shape, codec: Compression
         records * (shape.key_bytes + shape.value_bytes) as u64,
     )
     .compression(codec)
-}
-
-/// The engine options this experiment gives a store of `data` bytes of
-/// keys and values: at the default scale the engine's defaults
-/// (RocksDB's); smaller runs scale memtables and levels down so they
-/// still have several levels.
-pub fn sized_lsm_options(index: IndexKind, data: u64) -> LsmOptions {
-    let d = LsmOptions::default();
-    let memtable = (data / 24).clamp(256 << 10, d.memtable_bytes as u64) as usize;
-    let (table_bytes, l1_bytes) = (d.table_bytes, d.l1_bytes);
-    d.index(index)
-        .memtable_bytes(memtable)
-        .table_bytes((memtable / 4).clamp(64 << 10, table_bytes))
-        .l1_bytes((memtable as u64 * 4).min(l1_bytes))
 }
 
 fn store_options(cache: u64) -> Options {

@@ -13,7 +13,7 @@
 //! | `metrics.rs` | [`Metrics`]: the named figures claims are judged on |
 //! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
 //! | `space.rs` | every store's disk space while the experiment ran and at its end |
-//! | `store.rs` | fresh store directories and store errors named by variant |
+//! | `store.rs` | fresh store directories, store errors named by variant, LSM options sized to the data |
 //!
 //! Sizing is [`super::Scale::pick`]; operations come from
 //! `crate::workload` and `crate::distribution`.
@@ -37,5 +37,5 @@ pub use metrics::Metrics;
 pub use port::{free_port, wait_for_port};
 pub use report::{Report, Table};
 pub use space::{SpaceWatch, StoreSpace};
-pub use store::{fresh_dir, open_engine, store_err};
+pub use store::{fresh_dir, open_engine, sized_lsm_options, store_err};
 pub use study::{Driven, Study};

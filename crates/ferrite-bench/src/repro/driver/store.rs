@@ -1,9 +1,11 @@
-//! Store directories and errors, as every experiment opens its variants.
+//! Store directories, errors and sizes, as every experiment opens its
+//! variants.
 
 use std::path::{Path, PathBuf};
 
 use ferrite::internals::Instrumented;
 use ferrite::{Config, EngineKind, Options};
+use ferrite_lsm::{IndexKind, LsmOptions};
 
 use crate::error::{BenchError, Result};
 
@@ -38,4 +40,18 @@ pub fn store_err(name: &str) -> impl Fn(ferrite::Error) -> BenchError + '_ {
         target: name.to_string(),
         source,
     }
+}
+
+/// The LSM options for a store of `data` bytes of keys and values: the
+/// engine's defaults (RocksDB's) once the data is a few GiB; smaller
+/// stores get memtables and levels scaled down so they still have several
+/// levels.
+pub fn sized_lsm_options(index: IndexKind, data: u64) -> LsmOptions {
+    let d = LsmOptions::default();
+    let memtable = (data / 24).clamp(256 << 10, d.memtable_bytes as u64) as usize;
+    let (table_bytes, l1_bytes) = (d.table_bytes, d.l1_bytes);
+    d.index(index)
+        .memtable_bytes(memtable)
+        .table_bytes((memtable / 4).clamp(64 << 10, table_bytes))
+        .l1_bytes((memtable as u64 * 4).min(l1_bytes))
 }

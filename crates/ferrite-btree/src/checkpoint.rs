@@ -301,9 +301,9 @@ fn release(dwb: &dyn BlockDevice) -> Result<()> {
 
 /// Where [`write_in_place`] takes the images of the [`Source::HERE`] pages.
 enum Held<'f, 'a> {
-    /// From the double-write file, in order from byte `images_at`
-    /// (recovery).
-    Written { images_at: u64 },
+    /// From the double-write file, in order from byte `next` on, which
+    /// moves past each chunk's images as they are read (recovery).
+    Written { next: u64 },
     /// From the caller, as [`install`] took them for the double-write file
     /// (a live checkpoint: they are still in the pool's frames, unchanged).
     Fill(&'f mut FillImages<'a>),
@@ -326,7 +326,6 @@ fn write_in_place(
     let cap = chunk_pages.min(ids.len().max(1)) * ps;
     let mut chunk = AlignedBuf::zeroed(cap);
     let mut held = AlignedBuf::zeroed(cap);
-    let mut next_held = 0u64;
     let spill_len = spill.len();
     let mut srcs = Vec::with_capacity(chunk_pages);
     let mut here_ids = Vec::with_capacity(chunk_pages);
@@ -340,9 +339,9 @@ fn write_in_place(
         if here > 0 {
             let images = &mut held[..here * ps];
             match &mut held_from {
-                Held::Written { images_at } => {
-                    dwb.read_at(images, *images_at + next_held * ps as u64)?;
-                    next_held += here as u64;
+                Held::Written { next } => {
+                    dwb.read_at(images, *next)?;
+                    *next += images.len() as u64;
                 }
                 Held::Fill(fill) => {
                     here_ids.clear();
@@ -521,7 +520,7 @@ pub fn recover(
         files,
         &ids,
         &at,
-        Held::Written { images_at },
+        Held::Written { next: images_at },
         &meta_page,
         &meta,
         chunk_pages,

@@ -28,7 +28,8 @@ pub struct BTreeOptions {
     pub compress_values: bool,
     /// Relieve an overflowing leaf by laying its cells out over it and a
     /// sibling (the right one, else the left) under the same parent, when
-    /// both then fit with a sixteenth of a page to spare, before splitting it (a B*-tree's redistribution; on by default).
+    /// both then fit with a sixteenth of a page to spare, before splitting
+    /// it (a B*-tree's redistribution; on by default).
     /// Applies to the plain B+tree: SHORTCUT's models and TurboIndex's
     /// buffered records follow keys to pages as splits place them.
     pub share_leaves: bool,

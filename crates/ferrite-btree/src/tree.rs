@@ -20,8 +20,8 @@
 //! An overflowing leaf first shares with a sibling under the same parent
 //! (`Tree::share`, where the options allow), and splits only when
 //! neither has the room. A split is even by bytes, except an append to
-//! the rightmost page of a
-//! level, which keeps nine tenths in the left page ([`APPEND_SPLIT_SHARE`]):
+//! the rightmost page of a level, which keeps nine tenths in the left
+//! page ([`APPEND_SPLIT_SHARE`]):
 //! ascending keys then fill pages instead of leaving each half empty.
 
 use std::collections::HashSet;
@@ -149,7 +149,7 @@ pub struct Tree {
     /// Overflow values are stored lz4-compressed where that makes their
     /// chain shorter (`overflow`).
     pub(crate) compress_values: bool,
-    /// Whether an overflowing leaf first shares with its right sibling.
+    /// Whether an overflowing leaf first shares with a sibling.
     share_leaves: bool,
 }
 
@@ -365,8 +365,8 @@ impl Tree {
         }
     }
 
-    /// Relieves an overflowing leaf into its right sibling before
-    /// splitting it, where both then fit ([`Tree::share`]).
+    /// Relieves an overflowing leaf into a sibling before splitting it,
+    /// where both then fit ([`Tree::share`]).
     pub fn with_leaf_sharing(mut self, on: bool) -> Self {
         self.share_leaves = on;
         self

@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::args::{is, timeout_ms};
+use super::args::timeout_ms;
 use super::lists::{self, move_item};
 use super::zsets::{self};
-use super::{syntax_error, CmdResult, Ctx, Fail};
+use super::{CmdResult, Ctx, Fail};
 use crate::blocked::Waiter;
 use crate::model::{Kind, ListEnd, ModelError};
 use crate::reply::Reply;
@@ -47,50 +47,15 @@ fn block(
     Ok(Reply::Nothing)
 }
 
-/// The first key of `keys` holding a `kind` (keys hold no empty
-/// collections). A command that first runs refuses a key of another type
-/// met on the way, as Redis does; serving a waiter passes over it (the
-/// key became something else since the waiter blocked, and the waiter
-/// waits on), as Redis serves only keys of the type waited for.
-fn first_of_kind(
-    ctx: &Ctx<'_, '_>,
-    keys: &[&[u8]],
-    kind: Kind,
-    serving: bool,
-) -> Result<Option<Vec<u8>>, Fail> {
-    for k in keys {
-        match ctx.tx.lookup(ctx.db(), k)?.typed(kind) {
-            Ok(Some(_)) => return Ok(Some(k.to_vec())),
-            Ok(None) => {}
-            Err(_) if serving => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(None)
-}
-
-fn end_of(b: &[u8]) -> Result<ListEnd, Fail> {
-    if is(b, "LEFT") {
-        Ok(ListEnd::Left)
-    } else if is(b, "RIGHT") {
-        Ok(ListEnd::Right)
-    } else {
-        Err(syntax_error())
-    }
-}
-
-/// `BLPOP`/`BRPOP` without blocking: `[key, item]` from the first
-/// non-empty list.
 fn try_pop(
     ctx: &mut Ctx<'_, '_>,
     keys: &[&[u8]],
     end: ListEnd,
     serving: bool,
 ) -> Result<Option<Reply>, Fail> {
-    let Some(k) = first_of_kind(ctx, keys, Kind::List, serving)? else {
+    let Some((k, mut f)) = ctx.first_of_kind(keys, Kind::List, serving)? else {
         return Ok(None);
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &k)?;
     Ok(lists::pop(ctx, &mut f, end, 1)?
         .into_iter()
         .next()
@@ -103,10 +68,9 @@ fn try_zpop(
     max: bool,
     serving: bool,
 ) -> Result<Option<Reply>, Fail> {
-    let Some(k) = first_of_kind(ctx, keys, Kind::ZSet, serving)? else {
+    let Some((k, mut f)) = ctx.first_of_kind(keys, Kind::ZSet, serving)? else {
         return Ok(None);
     };
-    let mut f = ctx.tx.lookup(ctx.db(), &k)?;
     Ok(zsets::pop(ctx, &mut f, max, 1)?
         .into_iter()
         .next()
@@ -120,7 +84,7 @@ fn try_move(
     to: ListEnd,
     serving: bool,
 ) -> Result<Option<Reply>, Fail> {
-    if first_of_kind(ctx, &a[1..2], Kind::List, serving)?.is_none() {
+    if ctx.first_of_kind(&a[1..2], Kind::List, serving)?.is_none() {
         return Ok(None);
     }
     Ok(move_item(ctx, a[1], a[2], from, to)?.map(Reply::Bulk))
@@ -139,22 +103,16 @@ pub fn answer(ctx: &mut Ctx<'_, '_>, a: &Args, serving: bool) -> Result<Option<R
         b"bzpopmax" => try_zpop(ctx, &a[1..n - 1], true, serving),
         b"brpoplpush" => try_move(ctx, a, ListEnd::Right, ListEnd::Left, serving),
         b"blmove" => {
-            let (from, to) = (end_of(a[3])?, end_of(a[4])?);
+            let (from, to) = (lists::end_arg(a[3])?, lists::end_arg(a[4])?);
             try_move(ctx, a, from, to, serving)
         }
         b"blmpop" => {
             let (keys, end, count) = lists::mpop_args(a, 2)?;
-            match first_of_kind(ctx, keys, Kind::List, serving)? {
-                Some(k) => lists::mpop(ctx, &[&k], end, count),
-                None => Ok(None),
-            }
+            lists::mpop(ctx, keys, end, count, serving)
         }
         b"bzmpop" => {
             let (keys, max, count) = zsets::mpop_args(a, 2)?;
-            match first_of_kind(ctx, keys, Kind::ZSet, serving)? {
-                Some(k) => zsets::mpop(ctx, &[&k], max, count),
-                None => Ok(None),
-            }
+            zsets::mpop(ctx, keys, max, count, serving)
         }
         _ => Err(ModelError::Corrupt(format!(
             "a blocked command of unknown kind '{}'",
@@ -207,8 +165,8 @@ pub fn brpoplpush(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 }
 
 pub fn blmove(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    end_of(a[3])?;
-    end_of(a[4])?;
+    lists::end_arg(a[3])?;
+    lists::end_arg(a[4])?;
     let t = timeout_ms(a[5])?;
     run(ctx, a, &a[1..2], t, Reply::Null)
 }

@@ -239,27 +239,10 @@ pub fn hincrbyfloat(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
 
 /// `HRANDFIELD key [count [WITHVALUES]]`.
 pub fn hrandfield(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let count = match a.get(2) {
-        Some(c) => Some(random_count(c)?),
-        None => None,
-    };
-    if a.len() > 4 || (a.len() == 4 && !is(a[3], "WITHVALUES")) {
-        return Err(syntax_error());
-    }
-    let with_values = a.len() == 4;
-    if with_values && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
-        return Err(fail("value is out of range"));
-    }
-    if let Some(n) = count {
-        check_draws(n)?;
-    }
+    let (count, with_values) = random_args(a, Some("WITHVALUES"))?;
     let f = hash(ctx, a[1])?;
     let Some(m) = f.live() else {
-        return Ok(if count.is_some() {
-            Reply::Array(Vec::new())
-        } else {
-            Reply::Null
-        });
+        return Ok(no_random_members(count));
     };
     let mut rng = rand::thread_rng();
     let Some(n) = count else {
@@ -282,7 +265,7 @@ pub const MAX_DRAWS: u64 = 1 << 24;
 
 /// The count of `HRANDFIELD`, `SRANDMEMBER`, `ZRANDMEMBER`: negative
 /// draws may repeat.
-pub fn random_count(b: &[u8]) -> Result<i64, Fail> {
+fn random_count(b: &[u8]) -> Result<i64, Fail> {
     let n = int(b)?;
     if n == i64::MIN {
         return Err(fail(format!(
@@ -294,8 +277,52 @@ pub fn random_count(b: &[u8]) -> Result<i64, Fail> {
     Ok(n)
 }
 
+/// The count and the `flag` (`WITHVALUES`, `WITHSCORES`; none for
+/// `SRANDMEMBER`) of a random-member command, checked as Redis checks
+/// them.
+pub fn random_args(a: &Args, flag: Option<&str>) -> Result<(Option<i64>, bool), Fail> {
+    if flag.is_none() && a.len() > 3 {
+        return Err(syntax_error());
+    }
+    let count = a.get(2).map(|c| random_count(c)).transpose()?;
+    let with = match flag {
+        Some(flag) => {
+            if a.len() > 4 || (a.len() == 4 && !is(a[3], flag)) {
+                return Err(syntax_error());
+            }
+            a.len() == 4
+        }
+        None => false,
+    };
+    if with && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
+        return Err(fail("value is out of range"));
+    }
+    if let Some(n) = count {
+        check_draws(n)?;
+    }
+    Ok((count, with))
+}
+
+/// A random-member command's answer on a missing key: an empty array
+/// when a count was given, else null.
+pub fn no_random_members(count: Option<i64>) -> Reply {
+    if count.is_some() {
+        Reply::Array(Vec::new())
+    } else {
+        Reply::Null
+    }
+}
+
+/// How many draws a count asks for, and whether they may repeat.
+pub fn draws(count: Option<i64>) -> (u64, bool) {
+    match count {
+        None => (1, false),
+        Some(n) => (n.unsigned_abs(), n < 0),
+    }
+}
+
 /// Refuses repeating draws past [`MAX_DRAWS`].
-pub fn check_draws(n: i64) -> Result<(), Fail> {
+fn check_draws(n: i64) -> Result<(), Fail> {
     if n < 0 && n.unsigned_abs() > MAX_DRAWS {
         return Err(fail(format!(
             "count is out of range: one reply draws at most {MAX_DRAWS} random elements"

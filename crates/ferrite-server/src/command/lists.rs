@@ -495,7 +495,7 @@ pub fn lpos(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     })
 }
 
-fn end_arg(b: &[u8]) -> Result<ListEnd, Fail> {
+pub fn end_arg(b: &[u8]) -> Result<ListEnd, Fail> {
     if is(b, "LEFT") {
         Ok(ListEnd::Left)
     } else if is(b, "RIGHT") {
@@ -557,8 +557,14 @@ pub fn mpop_args<'a>(a: &'a Args<'a>, at: usize) -> Result<(&'a [&'a [u8]], List
         return Err(syntax_error());
     };
     let end = end_arg(w)?;
+    Ok((keys, end, mpop_count(a, where_at + 1)?))
+}
+
+/// The optional `COUNT n` closing `LMPOP`/`ZMPOP` and their blocking
+/// forms from position `from`: 1 without it.
+pub fn mpop_count(a: &Args, from: usize) -> Result<u64, Fail> {
     let mut count = None;
-    let mut j = where_at + 1;
+    let mut j = from;
     while j < a.len() {
         if count.is_none() && is(a[j], "COUNT") && j + 1 < a.len() {
             count = Some(match parse_int(a[j + 1]) {
@@ -570,31 +576,29 @@ pub fn mpop_args<'a>(a: &'a Args<'a>, at: usize) -> Result<(&'a [&'a [u8]], List
             return Err(syntax_error());
         }
     }
-    Ok((keys, end, count.unwrap_or(1)))
+    Ok(count.unwrap_or(1))
 }
 
-/// Pops from the first non-empty list of `keys`: `None` if all are empty.
+/// Pops from the first non-empty list of `keys`: `None` if all are empty
+/// (`serving`: see [`Ctx::first_of_kind`]).
 pub fn mpop(
     ctx: &mut Ctx<'_, '_>,
     keys: &[&[u8]],
     end: ListEnd,
     count: u64,
+    serving: bool,
 ) -> Result<Option<Reply>, Fail> {
-    for k in keys {
-        let mut f = ctx.tx.lookup(ctx.db(), k)?;
-        if f.typed(Kind::List)?.is_none() {
-            continue;
-        }
-        let items = pop(ctx, &mut f, end, count)?;
-        return Ok(Some(Reply::Array(vec![
-            Reply::Bulk(k.to_vec()),
-            Reply::bulks(items),
-        ])));
-    }
-    Ok(None)
+    let Some((k, mut f)) = ctx.first_of_kind(keys, Kind::List, serving)? else {
+        return Ok(None);
+    };
+    let items = pop(ctx, &mut f, end, count)?;
+    Ok(Some(Reply::Array(vec![
+        Reply::Bulk(k),
+        Reply::bulks(items),
+    ])))
 }
 
 pub fn lmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (keys, end, count) = mpop_args(a, 1)?;
-    Ok(mpop(ctx, keys, end, count)?.unwrap_or(Reply::NullArray))
+    Ok(mpop(ctx, keys, end, count, false)?.unwrap_or(Reply::NullArray))
 }

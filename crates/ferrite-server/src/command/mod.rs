@@ -88,6 +88,15 @@ pub const NOSCRIPT: u8 = 32;
 /// Runs Lua: outside `MULTI`, on the script thread (`script::runner`).
 pub const SCRIPTED: u8 = 64;
 
+/// The flag sets the table gives more than one command.
+const SUBSCRIBING: u8 = ALONE | PUBSUB | NOSCRIPT;
+const TX_CONTROL: u8 = ALONE | NOQUEUE | NOSCRIPT;
+const LOGIN: u8 = ALONE | NOAUTH | NOSCRIPT;
+const CONNECTION: u8 = ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT;
+const REPLICA_SYNC: u8 = ALONE | NOMULTI | NOSCRIPT;
+const CONTROL: u8 = ALONE | NOSCRIPT;
+const SCRIPT_RUN: u8 = ALONE | NOSCRIPT | SCRIPTED;
+
 /// Why a command failed: an error reply for the client, or a storage
 /// failure that fails the whole unit of work it ran in.
 #[derive(Debug)]
@@ -133,6 +142,30 @@ impl Ctx<'_, '_> {
     /// The session's database.
     pub fn db(&self) -> u8 {
         self.session.db
+    }
+
+    /// The first key of `keys` holding a `kind`, with what was found
+    /// there (keys hold no empty collections). A command that first runs
+    /// refuses a key of another type met on the way, as Redis does;
+    /// serving a blocked waiter passes over it (the key became something
+    /// else since the waiter blocked, and the waiter waits on), as Redis
+    /// serves only keys of the type waited for.
+    pub fn first_of_kind(
+        &self,
+        keys: &[&[u8]],
+        kind: crate::model::Kind,
+        serving: bool,
+    ) -> Result<Option<(Vec<u8>, crate::model::Found)>, Fail> {
+        for k in keys {
+            let f = self.tx.lookup(self.db(), k)?;
+            match f.typed(kind) {
+                Ok(Some(_)) => return Ok(Some((k.to_vec(), f))),
+                Ok(None) => {}
+                Err(_) if serving => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -193,6 +226,11 @@ const fn flagged(
         run,
         flags,
     }
+}
+
+/// A flagged command that reads and writes no key.
+const fn admin(name: &'static str, arity: i32, run: Handler, flags: u8) -> Spec {
+    flagged(name, arity, Kind::Admin, K0, run, flags)
 }
 
 use Kind::{Admin, Read, Write};
@@ -360,230 +398,62 @@ pub static TABLE: &[Spec] = &[
     flagged("bzpopmax", -3, Write, (1, -2, 1), blocking::bzpopmax, ALONE),
     flagged("bzmpop", -5, Write, (3, 3, 1), blocking::bzmpop, ALONE),
     // Pub/sub.
-    flagged(
-        "subscribe",
-        -2,
-        Admin,
-        K0,
-        pubsub::subscribe,
-        ALONE | PUBSUB | NOSCRIPT,
-    ),
-    flagged(
-        "unsubscribe",
-        -1,
-        Admin,
-        K0,
-        pubsub::unsubscribe,
-        ALONE | PUBSUB | NOSCRIPT,
-    ),
-    flagged(
-        "psubscribe",
-        -2,
-        Admin,
-        K0,
-        pubsub::psubscribe,
-        ALONE | PUBSUB | NOSCRIPT,
-    ),
-    flagged(
-        "punsubscribe",
-        -1,
-        Admin,
-        K0,
-        pubsub::punsubscribe,
-        ALONE | PUBSUB | NOSCRIPT,
-    ),
+    admin("subscribe", -2, pubsub::subscribe, SUBSCRIBING),
+    admin("unsubscribe", -1, pubsub::unsubscribe, SUBSCRIBING),
+    admin("psubscribe", -2, pubsub::psubscribe, SUBSCRIBING),
+    admin("punsubscribe", -1, pubsub::punsubscribe, SUBSCRIBING),
     cmd("publish", 3, Admin, K0, pubsub::publish),
     cmd("pubsub", -2, Admin, K0, pubsub::pubsub),
     // Transactions.
-    flagged(
-        "multi",
-        1,
-        Admin,
-        K0,
-        transaction::multi,
-        ALONE | NOQUEUE | NOSCRIPT,
-    ),
-    flagged(
-        "exec",
-        1,
-        Admin,
-        K0,
-        transaction::exec_placeholder,
-        ALONE | NOQUEUE | NOSCRIPT,
-    ),
-    flagged(
-        "discard",
-        1,
-        Admin,
-        K0,
-        transaction::discard,
-        ALONE | NOQUEUE | NOSCRIPT,
-    ),
-    flagged(
-        "watch",
-        -2,
-        Admin,
-        KALL,
-        transaction::watch,
-        ALONE | NOQUEUE | NOSCRIPT,
-    ),
-    flagged(
-        "unwatch",
-        1,
-        Admin,
-        K0,
-        transaction::unwatch,
-        ALONE | NOSCRIPT,
-    ),
+    admin("multi", 1, transaction::multi, TX_CONTROL),
+    admin("exec", 1, transaction::exec_placeholder, TX_CONTROL),
+    admin("discard", 1, transaction::discard, TX_CONTROL),
+    flagged("watch", -2, Admin, KALL, transaction::watch, TX_CONTROL),
+    admin("unwatch", 1, transaction::unwatch, CONTROL),
     // Connection.
-    flagged("ping", -1, Admin, K0, connection::ping, PUBSUB),
+    admin("ping", -1, connection::ping, PUBSUB),
     cmd("echo", 2, Admin, K0, connection::echo),
     cmd("select", 2, Admin, K0, connection::select),
-    flagged(
-        "hello",
-        -1,
-        Admin,
-        K0,
-        connection::hello,
-        ALONE | NOAUTH | NOSCRIPT,
-    ),
-    flagged(
-        "auth",
-        -2,
-        Admin,
-        K0,
-        connection::auth,
-        ALONE | NOAUTH | NOSCRIPT,
-    ),
-    flagged(
-        "client",
-        -2,
-        Admin,
-        K0,
-        connection::client,
-        ALONE | NOSCRIPT,
-    ),
-    flagged(
-        "quit",
-        -1,
-        Admin,
-        K0,
-        connection::quit,
-        ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT,
-    ),
-    flagged(
-        "reset",
-        1,
-        Admin,
-        K0,
-        connection::reset,
-        ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT,
-    ),
+    admin("hello", -1, connection::hello, LOGIN),
+    admin("auth", -2, connection::auth, LOGIN),
+    admin("client", -2, connection::client, CONTROL),
+    admin("quit", -1, connection::quit, CONNECTION),
+    admin("reset", 1, connection::reset, CONNECTION),
     // Server.
     cmd("info", -1, Admin, K0, server::info),
     cmd("command", -1, Admin, K0, server::command),
-    flagged("config", -2, Admin, K0, server::config, ALONE | NOSCRIPT),
-    flagged("wait", 3, Admin, K0, replication::wait, ALONE),
+    admin("config", -2, server::config, CONTROL),
+    admin("wait", 3, replication::wait, ALONE),
     // Replication.
-    flagged("replicaof", 3, Admin, K0, replication::replicaof, NOSCRIPT),
-    flagged("slaveof", 3, Admin, K0, replication::replicaof, NOSCRIPT),
+    admin("replicaof", 3, replication::replicaof, NOSCRIPT),
+    admin("slaveof", 3, replication::replicaof, NOSCRIPT),
     cmd("role", 1, Admin, K0, replication::role),
-    flagged("replconf", -1, Admin, K0, replication::replconf, NOSCRIPT),
-    flagged(
-        "psync",
-        3,
-        Admin,
-        K0,
-        replication::psync,
-        ALONE | NOMULTI | NOSCRIPT,
-    ),
-    flagged(
-        "sync",
-        1,
-        Admin,
-        K0,
-        replication::sync,
-        ALONE | NOMULTI | NOSCRIPT,
-    ),
+    admin("replconf", -1, replication::replconf, NOSCRIPT),
+    admin("psync", 3, replication::psync, REPLICA_SYNC),
+    admin("sync", 1, replication::sync, REPLICA_SYNC),
     cmd("waitaof", 4, Admin, K0, server::waitaof),
-    flagged(
-        "shutdown",
-        -1,
-        Admin,
-        K0,
-        server::shutdown,
-        ALONE | NOMULTI | NOSCRIPT,
-    ),
+    admin("shutdown", -1, server::shutdown, REPLICA_SYNC),
     cmd("time", 1, Admin, K0, server::time),
     cmd("lastsave", 1, Admin, K0, server::lastsave),
-    flagged(
-        "save",
-        1,
-        Admin,
-        K0,
-        server::save,
-        ALONE | NOMULTI | NOSCRIPT,
-    ),
+    admin("save", 1, server::save, REPLICA_SYNC),
     cmd("bgsave", -1, Admin, K0, server::bgsave),
     cmd("memory", -2, Read, (2, 2, 1), server::memory),
     // Scripting.
-    flagged(
-        "eval",
-        -3,
-        Write,
-        K0,
-        scripting::eval,
-        ALONE | NOSCRIPT | SCRIPTED,
-    ),
-    flagged(
-        "evalsha",
-        -3,
-        Write,
-        K0,
-        scripting::evalsha,
-        ALONE | NOSCRIPT | SCRIPTED,
-    ),
-    flagged(
-        "eval_ro",
-        -3,
-        Read,
-        K0,
-        scripting::eval_ro,
-        ALONE | NOSCRIPT | SCRIPTED,
-    ),
+    flagged("eval", -3, Write, K0, scripting::eval, SCRIPT_RUN),
+    flagged("evalsha", -3, Write, K0, scripting::evalsha, SCRIPT_RUN),
+    flagged("eval_ro", -3, Read, K0, scripting::eval_ro, SCRIPT_RUN),
     flagged(
         "evalsha_ro",
         -3,
         Read,
         K0,
         scripting::evalsha_ro,
-        ALONE | NOSCRIPT | SCRIPTED,
+        SCRIPT_RUN,
     ),
-    flagged(
-        "fcall",
-        -3,
-        Write,
-        K0,
-        scripting::fcall,
-        ALONE | NOSCRIPT | SCRIPTED,
-    ),
-    flagged(
-        "fcall_ro",
-        -3,
-        Read,
-        K0,
-        scripting::fcall_ro,
-        ALONE | NOSCRIPT | SCRIPTED,
-    ),
-    flagged(
-        "function",
-        -2,
-        Write,
-        K0,
-        scripting::function,
-        ALONE | NOSCRIPT,
-    ),
-    flagged("script", -2, Admin, K0, scripting::script, ALONE | NOSCRIPT),
+    flagged("fcall", -3, Write, K0, scripting::fcall, SCRIPT_RUN),
+    flagged("fcall_ro", -3, Read, K0, scripting::fcall_ro, SCRIPT_RUN),
+    flagged("function", -2, Write, K0, scripting::function, CONTROL),
+    admin("script", -2, scripting::script, CONTROL),
 ];
 
 fn index() -> &'static HashMap<&'static str, usize> {

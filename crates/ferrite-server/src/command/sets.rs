@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::args::{int, is, numkeys, positive};
-use super::hashes::{check_draws, random_count, scan_fields};
+use super::hashes::{draws, no_random_members, random_args, scan_fields};
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
 use crate::model::{Coll, Found, Kind, Meta};
 use crate::reply::Reply;
@@ -179,26 +179,13 @@ fn positive_or_zero(b: &[u8]) -> Result<u64, Fail> {
 
 /// `SRANDMEMBER key [count]`.
 pub fn srandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    if a.len() > 3 {
-        return Err(syntax_error());
-    }
-    let count = a.get(2).map(|c| random_count(c)).transpose()?;
-    if let Some(n) = count {
-        check_draws(n)?;
-    }
+    let (count, _) = random_args(a, None)?;
     let (f, c) = set(ctx, a[1])?;
     let Some(c) = c else {
-        return Ok(if count.is_some() {
-            Reply::Array(Vec::new())
-        } else {
-            Reply::Null
-        });
+        return Ok(no_random_members(count));
     };
     let mut rng = rand::thread_rng();
-    let (n, repeat) = match count {
-        None => (1, false),
-        Some(n) => (n.unsigned_abs(), n < 0),
-    };
+    let (n, repeat) = draws(count);
     let picks = ctx.tx.random_fields(f.slot, &c, n, repeat, &mut rng)?;
     let mut picks = picks.into_iter().map(|(m, _)| m);
     Ok(match count {

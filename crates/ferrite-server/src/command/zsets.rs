@@ -7,7 +7,7 @@
 use std::ops::{Bound, ControlFlow};
 
 use super::args::{float, is, parse_int};
-use super::hashes::{check_draws, pairs_reply, random_count, scan_fields};
+use super::hashes::{draws, no_random_members, pairs_reply, random_args, scan_fields};
 use super::{fail, syntax_error, CmdResult, Ctx, Fail};
 use crate::model::{Coll, Found, Kind, Meta};
 use crate::reply::{format_score, Reply};
@@ -313,78 +313,43 @@ pub fn mpop_args<'a>(a: &'a Args<'a>, at: usize) -> Result<(&'a [&'a [u8]], bool
     } else {
         return Err(syntax_error());
     };
-    let mut count = None;
-    let mut j = where_at + 1;
-    while j < a.len() {
-        if count.is_none() && is(a[j], "COUNT") && j + 1 < a.len() {
-            count = Some(match parse_int(a[j + 1]) {
-                Some(c) if c > 0 => c as u64,
-                _ => return Err(fail("count should be greater than 0")),
-            });
-            j += 2;
-        } else {
-            return Err(syntax_error());
-        }
-    }
-    Ok((&a[at + 1..at + 1 + n], max, count.unwrap_or(1)))
+    let count = super::lists::mpop_count(a, where_at + 1)?;
+    Ok((&a[at + 1..at + 1 + n], max, count))
 }
 
-/// Pops from the first non-empty sorted set of `keys`: `None` if all are
-/// empty.
+/// Pops from the first non-empty sorted set of `keys`: `None` if all
+/// are empty (`serving`: see [`Ctx::first_of_kind`]).
 pub fn mpop(
     ctx: &mut Ctx<'_, '_>,
     keys: &[&[u8]],
     max: bool,
     count: u64,
+    serving: bool,
 ) -> Result<Option<Reply>, Fail> {
-    for k in keys {
-        let mut f = ctx.tx.lookup(ctx.db(), k)?;
-        if f.typed(Kind::ZSet)?.is_none() {
-            continue;
-        }
-        let items = pop(ctx, &mut f, max, count)?;
-        return Ok(Some(Reply::Array(vec![
-            Reply::Bulk(k.to_vec()),
-            scored_reply(3, items, true),
-        ])));
-    }
-    Ok(None)
+    let Some((k, mut f)) = ctx.first_of_kind(keys, Kind::ZSet, serving)? else {
+        return Ok(None);
+    };
+    let items = pop(ctx, &mut f, max, count)?;
+    Ok(Some(Reply::Array(vec![
+        Reply::Bulk(k),
+        scored_reply(3, items, true),
+    ])))
 }
 
 pub fn zmpop(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
     let (keys, max, count) = mpop_args(a, 1)?;
-    Ok(mpop(ctx, keys, max, count)?.unwrap_or(Reply::NullArray))
+    Ok(mpop(ctx, keys, max, count, false)?.unwrap_or(Reply::NullArray))
 }
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]`.
 pub fn zrandmember(ctx: &mut Ctx<'_, '_>, a: &Args) -> CmdResult {
-    let count = match a.get(2) {
-        Some(c) => Some(random_count(c)?),
-        None => None,
-    };
-    if a.len() > 4 || (a.len() == 4 && !is(a[3], "WITHSCORES")) {
-        return Err(syntax_error());
-    }
-    let with_scores = a.len() == 4;
-    if with_scores && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX / 2) as u64) {
-        return Err(fail("value is out of range"));
-    }
-    if let Some(n) = count {
-        check_draws(n)?;
-    }
+    let (count, with_scores) = random_args(a, Some("WITHSCORES"))?;
     let (f, c) = zset(ctx, a[1])?;
     let Some(c) = c else {
-        return Ok(if count.is_some() {
-            Reply::Array(Vec::new())
-        } else {
-            Reply::Null
-        });
+        return Ok(no_random_members(count));
     };
     let mut rng = rand::thread_rng();
-    let (n, repeat) = match count {
-        None => (1, false),
-        Some(n) => (n.unsigned_abs(), n < 0),
-    };
+    let (n, repeat) = draws(count);
     let picks = ctx.tx.random_fields(f.slot, &c, n, repeat, &mut rng)?;
     if count.is_none() {
         return Ok(Reply::opt(picks.into_iter().next().map(|(m, _)| m)));

@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 use common::{contents, fresh, open, open_as, open_with, wire, Devs, Mode};
 use ferrite_btree::{BTreeOptions, BTreeStore};
 use ferrite_core::testkit::{
-    full_disk, interrupted_recovery, range_delete_effect, Effect, FullDisk,
+    apply_effect, full_disk, interrupted_recovery, power_cut, random_batch, random_crash,
+    random_fault, with_effect, Effect, FullDisk,
 };
 use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-/// The writes of one batch: key and new value (`None` for a delete).
 
 #[test]
 fn acknowledged_writes_survive_crashes() {
@@ -68,58 +67,27 @@ fn crash_loop(mode: Mode) {
         let mut failed: Option<Effect> = None;
         for i in 0..400 {
             if i == fail_at {
-                let dev = &d[rng.gen_range(0..6)];
-                let op = if rng.gen_bool(0.5) {
-                    FaultOp::Write
-                } else {
-                    FaultOp::Sync
-                };
-                let kind = if rng.gen_bool(0.5) {
-                    FaultKind::Eio
-                } else {
-                    FaultKind::Torn { blocks: 1 }
-                };
-                let kind = if op == FaultOp::Sync {
-                    FaultKind::Eio
-                } else {
-                    kind
-                };
-                dev.inject(FaultRule::nth(op, rng.gen_range(1..4), kind));
+                random_fault(&mut rng, &d);
             }
-            // A batch of 1-8 puts and deletes over a small key space, with
-            // some values large enough to need overflow pages.
-            let mut b = WriteBatch::new();
-            let mut effect = Vec::new();
-            for _ in 0..rng.gen_range(1..9) {
-                let at = rng.gen_range(0..keys);
-                let k = format!("key{at:04}").into_bytes();
-                if rng.gen_bool(0.03) {
-                    // A range delete: whole leaves emptied, replayed from
-                    // the WAL and carried over checkpoints.
-                    let end = format!("key{:04}", at + rng.gen_range(1..80)).into_bytes();
-                    b.delete_range(&k, &end).unwrap();
-                    let removed = range_delete_effect(&acked, &effect, &k, &end);
-                    effect.extend(removed);
-                } else if rng.gen_bool(0.2) {
-                    b.delete(&k).unwrap();
-                    effect.push((k, None));
-                } else {
-                    let n = if rng.gen_bool(0.05) {
+            // A batch of 1-8 puts, deletes and range deletes over a small
+            // key space (range deletes empty whole leaves, replayed from
+            // the WAL and carried over checkpoints), with some values large
+            // enough to need overflow pages.
+            let ops = rng.gen_range(1..9);
+            let (b, effect) =
+                random_batch(&mut rng, &acked, ops, keys, (i % 251) as u8, &mut |r| {
+                    if r.gen_bool(0.05) {
                         // Chains of one to a few dozen pages, so runs and
                         // multi-batch reads meet crashes and recovery.
                         *[6000, 6000, 25_000, 60_000]
-                            .get(rng.gen_range(0..4))
+                            .get(r.gen_range(0..4))
                             .unwrap_or(&6000)
                     } else if turbo {
-                        rng.gen_range(1..40)
+                        r.gen_range(1..40)
                     } else {
-                        rng.gen_range(1..200)
-                    };
-                    let v = vec![(i % 251) as u8; n];
-                    b.put(&k, &v).unwrap();
-                    effect.push((k, Some(v)));
-                }
-            }
+                        r.gen_range(1..200)
+                    }
+                });
             if turbo && i == 200 {
                 let st = db.stats();
                 buffered += st.field("ib_buffered_writes").unwrap_or(0.0);
@@ -127,12 +95,7 @@ fn crash_loop(mode: Mode) {
             }
             match db.write_batch(&b) {
                 Ok(()) => {
-                    for (k, v) in effect {
-                        match v {
-                            Some(v) => acked.insert(k, v),
-                            None => acked.remove(&k),
-                        };
-                    }
+                    apply_effect(&mut acked, &effect);
                     // A lookup between writes (through the one-shot path
                     // when SHORTCUT is on) sees the acknowledged state.
                     let k = format!("key{:04}", rng.gen_range(0..keys)).into_bytes();
@@ -146,24 +109,14 @@ fn crash_loop(mode: Mode) {
                 }
             }
         }
-        let crash = if rng.gen_bool(0.5) {
-            CrashMode::DropAll
-        } else {
-            CrashMode::KeepRandom { seed, keep: 0.5 }
-        };
+        let crash = random_crash(&mut rng, seed);
         if shortcut {
             let st = db.stats();
             rebuilds += st.field("sc_rebuilds").unwrap_or(0.0);
             relocated += st.field("sc_relocated").unwrap_or(0.0);
             prefetch_used += st.field("sc_prefetch_used").unwrap_or(0.0);
         }
-        for dev in &d {
-            dev.crash(crash).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        power_cut(db, &d, crash);
         if seed % 2 == 1 {
             interrupted += u32::from(interrupted_recovery(&mut rng, &d, || open_as(&d, mode)));
         }
@@ -173,15 +126,7 @@ fn crash_loop(mode: Mode) {
         db.verify()
             .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
         let got = contents(&db);
-        let mut with_failed = acked.clone();
-        if let Some(effect) = &failed {
-            for (k, v) in effect {
-                match v {
-                    Some(v) => with_failed.insert(k.clone(), v.clone()),
-                    None => with_failed.remove(k),
-                };
-            }
-        }
+        let with_failed = with_effect(&acked, failed.as_ref());
         if !(got == acked || got == with_failed) {
             for (k, v) in &got {
                 if acked.get(k) != Some(v) {
@@ -456,14 +401,7 @@ fn a_crash_during_compaction_loses_nothing() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let crash = CrashMode::KeepRandom { seed, keep: 0.5 };
-        for dev in &d {
-            dev.crash(crash).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        power_cut(db, &d, CrashMode::KeepRandom { seed, keep: 0.5 });
         let db = open_as(&d, Mode::Plain).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
         db.verify()
             .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));

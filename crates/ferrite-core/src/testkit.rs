@@ -20,6 +20,7 @@ use rand::Rng;
 use crate::error::{Error, Result};
 use crate::range::KeyRange;
 use crate::store::{KvStore, KvStoreExt};
+use crate::batch::WriteBatch;
 
 /// What a store should hold: key to value.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -27,7 +28,6 @@ pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A write that failed; it may or may not have taken effect.
 pub type Failed = (Vec<u8>, Vec<u8>);
 
-/// Key `i` of the key space the checks use (`key00042`).
 /// What a batch does to a model map, in order: `(key, Some(value))` puts,
 /// `(key, None)` deletes.
 pub type Effect = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -39,6 +39,90 @@ pub fn apply_effect(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, effect: &Effect) {
             Some(v) => model.insert(k.clone(), v.clone()),
             None => model.remove(k),
         };
+    }
+}
+
+/// `model` with `effect` applied, if there is one: what a store may also
+/// hold after a crash when the batch of `effect` failed.
+pub fn with_effect(model: &Model, effect: Option<&Effect>) -> Model {
+    let mut m = model.clone();
+    if let Some(e) = effect {
+        apply_effect(&mut m, e);
+    }
+    m
+}
+
+/// A random batch of `ops` operations over keys `key0000` to the key
+/// below `keys` (four digits), with what it would do to `acked`: 3% range
+/// deletes of up to 80 keys, 20% of the rest deletes, else puts of
+/// `value_len` bytes of `fill`.
+pub fn random_batch<R: Rng>(
+    rng: &mut R,
+    acked: &Model,
+    ops: usize,
+    keys: u32,
+    fill: u8,
+    value_len: &mut dyn FnMut(&mut R) -> usize,
+) -> (WriteBatch, Effect) {
+    let mut b = WriteBatch::new();
+    let mut effect = Vec::new();
+    for _ in 0..ops {
+        let at = rng.gen_range(0..keys);
+        let k = format!("key{at:04}").into_bytes();
+        if rng.gen_bool(0.03) {
+            let end = format!("key{:04}", at + rng.gen_range(1..80)).into_bytes();
+            b.delete_range(&k, &end)
+                .expect("a range of short keys is a valid batch entry");
+            let removed = range_delete_effect(acked, &effect, &k, &end);
+            effect.extend(removed);
+        } else if rng.gen_bool(0.2) {
+            b.delete(&k).expect("a short key is a valid batch entry");
+            effect.push((k, None));
+        } else {
+            let v = vec![fill; value_len(rng)];
+            b.put(&k, &v).expect("a short pair is a valid batch entry");
+            effect.push((k, Some(v)));
+        }
+    }
+    (b, effect)
+}
+
+/// Arms a fault on one of `devices`, picked at random, at one of its
+/// first three writes or syncs from now: an I/O error, or on a write half
+/// the time a torn block.
+pub fn random_fault<D: BlockDevice>(rng: &mut impl Rng, devices: &[Arc<FaultyDevice<D>>]) {
+    let dev = &devices[rng.gen_range(0..devices.len())];
+    let op = if rng.gen_bool(0.5) {
+        FaultOp::Write
+    } else {
+        FaultOp::Sync
+    };
+    let kind = match (op, rng.gen_bool(0.5)) {
+        (FaultOp::Write, true) => FaultKind::Torn { blocks: 1 },
+        _ => FaultKind::Eio,
+    };
+    dev.inject(FaultRule::nth(op, rng.gen_range(1..4), kind));
+}
+
+/// A power cut `rng` picks: every unsynced block lost, or half of them
+/// kept (chosen by `seed`).
+pub fn random_crash(rng: &mut impl Rng, seed: u64) -> CrashMode {
+    if rng.gen_bool(0.5) {
+        CrashMode::DropAll
+    } else {
+        CrashMode::KeepRandom { seed, keep: 0.5 }
+    }
+}
+
+/// Cuts the power to `devices` under the open `store`, drops the store
+/// and starts the devices again.
+pub fn power_cut<S, D: BlockDevice>(store: S, devices: &[Arc<FaultyDevice<D>>], mode: CrashMode) {
+    for dev in devices {
+        dev.crash(mode).expect("a power cut of a fault device");
+    }
+    drop(store);
+    for dev in devices {
+        dev.restart();
     }
 }
 
@@ -61,6 +145,7 @@ pub fn range_delete_effect(
     .collect()
 }
 
+/// Key `i` of the key space the checks use (`key00042`).
 pub fn key(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }

@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ferrite_core::testkit::{
-    full_disk, interrupted_recovery, range_delete_effect, Effect, FullDisk,
+    apply_effect, full_disk, interrupted_recovery, power_cut, random_batch, random_crash,
+    random_fault, with_effect, Effect, FullDisk,
 };
-use ferrite_core::{KvStore, SyncMode, WriteBatch};
+use ferrite_core::{KvStore, SyncMode};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule};
 use ferrite_lsm::IndexKind;
 use rand::rngs::SmallRng;
@@ -44,52 +45,19 @@ fn acknowledged_writes_survive_crashes() {
         let mut failed: Option<Effect> = None;
         for i in 0..600 {
             if i == fail_at {
-                let dev = &d[rng.gen_range(0..d.len())];
-                let op = if rng.gen_bool(0.5) {
-                    FaultOp::Write
-                } else {
-                    FaultOp::Sync
-                };
-                let kind = match (op, rng.gen_bool(0.5)) {
-                    (FaultOp::Write, true) => FaultKind::Torn { blocks: 1 },
-                    _ => FaultKind::Eio,
-                };
-                dev.inject(FaultRule::nth(op, rng.gen_range(1..4), kind));
+                random_fault(&mut rng, &d);
             }
-            let mut b = WriteBatch::new();
-            let mut effect = Vec::new();
-            for _ in 0..rng.gen_range(1..6) {
-                let at = rng.gen_range(0..800);
-                let k = format!("key{at:04}").into_bytes();
-                if rng.gen_bool(0.03) {
-                    // A range delete: a tombstone, through flushes and
-                    // compactions, and replayed from the WAL.
-                    let end = format!("key{:04}", at + rng.gen_range(1..80)).into_bytes();
-                    b.delete_range(&k, &end).unwrap();
-                    let removed = range_delete_effect(&acked, &effect, &k, &end);
-                    effect.extend(removed);
-                } else if rng.gen_bool(0.2) {
-                    b.delete(&k).unwrap();
-                    effect.push((k, None));
+            let ops = rng.gen_range(1..6);
+            let (b, effect) = random_batch(&mut rng, &acked, ops, 800, (i % 251) as u8, &mut |r| {
+                if r.gen_bool(0.03) {
+                    9000
                 } else {
-                    let n = if rng.gen_bool(0.03) {
-                        9000
-                    } else {
-                        rng.gen_range(0..120)
-                    };
-                    let v = vec![(i % 251) as u8; n];
-                    b.put(&k, &v).unwrap();
-                    effect.push((k, Some(v)));
+                    r.gen_range(0..120)
                 }
-            }
+            });
             match db.write_batch(&b) {
                 Ok(()) => {
-                    for (k, v) in effect {
-                        match v {
-                            Some(v) => acked.insert(k, v),
-                            None => acked.remove(&k),
-                        };
-                    }
+                    apply_effect(&mut acked, &effect);
                     let k = format!("key{:04}", rng.gen_range(0..800)).into_bytes();
                     if let Ok(got) = db.get(&k) {
                         assert_eq!(got.as_ref(), acked.get(&k), "seed {seed}: lookup at op {i}");
@@ -104,18 +72,8 @@ fn acknowledged_writes_survive_crashes() {
         let st = db.stats();
         flushes += st.field("flushes").unwrap_or(0.0);
         compactions += st.field("compactions").unwrap_or(0.0);
-        let crash = if rng.gen_bool(0.5) {
-            CrashMode::DropAll
-        } else {
-            CrashMode::KeepRandom { seed, keep: 0.5 }
-        };
-        for dev in &d {
-            dev.crash(crash).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        let crash = random_crash(&mut rng, seed);
+        power_cut(db, &d, crash);
         if seed % 4 >= 2 {
             interrupted += u32::from(interrupted_recovery(&mut rng, &d, || {
                 common::open(&d, lsm.clone(), SyncMode::Always)
@@ -127,15 +85,7 @@ fn acknowledged_writes_survive_crashes() {
         db.verify()
             .unwrap_or_else(|e| panic!("seed {seed}: verify: {e}"));
         let got = common::contents(&db);
-        let mut with_failed = acked.clone();
-        if let Some(effect) = &failed {
-            for (k, v) in effect {
-                match v {
-                    Some(v) => with_failed.insert(k.clone(), v.clone()),
-                    None => with_failed.remove(k),
-                };
-            }
-        }
+        let with_failed = with_effect(&acked, failed.as_ref());
         assert!(
             got == acked || got == with_failed,
             "seed {seed} (fault at op {fail_at}, {crash:?}): {} keys recovered, {} acknowledged",

@@ -163,13 +163,7 @@ fn a_damaged_meta_page_is_covered_by_the_other_slot() {
         }
         db.sync().unwrap();
         // Power lost with the store open: no checkpoint at close.
-        for dev in &d {
-            dev.crash(ferrite_io::CrashMode::DropAll).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        testkit::power_cut(db, &d, ferrite_io::CrashMode::DropAll);
         let pages = d[0].inner();
         let ps = if mode == Mode::Plain { 4096 } else { 1024 };
         let epoch = |slot: u64| {
@@ -270,13 +264,7 @@ fn a_flipped_bit_in_a_vouched_wal_record_is_refused_and_left_in_place() {
                 .unwrap();
         }
         // Power cut with the store open: the writes are in the WAL only.
-        for dev in &d {
-            dev.crash(ferrite_io::CrashMode::DropAll).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        testkit::power_cut(db, &d, ferrite_io::CrashMode::DropAll);
         let wal = d[2].inner();
         let mut log = AlignedBuf::zeroed(wal.len() as usize);
         wal.read_at(&mut log, 0).unwrap();

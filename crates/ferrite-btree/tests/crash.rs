@@ -202,13 +202,7 @@ fn batched_writes_become_durable_without_a_later_write() {
         std::thread::sleep(Duration::from_millis(2));
     }
     // Power cut with the store still open.
-    for dev in &d {
-        dev.crash(CrashMode::DropAll).unwrap();
-    }
-    drop(db);
-    for dev in &d {
-        dev.restart();
-    }
+    power_cut(db, &d, CrashMode::DropAll);
     let db = open(&d).unwrap();
     assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"value"[..]));
 }
@@ -304,13 +298,7 @@ fn a_recovery_that_checkpoints_and_then_fails_loses_nothing() {
             }
             db.write_batch(&b).unwrap();
         }
-        for dev in &d {
-            dev.crash(CrashMode::DropAll).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
-        }
+        power_cut(db, &d, CrashMode::DropAll);
         d[1].inject(FaultRule::nth(FaultOp::Sync, nth, FaultKind::Eio));
         match open_sized(&d, 64 << 10) {
             Ok(db) => {

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use ferrite_io::{AlignedBuf, BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice};
 use rand::Rng;
 
+use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::range::KeyRange;
 use crate::store::{KvStore, KvStoreExt};
-use crate::batch::WriteBatch;
 
 /// What a store should hold: key to value.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;

@@ -142,13 +142,7 @@ fn batched_writes_become_durable_without_a_later_write() {
         std::thread::sleep(Duration::from_millis(2));
     }
     // Power cut with the store still open.
-    for dev in &d {
-        dev.crash(CrashMode::DropAll).unwrap();
-    }
-    drop(db);
-    for dev in &d {
-        dev.restart();
-    }
+    power_cut(db, &d, CrashMode::DropAll);
     let db = common::open(&d, common::tiny(IndexKind::LEARNED), SyncMode::Always).unwrap();
     assert_eq!(db.get(b"key").unwrap().as_deref(), Some(&b"value"[..]));
 }

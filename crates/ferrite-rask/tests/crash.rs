@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrite_core::testkit::interrupted_recovery;
+use ferrite_core::testkit::{interrupted_recovery, power_cut, random_crash};
 use ferrite_core::{Options, SyncMode};
 use ferrite_io::{BlockDevice, CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice};
 use ferrite_rask::{
@@ -135,17 +135,9 @@ fn acknowledged_writes_survive_crashes() {
                 }
             }
         }
-        let mode = if rng.gen_bool(0.5) {
-            CrashMode::DropAll
-        } else {
-            CrashMode::KeepRandom { seed, keep: 0.5 }
-        };
+        let mode = random_crash(&mut rng, seed);
+        power_cut(db, &d, mode);
         for dev in &d {
-            dev.crash(mode).unwrap();
-        }
-        drop(db);
-        for dev in &d {
-            dev.restart();
             dev.clear_faults();
         }
         if seed % 2 == 1 {

@@ -38,6 +38,22 @@ pub enum BatchOp {
 }
 
 impl BatchOp {
+    /// The write of `new` to `key`: a put, or a delete for `None`; the
+    /// key and value checked against the limits.
+    pub fn write(key: &[u8], new: Option<&[u8]>) -> Result<Self> {
+        check_key(key)?;
+        Ok(match new {
+            Some(v) => {
+                check_value(v)?;
+                BatchOp::Put {
+                    key: key.to_vec(),
+                    value: v.to_vec(),
+                }
+            }
+            None => BatchOp::Delete { key: key.to_vec() },
+        })
+    }
+
     /// The key the operation writes (a range delete's first key).
     pub fn key(&self) -> &[u8] {
         match self {

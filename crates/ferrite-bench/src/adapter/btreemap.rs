@@ -149,16 +149,7 @@ impl KvStore for Map {
         if map.get(key).map(Vec::as_slice) != expected {
             return Ok(false);
         }
-        let op = match new {
-            Some(v) => {
-                check_value(v)?;
-                BatchOp::Put {
-                    key: key.to_vec(),
-                    value: v.to_vec(),
-                }
-            }
-            None => BatchOp::Delete { key: key.to_vec() },
-        };
+        let op = BatchOp::write(key, new)?;
         Self::apply(&mut map, &self.payload, &op);
         Ok(true)
     }

@@ -63,17 +63,7 @@ impl<B: TxBackend> KvStore for TxStore<B> {
         expected: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<bool> {
-        check_key(key)?;
-        let op = match new {
-            Some(v) => {
-                check_value(v)?;
-                BatchOp::Put {
-                    key: key.to_vec(),
-                    value: v.to_vec(),
-                }
-            }
-            None => BatchOp::Delete { key: key.to_vec() },
-        };
+        let op = BatchOp::write(key, new)?;
         self.backend.apply(&[op], Some((key, expected)))
     }
 

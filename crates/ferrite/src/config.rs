@@ -9,12 +9,7 @@
 //!   design the engine names: `shortcut` has SHORTCUT's companion on,
 //!   `turboindex` its insert buffer, `btree` neither.
 
-use std::path::Path;
-
 use ferrite_core::{EngineKind, Error, Options, Result, SyncMode, WalRecovery};
-
-use crate::registry;
-use crate::store::Store;
 
 /// An engine's own options, as the builder was given them.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,17 +62,6 @@ impl Config {
     /// The options every engine shares.
     pub fn options(&self) -> &Options {
         &self.options
-    }
-
-    /// Opens the store in directory `path` (creating it if the options
-    /// allow). Errors: what the engine's open returns ([`Error::WrongFormat`]
-    /// for a directory of another engine or a newer format,
-    /// [`Error::NotAStore`] with `create_if_missing` off,
-    /// [`Error::AlreadyExists`] with `error_if_exists`, [`Error::Corruption`]
-    /// for a damaged store, [`Error::Device`] for I/O).
-    pub fn open(&self, path: impl AsRef<Path>) -> Result<Store> {
-        let store = registry::open(path.as_ref(), self)?;
-        Store::new(store, self.clone())
     }
 }
 
@@ -175,11 +159,6 @@ impl ConfigBuilder {
             options: self.options,
             engine_options,
         })
-    }
-
-    /// Builds the configuration and opens the store in `path`.
-    pub fn open(self, path: impl AsRef<Path>) -> Result<Store> {
-        self.build()?.open(path)
     }
 }
 

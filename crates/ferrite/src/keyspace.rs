@@ -54,6 +54,15 @@ impl DetachedKeyspace {
     }
 }
 
+impl Snapshot {
+    /// The same instant of the store, seen in `keyspace` (a keyspace of
+    /// the store the snapshot was taken of; one created after the
+    /// snapshot reads as empty).
+    pub fn keyspace(&self, keyspace: &Keyspace<'_>) -> Snapshot {
+        self.in_region(keyspace.region().clone())
+    }
+}
+
 impl Store {
     /// The keyspace `name`, created if the store has none of that name
     /// (durably, before this returns). Errors besides the common ones:

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use ferrite_core::{KeyRange, OwnedKeyRange, Result, ScanVisitor, StoreSnapshot};
 
 use crate::iter::Iter;
-use crate::keyspace::Keyspace;
 use crate::region::Region;
 
 /// What a store held when the snapshot was taken: it sees exactly the
@@ -40,11 +39,9 @@ impl Snapshot {
         }
     }
 
-    /// The same instant of the store, seen in `keyspace` (a keyspace of
-    /// the store the snapshot was taken of; one created after the
-    /// snapshot reads as empty).
-    pub fn keyspace(&self, keyspace: &Keyspace<'_>) -> Snapshot {
-        Snapshot::new(self.raw.clone(), keyspace.region().clone())
+    /// The same instant, seen in `region`.
+    pub(crate) fn in_region(&self, region: Region) -> Self {
+        Self::new(self.raw.clone(), region)
     }
 
     /// The value `key` had.

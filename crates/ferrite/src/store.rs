@@ -7,6 +7,7 @@
 //! closes it too, on a best-effort basis (a failure is only logged).
 
 use std::ops::{Range, RangeBounds};
+use std::path::Path;
 use std::sync::Arc;
 
 use ferrite_core::engine::Instrumented;
@@ -15,9 +16,10 @@ use ferrite_core::{
 };
 
 use crate::catalog::{Catalog, RESERVED};
-use crate::config::Config;
+use crate::config::{Config, ConfigBuilder};
 use crate::iter::Iter;
 use crate::reclaimer::{Engine, Reclaimer};
+use crate::registry;
 use crate::snapshot::Snapshot;
 
 /// An open store of any engine.
@@ -320,5 +322,25 @@ impl ferrite_core::StoreSnapshot for Nothing {
 
     fn scan_rev(&self, _: KeyRange<'_>, _: &mut ScanVisitor<'_>) -> Result<()> {
         Ok(())
+    }
+}
+
+impl Config {
+    /// Opens the store in directory `path` (creating it if the options
+    /// allow). Errors: what the engine's open returns ([`Error::WrongFormat`]
+    /// for a directory of another engine or a newer format,
+    /// [`Error::NotAStore`] with `create_if_missing` off,
+    /// [`Error::AlreadyExists`] with `error_if_exists`, [`Error::Corruption`]
+    /// for a damaged store, [`Error::Device`] for I/O).
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Store> {
+        let store = registry::open(path.as_ref(), self)?;
+        Store::new(store, self.clone())
+    }
+}
+
+impl ConfigBuilder {
+    /// Builds the configuration and opens the store in `path`.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Store> {
+        self.build()?.open(path)
     }
 }

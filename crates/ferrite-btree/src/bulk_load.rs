@@ -14,7 +14,8 @@ use ferrite_core::{Error, Result};
 use ferrite_io::AlignedBuf;
 
 use crate::page::{self, PageId, StoredValue, KIND_INNER, KIND_LEAF};
-use crate::tree::{separator, Shape, Tree};
+use crate::shape::Shape;
+use crate::tree::{separator, Tree};
 
 /// Pages written per device write.
 const RUN_PAGES: usize = 256;

@@ -22,7 +22,7 @@ use ferrite_core::{Error, Result};
 use ferrite_io::{AlignedBuf, BlockDevice};
 
 use crate::page::{self, PageId, KIND_FREELIST};
-use crate::tree::Shape;
+use crate::shape::Shape;
 
 /// The unused-id part of a [`Shape`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -39,6 +39,7 @@ mod page;
 mod page_map;
 #[cfg(test)]
 mod probe_device;
+mod shape;
 mod shortcut;
 mod spill_log;
 mod store;

@@ -31,7 +31,8 @@ use ferrite_core::{Error, Result};
 use ferrite_io::WriteReq;
 
 use crate::page::{self, PageId, StoredValue, KIND_OVERFLOW};
-use crate::tree::{Shape, Tree};
+use crate::shape::Shape;
+use crate::tree::Tree;
 
 /// The chain holds the value's bytes.
 pub(crate) const CHAIN_RAW: u8 = 0;

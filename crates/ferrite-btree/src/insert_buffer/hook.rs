@@ -25,7 +25,8 @@ use ferrite_core::{Result, WriteBatch};
 use super::gate::{self, GateState, Window};
 use super::{BufferCounters, InsertBuffer, InsertBufferOptions, LoadReason, Offer};
 use crate::page::PageId;
-use crate::tree::{Shape, Tree};
+use crate::shape::Shape;
+use crate::tree::Tree;
 
 /// Hot pages loaded in one batch of overlapping reads, and pages of a
 /// memory-pressure batch read at a time: enough to overlap reads, few

@@ -43,7 +43,8 @@ use ferrite_learned::FitOptions;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::page::{self, PageId, KIND_INNER};
-use crate::tree::{Shape, SplitObserver, Tree};
+use crate::shape::Shape;
+use crate::tree::{SplitObserver, Tree};
 use companion::{Build, Companion, SegmentAccuracy};
 use prefetch::PrefetchPool;
 use stash::Stash;

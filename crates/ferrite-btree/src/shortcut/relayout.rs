@@ -36,7 +36,8 @@ use ferrite_core::Result;
 
 use super::training::LevelNodes;
 use crate::page::PageId;
-use crate::tree::{Shape, Tree};
+use crate::shape::Shape;
+use crate::tree::Tree;
 
 /// Nodes moved per hold of the write lock.
 pub const CHUNK: usize = 4;

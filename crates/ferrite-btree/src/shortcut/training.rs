@@ -22,7 +22,8 @@ use ferrite_core::Result;
 use ferrite_io::AlignedBuf;
 
 use crate::page::{self, PageId, KIND_INNER};
-use crate::tree::{Shape, Tree};
+use crate::shape::Shape;
+use crate::tree::Tree;
 
 /// One level's nodes in key order, with their lower-bound keys.
 #[derive(Debug, Clone, Default)]

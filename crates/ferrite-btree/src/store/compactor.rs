@@ -24,7 +24,8 @@ use ferrite_core::{KeyRange, Result};
 use super::{Shared, State};
 use crate::compaction;
 use crate::page::{self, KIND_LEAF};
-use crate::tree::{max_key_len, Shape};
+use crate::shape::Shape;
+use crate::tree::max_key_len;
 
 /// How often the thread looks at the store.
 const TICK: Duration = Duration::from_millis(250);

@@ -73,8 +73,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::insert_buffer::hook::{Accesses, Turbo};
 use crate::options::BTreeOptions;
 use crate::page;
+use crate::shape::Shape;
 use crate::shortcut::{Shortcut, ShortcutReport};
-use crate::tree::{max_key_len, Collected, LevelFill, Shape, Tree};
+use crate::tree::{max_key_len, Collected, LevelFill, Tree};
 
 pub use open::Devices;
 pub use stats::{BTreeStats, FileCounts, InsertBufferStats};

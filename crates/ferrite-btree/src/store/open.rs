@@ -29,8 +29,9 @@ use crate::insert_buffer::hook::Turbo;
 use crate::meta::{Carried, Meta};
 use crate::options::BTreeOptions;
 use crate::page::{self, KIND_LEAF};
+use crate::shape::Shape;
 use crate::shortcut::{Shortcut, Variant};
-use crate::tree::{Shape, SplitObserver, Tree};
+use crate::tree::{SplitObserver, Tree};
 
 /// The devices a store lives on.
 #[derive(Clone)]

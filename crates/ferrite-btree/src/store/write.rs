@@ -19,8 +19,9 @@ use ferrite_core::{BatchOp, KeyRange, Result, SyncMode, WriteBatch};
 
 use super::{Shared, State};
 use crate::insert_buffer::hook::{self, Accesses, Host, Turbo};
+use crate::shape::Shape;
 use crate::shortcut::Variant;
-use crate::tree::{Shape, Tree};
+use crate::tree::Tree;
 
 /// The store as the write-miss hook sees it, for one logged batch.
 struct HookHost<'a> {

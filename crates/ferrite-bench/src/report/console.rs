@@ -28,7 +28,7 @@ pub fn print_console(r: &BenchReport) {
             .into_iter()
             .find_map(|k| row.latency_of(k));
             let (p50, p99, p999) = main.map_or((f64::NAN, f64::NAN, f64::NAN), |l| {
-                (l.p50_us, l.p99_us, l.p999_us)
+                (l.summary.p50_us, l.summary.p99_us, l.summary.p999_us)
             });
             println!(
                 "{:<10} {:<10} {:>12.1} {:>10.1} {:>10.1} {:>10.1} {:>12.0} {:>12.0}",

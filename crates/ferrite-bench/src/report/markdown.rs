@@ -154,10 +154,10 @@ pub fn to_markdown(r: &BenchReport, title: &str) -> String {
                     w,
                     row.store,
                     l.op.name(),
-                    l.p50_us,
-                    l.p95_us,
-                    l.p99_us,
-                    l.p999_us,
+                    l.summary.p50_us,
+                    l.summary.p95_us,
+                    l.summary.p99_us,
+                    l.summary.p999_us,
                     l.max_us
                 );
             }

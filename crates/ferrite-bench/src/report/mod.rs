@@ -92,16 +92,38 @@ impl LoadRow {
     }
 }
 
-/// Latency of one operation kind (microseconds).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OpLatency {
-    pub op: OpKind,
+/// The usual percentiles of a series of latencies, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
     pub count: u64,
     pub mean_us: f64,
     pub p50_us: f64,
     pub p95_us: f64,
     pub p99_us: f64,
     pub p999_us: f64,
+}
+
+impl LatencySummary {
+    /// The summary of a histogram of nanoseconds.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+        Self {
+            count: h.len(),
+            mean_us: h.mean() / 1e3,
+            p50_us: us(0.5),
+            p95_us: us(0.95),
+            p99_us: us(0.99),
+            p999_us: us(0.999),
+        }
+    }
+}
+
+/// Latency of one operation kind (microseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpLatency {
+    pub op: OpKind,
+    #[serde(flatten)]
+    pub summary: LatencySummary,
     pub max_us: f64,
     /// (latency µs, fraction of operations at or below it), ascending.
     pub cdf: Vec<(f64, f64)>,
@@ -221,12 +243,7 @@ impl ResultRow {
                 cdf.sort_by(|a, b| a.1.total_cmp(&b.1));
                 OpLatency {
                     op: *op,
-                    count: h.len(),
-                    mean_us: h.mean() / 1000.0,
-                    p50_us: us(h.value_at_quantile(0.5)),
-                    p95_us: us(h.value_at_quantile(0.95)),
-                    p99_us: us(h.value_at_quantile(0.99)),
-                    p999_us: us(h.value_at_quantile(0.999)),
+                    summary: LatencySummary::of(h),
                     max_us: us(h.max()),
                     cdf,
                 }
@@ -386,8 +403,8 @@ mod tests {
     fn percentiles_come_from_the_histogram() {
         let r = sample();
         let l = r.results[0].latency_of(OpKind::Read).unwrap();
-        assert_eq!(l.count, 4);
-        assert!((l.p50_us - 2.0).abs() < 0.01, "{}", l.p50_us);
+        assert_eq!(l.summary.count, 4);
+        assert!((l.summary.p50_us - 2.0).abs() < 0.01, "{:?}", l.summary);
         assert!((l.max_us - 50.0).abs() < 0.1);
         assert!(l
             .cdf

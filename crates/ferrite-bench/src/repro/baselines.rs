@@ -105,7 +105,7 @@ impl Study for Baselines {
                 let main = [OpKind::Read, OpKind::Scan]
                     .into_iter()
                     .find_map(|k| row.latency_of(k));
-                m.set_some(format!("{name}_p99_us"), main.map(|l| l.p99_us));
+                m.set_some(format!("{name}_p99_us"), main.map(|l| l.summary.p99_us));
             }
         }
         m

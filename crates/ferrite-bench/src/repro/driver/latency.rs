@@ -4,22 +4,12 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+
+pub use crate::report::LatencySummary;
 
 /// One series of latencies.
 #[derive(Clone)]
 pub struct Latencies(Histogram<u64>);
-
-/// The usual percentiles of a series, in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p95_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-}
 
 impl Default for Latencies {
     fn default() -> Self {
@@ -67,14 +57,7 @@ impl Latencies {
     }
 
     pub fn summary(&self) -> LatencySummary {
-        LatencySummary {
-            count: self.count(),
-            mean_us: self.0.mean() / 1e3,
-            p50_us: self.quantile_us(0.5),
-            p95_us: self.quantile_us(0.95),
-            p99_us: self.quantile_us(0.99),
-            p999_us: self.quantile_us(0.999),
-        }
+        LatencySummary::of(&self.0)
     }
 }
 

@@ -47,6 +47,8 @@ fn block(
     Ok(Reply::Nothing)
 }
 
+/// `BLPOP`/`BRPOP` without blocking: `[key, item]` from the first
+/// non-empty list.
 fn try_pop(
     ctx: &mut Ctx<'_, '_>,
     keys: &[&[u8]],

@@ -93,7 +93,8 @@ const SUBSCRIBING: u8 = ALONE | PUBSUB | NOSCRIPT;
 const TX_CONTROL: u8 = ALONE | NOQUEUE | NOSCRIPT;
 const LOGIN: u8 = ALONE | NOAUTH | NOSCRIPT;
 const CONNECTION: u8 = ALONE | NOQUEUE | NOAUTH | PUBSUB | NOSCRIPT;
-const REPLICA_SYNC: u8 = ALONE | NOMULTI | NOSCRIPT;
+/// PSYNC, SYNC, SHUTDOWN, SAVE: alone, and never inside MULTI or a script.
+const OUTSIDE_MULTI: u8 = ALONE | NOMULTI | NOSCRIPT;
 const CONTROL: u8 = ALONE | NOSCRIPT;
 const SCRIPT_RUN: u8 = ALONE | NOSCRIPT | SCRIPTED;
 
@@ -429,13 +430,13 @@ pub static TABLE: &[Spec] = &[
     admin("slaveof", 3, replication::replicaof, NOSCRIPT),
     cmd("role", 1, Admin, K0, replication::role),
     admin("replconf", -1, replication::replconf, NOSCRIPT),
-    admin("psync", 3, replication::psync, REPLICA_SYNC),
-    admin("sync", 1, replication::sync, REPLICA_SYNC),
+    admin("psync", 3, replication::psync, OUTSIDE_MULTI),
+    admin("sync", 1, replication::sync, OUTSIDE_MULTI),
     cmd("waitaof", 4, Admin, K0, server::waitaof),
-    admin("shutdown", -1, server::shutdown, REPLICA_SYNC),
+    admin("shutdown", -1, server::shutdown, OUTSIDE_MULTI),
     cmd("time", 1, Admin, K0, server::time),
     cmd("lastsave", 1, Admin, K0, server::lastsave),
-    admin("save", 1, server::save, REPLICA_SYNC),
+    admin("save", 1, server::save, OUTSIDE_MULTI),
     cmd("bgsave", -1, Admin, K0, server::bgsave),
     cmd("memory", -2, Read, (2, 2, 1), server::memory),
     // Scripting.

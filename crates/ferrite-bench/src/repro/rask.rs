@@ -529,7 +529,7 @@ impl Study for RaskRepro {
     }
 
     fn metrics(&self, r: &Results) -> Metrics {
-        Metrics::from(metrics_of(r))
+        metrics_of(r)
     }
 
     fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
@@ -540,8 +540,8 @@ impl Study for RaskRepro {
 /// The claim metrics: each takes the worst trace (compacted streams, as in
 /// the paper); every dataset's value, the synthetic set's included, is
 /// also kept as `<metric>_<dataset>`.
-fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
+fn metrics_of(results: &Results) -> Metrics {
+    let mut m = Metrics::new();
     let main: Vec<&Row> = results
         .rows
         .iter()
@@ -556,12 +556,12 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
         let Some(v) = v.filter(|v| v.is_finite()) else {
             return;
         };
-        m.insert(format!("{name}_{ds}"), v);
-        if ds == "synthetic" {
-            return;
+        m.set(format!("{name}_{ds}"), v);
+        match ds {
+            "synthetic" => {}
+            _ if higher_is_better => m.least(name, v),
+            _ => m.most(name, v),
         }
-        let e = m.entry(name.to_string()).or_insert(v);
-        *e = if higher_is_better { e.min(v) } else { e.max(v) };
     };
     for ds in &datasets {
         let rows: Vec<&ReplayResult> = main
@@ -658,7 +658,7 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
             .find(|x| x.compaction && x.dataset == r.dataset && x.result.index == "rask")
         {
             if let (Some(a), Some(b)) = (on.result.memory_bytes, r.result.memory_bytes) {
-                m.insert(
+                m.set(
                     format!("compaction_memory_ratio_{}", r.dataset),
                     a as f64 / b.max(1) as f64,
                 );
@@ -670,9 +670,9 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
         .iter()
         .filter(|(_, _, v)| v.is_err())
         .count();
-    m.insert("oracle_mismatches".into(), mismatches as f64);
-    m.insert(
-        "oracle_gets_checked".into(),
+    m.set("oracle_mismatches", mismatches as f64);
+    m.set(
+        "oracle_gets_checked",
         results
             .verified
             .iter()
@@ -680,10 +680,10 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
             .sum::<u64>() as f64,
     );
     for (k, v) in &results.scaling {
-        m.insert(format!("scaling_{k}"), *v);
+        m.set(format!("scaling_{k}"), *v);
     }
     for (k, v) in &results.recovery {
-        m.insert(format!("recovery_{k}"), *v);
+        m.set(format!("recovery_{k}"), *v);
     }
     m
 }
@@ -692,7 +692,7 @@ fn metrics_of(results: &Results) -> BTreeMap<String, f64> {
 /// (`rask_steady_*_<stream>`), and the worst over the streams of range
 /// writes (`rask_steady_*`): those whose name does not say `4k`, since
 /// one-block writes leave no range to exploit and are reported beside.
-fn steady_metrics(results: &Results, m: &mut BTreeMap<String, f64>) {
+fn steady_metrics(results: &Results, m: &mut Metrics) {
     let mut streams: Vec<&str> = results
         .rows
         .iter()
@@ -718,20 +718,14 @@ fn steady_metrics(results: &Results, m: &mut BTreeMap<String, f64>) {
         if !tput.is_finite() {
             continue;
         }
-        m.insert(
+        m.set(
             format!("rask_steady_throughput_ratio_vs_best_{stream}"),
             tput,
         );
-        m.insert(format!("rask_steady_p99_ratio_vs_best_{stream}"), p99);
+        m.set(format!("rask_steady_p99_ratio_vs_best_{stream}"), p99);
         if !stream.contains("4k") {
-            let t = m
-                .entry("rask_steady_throughput_ratio_vs_best".into())
-                .or_insert(tput);
-            *t = t.min(tput);
-            let p = m
-                .entry("rask_steady_p99_ratio_vs_best".into())
-                .or_insert(p99);
-            *p = p.max(p99);
+            m.least("rask_steady_throughput_ratio_vs_best", tput);
+            m.most("rask_steady_p99_ratio_vs_best", p99);
         }
     }
 }

@@ -759,7 +759,7 @@ impl Study for ShortcutRepro {
     }
 
     fn metrics(&self, r: &Results) -> Metrics {
-        Metrics::from(metrics_of(r))
+        metrics_of(r)
     }
 
     fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
@@ -893,53 +893,39 @@ fn run_of<'r>(r: &'r Results, phase: &str, variant: &str) -> Option<&'r Run> {
     r.runs.get(phase)?.get(variant)
 }
 
-fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    m.insert("tree_height".into(), r.tree_levels as f64);
-    m.insert(
-        "pool_pct_of_tree".into(),
+fn metrics_of(r: &Results) -> Metrics {
+    let mut m = Metrics::new();
+    m.set("tree_height", r.tree_levels as f64);
+    m.set(
+        "pool_pct_of_tree",
         r.pool_bytes as f64 * 100.0 / r.tree_bytes.max(1) as f64,
     );
-    let ratio = |phase: &str, f: &dyn Fn(&Run) -> f64| -> Option<f64> {
+    let ratio = |phase: &str, f: fn(&Run) -> f64| -> Option<f64> {
         let b = run_of(r, phase, "baseline")?;
         let s = run_of(r, phase, "shortcut")?;
         Some(f(s) / f(b))
     };
     if let Some(b) = run_of(r, "uniform", "baseline") {
-        m.insert("reads_per_lookup_baseline".into(), b.reads_per_lookup);
+        m.set("reads_per_lookup_baseline", b.reads_per_lookup);
     }
     if let Some(s) = run_of(r, "uniform", "shortcut") {
-        m.insert("reads_per_lookup_shortcut".into(), s.reads_per_lookup);
-        if let Some(a) = s.accuracy {
-            m.insert("accuracy_uniform_keys".into(), a);
-        }
+        m.set("reads_per_lookup_shortcut", s.reads_per_lookup);
+        m.set_some("accuracy_uniform_keys", s.accuracy);
     }
+    type Figure = fn(&Run) -> f64;
+    let (p50, p95, p99): (Figure, Figure, Figure) = (|x| x.p50_us, |x| x.p95_us, |x| x.p99_us);
     for (name, phase, f) in [
-        (
-            "p50_ratio_uniform",
-            "uniform",
-            (&|x: &Run| x.p50_us) as &dyn Fn(&Run) -> f64,
-        ),
-        ("p95_ratio_uniform", "uniform", &|x: &Run| x.p95_us),
-        ("p99_ratio_uniform", "uniform", &|x: &Run| x.p99_us),
-        ("p50_ratio_zipfian", "zipfian", &|x: &Run| x.p50_us),
-        ("p95_ratio_zipfian", "zipfian", &|x: &Run| x.p95_us),
-        ("p50_ratio_latencydev", "uniform_latencydev", &|x: &Run| {
-            x.p50_us
-        }),
-        ("p50_ratio_pool1pct", "uniform_pool1pct", &|x: &Run| {
-            x.p50_us
-        }),
-        ("throughput_ratio_uniform", "uniform", &|x: &Run| {
-            x.ops_per_sec()
-        }),
-        ("throughput_ratio_zipfian", "zipfian", &|x: &Run| {
-            x.ops_per_sec()
-        }),
+        ("p50_ratio_uniform", "uniform", p50),
+        ("p95_ratio_uniform", "uniform", p95),
+        ("p99_ratio_uniform", "uniform", p99),
+        ("p50_ratio_zipfian", "zipfian", p50),
+        ("p95_ratio_zipfian", "zipfian", p95),
+        ("p50_ratio_latencydev", "uniform_latencydev", p50),
+        ("p50_ratio_pool1pct", "uniform_pool1pct", p50),
+        ("throughput_ratio_uniform", "uniform", Run::ops_per_sec),
+        ("throughput_ratio_zipfian", "zipfian", Run::ops_per_sec),
     ] {
-        if let Some(v) = ratio(phase, f) {
-            m.insert(name.into(), v);
-        }
+        m.set_some(name, ratio(phase, f));
     }
     for phase in [
         "uniform",
@@ -949,33 +935,31 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
     ] {
         for v in ["shortcut-base", "shortcut-sync", "shortcut-single"] {
             if let (Some(b), Some(x)) = (run_of(r, phase, "baseline"), run_of(r, phase, v)) {
-                m.insert(format!("p50_ratio_{phase}_{v}"), x.p50_us / b.p50_us);
-                m.insert(format!("p95_ratio_{phase}_{v}"), x.p95_us / b.p95_us);
+                m.set(format!("p50_ratio_{phase}_{v}"), x.p50_us / b.p50_us);
+                m.set(format!("p95_ratio_{phase}_{v}"), x.p95_us / b.p95_us);
             }
         }
     }
     if let Some(p) = &r.punch {
-        m.insert(
-            "insert_range_over_pwrite".into(),
+        m.set(
+            "insert_range_over_pwrite",
             p.insert_range_us_p50 / p.pwrite_us_p50,
         );
     }
-    if let Some(g) = r.geolite_accuracy {
-        m.insert("accuracy_geolite2".into(), g);
-    }
+    m.set_some("accuracy_geolite2", r.geolite_accuracy);
     if let Some(s) = run_of(r, "uniform_pool1pct", "shortcut") {
-        m.insert(
-            "companion_bytes_pct_of_pool".into(),
+        m.set(
+            "companion_bytes_pct_of_pool",
             s.companion_bytes as f64 * 100.0 / r.one_pct_pool_bytes.max(1) as f64,
         );
-        m.insert(
-            "companion_bytes_per_node".into(),
+        m.set(
+            "companion_bytes_per_node",
             s.companion_bytes as f64 / s.nodes_modelled.max(1) as f64,
         );
     }
     if let Some(b) = run_of(r, "uniform_pool1pct", "shortcut-base") {
-        m.insert(
-            "base_companion_bytes_pct_of_pool".into(),
+        m.set(
+            "base_companion_bytes_pct_of_pool",
             b.companion_bytes as f64 * 100.0 / r.one_pct_pool_bytes.max(1) as f64,
         );
     }
@@ -983,34 +967,34 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
         let first = t.accuracy.first().copied().unwrap_or(0.0);
         let last = t.accuracy.last().copied().unwrap_or(0.0);
         if first > 0.0 {
-            m.insert("insert_heavy_accuracy_retained".into(), last / first);
+            m.set("insert_heavy_accuracy_retained", last / first);
         }
-        m.insert("insert_heavy_accuracy_last".into(), last);
-        m.insert(
-            "insert_heavy_record_growth".into(),
+        m.set("insert_heavy_accuracy_last", last);
+        m.set(
+            "insert_heavy_record_growth",
             (r.insert_ops / 2) as f64 / r.insert_base.max(1) as f64,
         );
-        m.insert(
-            "insert_heavy_page_ids_growth".into(),
+        m.set(
+            "insert_heavy_page_ids_growth",
             t.pages_end as f64 / t.pages_start.max(1) as f64 - 1.0,
         );
         if let Some(off) = r.timelines.get("shortcut-no-relayout") {
             // Without re-layouts no id is ever left behind: its page ids
             // are the live tree.
-            m.insert(
-                "insert_heavy_tree_growth".into(),
+            m.set(
+                "insert_heavy_tree_growth",
                 off.pages_end as f64 / off.pages_start.max(1) as f64 - 1.0,
             );
-            m.insert(
-                "insert_heavy_p99_ratio".into(),
+            m.set(
+                "insert_heavy_p99_ratio",
                 t.p99_us_all / off.p99_us_all.max(1e-9),
             );
             let off_last = off.accuracy.last().copied().unwrap_or(0.0);
-            m.insert("insert_heavy_accuracy_last_no_relayout".into(), off_last);
+            m.set("insert_heavy_accuracy_last_no_relayout", off_last);
         }
         if let Some(sync) = r.timelines.get("shortcut-sync") {
-            m.insert(
-                "insert_heavy_p99_ratio_sync".into(),
+            m.set(
+                "insert_heavy_p99_ratio_sync",
                 sync.p99_us_all / t.p99_us_all.max(1e-9),
             );
         }

@@ -1228,7 +1228,7 @@ impl Study for SwiftRepro {
     }
 
     fn metrics(&self, r: &Results) -> Metrics {
-        Metrics::from(metrics_of(r))
+        metrics_of(r)
     }
 
     fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
@@ -1243,98 +1243,74 @@ fn ratio(v: &[ReadRun], f: fn(&ReadRun) -> f64) -> f64 {
     }
 }
 
-fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
-    let mut mins: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut keep_min = |name: &'static str, v: f64| {
-        let e = mins.entry(name).or_insert(f64::INFINITY);
-        *e = e.min(v);
-    };
+fn metrics_of(r: &Results) -> Metrics {
+    let mut m = Metrics::new();
     for (shape, sr) in &r.shapes {
         for (case, runs) in &sr.reads {
             let key = case.replace('/', "_");
-            m.insert(format!("{shape}_speedup_{key}"), speedup(runs));
-            m.insert(format!("{shape}_p99_ratio_{key}"), p99_ratio(runs));
-            m.insert(
+            m.set(format!("{shape}_speedup_{key}"), speedup(runs));
+            m.set(format!("{shape}_p99_ratio_{key}"), p99_ratio(runs));
+            m.set(
                 format!("{shape}_pooled_speedup_{key}"),
                 ratio(runs, ReadRun::kops),
             );
-            m.insert(
+            m.set(
                 format!("{shape}_pooled_p99_ratio_{key}"),
                 ratio(runs, |x| x.p99_us),
             );
         }
         for (us, runs) in &sr.devices {
-            m.insert(
+            m.set(
                 format!("{shape}_speedup_cache10_uniform_device_{us}us"),
                 speedup(runs),
             );
         }
         let speed = |case: &str| sr.reads.get(case).map_or(f64::NAN, |v| speedup(v));
-        keep_min("read_speedup_vs_sparse_incache", speed("incache/uniform"));
-        keep_min("read_speedup_vs_sparse_cache10", speed("cache10/uniform"));
-        let p99 = sr
-            .reads
-            .get("incache/uniform")
-            .map_or(f64::NAN, |v| p99_ratio(v));
+        m.least("read_speedup_vs_sparse_incache", speed("incache/uniform"));
+        m.least("read_speedup_vs_sparse_cache10", speed("cache10/uniform"));
         // The claim is a ceiling: the worst (largest) ratio over shapes.
-        let e = m
-            .entry("p99_ratio_vs_sparse".to_string())
-            .or_insert(f64::NEG_INFINITY);
-        *e = e.max(p99);
+        let p99 = sr.reads.get("incache/uniform").map(|v| p99_ratio(v));
+        m.most("p99_ratio_vs_sparse", p99.unwrap_or(f64::NAN));
         if let [sparse, learned] = sr.load_kops.as_slice() {
             let pooled = learned / sparse;
-            m.insert(format!("{shape}_pooled_write_ratio"), pooled);
+            m.set(format!("{shape}_pooled_write_ratio"), pooled);
             let ratio = match sr.load_chunk_secs.as_slice() {
                 [a, b] if !a.is_empty() && a.len() == b.len() => {
                     median(a.iter().zip(b).map(|(a, b)| a / b).collect())
                 }
                 _ => pooled,
             };
-            m.insert(format!("{shape}_write_ratio"), ratio);
-            keep_min("write_ratio_vs_sparse", ratio);
+            m.set(format!("{shape}_write_ratio"), ratio);
+            m.least("write_ratio_vs_sparse", ratio);
         }
         if let [sparse, learned] = sr.index_bytes.as_slice() {
-            m.insert(
-                format!("{shape}_index_size_ratio"),
-                *learned as f64 / *sparse as f64,
-            );
+            let ratio = *learned as f64 / *sparse as f64;
+            m.set(format!("{shape}_index_size_ratio"), ratio);
         }
     }
     for (shape, p) in &r.peers {
         for (w, (lsm, rocks)) in &p.runs {
-            m.insert(format!("{shape}_vs_rocksdb_{w}"), lsm / rocks);
+            m.set(format!("{shape}_vs_rocksdb_{w}"), lsm / rocks);
         }
         let get = |w: &str| p.runs.get(w).map_or(f64::NAN, |(a, b)| a / b);
-        keep_min("read_speedup_vs_rocksdb_incache", get("read_incache"));
-        keep_min("read_speedup_vs_rocksdb_cache10", get("read_cache10"));
-        let ycsb = ["A", "B", "C", "D", "F"]
-            .iter()
-            .map(|w| get(w))
-            .fold(f64::INFINITY, f64::min);
-        keep_min("min_ycsb_ratio_vs_rocksdb", ycsb);
-    }
-    for (name, v) in mins {
-        if v.is_finite() || v.is_nan() {
-            m.insert(name.to_string(), v);
+        m.least("read_speedup_vs_rocksdb_incache", get("read_incache"));
+        m.least("read_speedup_vs_rocksdb_cache10", get("read_cache10"));
+        for w in ["A", "B", "C", "D", "F"] {
+            m.least("min_ycsb_ratio_vs_rocksdb", get(w));
         }
     }
     if let [(_, p1, s1), (_, pn, sn)] = r.partitions.runs.as_slice() {
-        m.insert("partitioned_point_ratio".into(), pn / p1);
-        m.insert("partitioned_scan_ratio".into(), sn / s1);
+        m.set("partitioned_point_ratio", pn / p1);
+        m.set("partitioned_scan_ratio", sn / s1);
     }
-    let mut largest = f64::NAN;
     for (set, (sparse, learned, _)) in &r.index_sizes {
         let ratio = *learned as f64 / *sparse as f64;
-        largest = largest.max(ratio);
-        m.insert(format!("index_size_ratio_{set}"), ratio);
+        m.most("max_index_size_ratio", ratio);
+        m.set(format!("index_size_ratio_{set}"), ratio);
         // The claims use the paper's record shape (1 KiB values).
         if let Some(base) = set.strip_suffix("_v1024") {
-            m.insert(format!("index_size_ratio_{base}"), ratio);
+            m.set(format!("index_size_ratio_{base}"), ratio);
         }
-    }
-    if !largest.is_nan() {
-        m.insert("max_index_size_ratio".into(), largest);
     }
     m
 }

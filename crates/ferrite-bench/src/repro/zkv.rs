@@ -1102,7 +1102,7 @@ impl Study for ZkvRepro {
     }
 
     fn metrics(&self, r: &Results) -> Metrics {
-        Metrics::from(metrics_of(r))
+        metrics_of(r)
     }
 
     fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
@@ -1114,28 +1114,25 @@ fn run_of<'a>(r: &'a Results, w: &str, v: Variant) -> Option<&'a Run> {
     r.runs.get(w).and_then(|m| m.get(v.name()))
 }
 
-fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
-    let mut m = BTreeMap::new();
+fn metrics_of(r: &Results) -> Metrics {
+    let mut m = Metrics::new();
     let ratio = |w: &str, a: Variant, b: Variant| -> Option<f64> {
         Some(run_of(r, w, a)?.ops_per_sec() / run_of(r, w, b)?.ops_per_sec())
     };
     if let Some(z) = run_of(r, "ycsb_a", Variant::Zkv) {
-        m.insert(
-            "write_bytes_per_insert".into(),
+        m.set(
+            "write_bytes_per_insert",
             z.per_op(z.write_bytes - z.wal_bytes),
         );
-        m.insert(
-            "write_bytes_per_insert_with_wal".into(),
-            z.per_op(z.write_bytes),
-        );
-        m.insert(
-            "pairs_per_page_write".into(),
+        m.set("write_bytes_per_insert_with_wal", z.per_op(z.write_bytes));
+        m.set(
+            "pairs_per_page_write",
             z.pairs_to_pages / z.pages_written.max(1.0),
         );
     }
     for v in [Variant::BPlusTree, Variant::BdTree] {
         if let Some(b) = run_of(r, "ycsb_a", v) {
-            m.insert(
+            m.set(
                 format!(
                     "write_bytes_per_insert_{}",
                     v.name().replace('+', "p").replace('-', "_")
@@ -1148,65 +1145,48 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
         run_of(r, "ycsb_d", Variant::Zkv),
         run_of(r, "ycsb_d", Variant::BPlusTree),
     ) {
-        m.insert(
-            "read_bytes_ratio_vs_btree".into(),
+        m.set(
+            "read_bytes_ratio_vs_btree",
             z.per_op(z.read_bytes) / b.per_op(b.read_bytes).max(1e-9),
         );
     }
-    let mut put = |name: &str, v: Option<f64>| {
-        if let Some(v) = v {
-            m.insert(name.into(), v);
-        }
-    };
-    put(
-        "insert_speedup_vs_btree",
-        ratio("ycsb_a", Variant::Zkv, Variant::BPlusTree),
-    );
-    put(
-        "insert_speedup_vs_bdtree",
-        ratio("ycsb_a", Variant::Zkv, Variant::BdTree),
-    );
-    put(
-        "read_speedup_vs_btree",
-        ratio("ycsb_d", Variant::Zkv, Variant::BPlusTree),
-    );
-    put(
-        "scan_speedup_vs_btree",
-        ratio("ycsb_e", Variant::Zkv, Variant::BPlusTree),
-    );
+    let (btree, bdtree) = (Variant::BPlusTree, Variant::BdTree);
+    for (name, w, other) in [
+        ("insert_speedup_vs_btree", "ycsb_a", btree),
+        ("insert_speedup_vs_bdtree", "ycsb_a", bdtree),
+        ("read_speedup_vs_btree", "ycsb_d", btree),
+        ("scan_speedup_vs_btree", "ycsb_e", btree),
+    ] {
+        m.set_some(name, ratio(w, Variant::Zkv, other));
+    }
     for w in WORKLOADS {
-        put(
-            &format!("speedup_{w}_vs_btree"),
-            ratio(w, Variant::Zkv, Variant::BPlusTree),
-        );
-        put(
-            &format!("speedup_{w}_vs_bdtree"),
-            ratio(w, Variant::Zkv, Variant::BdTree),
-        );
+        for (other, v) in [("btree", btree), ("bdtree", bdtree)] {
+            m.set_some(format!("speedup_{w}_vs_{other}"), ratio(w, Variant::Zkv, v));
+        }
     }
     if r.crash.runs > 0 {
-        m.insert(
-            "crash_lost_acknowledged".into(),
+        m.set(
+            "crash_lost_acknowledged",
             (r.crash.lost + r.crash.inconsistent) as f64,
         );
-        m.insert("crash_runs".into(), r.crash.runs as f64);
-        m.insert("recovery_ms_median".into(), r.crash.recovery_ms_median);
+        m.set("crash_runs", r.crash.runs as f64);
+        m.set("recovery_ms_median", r.crash.recovery_ms_median);
     }
     if let (Some(small), Some(large)) = (r.leaf_sizes.first(), r.leaf_sizes.last()) {
         // Table 4's trend: bytes per operation grow with the leaf.
-        m.insert(
-            "leaf_read_bytes_growth".into(),
+        m.set(
+            "leaf_read_bytes_growth",
             large.2.per_op(large.2.read_bytes) / small.2.per_op(small.2.read_bytes).max(1e-9),
         );
-        m.insert(
-            "leaf_insert_throughput_ratio".into(),
+        m.set(
+            "leaf_insert_throughput_ratio",
             large.1.ops_per_sec() / small.1.ops_per_sec().max(1e-9),
         );
     }
     for sync in ["never", "always"] {
         let of = |n: usize| r.wal.iter().find(|w| w.0 == sync && w.1 == n).map(|w| &w.2);
         if let (Some(one), Some(many)) = (of(WAL_INSTANCES[0]), of(WAL_INSTANCES[1])) {
-            m.insert(
+            m.set(
                 format!("wal_instances_insert_ratio_{sync}"),
                 many.ops_per_sec() / one.ops_per_sec().max(1e-9),
             );
@@ -1218,15 +1198,15 @@ fn metrics_of(r: &Results) -> BTreeMap<String, f64> {
         .map(|v| (format!("vlog_{}_", v.value_bytes), &v.gc));
     for (prefix, g) in std::iter::once((String::new(), &r.gc)).chain(vlog) {
         if g.with_gc.ops > 0 && g.without_gc.ops > 0 {
-            m.insert(format!("{prefix}space_amp_with_gc"), g.space_amp_max);
-            m.insert(
+            m.set(format!("{prefix}space_amp_with_gc"), g.space_amp_max);
+            m.set(
                 format!("{prefix}gc_write_throughput_ratio"),
                 g.with_gc.ops_per_sec() / g.without_gc.ops_per_sec().max(1e-9),
             );
         }
     }
     for v in &r.vlog_gc {
-        m.insert(
+        m.set(
             format!("vlog_{}_refused_after_updates", v.value_bytes),
             v.refused_after.map_or(-1.0, |u| u as f64),
         );

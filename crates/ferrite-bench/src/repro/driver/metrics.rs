@@ -5,51 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics(BTreeMap<String, f64>);
-
-impl From<BTreeMap<String, f64>> for Metrics {
-    fn from(m: BTreeMap<String, f64>) -> Self {
-        Self(m)
-    }
-}
 
 impl Metrics {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The numeric fields of a typed struct (nested maps flattened with
-    /// `_`), for experiments whose figures are a fixed set.
-    pub fn of<T: Serialize>(typed: &T) -> Self {
-        let mut m = Self::new();
-        if let Ok(v) = serde_json::to_value(typed) {
-            m.flatten("", &v);
-        }
-        m
-    }
-
-    fn flatten(&mut self, prefix: &str, v: &serde_json::Value) {
-        match v {
-            serde_json::Value::Number(n) => {
-                if let Some(x) = n.as_f64() {
-                    self.0.insert(prefix.to_string(), x);
-                }
-            }
-            serde_json::Value::Object(o) => {
-                for (k, v) in o {
-                    let name = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}_{k}")
-                    };
-                    self.flatten(&name, v);
-                }
-            }
-            _ => {}
-        }
     }
 
     pub fn set(&mut self, name: impl Into<String>, v: f64) -> &mut Self {
@@ -82,6 +43,25 @@ impl Metrics {
             let e = self.0.entry(name.to_string()).or_insert(v);
             *e = pick(*e, v);
         }
+    }
+
+    /// Keeps the lowest value seen under `name`; NaN (not measured) is
+    /// passed over.
+    pub fn least(&mut self, name: &str, v: f64) {
+        self.fold(name, v, f64::min);
+    }
+
+    /// As [`Metrics::least`], keeping the highest.
+    pub fn most(&mut self, name: &str, v: f64) {
+        self.fold(name, v, f64::max);
+    }
+
+    fn fold(&mut self, name: &str, v: f64, pick: fn(f64, f64) -> f64) {
+        if v.is_nan() {
+            return;
+        }
+        let e = self.0.entry(name.to_string()).or_insert(v);
+        *e = pick(*e, v);
     }
 
     pub fn get(&self, name: &str) -> Option<f64> {
@@ -120,21 +100,17 @@ mod tests {
     }
 
     #[test]
-    fn typed_figures_flatten_into_names() {
-        #[derive(Serialize)]
-        struct T {
-            speedup: f64,
-            per: BTreeMap<String, f64>,
-            note: &'static str,
-        }
-        let t = T {
-            speedup: 2.0,
-            per: [("x".to_string(), 1.5)].into(),
-            note: "skipped",
-        };
-        let m = Metrics::of(&t);
-        assert_eq!(m.get("speedup"), Some(2.0));
-        assert_eq!(m.get("per_x"), Some(1.5));
-        assert_eq!(m.get("note"), None);
+    fn a_running_worst_passes_over_figures_not_measured() {
+        let mut m = Metrics::new();
+        m.least("floor", f64::NAN);
+        assert_eq!(m.get("floor"), None);
+        m.least("floor", 2.0);
+        m.least("floor", f64::NAN);
+        m.least("floor", 1.5);
+        assert_eq!(m.get("floor"), Some(1.5));
+        m.most("ceiling", 0.4);
+        m.most("ceiling", f64::NAN);
+        m.most("ceiling", 0.7);
+        assert_eq!(m.get("ceiling"), Some(0.7));
     }
 }

@@ -221,17 +221,17 @@ impl Study for BtreeRepro {
 
     const SUMMARY: &'static str = "the disk B+tree vs RocksDB and LMDB: in-cache and 10%-cache YCSB, bulk and random loads, memory";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new("ycsb_c_vs_rocksdb_incache", ">= 1.0", ENGINE_TARGET),
-        ClaimSpec::new("ycsb_c_vs_lmdb_incache", ">= 1.0", ENGINE_TARGET),
-        ClaimSpec::new("ycsb_b_vs_lmdb_incache", ">= 1.0", ENGINE_TARGET),
-        ClaimSpec::new("ycsb_a_vs_rocksdb_incache", ">= 1.0", ENGINE_TARGET),
-        ClaimSpec::new("ycsb_c_vs_rocksdb_cache10", ">= 1.0", ENGINE_TARGET),
-        ClaimSpec::new("reads_per_lookup_excess_cache10", "<= 0.1", ENGINE_TARGET),
-        ClaimSpec::new("bulkload_vs_rocksdb", ">= 1.5", ENGINE_TARGET),
-        ClaimSpec::new("randload_vs_rocksdb", ">= 0.7", ENGINE_TARGET),
-        ClaimSpec::new("max_memory_over_budget", "<= 0.1", ENGINE_TARGET),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        ycsb_c_vs_rocksdb_incache >= 1.0, ENGINE_TARGET;
+        ycsb_c_vs_lmdb_incache >= 1.0, ENGINE_TARGET;
+        ycsb_b_vs_lmdb_incache >= 1.0, ENGINE_TARGET;
+        ycsb_a_vs_rocksdb_incache >= 1.0, ENGINE_TARGET;
+        ycsb_c_vs_rocksdb_cache10 >= 1.0, ENGINE_TARGET;
+        reads_per_lookup_excess_cache10 <= 0.1, ENGINE_TARGET;
+        bulkload_vs_rocksdb >= 1.5, ENGINE_TARGET;
+        randload_vs_rocksdb >= 0.7, ENGINE_TARGET;
+        max_memory_over_budget <= 0.1, ENGINE_TARGET;
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

@@ -242,23 +242,11 @@ impl Study for KeyspacesRepro {
 
     const SUMMARY: &'static str = "named keyspaces against the default key space (random gets and overwrites, alternating rounds), and dropping a large keyspace: its latency and background removal";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "max_drop_ms",
-            "<= 50",
-            "issue: dropping a keyspace is quick whatever its size",
-        ),
-        ClaimSpec::new(
-            "min_get_ratio",
-            ">= 0.9",
-            "a keyspace costs its 7-byte prefix and little else",
-        ),
-        ClaimSpec::new(
-            "min_put_ratio",
-            ">= 0.9",
-            "a keyspace costs its 7-byte prefix and little else",
-        ),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        max_drop_ms <= 50, "issue: dropping a keyspace is quick whatever its size";
+        min_get_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
+        min_put_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let records = ctx.scale.pick(20_000, 400_000, 2_000_000);

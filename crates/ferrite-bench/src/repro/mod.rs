@@ -5,6 +5,19 @@
 //! here, never by the experiment itself. At smoke scale (what CI runs, to
 //! keep every experiment building and running) no claim is judged.
 
+/// An experiment's claims, a line each: `metric >= 1.5, "what the paper
+/// reports";`, the comparison one of `<=`, `>=`, `==`, `<`, `>` against a
+/// number (see [`judge`]).
+macro_rules! claims {
+    ($($metric:ident $op:tt $bound:literal, $paper:expr;)*) => {
+        &[$($crate::repro::ClaimSpec::new(
+            stringify!($metric),
+            concat!(stringify!($op), " ", stringify!($bound)),
+            $paper,
+        )),*]
+    };
+}
+
 mod baselines;
 mod btree;
 mod checkpoint;
@@ -306,5 +319,24 @@ mod tests {
         assert_eq!(names, dedup);
         assert!(find("baselines").is_ok());
         assert!(find("nope").is_err());
+    }
+
+    #[test]
+    fn every_claim_states_a_target_that_can_be_judged() {
+        const PAPER: &str = "a paper's figure";
+        let written: &[ClaimSpec] = claims! {
+            speedup >= 1.5, "1.5-2x";
+            p99_ratio <= 0.60, PAPER;
+            lost == 0, "(correctness)";
+        };
+        assert_eq!(written[0], ClaimSpec::new("speedup", ">= 1.5", "1.5-2x"));
+        assert_eq!(written[1].target, "<= 0.60");
+        assert_eq!(written[1].paper, PAPER);
+        assert_eq!(judge(written[2].target, 0.0), Some(true));
+        for e in registry() {
+            for c in e.claims() {
+                assert!(judge(c.target, 0.0).is_some(), "{}: {}", e.name(), c.metric);
+            }
+        }
     }
 }

@@ -303,37 +303,17 @@ impl Study for RaskRepro {
 
     const SUMMARY: &'static str = "the range-as-a-key index vs per-block and range-keyed baselines on block traces: memory, throughput, tail latency";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "memory_ratio_vs_btreemap_perblock",
-            "<= 0.25",
-            "RASK uses 1.15–54.7% of the baselines' memory",
-        ),
-        ClaimSpec::new(
-            "memory_ratio_vs_best_range",
-            "<= 0.60",
-            "5.31–20.5% of segment/interval trees",
-        ),
-        ClaimSpec::new(
-            "throughput_ratio_vs_best",
-            ">= 2.0",
-            "2.76–37.8× over ordered indexes",
-        ),
-        ClaimSpec::new("throughput_ratio_vs_origin", ">= 1.15", "1.15–1.82× Origin"),
-        ClaimSpec::new("p99_ratio_vs_best", "<= 1.0", "P99 23.9–97.6% lower"),
-        ClaimSpec::new(
-            "p999_ratio_vs_best",
-            "<= 1.0",
-            "tail latency lower at every percentile",
-        ),
-        ClaimSpec::new(
-            "split_no_divide_fraction",
-            ">= 0.80",
-            "84.3% of splits divide no range",
-        ),
-        ClaimSpec::new("gc_fraction_of_writes", "<= 0.10", "GC on 5.08% of writes"),
-        ClaimSpec::new("oracle_mismatches", "== 0", "(correctness)"),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        memory_ratio_vs_btreemap_perblock <= 0.25, "RASK uses 1.15–54.7% of the baselines' memory";
+        memory_ratio_vs_best_range <= 0.60, "5.31–20.5% of segment/interval trees";
+        throughput_ratio_vs_best >= 2.0, "2.76–37.8× over ordered indexes";
+        throughput_ratio_vs_origin >= 1.15, "1.15–1.82× Origin";
+        p99_ratio_vs_best <= 1.0, "P99 23.9–97.6% lower";
+        p999_ratio_vs_best <= 1.0, "tail latency lower at every percentile";
+        split_no_divide_fraction >= 0.80, "84.3% of splits divide no range";
+        gc_fraction_of_writes <= 0.10, "GC on 5.08% of writes";
+        oracle_mismatches == 0, "(correctness)";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         if !crate::counting_alloc::installed() {

@@ -392,11 +392,9 @@ impl Study for ReplicationRepro {
     const NAME: &'static str = "replication";
     const SUMMARY: &'static str =
         "ferrite serve masters with two replicas against alone, replication lag, full sync beside redis-server's";
-    const CLAIMS: &'static [ClaimSpec] = &[ClaimSpec::new(
-        "set_with_two_replicas_vs_alone_p16",
-        ">= 0.8",
-        TARGET,
-    )];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        set_with_two_replicas_vs_alone_p16 >= 0.8, TARGET;
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;

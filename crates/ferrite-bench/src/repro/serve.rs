@@ -732,22 +732,22 @@ impl Study for ServeRepro {
     const NAME: &'static str = "serve";
     const SUMMARY: &'static str =
         "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new("get_vs_redis_p16", ">= 0.8", TARGET),
-        ClaimSpec::new("get_vs_inprocess_p16", ">= 0.6", TARGET),
-        ClaimSpec::new("set_vs_redis_aof_p16", ">= 0.8", TARGET),
-        ClaimSpec::new("set_p1_vs_redis_aof", ">= 0.8", TARGET),
-        ClaimSpec::new("set_always_vs_redis_aof_always", ">= 1.0", TARGET),
-        ClaimSpec::new("sync_always_group_commit_gain", ">= 10", TARGET),
-        ClaimSpec::new("idle_10k_active_rate_ratio", ">= 0.9", TARGET),
-        ClaimSpec::new("list_push_vs_redis_aof_p16", ">= 0.4", LISTS),
-        ClaimSpec::new("list_pop_vs_redis_aof_p16", ">= 0.4", LISTS),
-        ClaimSpec::new("types_vs_redis_aof_p16", ">= 0.4", TYPES),
-        ClaimSpec::new("redis_compat_vs_redis", ">= 0.85", TYPES),
-        ClaimSpec::new("redis_compat_file_ratio", ">= 0.7", TYPES),
-        ClaimSpec::new("expiry_empty_after_last_ttl_s", "<= 20", TYPES),
-        ClaimSpec::new("expiry_space_left_vs_peak", "<= 0.3", TYPES),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        get_vs_redis_p16 >= 0.8, TARGET;
+        get_vs_inprocess_p16 >= 0.6, TARGET;
+        set_vs_redis_aof_p16 >= 0.8, TARGET;
+        set_p1_vs_redis_aof >= 0.8, TARGET;
+        set_always_vs_redis_aof_always >= 1.0, TARGET;
+        sync_always_group_commit_gain >= 10, TARGET;
+        idle_10k_active_rate_ratio >= 0.9, TARGET;
+        list_push_vs_redis_aof_p16 >= 0.4, LISTS;
+        list_pop_vs_redis_aof_p16 >= 0.4, LISTS;
+        types_vs_redis_aof_p16 >= 0.4, TYPES;
+        redis_compat_vs_redis >= 0.85, TYPES;
+        redis_compat_file_ratio >= 0.7, TYPES;
+        expiry_empty_after_last_ttl_s <= 20, TYPES;
+        expiry_space_left_vs_peak <= 0.3, TYPES;
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;

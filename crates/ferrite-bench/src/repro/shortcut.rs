@@ -489,39 +489,19 @@ impl Study for ShortcutRepro {
 
     const SUMMARY: &'static str = "SHORTCUT's one-shot traversal vs dependent descent: latency, accuracy, memory, insert-heavy re-layout";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new("tree_height", ">= 4", "5 levels (3.3B keys, 4 KB nodes)"),
-        ClaimSpec::new("reads_per_lookup_baseline", ">= 2.5", "(setup)"),
-        ClaimSpec::new("p50_ratio_uniform", "<= 0.65", "26.2-64.8% lower P50"),
-        ClaimSpec::new("p95_ratio_uniform", "<= 0.75", "19.1-69.9% lower P95"),
-        ClaimSpec::new(
-            "p50_ratio_latencydev",
-            "<= 0.45",
-            "about 1 / uncached levels",
-        ),
-        ClaimSpec::new("throughput_ratio_uniform", ">= 1.0", "+2.1-13.9%"),
-        ClaimSpec::new(
-            "accuracy_uniform_keys",
-            ">= 0.5",
-            "over 50% per segment (linear data)",
-        ),
-        ClaimSpec::new("accuracy_geolite2", ">= 0.4", "about 50% on real data sets"),
-        ClaimSpec::new(
-            "companion_bytes_pct_of_pool",
-            "<= 2.0",
-            "about 0.6% of memory",
-        ),
-        ClaimSpec::new(
-            "insert_heavy_accuracy_retained",
-            ">= 0.8",
-            "58-62% accuracy sustained",
-        ),
-        ClaimSpec::new(
-            "insert_heavy_p99_ratio",
-            "<= 2.0",
-            "latency sustained while re-laying out",
-        ),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        tree_height >= 4, "5 levels (3.3B keys, 4 KB nodes)";
+        reads_per_lookup_baseline >= 2.5, "(setup)";
+        p50_ratio_uniform <= 0.65, "26.2-64.8% lower P50";
+        p95_ratio_uniform <= 0.75, "19.1-69.9% lower P95";
+        p50_ratio_latencydev <= 0.45, "about 1 / uncached levels";
+        throughput_ratio_uniform >= 1.0, "+2.1-13.9%";
+        accuracy_uniform_keys >= 0.5, "over 50% per segment (linear data)";
+        accuracy_geolite2 >= 0.4, "about 50% on real data sets";
+        companion_bytes_pct_of_pool <= 2.0, "about 0.6% of memory";
+        insert_heavy_accuracy_retained >= 0.8, "58-62% accuracy sustained";
+        insert_heavy_p99_ratio <= 2.0, "latency sustained while re-laying out";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

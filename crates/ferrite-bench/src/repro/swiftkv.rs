@@ -1123,46 +1123,18 @@ impl Study for SwiftRepro {
 
     const SUMMARY: &'static str = "SwiftKV: learned vs sparse SSTable index blocks in one LSM engine, vs RocksDB, index sizes, model types";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "read_speedup_vs_sparse_incache",
-            ">= 1.4",
-            "1.5-2.1x random reads (vs RocksDB)",
-        ),
-        ClaimSpec::new(
-            "read_speedup_vs_sparse_cache10",
-            ">= 1.1",
-            "1.19-1.60x read throughput",
-        ),
-        ClaimSpec::new("p99_ratio_vs_sparse", "<= 0.7", "72% lower read-only P99"),
-        ClaimSpec::new("read_speedup_vs_rocksdb_incache", ">= 1.0", "1.5-2.1x"),
-        ClaimSpec::new("read_speedup_vs_rocksdb_cache10", ">= 1.0", "1.19-1.60x"),
-        ClaimSpec::new(
-            "min_ycsb_ratio_vs_rocksdb",
-            ">= 1.0",
-            "0.8-1.6x, better on all but E",
-        ),
-        ClaimSpec::new(
-            "index_size_ratio_geolite2",
-            "<= 0.7",
-            "30% smaller on average (Table 1)",
-        ),
-        ClaimSpec::new(
-            "index_size_ratio_sequential",
-            "<= 0.7",
-            "32.79% smaller (SEQ)",
-        ),
-        ClaimSpec::new(
-            "max_index_size_ratio",
-            "<= 1.0",
-            "(every key set and value size: never larger than sparse)",
-        ),
-        ClaimSpec::new(
-            "write_ratio_vs_sparse",
-            ">= 0.95",
-            "without affecting write performance",
-        ),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        read_speedup_vs_sparse_incache >= 1.4, "1.5-2.1x random reads (vs RocksDB)";
+        read_speedup_vs_sparse_cache10 >= 1.1, "1.19-1.60x read throughput";
+        p99_ratio_vs_sparse <= 0.7, "72% lower read-only P99";
+        read_speedup_vs_rocksdb_incache >= 1.0, "1.5-2.1x";
+        read_speedup_vs_rocksdb_cache10 >= 1.0, "1.19-1.60x";
+        min_ycsb_ratio_vs_rocksdb >= 1.0, "0.8-1.6x, better on all but E";
+        index_size_ratio_geolite2 <= 0.7, "30% smaller on average (Table 1)";
+        index_size_ratio_sequential <= 0.7, "32.79% smaller (SEQ)";
+        max_index_size_ratio <= 1.0, "(every key set and value size: never larger than sparse)";
+        write_ratio_vs_sparse >= 0.95, "without affecting write performance";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

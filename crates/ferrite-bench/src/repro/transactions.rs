@@ -159,20 +159,12 @@ impl Study for TransactionsRepro {
 
     const SUMMARY: &'static str = "read-modify-write transactions (read 2 keys, write both) on btree/lsm/zkv vs fjall and RocksDB optimistic transactions, uniform and zipfian, 1 and 2 threads; and vs plain batches";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "btree_vs_best_peer",
-            ">= 1.0",
-            "issue: ≥ 1.0× the faster peer",
-        ),
-        ClaimSpec::new(
-            "lsm_vs_best_peer",
-            ">= 1.0",
-            "issue: ≥ 1.0× the faster peer",
-        ),
-        ClaimSpec::new("btree_tx_vs_batch", ">= 0.8", "issue: ≥ 0.8× plain batches"),
-        ClaimSpec::new("lsm_tx_vs_batch", ">= 0.8", "issue: ≥ 0.8× plain batches"),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        btree_vs_best_peer >= 1.0, "issue: ≥ 1.0× the faster peer";
+        lsm_vs_best_peer >= 1.0, "issue: ≥ 1.0× the faster peer";
+        btree_tx_vs_batch >= 0.8, "issue: ≥ 0.8× plain batches";
+        lsm_tx_vs_batch >= 0.8, "issue: ≥ 0.8× plain batches";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let records = ctx.scale.pick(2_000, 200_000, 1_000_000);

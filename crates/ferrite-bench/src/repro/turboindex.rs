@@ -338,23 +338,15 @@ impl Study for TurboRepro {
 
     const SUMMARY: &'static str = "TurboIndex's insert buffer vs the same B+tree without it: uniform writes, LRU anomalies, skew, YCSB A/B";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "speedup_write_uniform",
-            ">= 4.0",
-            "up to 4.5x (reuse threshold 2)",
-        ),
-        ClaimSpec::new("speedup_lru_anomaly1", ">= 5.0", "9.98x"),
-        ClaimSpec::new("speedup_lru_anomaly2", ">= 10.0", "69.86x"),
-        ClaimSpec::new("speedup_workload3", ">= 2.0", "2.25-3.53x"),
-        ClaimSpec::new("speedup_ycsb_a", ">= 1.5", "1.5-1.7x"),
-        ClaimSpec::new("speedup_ycsb_b", ">= 0.97", "no degradation"),
-        ClaimSpec::new(
-            "min_hit_ratio_delta",
-            ">= 0.0",
-            "hit ratio at or above LeanStore's in every workload",
-        ),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        speedup_write_uniform >= 4.0, "up to 4.5x (reuse threshold 2)";
+        speedup_lru_anomaly1 >= 5.0, "9.98x";
+        speedup_lru_anomaly2 >= 10.0, "69.86x";
+        speedup_workload3 >= 2.0, "2.25-3.53x";
+        speedup_ycsb_a >= 1.5, "1.5-1.7x";
+        speedup_ycsb_b >= 0.97, "no degradation";
+        min_hit_ratio_delta >= 0.0, "hit ratio at or above LeanStore's in every workload";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

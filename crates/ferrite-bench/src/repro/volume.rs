@@ -517,15 +517,15 @@ impl Study for VolumeRepro {
     const NAME: &'static str = "volume";
     const SUMMARY: &'static str =
         "NBD volume on RASK vs a per-block map vs nbdkit file, fio over loopback, plus GC and recovery";
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new("randwrite4k_qd16_vs_nbdkit", ">= 1.0", TARGET),
-        ClaimSpec::new("randread4k_qd16_vs_nbdkit", ">= 0.8", TARGET),
-        ClaimSpec::new("randread4k_qd16_vs_nbdkit_capped", ">= 0.8", TARGET),
-        ClaimSpec::new("map_memory_vs_perblock", "<= 0.1", TARGET),
-        ClaimSpec::new("map_memory_4k_vs_perblock", "<= 1.0", TARGET),
-        ClaimSpec::new("space_amp_gc", "<= 1.3", TARGET),
-        ClaimSpec::new("recovery_check_problems", "== 0", "(correctness)"),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        randwrite4k_qd16_vs_nbdkit >= 1.0, TARGET;
+        randread4k_qd16_vs_nbdkit >= 0.8, TARGET;
+        randread4k_qd16_vs_nbdkit_capped >= 0.8, TARGET;
+        map_memory_vs_perblock <= 0.1, TARGET;
+        map_memory_4k_vs_perblock <= 1.0, TARGET;
+        space_amp_gc <= 1.3, TARGET;
+        recovery_check_problems == 0, "(correctness)";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

@@ -1029,37 +1029,17 @@ impl Study for ZkvRepro {
 
     const SUMMARY: &'static str = "ZKV vs the B+-tree and BD-tree on an emulated zoned device: Table 2 workloads, write bytes per insert, breakdown, memory sensitivity, zone reclamation of leaves and of the value log";
 
-    const CLAIMS: &'static [ClaimSpec] = &[
-        ClaimSpec::new(
-            "write_bytes_per_insert",
-            "<= 250",
-            "222 B (B+-tree 6,504 B)",
-        ),
-        ClaimSpec::new(
-            "read_bytes_ratio_vs_btree",
-            "<= 1.05",
-            "1.01 (3,725 vs 3,687 B per read)",
-        ),
-        ClaimSpec::new(
-            "insert_speedup_vs_btree",
-            ">= 3.0",
-            "up to 11.4x at 56 threads",
-        ),
-        ClaimSpec::new("insert_speedup_vs_bdtree", ">= 1.15", "1.15x"),
-        ClaimSpec::new("read_speedup_vs_btree", ">= 0.9", "1.35x (YCSB-d)"),
-        ClaimSpec::new("scan_speedup_vs_btree", ">= 0.9", "1.69x (YCSB-e)"),
-        ClaimSpec::new(
-            "space_amp_with_gc",
-            "<= 1.3",
-            "not in the paper (zone migration left as future work)",
-        ),
-        ClaimSpec::new("gc_write_throughput_ratio", ">= 0.7", "not in the paper"),
-        ClaimSpec::new(
-            "crash_lost_acknowledged",
-            "== 0",
-            "recovery from the latest MetaLog plus the WAL",
-        ),
-    ];
+    const CLAIMS: &'static [ClaimSpec] = claims! {
+        write_bytes_per_insert <= 250, "222 B (B+-tree 6,504 B)";
+        read_bytes_ratio_vs_btree <= 1.05, "1.01 (3,725 vs 3,687 B per read)";
+        insert_speedup_vs_btree >= 3.0, "up to 11.4x at 56 threads";
+        insert_speedup_vs_bdtree >= 1.15, "1.15x";
+        read_speedup_vs_btree >= 0.9, "1.35x (YCSB-d)";
+        scan_speedup_vs_btree >= 0.9, "1.69x (YCSB-e)";
+        space_amp_with_gc <= 1.3, "not in the paper (zone migration left as future work)";
+        gc_write_throughput_ratio >= 0.7, "not in the paper";
+        crash_lost_acknowledged == 0, "recovery from the latest MetaLog plus the WAL";
+    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = sizes(ctx.scale);

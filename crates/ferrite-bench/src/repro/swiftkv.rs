@@ -170,17 +170,7 @@ fn chunk_ratio(
     if a.is_empty() || a.len() != b.len() {
         return pooled(learned) / pooled(sparse);
     }
-    median(a.iter().zip(b).map(|(a, b)| b / a).collect())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    report::median(&a.iter().zip(b).map(|(a, b)| b / a).collect::<Vec<_>>())
 }
 
 fn speedup(v: &[ReadRun]) -> f64 {
@@ -1248,7 +1238,7 @@ fn metrics_of(r: &Results) -> Metrics {
             m.set(format!("{shape}_pooled_write_ratio"), pooled);
             let ratio = match sr.load_chunk_secs.as_slice() {
                 [a, b] if !a.is_empty() && a.len() == b.len() => {
-                    median(a.iter().zip(b).map(|(a, b)| a / b).collect())
+                    report::median(&a.iter().zip(b).map(|(a, b)| a / b).collect::<Vec<_>>())
                 }
                 _ => pooled,
             };

@@ -18,13 +18,13 @@
 use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
+use ferrite_net::Polled;
 use mio::{Interest, Registry, Token};
 
 use crate::mailbox::Mail;
 use crate::reply::Reply;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::stream::Stream;
 
 /// Bytes one turn reads from a connection before running what they hold:
 /// a client that pipelines faster than its commands run waits in its
@@ -41,7 +41,7 @@ const OUT_HIGH: usize = 4 << 20;
 const KEEP_CAPACITY: usize = 16 << 10;
 
 pub struct Conn {
-    pub stream: Stream,
+    pub stream: Polled,
     pub session: Session,
     pub input: Vec<u8>,
     /// Bytes of `input` decoded this turn.
@@ -68,7 +68,7 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: Stream, session: Session) -> Self {
+    pub fn new(stream: Polled, session: Session) -> Self {
         Self {
             stream,
             session,

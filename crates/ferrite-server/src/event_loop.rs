@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite::SyncMode;
+use ferrite_net::{Polled, Stream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 use slab::Slab;
@@ -49,7 +50,6 @@ use crate::reply::Reply;
 use crate::request::{decode_frame, Frame, Limits, OwnedArgs, ProtocolError};
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::stream::Stream;
 
 /// How often a loop looks at timers it has no event for: stalled and
 /// idle clients, shutdown.
@@ -65,7 +65,7 @@ const READ_CHUNK: usize = 64 << 10;
 /// mailbox has mail.
 pub struct Signal {
     waker: Waker,
-    incoming: Mutex<Vec<(Stream, u64)>>,
+    incoming: Mutex<Vec<(Polled, u64)>>,
     woken: Mutex<Vec<usize>>,
     /// Replies of key reads readers ran for its connections.
     returned: Mutex<Vec<Done>>,
@@ -82,7 +82,7 @@ impl Back for Signal {
 
 impl Signal {
     /// Gives the loop a new connection.
-    pub fn hand(&self, stream: Stream, id: u64) {
+    pub fn hand(&self, stream: Polled, id: u64) {
         self.load.fetch_add(1, Ordering::Relaxed);
         self.incoming.lock().push((stream, id));
         let _ = self.waker.wake();
@@ -615,10 +615,7 @@ impl EventLoop {
         };
         match c.stream {
             Stream::Tcp(t) => {
-                use std::os::fd::{FromRawFd, IntoRawFd};
-                // SAFETY: the descriptor comes out of the mio stream,
-                // which gives up its ownership to the std stream.
-                let std = unsafe { std::net::TcpStream::from_raw_fd(t.into_raw_fd()) };
+                let std = std::net::TcpStream::from(t);
                 crate::replication::feeder::start(self.shared.clone(), h, std, c.out, c.input);
             }
             Stream::Unix(_) => {

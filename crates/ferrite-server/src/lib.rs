@@ -25,7 +25,7 @@
 //! | `replication` | replicas: the stream of changes, full and partial syncs, `WAIT` |
 //! | `listener` | [`Server`]: accepting into the loops, the open-file limit, stopping |
 //! | `settings` | `CONFIG GET`/`SET` |
-//! | `shared`, `clients`, `stats`, `config`, `stream`, `cursor`, `glob` | what connections share |
+//! | `shared`, `clients`, `stats`, `config`, `cursor`, `glob` | what connections share |
 //!
 //! Atomicity: every command runs in a transaction of the model holding
 //! the keyspace lock (exclusively when it writes), and its writes reach
@@ -57,7 +57,6 @@ mod session;
 mod settings;
 mod shared;
 mod stats;
-mod stream;
 
 pub use config::{store_sync_mode, ServerConfig};
 pub use listener::{stop_on_signals, Server};

@@ -13,7 +13,6 @@
 //! then the store is closed (synced, background work stopped) and its
 //! result reported by [`Server::wait`].
 
-use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,15 +20,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ferrite::Store;
-use mio::net::{TcpListener, UnixListener};
-use mio::{Events, Interest, Poll, Token};
+use ferrite_net::{Listeners, NetError};
 
 use crate::config::ServerConfig;
 use crate::event_loop::{EventLoop, Signal};
 use crate::model::Keyspace;
 use crate::readers::Readers;
 use crate::shared::Shared;
-use crate::stream::Stream;
 use crate::ServerError;
 
 /// How often the acceptor looks at the shutdown flag.
@@ -38,9 +35,6 @@ const ACCEPT_TICK: Duration = Duration::from_millis(50);
 /// Descriptors kept beside the clients' for the store's files, the
 /// listeners and the loops' polls.
 const RESERVED_FDS: u64 = 1024;
-
-const TCP: Token = Token(0);
-const UNIX: Token = Token(1);
 
 /// A running server.
 pub struct Server {
@@ -55,25 +49,14 @@ impl Server {
     /// Serves `store` as `config` says, from threads of its own.
     pub fn start(mut config: ServerConfig, store: Store) -> Result<Self, ServerError> {
         config.max_clients = fit_open_files(config.max_clients);
-        let std_tcp =
-            std::net::TcpListener::bind(config.listen).map_err(|e| ServerError::Bind {
-                addr: config.listen.to_string(),
-                source: e,
+        let mut listeners =
+            Listeners::bind(Some(config.listen), config.unix.as_deref()).map_err(|e| match e {
+                NetError::Bind { addr, source } => ServerError::Bind { addr, source },
+                other => ServerError::Io(std::io::Error::other(other)),
             })?;
-        let local = std_tcp.local_addr().map_err(ServerError::Io)?;
-        std_tcp.set_nonblocking(true).map_err(ServerError::Io)?;
-        let tcp = TcpListener::from_std(std_tcp);
-        let unix = match &config.unix {
-            Some(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = UnixListener::bind(path).map_err(|e| ServerError::Bind {
-                    addr: path.display().to_string(),
-                    source: e,
-                })?;
-                Some(l)
-            }
-            None => None,
-        };
+        let local = listeners
+            .local_addr()
+            .ok_or_else(|| ServerError::Io(std::io::Error::other("no TCP listener")))?;
         let io_threads = config.io_threads.max(1);
         let ks = Keyspace::open(store).map_err(ServerError::Model)?;
         let shared = Shared::new(config, ks)
@@ -103,7 +86,7 @@ impl Server {
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("ferrite-accept".into())
-            .spawn(move || accept_loop(&sh, tcp, unix, &signals))
+            .spawn(move || accept_loop(&sh, &mut listeners, &signals))
             .map_err(ServerError::Io)?;
         loops.push(accept);
         loops.extend(reader_threads);
@@ -191,66 +174,16 @@ fn fit_open_files(max_clients: usize) -> usize {
     fits
 }
 
-fn accept_loop(
-    shared: &Arc<Shared>,
-    mut tcp: TcpListener,
-    mut unix: Option<UnixListener>,
-    loops: &[Arc<Signal>],
-) {
-    let poll = Poll::new().and_then(|p| {
-        p.registry().register(&mut tcp, TCP, Interest::READABLE)?;
-        if let Some(u) = unix.as_mut() {
-            p.registry().register(u, UNIX, Interest::READABLE)?;
-        }
-        Ok(p)
-    });
-    let mut poll = match poll {
-        Ok(p) => p,
-        Err(e) => {
-            log::error!("cannot poll the listening sockets: {e}");
-            shared.begin_shutdown();
-            return;
-        }
-    };
-    let mut events = Events::with_capacity(16);
+fn accept_loop(shared: &Arc<Shared>, listeners: &mut Listeners, loops: &[Arc<Signal>]) {
     while !shared.shutting_down() {
-        if let Err(e) = poll.poll(&mut events, Some(ACCEPT_TICK)) {
-            if e.kind() != ErrorKind::Interrupted {
-                log::error!("accept poll: {e}");
-                std::thread::sleep(ACCEPT_TICK);
+        listeners.accept(ACCEPT_TICK, |stream| {
+            shared.stats.count_connection();
+            let id = shared.next_client_id();
+            // The loop holding the fewest connections.
+            if let Some(l) = loops.iter().min_by_key(|l| l.load()) {
+                l.hand(stream, id);
             }
-            continue;
-        }
-        for ev in events.iter() {
-            loop {
-                let got = match ev.token() {
-                    TCP => tcp.accept().and_then(|(s, _)| Stream::tcp(s)),
-                    _ => match unix.as_ref() {
-                        Some(u) => u.accept().map(|(s, _)| Stream::unix(s)),
-                        None => break,
-                    },
-                };
-                match got {
-                    Ok(stream) => {
-                        shared.stats.count_connection();
-                        let id = shared.next_client_id();
-                        // The loop holding the fewest connections.
-                        if let Some(l) = loops.iter().min_by_key(|l| l.load()) {
-                            l.hand(stream, id);
-                        }
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        // Out of descriptors, most often: the client waits
-                        // in the backlog until one is free.
-                        log::warn!("accept: {e}");
-                        std::thread::sleep(Duration::from_millis(10));
-                        break;
-                    }
-                }
-            }
-        }
+        });
     }
     for l in loops {
         l.nudge();

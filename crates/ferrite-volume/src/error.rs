@@ -62,6 +62,10 @@ pub enum VolumeError {
     #[error("block map log: {0}")]
     Log(#[from] ferrite_core::Error),
 
+    /// The NBD server could not listen where it was told.
+    #[error(transparent)]
+    Listen(ferrite_net::NetError),
+
     #[error("{what}: {source}")]
     Io {
         what: String,

@@ -13,7 +13,6 @@
 
 mod protocol;
 mod server;
-mod stream;
 
 pub use protocol::{
     decode_request, parse_info_request, Command, InfoRequest, ProtocolError, Request, CMD_FLAG_FUA,

@@ -13,8 +13,7 @@
 //! `NBD_FLAG_CAN_MULTI_CONN` promises.
 
 use std::io::{BufWriter, ErrorKind, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::net::UnixListener;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,13 +21,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferrite_io::AlignedBuf;
+use ferrite_net::{Blocking as Stream, Listeners};
 use parking_lot::Mutex;
 
 use super::protocol::*;
-use super::stream::Stream;
 use crate::error::{errno, Result, VolumeError};
 use crate::volume::{Volume, MAX_REQUEST, MIN_IO};
 
+/// How often the acceptor looks at the stop flag.
 const ACCEPT_TICK: Duration = Duration::from_millis(10);
 /// How often a blocked read looks at the stop flag.
 const READ_TICK: Duration = Duration::from_millis(250);
@@ -95,26 +95,9 @@ impl NbdServer {
                 "the server needs a TCP address or a Unix socket".into(),
             ));
         }
-        let tcp = match config.listen {
-            Some(addr) => {
-                let l = TcpListener::bind(addr).map_err(io("binding the NBD port"))?;
-                l.set_nonblocking(true)
-                    .map_err(io("configuring the listener"))?;
-                Some(l)
-            }
-            None => None,
-        };
-        let local = tcp.as_ref().and_then(|l| l.local_addr().ok());
-        let unix = match &config.unix {
-            Some(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = UnixListener::bind(path).map_err(io("binding the NBD socket"))?;
-                l.set_nonblocking(true)
-                    .map_err(io("configuring the listener"))?;
-                Some(l)
-            }
-            None => None,
-        };
+        let mut listeners =
+            Listeners::bind(config.listen, config.unix.as_deref()).map_err(VolumeError::Listen)?;
+        let local = listeners.local_addr();
         let shared = Arc::new(Shared {
             volume,
             config,
@@ -123,7 +106,7 @@ impl NbdServer {
         let sh = shared.clone();
         let accept = std::thread::Builder::new()
             .name("nbd-accept".into())
-            .spawn(move || accept_loop(&sh, tcp.as_ref(), unix.as_ref()))
+            .spawn(move || accept_loop(&sh, &mut listeners))
             .map_err(io("starting the accept thread"))?;
         Ok(Self {
             shared,
@@ -173,51 +156,26 @@ pub fn stop_on_signals(server: &NbdServer) -> Result<()> {
     Ok(())
 }
 
-fn accept_loop(
-    shared: &Arc<Shared>,
-    tcp: Option<&TcpListener>,
-    unix: Option<&UnixListener>,
-) -> Vec<JoinHandle<()>> {
+fn accept_loop(shared: &Arc<Shared>, listeners: &mut Listeners) -> Vec<JoinHandle<()>> {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     let mut id = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
-        let mut got = None;
-        if let Some(l) = tcp {
-            match l.accept() {
-                Ok((s, _)) => {
-                    let _ = s.set_nodelay(true);
-                    if s.set_nonblocking(false).is_ok() {
-                        got = Some(Stream::Tcp(s));
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) => log::warn!("nbd accept: {e}"),
+        conns.retain(|c| !c.is_finished());
+        listeners.accept(ACCEPT_TICK, |s| {
+            let stream = match s.into_blocking() {
+                Ok(s) => s,
+                Err(e) => return log::warn!("nbd accept: {e}"),
+            };
+            id += 1;
+            let sh = shared.clone();
+            match std::thread::Builder::new()
+                .name(format!("nbd-conn-{id}"))
+                .spawn(move || connection(stream, &sh))
+            {
+                Ok(h) => conns.push(h),
+                Err(e) => log::warn!("no thread for NBD connection {id}: {e}"),
             }
-        }
-        if got.is_none() {
-            if let Some(l) = unix {
-                match l.accept() {
-                    Ok((s, _)) if s.set_nonblocking(false).is_ok() => got = Some(Stream::Unix(s)),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(e) => log::warn!("nbd accept: {e}"),
-                }
-            }
-        }
-        let Some(stream) = got else {
-            conns.retain(|c| !c.is_finished());
-            std::thread::sleep(ACCEPT_TICK);
-            continue;
-        };
-        id += 1;
-        let sh = shared.clone();
-        match std::thread::Builder::new()
-            .name(format!("nbd-conn-{id}"))
-            .spawn(move || connection(stream, &sh))
-        {
-            Ok(h) => conns.push(h),
-            Err(e) => log::warn!("no thread for NBD connection {id}: {e}"),
-        }
+        });
     }
     conns
 }
@@ -259,12 +217,12 @@ fn connection(mut stream: Stream, sh: &Arc<Shared>) {
     match handshake(&mut stream, sh) {
         Ok(true) => {}
         Ok(false) => {
-            stream.shutdown();
+            let _ = stream.shutdown();
             return;
         }
         Err(e) => {
             log::debug!("nbd handshake ended: {e}");
-            stream.shutdown();
+            let _ = stream.shutdown();
             return;
         }
     }
@@ -442,7 +400,7 @@ fn transmit(mut stream: Stream, sh: &Arc<Shared>) -> std::io::Result<()> {
     for w in workers {
         let _ = w.join();
     }
-    stream.shutdown();
+    let _ = stream.shutdown();
     result
 }
 

@@ -85,7 +85,7 @@ impl Proc {
 /// [`GUEST_PORT`]) and waits for the console line holding `ready`;
 /// returns the machine, that line, where the host reaches the server, and
 /// how long it took (boot and recovery).
-pub fn start_in_guest(
+fn start_in_guest(
     rig: &Rig,
     args: &[String],
     ready: &str,
@@ -138,10 +138,29 @@ fn log_file(store: &Path) -> Result<std::fs::File> {
         .open(log_path(store))?)
 }
 
+/// Starts a server in `rig`'s machine (with `guest` for its arguments,
+/// ready once it prints `ready`) or, without a rig, here as `here` says;
+/// waits until it serves and returns how long that took.
+pub fn start_where(
+    rig: Option<&Rig>,
+    guest: &[String],
+    ready: &str,
+    here: impl FnOnce() -> Command,
+    store: &Path,
+) -> Result<(Proc, SocketAddr, Duration)> {
+    match rig {
+        Some(rig) => {
+            let (proc, _, addr, took) = start_in_guest(rig, guest, ready)?;
+            Ok((proc, addr, took))
+        }
+        None => start(here(), store),
+    }
+}
+
 /// Starts `cmd` (stderr appended to the log beside `store`) and waits for
 /// its first line, which names the address it serves; returns the
 /// process, that address, and how long it took (start-up and recovery).
-pub fn start(mut cmd: Command, store: &Path) -> Result<(Proc, SocketAddr, Duration)> {
+fn start(mut cmd: Command, store: &Path) -> Result<(Proc, SocketAddr, Duration)> {
     cmd.stderr(log_file(store)?);
     let server = ferrite_process::Server::start(cmd, "the server", Ready::FirstLine, LOCAL_START)
         .with_context(|| format!("see {}", log_path(store).display()))?;

@@ -112,11 +112,8 @@ fn start_counting(
     board: Option<&Path>,
     rig: Option<&Rig>,
 ) -> Result<(Server, Duration)> {
-    if let Some(rig) = rig {
-        let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(a), READY)?;
-        return Ok((Server { proc, addr }, took));
-    }
-    let (proc, addr, took) = served::start(command(me, a, board), &a.path)?;
+    let here = || command(me, a, board);
+    let (proc, addr, took) = served::start_where(rig, &guest_args(a), READY, here, &a.path)?;
     Ok((Server { proc, addr }, took))
 }
 

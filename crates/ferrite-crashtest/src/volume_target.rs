@@ -209,11 +209,8 @@ fn start_counting(
     board: Option<&Path>,
     rig: Option<&Rig>,
 ) -> Result<(VolumeServer, Duration)> {
-    if let Some(rig) = rig {
-        let (proc, _, addr, took) = served::start_in_guest(rig, &guest_args(), READY)?;
-        return Ok((VolumeServer { proc, addr }, took));
-    }
-    let (proc, addr, took) = served::start(command(me, a, board), &a.path)?;
+    let here = || command(me, a, board);
+    let (proc, addr, took) = served::start_where(rig, &guest_args(), READY, here, &a.path)?;
     Ok((VolumeServer { proc, addr }, took))
 }
 

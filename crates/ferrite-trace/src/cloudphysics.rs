@@ -21,11 +21,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         if line.is_empty() || (i == 0 && line.starts_with("version")) {
             continue;
         }
-        let bad = |reason: &str| TraceError::Line {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason: reason.into(),
-        };
+        let bad = |reason: &str| TraceError::at_line(path, i + 1, reason);
         let f: Vec<&str> = line.split(',').collect();
         let [_, time, op, size, lbn] = f.as_slice() else {
             return Err(bad("expected 5 comma-separated fields"));

@@ -1,6 +1,6 @@
 //! Errors of trace parsing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;
 
@@ -22,4 +22,16 @@ pub enum TraceError {
     /// The format is not one this crate parses.
     #[error("unknown trace format {format:?}: expected one of {known}")]
     UnknownFormat { format: String, known: String },
+}
+
+impl TraceError {
+    /// Line `line` (counted from 1) of `path` is not what its format
+    /// allows.
+    pub(crate) fn at_line(path: &Path, line: usize, reason: &str) -> Self {
+        TraceError::Line {
+            path: path.to_path_buf(),
+            line,
+            reason: reason.into(),
+        }
+    }
 }

@@ -31,11 +31,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
     }
     let mut out = Vec::new();
     for (i, line) in lines {
-        let bad = |reason: &str| TraceError::Line {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason: reason.into(),
-        };
+        let bad = |reason: &str| TraceError::at_line(path, i + 1, reason);
         let f: Vec<&str> = line.split_whitespace().collect();
         match f.as_slice() {
             [] => {}

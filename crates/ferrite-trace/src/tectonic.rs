@@ -38,11 +38,7 @@ pub(super) fn parse_text(text: &str, path: &Path) -> Result<Vec<BlockRequest>> {
         if line.is_empty() || (i == 0 && line.starts_with("op_time")) {
             continue;
         }
-        let bad = |reason: &str| TraceError::Line {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason: reason.into(),
-        };
+        let bad = |reason: &str| TraceError::at_line(path, i + 1, reason);
         let f: Vec<&str> = line.split(',').collect();
         if f.len() != 11 {
             return Err(bad("expected 11 comma-separated fields"));

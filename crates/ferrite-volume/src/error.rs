@@ -62,7 +62,8 @@ pub enum VolumeError {
     #[error("block map log: {0}")]
     Log(#[from] ferrite_core::Error),
 
-    /// The NBD server could not listen where it was told.
+    /// The NBD server could not listen where it was told, or was told
+    /// no address and no socket.
     #[error(transparent)]
     Listen(ferrite_net::NetError),
 

@@ -90,11 +90,6 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> VolumeError + '_ {
 impl NbdServer {
     /// Binds the listeners and starts serving `volume`.
     pub fn start(volume: Arc<Volume>, config: NbdConfig) -> Result<Self> {
-        if config.listen.is_none() && config.unix.is_none() {
-            return Err(VolumeError::InvalidGeometry(
-                "the server needs a TCP address or a Unix socket".into(),
-            ));
-        }
         let mut listeners =
             Listeners::bind(config.listen, config.unix.as_deref()).map_err(VolumeError::Listen)?;
         let local = listeners.local_addr();

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{side_by_side, Metrics, Report, RunSizes, Study};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::adapter::Target;
 use crate::error::Result;
 use crate::keyset::{KeySpec, ValueSpec};
@@ -26,12 +26,13 @@ pub struct Results {
     reports: Vec<(String, BenchReport)>,
 }
 
-fn sizes(scale: Scale) -> RunSizes {
-    RunSizes {
-        records: scale.pick(5_000, 1_000_000, 10_000_000),
-        ops: scale.pick(2_000, 100_000, 1_000_000),
-        warmup: scale.pick(500, 20_000, 100_000),
-        repeats: scale.pick(1, 3, 3),
+sizes! {
+    struct Sizes {
+        run: RunSizes = (
+            RunSizes { records: 5_000, ops: 2_000, warmup: 500, repeats: 1 },
+            RunSizes { records: 1_000_000, ops: 100_000, warmup: 20_000, repeats: 3 },
+            RunSizes { records: 10_000_000, ops: 1_000_000, warmup: 100_000, repeats: 3 },
+        ),
     }
 }
 
@@ -42,10 +43,12 @@ impl Study for Baselines {
 
     const SUMMARY: &'static str = "YCSB A-F for RocksDB, LMDB, redb, fjall and BTreeMap: 8 B keys/8 B values and YCSB keys/100 B values, cache 10% of data";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = &[];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale).run;
         let targets: Vec<Target> = Target::BASELINES
             .into_iter()
             .filter(Target::available)

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{side_by_side, store_err, Metrics, Report, RunSizes, Study, Table};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::adapter::{self, StoreConfig, Target};
 use crate::error::Result;
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
@@ -36,23 +36,15 @@ pub struct BtreeRepro;
 /// Where the claims come from: the engine's own targets, not a paper.
 const ENGINE_TARGET: &str = "engine target (LeanStore-class B+tree)";
 
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-struct Sizes {
-    run: RunSizes,
-    load_records: u64,
-    cache10_random_records: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        run: RunSizes {
-            records: scale.pick(5_000, 1_000_000, 10_000_000),
-            ops: scale.pick(2_000, 200_000, 1_000_000),
-            warmup: scale.pick(500, 50_000, 200_000),
-            repeats: scale.pick(1, 3, 3),
-        },
-        load_records: scale.pick(20_000, 10_000_000, 10_000_000),
-        cache10_random_records: scale.pick(5_000, 1_000_000, 10_000_000),
+sizes! {
+    struct Sizes {
+        run: RunSizes = (
+            RunSizes { records: 5_000, ops: 2_000, warmup: 500, repeats: 1 },
+            RunSizes { records: 1_000_000, ops: 200_000, warmup: 50_000, repeats: 3 },
+            RunSizes { records: 10_000_000, ops: 1_000_000, warmup: 200_000, repeats: 3 },
+        ),
+        load_records: u64 = (20_000, 10_000_000, 10_000_000),
+        cache10_random_records: u64 = (5_000, 1_000_000, 10_000_000),
     }
 }
 
@@ -221,6 +213,8 @@ impl Study for BtreeRepro {
 
     const SUMMARY: &'static str = "the disk B+tree vs RocksDB and LMDB: in-cache and 10%-cache YCSB, bulk and random loads, memory";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         ycsb_c_vs_rocksdb_incache >= 1.0, ENGINE_TARGET;
         ycsb_c_vs_lmdb_incache >= 1.0, ENGINE_TARGET;
@@ -234,7 +228,7 @@ impl Study for BtreeRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let btree = Target::Ferrite(ferrite::EngineKind::Btree);
         let peers: Vec<Target> = [Target::RocksDb, Target::Lmdb]
             .into_iter()

@@ -22,7 +22,7 @@ use serde_json::json;
 use super::driver::{
     fresh_dir, store_err, Latencies, LatencySummary, Metrics, Report, Study, Table,
 };
-use super::{ClaimSpec, ReproContext};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::Result;
 
 pub struct CheckpointRepro;
@@ -107,11 +107,7 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<E
     let phase = AtomicU8::new(0);
     let hist = [Mutex::new(Latencies::new()), Mutex::new(Latencies::new())];
     let failed = AtomicBool::new(false);
-    let before_for = ctx.scale.pick(
-        Duration::from_millis(500),
-        Duration::from_secs(5),
-        Duration::from_secs(10),
-    );
+    let before_for = Duration::from_millis(Sizes::at(ctx.scale).before_ms);
     let stats = std::thread::scope(|s| {
         s.spawn(|| {
             let mut rng = SmallRng::seed_from_u64(7);
@@ -182,6 +178,15 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<E
     Ok(run)
 }
 
+sizes! {
+    struct Sizes {
+        /// The store's user bytes when the checkpoint starts.
+        data_bytes: u64 = (16 << 20, 1 << 30, 4 << 30),
+        /// How long the writer runs before the checkpoint.
+        before_ms: u64 = (500, 5_000, 10_000),
+    }
+}
+
 impl Study for CheckpointRepro {
     type Results = Results;
 
@@ -189,10 +194,12 @@ impl Study for CheckpointRepro {
 
     const SUMMARY: &'static str = "Store::checkpoint of a large store (512-byte values) while a writer updates at 2000/s: time, bytes copied and linked, the writer's latency before and during";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = &[];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let data_bytes = ctx.scale.pick(16 << 20, 1 << 30, 4 << 30);
+        let data_bytes = Sizes::at(ctx.scale).data_bytes;
         let mut runs = Vec::new();
         for kind in [EngineKind::Btree, EngineKind::Lsm] {
             runs.push(run_engine(ctx, kind, data_bytes)?);

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{fresh_dir, store_err, Metrics, Report, Study, Table};
-use super::{ClaimSpec, ReproContext};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 use crate::keyset::pseudo_random_bytes;
 use crate::report::median;
@@ -235,12 +235,22 @@ fn ratio(a: &[f64], b: &[f64]) -> f64 {
     median(a) / median(b).max(1e-9)
 }
 
+sizes! {
+    struct Sizes {
+        records: u64 = (20_000, 400_000, 2_000_000),
+        /// Operations per round.
+        ops: u64 = (20_000, 200_000, 500_000),
+    }
+}
+
 impl Study for KeyspacesRepro {
     type Results = Results;
 
     const NAME: &'static str = "keyspaces";
 
     const SUMMARY: &'static str = "named keyspaces against the default key space (random gets and overwrites, alternating rounds), and dropping a large keyspace: its latency and background removal";
+
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
 
     const CLAIMS: &'static [ClaimSpec] = claims! {
         max_drop_ms <= 50, "issue: dropping a keyspace is quick whatever its size";
@@ -249,8 +259,7 @@ impl Study for KeyspacesRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let records = ctx.scale.pick(20_000, 400_000, 2_000_000);
-        let ops = ctx.scale.pick(20_000, 200_000, 500_000);
+        let Sizes { records, ops } = Sizes::at(ctx.scale);
         let mut runs = Vec::new();
         for kind in [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv] {
             runs.push(run_engine(ctx, kind, records, ops)?);

@@ -18,6 +18,38 @@ macro_rules! claims {
     };
 }
 
+/// An experiment's sizes, a row per field with its value at each scale:
+/// `records: u64 = (5_000, 1_000_000, 10_000_000),` for smoke, default
+/// and full. Makes the struct, `Sizes::at(scale)`, and `Sizes::ROWS` (the
+/// table as written, which `repro list` prints for every experiment).
+macro_rules! sizes {
+    ($(#[$meta:meta])* struct $name:ident {
+        $($(#[$fmeta:meta])* $field:ident: $ty:ty = ($smoke:expr, $default:expr, $full:expr $(,)?),)*
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+        struct $name {
+            $($(#[$fmeta])* $field: $ty,)*
+        }
+
+        impl $name {
+            /// The sizes at `scale`.
+            fn at(scale: $crate::repro::Scale) -> Self {
+                Self {
+                    $($field: scale.pick($smoke, $default, $full),)*
+                }
+            }
+
+            /// The table as written: each field with its smoke, default
+            /// and full value.
+            const ROWS: &'static [$crate::repro::SizeRow] = &[$($crate::repro::SizeRow {
+                name: stringify!($field),
+                at: [stringify!($smoke), stringify!($default), stringify!($full)],
+            }),*];
+        }
+    };
+}
+
 mod baselines;
 mod btree;
 mod checkpoint;
@@ -84,6 +116,14 @@ impl Scale {
             Scale::Full => full,
         }
     }
+}
+
+/// One row of an experiment's sizes: a field and its value, as written,
+/// at smoke, default and full scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeRow {
+    pub name: &'static str,
+    pub at: [&'static str; 3],
 }
 
 /// A claim as an experiment states it.
@@ -199,6 +239,8 @@ pub trait Experiment: Sync {
     fn name(&self) -> &'static str;
     fn summary(&self) -> &'static str;
     fn claims(&self) -> Vec<ClaimSpec>;
+    /// How big its runs are at each scale.
+    fn sizes(&self) -> &'static [SizeRow];
     fn run(&self, ctx: &ReproContext) -> Result<Outcome>;
     /// Rebuilds the Markdown and plots in `ctx.out_dir` from the JSON a
     /// previous run saved there, without measuring again. Returns false if
@@ -319,6 +361,26 @@ mod tests {
         assert_eq!(names, dedup);
         assert!(find("baselines").is_ok());
         assert!(find("nope").is_err());
+    }
+
+    #[test]
+    fn a_sizes_table_gives_each_scale_its_column_and_lists_itself() {
+        sizes! {
+            struct Demo {
+                /// Rows loaded.
+                records: u64 = (10, 1 << 10, 1 << 20),
+                pair: (u32, u32) = ((1, 2), (3, 4), (5, 6)),
+            }
+        }
+        assert_eq!(Demo::at(Scale::Smoke).records, 10);
+        assert_eq!(Demo::at(Scale::Default).records, 1024);
+        assert_eq!(Demo::at(Scale::Full).pair, (5, 6));
+        assert_eq!(Demo::ROWS.len(), 2);
+        assert_eq!(Demo::ROWS[0].name, "records");
+        assert_eq!(Demo::ROWS[0].at, ["10", "1 << 10", "1 << 20"]);
+        for e in registry() {
+            assert!(!e.sizes().is_empty(), "{} declares no sizes", e.name());
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{Metrics, Report, Study};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 use crate::range_index::tail::{self, TailProfile};
 use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
@@ -36,29 +36,18 @@ use ferrite_trace as trace;
 
 pub struct RaskRepro;
 
-struct Sizes {
-    synthetic_ops: u64,
-    disk_blocks: u64,
-    trace_repeats: usize,
-    tiny_repeats: usize,
-    synthetic_repeats: usize,
-    verify_synthetic_ops: usize,
-    scaling_ops: usize,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    // The full scale is the default: the traces are what they are.
-    let pick = |smoke: u64, larger: u64| scale.pick(smoke, larger, larger);
-    Sizes {
-        synthetic_ops: pick(50_000, 10_000_000),
-        disk_blocks: pick(1 << 18, 1 << 22),
-        trace_repeats: pick(1, 5) as usize,
-        tiny_repeats: pick(3, 101) as usize,
+// The full scale is the default: the traces are what they are.
+sizes! {
+    struct Sizes {
+        synthetic_ops: u64 = (50_000, 10_000_000, 10_000_000),
+        disk_blocks: u64 = (1 << 18, 1 << 22, 1 << 22),
+        trace_repeats: usize = (1, 5, 5),
+        tiny_repeats: usize = (3, 101, 101),
         // One replay per index moved the synthetic rows by a quarter
         // between runs on this shared host; three give a median.
-        synthetic_repeats: pick(1, 3) as usize,
-        verify_synthetic_ops: pick(50_000, 1_000_000) as usize,
-        scaling_ops: pick(50_000, 4_000_000) as usize,
+        synthetic_repeats: usize = (1, 3, 3),
+        verify_synthetic_ops: usize = (50_000, 1_000_000, 1_000_000),
+        scaling_ops: usize = (50_000, 4_000_000, 4_000_000),
     }
 }
 
@@ -303,6 +292,8 @@ impl Study for RaskRepro {
 
     const SUMMARY: &'static str = "the range-as-a-key index vs per-block and range-keyed baselines on block traces: memory, throughput, tail latency";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         memory_ratio_vs_btreemap_perblock <= 0.25, "RASK uses 1.15–54.7% of the baselines' memory";
         memory_ratio_vs_best_range <= 0.60, "5.31–20.5% of segment/interval trees";
@@ -319,7 +310,7 @@ impl Study for RaskRepro {
         if !crate::counting_alloc::installed() {
             eprintln!("rask: the counting allocator is not this process's; memory is not measured");
         }
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let mut results = Results::default();
         let mut datasets: Vec<(String, Vec<RangeOp>, usize)> = Vec::new();
         for (name, file) in [

@@ -43,7 +43,7 @@ use super::resp::Resp;
 use super::serve::{
     bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
 };
-use super::{ClaimSpec, ReproContext};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 
 pub struct ReplicationRepro;
@@ -67,19 +67,12 @@ const ENGINES: [EngineKind; 2] = [EngineKind::Btree, EngineKind::Lsm];
 /// Alternating rounds per engine.
 const ROUNDS: usize = 3;
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Sizes {
-    requests: u64,
-    clients: u32,
-    /// Bytes loaded before the full sync.
-    sync_bytes: u64,
-}
-
-fn sizes(scale: super::Scale) -> Sizes {
-    Sizes {
-        requests: scale.pick(20_000, 1_000_000, 2_000_000),
-        clients: scale.pick(10, 50, 50),
-        sync_bytes: scale.pick(4 << 20, 1 << 30, 4 << 30),
+sizes! {
+    struct Sizes {
+        requests: u64 = (20_000, 1_000_000, 2_000_000),
+        clients: u32 = (10, 50, 50),
+        /// Bytes loaded before the full sync.
+        sync_bytes: u64 = (4 << 20, 1 << 30, 4 << 30),
     }
 }
 
@@ -392,13 +385,15 @@ impl Study for ReplicationRepro {
     const NAME: &'static str = "replication";
     const SUMMARY: &'static str =
         "ferrite serve masters with two replicas against alone, replication lag, full sync beside redis-server's";
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         set_with_two_replicas_vs_alone_p16 >= 0.8, TARGET;
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let root = fresh_dir(&ctx.work_dir.join("replication"))?;
         let mut r = Results {

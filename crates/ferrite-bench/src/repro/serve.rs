@@ -58,7 +58,7 @@ use serde_json::json;
 use super::driver::{ferrite_binary, fresh_dir, store_err, Metrics, Report, Study, Table};
 use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, Scale, SizeRow};
 use crate::error::{BenchError, Result};
 
 pub struct ServeRepro;
@@ -98,35 +98,23 @@ const IDLE_ROUNDS: usize = 3;
 /// Rounds of the type tests, the servers alternating; medians compared.
 const TYPE_ROUNDS: usize = 3;
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Sizes {
-    /// Requests per pipelined run, and the keyspace (`-r`).
-    requests: u64,
-    /// Requests per unpipelined run.
-    requests_p1: u64,
-    /// Requests per unpipelined run with a sync per write.
-    requests_always_p1: u64,
-    /// Requests from one client with a sync per write.
-    requests_one_client: u64,
-    clients: u32,
-    value_bytes: u32,
-    /// Reads of the in-process pass.
-    inprocess_reads: u64,
-    /// Keys of the expiry pass.
-    #[serde(default)]
-    expiry_keys: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        requests: scale.pick(5_000, 1_000_000, 1_000_000),
-        requests_p1: scale.pick(2_000, 200_000, 1_000_000),
-        requests_always_p1: scale.pick(1_000, 20_000, 200_000),
-        requests_one_client: scale.pick(200, 2_000, 10_000),
-        clients: scale.pick(10, 50, 50),
-        value_bytes: 100,
-        inprocess_reads: scale.pick(5_000, 500_000, 2_000_000),
-        expiry_keys: scale.pick(20_000, 1_000_000, 1_000_000),
+sizes! {
+    struct Sizes {
+        /// Requests per pipelined run, and the keyspace (`-r`).
+        requests: u64 = (5_000, 1_000_000, 1_000_000),
+        /// Requests per unpipelined run.
+        requests_p1: u64 = (2_000, 200_000, 1_000_000),
+        /// Requests per unpipelined run with a sync per write.
+        requests_always_p1: u64 = (1_000, 20_000, 200_000),
+        /// Requests from one client with a sync per write.
+        requests_one_client: u64 = (200, 2_000, 10_000),
+        clients: u32 = (10, 50, 50),
+        value_bytes: u32 = (100, 100, 100),
+        /// Reads of the in-process pass.
+        inprocess_reads: u64 = (5_000, 500_000, 2_000_000),
+        /// Keys of the expiry pass.
+        #[serde(default)]
+        expiry_keys: u64 = (20_000, 1_000_000, 1_000_000),
     }
 }
 
@@ -732,6 +720,8 @@ impl Study for ServeRepro {
     const NAME: &'static str = "serve";
     const SUMMARY: &'static str =
         "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         get_vs_redis_p16 >= 0.8, TARGET;
         get_vs_inprocess_p16 >= 0.6, TARGET;
@@ -751,7 +741,7 @@ impl Study for ServeRepro {
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let mut results = Results {
             sizes: Some(s),

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, store_err, Latencies, Metrics, Report, Study};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
 use crate::error::{BenchError, Result};
 use crate::keyset::{mix64, read_sosd};
@@ -54,32 +54,18 @@ use crate::report;
 
 pub struct ShortcutRepro;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-struct Sizes {
-    records: u64,
-    page_size: usize,
-    warmup: u64,
-    ops: u64,
-    chunks: u64,
-    latdev_ops: u64,
-    insert_base: u64,
-    insert_ops: u64,
-    insert_chunks: u64,
-    punch_ops: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        records: scale.pick(100_000, 50_000_000, 200_000_000),
-        page_size: 1024,
-        warmup: scale.pick(1_000, 40_000, 100_000),
-        ops: scale.pick(3_000, 120_000, 400_000),
-        chunks: scale.pick(3, 12, 20),
-        latdev_ops: scale.pick(300, 8_000, 20_000),
-        insert_base: scale.pick(20_000, 500_000, 4_000_000),
-        insert_ops: scale.pick(20_000, 500_000, 4_000_000),
-        insert_chunks: scale.pick(4, 20, 20),
-        punch_ops: scale.pick(20, 400, 1_000),
+sizes! {
+    struct Sizes {
+        records: u64 = (100_000, 50_000_000, 200_000_000),
+        page_size: usize = (1024, 1024, 1024),
+        warmup: u64 = (1_000, 40_000, 100_000),
+        ops: u64 = (3_000, 120_000, 400_000),
+        chunks: u64 = (3, 12, 20),
+        latdev_ops: u64 = (300, 8_000, 20_000),
+        insert_base: u64 = (20_000, 500_000, 4_000_000),
+        insert_ops: u64 = (20_000, 500_000, 4_000_000),
+        insert_chunks: u64 = (4, 20, 20),
+        punch_ops: u64 = (20, 400, 1_000),
     }
 }
 
@@ -489,6 +475,8 @@ impl Study for ShortcutRepro {
 
     const SUMMARY: &'static str = "SHORTCUT's one-shot traversal vs dependent descent: latency, accuracy, memory, insert-heavy re-layout";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         tree_height >= 4, "5 levels (3.3B keys, 4 KB nodes)";
         reads_per_lookup_baseline >= 2.5, "(setup)";
@@ -504,7 +492,7 @@ impl Study for ShortcutRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let ps = s.page_size;
         let root = ctx.work_dir.join("shortcut");
         let _ = std::fs::remove_dir_all(&root);

@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, sized_lsm_options, Latencies, Metrics, Report, Study};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::adapter::Target;
 use crate::distribution::Chooser;
 use crate::distribution::ScrambledZipfian;
@@ -63,33 +63,19 @@ use crate::workload::Workload;
 
 pub struct SwiftRepro;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-struct Sizes {
-    records: u64,
-    warmup: u64,
-    /// Measured lookups per distribution in-cache, and at 10% cache.
-    ops: u64,
-    ops_cache10: u64,
-    chunks: u64,
-    sweep_ops: u64,
-    peer_records: u64,
-    peer_ops: u64,
-    model_records: u64,
-    partition_records: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        records: scale.pick(200_000, 10_000_000, 40_000_000),
-        warmup: scale.pick(10_000, 100_000, 500_000),
-        ops: scale.pick(40_000, 1_000_000, 4_000_000),
-        ops_cache10: scale.pick(10_000, 200_000, 1_000_000),
-        chunks: scale.pick(4, 10, 20),
-        sweep_ops: scale.pick(10_000, 100_000, 1_000_000),
-        peer_records: scale.pick(100_000, 10_000_000, 40_000_000),
-        peer_ops: scale.pick(10_000, 100_000, 1_000_000),
-        model_records: scale.pick(200_000, 2_000_000, 8_000_000),
-        partition_records: scale.pick(100_000, 2_000_000, 10_000_000),
+sizes! {
+    struct Sizes {
+        records: u64 = (200_000, 10_000_000, 40_000_000),
+        warmup: u64 = (10_000, 100_000, 500_000),
+        /// Measured lookups per distribution in-cache, and at 10% cache.
+        ops: u64 = (40_000, 1_000_000, 4_000_000),
+        ops_cache10: u64 = (10_000, 200_000, 1_000_000),
+        chunks: u64 = (4, 10, 20),
+        sweep_ops: u64 = (10_000, 100_000, 1_000_000),
+        peer_records: u64 = (100_000, 10_000_000, 40_000_000),
+        peer_ops: u64 = (10_000, 100_000, 1_000_000),
+        model_records: u64 = (200_000, 2_000_000, 8_000_000),
+        partition_records: u64 = (100_000, 2_000_000, 10_000_000),
     }
 }
 
@@ -933,7 +919,7 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
     let keys = KeySet::new((shape.keys)(), 7)?;
     let sizes = Sizes {
         records: s.partition_records,
-        ..sizes(ctx.scale)
+        ..Sizes::at(ctx.scale)
     };
     let cache = s.partition_records * 400;
     let dirs: Vec<PathBuf> = PARTITIONS
@@ -1113,6 +1099,8 @@ impl Study for SwiftRepro {
 
     const SUMMARY: &'static str = "SwiftKV: learned vs sparse SSTable index blocks in one LSM engine, vs RocksDB, index sizes, model types";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         read_speedup_vs_sparse_incache >= 1.4, "1.5-2.1x random reads (vs RocksDB)";
         read_speedup_vs_sparse_cache10 >= 1.1, "1.19-1.60x read throughput";
@@ -1127,7 +1115,7 @@ impl Study for SwiftRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let mut results = Results {
             sizes: s,
             compression: ctx.compression.to_string(),

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, fresh_dir, store_err, Metrics, Report, Study, Table};
-use super::{ClaimSpec, ReproContext};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::adapter::tx_target::{FerriteMode, FerriteTx, TxTarget};
 use crate::distribution::{Chooser, ScrambledZipfian, Uniform};
 use crate::error::Result;
@@ -152,12 +152,22 @@ fn run_chunk(
     Ok(((per * threads as u64) as f64 / secs, conflicts.into_inner()))
 }
 
+sizes! {
+    struct Sizes {
+        records: u64 = (2_000, 200_000, 1_000_000),
+        chunk_ops: u64 = (400, 20_000, 50_000),
+        chunks: u64 = (2, 5, 7),
+    }
+}
+
 impl Study for TransactionsRepro {
     type Results = Results;
 
     const NAME: &'static str = "transactions";
 
     const SUMMARY: &'static str = "read-modify-write transactions (read 2 keys, write both) on btree/lsm/zkv vs fjall and RocksDB optimistic transactions, uniform and zipfian, 1 and 2 threads; and vs plain batches";
+
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
 
     const CLAIMS: &'static [ClaimSpec] = claims! {
         btree_vs_best_peer >= 1.0, "issue: ≥ 1.0× the faster peer";
@@ -167,9 +177,11 @@ impl Study for TransactionsRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let records = ctx.scale.pick(2_000, 200_000, 1_000_000);
-        let chunk_ops = ctx.scale.pick(400, 20_000, 50_000);
-        let chunks = ctx.scale.pick(2, 5, 7);
+        let Sizes {
+            records,
+            chunk_ops,
+            chunks,
+        } = Sizes::at(ctx.scale);
         // Four times the user bytes: room for every store's pages and
         // overhead (the B+tree's pages after an ascending load are half
         // full, twice the user bytes), so this measures the transaction

@@ -39,25 +39,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, open_engine, store_err, Metrics, Report, Study, Table};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::Result;
 use crate::report;
 
 pub struct TurboRepro;
 
-struct Sizes {
-    records: u64,
-    warmup: u64,
-    ops: u64,
-    chunks: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        records: scale.pick(200_000, 3_000_000, 20_000_000),
-        warmup: scale.pick(10_000, 150_000, 1_000_000),
-        ops: scale.pick(40_000, 600_000, 4_000_000),
-        chunks: scale.pick(4, 12, 20),
+sizes! {
+    struct Sizes {
+        records: u64 = (200_000, 3_000_000, 20_000_000),
+        warmup: u64 = (10_000, 150_000, 1_000_000),
+        ops: u64 = (40_000, 600_000, 4_000_000),
+        chunks: u64 = (4, 12, 20),
     }
 }
 
@@ -338,6 +331,8 @@ impl Study for TurboRepro {
 
     const SUMMARY: &'static str = "TurboIndex's insert buffer vs the same B+tree without it: uniform writes, LRU anomalies, skew, YCSB A/B";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         speedup_write_uniform >= 4.0, "up to 4.5x (reuse threshold 2)";
         speedup_lru_anomaly1 >= 5.0, "9.98x";
@@ -349,7 +344,7 @@ impl Study for TurboRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let root = ctx.work_dir.join("turboindex");
         let _ = std::fs::remove_dir_all(&root);
         let dirs: Vec<_> = KINDS.iter().map(|k| root.join(k.name())).collect();

@@ -44,7 +44,7 @@ use serde_json::json;
 use super::driver::{
     ferrite_binary, free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table,
 };
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 use crate::memory_cgroup::MemoryCgroup;
 
@@ -52,47 +52,33 @@ pub struct VolumeRepro;
 
 const TARGET: &str = "volume target (issue: NBD volume)";
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Sizes {
-    volume_bytes: u64,
-    segment_bytes: u64,
-    phase_secs: u64,
-    qd1_secs: u64,
-    /// Bytes overwritten in the space-amplification pass, as a multiple of
-    /// the volume.
-    overwrite_factor: f64,
-    /// Trace requests replayed (a prefix at smoke scale).
-    trace_requests: usize,
-    /// The memory cgroup limit of the capped `nbdkit file` (its page
-    /// cache and its own memory).
-    #[serde(default)]
-    page_cache_cap: u64,
-    /// The volume written in full, then killed under writes, for the
-    /// recovery time.
-    #[serde(default)]
-    crash_volume_bytes: u64,
-    /// Seconds of overwrites between the full write and the kill.
-    #[serde(default)]
-    crash_after_secs: u64,
-    /// A second, larger reclamation pass: the reclaimer's slack is a few
-    /// segments whatever the size, so a 1 GiB volume overstates what it
-    /// leaves on volumes of the sizes clients use.
-    #[serde(default)]
-    gc_volume_bytes: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        volume_bytes: scale.pick(64 << 20, 1 << 30, 4 << 30),
-        segment_bytes: scale.pick(4 << 20, 64 << 20, 64 << 20),
-        phase_secs: scale.pick(2, 12, 30),
-        qd1_secs: scale.pick(1, 6, 15),
-        overwrite_factor: 3.0,
-        trace_requests: scale.pick(2_000, usize::MAX, usize::MAX),
-        page_cache_cap: scale.pick(32 << 20, 64 << 20, 256 << 20),
-        crash_volume_bytes: scale.pick(256 << 20, 64 << 30, 64 << 30),
-        crash_after_secs: scale.pick(2, 10, 10),
-        gc_volume_bytes: scale.pick(64 << 20, 8 << 30, 16 << 30),
+sizes! {
+    struct Sizes {
+        volume_bytes: u64 = (64 << 20, 1 << 30, 4 << 30),
+        segment_bytes: u64 = (4 << 20, 64 << 20, 64 << 20),
+        phase_secs: u64 = (2, 12, 30),
+        qd1_secs: u64 = (1, 6, 15),
+        /// Bytes overwritten in the space-amplification pass, as a multiple of
+        /// the volume.
+        overwrite_factor: f64 = (3.0, 3.0, 3.0),
+        /// Trace requests replayed (a prefix at smoke scale).
+        trace_requests: usize = (2_000, usize::MAX, usize::MAX),
+        /// The memory cgroup limit of the capped `nbdkit file` (its page
+        /// cache and its own memory).
+        #[serde(default)]
+        page_cache_cap: u64 = (32 << 20, 64 << 20, 256 << 20),
+        /// The volume written in full, then killed under writes, for the
+        /// recovery time.
+        #[serde(default)]
+        crash_volume_bytes: u64 = (256 << 20, 64 << 30, 64 << 30),
+        /// Seconds of overwrites between the full write and the kill.
+        #[serde(default)]
+        crash_after_secs: u64 = (2, 10, 10),
+        /// A second, larger reclamation pass: the reclaimer's slack is a few
+        /// segments whatever the size, so a 1 GiB volume overstates what it
+        /// leaves on volumes of the sizes clients use.
+        #[serde(default)]
+        gc_volume_bytes: u64 = (64 << 20, 8 << 30, 16 << 30),
     }
 }
 
@@ -517,6 +503,8 @@ impl Study for VolumeRepro {
     const NAME: &'static str = "volume";
     const SUMMARY: &'static str =
         "NBD volume on RASK vs a per-block map vs nbdkit file, fio over loopback, plus GC and recovery";
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         randwrite4k_qd16_vs_nbdkit >= 1.0, TARGET;
         randread4k_qd16_vs_nbdkit >= 0.8, TARGET;
@@ -528,7 +516,7 @@ impl Study for VolumeRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let mut r = Results {
             sizes: Some(s),
             ..Results::default()

@@ -41,52 +41,32 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, alternate_while, fresh_dir, store_err, Metrics, Report, Study};
-use super::{ClaimSpec, ReproContext, Scale};
+use super::{ClaimSpec, ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 use crate::report;
 use crate::workload::{Op, OpStream, RecordCounter, Workload};
 
 pub struct ZkvRepro;
 
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-struct Sizes {
-    records: u64,
-    /// Inserts measured in YCSB-a (after as many again of warm-up).
-    inserts: u64,
-    /// Operations measured per other workload (scans: a tenth).
-    ops: u64,
-    warmup: u64,
-    chunks: u64,
-    /// Records for the breakdown and sensitivity runs.
-    small_records: u64,
-    small_ops: u64,
-    gc_records: u64,
-    gc_ops: u64,
-    gc_zone: (u64, u64),
-    /// Bytes of values loaded in each value-log reclamation run; its
-    /// operations rewrite them `VLOG_REWRITES` times over.
-    vlog_bytes: u64,
-    crash_runs: u64,
-}
-
-fn sizes(scale: Scale) -> Sizes {
-    Sizes {
-        records: scale.pick(60_000, 10_000_000, 40_000_000),
-        inserts: scale.pick(8_000, 200_000, 2_000_000),
-        ops: scale.pick(6_000, 80_000, 600_000),
-        warmup: scale.pick(2_000, 20_000, 100_000),
-        chunks: scale.pick(2, 8, 10),
-        small_records: scale.pick(30_000, 2_000_000, 8_000_000),
-        small_ops: scale.pick(4_000, 100_000, 300_000),
-        gc_records: scale.pick(200_000, 3_000_000, 10_000_000),
-        gc_ops: scale.pick(20_000, 600_000, 2_000_000),
-        gc_zone: scale.pick(
-            (256 << 10, 192 << 10),
-            (2 << 20, 1 << 20),
-            (4 << 20, 2 << 20),
-        ),
-        vlog_bytes: scale.pick(6 << 20, 200 << 20, 1 << 30),
-        crash_runs: scale.pick(6, 60, 200),
+sizes! {
+    struct Sizes {
+        records: u64 = (60_000, 10_000_000, 40_000_000),
+        /// Inserts measured in YCSB-a (after as many again of warm-up).
+        inserts: u64 = (8_000, 200_000, 2_000_000),
+        /// Operations measured per other workload (scans: a tenth).
+        ops: u64 = (6_000, 80_000, 600_000),
+        warmup: u64 = (2_000, 20_000, 100_000),
+        chunks: u64 = (2, 8, 10),
+        /// Records for the breakdown and sensitivity runs.
+        small_records: u64 = (30_000, 2_000_000, 8_000_000),
+        small_ops: u64 = (4_000, 100_000, 300_000),
+        gc_records: u64 = (200_000, 3_000_000, 10_000_000),
+        gc_ops: u64 = (20_000, 600_000, 2_000_000),
+        gc_zone: (u64, u64) = ((256 << 10, 192 << 10), (2 << 20, 1 << 20), (4 << 20, 2 << 20)),
+        /// Bytes of values loaded in each value-log reclamation run; its
+        /// operations rewrite them `VLOG_REWRITES` times over.
+        vlog_bytes: u64 = (6 << 20, 200 << 20, 1 << 30),
+        crash_runs: u64 = (6, 60, 200),
     }
 }
 
@@ -1029,6 +1009,8 @@ impl Study for ZkvRepro {
 
     const SUMMARY: &'static str = "ZKV vs the B+-tree and BD-tree on an emulated zoned device: Table 2 workloads, write bytes per insert, breakdown, memory sensitivity, zone reclamation of leaves and of the value log";
 
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+
     const CLAIMS: &'static [ClaimSpec] = claims! {
         write_bytes_per_insert <= 250, "222 B (B+-tree 6,504 B)";
         read_bytes_ratio_vs_btree <= 1.05, "1.01 (3,725 vs 3,687 B per read)";
@@ -1042,7 +1024,7 @@ impl Study for ZkvRepro {
     };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = sizes(ctx.scale);
+        let s = Sizes::at(ctx.scale);
         let mut r = Results {
             sizes: s,
             ..Results::default()

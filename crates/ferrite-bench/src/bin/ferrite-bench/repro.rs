@@ -8,7 +8,8 @@ use ferrite_bench::repro::{self, ReproContext, Scale};
 
 #[derive(Args)]
 pub struct ReproArgs {
-    /// Experiment name, or `list`.
+    /// Experiment name, or `list` (every experiment with its claims and
+    /// its sizes at each scale).
     experiment: String,
     /// smoke (seconds, for CI), default (≤ ~10 minutes, claims judged) or full.
     #[arg(long, default_value = "default")]
@@ -59,6 +60,13 @@ pub fn run(a: ReproArgs) -> Result<()> {
                 println!(
                     "{:<12}   {} {}  (paper: {})",
                     "", c.metric, c.target, c.paper
+                );
+            }
+            for r in e.sizes() {
+                let [smoke, default, full] = r.at;
+                println!(
+                    "{:<12}   size {}: {smoke} (smoke), {default} (default), {full} (full)",
+                    "", r.name
                 );
             }
         }

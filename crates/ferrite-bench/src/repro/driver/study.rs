@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::space::{self, SpaceWatch, StoreSpace};
 use super::{Metrics, Report};
 use crate::error::{BenchError, Result};
-use crate::repro::{ClaimSpec, Experiment, Outcome, ReproContext};
+use crate::repro::{ClaimSpec, Experiment, Outcome, ReproContext, SizeRow};
 
 pub trait Study: Sync {
     /// Everything a run measured: what the metrics and the report are
@@ -25,6 +25,8 @@ pub trait Study: Sync {
     const SUMMARY: &'static str;
     /// The paper's claims, as targets on [`Study::metrics`].
     const CLAIMS: &'static [ClaimSpec];
+    /// Its sizes at each scale (a `sizes!` table's `ROWS`).
+    const SIZES: &'static [SizeRow];
     fn measure(&self, ctx: &ReproContext) -> Result<Self::Results>;
     /// The run's parameters (sizes, budgets, durability) for its JSON.
     fn params(&self, r: &Self::Results) -> serde_json::Value;
@@ -70,6 +72,10 @@ impl<S: Study> Experiment for Driven<S> {
 
     fn claims(&self) -> Vec<ClaimSpec> {
         S::CLAIMS.to_vec()
+    }
+
+    fn sizes(&self) -> &'static [SizeRow] {
+        S::SIZES
     }
 
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{side_by_side, Metrics, Report, RunSizes, Study};
-use super::{ClaimSpec, ReproContext, SizeRow};
+use super::{NoClaims, ReproContext, SizeRow};
 use crate::adapter::Target;
 use crate::error::Result;
 use crate::keyset::{KeySpec, ValueSpec};
@@ -38,14 +38,13 @@ sizes! {
 
 impl Study for Baselines {
     type Results = Results;
+    type Claims = NoClaims;
 
     const NAME: &'static str = "baselines";
 
     const SUMMARY: &'static str = "YCSB A-F for RocksDB, LMDB, redb, fjall and BTreeMap: 8 B keys/8 B values and YCSB keys/100 B values, cache 10% of data";
 
     const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = &[];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = Sizes::at(ctx.scale).run;
@@ -99,7 +98,7 @@ impl Study for Baselines {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
+    fn metrics(&self, r: &Results, _: &mut NoClaims) -> Metrics {
         let mut m = Metrics::new();
         for (label, b) in &r.reports {
             for row in &b.results {

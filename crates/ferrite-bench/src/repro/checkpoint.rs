@@ -22,7 +22,7 @@ use serde_json::json;
 use super::driver::{
     fresh_dir, store_err, Latencies, LatencySummary, Metrics, Report, Study, Table,
 };
-use super::{ClaimSpec, ReproContext, SizeRow};
+use super::{NoClaims, ReproContext, SizeRow};
 use crate::error::Result;
 
 pub struct CheckpointRepro;
@@ -189,14 +189,13 @@ sizes! {
 
 impl Study for CheckpointRepro {
     type Results = Results;
+    type Claims = NoClaims;
 
     const NAME: &'static str = "checkpoint";
 
     const SUMMARY: &'static str = "Store::checkpoint of a large store (512-byte values) while a writer updates at 2000/s: time, bytes copied and linked, the writer's latency before and during";
 
     const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = &[];
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let data_bytes = Sizes::at(ctx.scale).data_bytes;
@@ -223,7 +222,7 @@ impl Study for CheckpointRepro {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
+    fn metrics(&self, r: &Results, _: &mut NoClaims) -> Metrics {
         let mut m = Metrics::new();
         for run in &r.runs {
             let e = &run.engine;

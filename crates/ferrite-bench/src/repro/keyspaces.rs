@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{fresh_dir, store_err, Metrics, Report, Study, Table};
-use super::{ClaimSpec, ReproContext, SizeRow};
+use super::{ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 use crate::keyset::pseudo_random_bytes;
 use crate::report::median;
@@ -243,20 +243,23 @@ sizes! {
     }
 }
 
+claims! {
+    struct Claims {
+        max_drop_ms <= 50, "issue: dropping a keyspace is quick whatever its size";
+        min_get_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
+        min_put_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
+    }
+}
+
 impl Study for KeyspacesRepro {
     type Results = Results;
+    type Claims = Claims;
 
     const NAME: &'static str = "keyspaces";
 
     const SUMMARY: &'static str = "named keyspaces against the default key space (random gets and overwrites, alternating rounds), and dropping a large keyspace: its latency and background removal";
 
     const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = claims! {
-        max_drop_ms <= 50, "issue: dropping a keyspace is quick whatever its size";
-        min_get_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
-        min_put_ratio >= 0.9, "a keyspace costs its 7-byte prefix and little else";
-    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let Sizes { records, ops } = Sizes::at(ctx.scale);
@@ -283,7 +286,7 @@ impl Study for KeyspacesRepro {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
+    fn metrics(&self, r: &Results, c: &mut Claims) -> Metrics {
         let mut m = Metrics::new();
         let (mut drop_ms, mut get, mut put) = (0f64, f64::MAX, f64::MAX);
         for run in &r.runs {
@@ -302,9 +305,9 @@ impl Study for KeyspacesRepro {
             get = get.min(g);
             put = put.min(p);
         }
-        m.set("max_drop_ms", drop_ms);
-        m.set("min_get_ratio", get);
-        m.set("min_put_ratio", put);
+        c.max_drop_ms.set(drop_ms);
+        c.min_get_ratio.set(get);
+        c.min_put_ratio.set(put);
         m
     }
 

@@ -5,16 +5,48 @@
 //! here, never by the experiment itself. At smoke scale (what CI runs, to
 //! keep every experiment building and running) no claim is judged.
 
-/// An experiment's claims, a line each: `metric >= 1.5, "what the paper
-/// reports";`, the comparison one of `<=`, `>=`, `==`, `<`, `>` against a
-/// number (see [`judge`]).
+/// An experiment's claims, a line each, and the struct of figures they
+/// are judged on:
+///
+/// ```text
+/// claims! {
+///     struct Claims {
+///         speedup >= 1.5, "what the paper reports";
+///     }
+/// }
+/// ```
+///
+/// makes `Claims` with one [`driver::Figure`] field per claim (`speedup`),
+/// which the experiment's metrics set; a claim on a figure no code sets
+/// does not compile away silently, and a figure no claim names does not
+/// compile at all. The comparison is one of `<=`, `>=`, `==`, `<`, `>`
+/// against a number (see [`judge`]).
 macro_rules! claims {
-    ($($metric:ident $op:tt $bound:literal, $paper:expr;)*) => {
-        &[$($crate::repro::ClaimSpec::new(
-            stringify!($metric),
-            concat!(stringify!($op), " ", stringify!($bound)),
-            $paper,
-        )),*]
+    (struct $name:ident { $($metric:ident $op:tt $bound:literal, $paper:expr;)* }) => {
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $name {
+            $($metric: $crate::repro::driver::Figure,)*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self {
+                    $($metric: $crate::repro::driver::Figure::named(stringify!($metric)),)*
+                }
+            }
+        }
+
+        impl $crate::repro::ClaimFigures for $name {
+            const SPECS: &'static [$crate::repro::ClaimSpec] = &[$($crate::repro::ClaimSpec::new(
+                stringify!($metric),
+                concat!(stringify!($op), " ", stringify!($bound)),
+                $paper,
+            )),*];
+
+            fn figures(&self) -> Vec<$crate::repro::driver::Figure> {
+                vec![$(self.$metric),*]
+            }
+        }
     };
 }
 
@@ -145,6 +177,27 @@ impl ClaimSpec {
             paper,
             target,
         }
+    }
+}
+
+/// An experiment's claims with the figures they are judged on (made by
+/// `claims!`).
+pub trait ClaimFigures: Default {
+    /// The claims, one per figure, in the order written.
+    const SPECS: &'static [ClaimSpec];
+    /// Every figure, measured or not.
+    fn figures(&self) -> Vec<driver::Figure>;
+}
+
+/// No claims: an experiment that reports figures without judging them.
+#[derive(Debug, Default)]
+pub struct NoClaims;
+
+impl ClaimFigures for NoClaims {
+    const SPECS: &'static [ClaimSpec] = &[];
+
+    fn figures(&self) -> Vec<driver::Figure> {
+        Vec::new()
     }
 }
 
@@ -386,15 +439,24 @@ mod tests {
     #[test]
     fn every_claim_states_a_target_that_can_be_judged() {
         const PAPER: &str = "a paper's figure";
-        let written: &[ClaimSpec] = claims! {
-            speedup >= 1.5, "1.5-2x";
-            p99_ratio <= 0.60, PAPER;
-            lost == 0, "(correctness)";
-        };
+        claims! {
+            struct Written {
+                speedup >= 1.5, "1.5-2x";
+                p99_ratio <= 0.60, PAPER;
+                lost == 0, "(correctness)";
+            }
+        }
+        let written = Written::SPECS;
         assert_eq!(written[0], ClaimSpec::new("speedup", ">= 1.5", "1.5-2x"));
         assert_eq!(written[1].target, "<= 0.60");
         assert_eq!(written[1].paper, PAPER);
         assert_eq!(judge(written[2].target, 0.0), Some(true));
+        let mut figures = Written::default();
+        figures.p99_ratio.set(0.5);
+        let names: Vec<_> = figures.figures().iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["speedup", "p99_ratio", "lost"]);
+        assert_eq!(figures.figures()[1].value(), Some(0.5));
+        assert_eq!(figures.figures()[0].value(), None);
         for e in registry() {
             for c in e.claims() {
                 assert!(judge(c.target, 0.0).is_some(), "{}: {}", e.name(), c.metric);

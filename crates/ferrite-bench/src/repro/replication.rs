@@ -43,7 +43,7 @@ use super::resp::Resp;
 use super::serve::{
     bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
 };
-use super::{ClaimSpec, ReproContext, SizeRow};
+use super::{ReproContext, SizeRow};
 use crate::error::{BenchError, Result};
 
 pub struct ReplicationRepro;
@@ -380,16 +380,19 @@ fn full_syncs(bin: &Path, root: &Path, s: Sizes, r: &mut Results) -> Result<()> 
     Ok(())
 }
 
+claims! {
+    struct Claims {
+        set_with_two_replicas_vs_alone_p16 >= 0.8, TARGET;
+    }
+}
+
 impl Study for ReplicationRepro {
     type Results = Results;
+    type Claims = Claims;
     const NAME: &'static str = "replication";
     const SUMMARY: &'static str =
         "ferrite serve masters with two replicas against alone, replication lag, full sync beside redis-server's";
     const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = claims! {
-        set_with_two_replicas_vs_alone_p16 >= 0.8, TARGET;
-    };
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;
@@ -415,7 +418,7 @@ impl Study for ReplicationRepro {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
+    fn metrics(&self, r: &Results, c: &mut Claims) -> Metrics {
         let mut m = Metrics::new();
         let med = |k: &str| r.rates.get(k).and_then(|v| percentile(v, 0.5));
         for engine in ENGINES {
@@ -431,7 +434,7 @@ impl Study for ReplicationRepro {
                     .zip(cpu(&format!("{e} alone")))
                     .map(|(a, b)| a / b),
             );
-            m.lowest("set_with_two_replicas_vs_alone_p16", e, ratio);
+            m.lowest(&mut c.set_with_two_replicas_vs_alone_p16, e, ratio);
             if let Some(v) = r.lag_bytes.get(e) {
                 m.set_some(format!("{e}_lag_bytes_p50"), percentile(v, 0.5));
                 m.set_some(format!("{e}_lag_bytes_p99"), percentile(v, 0.99));

@@ -58,7 +58,7 @@ use serde_json::json;
 use super::driver::{ferrite_binary, fresh_dir, store_err, Metrics, Report, Study, Table};
 use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
-use super::{ClaimSpec, ReproContext, Scale, SizeRow};
+use super::{ReproContext, Scale, SizeRow};
 use crate::error::{BenchError, Result};
 
 pub struct ServeRepro;
@@ -715,14 +715,8 @@ fn rate(r: &Results, server: &str, cache: &str, test: &str, p: u32, clients: u32
         .map(|x| x.rps)
 }
 
-impl Study for ServeRepro {
-    type Results = Results;
-    const NAME: &'static str = "serve";
-    const SUMMARY: &'static str =
-        "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = claims! {
+claims! {
+    struct Claims {
         get_vs_redis_p16 >= 0.8, TARGET;
         get_vs_inprocess_p16 >= 0.6, TARGET;
         set_vs_redis_aof_p16 >= 0.8, TARGET;
@@ -737,7 +731,16 @@ impl Study for ServeRepro {
         redis_compat_file_ratio >= 0.7, TYPES;
         expiry_empty_after_last_ttl_s <= 20, TYPES;
         expiry_space_left_vs_peak <= 0.3, TYPES;
-    };
+    }
+}
+
+impl Study for ServeRepro {
+    type Results = Results;
+    type Claims = Claims;
+    const NAME: &'static str = "serve";
+    const SUMMARY: &'static str =
+        "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         need_redis_benchmark()?;
@@ -873,7 +876,7 @@ impl Study for ServeRepro {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
+    fn metrics(&self, r: &Results, claims: &mut Claims) -> Metrics {
         let mut m = Metrics::new();
         let c = r.sizes.map_or(50, |s| s.clients);
         let ic = "in cache";
@@ -915,9 +918,9 @@ impl Study for ServeRepro {
             );
             m.set_some(format!("{e}_set_p1_vs_redis_aof"), s_p1);
             if engine == EngineKind::Btree {
-                m.set_some("get_vs_redis_p16", g_redis);
+                claims.get_vs_redis_p16.set_some(g_redis);
             }
-            m.lowest("get_vs_inprocess_p16", e, g_inproc);
+            m.lowest(&mut claims.get_vs_inprocess_p16, e, g_inproc);
             let aof = |test: &str, p: u32| rate(r, "redis aof everysec", ic, test, p, c);
             // Medians of the alternating rounds (a run from before they
             // existed has one row per server).
@@ -927,13 +930,16 @@ impl Study for ServeRepro {
                     .and_then(|v| median(v))
                     .or_else(|| rate(r, server, ic, up, 16, c))
             };
-            for (group, tests) in [("push", ["LPUSH", "RPUSH"]), ("pop", ["LPOP", "RPOP"])] {
+            for (figure, tests) in [
+                (&mut claims.list_push_vs_redis_aof_p16, ["LPUSH", "RPUSH"]),
+                (&mut claims.list_pop_vs_redis_aof_p16, ["LPOP", "RPOP"]),
+            ] {
                 for test in tests {
                     let v = ratio(typed(&batched, test), typed("redis aof everysec", test));
                     m.set_some(format!("{e}_{}_vs_redis_aof_p16", test.to_lowercase()), v);
                     if WRITE_CLAIM_ENGINES.contains(&engine) {
                         let label = format!("{e} {}", test.to_lowercase());
-                        m.lowest(&format!("list_{group}_vs_redis_aof_p16"), &label, v);
+                        m.lowest(figure, &label, v);
                     }
                 }
             }
@@ -942,7 +948,11 @@ impl Study for ServeRepro {
                 let v = ratio(typed(&batched, &up), typed("redis aof everysec", &up));
                 m.set_some(format!("{e}_{test}_vs_redis_aof_p16"), v);
                 if WRITE_CLAIM_ENGINES.contains(&engine) {
-                    m.lowest("types_vs_redis_aof_p16", &format!("{e} {test}"), v);
+                    m.lowest(
+                        &mut claims.types_vs_redis_aof_p16,
+                        &format!("{e} {test}"),
+                        v,
+                    );
                 }
             }
             if let (Some(mine), Some(theirs)) =
@@ -952,13 +962,17 @@ impl Study for ServeRepro {
                     |c: &BTreeMap<String, FileCount>| c.values().map(|f| f.passed).sum::<u64>();
                 m.set(format!("{e}_redis_compat_passed"), total(mine) as f64);
                 m.lowest(
-                    "redis_compat_vs_redis",
+                    &mut claims.redis_compat_vs_redis,
                     e,
                     ratio(Some(total(mine) as f64), Some(total(theirs) as f64)),
                 );
                 for (file, t) in theirs.iter().filter(|(_, t)| t.passed > 0) {
                     let v = mine.get(file).map(|f| f.passed as f64 / t.passed as f64);
-                    m.lowest("redis_compat_file_ratio", &format!("{e} {file}"), v);
+                    m.lowest(
+                        &mut claims.redis_compat_file_ratio,
+                        &format!("{e} {file}"),
+                        v,
+                    );
                 }
             }
             m.set_some(
@@ -969,16 +983,20 @@ impl Study for ServeRepro {
                 ),
             );
             if WRITE_CLAIM_ENGINES.contains(&engine) {
-                m.lowest("set_vs_redis_aof_p16", e, s_aof);
-                m.lowest("set_p1_vs_redis_aof", e, s_p1);
-                m.lowest("set_always_vs_redis_aof_always", e, s_always);
-                m.lowest("sync_always_group_commit_gain", e, gain);
+                m.lowest(&mut claims.set_vs_redis_aof_p16, e, s_aof);
+                m.lowest(&mut claims.set_p1_vs_redis_aof, e, s_p1);
+                m.lowest(&mut claims.set_always_vs_redis_aof_always, e, s_always);
+                m.lowest(&mut claims.sync_always_group_commit_gain, e, gain);
             }
         }
         for (e, run) in &r.expiry {
             let mib = |b: u64| b as f64 / f64::from(1 << 20);
-            m.highest("expiry_empty_after_last_ttl_s", e, run.empty_after());
-            m.highest("expiry_space_left_vs_peak", e, run.left_vs_peak());
+            m.highest(
+                &mut claims.expiry_empty_after_last_ttl_s,
+                e,
+                run.empty_after(),
+            );
+            m.highest(&mut claims.expiry_space_left_vs_peak, e, run.left_vs_peak());
             m.set(format!("{e}_expiry_peak_mib"), mib(run.peak_bytes()));
             if let Some(last) = run.samples.last() {
                 m.set(format!("{e}_expiry_final_mib"), mib(last.store_bytes));
@@ -990,7 +1008,7 @@ impl Study for ServeRepro {
                 .zip(idle(&format!("{test} alone")))
                 .map(|(i, a)| i / a);
             m.set_some(format!("idle_10k_{}_ratio", test.to_lowercase()), ratio);
-            m.lowest("idle_10k_active_rate_ratio", test, ratio);
+            m.lowest(&mut claims.idle_10k_active_rate_ratio, test, ratio);
         }
         if let Some((before, with)) = r.idle_rss {
             if r.idle_clients > 0 {

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, store_err, Latencies, Metrics, Report, Study};
-use super::{ClaimSpec, ReproContext, SizeRow};
+use super::{ReproContext, SizeRow};
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
 use crate::error::{BenchError, Result};
 use crate::keyset::{mix64, read_sosd};
@@ -468,16 +468,8 @@ fn open_all(
         .collect()
 }
 
-impl Study for ShortcutRepro {
-    type Results = Results;
-
-    const NAME: &'static str = "shortcut";
-
-    const SUMMARY: &'static str = "SHORTCUT's one-shot traversal vs dependent descent: latency, accuracy, memory, insert-heavy re-layout";
-
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
-
-    const CLAIMS: &'static [ClaimSpec] = claims! {
+claims! {
+    struct Claims {
         tree_height >= 4, "5 levels (3.3B keys, 4 KB nodes)";
         reads_per_lookup_baseline >= 2.5, "(setup)";
         p50_ratio_uniform <= 0.65, "26.2-64.8% lower P50";
@@ -489,7 +481,18 @@ impl Study for ShortcutRepro {
         companion_bytes_pct_of_pool <= 2.0, "about 0.6% of memory";
         insert_heavy_accuracy_retained >= 0.8, "58-62% accuracy sustained";
         insert_heavy_p99_ratio <= 2.0, "latency sustained while re-laying out";
-    };
+    }
+}
+
+impl Study for ShortcutRepro {
+    type Results = Results;
+    type Claims = Claims;
+
+    const NAME: &'static str = "shortcut";
+
+    const SUMMARY: &'static str = "SHORTCUT's one-shot traversal vs dependent descent: latency, accuracy, memory, insert-heavy re-layout";
+
+    const SIZES: &'static [SizeRow] = Sizes::ROWS;
 
     fn measure(&self, ctx: &ReproContext) -> Result<Results> {
         let s = Sizes::at(ctx.scale);
@@ -726,8 +729,8 @@ impl Study for ShortcutRepro {
         })
     }
 
-    fn metrics(&self, r: &Results) -> Metrics {
-        metrics_of(r)
+    fn metrics(&self, r: &Results, c: &mut Claims) -> Metrics {
+        metrics_of(r, c)
     }
 
     fn render(&self, r: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> {
@@ -861,9 +864,9 @@ fn run_of<'r>(r: &'r Results, phase: &str, variant: &str) -> Option<&'r Run> {
     r.runs.get(phase)?.get(variant)
 }
 
-fn metrics_of(r: &Results) -> Metrics {
+fn metrics_of(r: &Results, c: &mut Claims) -> Metrics {
     let mut m = Metrics::new();
-    m.set("tree_height", r.tree_levels as f64);
+    c.tree_height.set(r.tree_levels as f64);
     m.set(
         "pool_pct_of_tree",
         r.pool_bytes as f64 * 100.0 / r.tree_bytes.max(1) as f64,
@@ -874,23 +877,26 @@ fn metrics_of(r: &Results) -> Metrics {
         Some(f(s) / f(b))
     };
     if let Some(b) = run_of(r, "uniform", "baseline") {
-        m.set("reads_per_lookup_baseline", b.reads_per_lookup);
+        c.reads_per_lookup_baseline.set(b.reads_per_lookup);
     }
     if let Some(s) = run_of(r, "uniform", "shortcut") {
         m.set("reads_per_lookup_shortcut", s.reads_per_lookup);
-        m.set_some("accuracy_uniform_keys", s.accuracy);
+        c.accuracy_uniform_keys.set_some(s.accuracy);
     }
-    type Figure = fn(&Run) -> f64;
-    let (p50, p95, p99): (Figure, Figure, Figure) = (|x| x.p50_us, |x| x.p95_us, |x| x.p99_us);
+    type Statistic = fn(&Run) -> f64;
+    let (p50, p95, p99): (Statistic, Statistic, Statistic) =
+        (|x| x.p50_us, |x| x.p95_us, |x| x.p99_us);
+    c.p50_ratio_uniform.set_some(ratio("uniform", p50));
+    c.p95_ratio_uniform.set_some(ratio("uniform", p95));
+    c.p50_ratio_latencydev
+        .set_some(ratio("uniform_latencydev", p50));
+    c.throughput_ratio_uniform
+        .set_some(ratio("uniform", Run::ops_per_sec));
     for (name, phase, f) in [
-        ("p50_ratio_uniform", "uniform", p50),
-        ("p95_ratio_uniform", "uniform", p95),
         ("p99_ratio_uniform", "uniform", p99),
         ("p50_ratio_zipfian", "zipfian", p50),
         ("p95_ratio_zipfian", "zipfian", p95),
-        ("p50_ratio_latencydev", "uniform_latencydev", p50),
         ("p50_ratio_pool1pct", "uniform_pool1pct", p50),
-        ("throughput_ratio_uniform", "uniform", Run::ops_per_sec),
         ("throughput_ratio_zipfian", "zipfian", Run::ops_per_sec),
     ] {
         m.set_some(name, ratio(phase, f));
@@ -914,12 +920,10 @@ fn metrics_of(r: &Results) -> Metrics {
             p.insert_range_us_p50 / p.pwrite_us_p50,
         );
     }
-    m.set_some("accuracy_geolite2", r.geolite_accuracy);
+    c.accuracy_geolite2.set_some(r.geolite_accuracy);
     if let Some(s) = run_of(r, "uniform_pool1pct", "shortcut") {
-        m.set(
-            "companion_bytes_pct_of_pool",
-            s.companion_bytes as f64 * 100.0 / r.one_pct_pool_bytes.max(1) as f64,
-        );
+        c.companion_bytes_pct_of_pool
+            .set(s.companion_bytes as f64 * 100.0 / r.one_pct_pool_bytes.max(1) as f64);
         m.set(
             "companion_bytes_per_node",
             s.companion_bytes as f64 / s.nodes_modelled.max(1) as f64,
@@ -935,7 +939,7 @@ fn metrics_of(r: &Results) -> Metrics {
         let first = t.accuracy.first().copied().unwrap_or(0.0);
         let last = t.accuracy.last().copied().unwrap_or(0.0);
         if first > 0.0 {
-            m.set("insert_heavy_accuracy_retained", last / first);
+            c.insert_heavy_accuracy_retained.set(last / first);
         }
         m.set("insert_heavy_accuracy_last", last);
         m.set(
@@ -953,10 +957,8 @@ fn metrics_of(r: &Results) -> Metrics {
                 "insert_heavy_tree_growth",
                 off.pages_end as f64 / off.pages_start.max(1) as f64 - 1.0,
             );
-            m.set(
-                "insert_heavy_p99_ratio",
-                t.p99_us_all / off.p99_us_all.max(1e-9),
-            );
+            c.insert_heavy_p99_ratio
+                .set(t.p99_us_all / off.p99_us_all.max(1e-9));
             let off_last = off.accuracy.last().copied().unwrap_or(0.0);
             m.set("insert_heavy_accuracy_last_no_relayout", off_last);
         }

@@ -1,7 +1,11 @@
-//! [`Metrics`]: the named figures an experiment reports, which its claims
-//! are judged on. Names are those the claims use; a figure measured per
-//! data shape or workload goes in under `<name>_<label>`, and where a
-//! claim takes the worst shape, the worst value also under `<name>`.
+//! An experiment's figures. Each claim's is a typed [`Figure`], a field of
+//! the experiment's `claims!` struct, so a claim and the code that
+//! measures it cannot disagree on a name. Every other figure goes into
+//! [`Metrics`] by name; one measured per data shape or workload goes in
+//! under `<name>_<label>`, and where a claim takes the worst shape, its
+//! figure keeps the worst ([`Metrics::lowest`]). The driver adds the
+//! claims' figures to the [`Metrics`] under their names, and refuses a
+//! claim's name set there directly.
 
 use std::collections::BTreeMap;
 
@@ -26,27 +30,32 @@ impl Metrics {
         self
     }
 
-    /// Records `v` as `<name>_<label>`, and keeps the lowest value seen
-    /// under `name` (for claims that must hold on every shape).
-    pub fn lowest(&mut self, name: &str, label: &str, v: Option<f64>) {
-        self.keep(name, label, v, f64::min);
+    /// Records `v` as `<figure>_<label>`, and keeps the lowest value seen
+    /// in `figure` (for claims that must hold on every shape).
+    pub fn lowest(&mut self, figure: &mut Figure, label: &str, v: Option<f64>) {
+        self.keep(figure, label, v, f64::min);
     }
 
     /// As [`Metrics::lowest`], keeping the highest (for costs).
-    pub fn highest(&mut self, name: &str, label: &str, v: Option<f64>) {
-        self.keep(name, label, v, f64::max);
+    pub fn highest(&mut self, figure: &mut Figure, label: &str, v: Option<f64>) {
+        self.keep(figure, label, v, f64::max);
     }
 
-    fn keep(&mut self, name: &str, label: &str, v: Option<f64>, pick: fn(f64, f64) -> f64) {
+    fn keep(
+        &mut self,
+        figure: &mut Figure,
+        label: &str,
+        v: Option<f64>,
+        pick: fn(f64, f64) -> f64,
+    ) {
         if let Some(v) = v {
-            self.0.insert(format!("{name}_{label}"), v);
-            let e = self.0.entry(name.to_string()).or_insert(v);
-            *e = pick(*e, v);
+            self.0.insert(format!("{}_{label}", figure.name), v);
+            figure.value = Some(figure.value.map_or(v, |e| pick(e, v)));
         }
     }
 
-    /// Keeps the lowest value seen under `name`; NaN (not measured) is
-    /// passed over.
+    /// Keeps the lowest value seen under `name`, a figure no claim
+    /// judges; NaN (not measured) is passed over.
     pub fn least(&mut self, name: &str, v: f64) {
         self.fold(name, v, f64::min);
     }
@@ -82,35 +91,96 @@ impl Metrics {
     }
 }
 
+/// One claim's figure: the metric's name, and its value once measured.
+/// Made for each claim by `claims!`; the driver adds the measured ones to
+/// the experiment's [`Metrics`] under their names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figure {
+    name: &'static str,
+    value: Option<f64>,
+}
+
+impl Figure {
+    pub const fn named(name: &'static str) -> Self {
+        Self { name, value: None }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The value, `None` if not measured.
+    pub fn value(&self) -> Option<f64> {
+        self.value
+    }
+
+    pub fn set(&mut self, v: f64) {
+        self.value = Some(v);
+    }
+
+    /// Sets the value if there is one.
+    pub fn set_some(&mut self, v: Option<f64>) {
+        if v.is_some() {
+            self.value = v;
+        }
+    }
+
+    /// Keeps the lowest value seen; NaN (not measured) is passed over.
+    pub fn least(&mut self, v: f64) {
+        self.fold(v, f64::min);
+    }
+
+    /// As [`Figure::least`], keeping the highest.
+    pub fn most(&mut self, v: f64) {
+        self.fold(v, f64::max);
+    }
+
+    fn fold(&mut self, v: f64, pick: fn(f64, f64) -> f64) {
+        if !v.is_nan() {
+            self.value = Some(self.value.map_or(v, |e| pick(e, v)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn per_shape_figures_keep_the_worst_under_the_bare_name() {
+    fn per_shape_figures_keep_the_worst_in_the_figure() {
         let mut m = Metrics::new();
-        m.lowest("ratio", "a", Some(1.2));
-        m.lowest("ratio", "b", Some(0.9));
-        m.lowest("ratio", "c", None);
-        assert_eq!(m.get("ratio"), Some(0.9));
+        let mut ratio = Figure::named("ratio");
+        m.lowest(&mut ratio, "a", Some(1.2));
+        m.lowest(&mut ratio, "b", Some(0.9));
+        m.lowest(&mut ratio, "c", None);
+        assert_eq!(ratio.value(), Some(0.9));
         assert_eq!(m.get("ratio_a"), Some(1.2));
-        m.highest("cost", "a", Some(3.0));
-        m.highest("cost", "b", Some(5.0));
-        assert_eq!(m.get("cost"), Some(5.0));
+        assert_eq!(
+            m.get("ratio"),
+            None,
+            "the worst is the figure's, not a detail"
+        );
+        let mut cost = Figure::named("cost");
+        m.highest(&mut cost, "a", Some(3.0));
+        m.highest(&mut cost, "b", Some(5.0));
+        assert_eq!(cost.value(), Some(5.0));
     }
 
     #[test]
     fn a_running_worst_passes_over_figures_not_measured() {
-        let mut m = Metrics::new();
-        m.least("floor", f64::NAN);
-        assert_eq!(m.get("floor"), None);
-        m.least("floor", 2.0);
-        m.least("floor", f64::NAN);
-        m.least("floor", 1.5);
-        assert_eq!(m.get("floor"), Some(1.5));
-        m.most("ceiling", 0.4);
-        m.most("ceiling", f64::NAN);
-        m.most("ceiling", 0.7);
-        assert_eq!(m.get("ceiling"), Some(0.7));
+        let mut floor = Figure::named("floor");
+        floor.least(f64::NAN);
+        assert_eq!(floor.value(), None);
+        floor.least(2.0);
+        floor.least(f64::NAN);
+        floor.least(1.5);
+        assert_eq!(floor.value(), Some(1.5));
+        let mut ceiling = Figure::named("ceiling");
+        ceiling.most(0.4);
+        ceiling.most(f64::NAN);
+        ceiling.most(0.7);
+        assert_eq!(ceiling.value(), Some(0.7));
+        ceiling.set_some(None);
+        assert_eq!(ceiling.value(), Some(0.7));
     }
 }

@@ -10,12 +10,14 @@
 //! | `latency.rs` | HDR latency histograms and their percentiles |
 //! | `binary.rs` | the `ferrite` binary an experiment runs as its own process |
 //! | `port.rs` | loopback ports for the servers an experiment starts |
-//! | `metrics.rs` | [`Metrics`]: the named figures claims are judged on |
+//! | `metrics.rs` | [`Metrics`]: every figure a run reports, by name; [`Figure`]: one claim's, set through its field |
 //! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
 //! | `space.rs` | every store's disk space while the experiment ran and at its end |
 //! | `store.rs` | fresh store directories, store errors named by variant, LSM options sized to the data |
 //!
-//! Sizing is [`super::Scale::pick`]; operations come from
+//! An experiment declares its sizes in a `sizes!` table (a row per size,
+//! a column per [`super::Scale`]) and its claims in a `claims!` struct of
+//! typed [`Figure`]s, both macros in `repro/mod.rs`; operations come from
 //! `crate::workload` and `crate::distribution`.
 
 mod alternate;
@@ -33,7 +35,7 @@ pub use alternate::{alternate, alternate_while};
 pub use binary::ferrite_binary;
 pub use comparison::{side_by_side, RunSizes};
 pub use latency::{Latencies, LatencySummary, CURVE};
-pub use metrics::Metrics;
+pub use metrics::{Figure, Metrics};
 pub use port::{free_port, wait_for_port};
 pub use report::{Report, Table};
 pub use space::{SpaceWatch, StoreSpace};

@@ -1,6 +1,6 @@
 //! [`Study`]: the shape every paper experiment takes. It measures into a
-//! `Results` value, derives its metrics from it, and renders its report
-//! from both; the driver ([`Driven`]) judges the claims, watches the disk
+//! `Results` value, derives its figures from it (the claims' typed, the
+//! rest by name), and renders its report from both; the driver ([`Driven`]) judges the claims, watches the disk
 //! space of every store the run writes (`space`), saves the results as
 //! `<out>/<experiment>/results.json` (and the space as `space.json`)
 //! beside the report, and re-renders the report from them without
@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::space::{self, SpaceWatch, StoreSpace};
 use super::{Metrics, Report};
 use crate::error::{BenchError, Result};
-use crate::repro::{ClaimSpec, Experiment, Outcome, ReproContext, SizeRow};
+use crate::repro::{ClaimFigures, ClaimSpec, Experiment, Outcome, ReproContext, SizeRow};
 
 pub trait Study: Sync {
     /// Everything a run measured: what the metrics and the report are
@@ -23,14 +23,16 @@ pub trait Study: Sync {
     const NAME: &'static str;
     /// One line: what is compared with what.
     const SUMMARY: &'static str;
-    /// The paper's claims, as targets on [`Study::metrics`].
-    const CLAIMS: &'static [ClaimSpec];
+    /// The paper's claims and the figures they are judged on (a
+    /// `claims!` struct, or [`NoClaims`](crate::repro::NoClaims)).
+    type Claims: ClaimFigures;
     /// Its sizes at each scale (a `sizes!` table's `ROWS`).
     const SIZES: &'static [SizeRow];
     fn measure(&self, ctx: &ReproContext) -> Result<Self::Results>;
     /// The run's parameters (sizes, budgets, durability) for its JSON.
     fn params(&self, r: &Self::Results) -> serde_json::Value;
-    fn metrics(&self, r: &Self::Results) -> Metrics;
+    /// Sets the claims' figures and returns every other figure, named.
+    fn metrics(&self, r: &Self::Results, claims: &mut Self::Claims) -> Metrics;
     fn render(&self, r: &Self::Results, m: &Metrics, doc: &mut Report) -> Result<()>;
 }
 
@@ -38,6 +40,27 @@ pub trait Study: Sync {
 pub struct Driven<S>(pub S);
 
 impl<S: Study> Driven<S> {
+    /// Every figure: the claims' under their names beside the others. A
+    /// claim's name set as an ordinary figure would bypass its typed
+    /// figure, so it is refused.
+    fn metrics(&self, r: &S::Results) -> Result<Metrics> {
+        let mut claims = S::Claims::default();
+        let mut m = self.0.metrics(r, &mut claims);
+        for f in claims.figures() {
+            if m.get(f.name()).is_some() {
+                return Err(BenchError::Config(format!(
+                    "{}: claim figure {} was set by name, not through its field",
+                    S::NAME,
+                    f.name()
+                )));
+            }
+            if let Some(v) = f.value() {
+                m.set(f.name(), v);
+            }
+        }
+        Ok(m)
+    }
+
     fn publish(
         &self,
         ctx: &ReproContext,
@@ -71,7 +94,7 @@ impl<S: Study> Experiment for Driven<S> {
     }
 
     fn claims(&self) -> Vec<ClaimSpec> {
-        S::CLAIMS.to_vec()
+        <S::Claims as ClaimFigures>::SPECS.to_vec()
     }
 
     fn sizes(&self) -> &'static [SizeRow] {
@@ -83,7 +106,7 @@ impl<S: Study> Experiment for Driven<S> {
         let r = self.0.measure(ctx);
         let disk = watch.finish();
         let r = r?;
-        let m = self.0.metrics(&r);
+        let m = self.metrics(&r)?;
         self.publish(ctx, &r, &m, &disk)?;
         Ok(Outcome {
             params: self.0.params(&r),
@@ -105,7 +128,7 @@ impl<S: Study> Experiment for Driven<S> {
             path,
             reason: e.to_string(),
         })?;
-        let m = self.0.metrics(&r);
+        let m = self.metrics(&r)?;
         // Runs from before the driver watched disk space saved none.
         let disk: Vec<StoreSpace> = std::fs::read_to_string(out.join(S::NAME).join("space.json"))
             .ok()
@@ -113,5 +136,62 @@ impl<S: Study> Experiment for Driven<S> {
             .unwrap_or_default();
         self.publish(ctx, &r, &m, &disk)?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    claims! {
+        struct Claims {
+            speedup >= 1.0, "a paper's figure";
+        }
+    }
+
+    /// Sets its claim's figure through the field, or, when `by_name`,
+    /// by name beside it.
+    struct Demo {
+        by_name: bool,
+    }
+
+    impl Study for Demo {
+        type Results = f64;
+        type Claims = Claims;
+        const NAME: &'static str = "demo";
+        const SUMMARY: &'static str = "a demo";
+        const SIZES: &'static [SizeRow] = &[];
+
+        fn measure(&self, _: &ReproContext) -> Result<f64> {
+            Ok(2.0)
+        }
+
+        fn params(&self, _: &f64) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+
+        fn metrics(&self, r: &f64, c: &mut Claims) -> Metrics {
+            let mut m = Metrics::new();
+            m.set("speedup_detail", *r);
+            if self.by_name {
+                m.set("speedup", *r);
+            } else {
+                c.speedup.set(*r);
+            }
+            m
+        }
+
+        fn render(&self, _: &f64, _: &Metrics, _: &mut Report) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn claim_figures_join_the_metrics_and_may_not_be_set_by_name() {
+        let m = Driven(Demo { by_name: false }).metrics(&2.0).unwrap();
+        assert_eq!(m.get("speedup"), Some(2.0));
+        assert_eq!(m.get("speedup_detail"), Some(2.0));
+        let err = Driven(Demo { by_name: true }).metrics(&2.0).unwrap_err();
+        assert!(err.to_string().contains("speedup"), "{err}");
     }
 }

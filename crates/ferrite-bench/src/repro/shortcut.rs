@@ -39,13 +39,15 @@ use ferrite::{KvStore, Options, SyncMode};
 use ferrite_btree::{
     BTreeOptions, BTreeStats, BTreeStore, Devices, ShortcutOptions, ShortcutVariant,
 };
-use ferrite_io::{BlockDevice, Latency, LatencyDevice, LatencyProfile, MemDevice};
+use ferrite_io::BlockDevice;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{alternate, store_err, Latencies, Metrics, Report, Study};
+use super::driver::{
+    alternate, fixed_reads, memory_copy, store_err, Latencies, Metrics, Report, Study,
+};
 use super::{ReproContext, SizeRow};
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
 use crate::error::{BenchError, Result};
@@ -131,27 +133,15 @@ fn open(dir: &Path, o: Open) -> Result<BTreeStore> {
         // the only device latency a read pays, whatever the disk's speed
         // that day; the files stay as they were.
         devices = in_memory(&devices)?;
-        let profile = LatencyProfile {
-            read: Latency::Fixed(d),
-            write: Latency::Zero,
-            sync: Latency::Zero,
-        };
-        let inner = devices.pages.clone();
-        devices.pages = Arc::new(
-            LatencyDevice::new(inner, profile, 7)
-                .map_err(|e| BenchError::Config(format!("latency device: {e}")))?,
-        ) as Arc<dyn BlockDevice>;
+        devices.pages = fixed_reads(devices.pages.clone(), d)?;
     }
     BTreeStore::open_on(devices, &options, bt).map_err(store_err("open"))
 }
 
 /// A copy in memory of every device of a closed store.
 fn in_memory(on_disk: &Devices) -> Result<Devices> {
-    let copy = |d: &Arc<dyn BlockDevice>| -> Result<Arc<dyn BlockDevice>> {
-        let m = MemDevice::copy_of(d.as_ref())
-            .map_err(|e| BenchError::Config(format!("memory copy of the store: {e}")))?;
-        Ok(Arc::new(m))
-    };
+    let copy =
+        |d: &Arc<dyn BlockDevice>| -> Result<Arc<dyn BlockDevice>> { Ok(memory_copy(d.as_ref())?) };
     Ok(Devices {
         pages: copy(&on_disk.pages)?,
         dwb: copy(&on_disk.dwb)?,

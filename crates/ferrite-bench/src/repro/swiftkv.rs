@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrite::{KeyRange, KvStore, Options, SyncMode, WriteBatch};
-use ferrite_io::{BlockDevice, Latency, LatencyDevice, LatencyProfile, MemDevice};
+use ferrite_io::{BlockDevice, MemDevice};
 use ferrite_learned::FitKind;
 use ferrite_lsm::internals::BlockCache;
 use ferrite_lsm::internals::Bloom;
@@ -50,7 +50,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{alternate, sized_lsm_options, Latencies, Metrics, Report, Study};
+use super::driver::{
+    alternate, fixed_reads, memory_copy, sized_lsm_options, Latencies, Metrics, Report, Study,
+};
 use super::{ReproContext, SizeRow};
 use crate::adapter::Target;
 use crate::distribution::Chooser;
@@ -281,11 +283,7 @@ impl MemoryCopy {
     /// Copies the (closed) store in `dir`.
     fn of(dir: &Path) -> Result<Self> {
         let on_disk = Devices::open_dir(dir, false).map_err(store_err)?;
-        let copy = |src: &Arc<dyn BlockDevice>| -> Result<Arc<MemDevice>> {
-            Ok(Arc::new(
-                MemDevice::copy_of(src.as_ref()).map_err(device_err)?,
-            ))
-        };
+        let copy = |src: &Arc<dyn BlockDevice>| memory_copy(src.as_ref());
         let tables = copy(&on_disk.tables)?;
         let manifest = [copy(&on_disk.manifest[0])?, copy(&on_disk.manifest[1])?];
         let mut wal = Vec::with_capacity(WAL_DEVICES);
@@ -305,23 +303,13 @@ impl MemoryCopy {
     /// The copy as a store's devices, every table read taking `read`
     /// (measured from when it starts, so the copy's own time counts).
     fn devices(&self, read: Duration) -> Result<Devices> {
-        let profile = LatencyProfile {
-            read: Latency::Fixed(read),
-            write: Latency::Zero,
-            sync: Latency::Zero,
-        };
-        let tables = LatencyDevice::new(self.tables.clone(), profile, 1).map_err(device_err)?;
         let shared = |d: &Arc<MemDevice>| -> Arc<dyn BlockDevice> { d.clone() };
         Ok(Devices {
-            tables: Arc::new(tables),
+            tables: fixed_reads(self.tables.clone(), read)?,
             manifest: self.manifest.each_ref().map(shared),
             wal: self.wal.each_ref().map(shared),
         })
     }
-}
-
-fn device_err(e: ferrite_io::DeviceError) -> BenchError {
-    store_err(e.into())
 }
 
 fn store_err(e: ferrite::Error) -> BenchError {

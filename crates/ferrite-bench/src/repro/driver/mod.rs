@@ -5,6 +5,7 @@
 //! | file | owns |
 //! |---|---|
 //! | `study.rs` | [`Study`]: measure → metrics → report, results saved beside the report and re-rendered from them (`--rerender`) |
+//! | `device.rs` | emulated devices: a closed store's copied into memory, reads taking a fixed time |
 //! | `comparison.rs` | whole stores compared through the side-by-side runner (`crate::plan`) |
 //! | `alternate.rs` | variants run side by side in chunks, the first one rotating, so machine drift falls on all alike |
 //! | `latency.rs` | HDR latency histograms and their percentiles |
@@ -23,6 +24,7 @@
 mod alternate;
 mod binary;
 mod comparison;
+mod device;
 mod latency;
 mod metrics;
 mod port;
@@ -34,6 +36,7 @@ mod study;
 pub use alternate::{alternate, alternate_while};
 pub use binary::ferrite_binary;
 pub use comparison::{side_by_side, RunSizes};
+pub use device::{fixed_reads, memory_copy};
 pub use latency::{Latencies, LatencySummary, CURVE};
 pub use metrics::{Figure, Metrics};
 pub use port::{free_port, wait_for_port};

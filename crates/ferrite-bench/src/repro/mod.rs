@@ -50,6 +50,16 @@ macro_rules! claims {
     };
 }
 
+/// Says how far a run has got, on stderr, when `ctx` shows progress:
+/// `progress!(ctx, "zkv: {w}")`.
+macro_rules! progress {
+    ($ctx:expr, $($arg:tt)*) => {
+        if $ctx.show_progress {
+            eprintln!($($arg)*);
+        }
+    };
+}
+
 /// An experiment's sizes, a row per field with its value at each scale:
 /// `records: u64 = (5_000, 1_000_000, 10_000_000),` for smoke, default
 /// and full. Makes the struct, `Sizes::at(scale)`, and `Sizes::ROWS` (the

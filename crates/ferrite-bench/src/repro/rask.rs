@@ -351,9 +351,7 @@ impl Study for RaskRepro {
                 let v = range_index::verify(i.as_ref(), &rec.ops);
                 results.verified.push((name.clone(), "rask".into(), v));
             }
-            if ctx.show_progress {
-                eprintln!("rask: {name} (recorded), {} ops", rec.ops.len());
-            }
+            progress!(ctx, "rask: {name} (recorded), {} ops", rec.ops.len());
             for result in measure(&rec.ops, s.trace_repeats, ctx.show_progress, &name) {
                 results.rows.push(Row {
                     dataset: name.clone(),
@@ -381,9 +379,11 @@ impl Study for RaskRepro {
                         results.verified.push((tag, ix.to_string(), v));
                     }
                 }
-                if ctx.show_progress {
-                    eprintln!("rask: {name} (compaction {compaction}), {} ops", ops.len());
-                }
+                progress!(
+                    ctx,
+                    "rask: {name} (compaction {compaction}), {} ops",
+                    ops.len()
+                );
                 for result in measure(ops, *reps, ctx.show_progress, name) {
                     results.rows.push(Row {
                         dataset: name.clone(),
@@ -401,9 +401,7 @@ impl Study for RaskRepro {
                     .verified
                     .push(("synthetic".into(), "rask".into(), v));
             }
-            if ctx.show_progress {
-                eprintln!("rask: synthetic, {} ops", synthetic.len());
-            }
+            progress!(ctx, "rask: synthetic, {} ops", synthetic.len());
             for result in measure(
                 &synthetic,
                 s.synthetic_repeats,
@@ -431,17 +429,13 @@ impl Study for RaskRepro {
                 .collect();
             streams.push(("synthetic", &synthetic, s.synthetic_repeats));
             for &(name, ops, _) in &streams {
-                if ctx.show_progress {
-                    eprintln!("rask: latency by operation class on {name}");
-                }
+                progress!(ctx, "rask: latency by operation class on {name}");
                 if let Some(p) = tail::profile(ops, latency_runs(ops.len())) {
                     results.tails.push((name.to_string(), p));
                 }
             }
             for &(name, ops, reps) in &streams {
-                if ctx.show_progress {
-                    eprintln!("rask: leaf capacities on {name}");
-                }
+                progress!(ctx, "rask: leaf capacities on {name}");
                 for result in measure_indexes(&names, ops, reps, false, name) {
                     results.capacity.push(Row {
                         dataset: name.to_string(),

@@ -491,9 +491,7 @@ impl Study for ShortcutRepro {
         let _ = std::fs::remove_dir_all(&root);
         let t0 = Instant::now();
         let say = |m: &str| {
-            if ctx.show_progress {
-                eprintln!("shortcut [{:>6.1} s]: {m}", t0.elapsed().as_secs_f64());
-            }
+            progress!(ctx, "shortcut [{:>6.1} s]: {m}", t0.elapsed().as_secs_f64());
         };
         let mut r = Results {
             sizes: s,

@@ -472,9 +472,7 @@ fn run_shape(ctx: &ReproContext, s: &Sizes, shape: &Shape) -> Result<ShapeResult
         ..ShapeResults::default()
     };
     let progress = |what: &str| {
-        if ctx.show_progress {
-            eprintln!("swiftkv {}: {what}", shape.name);
-        }
+        progress!(ctx, "swiftkv {}: {what}", shape.name);
     };
     progress("load");
     let stores: Vec<LsmStore> = dirs
@@ -923,9 +921,7 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
             open_lsm(dir, lsm, cache)
         })
         .collect::<Result<_>>()?;
-    if ctx.show_progress {
-        eprintln!("swiftkv partitions: load");
-    }
+    progress!(ctx, "swiftkv partitions: load");
     let load_secs = load(&stores, &dirs, &keys, shape, &sizes)?;
     let writes: Vec<(f64, f64, f64)> = stores
         .iter()
@@ -1112,17 +1108,13 @@ impl Study for SwiftRepro {
             compression: ctx.compression.to_string(),
             ..Results::default()
         };
-        if ctx.show_progress {
-            eprintln!("swiftkv: index sizes");
-        }
+        progress!(ctx, "swiftkv: index sizes");
         (
             results.index_sizes,
             results.index_fallbacks,
             results.index_model_bytes,
         ) = index_sizes(ctx, &s)?;
-        if ctx.show_progress {
-            eprintln!("swiftkv: model types");
-        }
+        progress!(ctx, "swiftkv: model types");
         let (rows, threads) = models(&s)?;
         results.models = rows;
         results.threads = threads;

@@ -382,9 +382,7 @@ impl Study for TurboRepro {
         results.pool_frames_baseline = frames(stores[0].as_ref());
         results.pool_frames_turbo = frames(stores[1].as_ref());
         for (wi, &w) in WORKLOADS.iter().enumerate() {
-            if ctx.show_progress {
-                eprintln!("turboindex: {w}");
-            }
+            progress!(ctx, "turboindex: {w}");
             let runs = run_workload(&stores, w, wi, &s, per_leaf, results.budget_bytes)?;
             results.runs.insert(w.to_string(), runs);
         }

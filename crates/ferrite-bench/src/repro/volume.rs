@@ -578,9 +578,7 @@ impl Study for VolumeRepro {
                 let record = recording(ctx, t, shape)?;
                 let served = serve(t, &dir, s.volume_bytes, &s, false, record)?;
                 let heap0 = baseline(&served);
-                if ctx.show_progress {
-                    eprintln!("volume: {shape} on {}", t.name());
-                }
+                progress!(ctx, "volume: {shape} on {}", t.name());
                 let uri = served.uri.clone();
                 fio(
                     &uri,
@@ -1137,12 +1135,11 @@ fn crash_recovery(ctx: &ReproContext, s: &Sizes, bssplit: &str, r: &mut Results)
             BenchError::Config(format!("no address in {:?}", server.first_line()))
         })?;
         let uri = format!("nbd://127.0.0.1:{port}/ferrite");
-        if ctx.show_progress {
-            eprintln!(
-                "volume: writing {} MiB in full for the kill -9",
-                bytes >> 20
-            );
-        }
+        progress!(
+            ctx,
+            "volume: writing {} MiB in full for the kill -9",
+            bytes >> 20
+        );
         let started = Instant::now();
         let (_, fill_mib_s, _, _) = fio(
             &uri,

@@ -364,9 +364,7 @@ fn main_comparison(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()>
     r.leaves = st.leaves;
     r.index_bytes = st.index_bytes as f64;
     for (wi, w) in WORKLOADS.iter().enumerate() {
-        if ctx.show_progress {
-            eprintln!("zkv: {w}");
-        }
+        progress!(ctx, "zkv: {w}");
         let (warm, ops) = match *w {
             "ycsb_a" => (s.inserts, s.inserts),
             "ycsb_e" | "skew_e" => (s.warmup / 10, s.ops / 10),
@@ -431,9 +429,7 @@ fn insert_then_read(
             records: RecordCounter::new(s.small_records),
         });
     }
-    if ctx.show_progress {
-        eprintln!("zkv: {label}");
-    }
+    progress!(ctx, "zkv: {label}");
     let ins = measure(&benches, "ycsb_a", s.small_ops, s.small_ops, s.chunks, seed)?;
     let rd = measure(
         &benches,
@@ -516,9 +512,7 @@ fn wal_instances(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
         ("never", SyncMode::Never, s.small_ops),
         ("always", SyncMode::Always, s.small_ops / 10),
     ] {
-        if ctx.show_progress {
-            eprintln!("zkv: WAL instances, sync {label}");
-        }
+        progress!(ctx, "zkv: WAL instances, sync {label}");
         let mut stores = Vec::new();
         for &n in &WAL_INSTANCES {
             let o = base_opts(Variant::Zkv, 64).wal_instances(n);
@@ -726,13 +720,12 @@ fn reclamation(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     for (b, dir) in benches.iter().zip(["gc", "nogc"]) {
         load(&b.db, &root.join(dir), &b.name, s.gc_records)?;
     }
-    if ctx.show_progress {
-        eprintln!(
-            "zkv: reclamation ({} zones of {} KiB, 70% fill)",
-            layout.zones,
-            s.gc_zone.1 >> 10
-        );
-    }
+    progress!(
+        ctx,
+        "zkv: reclamation ({} zones of {} KiB, 70% fill)",
+        layout.zones,
+        s.gc_zone.1 >> 10
+    );
     // 50% updates (uniform), 50% reads: YCSB-a's mix, on existing keys.
     let w = Workload::parse("update=0.5,read=0.5,dist=uniform")?;
     let mut streams: Vec<OpStream<'_>> = benches
@@ -817,13 +810,12 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
     for (b, dir) in benches.iter().zip(["gc", "nogc"]) {
         bulk(&b.db, &root.join(dir), &b.name)?;
     }
-    if ctx.show_progress {
-        eprintln!(
-            "zkv: value-log reclamation, {len}-byte values ({} zones of {} KiB, 70% fill)",
-            layout.zones,
-            s.gc_zone.1 >> 10
-        );
-    }
+    progress!(
+        ctx,
+        "zkv: value-log reclamation, {len}-byte values ({} zones of {} KiB, 70% fill)",
+        layout.zones,
+        s.gc_zone.1 >> 10
+    );
     let mut rngs: Vec<SmallRng> = (0..benches.len())
         .map(|_| SmallRng::seed_from_u64(13))
         .collect();
@@ -887,9 +879,7 @@ fn vlog_reclamation_of(ctx: &ReproContext, s: &Sizes, len: usize) -> Result<Vlog
 
 fn crashes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
     use ferrite_io::{CrashMode, FaultKind, FaultOp, FaultRule, FaultyDevice, MemDevice};
-    if ctx.show_progress {
-        eprintln!("zkv: {} crash runs", s.crash_runs);
-    }
+    progress!(ctx, "zkv: {} crash runs", s.crash_runs);
     let geo = ZoneGeometry::small(40, 8, 8);
     let zo = ZkvOptions::default()
         .geometry(geo)

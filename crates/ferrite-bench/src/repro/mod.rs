@@ -17,10 +17,11 @@
 /// ```
 ///
 /// makes `Claims` with one [`driver::Figure`] field per claim (`speedup`),
-/// which the experiment's metrics set; a claim on a figure no code sets
-/// does not compile away silently, and a figure no claim names does not
-/// compile at all. The comparison is one of `<=`, `>=`, `==`, `<`, `>`
-/// against a number (see [`judge`]).
+/// which the experiment's metrics set. Code that sets a figure no claim
+/// names does not compile, so a misspelt name is an error rather than a
+/// claim left unmeasured; a claim's name set as an ordinary figure is
+/// refused when the run's figures are gathered. The comparison is one of
+/// `<=`, `>=`, `==`, `<`, `>` against a number (see [`judge`]).
 macro_rules! claims {
     (struct $name:ident { $($metric:ident $op:tt $bound:literal, $paper:expr;)* }) => {
         #[derive(Debug, Clone, Copy, PartialEq)]

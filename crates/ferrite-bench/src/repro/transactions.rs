@@ -296,9 +296,8 @@ impl Study for TransactionsRepro {
                 }
             }
         }
-        for f in [zkv.0, zkv.1] {
-            m.set_some(f.name(), f.value());
-        }
+        m.add(&zkv.0);
+        m.add(&zkv.1);
         m
     }
 

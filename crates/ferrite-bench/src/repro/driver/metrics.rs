@@ -54,23 +54,10 @@ impl Metrics {
         }
     }
 
-    /// Keeps the lowest value seen under `name`, a figure no claim
-    /// judges; NaN (not measured) is passed over.
-    pub fn least(&mut self, name: &str, v: f64) {
-        self.fold(name, v, f64::min);
-    }
-
-    /// As [`Metrics::least`], keeping the highest.
-    pub fn most(&mut self, name: &str, v: f64) {
-        self.fold(name, v, f64::max);
-    }
-
-    fn fold(&mut self, name: &str, v: f64, pick: fn(f64, f64) -> f64) {
-        if v.is_nan() {
-            return;
-        }
-        let e = self.0.entry(name.to_string()).or_insert(v);
-        *e = pick(*e, v);
+    /// Adds `figure` under its name if it was measured (a claim's, or a
+    /// running worst no claim judges).
+    pub fn add(&mut self, figure: &Figure) -> &mut Self {
+        self.set_some(figure.name, figure.value)
     }
 
     pub fn get(&self, name: &str) -> Option<f64> {

@@ -54,9 +54,7 @@ impl<S: Study> Driven<S> {
                     f.name()
                 )));
             }
-            if let Some(v) = f.value() {
-                m.set(f.name(), v);
-            }
+            m.add(&f);
         }
         Ok(m)
     }

@@ -26,8 +26,7 @@ pub struct Provenance {
 
 impl Provenance {
     /// The provenance of this process, taken on the first call and reused,
-    /// so a long run reports the commit it started from even if the working
-    /// tree changes while it runs.
+    /// so a long run reports the date it started on.
     pub fn capture() -> Self {
         static ONCE: std::sync::OnceLock<Provenance> = std::sync::OnceLock::new();
         ONCE.get_or_init(|| Self {
@@ -50,29 +49,11 @@ pub fn profile() -> &'static str {
     }
 }
 
-/// The git commit of the working directory (with `-dirty` if it has
-/// uncommitted changes), or `unknown` outside a checkout.
+/// The commit this binary was built from (with `-dirty` if tracked files
+/// differed from it), or `unknown` when built outside a checkout; a
+/// binary run from another checkout still names its own code.
 pub fn commit() -> String {
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-    };
-    match run(&["rev-parse", "--short=12", "HEAD"]) {
-        Some(c) => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{c}-dirty")
-            } else {
-                c
-            }
-        }
-        None => "unknown".into(),
-    }
+    ferrite_process::BUILD_COMMIT.to_string()
 }
 
 /// Today's date (UTC) as YYYY-MM-DD.

@@ -545,10 +545,10 @@ pub(crate) struct Tally {
     pub(crate) written: bool,
 }
 
-/// The commit this binary was built from (`build.rs`), so a campaign's
-/// summary names the code that ran.
+/// The commit this binary was built from, so a campaign's summary names
+/// the code that ran.
 pub(crate) fn commit() -> String {
-    env!("FERRITE_COMMIT").to_string()
+    ferrite_process::BUILD_COMMIT.to_string()
 }
 
 /// The `p` quantile of `v` (sorted here), 0 when empty.

@@ -21,15 +21,18 @@
 //! | `server` | [`Server`]: start, readiness, stop, kill, RSS and CPU time |
 //! | `port` | [`free_port`], [`wait_for_port`], [`wait_for_socket`] |
 //! | `redis` | [`redis_server`]: the peer's command line |
+//! | `commit` | [`BUILD_COMMIT`]: the commit the harness was built from |
 //! | `tool` | outside programs a test needs: skipped when missing, failed under CI |
 //! | `error` | [`ProcessError`] |
 
+mod commit;
 mod error;
 mod port;
 mod redis;
 mod server;
 pub mod tool;
 
+pub use commit::BUILD_COMMIT;
 pub use error::{ProcessError, Result};
 pub use port::{free_port, wait_for_port, wait_for_socket};
 pub use redis::redis_server;

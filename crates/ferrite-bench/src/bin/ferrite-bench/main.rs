@@ -43,7 +43,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    // Record commit and machine now, before any long run starts.
+    // Record the date and machine now, before any long run starts.
     let _ = ferrite_bench::provenance::Provenance::capture();
     match cli.command {
         Command::Bench(args) => bench::run(*args),

@@ -1,5 +1,6 @@
 //! `ferrite repro` (`ferrite-bench repro`): paper experiments with their claims, measured.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -52,24 +53,33 @@ pub struct ReproArgs {
     rerender: bool,
 }
 
+/// Every experiment with its claims and its sizes at each scale.
+fn list(out: &mut impl Write) -> std::io::Result<()> {
+    for e in repro::registry() {
+        writeln!(out, "{:<12} {}", e.name(), e.summary())?;
+        for c in e.claims() {
+            writeln!(
+                out,
+                "{:<12}   {} {}  (paper: {})",
+                "", c.metric, c.target, c.paper
+            )?;
+        }
+        for r in e.sizes() {
+            let [smoke, default, full] = r.at;
+            writeln!(
+                out,
+                "{:<12}   size {}: {smoke} (smoke), {default} (default), {full} (full)",
+                "", r.name
+            )?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(a: ReproArgs) -> Result<()> {
     if a.experiment == "list" {
-        for e in repro::registry() {
-            println!("{:<12} {}", e.name(), e.summary());
-            for c in e.claims() {
-                println!(
-                    "{:<12}   {} {}  (paper: {})",
-                    "", c.metric, c.target, c.paper
-                );
-            }
-            for r in e.sizes() {
-                let [smoke, default, full] = r.at;
-                println!(
-                    "{:<12}   size {}: {smoke} (smoke), {default} (default), {full} (full)",
-                    "", r.name
-                );
-            }
-        }
+        // A closed pipe (`repro list | head`) ends the listing quietly.
+        let _ = list(&mut std::io::stdout().lock());
         return Ok(());
     }
     let scale = Scale::parse(&a.scale)?;

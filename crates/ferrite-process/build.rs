@@ -1,6 +1,7 @@
-//! Gives the binary the commit it was built from (`FERRITE_COMMIT`), so a
-//! crash-test campaign names the code it ran rather than whatever the
-//! checkout holds when it ends; `unknown` outside a git checkout.
+//! Gives the harness the commit it was built from (`FERRITE_COMMIT`), with
+//! `-dirty` when tracked files differ from it, so a benchmark's JSON and a
+//! crash-test campaign name the code that ran rather than whatever the
+//! checkout they run in holds; `unknown` outside a git checkout.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,7 +28,11 @@ fn main() {
         None => "unknown".into(),
     };
     println!("cargo:rustc-env=FERRITE_COMMIT={commit}");
-    // A new commit, or a change to the tree, builds the binary again.
+    // A new commit, a staged change, or an edit to any crate's files runs
+    // this again: the binary is rebuilt then anyway, and its label must
+    // follow (an edit alone leaves git's index as it was).
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    println!("cargo:rerun-if-changed={}", crates.display());
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
         let dir = Path::new(&dir);
         for f in ["HEAD", "index", "packed-refs"] {

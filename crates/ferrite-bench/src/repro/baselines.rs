@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{side_by_side, Metrics, Report, RunSizes, Study};
-use super::{NoClaims, ReproContext, SizeRow};
+use super::{NoClaims, ReproContext};
 use crate::adapter::Target;
 use crate::error::Result;
 use crate::keyset::{KeySpec, ValueSpec};
@@ -44,10 +44,9 @@ impl Study for Baselines {
 
     const SUMMARY: &'static str = "YCSB A-F for RocksDB, LMDB, redb, fjall and BTreeMap: 8 B keys/8 B values and YCSB keys/100 B values, cache 10% of data";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale).run;
+    fn measure(&self, ctx: &ReproContext, Sizes { run: s }: Sizes) -> Result<Results> {
         let targets: Vec<Target> = Target::BASELINES
             .into_iter()
             .filter(Target::available)
@@ -84,12 +83,7 @@ impl Study for Baselines {
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
-        let s = &r.sizes;
         json!({
-            "records": s.records,
-            "ops_per_run": s.ops,
-            "warmup_ops": s.warmup,
-            "repeats": s.repeats,
             "threads": 1,
             "cache": "10% of data",
             "sync": "never",

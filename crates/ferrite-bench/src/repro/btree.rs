@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{side_by_side, store_err, Metrics, Report, RunSizes, Study, Table};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::adapter::{self, StoreConfig, Target};
 use crate::error::Result;
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
@@ -228,10 +228,9 @@ impl Study for BtreeRepro {
 
     const SUMMARY: &'static str = "the disk B+tree vs RocksDB and LMDB: in-cache and 10%-cache YCSB, bulk and random loads, memory";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let btree = Target::Ferrite(ferrite::EngineKind::Btree);
         let peers: Vec<Target> = [Target::RocksDb, Target::Lmdb]
             .into_iter()
@@ -287,14 +286,7 @@ impl Study for BtreeRepro {
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
-        let s = &r.sizes;
         json!({
-            "records": s.run.records,
-            "load_records": s.load_records,
-            "random_load_cache10_records": s.cache10_random_records,
-            "ops_per_run": s.run.ops,
-            "warmup_ops": s.run.warmup,
-            "repeats": s.run.repeats,
             "threads": 1,
             "in_cache_budget": "4x data",
             "small_budget": "10% of data",

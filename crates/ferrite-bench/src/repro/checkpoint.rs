@@ -22,7 +22,7 @@ use serde_json::json;
 use super::driver::{
     fresh_dir, store_err, Latencies, LatencySummary, Metrics, Report, Study, Table,
 };
-use super::{NoClaims, ReproContext, SizeRow};
+use super::{NoClaims, ReproContext};
 use crate::error::Result;
 
 pub struct CheckpointRepro;
@@ -83,11 +83,11 @@ fn user_bytes(run: &EngineRun) -> u64 {
         .unwrap_or(run.copy_pairs_counted * (KEY_BYTES + VALUE_BYTES) as u64)
 }
 
-fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<EngineRun> {
+fn run_engine(ctx: &ReproContext, kind: EngineKind, s: &Sizes) -> Result<EngineRun> {
     let name = kind.name();
     let err = store_err(name);
     let root = fresh_dir(&ctx.work_dir.join("checkpoint").join(name))?;
-    let records = data_bytes / (KEY_BYTES + VALUE_BYTES) as u64;
+    let records = s.data_bytes / (KEY_BYTES + VALUE_BYTES) as u64;
     let db = crate::adapter::compressed(Config::builder(kind), kind, ctx.compression)
         .cache_bytes(CACHE_BYTES)
         .sync(SyncMode::Never)
@@ -107,7 +107,7 @@ fn run_engine(ctx: &ReproContext, kind: EngineKind, data_bytes: u64) -> Result<E
     let phase = AtomicU8::new(0);
     let hist = [Mutex::new(Latencies::new()), Mutex::new(Latencies::new())];
     let failed = AtomicBool::new(false);
-    let before_for = Duration::from_millis(Sizes::at(ctx.scale).before_ms);
+    let before_for = Duration::from_millis(s.before_ms);
     let stats = std::thread::scope(|s| {
         s.spawn(|| {
             let mut rng = SmallRng::seed_from_u64(7);
@@ -195,16 +195,15 @@ impl Study for CheckpointRepro {
 
     const SUMMARY: &'static str = "Store::checkpoint of a large store (512-byte values) while a writer updates at 2000/s: time, bytes copied and linked, the writer's latency before and during";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let data_bytes = Sizes::at(ctx.scale).data_bytes;
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let mut runs = Vec::new();
         for kind in [EngineKind::Btree, EngineKind::Lsm] {
-            runs.push(run_engine(ctx, kind, data_bytes)?);
+            runs.push(run_engine(ctx, kind, &s)?);
         }
         Ok(Results {
-            data_bytes,
+            data_bytes: s.data_bytes,
             compression: ctx.compression.to_string(),
             runs,
         })
@@ -212,7 +211,6 @@ impl Study for CheckpointRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "data_bytes": r.data_bytes,
             "key_bytes": KEY_BYTES,
             "value_bytes": VALUE_BYTES,
             "writer_ops_per_sec": WRITES_PER_SEC,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{fresh_dir, store_err, Metrics, Report, Study, Table};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::{BenchError, Result};
 use crate::keyset::pseudo_random_bytes;
 use crate::report::median;
@@ -259,10 +259,9 @@ impl Study for KeyspacesRepro {
 
     const SUMMARY: &'static str = "named keyspaces against the default key space (random gets and overwrites, alternating rounds), and dropping a large keyspace: its latency and background removal";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let Sizes { records, ops } = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, Sizes { records, ops }: Sizes) -> Result<Results> {
         let mut runs = Vec::new();
         for kind in [EngineKind::Btree, EngineKind::Lsm, EngineKind::Zkv] {
             runs.push(run_engine(ctx, kind, records, ops)?);
@@ -274,10 +273,8 @@ impl Study for KeyspacesRepro {
         })
     }
 
-    fn params(&self, r: &Results) -> serde_json::Value {
+    fn params(&self, _: &Results) -> serde_json::Value {
         json!({
-            "records": r.records,
-            "ops_per_round": r.ops_per_round,
             "rounds": ROUNDS,
             "key_bytes": KEY_BYTES,
             "value_bytes": VALUE_BYTES,

@@ -63,28 +63,26 @@ macro_rules! progress {
 
 /// An experiment's sizes, a row per field with its value at each scale:
 /// `records: u64 = (5_000, 1_000_000, 10_000_000),` for smoke, default
-/// and full. Makes the struct, `Sizes::at(scale)`, and `Sizes::ROWS` (the
-/// table as written, which `repro list` prints for every experiment).
+/// and full. Makes the struct and its [`SizeTable`]: the driver picks the
+/// sizes at the run's scale, hands them to the experiment, and writes them
+/// to the run's JSON; `repro list` prints the table as written.
 macro_rules! sizes {
     ($(#[$meta:meta])* struct $name:ident {
         $($(#[$fmeta:meta])* $field:ident: $ty:ty = ($smoke:expr, $default:expr, $full:expr $(,)?),)*
     }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
-        struct $name {
+        pub struct $name {
             $($(#[$fmeta])* $field: $ty,)*
         }
 
-        impl $name {
-            /// The sizes at `scale`.
+        impl $crate::repro::SizeTable for $name {
             fn at(scale: $crate::repro::Scale) -> Self {
                 Self {
                     $($field: scale.pick($smoke, $default, $full),)*
                 }
             }
 
-            /// The table as written: each field with its smoke, default
-            /// and full value.
             const ROWS: &'static [$crate::repro::SizeRow] = &[$($crate::repro::SizeRow {
                 name: stringify!($field),
                 at: [stringify!($smoke), stringify!($default), stringify!($full)],
@@ -159,6 +157,15 @@ impl Scale {
             Scale::Full => full,
         }
     }
+}
+
+/// An experiment's sizes (a `sizes!` table): its values at a scale, and
+/// the table as written.
+pub trait SizeTable: Copy + Serialize {
+    /// The sizes at `scale`.
+    fn at(scale: Scale) -> Self;
+    /// Each field with its smoke, default and full value, as written.
+    const ROWS: &'static [SizeRow];
 }
 
 /// One row of an experiment's sizes: a field and its value, as written,

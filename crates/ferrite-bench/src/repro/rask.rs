@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{Figure, Metrics, Report, Study};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::{BenchError, Result};
 use crate::range_index::tail::{self, TailProfile};
 use crate::range_index::{self, RangeOp, ReplayResult, Replayer, INDEXES, WARMUP_OPS};
@@ -307,13 +307,12 @@ impl Study for RaskRepro {
 
     const SUMMARY: &'static str = "the range-as-a-key index vs per-block and range-keyed baselines on block traces: memory, throughput, tail latency";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         if !crate::counting_alloc::installed() {
             eprintln!("rask: the counting allocator is not this process's; memory is not measured");
         }
-        let s = Sizes::at(ctx.scale);
         let mut results = Results::default();
         let mut datasets: Vec<(String, Vec<RangeOp>, usize)> = Vec::new();
         for (name, file) in [
@@ -479,10 +478,7 @@ impl Study for RaskRepro {
         results.recovery = recovery(ctx, rec_ops)?;
         results.params = json!({
             "window_blocks": WINDOW,
-            "synthetic_ops": s.synthetic_ops,
-            "synthetic_disk_blocks": s.disk_blocks,
             "synthetic_mix": "80% put / 20% get, lengths uniform 4..=64, uniform starts",
-            "repeats": {"cloudphysics": s.trace_repeats, "tectonic": s.tiny_repeats, "synthetic": s.synthetic_repeats},
             "latency": format!("extra runs per index with every operation timed: one, or enough to time {LATENCY_OPS} operations on a short stream (pooled)"),
             "warmup_ops": WARMUP_OPS,
             "leaf_capacity": 16,

@@ -43,7 +43,7 @@ use super::resp::Resp;
 use super::serve::{
     bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
 };
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::{BenchError, Result};
 
 pub struct ReplicationRepro;
@@ -392,11 +392,10 @@ impl Study for ReplicationRepro {
     const NAME: &'static str = "replication";
     const SUMMARY: &'static str =
         "ferrite serve masters with two replicas against alone, replication lag, full sync beside redis-server's";
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         need_redis_benchmark()?;
-        let s = Sizes::at(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let root = fresh_dir(&ctx.work_dir.join("replication"))?;
         let mut r = Results {
@@ -411,7 +410,6 @@ impl Study for ReplicationRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "sizes": r.sizes,
             "rounds": ROUNDS,
             "redis_version": r.redis_version,
             "servers": "separate processes on loopback, --sync batched:1000, 256 MiB cache; redis-benchmark -t set -P 16 -d 100",

@@ -58,7 +58,7 @@ use serde_json::json;
 use super::driver::{ferrite_binary, fresh_dir, store_err, Metrics, Report, Study, Table};
 use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
-use super::{ReproContext, Scale, SizeRow};
+use super::{ReproContext, Scale};
 use crate::error::{BenchError, Result};
 
 pub struct ServeRepro;
@@ -740,11 +740,10 @@ impl Study for ServeRepro {
     const NAME: &'static str = "serve";
     const SUMMARY: &'static str =
         "ferrite serve (btree, lsm, zkv) against redis-server under redis-benchmark, plus the engines' in-process reads";
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         need_redis_benchmark()?;
-        let s = Sizes::at(ctx.scale);
         let bin = ferrite_binary("ferrite serve")?;
         let mut results = Results {
             sizes: Some(s),
@@ -869,7 +868,6 @@ impl Study for ServeRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "sizes": r.sizes,
             "redis_version": r.redis_version,
             "value_bytes": 100,
             "servers": "separate processes on loopback; redis-benchmark from redis-tools",

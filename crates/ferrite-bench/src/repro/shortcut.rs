@@ -48,7 +48,7 @@ use serde_json::json;
 use super::driver::{
     alternate, fixed_reads, memory_copy, store_err, Latencies, Metrics, Report, Study,
 };
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
 use crate::error::{BenchError, Result};
 use crate::keyset::{mix64, read_sosd};
@@ -482,10 +482,9 @@ impl Study for ShortcutRepro {
 
     const SUMMARY: &'static str = "SHORTCUT's one-shot traversal vs dependent descent: latency, accuracy, memory, insert-heavy re-layout";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let ps = s.page_size;
         let root = ctx.work_dir.join("shortcut");
         let _ = std::fs::remove_dir_all(&root);
@@ -694,22 +693,14 @@ impl Study for ShortcutRepro {
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
-        let s = &r.sizes;
-        let ps = s.page_size;
         json!({
-            "records": s.records,
             "key_bytes": 8,
             "value_bytes": 8,
-            "page_bytes": ps,
             "pool_bytes": r.pool_bytes,
             "pool_pct_of_tree": r.pool_bytes as f64 * 100.0 / r.tree_bytes.max(1) as f64,
             "one_pct_pool_bytes": r.one_pct_pool_bytes,
-            "warmup_ops": s.warmup,
-            "measured_ops": s.ops,
             "latencydev_read_us": 100,
             "latencydev_backing": "memory copy of the store",
-            "insert_base": s.insert_base,
-            "insert_ops": s.insert_ops,
             "sync": "never",
             "threads": 1,
             "eps": ShortcutOptions::default().eps,

@@ -53,7 +53,7 @@ use serde_json::json;
 use super::driver::{
     alternate, fixed_reads, memory_copy, sized_lsm_options, Latencies, Metrics, Report, Study,
 };
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::adapter::Target;
 use crate::distribution::Chooser;
 use crate::distribution::ScrambledZipfian;
@@ -905,7 +905,7 @@ fn partitions_part(ctx: &ReproContext, s: &Sizes) -> Result<PartitionResults> {
     let keys = KeySet::new((shape.keys)(), 7)?;
     let sizes = Sizes {
         records: s.partition_records,
-        ..Sizes::at(ctx.scale)
+        ..*s
     };
     let cache = s.partition_records * 400;
     let dirs: Vec<PathBuf> = PARTITIONS
@@ -1099,10 +1099,9 @@ impl Study for SwiftRepro {
 
     const SUMMARY: &'static str = "SwiftKV: learned vs sparse SSTable index blocks in one LSM engine, vs RocksDB, index sizes, model types";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let mut results = Results {
             sizes: s,
             compression: ctx.compression.to_string(),
@@ -1135,19 +1134,8 @@ impl Study for SwiftRepro {
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
-        let s = &r.sizes;
         json!({
-            "records": s.records,
             "shapes": SHAPES.iter().map(|x| json!({"name": x.name, "key_bytes": x.key_bytes, "value_bytes": x.value_bytes})).collect::<Vec<_>>(),
-            "measured_ops_incache": s.ops,
-            "measured_ops_cache10": s.ops_cache10,
-            "warmup_ops": s.warmup,
-            "chunks": s.chunks,
-            "sweep_ops": s.sweep_ops,
-            "peer_records": s.peer_records,
-            "peer_ops": s.peer_ops,
-            "model_records": s.model_records,
-            "partition_records": s.partition_records,
             "partitions_compared": PARTITIONS,
             "learned_eps": 32.0,
             "learned_eps_cap": "a quarter of the table's mean entries per block",

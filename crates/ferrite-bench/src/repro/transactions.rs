@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, fresh_dir, store_err, Figure, Metrics, Report, Study, Table};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::adapter::tx_target::{FerriteMode, FerriteTx, TxTarget};
 use crate::distribution::{Chooser, ScrambledZipfian, Uniform};
 use crate::error::Result;
@@ -177,14 +177,14 @@ impl Study for TransactionsRepro {
 
     const SUMMARY: &'static str = "read-modify-write transactions (read 2 keys, write both) on btree/lsm/zkv vs fjall and RocksDB optimistic transactions, uniform and zipfian, 1 and 2 threads; and vs plain batches";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let Sizes {
             records,
             chunk_ops,
             chunks,
-        } = Sizes::at(ctx.scale);
+        } = s;
         // Four times the user bytes: room for every store's pages and
         // overhead (the B+tree's pages after an ascending load are half
         // full, twice the user bytes), so this measures the transaction
@@ -238,12 +238,9 @@ impl Study for TransactionsRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "records": r.records,
             "value_bytes": r.value_bytes,
             "key_bytes": 16,
             "cache_bytes": r.cache_bytes,
-            "chunk_ops": r.chunk_ops,
-            "chunks": r.chunks,
             "durability": "log buffered in the store, no sync per commit (ferrite never, fjall manual_journal_persist, RocksDB manual_wal_flush)",
             "stores": r.stores,
         })

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, open_engine, store_err, Metrics, Report, Study, Table};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::Result;
 use crate::report;
 
@@ -344,10 +344,9 @@ impl Study for TurboRepro {
 
     const SUMMARY: &'static str = "TurboIndex's insert buffer vs the same B+tree without it: uniform writes, LRU anomalies, skew, YCSB A/B";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let root = ctx.work_dir.join("turboindex");
         let _ = std::fs::remove_dir_all(&root);
         let dirs: Vec<_> = KINDS.iter().map(|k| root.join(k.name())).collect();
@@ -396,15 +395,11 @@ impl Study for TurboRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "records": r.records,
             "key_bytes": 8,
             "value_bytes": 8,
             "page_bytes": 4096,
             "budget_bytes": r.budget_bytes,
             "data_over_budget": (r.tree_pages * PAGE_COST) as f64 / r.budget_bytes as f64,
-            "warmup_ops": r.warmup,
-            "measured_ops": r.ops,
-            "chunks": r.chunks,
             "insert_buffer_share": 0.05,
             "reuse_threshold": 2,
             "l_quota": 0.9,

@@ -44,7 +44,7 @@ use serde_json::json;
 use super::driver::{
     ferrite_binary, free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table,
 };
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::{BenchError, Result};
 use crate::memory_cgroup::MemoryCgroup;
 
@@ -516,10 +516,9 @@ impl Study for VolumeRepro {
     const NAME: &'static str = "volume";
     const SUMMARY: &'static str =
         "NBD volume on RASK vs a per-block map vs nbdkit file, fio over loopback, plus GC and recovery";
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let mut r = Results {
             sizes: Some(s),
             ..Results::default()
@@ -673,7 +672,6 @@ impl Study for VolumeRepro {
 
     fn params(&self, r: &Results) -> serde_json::Value {
         json!({
-            "sizes": r.sizes,
             "fill": "80% sequential 1 MiB writes, then a flush",
             "fio": "ioengine=nbd over loopback, 2 jobs x QD 16 (and 1 job x QD 1 for 4k), fsync=16 on writes, time_based with 1 s ramp",
             "bssplit": r.bssplit,

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{alternate, alternate_while, fresh_dir, store_err, Metrics, Report, Study};
-use super::{ReproContext, SizeRow};
+use super::ReproContext;
 use crate::error::{BenchError, Result};
 use crate::report;
 use crate::workload::{Op, OpStream, RecordCounter, Workload};
@@ -1014,10 +1014,9 @@ impl Study for ZkvRepro {
 
     const SUMMARY: &'static str = "ZKV vs the B+-tree and BD-tree on an emulated zoned device: Table 2 workloads, write bytes per insert, breakdown, memory sensitivity, zone reclamation of leaves and of the value log";
 
-    const SIZES: &'static [SizeRow] = Sizes::ROWS;
+    type Sizes = Sizes;
 
-    fn measure(&self, ctx: &ReproContext) -> Result<Results> {
-        let s = Sizes::at(ctx.scale);
+    fn measure(&self, ctx: &ReproContext, s: Sizes) -> Result<Results> {
         let mut r = Results {
             sizes: s,
             ..Results::default()
@@ -1034,21 +1033,12 @@ impl Study for ZkvRepro {
     }
 
     fn params(&self, r: &Results) -> serde_json::Value {
-        let s = &r.sizes;
         json!({
-            "records": s.records,
             "key_bytes": 8,
             "value_bytes": 8,
             "budget_bytes": r.budget_bytes,
             "budget_share_of_data": 0.125,
             "zkv_split": "1:3:4",
-            "inserts_measured": s.inserts,
-            "ops_per_workload": s.ops,
-            "chunks": s.chunks,
-            "small_records": s.small_records,
-            "gc_records": s.gc_records,
-            "gc_ops": s.gc_ops,
-            "vlog_bytes": s.vlog_bytes,
             "vlog_value_bytes": VLOG_VALUES,
             "vlog_rewrites": VLOG_REWRITES,
             "sync": "never",

@@ -12,7 +12,9 @@ use serde::Serialize;
 use super::space::{self, SpaceWatch, StoreSpace};
 use super::{Metrics, Report};
 use crate::error::{BenchError, Result};
-use crate::repro::{ClaimFigures, ClaimSpec, Experiment, Outcome, ReproContext, SizeRow};
+use crate::repro::{
+    ClaimFigures, ClaimSpec, Experiment, Outcome, ReproContext, SizeRow, SizeTable,
+};
 
 pub trait Study: Sync {
     /// Everything a run measured: what the metrics and the report are
@@ -26,10 +28,12 @@ pub trait Study: Sync {
     /// The paper's claims and the figures they are judged on (a
     /// `claims!` struct, or [`NoClaims`](crate::repro::NoClaims)).
     type Claims: ClaimFigures;
-    /// Its sizes at each scale (a `sizes!` table's `ROWS`).
-    const SIZES: &'static [SizeRow];
-    fn measure(&self, ctx: &ReproContext) -> Result<Self::Results>;
-    /// The run's parameters (sizes, budgets, durability) for its JSON.
+    /// Its sizes at each scale (a `sizes!` table).
+    type Sizes: SizeTable;
+    /// Measures at sizes `s`, the table's at the run's scale.
+    fn measure(&self, ctx: &ReproContext, s: Self::Sizes) -> Result<Self::Results>;
+    /// The run's parameters other than its sizes (budgets, shapes,
+    /// durability) for its JSON; the driver adds the sizes as `sizes`.
     fn params(&self, r: &Self::Results) -> serde_json::Value;
     /// Sets the claims' figures and returns every other figure, named.
     fn metrics(&self, r: &Self::Results, claims: &mut Self::Claims) -> Metrics;
@@ -82,6 +86,19 @@ impl<S: Study> Driven<S> {
     }
 }
 
+/// The experiment's `params` with its sizes beside them, under `sizes`.
+fn with_sizes(params: serde_json::Value, sizes: &impl SizeTable) -> Result<serde_json::Value> {
+    let sizes = serde_json::to_value(sizes).map_err(|e| BenchError::Config(e.to_string()))?;
+    Ok(match params {
+        serde_json::Value::Object(mut p) => {
+            p.insert("sizes".into(), sizes);
+            serde_json::Value::Object(p)
+        }
+        serde_json::Value::Null => serde_json::json!({ "sizes": sizes }),
+        other => serde_json::json!({ "sizes": sizes, "params": other }),
+    })
+}
+
 impl<S: Study> Experiment for Driven<S> {
     fn name(&self) -> &'static str {
         S::NAME
@@ -96,18 +113,19 @@ impl<S: Study> Experiment for Driven<S> {
     }
 
     fn sizes(&self) -> &'static [SizeRow] {
-        S::SIZES
+        S::Sizes::ROWS
     }
 
     fn run(&self, ctx: &ReproContext) -> Result<Outcome> {
+        let sizes = S::Sizes::at(ctx.scale);
         let watch = SpaceWatch::start(&ctx.work_dir);
-        let r = self.0.measure(ctx);
+        let r = self.0.measure(ctx, sizes);
         let disk = watch.finish();
         let r = r?;
         let m = self.metrics(&r)?;
         self.publish(ctx, &r, &m, &disk)?;
         Ok(Outcome {
-            params: self.0.params(&r),
+            params: with_sizes(self.0.params(&r), &sizes)?,
             metrics: m.into_map(),
             space: disk,
         })
@@ -147,6 +165,12 @@ mod tests {
         }
     }
 
+    sizes! {
+        struct Sizes {
+            records: u64 = (10, 1_000, 100_000),
+        }
+    }
+
     /// Sets its claim's figure through the field, or, when `by_name`,
     /// by name beside it.
     struct Demo {
@@ -158,10 +182,10 @@ mod tests {
         type Claims = Claims;
         const NAME: &'static str = "demo";
         const SUMMARY: &'static str = "a demo";
-        const SIZES: &'static [SizeRow] = &[];
+        type Sizes = Sizes;
 
-        fn measure(&self, _: &ReproContext) -> Result<f64> {
-            Ok(2.0)
+        fn measure(&self, _: &ReproContext, s: Sizes) -> Result<f64> {
+            Ok(s.records as f64 / 5.0)
         }
 
         fn params(&self, _: &f64) -> serde_json::Value {
@@ -191,5 +215,32 @@ mod tests {
         assert_eq!(m.get("speedup_detail"), Some(2.0));
         let err = Driven(Demo { by_name: true }).metrics(&2.0).unwrap_err();
         assert!(err.to_string().contains("speedup"), "{err}");
+    }
+
+    #[test]
+    fn the_driver_measures_at_the_scale_s_sizes_and_writes_them_to_the_params() {
+        let work = tempfile::tempdir().unwrap();
+        let ctx = ReproContext {
+            scale: crate::repro::Scale::Smoke,
+            out_dir: None,
+            work_dir: work.path().to_path_buf(),
+            data_dir: work.path().to_path_buf(),
+            keys_dir: work.path().to_path_buf(),
+            map_ops: Vec::new(),
+            record_map_ops: None,
+            compression: crate::adapter::Compression::default(),
+            show_progress: false,
+        };
+        let outcome = Driven(Demo { by_name: false }).run(&ctx).unwrap();
+        assert_eq!(
+            outcome.metrics.get("speedup"),
+            Some(&2.0),
+            "smoke: 10 records"
+        );
+        assert_eq!(outcome.params["sizes"]["records"], 10);
+        assert_eq!(
+            Driven(Demo { by_name: false }).sizes()[0].at,
+            ["10", "1_000", "100_000"]
+        );
     }
 }

@@ -26,7 +26,7 @@ use ferrite_rask::{DurableOptions, DurableRask, PhysicalRun};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{Figure, Metrics, Report, Study};
+use super::driver::{fresh_dir, Figure, Metrics, Report, Study};
 use super::ReproContext;
 use crate::error::{BenchError, Result};
 use crate::range_index::tail::{self, TailProfile};
@@ -82,6 +82,22 @@ pub struct Results {
     /// RASK's latencies by the work each operation did, per main stream.
     #[serde(default)]
     tails: Vec<(String, TailProfile)>,
+}
+
+impl Results {
+    /// The rows the claims and plots take (the traces as compacted
+    /// streams, as in the paper, and the synthetic set), and their data
+    /// sets in order.
+    fn main_rows(&self) -> (Vec<&Row>, Vec<String>) {
+        let main: Vec<&Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.compaction || r.dataset == "synthetic")
+            .collect();
+        let mut sets: Vec<String> = main.iter().map(|r| r.dataset.clone()).collect();
+        sets.dedup();
+        (main, sets)
+    }
 }
 
 /// Leaf capacities of the sensitivity sweep (the paper's default is 16).
@@ -232,12 +248,7 @@ fn mapping(index: &ferrite_rask::Rask<PhysicalRun>) -> Vec<(u64, u64, u64)> {
 }
 
 fn recovery(ctx: &ReproContext, ops: &[RangeOp]) -> Result<BTreeMap<String, f64>> {
-    let dir = ctx.work_dir.join("rask-recovery");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Data {
-        path: dir.clone(),
-        reason: e.to_string(),
-    })?;
+    let dir = fresh_dir(&ctx.work_dir.join("rask-recovery"))?;
     let mut opts = DurableOptions {
         checkpoint_log_bytes: u64::MAX,
         ..DurableOptions::default()
@@ -506,16 +517,7 @@ impl Study for RaskRepro {
 /// also kept as `<metric>_<dataset>`.
 fn metrics_of(results: &Results, c: &mut Claims) -> Metrics {
     let mut m = Metrics::new();
-    let main: Vec<&Row> = results
-        .rows
-        .iter()
-        .filter(|r| r.compaction || r.dataset == "synthetic")
-        .collect();
-    let datasets: Vec<String> = {
-        let mut d: Vec<String> = main.iter().map(|r| r.dataset.clone()).collect();
-        d.dedup();
-        d
-    };
+    let (main, datasets) = results.main_rows();
     // Reported beside the claims, judged by none.
     let mut straddle = Figure::named("split_no_straddle_fraction");
     let mut worst = |f: &mut Figure, v: Option<f64>, ds: &str, higher_is_better: bool| {
@@ -1002,13 +1004,7 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
         let _ = writeln!(doc, "- {k}: {v:.4}");
     }
     let _ = writeln!(doc);
-    let main: Vec<&Row> = results
-        .rows
-        .iter()
-        .filter(|r| r.compaction || r.dataset == "synthetic")
-        .collect();
-    let mut groups: Vec<String> = main.iter().map(|r| r.dataset.clone()).collect();
-    groups.dedup();
+    let (main, groups) = results.main_rows();
     let series = |f: &dyn Fn(&ReplayResult) -> Option<f64>| -> Vec<(String, Vec<Option<f64>>)> {
         INDEXES
             .iter()

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{
-    alternate, fixed_reads, memory_copy, store_err, Latencies, Metrics, Report, Study,
+    alternate, fixed_reads, made_dir, memory_copy, store_err, Latencies, Metrics, Report, Study,
 };
 use super::ReproContext;
 use crate::distribution::{Chooser, Latest, ScrambledZipfian, ZIPFIAN_THETA};
@@ -107,10 +107,7 @@ struct Open {
 }
 
 fn open(dir: &Path, o: Open) -> Result<BTreeStore> {
-    std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    made_dir(dir)?;
     let options = Options::default()
         .cache_bytes(o.cache)
         .sync(SyncMode::Never);
@@ -278,10 +275,7 @@ struct PunchProbe {
 fn punch_probe(dir: &Path, ops: u64) -> Result<Option<PunchProbe>> {
     use ferrite_io::{AlignedBuf, DirectFile};
     let blocks = 16_384u64;
-    std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
-        path: dir.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+    made_dir(dir)?;
     let path = dir.join("punch-probe");
     let _ = std::fs::remove_file(&path);
     let io = |e: ferrite_io::DeviceError| BenchError::Config(format!("punch probe: {e}"));

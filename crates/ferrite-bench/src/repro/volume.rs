@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{
-    ferrite_binary, free_port, fresh_dir, wait_for_port, Metrics, Report, Study, Table,
+    ferrite_binary, free_port, fresh_dir, made_dir, wait_for_port, Metrics, Report, Study, Table,
 };
 use super::ReproContext;
 use crate::error::{BenchError, Result};
@@ -271,13 +271,7 @@ impl Drop for Served {
 /// `--record-map-ops DIR` asked for them.
 fn recording(ctx: &ReproContext, t: Target, phase: &str) -> Result<Option<PathBuf>> {
     match &ctx.record_map_ops {
-        Some(dir) if t == Target::Rask => {
-            std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
-                path: dir.clone(),
-                reason: e.to_string(),
-            })?;
-            Ok(Some(dir.join(format!("{phase}.ops"))))
-        }
+        Some(dir) if t == Target::Rask => Ok(Some(made_dir(dir)?.join(format!("{phase}.ops")))),
         _ => Ok(None),
     }
 }
@@ -290,7 +284,7 @@ fn serve(
     sparse: bool,
     record: Option<PathBuf>,
 ) -> Result<Served> {
-    std::fs::create_dir_all(dir).map_err(|e| BenchError::Config(e.to_string()))?;
+    made_dir(dir)?;
     let port = free_port()?;
     match t.map() {
         Some(map) => {

@@ -450,25 +450,30 @@ fn insert_then_read(
     Ok(out)
 }
 
-fn sensitivity(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
-    let root = ctx.work_dir.join("zkv-sensitivity");
-    let shares = [0.0625, 0.125, 0.25];
-    let configs = shares
-        .iter()
-        .map(|&share| {
-            (
-                format!("zkv@{share}"),
-                budget_for(s.small_records, share),
-                base_opts(Variant::Zkv, 64),
-            )
-        })
-        .collect();
-    let runs = insert_then_read(ctx, s, &root, "memory sensitivity", configs, 9)?;
-    r.sensitivity = shares
+/// ZKV alone at each of `points`, each named and configured by `config`
+/// (name, budget, options): (point, insert run, read run) per point.
+fn sweep<P: Copy>(
+    ctx: &ReproContext,
+    s: &Sizes,
+    (dir, label, seed): (&str, &str, u64),
+    points: &[P],
+    config: impl Fn(P) -> (String, u64, ZkvOptions),
+) -> Result<Vec<(P, Run, Run)>> {
+    let configs = points.iter().map(|&p| config(p)).collect();
+    let runs = insert_then_read(ctx, s, &ctx.work_dir.join(dir), label, configs, seed)?;
+    Ok(points
         .iter()
         .zip(runs)
-        .map(|(&share, (_, i, d))| (share, i, d))
-        .collect();
+        .map(|(&p, (_, i, d))| (p, i, d))
+        .collect())
+}
+
+fn sensitivity(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
+    let run = ("zkv-sensitivity", "memory sensitivity", 9);
+    r.sensitivity = sweep(ctx, s, run, &[0.0625, 0.125, 0.25], |share| {
+        let budget = budget_for(s.small_records, share);
+        (format!("zkv@{share}"), budget, base_opts(Variant::Zkv, 64))
+    })?;
     Ok(())
 }
 
@@ -476,25 +481,18 @@ fn sensitivity(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
 /// write sequencer holds the same bytes at every size, so the ZFlusher's
 /// read cache keeps its share of the budget.
 fn leaf_sizes(ctx: &ReproContext, s: &Sizes, r: &mut Results) -> Result<()> {
-    let root = ctx.work_dir.join("zkv-leaf-size");
-    let sizes = [4usize << 10, 8 << 10, 16 << 10, 32 << 10];
     let budget = budget_for(s.small_records, 0.125);
-    let configs = sizes
-        .iter()
-        .map(|&leaf_size| {
-            (
-                format!("zkv@{}k", leaf_size >> 10),
-                budget,
-                base_opts(Variant::Zkv, 64).leaf_size(leaf_size),
-            )
-        })
-        .collect();
-    let runs = insert_then_read(ctx, s, &root, "leaf size", configs, 11)?;
-    r.leaf_sizes = sizes
-        .iter()
-        .zip(runs)
-        .map(|(&size, (_, i, d))| (size, i, d))
-        .collect();
+    let run = ("zkv-leaf-size", "leaf size", 11);
+    r.leaf_sizes = sweep(
+        ctx,
+        s,
+        run,
+        &[4 << 10, 8 << 10, 16 << 10, 32 << 10],
+        |size| {
+            let opts = base_opts(Variant::Zkv, 64).leaf_size(size);
+            (format!("zkv@{}k", size >> 10), budget, opts)
+        },
+    )?;
     Ok(())
 }
 

@@ -42,5 +42,5 @@ pub use metrics::{Figure, Metrics};
 pub use port::{free_port, wait_for_port};
 pub use report::{Report, Table};
 pub use space::{SpaceWatch, StoreSpace};
-pub use store::{fresh_dir, open_engine, sized_lsm_options, store_err};
+pub use store::{fresh_dir, made_dir, open_engine, sized_lsm_options, store_err};
 pub use study::{Driven, Study};

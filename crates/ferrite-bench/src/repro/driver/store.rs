@@ -27,6 +27,11 @@ pub fn open_engine(
 /// files.
 pub fn fresh_dir(dir: &Path) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(dir);
+    made_dir(dir)
+}
+
+/// `dir`, created if it is not there; what it holds is kept.
+pub fn made_dir(dir: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| BenchError::Data {
         path: dir.to_path_buf(),
         reason: e.to_string(),

@@ -37,6 +37,10 @@ pub enum BenchError {
     #[error("target {0} is not available in this build; {1}")]
     Unavailable(String, &'static str),
 
+    /// An outside program an experiment drives is not installed.
+    #[error("{tool} is not installed; {how} installs it")]
+    ToolMissing { tool: String, how: &'static str },
+
     #[error("writing {}: {source}", path.display())]
     Output {
         path: PathBuf,

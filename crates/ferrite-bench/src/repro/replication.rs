@@ -38,11 +38,9 @@ use ferrite::{EngineKind, SyncMode};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{ferrite_binary, fresh_dir, Metrics, Report, Study, Table};
+use super::driver::{ferrite_binary, fresh_dir, have, Metrics, Report, Study, Table};
 use super::resp::Resp;
-use super::serve::{
-    bench, have, need_redis_benchmark, start_ferrite_with, start_redis_with, Server,
-};
+use super::serve::{bench, need_redis_benchmark, start_ferrite_with, start_redis_with, Server};
 use super::ReproContext;
 use crate::error::{BenchError, Result};
 

@@ -55,7 +55,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::driver::{ferrite_binary, fresh_dir, store_err, Metrics, Report, Study, Table};
+use super::driver::{
+    ferrite_binary, fresh_dir, have, need, store_err, Metrics, Report, Study, Table,
+};
 use super::expiry::{self, ExpiryRun};
 use super::valkey_suite::{self, FileCount};
 use super::{ReproContext, Scale};
@@ -195,22 +197,7 @@ fn process_err(e: ferrite_process::ProcessError) -> BenchError {
 
 /// Fails with how to install it unless `redis-benchmark` is here.
 pub(super) fn need_redis_benchmark() -> Result<()> {
-    if have("redis-benchmark") {
-        return Ok(());
-    }
-    Err(BenchError::Unavailable(
-        "redis-benchmark".into(),
-        "install redis-tools (scripts/install-redis-tools.sh)",
-    ))
-}
-
-pub(super) fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
+    need("redis-benchmark", "scripts/install-redis-tools.sh").map(drop)
 }
 
 fn start_redis(dir: &Path, aof: Option<&str>) -> Result<Server> {

@@ -42,7 +42,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::{
-    ferrite_binary, free_port, fresh_dir, made_dir, wait_for_port, Metrics, Report, Study, Table,
+    ferrite_binary, free_port, fresh_dir, made_dir, need, wait_for_port, Metrics, Report, Study,
+    Table,
 };
 use super::ReproContext;
 use crate::error::{BenchError, Result};
@@ -198,12 +199,6 @@ struct CrashRecovery {
     live_bytes: u64,
     /// What `ferrite volume check` finds after the reopen.
     check_problems: Vec<String>,
-}
-
-fn tool_version(tool: &str) -> Option<String> {
-    let out = Command::new(tool).arg("--version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    Some(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 fn verr(e: ferrite_volume::VolumeError) -> BenchError {
@@ -518,17 +513,8 @@ impl Study for VolumeRepro {
             ..Results::default()
         };
         for tool in ["fio", "nbdkit"] {
-            match tool_version(tool) {
-                Some(v) => {
-                    r.tools.insert(tool.into(), v);
-                }
-                None => {
-                    r.notes.push(format!(
-                        "{tool} is not installed (scripts/install-nbd-tools.sh): nothing over NBD was measured"
-                    ));
-                    return Ok(r);
-                }
-            }
+            let version = need(tool, "scripts/install-nbd-tools.sh")?;
+            r.tools.insert(tool.into(), version);
         }
         if !crate::counting_alloc::installed() {
             r.notes

@@ -1,8 +1,11 @@
-//! The `ferrite` binary an experiment runs as a separate process (a
-//! server it talks to over the network, or one it kills): `$FERRITE_BIN`,
-//! or the one built beside the benchmark's own binary.
+//! The programs an experiment runs as separate processes: the `ferrite`
+//! binary (a server it talks to over the network, or one it kills),
+//! `$FERRITE_BIN` or the one built beside the benchmark's own; and the
+//! outside tools it drives (redis-benchmark, fio, nbdkit), which it needs
+//! installed rather than measuring nothing without them.
 
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use crate::error::{BenchError, Result};
 
@@ -21,5 +24,45 @@ pub fn ferrite_binary(what: &str) -> Result<PathBuf> {
             what.into(),
             "build the ferrite binary (cargo build --release) or set FERRITE_BIN",
         ))
+    }
+}
+
+/// Whether the outside program `tool` answers `--version`.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `tool`'s first line of `--version`, or an error naming `how` (the
+/// script that installs it) when it is missing.
+pub fn need(tool: &str, how: &'static str) -> Result<String> {
+    let missing = || BenchError::ToolMissing {
+        tool: tool.into(),
+        how,
+    };
+    let out = Command::new(tool)
+        .arg("--version")
+        .output()
+        .map_err(|_| missing())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tool_is_named_with_what_installs_it() {
+        assert!(have("sh") || have("true"));
+        let err = need("ferrite-no-such-tool", "scripts/nothing.sh").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "ferrite-no-such-tool is not installed; scripts/nothing.sh installs it"
+        );
     }
 }

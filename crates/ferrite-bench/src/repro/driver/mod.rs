@@ -9,7 +9,7 @@
 //! | `comparison.rs` | whole stores compared through the side-by-side runner (`crate::plan`) |
 //! | `alternate.rs` | variants run side by side in chunks, the first one rotating, so machine drift falls on all alike |
 //! | `latency.rs` | HDR latency histograms and their percentiles |
-//! | `binary.rs` | the `ferrite` binary an experiment runs as its own process |
+//! | `binary.rs` | the programs an experiment runs: the `ferrite` binary, and the outside tools it needs installed |
 //! | `port.rs` | loopback ports for the servers an experiment starts |
 //! | `metrics.rs` | [`Metrics`]: every figure a run reports, by name; [`Figure`]: one claim's, set through its field |
 //! | `report.rs` | [`Report`]: the Markdown document, its tables and its figures |
@@ -17,9 +17,10 @@
 //! | `store.rs` | fresh store directories, store errors named by variant, LSM options sized to the data |
 //!
 //! An experiment declares its sizes in a `sizes!` table (a row per size,
-//! a column per [`super::Scale`]) and its claims in a `claims!` struct of
-//! typed [`Figure`]s, both macros in `repro/mod.rs`; operations come from
-//! `crate::workload` and `crate::distribution`.
+//! a column per [`super::Scale`]; the driver picks the run's column, hands
+//! it to `measure` and writes it to the JSON) and its claims in a
+//! `claims!` struct of typed [`Figure`]s, both macros in `repro/mod.rs`;
+//! operations come from `crate::workload` and `crate::distribution`.
 
 mod alternate;
 mod binary;
@@ -34,7 +35,7 @@ mod store;
 mod study;
 
 pub use alternate::{alternate, alternate_while};
-pub use binary::ferrite_binary;
+pub use binary::{ferrite_binary, have, need};
 pub use comparison::{side_by_side, RunSizes};
 pub use device::{fixed_reads, memory_copy};
 pub use latency::{Latencies, LatencySummary, CURVE};

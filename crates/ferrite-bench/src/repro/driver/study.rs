@@ -178,11 +178,11 @@ mod tests {
     }
 
     impl Study for Demo {
-        type Results = f64;
-        type Claims = Claims;
         const NAME: &'static str = "demo";
         const SUMMARY: &'static str = "a demo";
+        type Results = f64;
         type Sizes = Sizes;
+        type Claims = Claims;
 
         fn measure(&self, _: &ReproContext, s: Sizes) -> Result<f64> {
             Ok(s.records as f64 / 5.0)

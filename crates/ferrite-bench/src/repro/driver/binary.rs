@@ -29,27 +29,27 @@ pub fn ferrite_binary(what: &str) -> Result<PathBuf> {
 
 /// Whether the outside program `tool` answers `--version`.
 pub fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
+    version(tool).is_some()
 }
 
 /// `tool`'s first line of `--version`, or an error naming `how` (the
 /// script that installs it) when it is missing.
 pub fn need(tool: &str, how: &'static str) -> Result<String> {
-    let missing = || BenchError::ToolMissing {
+    version(tool).ok_or_else(|| BenchError::ToolMissing {
         tool: tool.into(),
         how,
-    };
+    })
+}
+
+/// The first line `tool --version` prints, if it runs.
+fn version(tool: &str) -> Option<String> {
     let out = Command::new(tool)
         .arg("--version")
+        .stderr(Stdio::null())
         .output()
-        .map_err(|_| missing())?;
+        .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.lines().next().unwrap_or("").trim().to_string())
+    Some(text.lines().next().unwrap_or("").trim().to_string())
 }
 
 #[cfg(test)]

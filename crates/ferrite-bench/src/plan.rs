@@ -18,7 +18,7 @@ use crate::disk_peak::DiskPeak;
 use crate::error::{BenchError, Result};
 use crate::keyset::{KeySet, KeySpec, ValueSpec};
 use crate::process;
-use crate::report::{footprint_parts, BenchReport, LoadRow, ResultRow, Setup};
+use crate::report::{footprint_parts, BenchReport, LoadRow, ResultRow, Setup, TreeShape};
 use crate::runner::{self, Dataset, LoadSpec, RunSpec};
 use crate::workload::{RecordCounter, Workload};
 
@@ -260,7 +260,11 @@ impl BenchPlan {
             for (row, l) in rows.iter_mut().zip(&loaded) {
                 row.disk_bytes = process::disk_bytes(&l.dir);
                 row.footprint = footprint_parts(&l.target.footprint(l.db.as_ref(), &l.dir));
-                row.engine_extra = l.db.stats().detail.map(|d| d.fields()).unwrap_or_default();
+                let stats = l.db.stats();
+                row.tree = stats
+                    .engine::<ferrite_btree::BTreeStats>()
+                    .map(TreeShape::of);
+                row.engine_extra = stats.detail.map(|d| d.fields()).unwrap_or_default();
                 row.finish();
             }
             results.extend(rows);

@@ -17,12 +17,7 @@ fn a_replay_charges_rask_with_its_own_bytes_only() {
         let ops = synthetic_ops(n, 5, blocks, 0.8, 0.05);
         let r = Replayer { sample_every: 0 }.run("rask", &ops).unwrap();
         let measured = r.memory_bytes.unwrap();
-        let counted = r
-            .extra
-            .iter()
-            .find(|(k, _)| k == "index_bytes")
-            .map(|(_, v)| *v as u64)
-            .unwrap();
+        let counted = r.rask.unwrap().index_bytes;
         eprintln!("{n} ops: measured {measured}, counted {counted}");
         assert!(
             measured.abs_diff(counted) <= 512,

@@ -33,6 +33,7 @@ mod segments;
 pub mod tail;
 
 pub use ferrite_trace::{compact_writes, ops_from_trace, RangeOp};
+pub use rask_index::RaskCounters;
 pub use replay::{synthetic_ops, verify, ReplayResult, Replayer, WARMUP_OPS};
 
 use ferrite_rask::{BlockRange, PhysicalRun, Segment};
@@ -44,11 +45,11 @@ pub trait RangeIndex: Send + Sync {
     fn delete(&self, r: BlockRange);
     /// Appends segments tiling `r` to `out`.
     fn get(&self, r: BlockRange, out: &mut Vec<Segment<PhysicalRun>>);
-    /// Engine counters worth reporting, as (name, value), after `writes`
-    /// puts and deletes.
-    fn extra(&self, writes: u64) -> Vec<(String, f64)> {
+    /// RASK's counters after `writes` puts and deletes (the baselines
+    /// keep none).
+    fn counters(&self, writes: u64) -> Option<RaskCounters> {
         let _ = writes;
-        Vec::new()
+        None
     }
     /// Frees what the index has retired but not yet released (RASK's
     /// epoch garbage), so the memory measured after a replay is what the

@@ -15,7 +15,9 @@ use rand::{Rng, SeedableRng};
 
 use ferrite_trace::{RangeOp, RunAllocator};
 
-use super::RangeIndex;
+use serde::Deserialize;
+
+use super::{RangeIndex, RaskCounters};
 
 /// `n` operations on a disk of `disk_blocks` blocks: ranges of 4 to 64
 /// blocks (uniform) at uniform starts; `write_fraction` puts,
@@ -117,7 +119,49 @@ pub struct ReplayResult {
     pub p99_ns: u64,
     pub p999_ns: u64,
     pub p9999_ns: u64,
-    pub extra: Vec<(String, f64)>,
+    /// RASK's counters (the baselines keep none). Results saved before
+    /// they were typed list them as `extra`, (name, value) pairs.
+    #[serde(
+        default,
+        alias = "extra",
+        deserialize_with = "saved_counters",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rask: Option<RaskCounters>,
+}
+
+/// Reads [`ReplayResult::rask`] as saved: the typed object, or the
+/// (name, value) pairs of older results, matched to the fields by serde.
+fn saved_counters<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<RaskCounters>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Saved {
+        Pairs(Vec<(String, f64)>),
+        Typed(RaskCounters),
+    }
+    let pairs = match Option::<Saved>::deserialize(d)? {
+        None => return Ok(None),
+        Some(Saved::Typed(c)) => return Ok(Some(c)),
+        Some(Saved::Pairs(p)) if p.is_empty() => return Ok(None),
+        Some(Saved::Pairs(p)) => p,
+    };
+    // Counts were saved as floats; a count field reads only an integer.
+    let object = pairs
+        .into_iter()
+        .map(|(k, v)| {
+            let n = if v.fract() == 0.0 && v >= 0.0 {
+                serde_json::Value::from(v as u64)
+            } else {
+                serde_json::Value::from(v)
+            };
+            (k, n)
+        })
+        .collect();
+    serde_json::from_value(serde_json::Value::Object(object))
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// Times replays.
@@ -183,7 +227,7 @@ impl Replayer {
         for _ in 0..runs.max(1) {
             last = Some(self.replay(name, ops, &mut out, &mut hist)?);
         }
-        let (seconds, memory_bytes, extra) = last?;
+        let (seconds, memory_bytes, rask) = last?;
         Some(ReplayResult {
             index: name.to_string(),
             ops: ops.len() as u64,
@@ -195,7 +239,7 @@ impl Replayer {
             p99_ns: hist.value_at_quantile(0.99),
             p999_ns: hist.value_at_quantile(0.999),
             p9999_ns: hist.value_at_quantile(0.9999),
-            extra,
+            rask,
         })
     }
 
@@ -222,18 +266,18 @@ impl Replayer {
             }
         }
         let seconds = started.elapsed().as_secs_f64();
-        // The heap is read before the counters are gathered: their names
-        // and the vector holding them are the harness's, not the index's.
+        // The heap is read before the counters are gathered, so nothing
+        // the harness allocates for them counts as the index's.
         ix.settle();
         drain_retired();
         let after = live_heap();
-        let extra = ix.extra(writes);
+        let counters = ix.counters(writes);
         let memory_bytes = match (before, after) {
             (Some(b), Some(a)) => Some(a.saturating_sub(b)),
             _ => None,
         };
         drop(ix);
-        Some((seconds, memory_bytes, extra))
+        Some((seconds, memory_bytes, counters))
     }
 }
 
@@ -271,4 +315,4 @@ fn apply(ix: &dyn super::RangeIndex, op: &RangeOp, out: &mut Vec<Segment<Physica
 }
 
 /// What one replay measured besides its latencies.
-type Replay = (f64, Option<u64>, Vec<(String, f64)>);
+type Replay = (f64, Option<u64>, Option<RaskCounters>);

@@ -129,6 +129,43 @@ pub struct OpLatency {
     pub cdf: Vec<(f64, f64)>,
 }
 
+/// What of a B+tree's shape decides how many pages a lookup reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeShape {
+    /// Levels, the leaves included.
+    pub height: u32,
+    /// Pages the buffer pool holds.
+    pub pool_frames: u64,
+    /// Pages on each level, the leaves first.
+    pub pages_per_level: Vec<u64>,
+}
+
+impl TreeShape {
+    pub fn of(s: &ferrite_btree::BTreeStats) -> Self {
+        Self {
+            height: s.height,
+            pool_frames: s.pool_frames,
+            pages_per_level: s.pages_per_level.clone(),
+        }
+    }
+
+    /// Levels, from the leaves up, that do not fit in the pool when it
+    /// caches the tree from the root down.
+    pub fn levels_not_cached(&self) -> usize {
+        let mut used = 0;
+        let cached = self
+            .pages_per_level
+            .iter()
+            .rev()
+            .take_while(|&&n| {
+                used += n;
+                used <= self.pool_frames
+            })
+            .count();
+        self.pages_per_level.len() - cached
+    }
+}
+
 /// One store on one workload, over all repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
@@ -168,6 +205,9 @@ pub struct ResultRow {
     /// The store's own counters after the workload (ferrite engines).
     #[serde(default)]
     pub engine_extra: Vec<(String, f64)>,
+    /// The B+tree's shape after the workload (B+tree stores only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<TreeShape>,
     #[serde(skip)]
     hist: BTreeMap<OpKind, Histogram<u64>>,
     #[serde(skip)]
@@ -196,6 +236,7 @@ impl ResultRow {
             missing_reads: 0,
             timeline: Vec::new(),
             engine_extra: Vec::new(),
+            tree: None,
             hist: BTreeMap::new(),
             totals: (0, 0, 0),
         }
@@ -249,13 +290,6 @@ impl ResultRow {
                 }
             })
             .collect();
-    }
-
-    pub fn extra(&self, name: &str) -> Option<f64> {
-        self.engine_extra
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|&(_, v)| v)
     }
 
     pub fn latency_of(&self, op: OpKind) -> Option<&OpLatency> {
@@ -349,6 +383,20 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels_not_cached_count_up_from_the_leaves() {
+        let shape = |pool_frames| TreeShape {
+            height: 3,
+            pool_frames,
+            pages_per_level: vec![100, 10, 1],
+        };
+        // Root and inner level fit (11 pages); the leaves do not.
+        assert_eq!(shape(50).levels_not_cached(), 1);
+        assert_eq!(shape(111).levels_not_cached(), 0);
+        assert_eq!(shape(5).levels_not_cached(), 2);
+        assert_eq!(shape(0).levels_not_cached(), 3);
+    }
 
     fn sample() -> BenchReport {
         let mut h = Histogram::<u64>::new(3).unwrap();

@@ -92,26 +92,6 @@ fn ratio(r: &BenchReport, a: &str, b: &str, w: &str) -> Option<f64> {
     Some(r.row(a, w)?.ops_per_sec / r.row(b, w)?.ops_per_sec)
 }
 
-/// Tree levels (from the leaves up) that do not fit in the pool when the
-/// pool caches from the root down.
-fn levels_not_cached(row: &crate::report::ResultRow) -> Option<f64> {
-    let frames = row.extra("pool_frames")?;
-    let mut levels = Vec::new();
-    while let Some(n) = row.extra(&format!("pages_level_{}", levels.len())) {
-        levels.push(n);
-    }
-    let mut used = 0.0;
-    let mut cached = 0;
-    for n in levels.iter().rev() {
-        used += n;
-        if used > frames {
-            break;
-        }
-        cached += 1;
-    }
-    Some((levels.len() - cached) as f64)
-}
-
 /// Live heap bytes, with the peak restarted from here, if the counting
 /// allocator is installed.
 fn heap_live_reset_peak() -> Option<u64> {
@@ -331,14 +311,18 @@ impl Study for BtreeRepro {
                     continue;
                 };
                 let reads = row.device_read_bytes_per_op / 4096.0;
-                if let Some(uncached) = levels_not_cached(row) {
+                if let Some(tree) = &row.tree {
+                    let uncached = tree.levels_not_cached() as f64;
                     let excess = reads - uncached;
                     m.set(format!("reads_per_lookup_cache10_{label}"), reads);
                     m.set(format!("levels_not_cached_cache10_{label}"), uncached);
                     m.set(format!("reads_per_lookup_excess_cache10_{label}"), excess);
                     excess_worst = Some(excess_worst.map_or(excess, |w| w.max(excess)));
                 }
-                m.set_some(format!("tree_levels_{label}"), row.extra("height"));
+                m.set_some(
+                    format!("tree_levels_{label}"),
+                    row.tree.as_ref().map(|t| f64::from(t.height)),
+                );
             }
         }
         c.reads_per_lookup_excess_cache10.set_some(excess_worst);

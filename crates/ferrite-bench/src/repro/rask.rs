@@ -594,22 +594,23 @@ fn metrics_of(results: &Results, c: &mut Claims) -> Metrics {
             ds,
             false,
         );
-        let extra = |k: &str| rask.extra.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        let counters = rask.rask.unwrap_or_default();
+        let cut = counters.cuts > 0;
         worst(
             &mut c.split_no_divide_fraction,
-            extra("split_no_divide_fraction").filter(|_| extra("cuts").unwrap_or(0.0) > 0.0),
+            Some(counters.split_no_divide_fraction).filter(|_| cut),
             ds,
             true,
         );
         worst(
             &mut straddle,
-            extra("split_no_straddle_fraction").filter(|_| extra("cuts").unwrap_or(0.0) > 0.0),
+            Some(counters.split_no_straddle_fraction).filter(|_| cut),
             ds,
             true,
         );
         worst(
             &mut c.gc_fraction_of_writes,
-            extra("gc_fraction_of_writes"),
+            rask.rask.map(|k| k.gc_fraction_of_writes),
             ds,
             false,
         );
@@ -716,14 +717,8 @@ fn memory_breakdown(results: &Results, doc: &mut Report) {
         .filter(main)
         .filter(|r| r.result.index == "rask")
     {
-        let x = |k: &str| {
-            r.result
-                .extra
-                .iter()
-                .find(|(n, _)| n == k)
-                .map_or(0.0, |(_, v)| *v)
-        };
-        let (total, entries) = (x("index_bytes"), x("entries"));
+        let k = r.result.rask.unwrap_or_default();
+        let (total, entries) = (k.index_bytes as f64, k.entries as f64);
         if total <= 0.0 || entries <= 0.0 {
             continue;
         }
@@ -737,21 +732,21 @@ fn memory_breakdown(results: &Results, doc: &mut Report) {
             .filter(|b| b.dataset == r.dataset && range_index::is_range_baseline(&b.result.index))
             .filter_map(|b| b.result.memory_bytes)
             .min();
-        let pct = |k: &str| format!("{:.0}%", 100.0 * x(k) / total);
+        let pct = |n: u64| format!("{:.0}%", 100.0 * n as f64 / total);
         lines.push(format!(
-            "| {} | {:.0} | {:.0} | {:.1} | {:.0} / {:.0} / {:.0} / {:.0} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.0} | {:.1} | {} / {} / {} / {} | {} | {} | {} | {} | {} |",
             r.dataset,
             total,
             entries,
             total / entries,
-            x("narrow_leaves"),
-            x("packed_leaves"),
-            x("compact_leaves"),
-            x("wide_leaves"),
-            pct("entry_bytes"),
-            pct("free_slot_bytes"),
-            pct("header_bytes"),
-            pct("art_bytes"),
+            k.narrow_leaves,
+            k.packed_leaves,
+            k.compact_leaves,
+            k.wide_leaves,
+            pct(k.entry_bytes),
+            pct(k.free_slot_bytes),
+            pct(k.header_bytes),
+            pct(k.art_bytes),
             best_range.map_or("–".into(), |b| format!("{:.1}", 0.6 * b as f64 / entries)),
         ));
     }
@@ -917,9 +912,8 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
     }
     let _ = writeln!(doc, "\n## RASK internals (main streams)\n");
     for r in results.rows.iter().filter(|r| r.result.index == "rask") {
-        let fields: Vec<String> = r
-            .result
-            .extra
+        let listed = r.result.rask.map(|k| k.listed()).unwrap_or_default();
+        let fields: Vec<String> = listed
             .iter()
             .map(|(k, v)| {
                 if v.fract() == 0.0 {
@@ -962,12 +956,7 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
         );
         for r in &results.capacity {
             let x = &r.result;
-            let extra = |k: &str| {
-                x.extra
-                    .iter()
-                    .find(|(n, _)| n == k)
-                    .map_or(f64::NAN, |(_, v)| *v)
-            };
+            let k = x.rask;
             let _ = writeln!(
                 doc,
                 "| {} | {} | {:.3} | {} | {} | {} | {} | {:.4} | {:.0} |",
@@ -978,8 +967,8 @@ fn render(results: &Results, metrics: &Metrics, doc: &mut Report) -> Result<()> 
                 x.p50_ns,
                 x.p99_ns,
                 x.p999_ns,
-                extra("full_leaf_fraction_of_writes"),
-                extra("leaves"),
+                k.map_or(f64::NAN, |k| k.full_leaf_fraction_of_writes),
+                k.map_or(f64::NAN, |k| k.leaves as f64),
             );
         }
     }

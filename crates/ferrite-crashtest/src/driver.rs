@@ -316,12 +316,12 @@ pub fn run(a: CrashtestArgs) -> Result<()> {
             // Reopen: recovery, then the whole store against the oracle.
             let t = Instant::now();
             let store = if a.server {
-                let (server, took) = server_target::start(&ferrite, &a, rig)
+                let (server, took) = server_target::start(&ferrite, &a, None, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
                 recoveries.push(took.as_secs_f64() * 1e3);
                 Reopened::Server(server)
             } else if a.volume {
-                let (v, took) = volume_target::start(&ferrite, &a, rig)
+                let (v, took) = volume_target::start(&ferrite, &a, None, rig)
                     .map_err(|e| fail(&a, run, &format!("{e:#}")))?;
                 recoveries.push(took.as_secs_f64() * 1e3);
                 Reopened::Volume(v)

@@ -101,12 +101,9 @@ fn guest_args(a: &CrashtestArgs) -> Vec<String> {
 
 /// Starts the server (here, or booting `rig`'s machine) and waits until
 /// it listens (its recovery done); returns it and how long that took.
-pub fn start(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<(Server, Duration)> {
-    start_counting(me, a, None, rig)
-}
-
-/// [`start`], counting background work on the board in `board` (here).
-fn start_counting(
+/// A server started here counts its background work on the board in
+/// `board`, if given.
+pub fn start(
     me: &Path,
     a: &CrashtestArgs,
     board: Option<&Path>,
@@ -230,7 +227,7 @@ pub fn kill_one(
 ) -> Result<Reported> {
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
-    let (mut server, _) = start_counting(me, a, Some(&board), rig)?;
+    let (mut server, _) = start(me, a, Some(&board), rig)?;
     let (addr, seed) = (server.addr, a.seed);
     let writing: Arc<Vec<Mutex<Vec<Vec<u8>>>>> =
         Arc::new((0..WRITERS).map(|_| Mutex::new(Vec::new())).collect());

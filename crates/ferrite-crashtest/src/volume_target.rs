@@ -198,12 +198,9 @@ pub fn create_if_missing(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Res
 /// Starts the server (here, or booting `rig`'s machine) and waits until
 /// it serves; returns it and how long that took (the map's recovery
 /// among it).
-pub fn start(me: &Path, a: &CrashtestArgs, rig: Option<&Rig>) -> Result<(VolumeServer, Duration)> {
-    start_counting(me, a, None, rig)
-}
-
-/// [`start`], counting background work on the board in `board` (here).
-fn start_counting(
+/// A server started here counts its background work on the board in
+/// `board`, if given.
+pub fn start(
     me: &Path,
     a: &CrashtestArgs,
     board: Option<&Path>,
@@ -236,7 +233,7 @@ pub fn kill_one(
 ) -> Result<Reported> {
     let board = board_file::path_for(&a.path);
     board_file::reset(&board)?;
-    let (mut server, _) = start_counting(me, a, Some(&board), rig)?;
+    let (mut server, _) = start(me, a, Some(&board), rig)?;
     let (addr, seed, mut state) = (server.addr, a.seed, state.clone());
     let always = a.mode == SyncMode::Always;
     served::drive_then_kill(&mut server.proc, &board, ms, move |r2| {

@@ -173,34 +173,73 @@ pub struct Replayer {
     pub sample_every: u64,
 }
 
-fn live_heap() -> Option<u64> {
-    crate::counting_alloc::live_bytes()
+/// The replaying thread's net heap bytes. A replay runs on one thread,
+/// and the index allocates and frees only on it, so the difference of two
+/// readings is the index's growth, whatever other threads of the process
+/// allocate meanwhile.
+fn live_heap() -> Option<i64> {
+    crate::counting_alloc::thread_net_bytes()
 }
 
 /// Frees what earlier indexes retired into crossbeam-epoch's default
-/// collector and left there. RASK and `congee` both retire memory through
-/// it, and a later index's pins would free that backlog during its own
-/// replay, so its heap growth would read low by the bytes freed. Passes
-/// the epoch until the heap stops shrinking (with the counting allocator;
-/// without it, nothing is measured and a few passes do).
-fn drain_retired() {
-    let mut last = live_heap();
+/// collector and left there, and returns the replaying thread's heap
+/// reading once it has. RASK and `congee` both retire memory through the
+/// collector, and a later index's pins would free that backlog during its
+/// own replay, so its heap growth would read low by the bytes freed.
+///
+/// First passes the epoch until the heap stops shrinking (without the
+/// counting allocator nothing is measured and a few passes do). What is
+/// left then is the collector's own bookkeeping, which must be brought to
+/// one state for two readings to compare:
+/// - Freeing a queued bag defers freeing its queue node, and the next
+///   flush queues that as a new bag, so bags are always in flight. A flush
+///   queues before it passes the epoch, so the bags in flight form one or
+///   two chains, a chain a node or two of heap, depending on everything
+///   pinned before.
+/// - Plain pins collect without queueing (one pin in
+///   [`PINS_PER_COLLECT`]), so a few hundred of them free every queued bag
+///   and gather the deferred node frees into this thread's bag; one flush
+///   then queues them as a single chain.
+/// - A single chain still moves the heap by a node from one pass to the
+///   next. The low point over a few passes is the same whatever phase the
+///   passes start in, and that is the reading.
+fn drain_retired() -> Option<i64> {
+    for _ in 0..4 {
+        crossbeam_epoch::pin().flush();
+    }
+    let mut last = live_heap()?;
     let mut steady = 0;
     for _ in 0..64 {
         for _ in 0..4 {
             crossbeam_epoch::pin().flush();
         }
-        let now = live_heap();
-        if now.is_none() {
-            return;
-        }
+        let now = live_heap()?;
         steady = if now == last { steady + 1 } else { 0 };
         if steady == 2 {
-            return;
+            break;
         }
         last = now;
     }
+    for _ in 0..3 * PINS_PER_COLLECT {
+        drop(crossbeam_epoch::pin());
+    }
+    crossbeam_epoch::pin().flush();
+    let mut low = live_heap()?;
+    for _ in 0..BOOKKEEPING_PASSES {
+        crossbeam_epoch::pin().flush();
+        low = low.min(live_heap()?);
+    }
+    Some(low)
 }
+
+/// How many pins crossbeam-epoch makes between the collections a plain
+/// pin triggers (its `PINNINGS_BETWEEN_COLLECT`). Were it to change, the
+/// replay memory test would show the readings drifting again.
+const PINS_PER_COLLECT: usize = 128;
+
+/// Epoch passes [`drain_retired`] takes its low reading over: a chain's
+/// cycle is two passes.
+const BOOKKEEPING_PASSES: usize = 8;
 
 impl Replayer {
     /// Builds index `name` from empty and replays `ops` on it.
@@ -251,8 +290,7 @@ impl Replayer {
         out: &mut Vec<Segment<PhysicalRun>>,
         hist: &mut Histogram<u64>,
     ) -> Option<Replay> {
-        drain_retired();
-        let before = live_heap();
+        let before = drain_retired();
         let ix = super::make(name)?;
         let mut writes = 0u64;
         let every = self.sample_every;
@@ -269,11 +307,10 @@ impl Replayer {
         // The heap is read before the counters are gathered, so nothing
         // the harness allocates for them counts as the index's.
         ix.settle();
-        drain_retired();
-        let after = live_heap();
+        let after = drain_retired();
         let counters = ix.counters(writes);
         let memory_bytes = match (before, after) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+            (Some(b), Some(a)) => Some(u64::try_from(a.saturating_sub(b)).unwrap_or(0)),
             _ => None,
         };
         drop(ix);

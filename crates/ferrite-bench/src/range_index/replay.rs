@@ -204,21 +204,18 @@ fn live_heap() -> Option<i64> {
 ///   next. The low point over a few passes is the same whatever phase the
 ///   passes start in, and that is the reading.
 fn drain_retired() -> Option<i64> {
-    for _ in 0..4 {
-        crossbeam_epoch::pin().flush();
-    }
-    let mut last = live_heap()?;
+    let mut last = None;
     let mut steady = 0;
     for _ in 0..64 {
         for _ in 0..4 {
             crossbeam_epoch::pin().flush();
         }
         let now = live_heap()?;
-        steady = if now == last { steady + 1 } else { 0 };
+        steady = if last == Some(now) { steady + 1 } else { 0 };
         if steady == 2 {
             break;
         }
-        last = now;
+        last = Some(now);
     }
     for _ in 0..3 * PINS_PER_COLLECT {
         drop(crossbeam_epoch::pin());

@@ -139,6 +139,13 @@ pub struct LsmOptions {
     /// default, as RocksDB's and fjall's are; tables already written keep
     /// theirs, so a store can change it between opens.
     pub compression: Compression,
+    /// A flush puts the blocks it writes in the block cache (RocksDB's
+    /// `prepopulate_block_cache = kFlushOnly`), so reads of what was just
+    /// written do not go to the device once its memtable is gone. Off by
+    /// default, as in RocksDB: a load that is not read back would push
+    /// older blocks out for nothing. The server turns it on, because its
+    /// type layer reads every key it writes.
+    pub cache_flushed: bool,
 }
 
 ferrite_core::option_setters!(LsmOptions {
@@ -159,6 +166,7 @@ ferrite_core::option_setters!(LsmOptions {
     partitions: usize,
     training_threads: usize,
     compression: Compression,
+    cache_flushed: bool,
 });
 
 /// RocksDB's defaults where RocksDB has the same knob (64 MiB memtables,
@@ -184,6 +192,7 @@ impl Default for LsmOptions {
             partitions: 1,
             training_threads: 1,
             compression: Compression::default(),
+            cache_flushed: false,
         }
     }
 }

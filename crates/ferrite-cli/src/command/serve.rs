@@ -95,7 +95,13 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .cache_bytes(cache_bytes);
     let builder = match engine {
         EngineKind::Lsm => {
-            builder.lsm(ferrite::lsm::LsmOptions::default().compression(a.compression))
+            // The type layer reads each key it writes (its kind and
+            // deadline), so what a flush writes is read back at once.
+            builder.lsm(
+                ferrite::lsm::LsmOptions::default()
+                    .compression(a.compression)
+                    .cache_flushed(true),
+            )
         }
         _ => builder,
     };

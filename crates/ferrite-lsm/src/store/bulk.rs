@@ -136,7 +136,7 @@ impl Inner {
             return Err(Error::InvalidOptions("store is closing".into()));
         }
         self.count_build(&built);
-        let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+        let t = write_table(&self.space, &self.cache, self.next_table_id(), &built)?;
         written.push((part, level, t));
         Ok(())
     }

@@ -240,7 +240,7 @@ impl Inner {
                         let mut m = self.meta.lock();
                         m.train_ns_per_entry = 0.75 * m.train_ns_per_entry + 0.25 * ns;
                     }
-                    let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+                    let t = write_table(&self.space, &self.cache, self.next_table_id(), &built)?;
                     pending.push((part, level + 1, t));
                 }
                 Step::Through(cut) => {

@@ -101,7 +101,7 @@ impl Inner {
         let mut id = next_id;
         for (part, built) in self.build_memtables(sv, seq, &dels)? {
             written += built.bytes.len() as u64;
-            let t = write_table(&space, &cache, id, built)?;
+            let t = write_table(&space, &cache, id, &built)?;
             records.push(TableRecord {
                 id,
                 partition: part as u16,

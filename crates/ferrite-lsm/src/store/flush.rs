@@ -286,7 +286,10 @@ impl Inner {
         let mut added = Vec::new();
         for (part, built) in built {
             self.count_build(&built);
-            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), &built)?;
+            if self.opts.cache_flushed {
+                t.cache_from(&built.bytes)?;
+            }
             added.push((part, 0, t));
         }
         if !added.is_empty() {

@@ -219,7 +219,7 @@ impl LsmStore {
             for (part, built) in build_from_memtable(&recovered, &lsm, &dels, &cuts) {
                 let id = state.next_table;
                 state.next_table += 1;
-                added.push((part, 0, write_table(&space, &cache, id, built)?));
+                added.push((part, 0, write_table(&space, &cache, id, &built)?));
             }
             space.sync()?;
             version = version.edit(&[], &added).with_range_dels(replayed_dels);

@@ -22,7 +22,7 @@ pub(super) fn write_table(
     space: &Arc<TableSpace>,
     cache: &Arc<BlockCache>,
     id: u64,
-    built: BuiltTable,
+    built: &BuiltTable,
 ) -> Result<Arc<Table>> {
     let extent = space.allocate(built.pages());
     if let Err(e) = space.write(extent, &built.bytes) {

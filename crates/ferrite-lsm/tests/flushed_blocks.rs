@@ -1,0 +1,55 @@
+//! `LsmOptions::cache_flushed`: a flush leaves the blocks it wrote in the
+//! block cache, so reading back what was just flushed costs no device
+//! read; without it, the same reads go to the device.
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
+
+mod common;
+
+use std::sync::Arc;
+
+use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
+use ferrite_io::BlockDevice;
+use ferrite_lsm::{Devices, LsmOptions, LsmStore};
+
+/// Device reads of the tables while every flushed key is read back.
+fn reads_after_flush(cache_flushed: bool) -> u64 {
+    let d = common::fresh();
+    let dev = |i: usize| d[i].clone() as Arc<dyn BlockDevice>;
+    let devices = Devices {
+        tables: dev(0),
+        manifest: [dev(1), dev(2)],
+        wal: std::array::from_fn(|i| dev(3 + i)),
+    };
+    let opts = Options::default()
+        .cache_bytes(16 << 20)
+        .sync(SyncMode::Never);
+    let lsm = LsmOptions::default().cache_flushed(cache_flushed);
+    let db = LsmStore::open_on(devices, &opts, lsm).unwrap();
+    let key = |i: u32| format!("key{:08}", i.wrapping_mul(2_654_435_761)).into_bytes();
+    for chunk in 0..20u32 {
+        let mut b = WriteBatch::new();
+        for i in chunk * 1000..(chunk + 1) * 1000 {
+            b.put(&key(i), &[i as u8; 100]).unwrap();
+        }
+        db.write_batch(&b).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(
+        db.report().levels.iter().any(|l| l.tables > 0),
+        "the keys are in tables"
+    );
+    let before = d[0].io_stats().reads;
+    for i in 0..20_000u32 {
+        assert_eq!(db.get(&key(i)).unwrap(), Some(vec![i as u8; 100]));
+    }
+    d[0].io_stats().reads - before
+}
+
+#[test]
+fn flushed_blocks_are_read_from_the_cache() {
+    assert_eq!(reads_after_flush(true), 0);
+    assert!(
+        reads_after_flush(false) > 0,
+        "without it the blocks are read"
+    );
+}

@@ -113,6 +113,14 @@ pub fn clock_victim(bits: &mut [bool], hand: usize) -> Option<usize> {
     None
 }
 
+/// Whether a flush's `bytes` of blocks are put in a cache whose blocks
+/// may take `block_budget`: only up to half of it, because a flush larger
+/// than that would push out the blocks readers come back to for blocks
+/// they may never read.
+pub fn flush_fits(bytes: usize, block_budget: usize) -> bool {
+    bytes <= block_budget / 2
+}
+
 pub struct BlockCache {
     shards: Vec<Mutex<Shard>>,
     budget: usize,
@@ -143,6 +151,12 @@ impl BlockCache {
 
     pub fn pinned(&self) -> usize {
         self.pinned.load(Ordering::Relaxed)
+    }
+
+    /// Whether a flush's `bytes` of blocks may enter the cache (see
+    /// [`flush_fits`]).
+    pub fn takes_flush(&self, bytes: usize) -> bool {
+        flush_fits(bytes, self.budget.saturating_sub(self.pinned()))
     }
 
     /// What one shard may hold in blocks now.
@@ -262,6 +276,17 @@ mod tests {
         let mut all = vec![true, true];
         assert_eq!(clock_victim(&mut all, 1), Some(1));
         assert_eq!(clock_victim(&mut [], 0), None);
+    }
+
+    #[test]
+    fn a_flush_enters_the_cache_only_up_to_half_of_it() {
+        assert!(flush_fits(0, 0));
+        assert!(flush_fits(50 << 20, 100 << 20));
+        assert!(!flush_fits((50 << 20) + 1, 100 << 20));
+        assert!(
+            !flush_fits(16 << 20, 11 << 20),
+            "a flush larger than the cache"
+        );
     }
 
     fn block(tag: u8) -> Arc<Block> {

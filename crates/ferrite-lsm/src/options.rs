@@ -141,10 +141,11 @@ pub struct LsmOptions {
     pub compression: Compression,
     /// A flush puts the blocks it writes in the block cache (RocksDB's
     /// `prepopulate_block_cache = kFlushOnly`), so reads of what was just
-    /// written do not go to the device once its memtable is gone. Off by
-    /// default, as in RocksDB: a load that is not read back would push
-    /// older blocks out for nothing. The server turns it on, because its
-    /// type layer reads every key it writes.
+    /// written do not go to the device once its memtable is gone. A flush
+    /// whose blocks would take more than half the cache leaves it as it
+    /// was. Off by default, as in RocksDB: a load that is not read back
+    /// would push older blocks out for nothing. The server turns it on,
+    /// because its type layer reads every key it writes.
     pub cache_flushed: bool,
 }
 

@@ -1,6 +1,7 @@
 //! `LsmOptions::cache_flushed`: a flush leaves the blocks it wrote in the
 //! block cache, so reading back what was just flushed costs no device
-//! read; without it, the same reads go to the device.
+//! read; without it, or when the flush would fill more than half the
+//! cache, the same reads go to the device.
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a failed test")]
 
 mod common;
@@ -12,7 +13,7 @@ use ferrite_io::BlockDevice;
 use ferrite_lsm::{Devices, LsmOptions, LsmStore};
 
 /// Device reads of the tables while every flushed key is read back.
-fn reads_after_flush(cache_flushed: bool) -> u64 {
+fn reads_after_flush(cache_flushed: bool, cache_bytes: u64) -> u64 {
     let d = common::fresh();
     let dev = |i: usize| d[i].clone() as Arc<dyn BlockDevice>;
     let devices = Devices {
@@ -21,7 +22,7 @@ fn reads_after_flush(cache_flushed: bool) -> u64 {
         wal: std::array::from_fn(|i| dev(3 + i)),
     };
     let opts = Options::default()
-        .cache_bytes(16 << 20)
+        .cache_bytes(cache_bytes)
         .sync(SyncMode::Never);
     let lsm = LsmOptions::default().cache_flushed(cache_flushed);
     let db = LsmStore::open_on(devices, &opts, lsm).unwrap();
@@ -47,9 +48,12 @@ fn reads_after_flush(cache_flushed: bool) -> u64 {
 
 #[test]
 fn flushed_blocks_are_read_from_the_cache() {
-    assert_eq!(reads_after_flush(true), 0);
-    assert!(
-        reads_after_flush(false) > 0,
-        "without it the blocks are read"
-    );
+    assert_eq!(reads_after_flush(true, 16 << 20), 0);
+    let cold = reads_after_flush(false, 16 << 20);
+    assert!(cold > 0, "without it the blocks are read");
+    // The flush's blocks (about 2.4 MiB) fit a 4 MiB cache, and every
+    // block stays once read (one read each), but they are more than half
+    // of it: the flush leaves the cache as it was. In 5 MiB they enter it.
+    assert_eq!(reads_after_flush(true, 4 << 20), cold);
+    assert_eq!(reads_after_flush(true, 5 << 20), 0);
 }

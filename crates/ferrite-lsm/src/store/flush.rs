@@ -21,6 +21,7 @@ use crate::merge::{MemSource, Merge, Source};
 use crate::options::LsmOptions;
 use crate::partition_buffer::{self, PartitionBuffers, Pending};
 use crate::range_del::RangeDels;
+use crate::table::block::PAGE;
 use crate::table::{BuiltTable, TableBuilder};
 
 /// One table per partition in `due`, from what its flush buffer holds
@@ -284,16 +285,23 @@ impl Inner {
     /// Writes `built` as L0 tables and installs them with `flushed`.
     fn install_l0(&self, built: Vec<(usize, BuiltTable)>, flushed: &Flushed) -> Result<()> {
         let mut added = Vec::new();
-        for (part, built) in built {
-            self.count_build(&built);
-            let t = write_table(&self.space, &self.cache, self.next_table_id(), &built)?;
-            if self.opts.cache_flushed {
-                t.cache_from(&built.bytes)?;
-            }
-            added.push((part, 0, t));
+        for (part, built) in &built {
+            self.count_build(built);
+            let t = write_table(&self.space, &self.cache, self.next_table_id(), built)?;
+            added.push((*part, 0, t));
         }
         if !added.is_empty() {
             self.space.sync()?;
+        }
+        // Cached before the install, so no reader finds the tables cold.
+        let bytes = added
+            .iter()
+            .map(|(_, _, t)| t.logical_pages() as usize * PAGE)
+            .sum();
+        if self.opts.cache_flushed && self.cache.takes_flush(bytes) {
+            for ((_, _, t), (_, b)) in added.iter().zip(&built) {
+                t.cache_from(&b.bytes)?;
+            }
         }
         self.install(&[], &added, Some(flushed))?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);

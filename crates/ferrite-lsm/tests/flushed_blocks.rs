@@ -6,26 +6,22 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use ferrite_core::{KvStore, Options, SyncMode, WriteBatch};
 use ferrite_io::BlockDevice;
-use ferrite_lsm::{Devices, LsmOptions, LsmStore};
+use ferrite_lsm::LsmOptions;
 
 /// Device reads of the tables while every flushed key is read back.
 fn reads_after_flush(cache_flushed: bool, cache_bytes: u64) -> u64 {
     let d = common::fresh();
-    let dev = |i: usize| d[i].clone() as Arc<dyn BlockDevice>;
-    let devices = Devices {
-        tables: dev(0),
-        manifest: [dev(1), dev(2)],
-        wal: std::array::from_fn(|i| dev(3 + i)),
-    };
     let opts = Options::default()
         .cache_bytes(cache_bytes)
         .sync(SyncMode::Never);
-    let lsm = LsmOptions::default().cache_flushed(cache_flushed);
-    let db = LsmStore::open_on(devices, &opts, lsm).unwrap();
+    let db = common::open_opts(
+        &d,
+        LsmOptions::default().cache_flushed(cache_flushed),
+        &opts,
+    )
+    .unwrap();
     let key = |i: u32| format!("key{:08}", i.wrapping_mul(2_654_435_761)).into_bytes();
     for chunk in 0..20u32 {
         let mut b = WriteBatch::new();

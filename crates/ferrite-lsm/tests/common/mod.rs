@@ -48,17 +48,22 @@ pub fn open_with(
     sync: SyncMode,
     wal_recovery: ferrite_core::WalRecovery,
 ) -> ferrite_core::Result<LsmStore> {
+    let opts = Options::default()
+        .cache_bytes(64 << 10)
+        .sync(sync)
+        .wal_recovery(wal_recovery);
+    open_opts(d, lsm, &opts)
+}
+
+/// A store on `d` with the given store-wide options.
+pub fn open_opts(d: &Devs, lsm: LsmOptions, opts: &Options) -> ferrite_core::Result<LsmStore> {
     let dev = |i: usize| d[i].clone() as Arc<dyn BlockDevice>;
     let devices = Devices {
         tables: dev(0),
         manifest: [dev(1), dev(2)],
         wal: std::array::from_fn(|i| dev(3 + i)),
     };
-    let opts = Options::default()
-        .cache_bytes(64 << 10)
-        .sync(sync)
-        .wal_recovery(wal_recovery);
-    LsmStore::open_on(devices, &opts, lsm)
+    LsmStore::open_on(devices, opts, lsm)
 }
 
 pub fn contents(db: &LsmStore) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {

@@ -294,13 +294,15 @@ impl Inner {
             self.space.sync()?;
         }
         // Cached before the install, so no reader finds the tables cold.
-        let bytes = added
-            .iter()
-            .map(|(_, _, t)| t.logical_pages() as usize * PAGE)
-            .sum();
-        if self.opts.cache_flushed && self.cache.takes_flush(bytes) {
-            for ((_, _, t), (_, b)) in added.iter().zip(&built) {
-                t.cache_from(&b.bytes)?;
+        if self.opts.cache_flushed {
+            let bytes = added
+                .iter()
+                .map(|(_, _, t)| t.logical_pages() as usize * PAGE)
+                .sum();
+            if self.cache.takes_flush(bytes) {
+                for ((_, _, t), (_, b)) in added.iter().zip(&built) {
+                    t.cache_from(&b.bytes)?;
+                }
             }
         }
         self.install(&[], &added, Some(flushed))?;

@@ -1,10 +1,11 @@
-//! The expiry pass of `repro serve`: keys given TTLs of 1–10 s that no
-//! client reads again must all go, and their space come back, by the
-//! server's own active expiry.
+//! The expiry pass of `repro serve`: keys given TTLs that no client reads
+//! again must all go, and their space come back, by the server's own
+//! active expiry.
 //!
-//! `SET ttl:<i> <20 bytes> PX <t>` with `t` uniform in 1,000–10,000 ms
-//! (a fixed seed), pipelined a thousand at a time; then, once a second
-//! until [`WINDOW`] after the last key's deadline, `DBSIZE` and the store
+//! `SET ttl:<i> <20 bytes> PX <t>` with `t` uniform from a tenth of
+//! [`Pass::max_ttl`] to all of it (1,000–10,000 ms at default scale; a
+//! fixed seed), pipelined a thousand at a time; then, once a second until
+//! [`Pass::window`] after the last key's deadline, `DBSIZE` and the store
 //! directory's allocated bytes. Nothing else talks to the server.
 
 use std::path::Path;
@@ -15,8 +16,42 @@ use serde::{Deserialize, Serialize};
 use super::resp::Resp;
 use crate::error::{BenchError, Result};
 
-/// How long after the last deadline the pass watches.
-pub(super) const WINDOW: Duration = Duration::from_secs(20);
+/// What one pass writes and how long it watches.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pass {
+    pub keys: u64,
+    /// The longest TTL; the shortest is a tenth of it.
+    pub max_ttl: Duration,
+    /// How long after the last deadline the pass watches.
+    pub window: Duration,
+}
+
+/// The longest TTL of reports written before it was a size (ms).
+pub(super) fn default_max_ttl_ms() -> u64 {
+    10_000
+}
+
+/// The window of reports written before it was a size (s).
+pub(super) fn default_window_s() -> u64 {
+    20
+}
+
+/// `1,000-10,000` for a longest TTL of 10,000 ms: the pass's TTL range.
+pub(super) fn ttl_range_text(max_ttl_ms: u64) -> String {
+    format!("{}-{}", grouped(max_ttl_ms / 10), grouped(max_ttl_ms))
+}
+
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
 
 /// Keys per pipelined write.
 const PIPELINE: u64 = 1000;
@@ -66,7 +101,10 @@ impl ExpiryRun {
 }
 
 /// Runs the pass against the server on `port`, whose store is `store`.
-pub(super) fn run(port: u16, store: &Path, keys: u64) -> Result<ExpiryRun> {
+pub(super) fn run(port: u16, store: &Path, pass: Pass) -> Result<ExpiryRun> {
+    let keys = pass.keys;
+    let max_ms = pass.max_ttl.as_millis().max(10) as u64;
+    let min_ms = max_ms / 10;
     let mut c = Resp::connect(port)?;
     let start = Instant::now();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -81,7 +119,7 @@ pub(super) fn run(port: u16, store: &Path, keys: u64) -> Result<ExpiryRun> {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let ms = 1000 + rng % 9001;
+            let ms = min_ms + rng % (max_ms - min_ms + 1);
             last_deadline = last_deadline.max(sent + Duration::from_millis(ms));
             let key = format!("ttl:{j:08}");
             let value = format!("{:020}", j);
@@ -112,7 +150,7 @@ pub(super) fn run(port: u16, store: &Path, keys: u64) -> Result<ExpiryRun> {
             .as_secs_f64(),
         samples: Vec::new(),
     };
-    let end = last_deadline.max(loaded) + WINDOW;
+    let end = last_deadline.max(loaded) + pass.window;
     loop {
         let now = Instant::now();
         let left = c
@@ -128,5 +166,18 @@ pub(super) fn run(port: u16, store: &Path, keys: u64) -> Result<ExpiryRun> {
             return Ok(run);
         }
         std::thread::sleep(Duration::from_secs(1).min(end - now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ttl_range_is_written_with_thousands_grouped() {
+        assert_eq!(ttl_range_text(10_000), "1,000-10,000");
+        assert_eq!(ttl_range_text(1_000), "100-1,000");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+        assert_eq!(grouped(0), "0");
     }
 }

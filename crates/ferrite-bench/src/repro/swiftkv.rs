@@ -67,17 +67,17 @@ pub struct SwiftRepro;
 
 sizes! {
     struct Sizes {
-        records: u64 = (200_000, 10_000_000, 40_000_000),
+        records: u64 = (100_000, 10_000_000, 40_000_000),
         warmup: u64 = (10_000, 100_000, 500_000),
         /// Measured lookups per distribution in-cache, and at 10% cache.
-        ops: u64 = (40_000, 1_000_000, 4_000_000),
+        ops: u64 = (20_000, 1_000_000, 4_000_000),
         ops_cache10: u64 = (10_000, 200_000, 1_000_000),
         chunks: u64 = (4, 10, 20),
         sweep_ops: u64 = (10_000, 100_000, 1_000_000),
-        peer_records: u64 = (100_000, 10_000_000, 40_000_000),
+        peer_records: u64 = (50_000, 10_000_000, 40_000_000),
         peer_ops: u64 = (10_000, 100_000, 1_000_000),
-        model_records: u64 = (200_000, 2_000_000, 8_000_000),
-        partition_records: u64 = (100_000, 2_000_000, 10_000_000),
+        model_records: u64 = (100_000, 2_000_000, 8_000_000),
+        partition_records: u64 = (50_000, 2_000_000, 10_000_000),
     }
 }
 

@@ -57,7 +57,7 @@ sizes! {
     struct Sizes {
         volume_bytes: u64 = (64 << 20, 1 << 30, 4 << 30),
         segment_bytes: u64 = (4 << 20, 64 << 20, 64 << 20),
-        phase_secs: u64 = (2, 12, 30),
+        phase_secs: u64 = (1, 12, 30),
         qd1_secs: u64 = (1, 6, 15),
         /// Bytes overwritten in the space-amplification pass, as a multiple of
         /// the volume.

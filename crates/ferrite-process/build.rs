@@ -3,7 +3,7 @@
 //! crash-test campaign name the code that ran rather than whatever the
 //! checkout they run in holds; `unknown` outside a git checkout.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
@@ -33,13 +33,22 @@ fn main() {
     // follow (an edit alone leaves git's index as it was).
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     println!("cargo:rerun-if-changed={}", crates.display());
+    // Only paths that exist: Cargo runs a script again on every build while
+    // a path it watches is missing, and a checkout whose refs were never
+    // packed has no `packed-refs`, so every build would relink everything
+    // above this crate. The branch's ref is watched through its folder
+    // (`refs/heads`), which holds its file whether or not it exists yet.
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
         let dir = Path::new(&dir);
-        for f in ["HEAD", "index", "packed-refs"] {
-            println!("cargo:rerun-if-changed={}", dir.join(f).display());
-        }
+        let mut watched: Vec<PathBuf> = ["HEAD", "index", "packed-refs"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect();
         if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", dir.join(head).display());
+            watched.extend(dir.join(head).parent().map(Path::to_path_buf));
+        }
+        for path in watched.iter().filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", path.display());
         }
     }
 }

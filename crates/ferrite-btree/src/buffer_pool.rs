@@ -2087,7 +2087,7 @@ mod tests {
 /// interleaving the reader reads the child's bytes or, finding the route
 /// stale, the page table's frame: never the other page's bytes, which a
 /// route trusted without checking the frame's id would return.
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod route_model {
     use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
     use loom::sync::{Arc, Mutex, RwLock};

@@ -22,9 +22,9 @@
 //! reading sees the closing bump (release / acquire) sees every page the
 //! change wrote.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Attempts a lookup makes optimistically before its caller falls back to
@@ -111,18 +111,18 @@ impl StructureVersion {
 }
 
 fn backoff(attempt: usize) {
-    #[cfg(loom)]
+    #[cfg(feature = "loom")]
     {
         let _ = attempt;
         loom::thread::yield_now();
     }
-    #[cfg(not(loom))]
+    #[cfg(not(feature = "loom"))]
     for _ in 0..(1usize << attempt.min(6)) * 16 {
         std::hint::spin_loop();
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -178,7 +178,7 @@ mod tests {
 /// back to the tree's lock when its attempts are overlapped. In every
 /// interleaving loom explores, the key is found: an unvalidated lookup can
 /// read the old root and then the split leaf, and miss it.
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_model {
     use super::*;
     use loom::sync::{Arc, RwLock};
